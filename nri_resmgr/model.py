@@ -1,0 +1,168 @@
+"""Domain values: what the policies see of pods and containers, and what they decide.
+
+Theory of operation: the adapter (`nri_resmgr.adapter`) turns NRI protobuf messages into
+these frozen values at the wire edge; nothing below the adapter sees protobuf.  A policy
+receives a `ContainerInfo` (the container, its pod, its effective annotations and its
+resource `Request`) and answers with a `Decision`: the `Assignment` of the subject
+container, the assignments of other containers that must change, and the new policy state
+to commit.  The pipeline commits the state only when it accepts the decision, so a failed
+or rejected decision leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NewType
+
+from nri_resmgr.topology.cpuset import CPUSet, NodeSet
+
+PodID = NewType("PodID", str)
+ContainerID = NewType("ContainerID", str)
+
+#: The annotation namespace shared with containers/nri-plugins.
+ANNOTATION_DOMAIN = "resource-policy.nri.io"
+
+
+class QoSClass(enum.StrEnum):
+    GUARANTEED = "Guaranteed"
+    BURSTABLE = "Burstable"
+    BEST_EFFORT = "BestEffort"
+
+
+class ContainerKind(enum.StrEnum):
+    APP = "app"
+    INIT = "init"
+
+
+class CPUKind(enum.StrEnum):
+    """How a container's CPUs are held."""
+
+    NONE = "none"            # policy does not pin (none policy, preserve annotation)
+    SHARED = "shared"        # the pool's shared subset, changes as exclusive CPUs come and go
+    EXCLUSIVE = "exclusive"  # whole CPUs for this container only
+    ISOLATED = "isolated"    # exclusive CPUs taken from the kernel's isolcpus
+    RESERVED = "reserved"    # the reserved CPUs (kube-system and configured namespaces)
+    MIXED = "mixed"          # exclusive CPUs plus a share of the pool's shared CPUs
+
+
+class MemoryKind(enum.StrEnum):
+    DRAM = "dram"
+    PMEM = "pmem"
+    HBM = "hbm"
+    CXL = "cxl"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A container's resource request, as estimated from the runtime's view of it.
+
+    cpu_request_milli comes from CFS shares (shares * 1000 / 1024), cpu_limit_milli from
+    quota/period (None when unlimited), memory_* in bytes (None when unset).
+    """
+
+    cpu_request_milli: int = 0
+    cpu_limit_milli: int | None = None
+    memory_request: int | None = None
+    memory_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    id: PodID
+    uid: str
+    name: str
+    namespace: str
+    qos_class: QoSClass
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    cgroup_parent: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerInfo:
+    """One container as a policy sees it."""
+
+    id: ContainerID
+    name: str
+    pod: Pod
+    request: Request
+    kind: ContainerKind = ContainerKind.APP
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    cgroups_path: str = ""
+    #: cpuset the runtime reports for it now (Synchronize, UpdateContainer), if any
+    current_cpus: CPUSet | None = None
+    current_mems: NodeSet | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.pod.namespace
+
+    @property
+    def qos_class(self) -> QoSClass:
+        return self.pod.qos_class
+
+    @property
+    def pretty(self) -> str:
+        """`namespace/pod container name`, for messages."""
+        return f"pod {self.pod.namespace}/{self.pod.name} container {self.name}"
+
+    def annotation(self, key: str) -> str | None:
+        """The effective value of `key`: `key/container.NAME` over `key/pod` over `key`.
+
+        Looked up in the pod's annotations (where Kubernetes puts them) and then the
+        container's own.
+        """
+        for source in (self.pod.annotations, self.annotations):
+            for k in (f"{key}/container.{self.name}", f"{key}/pod", key):
+                if k in source:
+                    return source[k]
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """What one container gets."""
+
+    container_id: ContainerID
+    cpus: CPUSet
+    mems: NodeSet
+    kind: CPUKind
+    pool: str = ""
+    rdt_class: str | None = None
+    blockio_class: str | None = None
+
+
+class PolicyState:
+    """Marker base for a policy's own immutable allocation state."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A policy's answer: apply all of it, or none of it."""
+
+    state: PolicyState
+    #: the subject container's assignment (create, update), None for releases
+    assignment: Assignment | None = None
+    #: other containers whose cpus/mems/classes must change as a consequence
+    updates: tuple[Assignment, ...] = ()
+    reason: str = ""
+
+
+class ResmgrError(Exception):
+    """Base of nri_resmgr's own errors; the message names subject, expectation, finding."""
+
+
+class AllocationError(ResmgrError):
+    """A request no pool can satisfy (creation fails with this message)."""
+
+
+class AnnotationError(ResmgrError):
+    """A malformed or unknown annotation value."""
+
+
+class ConfigError(ResmgrError):
+    """Invalid configuration."""

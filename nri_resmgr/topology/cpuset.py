@@ -1,0 +1,135 @@
+"""Sets of CPU and NUMA node ids, and the kernel's list format.
+
+Theory of operation: the kernel writes CPU and node sets as comma-separated ids and
+inclusive ranges (``0-3,8,10-11``); cgroups, sysfs and NRI all use that form.  `IDSet`
+is an immutable, hashable set of non-negative ints that parses and formats it in exactly
+one place.  `CPUSet` and `NodeSet` are the same type under the names the rest of the
+code uses, so a reader can tell which kind of id a value holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TypeAlias
+
+
+class IDSetError(ValueError):
+    """A string is not a valid kernel id list."""
+
+
+class IDSet:
+    """An immutable set of non-negative ids in the kernel's ``0-3,8`` list form."""
+
+    __slots__ = ("_ids",)
+    _ids: frozenset[int]
+
+    def __init__(self, ids: Iterable[int] = ()) -> None:
+        frozen = frozenset(ids)
+        for i in frozen:
+            if not isinstance(i, int) or isinstance(i, bool) or i < 0:
+                raise IDSetError(f"id set: expected non-negative integers, found {i!r}")
+        object.__setattr__(self, "_ids", frozen)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    @classmethod
+    def parse(cls, text: str) -> IDSet:
+        """Parse the kernel list form; the empty string (or whitespace) is the empty set."""
+        ids: set[int] = set()
+        text = text.strip()
+        if not text:
+            return cls()
+        for part in text.split(","):
+            part = part.strip()
+            if not part:
+                raise IDSetError(f"id list {text!r}: empty element; expected e.g. '0-3,8'")
+            lo_s, sep, hi_s = part.partition("-")
+            try:
+                lo = int(lo_s, 10)
+                hi = int(hi_s, 10) if sep else lo
+            except ValueError as exc:
+                raise IDSetError(
+                    f"id list {text!r}: element {part!r} is not an id or a range; expected e.g. '0-3,8'"
+                ) from exc
+            if lo < 0 or hi < lo:
+                raise IDSetError(f"id list {text!r}: range {part!r} is empty or negative")
+            ids.update(range(lo, hi + 1))
+        return cls(ids)
+
+    def __str__(self) -> str:
+        out: list[str] = []
+        start = prev = -2
+        for i in sorted(self._ids):
+            if i == prev + 1:
+                prev = i
+                continue
+            if start >= 0:
+                out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = i
+        if start >= 0:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+        return ",".join(out)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}('{self}')"
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(self._ids))
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._ids
+
+    def __bool__(self) -> bool:
+        return bool(self._ids)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, IDSet):
+            return self._ids == other._ids
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._ids)
+
+    def __or__(self, other: IDSet) -> IDSet:
+        return IDSet(self._ids | other._ids)
+
+    def __and__(self, other: IDSet) -> IDSet:
+        return IDSet(self._ids & other._ids)
+
+    def __sub__(self, other: IDSet) -> IDSet:
+        return IDSet(self._ids - other._ids)
+
+    def __le__(self, other: IDSet) -> bool:
+        return self._ids <= other._ids
+
+    def __lt__(self, other: IDSet) -> bool:
+        return self._ids < other._ids
+
+    def isdisjoint(self, other: IDSet) -> bool:
+        return self._ids.isdisjoint(other._ids)
+
+    def ids(self) -> frozenset[int]:
+        return self._ids
+
+    def sorted(self) -> list[int]:
+        return sorted(self._ids)
+
+    def first(self, n: int) -> IDSet:
+        """The n lowest ids."""
+        return IDSet(sorted(self._ids)[:n])
+
+
+CPUSet: TypeAlias = IDSet
+NodeSet: TypeAlias = IDSet
+
+
+def union(sets: Iterable[IDSet]) -> IDSet:
+    """The union of any number of id sets."""
+    out: set[int] = set()
+    for s in sets:
+        out |= s.ids()
+    return IDSet(out)

@@ -1,0 +1,49 @@
+"""Shared helpers for the test suite.
+
+`require(condition, reason)` skips a test whose prerequisite (Go, ../shared/, root, runc,
+...) is missing. When NRI_RESMGR_STRICT=1 (set by .ci/run) the same call fails the test
+instead, because CI is expected to have every prerequisite.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("NRI_RESMGR_SHARED", REPO.parent / "shared"))
+TOPOLOGIES = SHARED / "topologies"
+STRICT = os.environ.get("NRI_RESMGR_STRICT", "") not in ("", "0", "false", "no")
+
+
+def require(condition: object, reason: str) -> None:
+    """Skip (or, in strict mode, fail) the calling test unless `condition` holds."""
+    if condition:
+        return
+    if STRICT:
+        pytest.fail(f"prerequisite missing in strict mode (NRI_RESMGR_STRICT=1): {reason}")
+    pytest.skip(reason)
+
+
+def go_binary() -> str | None:
+    """Path of the `go` tool, or None."""
+    found = shutil.which("go")
+    if found:
+        return found
+    fallback = Path("/usr/local/go/bin/go")
+    return str(fallback) if fallback.exists() else None
+
+
+def require_go() -> str:
+    go = go_binary()
+    require(go, "the Go toolchain is not installed (needed to build the real NRI runtime library)")
+    assert go is not None
+    return go
+
+
+def require_topologies() -> Path:
+    require(TOPOLOGIES.is_dir(), f"{TOPOLOGIES} is absent (the real machine snapshots live in ../shared)")
+    return TOPOLOGIES

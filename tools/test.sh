@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite: install, lint, type-check, layer contracts, tests.
+# This is the README's test command; .ci/run calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q -e '.[test]'
+python3 -m ruff check .
+python3 -m mypy nri_api nri_resmgr tests
+lint-imports
+python3 -m pytest "$@"
