@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import filecmp
-import shutil
+import keyword
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -27,7 +28,9 @@ def generate(out_root: Path) -> list[Path]:
     try:
         from grpc_tools import protoc  # type: ignore[import-untyped]
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise SystemExit("genproto: grpcio-tools is not installed; pip install '.[codegen]'") from exc
+        raise SystemExit(
+            "genproto: grpcio-tools is not installed; pip install '.[codegen]'"
+        ) from exc
     import grpc_tools
 
     include = Path(grpc_tools.__file__).parent / "_proto"
@@ -43,12 +46,35 @@ def generate(out_root: Path) -> list[Path]:
     rc = protoc.main(args)
     if rc != 0:
         raise SystemExit(f"genproto: protoc failed with exit code {rc}")
+    for stub in (out_root / PB_DIR).glob("*_pb2.pyi"):
+        stub.write_text(_drop_keyword_names(stub.read_text()))
     return sorted((out_root / PB_DIR).glob("*_pb2.py*"))
+
+
+_STUB_NAME = re.compile(r"^\s*(\w+):")
+
+
+def _drop_keyword_names(stub: str) -> str:
+    """Remove stub declarations whose name is a Python keyword.
+
+    NRI's `enum Field` has a value called `None`; protoc's --pyi_out writes it as
+    `None: Field`, which is a syntax error that stops mypy. The value stays reachable
+    at run time through `Field.Value("None")`.
+    """
+    kept = []
+    for line in stub.splitlines(keepends=True):
+        m = _STUB_NAME.match(line)
+        if m and keyword.iskeyword(m.group(1)):
+            continue
+        kept.append(line)
+    return "".join(kept)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the committed files are stale")
+    parser.add_argument(
+        "--check", action="store_true", help="fail if the committed files are stale"
+    )
     ns = parser.parse_args()
     if not ns.check:
         generate(ROOT)
