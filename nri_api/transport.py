@@ -1,0 +1,304 @@
+"""The asyncio shell over the sans-IO wire layers: one `Trunk` per NRI socket.
+
+Theory of operation
+-------------------
+A `Trunk` owns one connected Unix stream socket. One reader task reads bytes, feeds them
+to the `Multiplexer`, hands each frame's payload to the `TtrpcConnection` of that ConnID,
+and acts on the ttrpc events:
+
+* on the *server* conn (1 for a plugin), a `RequestReceived` starts a task that awaits the
+  handler given to `serve` under the request's deadline and writes the Response; a
+  `StreamRejected` is written back as is;
+* on the *client* conn (2 for a plugin), a `ResponseReceived` or `StreamFailed` completes
+  the future of the `call` waiting on that stream.
+
+Writes are whole ttrpc messages framed by `frame_message`, serialized by one lock and
+drained. A call allocates its stream id and writes its Request under that same lock, so ids
+reach the peer in increasing order, as the Go server demands.
+
+EOF, an OS error or a `RemoteProtocolError` from the peer closes the trunk: pending calls
+fail with `ConnectionClosed`, handler tasks are cancelled, the socket is closed, and
+`wait_closed` returns; `close_reason` tells why. The roles are parameters, so the same
+class plays the runtime side in tests (server on conn 2, client on conn 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from nri_api.errors import (
+    NEED_DATA,
+    ConnectionClosed,
+    ProtocolError,
+    RPCError,
+    StatusCode,
+)
+from nri_api.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, Multiplexer, MuxClosed
+from nri_api.mux import frame_message as _frame_message
+from nri_api.ttrpc import (
+    RequestReceived,
+    ResponseReceived,
+    Role,
+    StreamFailed,
+    StreamRejected,
+    TtrpcClosed,
+    TtrpcConnection,
+)
+
+__all__ = ["Handler", "Trunk"]
+
+Handler = Callable[[str, str, bytes, float | None], Awaitable[bytes]]
+"""(service, method, payload, deadline as loop.time() or None) -> reply payload."""
+
+_READ_SIZE: Final = 256 * 1024
+
+
+class Trunk:
+    """One NRI connection: a ttrpc server and a ttrpc client over the mux."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        server_conn: int = PLUGIN_SERVICE_CONN,
+        client_conn: int = RUNTIME_SERVICE_CONN,
+    ) -> None:
+        if server_conn == client_conn:
+            raise ValueError(
+                f"Trunk conn ids: expected distinct server and client conns, "
+                f"found both {server_conn}"
+            )
+        self._reader = reader
+        self._writer = writer
+        self._server_conn = server_conn
+        self._client_conn = client_conn
+        self._mux = Multiplexer(accept=(server_conn, client_conn))
+        self._server = TtrpcConnection(Role.SERVER)
+        self._client = TtrpcConnection(Role.CLIENT)
+        self._loop = asyncio.get_running_loop()
+        self._write_lock = asyncio.Lock()
+        self._handler: Handler | None = None
+        self._handler_set = asyncio.Event()
+        self._pending: dict[int, asyncio.Future[bytes]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self._close_reason: BaseException | None = None
+        self._done = asyncio.Event()
+        self._read_task = self._loop.create_task(self._read_loop(), name="nri-trunk-reader")
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    async def connect(
+        cls,
+        path: str,
+        *,
+        server_conn: int = PLUGIN_SERVICE_CONN,
+        client_conn: int = RUNTIME_SERVICE_CONN,
+    ) -> Trunk:
+        """Connect to the NRI socket at `path` (e.g. /var/run/nri/nri.sock)."""
+        reader, writer = await asyncio.open_unix_connection(path, limit=_READ_SIZE)
+        return cls(reader, writer, server_conn=server_conn, client_conn=client_conn)
+
+    @classmethod
+    async def from_socket(
+        cls,
+        sock: socket.socket,
+        *,
+        server_conn: int = PLUGIN_SERVICE_CONN,
+        client_conn: int = RUNTIME_SERVICE_CONN,
+    ) -> Trunk:
+        """Wrap an already connected Unix stream socket (the trunk takes ownership)."""
+        reader, writer = await asyncio.open_unix_connection(sock=sock, limit=_READ_SIZE)
+        return cls(reader, writer, server_conn=server_conn, client_conn=client_conn)
+
+    @classmethod
+    async def from_fd(cls, fd: int) -> Trunk:
+        """Wrap an inherited socket fd (pre-registered plugins get fd 3), plugin side."""
+        return await cls.from_socket(socket.socket(fileno=fd))
+
+    # -- public API ------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def close_reason(self) -> BaseException | None:
+        """Why the trunk closed: ConnectionClosed (EOF, local close) or the error seen."""
+        return self._close_reason
+
+    def serve(self, handler: Handler) -> None:
+        """Answer requests on the server conn with `handler` (once; requests wait for it)."""
+        if self._handler is not None:
+            raise RuntimeError("Trunk.serve: expected a single call, found a handler already set")
+        self._handler = handler
+        self._handler_set.set()
+
+    async def call(
+        self, service: str, method: str, payload: bytes, *, timeout: float | None
+    ) -> bytes:
+        """Call `service`/`method` on the client conn and return the reply payload.
+
+        Raises `RPCError` on a non-OK status, `ConnectionClosed` if the trunk closes first,
+        `TimeoutError` after `timeout` seconds (also sent to the peer as timeout_nano).
+        """
+        if self._closed:
+            raise ConnectionClosed(f"call {service}/{method}: the trunk is already closed")
+        future: asyncio.Future[bytes] = self._loop.create_future()
+        timeout_nano = 0 if timeout is None else max(1, int(timeout * 1e9))
+        stream_id: int | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._write_lock:
+                    if self._closed:
+                        raise ConnectionClosed(
+                            f"call {service}/{method}: the trunk closed before sending"
+                        )
+                    stream_id, message = self._client.send_request(
+                        service=service, method=method, payload=payload, timeout_nano=timeout_nano
+                    )
+                    self._pending[stream_id] = future
+                    await self._write_locked(self._client_conn, message)
+                return await future
+        finally:
+            if stream_id is not None:
+                self._pending.pop(stream_id, None)
+                self._client.forget(stream_id)
+
+    async def close(self) -> None:
+        """Close the trunk and wait until every task of it has finished."""
+        self._shutdown(ConnectionClosed("the trunk was closed locally"))
+        await self.wait_closed()
+
+    async def wait_closed(self) -> None:
+        """Wait until the trunk is closed (by either side) and fully torn down."""
+        await self._done.wait()
+
+    # -- internals -------------------------------------------------------------------------
+
+    async def _write_locked(self, conn_id: int, message: bytes) -> None:
+        try:
+            self._writer.write(_frame_message(conn_id, message))
+            await self._writer.drain()
+        except (OSError, RuntimeError) as exc:  # RuntimeError: transport already closing
+            self._shutdown(exc)
+            raise ConnectionClosed(f"the NRI trunk closed while writing: {exc}") from exc
+
+    async def _write(self, conn_id: int, message: bytes) -> None:
+        async with self._write_lock:
+            if not self._closed:
+                await self._write_locked(conn_id, message)
+
+    async def _read_loop(self) -> None:
+        reason: BaseException = ConnectionClosed("the peer closed the trunk (EOF)")
+        try:
+            while True:
+                data = await self._reader.read(_READ_SIZE)
+                self._mux.receive_data(data)
+                if self._drain_mux():
+                    break
+        except asyncio.CancelledError:
+            reason = ConnectionClosed("the trunk was closed locally")
+        except (ProtocolError, OSError) as exc:
+            reason = exc
+        self._shutdown(reason)
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        with contextlib.suppress(OSError, ConnectionError):
+            await self._writer.wait_closed()
+        self._done.set()
+
+    def _drain_mux(self) -> bool:
+        """Process every complete mux event; True once the trunk hit EOF."""
+        while True:
+            event = self._mux.next_event()
+            if event is NEED_DATA:
+                return False
+            if isinstance(event, MuxClosed):
+                return True
+            conn = self._server if event.conn_id == self._server_conn else self._client
+            conn.receive_data(event.data)
+            self._drain_ttrpc(conn)
+
+    def _drain_ttrpc(self, conn: TtrpcConnection) -> None:
+        while True:
+            event = conn.next_event()
+            if event is NEED_DATA or isinstance(event, TtrpcClosed):
+                return
+            if isinstance(event, RequestReceived):
+                task = self._loop.create_task(self._handle(event))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            elif isinstance(event, StreamRejected):
+                self._spawn_write(self._server_conn, event.bytes_to_send)
+            elif isinstance(event, ResponseReceived):
+                future = self._pending.get(event.stream_id)
+                if future is not None and not future.done():
+                    if event.status is StatusCode.OK:
+                        future.set_result(event.payload)
+                    else:
+                        future.set_exception(RPCError(event.status, event.message))
+            elif isinstance(event, StreamFailed):
+                future = self._pending.get(event.stream_id)
+                if future is not None and not future.done():
+                    future.set_exception(event.to_exception())
+
+    def _spawn_write(self, conn_id: int, message: bytes) -> None:
+        task = self._loop.create_task(self._write(conn_id, message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, request: RequestReceived) -> None:
+        deadline: float | None = None
+        if request.timeout_nano:
+            deadline = self._loop.time() + request.timeout_nano / 1e9
+        code, text, reply = StatusCode.OK, "", b""
+        scope = asyncio.timeout_at(deadline)
+        try:
+            async with scope:
+                await self._handler_set.wait()
+                assert self._handler is not None
+                reply = await self._handler(
+                    request.service, request.method, request.payload, deadline
+                )
+        except RPCError as exc:
+            code, text = exc.code, exc.message
+        except TimeoutError as exc:
+            code = StatusCode.DEADLINE_EXCEEDED if scope.expired() else StatusCode.UNKNOWN
+            text = "context deadline exceeded" if scope.expired() else str(exc)
+        except Exception as exc:
+            code, text = StatusCode.UNKNOWN, str(exc) or type(exc).__name__
+        try:
+            message = self._server.send_response(
+                request.stream_id, payload=reply, status=code, message=text
+            )
+        except RPCError as exc:  # the reply is too long to send: say so instead
+            message = self._server.send_response(
+                request.stream_id, status=exc.code, message=exc.message
+            )
+        with contextlib.suppress(ConnectionClosed):
+            await self._write(self._server_conn, message)
+
+    def _shutdown(self, reason: BaseException) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._close_reason = reason
+        closed = ConnectionClosed(f"the NRI trunk closed: {reason}")
+        if not isinstance(reason, ConnectionClosed):
+            closed.__cause__ = reason
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(closed)
+        if self._read_task is not asyncio.current_task():
+            self._read_task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        self._writer.close()
+
