@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "validate_config",
     "install",
     "enable_nri",
+    "uninstall",
+    "report",
 )
 
 

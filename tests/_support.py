@@ -45,5 +45,8 @@ def require_go() -> str:
 
 
 def require_topologies() -> Path:
-    require(TOPOLOGIES.is_dir(), f"{TOPOLOGIES} is absent (the real machine snapshots live in ../shared)")
+    require(
+        TOPOLOGIES.is_dir(),
+        f"{TOPOLOGIES} is absent (the real machine snapshots live in ../shared)",
+    )
     return TOPOLOGIES
