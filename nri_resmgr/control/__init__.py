@@ -1,0 +1,5 @@
+"""Out-of-band controls: RDT (resctrl) class and pod groups, block I/O classes.
+
+`names` validates what becomes a path, `classes` chooses a container's classes (pure),
+`resctrl` and `blockio` compute file contents (pure) and write them under a root (shell).
+"""
