@@ -301,4 +301,3 @@ class Trunk:
         for task in list(self._tasks):
             task.cancel()
         self._writer.close()
-

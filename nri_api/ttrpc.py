@@ -372,9 +372,7 @@ class TtrpcConnection:
             raise RPCError(StatusCode.RESOURCE_EXHAUSTED, oversize_message(len(body)))
         self._next_stream_id += 2
         self._pending.add(stream_id)
-        return stream_id, encode_message(
-            stream_id=stream_id, type=MessageType.REQUEST, body=body
-        )
+        return stream_id, encode_message(stream_id=stream_id, type=MessageType.REQUEST, body=body)
 
     def forget(self, stream_id: int) -> None:
         """(client) Stop waiting for `stream_id` (timeout, cancel): a late reply is dropped."""
