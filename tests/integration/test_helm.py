@@ -1,0 +1,152 @@
+"""The Helm chart: lint, render and schema-validate with the real helm and Kubernetes schemas.
+
+helm is built from its Go module (pinned) into .cache/bin on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests._support import REPO, require, require_go
+
+CHART = REPO / "charts" / "nri-resmgr"
+VALUES = Path(__file__).parent / "helm-values"
+HELM_VERSION = "v3.19.0"
+KUBE_VERSION = "1.34.0"
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    cached = REPO / ".cache" / "bin" / "helm"
+    if cached.exists():
+        return str(cached)
+    found = shutil.which("helm")
+    if found:
+        return found
+    go = require_go()
+    env = dict(os.environ, GOBIN=str(cached.parent), CGO_ENABLED="0")
+    out = subprocess.run(
+        [go, "install", f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"],
+        env=env, capture_output=True, text=True, timeout=1800,
+    )
+    require(out.returncode == 0, f"building helm {HELM_VERSION} failed: {out.stderr[-2000:]}")
+    return str(cached)
+
+
+def render(helm: str, values: Path | None = None, *sets: str) -> list[dict[str, Any]]:
+    args = [helm, "template", "t", str(CHART), "--namespace", "kube-system",
+            "--kube-version", KUBE_VERSION]
+    if values is not None:
+        args += ["-f", str(values)]
+    for s in sets:
+        args += ["--set", s]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def daemonset(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    assert isinstance(ds, dict)
+    return ds
+
+
+def main_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (c,) = daemonset(docs)["spec"]["template"]["spec"]["containers"]
+    assert isinstance(c, dict)
+    return c
+
+
+def values_files() -> Iterator[Path]:
+    return iter(sorted(VALUES.glob("*.yaml")))
+
+
+@pytest.mark.parametrize("values", list(values_files()), ids=lambda p: p.stem)
+def test_lint_render_and_validate_against_kubernetes_schemas(helm: str, values: Path) -> None:
+    import kubernetes_validate
+
+    lint = subprocess.run([helm, "lint", str(CHART), "-f", str(values)],
+                          capture_output=True, text=True, timeout=120)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    docs = render(helm, values)
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Role",
+                     "RoleBinding", "ServiceAccount"]
+    for doc in docs:
+        kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+
+
+def test_defaults_are_least_privilege(helm: str) -> None:
+    docs = render(helm)
+    spec = daemonset(docs)["spec"]["template"]["spec"]
+    c = main_container(docs)
+    assert spec["priorityClassName"] == "system-node-critical"
+    assert "hostPID" not in spec and "initContainers" not in spec
+    assert c["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    annotations = daemonset(docs)["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == "8891"
+    mounts = {m["name"] for m in c["volumeMounts"]}
+    assert mounts == {"config", "nri-socket", "sys", "state"}
+    assert "--plugin-index=90" in c["args"]
+
+
+def test_rdt_on_adds_capabilities_and_resctrl_mount(helm: str) -> None:
+    docs = render(helm, VALUES / "rdt-on.yaml")
+    c = main_container(docs)
+    assert c["securityContext"]["capabilities"]["add"] == ["SYS_ADMIN", "DAC_OVERRIDE"]
+    resctrl = [m for m in c["volumeMounts"] if m["name"] == "resctrl"]
+    assert resctrl == [{"name": "resctrl", "mountPath": "/host/sys/fs/resctrl"}]
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    config = yaml.safe_load(cm["data"]["config.yaml"])
+    assert config["control"]["rdt"] == {"enable": True, "usePodQoSAsDefaultClass": True}
+
+
+def test_enable_nri_init_container_for_crio(helm: str) -> None:
+    docs = render(helm, VALUES / "enable-nri-crio.yaml")
+    spec = daemonset(docs)["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    command = init["command"][2]
+    assert "enable-nri --runtime crio" in command
+    assert "--config /host/etc/crio/crio.conf.d/10-enable-nri.conf" in command
+    assert "--request-timeout 3s" in command
+    assert "systemctl" not in command
+    assert init["securityContext"]["capabilities"]["add"] == ["DAC_OVERRIDE"]
+    c = main_container(docs)
+    assert c["ports"][0]["containerPort"] == 9100
+    assert "--plugin-index=45" in c["args"]
+    assert "prometheus.io/scrape" not in daemonset(docs)["spec"]["template"]["metadata"].get(
+        "annotations", {})
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("pluginIndex=9", "pluginIndex"),
+        ("nri.runtime=docker", "runtime"),
+        ("instrumentation.httpPort=70000", "httpPort"),
+        ("nri.requestTimeout=soon", "requestTimeout"),
+    ],
+)
+def test_schema_rejects_bad_values(helm: str, setting: str, message: str) -> None:
+    out = subprocess.run(
+        [helm, "template", "t", str(CHART), "--kube-version", KUBE_VERSION, "--set-string"
+         if setting.startswith(("pluginIndex", "nri.")) else "--set", setting],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode != 0
+    assert message in out.stderr
