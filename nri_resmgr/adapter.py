@@ -1,0 +1,366 @@
+"""The wire edge: NRI protobuf messages in, domain values out, and back again.
+
+Theory of operation
+-------------------
+Nothing below this module sees protobuf.  Inbound, `pod_from_nri` and `container_from_nri`
+turn a `PodSandbox` and a `Container` into the frozen `Pod` and `ContainerInfo` values of
+`nri_resmgr.model`; outbound, `adjustment_for` and `update_for` render an `Assignment` as
+the `ContainerAdjustment` / `ContainerUpdate` the runtime applies.  Every function here is
+pure: no files, no sockets, no clock.
+
+What the runtime tells us, and how we read it (kubelet computes, containerd passes on):
+
+* **QoS class.**  The kubelet puts every pod in a cgroup named after its QoS class, and
+  hands that name to the runtime as the sandbox's cgroup parent:
+
+  ============  ==========================================  ===========================
+  class         systemd driver                              cgroupfs driver
+  ============  ==========================================  ===========================
+  Guaranteed    ``kubepods-pod<uid>.slice``                 ``/kubepods/pod<uid>``
+  Burstable     ``kubepods-burstable-pod<uid>.slice``       ``/kubepods/burstable/pod<uid>``
+  BestEffort    ``kubepods-besteffort-pod<uid>.slice``      ``/kubepods/besteffort/pod<uid>``
+  ============  ==========================================  ===========================
+
+  (the systemd form may come as a full path, ``/kubepods.slice/kubepods-burstable.slice/
+  kubepods-burstable-pod<uid>.slice``; only the last component counts).  When the parent
+  is not recognised (another orchestrator, a test) the class is estimated from the
+  resources, the way the kubelet derived them: no CPU request (shares ≤ 2), no quota and
+  no memory limit is BestEffort; a quota equal to the request and a memory limit is
+  Guaranteed; anything else is Burstable.
+
+* **CPU request** from CFS shares: the kubelet writes ``max(2, milli * 1024 / 1000)``, so
+  the inverse is ``ceil(shares * 1000 / 1024)``, and the minimum of 2 shares means "no
+  request" (0).  The ceiling makes the round trip exact for every request ≥ 3m.
+* **CPU limit** from quota/period: ``ceil(quota * 1000 / period)``; a missing or
+  non-positive quota is "unlimited" (None).
+* **Memory limit** from ``memory.limit``; a limit ≤ 0 is "unlimited".  The memory request
+  is not passed by the CRI; for a Guaranteed pod it equals the limit, otherwise unknown.
+* **Annotations**: the pod's Kubernetes annotations arrive on the `PodSandbox`, the
+  kubelet's own per-container ones (``io.kubernetes.container.*``) on the `Container`;
+  `ContainerInfo.annotation()` resolves the effective value.
+* **Init containers.**  Neither the kubelet nor containerd marks a container as an init
+  container: the CRI labels are only pod name/namespace/uid and container name, the
+  annotations only hash, restart count, termination message and ports.  So we detect them
+  from an explicit list on the pod (which a user, a mutating webhook or the simulator sets):
+
+  - ``init-containers.resource-policy.nri.io: "name1,name2"``, or
+  - the JSON written by nri-plugins' resource-annotator webhook,
+    ``noderesource.dev/resources: {"initContainers": [{"name": ...}], ...}``
+    (an object keyed by name is accepted too).
+
+  Any other container is an app container.  This matters little in practice: every
+  container's CPUs are released at StopContainer, so an init container hands its CPUs back
+  as soon as it exits whatever kind it was taken for.
+* **Current placement** (Synchronize, UpdateContainer): ``linux.resources.cpu.cpus/mems``.
+
+Bad input never crashes: a missing linux section, an unparsable cpuset or a garbage
+annotation raises `AdapterError` / `AnnotationError` naming the pod, the container, what
+was expected and what was found.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+
+from nri_api import api
+from nri_resmgr.model import (
+    ANNOTATION_DOMAIN,
+    AnnotationError,
+    Assignment,
+    ContainerID,
+    ContainerInfo,
+    ContainerKind,
+    CPUKind,
+    Pod,
+    PodID,
+    QoSClass,
+    Request,
+    ResmgrError,
+)
+from nri_resmgr.topology.cpuset import CPUSet, IDSetError
+
+__all__ = [
+    "INIT_CONTAINERS_ANNOTATION",
+    "MIN_SHARES",
+    "RESOURCE_ANNOTATOR_ANNOTATION",
+    "AdapterError",
+    "adjustment_for",
+    "container_from_nri",
+    "cpu_limit_from_quota",
+    "cpu_request_from_shares",
+    "init_container_names",
+    "pod_from_nri",
+    "qos_class_from_cgroup_parent",
+    "qos_class_from_request",
+    "request_from_resources",
+    "update_for",
+]
+
+#: kubelet's minimum CFS shares (what a container without a CPU request gets)
+MIN_SHARES = 2
+SHARES_PER_CPU = 1024
+#: pod annotation listing the names of its init containers (comma-separated)
+INIT_CONTAINERS_ANNOTATION = f"init-containers.{ANNOTATION_DOMAIN}"
+#: nri-plugins' resource-annotator webhook output (JSON with initContainers/containers)
+RESOURCE_ANNOTATOR_ANNOTATION = "noderesource.dev/resources"
+
+
+class AdapterError(ResmgrError):
+    """An NRI message the adapter cannot turn into domain values."""
+
+
+_SYSTEMD_RE = re.compile(r"^kubepods(?:-(burstable|besteffort))?-pod[0-9a-fA-F_\-]+\.slice$")
+_CGROUPFS_RE = re.compile(r"(?:^|/)kubepods(?:/(burstable|besteffort))?/pod[0-9a-fA-F\-_]+/?$")
+_QOS_BY_WORD = {
+    None: QoSClass.GUARANTEED,
+    "burstable": QoSClass.BURSTABLE,
+    "besteffort": QoSClass.BEST_EFFORT,
+}
+
+
+def qos_class_from_cgroup_parent(cgroup_parent: str) -> QoSClass | None:
+    """The QoS class encoded in a kubelet pod cgroup name, or None if not recognised."""
+    parent = cgroup_parent.strip()
+    if not parent:
+        return None
+    last = parent.rstrip("/").rsplit("/", 1)[-1]
+    m = _SYSTEMD_RE.match(last)
+    if m is not None:
+        return _QOS_BY_WORD[m.group(1)]
+    m = _CGROUPFS_RE.search(parent)
+    if m is not None:
+        return _QOS_BY_WORD[m.group(1)]
+    return None
+
+
+def cpu_request_from_shares(shares: int | None) -> int:
+    """Milli-CPUs the kubelet asked for, from CFS shares (≤ 2 shares: no request)."""
+    if shares is None or shares <= MIN_SHARES:
+        return 0
+    return (shares * 1000 + SHARES_PER_CPU - 1) // SHARES_PER_CPU
+
+
+def cpu_limit_from_quota(quota: int | None, period: int | None) -> int | None:
+    """Milli-CPU limit from CFS quota/period; None when unlimited."""
+    if quota is None or quota <= 0:
+        return None
+    if period is None or period <= 0:
+        period = 100_000
+    return math.ceil(quota * 1000 / period)
+
+
+def request_from_resources(resources: api.LinuxResources | None) -> Request:
+    """The `Request` (without the QoS-dependent memory request) the resources imply."""
+    if resources is None:
+        return Request()
+    cpu = resources.cpu if resources.HasField("cpu") else None
+    shares = cpu.shares.value if cpu is not None and cpu.HasField("shares") else None
+    quota = cpu.quota.value if cpu is not None and cpu.HasField("quota") else None
+    period = cpu.period.value if cpu is not None and cpu.HasField("period") else None
+    mem_limit: int | None = None
+    if resources.HasField("memory") and resources.memory.HasField("limit"):
+        mem_limit = resources.memory.limit.value
+        if mem_limit <= 0:
+            mem_limit = None
+    return Request(
+        cpu_request_milli=cpu_request_from_shares(shares),
+        cpu_limit_milli=cpu_limit_from_quota(quota, period),
+        memory_limit=mem_limit,
+    )
+
+
+def qos_class_from_request(request: Request) -> QoSClass:
+    """Estimate the QoS class from one container's resources (fallback only)."""
+    if (
+        request.cpu_request_milli == 0
+        and request.cpu_limit_milli is None
+        and request.memory_limit is None
+    ):
+        return QoSClass.BEST_EFFORT
+    if (
+        request.cpu_limit_milli is not None
+        and request.memory_limit is not None
+        and request.cpu_request_milli == request.cpu_limit_milli
+    ):
+        return QoSClass.GUARANTEED
+    return QoSClass.BURSTABLE
+
+
+def _pod_qos(sandbox: api.PodSandbox, fallback: api.LinuxResources | None) -> QoSClass:
+    parent = sandbox.linux.cgroup_parent if sandbox.HasField("linux") else ""
+    found = qos_class_from_cgroup_parent(parent)
+    if found is not None:
+        return found
+    if sandbox.HasField("linux") and sandbox.linux.HasField("pod_resources"):
+        return qos_class_from_request(request_from_resources(sandbox.linux.pod_resources))
+    if fallback is not None:
+        return qos_class_from_request(request_from_resources(fallback))
+    return QoSClass.BEST_EFFORT
+
+
+def pod_from_nri(
+    sandbox: api.PodSandbox, *, fallback_resources: api.LinuxResources | None = None
+) -> Pod:
+    """The domain `Pod` of an NRI `PodSandbox`.
+
+    `fallback_resources` (a container's resources) estimate the QoS class when the cgroup
+    parent is not a kubelet pod cgroup and the sandbox carries no pod resources.
+    """
+    if not sandbox.id:
+        raise AdapterError(
+            f"pod {sandbox.namespace}/{sandbox.name}: expected a pod sandbox id, found none"
+        )
+    return Pod(
+        id=PodID(sandbox.id),
+        uid=sandbox.uid,
+        name=sandbox.name,
+        namespace=sandbox.namespace,
+        qos_class=_pod_qos(sandbox, fallback_resources),
+        labels=dict(sandbox.labels),
+        annotations=dict(sandbox.annotations),
+        cgroup_parent=sandbox.linux.cgroup_parent if sandbox.HasField("linux") else "",
+    )
+
+
+def init_container_names(pod: Pod) -> frozenset[str]:
+    """Names the pod's annotations declare as init containers (see the module docstring)."""
+    names: set[str] = set()
+    listed = pod.annotations.get(INIT_CONTAINERS_ANNOTATION)
+    if listed is not None:
+        for part in listed.split(","):
+            part = part.strip()
+            if part:
+                names.add(part)
+    annotated = pod.annotations.get(RESOURCE_ANNOTATOR_ANNOTATION)
+    if annotated is not None:
+        names |= _annotator_init_names(pod, annotated)
+    return frozenset(names)
+
+
+def _annotator_init_names(pod: Pod, text: str) -> set[str]:
+    where = (
+        f"pod {pod.namespace}/{pod.name}: annotation {RESOURCE_ANNOTATOR_ANNOTATION}"
+    )
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise AnnotationError(f"{where}: expected JSON, found {text[:60]!r} ({exc})") from exc
+    if not isinstance(doc, Mapping):
+        raise AnnotationError(f"{where}: expected a JSON object, found {type(doc).__name__}")
+    inits = doc.get("initContainers", [])
+    if isinstance(inits, Mapping):
+        return {str(k) for k in inits}
+    if not isinstance(inits, list):
+        raise AnnotationError(
+            f"{where}: initContainers: expected a list or an object, found {type(inits).__name__}"
+        )
+    names: set[str] = set()
+    for i, entry in enumerate(inits):
+        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+            names.add(entry["name"])
+        elif isinstance(entry, str):
+            names.add(entry)
+        else:
+            raise AnnotationError(
+                f"{where}: initContainers[{i}]: expected an object with a name, found {entry!r}"
+            )
+    return names
+
+
+def _parse_set(text: str, *, what: str, subject: str) -> CPUSet | None:
+    if not text.strip():
+        return None
+    try:
+        return CPUSet.parse(text)
+    except IDSetError as exc:
+        raise AdapterError(f"{subject}: {what} {text!r} is not a kernel id list: {exc}") from exc
+
+
+def container_from_nri(
+    pod: Pod | api.PodSandbox,
+    container: api.Container,
+    *,
+    resources: api.LinuxResources | None = None,
+    kind: ContainerKind | None = None,
+) -> ContainerInfo:
+    """The domain `ContainerInfo` of an NRI `Container` in its pod.
+
+    `resources` overrides the container's own (UpdateContainer passes the new ones);
+    `kind` overrides init-container detection.
+    """
+    name = container.name or container.labels.get("io.kubernetes.container.name", "")
+    if isinstance(pod, api.PodSandbox):
+        fallback = container.linux.resources if container.HasField("linux") else None
+        pod = pod_from_nri(pod, fallback_resources=fallback)
+    subject = f"pod {pod.namespace}/{pod.name} container {name or repr(container.id)}"
+    if not container.id:
+        raise AdapterError(f"{subject}: expected a container id, found none")
+    if not container.HasField("linux"):
+        raise AdapterError(
+            f"{subject}: expected a linux section (resources, cgroups path), found none"
+        )
+    res = resources if resources is not None else (
+        container.linux.resources if container.linux.HasField("resources") else None
+    )
+    request = request_from_resources(res)
+    if pod.qos_class is QoSClass.GUARANTEED and request.memory_limit is not None:
+        request = Request(
+            cpu_request_milli=request.cpu_request_milli,
+            cpu_limit_milli=request.cpu_limit_milli,
+            memory_request=request.memory_limit,
+            memory_limit=request.memory_limit,
+        )
+    current = container.linux.resources if container.linux.HasField("resources") else None
+    cur_cpus = cur_mems = None
+    if current is not None and current.HasField("cpu"):
+        cur_cpus = _parse_set(current.cpu.cpus, what="cpuset.cpus", subject=subject)
+        cur_mems = _parse_set(current.cpu.mems, what="cpuset.mems", subject=subject)
+    if kind is None:
+        kind = ContainerKind.INIT if name in init_container_names(pod) else ContainerKind.APP
+    return ContainerInfo(
+        id=ContainerID(container.id),
+        name=name,
+        pod=pod,
+        request=request,
+        kind=kind,
+        annotations=dict(container.annotations),
+        cgroups_path=container.linux.cgroups_path,
+        current_cpus=cur_cpus,
+        current_mems=cur_mems,
+    )
+
+
+def _resources_for(assignment: Assignment) -> api.LinuxResources:
+    res = api.LinuxResources()
+    if assignment.kind is not CPUKind.NONE:
+        if assignment.cpus:
+            res.cpu.cpus = str(assignment.cpus)
+        if assignment.mems:
+            res.cpu.mems = str(assignment.mems)
+    if assignment.rdt_class is not None:
+        res.rdt_class.value = assignment.rdt_class
+    if assignment.blockio_class is not None:
+        res.blockio_class.value = assignment.blockio_class
+    return res
+
+
+def adjustment_for(assignment: Assignment) -> api.ContainerAdjustment:
+    """The `ContainerAdjustment` for a new container (CPUKind.NONE: no cpuset fields)."""
+    adjust = api.ContainerAdjustment()
+    res = _resources_for(assignment)
+    if res.ByteSize():
+        adjust.linux.resources.CopyFrom(res)
+    return adjust
+
+
+def update_for(assignment: Assignment) -> api.ContainerUpdate | None:
+    """The `ContainerUpdate` for an existing container, or None if there is nothing to set."""
+    res = _resources_for(assignment)
+    if not res.ByteSize():
+        return None
+    update = api.ContainerUpdate(container_id=assignment.container_id)
+    update.linux.resources.CopyFrom(res)
+    return update

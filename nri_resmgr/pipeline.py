@@ -1,0 +1,465 @@
+"""The pipeline: one NRI event at a time, from messages to a decision to messages.
+
+Theory of operation
+-------------------
+A `Pipeline` owns the in-memory view of the node: the pods and containers it has been
+told about, the `Assignment` of each container, and the active policy's immutable
+`PolicyState`.  Each public method handles one NRI event and is synchronous: it never
+awaits, so the asyncio daemon serializes events simply by calling it from its handlers
+(under one lock, to make that explicit), and the simulator calls it in a loop.
+
+Every event follows the same steps:
+
+1. **adapt** the NRI messages into domain values (`nri_resmgr.adapter`);
+2. **decide**: ask the `ClassSelector` for the container's RDT and block I/O classes and
+   the policy for a `Decision` (pure; may raise `AllocationError` / `AnnotationError`);
+3. **render** the decision as a `ContainerAdjustment` and `ContainerUpdate`\\ s;
+4. let the **controllers** do their out-of-band work (resctrl groups, block I/O files);
+5. **commit**: only now are the policy state, the container table and the assignments
+   replaced.  An exception in steps 1-4 leaves the pipeline exactly as it was, and the
+   daemon turns it into an RPC error whose message reaches the runtime.
+
+Release points: a container's CPUs are released at StopContainer (an init container
+hands them back as soon as it exits; a restarted container is a new container), or at
+RemoveContainer / RemovePodSandbox if no stop was seen.  The updates a release produces
+(a shared pool growing back) are returned; for StopContainer they go in the response,
+for the events whose responses carry no updates the daemon sends them unsolicited.
+
+UpdateContainer short-circuit: the kubelet re-sends a container's resources at times
+(reconcile loops, a CPU manager writing cpusets).  When the resources we read from the
+request are the same as the container's known `Request`, nothing changed for us: the
+answer is an update that reasserts our own cpuset and mems for the container, so the
+kubelet's value never wins.  A real change (in-place resize) goes to `policy.update`.
+
+Synchronize (a fresh start or a reconnect) throws the view away and rebuilds it from
+what the runtime reports: `policy.rebuild` keeps every valid placement where it is,
+fixes invalid ones, never grants a CPU exclusively twice, and the updates returned are
+only for containers that must move.
+
+Assignments of containers that a decision did not mention are tracked by the pipeline
+itself; a policy that can render its state (`assignments(state)`, see
+`nri_resmgr.policy.common`) is asked after each commit, so reports always show what the
+policy believes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from nri_api import api
+from nri_resmgr import adapter
+from nri_resmgr.model import (
+    Assignment,
+    ContainerID,
+    ContainerInfo,
+    CPUKind,
+    Decision,
+    Pod,
+    PodID,
+    PolicyState,
+    ResmgrError,
+)
+from nri_resmgr.policy.base import Policy
+from nri_resmgr.topology.cpuset import IDSet
+
+__all__ = [
+    "ClassChoice",
+    "ClassSelector",
+    "Controller",
+    "Pipeline",
+    "PipelineError",
+]
+
+#: container states that hold resources (CREATED, PAUSED, RUNNING)
+_LIVE_STATES = frozenset(
+    {
+        api.ContainerState.CONTAINER_CREATED,
+        api.ContainerState.CONTAINER_PAUSED,
+        api.ContainerState.CONTAINER_RUNNING,
+    }
+)
+
+
+class PipelineError(ResmgrError):
+    """An event the pipeline cannot handle (e.g. a container of an unknown pod)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClassChoice:
+    """The RDT and block I/O classes chosen for a container (None: runtime default)."""
+
+    rdt_class: str | None = None
+    blockio_class: str | None = None
+
+
+#: picks the classes of a container; raises AnnotationError on a bad annotation
+ClassSelector = Callable[[ContainerInfo], ClassChoice]
+
+
+class Controller(Protocol):
+    """Out-of-band work on accepted decisions (resctrl groups, block I/O files).
+
+    Each hook may raise `ResmgrError`; for `pod_added` and `container_assigned` that
+    fails the event and nothing is committed.  The removal hooks are best effort.
+    """
+
+    name: str
+
+    def pod_added(self, pod: Pod) -> None: ...
+
+    def pod_removed(self, pod: Pod) -> None: ...
+
+    def container_assigned(self, container: ContainerInfo, assignment: Assignment) -> None: ...
+
+    def container_released(self, container: ContainerInfo) -> None: ...
+
+
+def _no_classes(_container: ContainerInfo) -> ClassChoice:
+    return ClassChoice()
+
+
+def _cpuset_only(a: Assignment) -> Assignment:
+    return dataclasses.replace(a, rdt_class=None, blockio_class=None)
+
+
+def _render_updates(assignments: Iterable[Assignment]) -> list[api.ContainerUpdate]:
+    out = []
+    for a in assignments:
+        u = adapter.update_for(_cpuset_only(a))
+        if u is not None:
+            out.append(u)
+    return out
+
+
+class Pipeline:
+    """The state holder between the NRI handlers and a pure policy (module docstring)."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        controllers: Sequence[Controller] = (),
+        select_classes: ClassSelector | None = None,
+        log: Any = None,
+    ) -> None:
+        self.policy = policy
+        self.controllers = tuple(controllers)
+        self._select = select_classes or _no_classes
+        if log is None:
+            from nri_resmgr.logs import get_logger
+
+            log = get_logger("pipeline")
+        self.log = log
+        self.state: PolicyState = policy.initial_state()
+        self.pods: dict[PodID, Pod] = {}
+        self.containers: dict[ContainerID, ContainerInfo] = {}
+        self.assignments: dict[ContainerID, Assignment] = {}
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _render_state(self, state: PolicyState) -> Mapping[ContainerID, Assignment] | None:
+        render = getattr(self.policy, "render", None)
+        if not callable(render):
+            return None
+        rendered = render(state)
+        if not isinstance(rendered, Mapping):
+            return None
+        return rendered
+
+    def _with_classes(self, a: Assignment, choice: ClassChoice) -> Assignment:
+        return dataclasses.replace(
+            a,
+            rdt_class=a.rdt_class if a.rdt_class is not None else choice.rdt_class,
+            blockio_class=(
+                a.blockio_class if a.blockio_class is not None else choice.blockio_class
+            ),
+        )
+
+    def _merge_update(self, update: Assignment) -> Assignment:
+        """An update from the policy keeps the classes the container already has."""
+        old = self.assignments.get(update.container_id)
+        if old is None:
+            return update
+        return dataclasses.replace(
+            update,
+            rdt_class=update.rdt_class if update.rdt_class is not None else old.rdt_class,
+            blockio_class=(
+                update.blockio_class if update.blockio_class is not None else old.blockio_class
+            ),
+        )
+
+    def _commit(
+        self,
+        decision: Decision,
+        *,
+        subject: Assignment | None = None,
+        updates: Sequence[Assignment] = (),
+    ) -> None:
+        self.state = decision.state
+        if subject is not None:
+            self.assignments[subject.container_id] = subject
+        for u in updates:
+            if u.container_id in self.containers:
+                self.assignments[u.container_id] = u
+        rendered = self._render_state(self.state)
+        if rendered is not None:
+            for cid, a in rendered.items():
+                if cid in self.containers:
+                    old = self.assignments.get(cid)
+                    self.assignments[cid] = (
+                        dataclasses.replace(
+                            a,
+                            rdt_class=a.rdt_class or (old.rdt_class if old else None),
+                            blockio_class=a.blockio_class or (old.blockio_class if old else None),
+                        )
+                    )
+
+    def _log_decision(
+        self, event: str, container: ContainerInfo, a: Assignment | None, reason: str
+    ) -> None:
+        self.log.info(
+            event,
+            container=f"{container.pod.namespace}/{container.pod.name}/{container.name}",
+            id=container.id,
+            cpus=str(a.cpus) if a is not None else "",
+            mems=str(a.mems) if a is not None else "",
+            kind=str(a.kind) if a is not None else "",
+            pool=a.pool if a is not None else "",
+            rdt=a.rdt_class if a is not None else None,
+            blockio=a.blockio_class if a is not None else None,
+            reason=reason,
+        )
+
+    def _log_update(self, event: str, u: Assignment, reason: str) -> None:
+        c = self.containers.get(u.container_id)
+        name = f"{c.pod.namespace}/{c.pod.name}/{c.name}" if c else u.container_id
+        self.log.info(
+            event,
+            container=name,
+            id=u.container_id,
+            cpus=str(u.cpus),
+            mems=str(u.mems),
+            kind=str(u.kind),
+            pool=u.pool,
+            rdt=u.rdt_class,
+            blockio=u.blockio_class,
+            reason=reason,
+        )
+
+    def _pod_of(self, sandbox: api.PodSandbox, container: api.Container | None) -> Pod:
+        known = self.pods.get(PodID(sandbox.id))
+        if known is not None:
+            return known
+        fallback = (
+            container.linux.resources
+            if container is not None and container.HasField("linux")
+            else None
+        )
+        return adapter.pod_from_nri(sandbox, fallback_resources=fallback)
+
+    # -- pod events ------------------------------------------------------------------
+
+    def run_pod(self, sandbox: api.PodSandbox) -> None:
+        """RunPodSandbox: remember the pod; controllers set up pod-level state."""
+        pod = adapter.pod_from_nri(sandbox)
+        for ctl in self.controllers:
+            ctl.pod_added(pod)
+        self.pods[pod.id] = pod
+
+    def remove_pod(self, sandbox: api.PodSandbox) -> list[api.ContainerUpdate]:
+        """RemovePodSandbox: release leftovers of the pod, forget it; updates to send."""
+        pid = PodID(sandbox.id)
+        updates: list[api.ContainerUpdate] = []
+        for cid in [cid for cid, c in self.containers.items() if c.pod.id == pid]:
+            updates.extend(self._release(cid, event="released with pod"))
+        pod = self.pods.pop(pid, None)
+        if pod is not None:
+            for ctl in self.controllers:
+                try:
+                    ctl.pod_removed(pod)
+                except ResmgrError as exc:
+                    self.log.warning("controller failed", controller=ctl.name, error=str(exc))
+        return updates
+
+    # -- container events ------------------------------------------------------------
+
+    def create(
+        self, sandbox: api.PodSandbox, container: api.Container
+    ) -> tuple[api.ContainerAdjustment, list[api.ContainerUpdate]]:
+        """CreateContainer: the new container's adjustment and the updates of others."""
+        pod = self._pod_of(sandbox, container)
+        info = adapter.container_from_nri(pod, container)
+        if info.id in self.containers:
+            # a repeated CreateContainer (e.g. after a failed attempt): start afresh
+            self.state = self.policy.release(self.state, info.id).state
+            self.containers.pop(info.id, None)
+            self.assignments.pop(info.id, None)
+        choice = self._select(info)
+        decision = self.policy.allocate(self.state, info)
+        if decision.assignment is None:
+            raise PipelineError(
+                f"{info.pretty}: policy {self.policy.name} returned no assignment for a new "
+                "container; expected one"
+            )
+        subject = self._with_classes(decision.assignment, choice)
+        others = [self._merge_update(u) for u in decision.updates if u.container_id != info.id]
+        adjust = adapter.adjustment_for(subject)
+        updates = _render_updates(others)
+        for ctl in self.controllers:
+            ctl.container_assigned(info, subject)
+        self.pods.setdefault(pod.id, pod)
+        self.containers[info.id] = info
+        self._commit(decision, subject=subject, updates=others)
+        self._log_decision("create", info, self.assignments.get(info.id, subject), decision.reason)
+        for u in others:
+            self._log_update("update", u, f"consequence of {info.pretty}: {decision.reason}")
+        return adjust, updates
+
+    def update(
+        self,
+        sandbox: api.PodSandbox,
+        container: api.Container,
+        resources: api.LinuxResources | None,
+    ) -> list[api.ContainerUpdate]:
+        """UpdateContainer: reassert on a no-op reconcile, reallocate on a real change."""
+        cid = ContainerID(container.id)
+        known = self.containers.get(cid)
+        if known is None:
+            self.log.warning(
+                "update of an unknown container ignored", id=container.id, name=container.name
+            )
+            return []
+        info = adapter.container_from_nri(
+            known.pod, container, resources=resources, kind=known.kind
+        )
+        current = self.assignments.get(cid)
+        if info.request == known.request:
+            if current is None:
+                return []
+            self._log_decision("reassert", known, current, "resources unchanged")
+            return _render_updates([current])
+        decision = self.policy.update(self.state, info)
+        subject = decision.assignment
+        if subject is not None:
+            old = self.assignments.get(cid)
+            subject = self._with_classes(
+                subject,
+                ClassChoice(old.rdt_class, old.blockio_class) if old else ClassChoice(),
+            )
+        others = [self._merge_update(u) for u in decision.updates if u.container_id != cid]
+        out = _render_updates(([subject] if subject is not None else []) + others)
+        if subject is not None:
+            for ctl in self.controllers:
+                ctl.container_assigned(info, subject)
+        self.containers[cid] = info
+        self._commit(decision, subject=subject, updates=others)
+        self._log_decision("update", info, self.assignments.get(cid), decision.reason)
+        for u in others:
+            self._log_update("update", u, f"consequence of {info.pretty}: {decision.reason}")
+        return out
+
+    def _release(self, cid: ContainerID, *, event: str) -> list[api.ContainerUpdate]:
+        info = self.containers.get(cid)
+        if info is None:
+            return []
+        decision = self.policy.release(self.state, cid)
+        others = [self._merge_update(u) for u in decision.updates if u.container_id != cid]
+        updates = _render_updates(others)
+        for ctl in self.controllers:
+            try:
+                ctl.container_released(info)
+            except ResmgrError as exc:
+                self.log.warning("controller failed", controller=ctl.name, error=str(exc))
+        del self.containers[cid]
+        self.assignments.pop(cid, None)
+        self._commit(decision, updates=others)
+        self._log_decision(event, info, None, decision.reason)
+        for u in others:
+            self._log_update("update", u, f"consequence of {info.pretty}: {decision.reason}")
+        return updates
+
+    def stop(self, sandbox: api.PodSandbox, container: api.Container) -> list[api.ContainerUpdate]:
+        """StopContainer: release the container's resources; updates of others."""
+        return self._release(ContainerID(container.id), event="stop")
+
+    def remove(
+        self, sandbox: api.PodSandbox, container: api.Container
+    ) -> list[api.ContainerUpdate]:
+        """RemoveContainer: release if no stop was seen; updates to send unsolicited."""
+        return self._release(ContainerID(container.id), event="remove")
+
+    # -- synchronize -----------------------------------------------------------------
+
+    def synchronize(
+        self, sandboxes: Sequence[api.PodSandbox], containers: Sequence[api.Container]
+    ) -> list[api.ContainerUpdate]:
+        """Synchronize: rebuild the view from the runtime's; updates only for movers."""
+        pods: dict[PodID, Pod] = {}
+        by_id = {s.id: s for s in sandboxes}
+        for s in sandboxes:
+            try:
+                pods[PodID(s.id)] = adapter.pod_from_nri(s)
+            except ResmgrError as exc:
+                self.log.warning("synchronize: pod skipped", pod=s.id, error=str(exc))
+        infos: list[ContainerInfo] = []
+        choices: dict[ContainerID, ClassChoice] = {}
+        for c in containers:
+            if c.state not in _LIVE_STATES:
+                continue
+            sandbox = by_id.get(c.pod_sandbox_id)
+            if sandbox is None:
+                self.log.warning(
+                    "synchronize: container of an unknown pod skipped",
+                    id=c.id,
+                    pod=c.pod_sandbox_id,
+                )
+                continue
+            try:
+                pod = adapter.pod_from_nri(
+                    sandbox,
+                    fallback_resources=c.linux.resources if c.HasField("linux") else None,
+                )
+                pods.setdefault(pod.id, pod)
+                info = adapter.container_from_nri(pods[pod.id], c)
+            except ResmgrError as exc:
+                self.log.warning("synchronize: container skipped", id=c.id, error=str(exc))
+                continue
+            try:
+                choices[info.id] = self._select(info)
+            except ResmgrError as exc:
+                self.log.warning("synchronize: classes not chosen", id=c.id, error=str(exc))
+                choices[info.id] = ClassChoice()
+            infos.append(info)
+        decision = self.policy.rebuild(infos)
+        self.pods = pods
+        self.containers = {i.id: i for i in infos}
+        self.assignments = {}
+        for i in infos:
+            choice = choices[i.id]
+            self.assignments[i.id] = Assignment(
+                container_id=i.id,
+                cpus=i.current_cpus or IDSet(),
+                mems=i.current_mems or IDSet(),
+                kind=CPUKind.NONE,
+                rdt_class=choice.rdt_class,
+                blockio_class=choice.blockio_class,
+            )
+        movers = [self._merge_update(u) for u in decision.updates]
+        updates = _render_updates(movers)
+        self._commit(decision, updates=movers)
+        for info in infos:
+            a = self.assignments[info.id]
+            moved = any(u.container_id == info.id for u in movers)
+            self._log_decision(
+                "synchronize", info, a, "moved: " + decision.reason if moved else "kept"
+            )
+        return updates
+
+    # -- reports ---------------------------------------------------------------------
+
+    def snapshot(self) -> list[tuple[ContainerInfo, Assignment | None]]:
+        """Every live container with its assignment, in creation order."""
+        return [(c, self.assignments.get(cid)) for cid, c in self.containers.items()]

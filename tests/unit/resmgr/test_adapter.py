@@ -1,0 +1,290 @@
+"""The adapter: NRI messages to domain values and back (QoS, shares, quota, annotations)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nri_api import api
+from nri_resmgr import adapter
+from nri_resmgr.adapter import AdapterError
+from nri_resmgr.model import (
+    AnnotationError,
+    Assignment,
+    ContainerID,
+    ContainerKind,
+    CPUKind,
+    QoSClass,
+    Request,
+)
+from nri_resmgr.topology.cpuset import CPUSet
+
+UID = "0c3b2a4e-1f6d-4b8a-9a33-5d1b2e7c9f10"
+UID_ = UID.replace("-", "_")
+
+QOS_PARENTS = [
+    # systemd driver, as the kubelet passes it and as a full path
+    (f"kubepods-pod{UID_}.slice", QoSClass.GUARANTEED),
+    (f"kubepods-burstable-pod{UID_}.slice", QoSClass.BURSTABLE),
+    (f"kubepods-besteffort-pod{UID_}.slice", QoSClass.BEST_EFFORT),
+    (f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice",
+     QoSClass.BURSTABLE),
+    (f"/kubepods.slice/kubepods-pod{UID_}.slice", QoSClass.GUARANTEED),
+    # cgroupfs driver
+    (f"/kubepods/pod{UID}", QoSClass.GUARANTEED),
+    (f"/kubepods/burstable/pod{UID}", QoSClass.BURSTABLE),
+    (f"/kubepods/besteffort/pod{UID}", QoSClass.BEST_EFFORT),
+    (f"/kubepods/besteffort/pod{UID}/", QoSClass.BEST_EFFORT),
+    # not a kubelet pod cgroup
+    ("", None),
+    ("/system.slice/foo.slice", None),
+    ("kubepods-burstable.slice", None),
+    ("/kubepods/burstable", None),
+    ("/kubepods-x/pod1", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("parent", "expected"), QOS_PARENTS, ids=[p or "empty" for p, _ in QOS_PARENTS]
+)
+def test_qos_class_from_cgroup_parent(parent: str, expected: QoSClass | None) -> None:
+    assert adapter.qos_class_from_cgroup_parent(parent) == expected
+
+
+@pytest.mark.parametrize(
+    ("shares", "milli"),
+    [(None, 0), (0, 0), (2, 0), (3, 3), (102, 100), (256, 250), (512, 500), (1024, 1000),
+     (2048, 2000), (1536, 1500), (4096, 4000)],
+)
+def test_cpu_request_from_shares(shares: int | None, milli: int) -> None:
+    assert adapter.cpu_request_from_shares(shares) == milli
+
+
+@pytest.mark.parametrize("milli", [3, 7, 10, 100, 123, 250, 333, 500, 999, 1000, 1001, 2500, 64000])
+def test_shares_round_trip_matches_kubelet(milli: int) -> None:
+    shares = max(2, milli * 1024 // 1000)  # kubelet MilliCPUToShares
+    assert adapter.cpu_request_from_shares(shares) == milli
+
+
+@pytest.mark.parametrize(
+    ("quota", "period", "milli"),
+    [(None, None, None), (-1, 100000, None), (0, 100000, None), (100000, 100000, 1000),
+     (50000, 100000, 500), (250000, 100000, 2500), (1000, 100000, 10), (50000, 50000, 1000),
+     (150000, None, 1500)],
+)
+def test_cpu_limit_from_quota(quota: int | None, period: int | None, milli: int | None) -> None:
+    assert adapter.cpu_limit_from_quota(quota, period) == milli
+
+
+def _resources(
+    *, shares: int | None = None, quota: int | None = None, period: int | None = 100000,
+    mem: int | None = None, cpus: str = "", mems: str = "",
+) -> api.LinuxResources:
+    r = api.LinuxResources()
+    if shares is not None:
+        r.cpu.shares.value = shares
+        r.cpu.shares.SetInParent()
+    if quota is not None:
+        r.cpu.quota.value = quota
+        r.cpu.quota.SetInParent()
+        if period is not None:
+            r.cpu.period.value = period
+            r.cpu.period.SetInParent()
+    if mem is not None:
+        r.memory.limit.value = mem
+        r.memory.limit.SetInParent()
+    if cpus:
+        r.cpu.cpus = cpus
+    if mems:
+        r.cpu.mems = mems
+    return r
+
+
+def _sandbox(parent: str = f"kubepods-pod{UID_}.slice", **annotations: str) -> api.PodSandbox:
+    s = api.PodSandbox(id="sb0", name="web-0", uid=UID, namespace="prod")
+    s.linux.cgroup_parent = parent
+    s.annotations.update(annotations)
+    return s
+
+
+def _container(
+    res: api.LinuxResources | None, *, name: str = "app", linux: bool = True, **annotations: str
+) -> api.Container:
+    c = api.Container(id="c0", pod_sandbox_id="sb0", name=name)
+    if linux:
+        c.linux.cgroups_path = f"kubepods-pod{UID_}.slice:cri-containerd:c0"
+        if res is not None:
+            c.linux.resources.CopyFrom(res)
+    c.annotations.update(annotations)
+    return c
+
+
+def test_request_from_resources_full() -> None:
+    r = adapter.request_from_resources(_resources(shares=2048, quota=200000, mem=1 << 30))
+    assert r == Request(cpu_request_milli=2000, cpu_limit_milli=2000, memory_limit=1 << 30)
+
+
+def test_request_from_resources_empty() -> None:
+    assert adapter.request_from_resources(api.LinuxResources()) == Request()
+    assert adapter.request_from_resources(None) == Request()
+    # a memory limit of 0 or less is "unlimited"
+    assert adapter.request_from_resources(_resources(mem=-1)).memory_limit is None
+
+
+def test_container_guaranteed_full() -> None:
+    res = _resources(shares=2048, quota=200000, mem=1 << 30, cpus="0-15", mems="0-1")
+    info = adapter.container_from_nri(_sandbox(), _container(res))
+    assert info.id == ContainerID("c0")
+    assert info.name == "app"
+    assert info.namespace == "prod"
+    assert info.qos_class is QoSClass.GUARANTEED
+    assert info.request == Request(
+        cpu_request_milli=2000, cpu_limit_milli=2000, memory_request=1 << 30,
+        memory_limit=1 << 30,
+    )
+    assert info.current_cpus == CPUSet.parse("0-15")
+    assert info.current_mems == CPUSet.parse("0-1")
+    assert info.kind is ContainerKind.APP
+    assert info.cgroups_path.endswith(":cri-containerd:c0")
+
+
+def test_container_burstable_has_no_memory_request() -> None:
+    res = _resources(shares=512, mem=1 << 30)
+    info = adapter.container_from_nri(_sandbox(f"/kubepods/burstable/pod{UID}"), _container(res))
+    assert info.qos_class is QoSClass.BURSTABLE
+    assert info.request == Request(cpu_request_milli=500, memory_limit=1 << 30)
+    assert info.current_cpus is None
+
+
+@pytest.mark.parametrize(
+    ("res", "expected"),
+    [
+        (_resources(shares=2), QoSClass.BEST_EFFORT),
+        (_resources(shares=1024, quota=100000, mem=100 << 20), QoSClass.GUARANTEED),
+        (_resources(shares=512, quota=100000, mem=100 << 20), QoSClass.BURSTABLE),
+        (_resources(shares=1024, quota=100000), QoSClass.BURSTABLE),
+        (_resources(shares=2, mem=100 << 20), QoSClass.BURSTABLE),
+    ],
+    ids=["besteffort", "guaranteed", "burstable-limit-above", "burstable-no-mem", "mem-only"],
+)
+def test_qos_fallback_from_resources(res: api.LinuxResources, expected: QoSClass) -> None:
+    info = adapter.container_from_nri(_sandbox("/custom/parent"), _container(res))
+    assert info.qos_class is expected
+
+
+def test_effective_annotations_reach_the_policy() -> None:
+    sandbox = _sandbox(**{
+        "prefer-shared-cpus.resource-policy.nri.io/pod": "true",
+        "prefer-shared-cpus.resource-policy.nri.io/container.app": "false",
+    })
+    info = adapter.container_from_nri(sandbox, _container(_resources(shares=2)))
+    assert info.annotation("prefer-shared-cpus.resource-policy.nri.io") == "false"
+    other = adapter.container_from_nri(
+        sandbox, _container(_resources(shares=2), name="sidecar")
+    )
+    assert other.annotation("prefer-shared-cpus.resource-policy.nri.io") == "true"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "name", "kind"),
+    [
+        ({}, "init0", ContainerKind.APP),
+        ({adapter.INIT_CONTAINERS_ANNOTATION: "init0, init1"}, "init1", ContainerKind.INIT),
+        ({adapter.INIT_CONTAINERS_ANNOTATION: "init0"}, "app", ContainerKind.APP),
+        ({adapter.RESOURCE_ANNOTATOR_ANNOTATION:
+          '{"initContainers": [{"name": "init0", "cpu": "1"}], "containers": []}'},
+         "init0", ContainerKind.INIT),
+        ({adapter.RESOURCE_ANNOTATOR_ANNOTATION: '{"initContainers": {"init0": {}}}'},
+         "init0", ContainerKind.INIT),
+        ({adapter.RESOURCE_ANNOTATOR_ANNOTATION: '{"containers": [{"name": "init0"}]}'},
+         "init0", ContainerKind.APP),
+    ],
+    ids=["unmarked", "listed", "not-listed", "annotator-list", "annotator-map", "annotator-app"],
+)
+def test_init_container_detection(
+    annotations: dict[str, str], name: str, kind: ContainerKind
+) -> None:
+    info = adapter.container_from_nri(
+        _sandbox(**annotations), _container(_resources(shares=2), name=name)
+    )
+    assert info.kind is kind
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["{not json", "[1, 2]", '{"initContainers": 3}', '{"initContainers": [7]}'],
+)
+def test_garbage_annotator_annotation_is_a_clear_error(value: str) -> None:
+    sandbox = _sandbox(**{adapter.RESOURCE_ANNOTATOR_ANNOTATION: value})
+    with pytest.raises(AnnotationError, match=r"pod prod/web-0: annotation noderesource\.dev"):
+        adapter.container_from_nri(sandbox, _container(_resources(shares=2)))
+
+
+def test_missing_linux_section_is_a_clear_error() -> None:
+    with pytest.raises(AdapterError, match=r"pod prod/web-0 container app: expected a linux"):
+        adapter.container_from_nri(_sandbox(), _container(None, linux=False))
+
+
+def test_garbage_cpuset_is_a_clear_error() -> None:
+    res = _resources(shares=2, cpus="0-x")
+    with pytest.raises(AdapterError, match=r"cpuset\.cpus '0-x' is not a kernel id list"):
+        adapter.container_from_nri(_sandbox(), _container(res))
+
+
+def test_missing_ids_are_clear_errors() -> None:
+    with pytest.raises(AdapterError, match="expected a pod sandbox id"):
+        adapter.pod_from_nri(api.PodSandbox(name="x", namespace="y"))
+    c = _container(_resources(shares=2))
+    c.id = ""
+    with pytest.raises(AdapterError, match="expected a container id"):
+        adapter.container_from_nri(_sandbox(), c)
+
+
+def test_update_resources_override_the_containers_own() -> None:
+    c = _container(_resources(shares=1024, quota=100000, mem=1 << 30, cpus="3"))
+    info = adapter.container_from_nri(
+        _sandbox(), c, resources=_resources(shares=2048, quota=200000, mem=1 << 30)
+    )
+    assert info.request.cpu_request_milli == 2000
+    assert info.current_cpus == CPUSet.parse("3")  # what runs now, not what is asked
+
+
+def _assignment(kind: CPUKind, cpus: str = "4-5", mems: str = "1", **kw: str | None) -> Assignment:
+    return Assignment(
+        container_id=ContainerID("c0"), cpus=CPUSet.parse(cpus), mems=CPUSet.parse(mems),
+        kind=kind, **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_adjustment_exclusive_with_classes() -> None:
+    adj = adapter.adjustment_for(
+        _assignment(CPUKind.EXCLUSIVE, rdt_class="gold", blockio_class="slow")
+    )
+    res = adj.linux.resources
+    assert res.cpu.cpus == "4-5"
+    assert res.cpu.mems == "1"
+    assert res.HasField("rdt_class") and res.rdt_class.value == "gold"
+    assert res.HasField("blockio_class") and res.blockio_class.value == "slow"
+    assert not res.cpu.HasField("shares")
+
+
+def test_adjustment_kind_none_has_no_cpuset() -> None:
+    adj = adapter.adjustment_for(_assignment(CPUKind.NONE))
+    assert not adj.HasField("linux")
+    adj = adapter.adjustment_for(_assignment(CPUKind.NONE, blockio_class="slow"))
+    assert adj.linux.resources.cpu.cpus == ""
+    assert adj.linux.resources.blockio_class.value == "slow"
+
+
+def test_adjustment_empty_mems_not_set() -> None:
+    adj = adapter.adjustment_for(_assignment(CPUKind.SHARED, cpus="0-3", mems=""))
+    assert adj.linux.resources.cpu.cpus == "0-3"
+    assert adj.linux.resources.cpu.mems == ""
+
+
+def test_update_for() -> None:
+    u = adapter.update_for(_assignment(CPUKind.SHARED, cpus="0-3,8-11", mems="0"))
+    assert u is not None
+    assert u.container_id == "c0"
+    assert u.linux.resources.cpu.cpus == "0-3,8-11"
+    assert u.linux.resources.cpu.mems == "0"
+    assert adapter.update_for(_assignment(CPUKind.NONE)) is None
