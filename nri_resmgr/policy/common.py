@@ -1,0 +1,248 @@
+"""Helpers the policies share: quantities, annotations, CPU picking, update diffs.
+
+Theory of operation: every policy in this package keeps, in its immutable state, enough
+to *render* the `Assignment` of every container it knows (a pure function of the state).
+A decision is then computed the same way everywhere: build the next state (the offer),
+render every container in the old and in the new state, and report as `updates` exactly
+the other containers whose rendered CPUs or memory nodes differ (`diff_updates`).  Nobody
+has to remember which containers a change touched; the diff finds them.
+
+`take_cpus` is the CPU picker, modelled on the kubelet's `takeByTopology`
+(pkg/kubelet/cm/cpumanager/cpu_assignment.go): it takes whole free packages, then whole
+free NUMA nodes, then whole free cores, and only then single threads, packing into the
+domains that already have the fewest free CPUs so that big free domains stay whole.
+
+Quantities follow Kubernetes' CPU notation (``750m``, ``2``, ``1.5``); CPU sets in
+configuration carry a ``cpuset:`` prefix (nri-plugins' form) so the two cannot be
+confused.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from nri_resmgr.model import (
+    AnnotationError,
+    Assignment,
+    ConfigError,
+    ContainerID,
+    ContainerInfo,
+    CPUKind,
+)
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError, union
+from nri_resmgr.topology.model import Topology
+
+__all__ = [
+    "TRUE_WORDS",
+    "CPUAmount",
+    "diff_updates",
+    "lowest_cpus",
+    "namespace_matches",
+    "one_thread_per_core",
+    "parse_bool_annotation",
+    "parse_cpu_amount",
+    "parse_cpu_quantity",
+    "take_cpus",
+]
+
+#: the spellings Go's strconv.ParseBool accepts (what nri-plugins users write)
+TRUE_WORDS = frozenset({"1", "t", "true", "y", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "f", "false", "n", "no", "off"})
+
+
+def parse_bool_annotation(container: ContainerInfo, key: str) -> bool | None:
+    """The effective boolean value of annotation `key`, or None when absent."""
+    raw = container.annotation(key)
+    if raw is None:
+        return None
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise AnnotationError(
+        f"{container.pretty}: annotation {key} has value {raw!r}; expected true or false"
+    )
+
+
+def parse_cpu_quantity(text: str, *, what: str) -> int:
+    """A Kubernetes CPU quantity (``750m``, ``2``, ``0.5``) in millicores."""
+    s = text.strip()
+    try:
+        milli = int(s[:-1], 10) if s.endswith("m") else round(float(s) * 1000)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{what}: {text!r} is not a CPU quantity; expected e.g. 750m, 2 or 1.5"
+        ) from exc
+    if milli < 0 or not math.isfinite(milli):
+        raise ConfigError(f"{what}: {text!r} is negative; expected a CPU quantity >= 0")
+    return milli
+
+
+@dataclass(frozen=True, slots=True)
+class CPUAmount:
+    """A CPU amount from configuration: either millicores or an explicit CPU set."""
+
+    milli: int = 0
+    cpuset: CPUSet | None = None
+
+
+def parse_cpu_amount(text: str | int | float, *, what: str) -> CPUAmount:
+    """``cpuset:0-1`` (an explicit set) or a quantity such as ``750m``."""
+    if isinstance(text, int | float):
+        return CPUAmount(milli=round(text * 1000))
+    s = text.strip()
+    if s.startswith("cpuset:"):
+        try:
+            cpus = IDSet.parse(s[len("cpuset:") :])
+        except IDSetError as exc:
+            raise ConfigError(f"{what}: {exc}") from exc
+        return CPUAmount(milli=1000 * len(cpus), cpuset=cpus)
+    return CPUAmount(milli=parse_cpu_quantity(s, what=what))
+
+
+def namespace_matches(namespace: str, globs: Iterable[str]) -> bool:
+    """Whether `namespace` matches one of the shell-style `globs`."""
+    return any(fnmatch.fnmatchcase(namespace, g) for g in globs)
+
+
+def one_thread_per_core(topology: Topology, cpus: CPUSet) -> CPUSet:
+    """The lowest thread of every core present in `cpus` (``hide-hyperthreads``)."""
+    return IDSet(threads.sorted()[0] for threads in topology.cores_of(cpus).values())
+
+
+def lowest_cpus(topology: Topology, available: CPUSet, count: int) -> CPUSet:
+    """`count` CPUs from the lowest-numbered cores, a core's threads together.
+
+    Used for reserved CPUs given as a quantity: the kubelet and nri-plugins both reserve
+    ``ceil(quantity)`` CPUs starting from CPU 0.
+    """
+    cores = sorted(topology.cores_of(available).values(), key=lambda t: t.sorted()[0])
+    out: list[int] = []
+    for threads in cores:
+        for cpu in threads:
+            if len(out) < count:
+                out.append(cpu)
+    return IDSet(out)
+
+
+def take_cpus(
+    topology: Topology,
+    available: CPUSet,
+    count: int,
+    *,
+    full_cores_only: bool = False,
+    prefer: CPUSet | None = None,
+) -> CPUSet | None:
+    """Pick `count` CPUs out of `available`, topology-aligned; None when impossible.
+
+    Order (kubelet's takeByTopology, plus L3 awareness):
+
+    1. whole free packages, while at least a package's worth is still needed;
+    2. whole free NUMA nodes, likewise;
+    3. whole free cores, packed: cores in the package/node/L3 with the fewest free CPUs
+       first (ties by id), so that large free domains stay whole;
+    4. single threads, from the cores with the fewest free threads first (completing a
+       core another container already broke), then by the same packing order.
+
+    CPUs in `prefer` (a container's current CPUs during rebuild) come first at steps 3
+    and 4.  With `full_cores_only` (kubelet ``full-pcpus-only``) step 4 is not allowed.
+    """
+    prefer = prefer or IDSet()
+    if count <= 0:
+        return IDSet()
+    if count > len(available):
+        return None
+    free = set(available)
+    taken: list[int] = []
+
+    def take_whole(groups: Iterable[CPUSet]) -> None:
+        for cpus in groups:
+            need = count - len(taken)
+            if 0 < len(cpus) <= need and cpus.ids() <= free:
+                taken.extend(cpus)
+                free.difference_update(cpus)
+
+    if not prefer:
+        take_whole(topology.package_cpus(p) for p in topology.package_ids())
+        take_whole(topology.node_cpus(n) for n in topology.node_ids(with_cpus=True))
+
+    def free_in(cpus: CPUSet) -> int:
+        return len(free & cpus.ids())
+
+    def packing_key(cpu: int) -> tuple[int, ...]:
+        rec = topology.cpu(cpu)
+        return (
+            free_in(topology.package_cpus(rec.package_id)),
+            rec.package_id,
+            free_in(topology.node_cpus(rec.node_id)),
+            rec.node_id,
+            free_in(topology.l3_cpus(rec.l3_id)),
+            rec.l3_id,
+        )
+
+    # 3. whole free cores
+    need = count - len(taken)
+    cores = [
+        t
+        for t in topology.cores_of(IDSet(free)).values()
+        if len(t) == len(topology.siblings(t.sorted()[0]))
+    ]
+    cores.sort(key=lambda t: (not t <= prefer, *packing_key(t.sorted()[0]), t.sorted()[0]))
+    for threads in cores:
+        need = count - len(taken)
+        if len(threads) <= need:
+            taken.extend(threads)
+            free.difference_update(threads)
+    need = count - len(taken)
+    if need == 0:
+        return IDSet(taken)
+    if full_cores_only:
+        return None
+    # 4. single threads
+    rest = sorted(
+        free,
+        key=lambda c: (
+            c not in prefer,
+            free_in(topology.siblings(c)),
+            *packing_key(c),
+            c,
+        ),
+    )
+    taken.extend(rest[:need])
+    return IDSet(taken) if len(taken) == count else None
+
+
+def diff_updates(
+    old: Mapping[ContainerID, Assignment],
+    new: Mapping[ContainerID, Assignment],
+    *,
+    skip: Collection[ContainerID] = (),
+) -> tuple[Assignment, ...]:
+    """New assignments of containers present in both maps whose CPUs or mems changed."""
+    out = []
+    for cid in sorted(new):
+        if cid in skip or cid not in old:
+            continue
+        a, b = old[cid], new[cid]
+        if (a.cpus, a.mems) != (b.cpus, b.mems):
+            out.append(b)
+    return tuple(out)
+
+
+def differs_from_current(container: ContainerInfo, assignment: Assignment) -> bool:
+    """Whether applying `assignment` would change what the runtime reports now.
+
+    Empty CPU / memory sets in an assignment mean "leave alone", so they never differ.
+    """
+    if assignment.cpus and assignment.cpus != container.current_cpus:
+        return True
+    return bool(assignment.mems and assignment.mems != container.current_mems)
+
+
+def all_cpus(assignments: Iterable[Assignment], kinds: Collection[CPUKind]) -> CPUSet:
+    """The union of CPUs of the assignments of the given kinds."""
+    return union(a.cpus for a in assignments if a.kind in kinds)

@@ -1,0 +1,345 @@
+"""The ``static`` policy: the kubelet's static CPU manager, over NRI.
+
+Theory of operation (kubelet semantics, pkg/kubelet/cm/cpumanager/policy_static.go):
+
+- A container gets **exclusive** CPUs when its pod is Guaranteed and its CPU request is a
+  positive whole number of CPUs.  The CPUs are picked by `common.take_cpus` (whole
+  packages, then NUMA nodes, then cores, then threads, packed) from the *free* CPUs:
+  online minus reserved minus those already held exclusively.  New exclusive allocations
+  never take reserved CPUs.
+- Every other container runs on the **shared pool**: online CPUs minus all exclusive
+  ones.  As in the kubelet the shared pool *includes* the reserved CPUs (so it never runs
+  dry while reserved CPUs exist); with the ``strict-cpu-reservation`` option it excludes
+  them, and an exclusive allocation that would leave the shared pool empty fails.
+- **Reserved** CPUs come from ``reservedSystemCPUs`` (an explicit set) or
+  ``reservedResources.cpu`` (a quantity; ``ceil(quantity)`` CPUs from the lowest-numbered
+  cores, threads of a core together).  Zero reserved CPUs are allowed (the kubelet
+  refuses them); the shared pool is then protected only by the "never empty" rule.
+- ``full-pcpus-only``: an exclusive request must be a multiple of the threads per core
+  and is served by whole cores only; otherwise creation fails (kubelet's
+  SMTAlignmentError) with a message naming the request and the free CPUs.
+- Memory is not pinned (empty mems = untouched) unless ``pinMemory: true``; then mems are
+  the DRAM nodes of the container's CPUs.
+
+The state records, per container, the exclusive CPUs it holds (empty for shared ones).
+Assignments are rendered from it; when the shared pool shrinks or grows, every shared
+container's rendering changes and `common.diff_updates` reports each as an update.
+
+``rebuild`` keeps an exclusive container on its current CPUs when they are still valid
+(the right count, online, not reserved, held by nobody else, whole cores under
+``full-pcpus-only``); others are re-picked, preferring their current CPUs; a container
+that cannot get exclusive CPUs any more falls back to the shared pool rather than failing
+the whole synchronization.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nri_resmgr.model import (
+    AllocationError,
+    Assignment,
+    ConfigError,
+    ContainerID,
+    ContainerInfo,
+    CPUKind,
+    Decision,
+    MemoryKind,
+    PolicyState,
+    QoSClass,
+)
+from nri_resmgr.policy.common import (
+    diff_updates,
+    differs_from_current,
+    lowest_cpus,
+    parse_cpu_amount,
+    take_cpus,
+)
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
+from nri_resmgr.topology.model import Topology
+
+__all__ = ["StaticConfig", "StaticPolicy", "StaticState"]
+
+
+class StaticOptions(BaseModel):
+    """kubelet ``cpuManagerPolicyOptions`` this policy implements."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    full_pcpus_only: bool = Field(default=False, alias="full-pcpus-only")
+    strict_cpu_reservation: bool = Field(default=False, alias="strict-cpu-reservation")
+
+
+class ReservedResources(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpu: str | int | float | None = None
+
+
+class StaticConfig(BaseModel):
+    """Configuration of the static policy (kubelet names where the kubelet has one)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    reserved_system_cpus: str | None = Field(default=None, alias="reservedSystemCPUs")
+    reserved_resources: ReservedResources = Field(
+        default_factory=ReservedResources, alias="reservedResources"
+    )
+    options: StaticOptions = Field(default_factory=StaticOptions)
+    pin_memory: bool = Field(default=False, alias="pinMemory")
+
+
+@dataclass(frozen=True, slots=True)
+class StaticEntry:
+    """One container: its exclusive CPUs (empty: shared pool)."""
+
+    exclusive: CPUSet
+    request_milli: int
+
+
+@dataclass(frozen=True, slots=True)
+class StaticState(PolicyState):
+    entries: Mapping[ContainerID, StaticEntry]
+
+    def exclusive_cpus(self) -> CPUSet:
+        return union(e.exclusive for e in self.entries.values())
+
+
+class StaticPolicy:
+    """kubelet static CPU manager semantics (see the module docstring)."""
+
+    name: ClassVar[str] = "static"
+
+    def __init__(self, *, topology: Topology, config: Mapping[str, Any]) -> None:
+        try:
+            cfg = StaticConfig.model_validate(dict(config))
+        except ValidationError as exc:
+            raise ConfigError(f"policy static: invalid configuration: {exc}") from exc
+        self.topology = topology
+        self.config = cfg
+        online = topology.online_cpus()
+        if cfg.reserved_system_cpus is not None and cfg.reserved_resources.cpu is not None:
+            raise ConfigError(
+                "policy static: both reservedSystemCPUs and reservedResources.cpu are set; "
+                "expected at most one"
+            )
+        if cfg.reserved_system_cpus is not None:
+            amount = parse_cpu_amount(
+                "cpuset:" + cfg.reserved_system_cpus, what="policy static: reservedSystemCPUs"
+            )
+            assert amount.cpuset is not None
+            if not amount.cpuset <= online:
+                raise ConfigError(
+                    f"policy static: reservedSystemCPUs {amount.cpuset} includes CPUs "
+                    f"{amount.cpuset - online} that are not online; online CPUs are {online}"
+                )
+            self.reserved = amount.cpuset
+        elif cfg.reserved_resources.cpu is not None:
+            amount = parse_cpu_amount(
+                cfg.reserved_resources.cpu, what="policy static: reservedResources.cpu"
+            )
+            if amount.cpuset is not None:
+                if not amount.cpuset <= online:
+                    raise ConfigError(
+                        f"policy static: reservedResources.cpu {amount.cpuset} includes "
+                        f"offline CPUs {amount.cpuset - online}; online CPUs are {online}"
+                    )
+                self.reserved = amount.cpuset
+            else:
+                self.reserved = lowest_cpus(topology, online, -(-amount.milli // 1000))
+        else:
+            self.reserved = IDSet()
+        if self.reserved == online and online:
+            raise ConfigError(
+                f"policy static: all online CPUs {online} are reserved; expected some left "
+                "for containers"
+            )
+        self.shared_base = online - self.reserved if cfg.options.strict_cpu_reservation else online
+
+    # ---- rendering ---------------------------------------------------------------------
+
+    def shared_pool(self, state: StaticState) -> CPUSet:
+        """The CPUs every non-exclusive container runs on."""
+        return self.shared_base - state.exclusive_cpus()
+
+    def _mems(self, cpus: CPUSet) -> NodeSet:
+        if not self.config.pin_memory:
+            return IDSet()
+        out: set[int] = set()
+        for node in self.topology.nodes_of(cpus):
+            near = self.topology.memory_nodes_near(node, (MemoryKind.DRAM,))
+            out |= near.ids() or {node}
+        return IDSet(out)
+
+    def render(self, state: StaticState) -> dict[ContainerID, Assignment]:
+        """The assignment of every container in `state`."""
+        shared = self.shared_pool(state)
+        out = {}
+        for cid, entry in state.entries.items():
+            cpus = entry.exclusive or shared
+            out[cid] = Assignment(
+                container_id=cid,
+                cpus=cpus,
+                mems=self._mems(cpus),
+                kind=CPUKind.EXCLUSIVE if entry.exclusive else CPUKind.SHARED,
+                pool="exclusive" if entry.exclusive else "shared",
+            )
+        return out
+
+    # ---- the protocol ------------------------------------------------------------------
+
+    def initial_state(self) -> StaticState:
+        return StaticState(entries={})
+
+    def exclusive_count(self, container: ContainerInfo) -> int:
+        """Exclusive CPUs the container is entitled to (0: shared pool)."""
+        milli = container.request.cpu_request_milli
+        if container.qos_class is QoSClass.GUARANTEED and milli > 0 and milli % 1000 == 0:
+            return milli // 1000
+        return 0
+
+    def free_cpus(self, state: StaticState) -> CPUSet:
+        """CPUs a new exclusive allocation may take."""
+        return self.topology.online_cpus() - self.reserved - state.exclusive_cpus()
+
+    def _pick(
+        self, state: StaticState, container: ContainerInfo, count: int, prefer: CPUSet
+    ) -> CPUSet:
+        free = self.free_cpus(state)
+        tpc = self.topology.threads_per_core()
+        full = self.config.options.full_pcpus_only
+        if full and count % max(tpc, 1):
+            raise AllocationError(
+                f"{container.pretty}: requested {count} exclusive CPUs; expected a multiple of "
+                f"{tpc} threads per core (full-pcpus-only); free CPUs: {free or 'none'}"
+            )
+        cpus = take_cpus(self.topology, free, count, full_cores_only=full, prefer=prefer)
+        if cpus is None:
+            what = "whole cores " if full else ""
+            raise AllocationError(
+                f"{container.pretty}: requested {count} exclusive CPUs; only {len(free)} free "
+                f"{what}CPUs available ({free or 'none'})"
+            )
+        if not (self.shared_base - state.exclusive_cpus() - cpus):
+            raise AllocationError(
+                f"{container.pretty}: requested {count} exclusive CPUs; taking {cpus} would "
+                f"leave the shared pool empty; expected at least one shared CPU to remain"
+            )
+        return cpus
+
+    def _with(self, state: StaticState, cid: ContainerID, entry: StaticEntry | None) -> StaticState:
+        entries = dict(state.entries)
+        if entry is None:
+            entries.pop(cid, None)
+        else:
+            entries[cid] = entry
+        return replace(state, entries=entries)
+
+    def _decide(
+        self, old: StaticState, new: StaticState, cid: ContainerID, reason: str
+    ) -> Decision:
+        before, after = self.render(old), self.render(new)
+        return Decision(
+            state=new,
+            assignment=after[cid],
+            updates=diff_updates(before, after, skip={cid}),
+            reason=reason,
+        )
+
+    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
+        st = _own(state)
+        if container.id in st.entries:
+            return self.update(st, container)
+        count = self.exclusive_count(container)
+        if count == 0:
+            entry = StaticEntry(IDSet(), container.request.cpu_request_milli)
+            new = self._with(st, container.id, entry)
+            return self._decide(st, new, container.id, "shared pool")
+        cpus = self._pick(st, container, count, IDSet())
+        new = self._with(st, container.id, StaticEntry(cpus, container.request.cpu_request_milli))
+        return self._decide(st, new, container.id, f"{count} exclusive CPUs")
+
+    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
+        st = _own(state)
+        if container_id not in st.entries:
+            return Decision(state=st, reason="unknown container; nothing to release")
+        new = self._with(st, container_id, None)
+        updates = diff_updates(self.render(st), self.render(new))
+        return Decision(state=new, updates=updates, reason="released")
+
+    def update(self, state: PolicyState, container: ContainerInfo) -> Decision:
+        st = _own(state)
+        entry = st.entries.get(container.id)
+        if entry is None:
+            return self.allocate(st, container)
+        count = self.exclusive_count(container)
+        if count == len(entry.exclusive):
+            new = self._with(
+                st, container.id, replace(entry, request_milli=container.request.cpu_request_milli)
+            )
+            return self._decide(st, new, container.id, "unchanged")
+        without = self._with(st, container.id, None)
+        cpus = self._pick(without, container, count, entry.exclusive) if count else IDSet()
+        entry = StaticEntry(cpus, container.request.cpu_request_milli)
+        new = self._with(without, container.id, entry)
+        return self._decide(st, new, container.id, "resized")
+
+    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
+        st = self.initial_state()
+        online_free = self.topology.online_cpus() - self.reserved
+        tpc = max(self.topology.threads_per_core(), 1)
+        pending: list[tuple[ContainerInfo, int]] = []
+        # phase 1: keep valid exclusive placements exactly where they are
+        for c in containers:
+            count = self.exclusive_count(c)
+            cur = c.current_cpus
+            if count == 0:
+                continue
+            valid = (
+                cur is not None
+                and len(cur) == count
+                and cur <= online_free
+                and cur.isdisjoint(st.exclusive_cpus())
+                and not (self.config.options.full_pcpus_only and not self._whole_cores(cur, tpc))
+                and bool(self.shared_base - st.exclusive_cpus() - cur)
+            )
+            if valid and cur is not None:
+                st = self._with(st, c.id, StaticEntry(cur, c.request.cpu_request_milli))
+            else:
+                pending.append((c, count))
+        # phase 2: re-pick the others, preferring their current CPUs; shared if impossible
+        notes = []
+        for c, count in pending:
+            try:
+                cpus = self._pick(st, c, count, c.current_cpus or IDSet())
+            except AllocationError as exc:
+                notes.append(str(exc))
+                cpus = IDSet()
+            st = self._with(st, c.id, StaticEntry(cpus, c.request.cpu_request_milli))
+        # phase 3: everyone else on the shared pool
+        for c in containers:
+            if c.id not in st.entries:
+                st = self._with(st, c.id, StaticEntry(IDSet(), c.request.cpu_request_milli))
+        rendered = self.render(st)
+        by_id = {c.id: c for c in containers}
+        updates = tuple(
+            a for cid, a in sorted(rendered.items()) if differs_from_current(by_id[cid], a)
+        )
+        reason = "rebuilt" + ("; fell back to shared: " + "; ".join(notes) if notes else "")
+        return Decision(state=st, updates=updates, reason=reason)
+
+    def _whole_cores(self, cpus: CPUSet, tpc: int) -> bool:
+        return all(
+            threads == self.topology.core_cpus(core)
+            for core, threads in self.topology.cores_of(cpus).items()
+        )
+
+
+def _own(state: PolicyState) -> StaticState:
+    if not isinstance(state, StaticState):
+        raise TypeError(f"static policy: expected StaticState, found {type(state).__name__}")
+    return state

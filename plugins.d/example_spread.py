@@ -1,0 +1,100 @@
+"""Example drop-in policy ``spread``: every container on the least-loaded NUMA node.
+
+Theory of operation: this file shows how small a policy can be.  The registry imports
+every ``*.py`` file in a configured plugin directory (``plugins.d/`` here) and picks up
+each class that has a ``name`` and the five methods of `nri_resmgr.policy.base.Policy`.
+
+The policy counts containers per NUMA node (nodes with CPUs only).  A new container goes
+to the node with the fewest containers, ties broken by the lower node id, and is pinned
+to that node's CPUs and memory.  Nothing is exclusive, so no other container ever has
+to move: decisions never carry updates.  ``rebuild`` keeps a container on its node when
+its current CPUs are exactly one node's CPUs, and re-places it otherwise.
+
+State is an immutable mapping container id -> node id; every method returns a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from nri_resmgr.model import (
+    Assignment,
+    ConfigError,
+    ContainerID,
+    ContainerInfo,
+    CPUKind,
+    Decision,
+    PolicyState,
+)
+from nri_resmgr.topology.cpuset import IDSet
+from nri_resmgr.topology.model import Topology
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadState(PolicyState):
+    node_of: Mapping[ContainerID, int]
+
+
+class SpreadPolicy:
+    """Pin each container to the NUMA node with the fewest containers."""
+
+    name: ClassVar[str] = "spread"
+
+    def __init__(self, *, topology: Topology, config: Mapping[str, Any]) -> None:
+        if config:
+            raise ConfigError(
+                f"policy spread: unknown configuration keys {sorted(config)}; expected none"
+            )
+        self.topology = topology
+        self.nodes = topology.node_ids(with_cpus=True)
+
+    def initial_state(self) -> SpreadState:
+        return SpreadState(node_of={})
+
+    def _assign(self, cid: ContainerID, node: int) -> Assignment:
+        return Assignment(
+            container_id=cid,
+            cpus=self.topology.node_cpus(node),
+            mems=IDSet([node]),
+            kind=CPUKind.SHARED,
+            pool=f"node{node}",
+        )
+
+    def _place(self, node_of: Mapping[ContainerID, int], cid: ContainerID) -> SpreadState:
+        load = {n: 0 for n in self.nodes}
+        for n in node_of.values():
+            load[n] += 1
+        best = min(self.nodes, key=lambda n: (load[n], n))
+        return SpreadState(node_of={**node_of, cid: best})
+
+    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
+        assert isinstance(state, SpreadState)
+        known = container.id in state.node_of
+        new = state if known else self._place(state.node_of, container.id)
+        node = new.node_of[container.id]
+        return Decision(
+            state=new, assignment=self._assign(container.id, node), reason=f"node{node}"
+        )
+
+    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
+        assert isinstance(state, SpreadState)
+        rest = {k: v for k, v in state.node_of.items() if k != container_id}
+        return Decision(state=SpreadState(node_of=rest), reason="released")
+
+    def update(self, state: PolicyState, container: ContainerInfo) -> Decision:
+        return self.allocate(state, container)
+
+    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
+        node_of: dict[ContainerID, int] = {}
+        moved = []
+        for c in containers:
+            here = [n for n in self.nodes if self.topology.node_cpus(n) == c.current_cpus]
+            if here:
+                node_of[c.id] = here[0]
+        for c in containers:
+            if c.id not in node_of:
+                node_of = dict(self._place(node_of, c.id).node_of)
+                moved.append(self._assign(c.id, node_of[c.id]))
+        return Decision(state=SpreadState(node_of=node_of), updates=tuple(moved), reason="rebuilt")
