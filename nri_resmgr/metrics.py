@@ -1,0 +1,168 @@
+"""Prometheus metrics and the health endpoints.
+
+Theory of operation: one `Metrics` object per daemon owns its own
+`prometheus_client.CollectorRegistry` (no process-global registry, so tests and several
+daemons in one process never collide).  The pipeline shell calls `observe_event` around
+every NRI event and `observe_state` after every committed decision; the latter replaces
+the allocation gauges wholesale from a snapshot, so a gauge can never drift from the
+state it describes.  `HealthState` holds the two facts the probes report: the daemon is
+alive (`/healthz`) and it is registered with the runtime and synchronized (`/readyz`).
+`serve_http` is the asyncio HTTP shell for `/metrics`, `/healthz` and `/readyz`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSnapshot:
+    """One pool's capacity and use, in CPUs."""
+
+    name: str
+    capacity: int
+    shared: int
+    exclusive: int
+    containers: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateSnapshot:
+    pools: tuple[PoolSnapshot, ...] = ()
+    containers_by_kind: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class HealthState:
+    registered: bool = False
+    synchronized: bool = False
+    reason: str = "not connected to the runtime yet"
+
+    @property
+    def ready(self) -> bool:
+        return self.registered and self.synchronized
+
+
+class Metrics:
+    """The daemon's metrics, in a registry of its own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.events = Counter(
+            "nri_resmgr_events", "NRI events handled", ["event", "outcome"], registry=r
+        )
+        self.latency = Histogram(
+            "nri_resmgr_event_latency_seconds",
+            "Time to handle an NRI event",
+            ["event"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "nri_resmgr_errors", "Events answered with an error", ["event", "kind"], registry=r
+        )
+        self.pool_capacity = Gauge(
+            "nri_resmgr_pool_cpu_capacity", "CPUs in a pool", ["pool"], registry=r
+        )
+        self.pool_shared = Gauge(
+            "nri_resmgr_pool_shared_cpus", "CPUs left in a pool's shared set", ["pool"], registry=r
+        )
+        self.pool_exclusive = Gauge(
+            "nri_resmgr_pool_exclusive_cpus", "CPUs granted exclusively", ["pool"], registry=r
+        )
+        self.pool_containers = Gauge(
+            "nri_resmgr_pool_containers", "Containers placed in a pool", ["pool"], registry=r
+        )
+        self.containers = Gauge(
+            "nri_resmgr_containers", "Live containers by CPU kind", ["kind"], registry=r
+        )
+        self.rdt = Gauge(
+            "nri_resmgr_rdt_monitoring",
+            "resctrl monitoring counters",
+            ["group", "cache_id", "counter"],
+            registry=r,
+        )
+        self.config_reloads = Counter(
+            "nri_resmgr_config_reloads", "Configuration updates", ["outcome"], registry=r
+        )
+
+    def observe_event(self, event: str, seconds: float, *, error: str | None = None) -> None:
+        self.events.labels(event=event, outcome="error" if error else "ok").inc()
+        self.latency.labels(event=event).observe(seconds)
+        if error:
+            self.errors.labels(event=event, kind=error).inc()
+
+    def observe_state(self, snapshot: StateSnapshot) -> None:
+        for gauge in (self.pool_capacity, self.pool_shared, self.pool_exclusive,
+                      self.pool_containers, self.containers):
+            gauge.clear()
+        for pool in snapshot.pools:
+            self.pool_capacity.labels(pool=pool.name).set(pool.capacity)
+            self.pool_shared.labels(pool=pool.name).set(pool.shared)
+            self.pool_exclusive.labels(pool=pool.name).set(pool.exclusive)
+            self.pool_containers.labels(pool=pool.name).set(pool.containers)
+        for kind, count in snapshot.containers_by_kind.items():
+            self.containers.labels(kind=kind).set(count)
+
+    def observe_rdt(self, counters: Iterable[tuple[str, str, str, int]]) -> None:
+        """(group, cache_id, counter name, value) tuples from the RDT monitor."""
+        self.rdt.clear()
+        for group, cache_id, name, value in counters:
+            self.rdt.labels(group=group, cache_id=cache_id, counter=name).set(value)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+async def _respond(writer: asyncio.StreamWriter, status: str, ctype: str, body: bytes) -> None:
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    writer.write(head.encode("ascii") + body)
+    with contextlib.suppress(ConnectionError):
+        await writer.drain()
+    writer.close()
+
+
+async def serve_http(
+    metrics: Metrics, health: HealthState, *, host: str = "0.0.0.0", port: int = 8891
+) -> asyncio.Server:
+    """Serve /metrics, /healthz and /readyz; returns the started server."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await asyncio.wait_for(reader.readline(), timeout=5)
+            parts = line.decode("latin-1").split()
+            while (await asyncio.wait_for(reader.readline(), timeout=5)) not in (b"\r\n", b""):
+                pass
+        except (TimeoutError, ConnectionError, UnicodeDecodeError):
+            writer.close()
+            return
+        if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
+            await _respond(writer, "405 Method Not Allowed", "text/plain", b"GET only\n")
+            return
+        path = parts[1].split("?", 1)[0]
+        if path == "/metrics":
+            await _respond(writer, "200 OK", CONTENT_TYPE_LATEST, metrics.exposition())
+        elif path == "/healthz":
+            await _respond(writer, "200 OK", "text/plain", b"ok\n")
+        elif path == "/readyz":
+            if health.ready:
+                await _respond(writer, "200 OK", "text/plain", b"ready\n")
+            else:
+                body = f"not ready: {health.reason}\n".encode()
+                await _respond(writer, "503 Service Unavailable", "text/plain", body)
+        else:
+            await _respond(writer, "404 Not Found", "text/plain", b"not found\n")
+
+    return await asyncio.start_server(handle, host, port)

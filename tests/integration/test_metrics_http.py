@@ -1,0 +1,77 @@
+"""The metrics and health endpoints over a real TCP socket."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from nri_resmgr.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
+
+
+async def _get(port: int, path: str) -> tuple[int, bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await writer.drain()
+    data = await reader.read()
+    writer.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def _samples(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for fam in text_string_to_metric_families(body.decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_scrape_after_known_events_and_probes() -> None:
+    async def scenario() -> None:
+        metrics, health = Metrics(), HealthState()
+        server = await serve_http(metrics, health, host="127.0.0.1", port=0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            assert (await _get(port, "/healthz"))[0] == 200
+            status, body = await _get(port, "/readyz")
+            assert status == 503 and b"not connected" in body
+            for _ in range(3):
+                metrics.observe_event("CreateContainer", 0.002)
+            metrics.observe_event("CreateContainer", 0.004, error="AllocationError")
+            metrics.observe_event("RemoveContainer", 0.0001)
+            metrics.observe_state(StateSnapshot(
+                pools=(PoolSnapshot("node0", 8, 5, 3, 4),),
+                containers_by_kind={"exclusive": 1, "shared": 3},
+            ))
+            health.registered = health.synchronized = True
+            assert (await _get(port, "/readyz"))[0] == 200
+            status, body = await _get(port, "/metrics")
+            assert status == 200
+            s = _samples(body)
+            ev = "nri_resmgr_events_total"
+            assert s[(ev, (("event", "CreateContainer"), ("outcome", "ok")))] == 3
+            assert s[(ev, (("event", "CreateContainer"), ("outcome", "error")))] == 1
+            assert s[(ev, (("event", "RemoveContainer"), ("outcome", "ok")))] == 1
+            assert s[("nri_resmgr_errors_total",
+                      (("event", "CreateContainer"), ("kind", "AllocationError")))] == 1
+            assert s[("nri_resmgr_event_latency_seconds_count",
+                      (("event", "CreateContainer"),))] == 4
+            assert s[("nri_resmgr_pool_shared_cpus", (("pool", "node0"),))] == 5
+            assert s[("nri_resmgr_containers", (("kind", "shared"),))] == 3
+            # a later snapshot replaces the gauges: pools that vanished are gone
+            metrics.observe_state(StateSnapshot())
+            s = _samples((await _get(port, "/metrics"))[1])
+            assert ("nri_resmgr_pool_shared_cpus", (("pool", "node0"),)) not in s
+            assert (await _get(port, "/nope"))[0] == 404
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())
+
+
+def test_registries_are_independent() -> None:
+    a, b = Metrics(), Metrics()
+    a.observe_event("CreateContainer", 0.1)
+    assert b"CreateContainer" not in b.exposition()
