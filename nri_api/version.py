@@ -29,6 +29,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from nri_api.events import NRIVersion, parse_nri_version, valid_events_mask
 
@@ -52,13 +53,15 @@ class Runtime(enum.StrEnum):
 DEFAULT_NRI_VERSION = NRIVersion(0, 3, 0)
 
 # Aliases of runtime names as they might be reported.
-_RUNTIME_ALIASES = {
-    "containerd": Runtime.CONTAINERD,
-    "io.containerd": Runtime.CONTAINERD,
-    "cri-o": Runtime.CRI_O,
-    "crio": Runtime.CRI_O,
-    "cri_o": Runtime.CRI_O,
-}
+_RUNTIME_ALIASES = MappingProxyType(
+    {
+        "containerd": Runtime.CONTAINERD,
+        "io.containerd": Runtime.CONTAINERD,
+        "cri-o": Runtime.CRI_O,
+        "crio": Runtime.CRI_O,
+        "cri_o": Runtime.CRI_O,
+    }
+)
 
 _CRIO_V0_3_1_PSEUDO = "v0.3.1-0.20230504231226-94185418e253"
 _CRIO_V0_9_1_PSEUDO = "v0.9.1-0.20250219030224-e597e7849f24"
