@@ -463,3 +463,23 @@ class Pipeline:
     def snapshot(self) -> list[tuple[ContainerInfo, Assignment | None]]:
         """Every live container with its assignment, in creation order."""
         return [(c, self.assignments.get(cid)) for cid, c in self.containers.items()]
+
+
+def class_control_from_config(
+    control: Any, *, resctrl_root: str | None = None, cgroup_root: str | None = None
+) -> tuple[list[Controller], ClassSelector | None]:
+    """Controllers and a class selector for the daemon config's ``control`` section.
+
+    An empty section means no class control at all (no selector, no controllers).
+    """
+    rdt = dict(getattr(control, "rdt", {}) or {})
+    blockio = dict(getattr(control, "blockio", {}) or {})
+    classes = dict(getattr(control, "classes", {}) or {})
+    if not (rdt or blockio or classes):
+        return [], None
+    from nri_resmgr.model import ConfigError
+
+    raise ConfigError(
+        "control: RDT and block I/O class control is not wired into this build yet; "
+        "expected an empty control section"
+    )

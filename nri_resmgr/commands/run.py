@@ -1,0 +1,62 @@
+"""`nri-resmgr run`: the daemon (an NRI plugin) on this node."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nri_resmgr.model import ResmgrError
+
+NAME = "run"
+HELP = "run the resource manager as an NRI plugin (external or pre-registered)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", help="policy name (overrides the config's 'policy')")
+    parser.add_argument("--config", help="configuration file (YAML or JSON)")
+    parser.add_argument(
+        "--socket", help="NRI socket path (default /var/run/nri/nri.sock; ignored when "
+        "started by the runtime with the socket on fd 3)"
+    )
+    parser.add_argument(
+        "--plugin-index", help="two-digit plugin index (default $NRI_PLUGIN_IDX or 90)"
+    )
+    parser.add_argument(
+        "--plugin-name", help="plugin name (default $NRI_PLUGIN_NAME or resmgr)"
+    )
+    parser.add_argument("--sysfs-root", help="root directory holding sys/ (default /)")
+    parser.add_argument(
+        "--topology", help="use this topology instead of discovery (spec, file or archive)"
+    )
+    parser.add_argument("--resctrl-root", help="resctrl mount point (default /sys/fs/resctrl)")
+    parser.add_argument("--cgroup-root", help="cgroup v2 mount point (default /sys/fs/cgroup)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from nri_resmgr.daemon import (
+        DEFAULT_PLUGIN_INDEX,
+        DEFAULT_PLUGIN_NAME,
+        DaemonOptions,
+        main,
+    )
+
+    name = args.plugin_name or os.environ.get("NRI_PLUGIN_NAME") or DEFAULT_PLUGIN_NAME
+    idx = args.plugin_index or os.environ.get("NRI_PLUGIN_IDX") or DEFAULT_PLUGIN_INDEX
+    options = DaemonOptions(
+        policy=args.policy,
+        config_path=args.config,
+        socket_path=args.socket,
+        plugin_index=idx,
+        plugin_name=name,
+        sysfs_root=args.sysfs_root,
+        topology=args.topology,
+        resctrl_root=args.resctrl_root,
+        cgroup_root=args.cgroup_root,
+    )
+    try:
+        return main(options)
+    except (ResmgrError, ValueError, TypeError) as exc:
+        print(f"nri-resmgr run: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,327 @@
+"""The daemon: an NRI plugin whose hooks feed the pipeline.
+
+Theory of operation
+-------------------
+`ResmgrPlugin` is an `nri_api.stub.Plugin` subclass.  The stub owns the connection
+(register, configure, synchronize, dispatch, reconnect); this class owns one `Pipeline`
+and turns every subscribed NRI event into one pipeline call, serialized by an
+`asyncio.Lock` (the pipeline is synchronous, so the lock only makes the one-event-at-a-
+time rule explicit and survives any future await inside a handler).
+
+Events and what they do:
+
+==========================  ===============================================================
+RunPodSandbox               remember the pod; controllers make pod-level state
+CreateContainer             decide; reply ``adjust`` + ``update`` (other containers)
+UpdateContainer             reassert our cpuset on a no-op reconcile, reallocate on resize
+StopContainer               release; reply ``update`` (the shared pool grows back)
+RemoveContainer             release if no stop was seen; updates go out unsolicited
+RemovePodSandbox            release leftovers, controllers drop pod-level state
+Synchronize                 rebuild from the runtime's view; updates only for movers
+==========================  ===============================================================
+
+Updates for other containers travel in the event's own reply whenever the reply has an
+``update`` field.  RemoveContainer and RemovePodSandbox replies have none, so their
+updates go through `update_containers`, which the stub defers until the hook has
+returned (calling it synchronously from a hook deadlocks runtimes up to NRI v0.12.1).
+
+Failures: a `ResmgrError` (allocation, annotation, adapter) becomes an RPC error with the
+error's own message, which the runtime passes up (containerd fails the CRI request);
+the pipeline state is unchanged.  Any other exception is a bug: it is logged with its
+traceback and reported as ``internal error: ...``.
+
+Configuration: the daemon starts from `--config` (or defaults) with `--policy` on top.  A
+pre-registered plugin receives its configuration file's content in
+``ConfigureRequest.config``; when that string is not empty it is parsed as the daemon
+config and the policy and pipeline are rebuilt from it before Synchronize.  A bad config
+fails Configure, and the runtime drops the plugin (better than running with defaults).
+
+Restarts: the runtime's Synchronize (on first connection and after every reconnect)
+rebuilds the pipeline state from the containers the runtime reports, so a restarted daemon
+keeps correctly placed containers where they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nri_api import api
+from nri_api.errors import RPCError, StatusCode
+from nri_api.stub import OnClose, Plugin, RuntimeInfo, setup_logging
+from nri_resmgr.config import Config, load_config
+from nri_resmgr.logs import configure_logging, get_logger
+from nri_resmgr.metrics import HealthState, Metrics, StateSnapshot, serve_http
+from nri_resmgr.model import ResmgrError
+from nri_resmgr.pipeline import Pipeline, class_control_from_config
+from nri_resmgr.policy.registry import load_policy
+from nri_resmgr.topology.model import Topology
+
+__all__ = ["DaemonOptions", "ResmgrPlugin", "build_pipeline", "load_daemon_topology", "main"]
+
+DEFAULT_PLUGIN_NAME = "resmgr"
+DEFAULT_PLUGIN_INDEX = "90"
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonOptions:
+    """What the command line decides (anything None: the config or the default)."""
+
+    policy: str | None = None
+    config_path: str | None = None
+    socket_path: str | None = None
+    plugin_index: str | None = None
+    plugin_name: str | None = None
+    sysfs_root: str | None = None
+    topology: str | None = None
+    resctrl_root: str | None = None
+    cgroup_root: str | None = None
+
+
+def load_daemon_topology(options: DaemonOptions) -> Topology:
+    """`--topology` if given (spec, file, archive), else discovery under `--sysfs-root`."""
+    if options.topology:
+        from nri_resmgr.topology.load import load_topology
+
+        return load_topology(options.topology)
+    from nri_resmgr.topology.discover import discover
+
+    return discover(Path(options.sysfs_root or "/"))
+
+
+def build_pipeline(
+    config: Config,
+    *,
+    topology: Topology,
+    policy: str | None = None,
+    resctrl_root: str | None = None,
+    cgroup_root: str | None = None,
+) -> Pipeline:
+    """A fresh pipeline for `config` (`policy` overrides ``config.policy``)."""
+    pol = load_policy(
+        policy or config.policy,
+        topology=topology,
+        config=config.policy_config,
+        plugin_dirs=config.policy_dirs,
+    )
+    controllers, selector = class_control_from_config(
+        config.control, resctrl_root=resctrl_root, cgroup_root=cgroup_root
+    )
+    return Pipeline(
+        pol, controllers=controllers, select_classes=selector, log=get_logger("pipeline")
+    )
+
+
+class ResmgrPlugin(Plugin):
+    """The nri-resmgr NRI plugin (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        topology: Topology,
+        policy_override: str | None = None,
+        resctrl_root: str | None = None,
+        cgroup_root: str | None = None,
+        metrics: Metrics | None = None,
+        health: HealthState | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.topology = topology
+        self.policy_override = policy_override
+        self.resctrl_root = resctrl_root
+        self.cgroup_root = cgroup_root
+        self.metrics = metrics or Metrics()
+        self.health = health or HealthState()
+        self.rlog = get_logger("daemon")
+        self.config = config
+        self.pipeline = self._build(config)
+        self.lock = asyncio.Lock()
+
+    def _build(self, config: Config) -> Pipeline:
+        return build_pipeline(
+            config,
+            topology=self.topology,
+            policy=self.policy_override,
+            resctrl_root=self.resctrl_root,
+            cgroup_root=self.cgroup_root,
+        )
+
+    # -- plumbing --------------------------------------------------------------------
+
+    async def _handle(self, event: str, fn: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        error: str | None = None
+        async with self.lock:
+            try:
+                return fn()
+            except ResmgrError as exc:
+                error = type(exc).__name__
+                self.rlog.warning("event failed", event=event, error=str(exc))
+                raise RPCError(StatusCode.UNKNOWN, str(exc)) from exc
+            except RPCError:
+                error = "RPCError"
+                raise
+            except Exception as exc:
+                error = "internal"
+                self.rlog.exception("event failed: internal error", event=event)
+                raise RPCError(
+                    StatusCode.INTERNAL, f"nri-resmgr internal error in {event}: {exc!r}"
+                ) from exc
+            finally:
+                self.metrics.observe_event(event, time.perf_counter() - start, error=error)
+                if error is None:
+                    self._observe_state()
+
+    def _observe_state(self) -> None:
+        kinds: dict[str, int] = {}
+        for _info, a in self.pipeline.snapshot():
+            kind = str(a.kind) if a is not None else "unknown"
+            kinds[kind] = kinds.get(kind, 0) + 1
+        self.metrics.observe_state(StateSnapshot(containers_by_kind=kinds))
+
+    async def _send_later(self, updates: Sequence[api.ContainerUpdate], why: str) -> None:
+        if not updates:
+            return
+        self.rlog.info("unsolicited updates queued", count=len(updates), reason=why)
+        await self.update_containers(updates)
+
+    # -- hooks -----------------------------------------------------------------------
+
+    def configure(self, config: str, runtime: RuntimeInfo) -> None:
+        self.health.registered = True
+        self.health.synchronized = False
+        self.health.reason = "waiting for Synchronize"
+        self.rlog.info(
+            "configure",
+            runtime=f"{runtime.name} {runtime.version}",
+            nri_version=str(runtime.nri_version),
+            config_bytes=len(config),
+        )
+        if config.strip():
+            try:
+                new = load_config(config)
+                pipeline = self._build(new)
+            except ResmgrError as exc:
+                self.metrics.config_reloads.labels(outcome="error").inc()
+                self.rlog.error("configuration from the runtime rejected", error=str(exc))
+                raise RPCError(StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            self.config = new
+            self.pipeline = pipeline
+            self.metrics.config_reloads.labels(outcome="ok").inc()
+            self.rlog.info("configuration from the runtime applied", policy=new.policy)
+        return None
+
+    async def synchronize(
+        self, pods: Sequence[api.PodSandbox], containers: Sequence[api.Container]
+    ) -> list[api.ContainerUpdate]:
+        updates: list[api.ContainerUpdate] = await self._handle(
+            "Synchronize", lambda: self.pipeline.synchronize(pods, containers)
+        )
+        self.health.synchronized = True
+        self.health.reason = ""
+        return updates
+
+    def on_close(self) -> None:
+        self.health.registered = False
+        self.health.synchronized = False
+        self.health.reason = "connection to the runtime lost"
+        self.rlog.warning("connection to the runtime lost")
+
+    async def run_pod_sandbox(self, pod: api.PodSandbox) -> None:
+        await self._handle("RunPodSandbox", lambda: self.pipeline.run_pod(pod))
+
+    async def remove_pod_sandbox(self, pod: api.PodSandbox) -> None:
+        updates = await self._handle("RemovePodSandbox", lambda: self.pipeline.remove_pod(pod))
+        await self._send_later(updates, f"pod {pod.namespace}/{pod.name} removed")
+
+    async def create_container(
+        self, pod: api.PodSandbox, container: api.Container
+    ) -> tuple[api.ContainerAdjustment, list[api.ContainerUpdate]]:
+        result: tuple[api.ContainerAdjustment, list[api.ContainerUpdate]] = await self._handle(
+            "CreateContainer", lambda: self.pipeline.create(pod, container)
+        )
+        return result
+
+    async def update_container(
+        self, pod: api.PodSandbox, container: api.Container, resources: api.LinuxResources
+    ) -> list[api.ContainerUpdate]:
+        updates: list[api.ContainerUpdate] = await self._handle(
+            "UpdateContainer", lambda: self.pipeline.update(pod, container, resources)
+        )
+        return updates
+
+    async def stop_container(
+        self, pod: api.PodSandbox, container: api.Container
+    ) -> list[api.ContainerUpdate]:
+        updates: list[api.ContainerUpdate] = await self._handle(
+            "StopContainer", lambda: self.pipeline.stop(pod, container)
+        )
+        return updates
+
+    async def remove_container(self, pod: api.PodSandbox, container: api.Container) -> None:
+        updates = await self._handle(
+            "RemoveContainer", lambda: self.pipeline.remove(pod, container)
+        )
+        await self._send_later(updates, f"container {container.name} removed")
+
+
+async def _serve(plugin: ResmgrPlugin, endpoint: str) -> int:
+    server = None
+    if endpoint:
+        host, _, port = endpoint.rpartition(":")
+        server = await serve_http(
+            plugin.metrics, plugin.health, host=host or "0.0.0.0", port=int(port)
+        )
+    try:
+        return await plugin.serve()
+    finally:
+        if server is not None:
+            server.close()
+
+
+def main(options: DaemonOptions) -> int:
+    """Build everything from `options`, then serve until stopped; the process exit code."""
+    import signal
+
+    config = load_config(Path(options.config_path)) if options.config_path else Config()
+    log_file = configure_logging(config.log)
+    setup_logging(log_file=config.log.file, level=config.log.level)
+    log = get_logger("daemon")
+    try:
+        topology = load_daemon_topology(options)
+        plugin = ResmgrPlugin(
+            config=config,
+            topology=topology,
+            policy_override=options.policy,
+            resctrl_root=options.resctrl_root,
+            cgroup_root=options.cgroup_root,
+            name=options.plugin_name,
+            idx=options.plugin_index,
+            socket_path=options.socket_path,
+            on_close=OnClose.RECONNECT,
+            log_file=config.log.file,
+        )
+        log.info(
+            "starting",
+            policy=options.policy or config.policy,
+            topology=topology.source,
+            plugin=plugin.full_name,
+            pre_registered=plugin.pre_registered,
+        )
+
+        async def run() -> int:
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, plugin._request_stop)
+            return await _serve(plugin, config.instrumentation.http_endpoint)
+
+        return asyncio.run(run())
+    finally:
+        if log_file is not None:
+            log_file.close()
