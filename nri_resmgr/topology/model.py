@@ -112,7 +112,8 @@ class Topology:
     cpus: Mapping[int, CPU]
     nodes: Mapping[int, NumaNode]
     netdevs: tuple[NetDevice, ...] = ()
-    source: str = ""
+    #: where the topology came from (path, spec), for messages; not part of equality
+    source: str = field(default="", compare=False)
 
     # derived indexes (online CPUs only); not part of equality
     _online: CPUSet = field(init=False, repr=False, compare=False)
