@@ -1,0 +1,1 @@
+../shim/rt_dedicated.go

@@ -1,0 +1,1 @@
+../shim/stub_ctx.go

@@ -1,0 +1,1 @@
+../shim/stub_noctx.go

@@ -1,0 +1,1 @@
+../shim/sync_lock.go

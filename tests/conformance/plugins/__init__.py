@@ -1,0 +1,1 @@
+"""Python NRI plugins used by the conformance tests (built on nri_api only)."""
