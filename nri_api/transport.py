@@ -16,6 +16,11 @@ Writes are whole ttrpc messages framed by `frame_message`, serialized by one loc
 drained. A call allocates its stream id and writes its Request under that same lock, so ids
 reach the peer in increasing order, as the Go server demands.
 
+Memory stays bounded against a misbehaving peer: the mux skips frames for other ConnIDs
+unbuffered and caps frame length, ttrpc discards oversized bodies unbuffered, and more than
+`max_in_flight` unanswered requests (Go's mux would overflow its 256-frame queue long
+before) is a `RemoteProtocolError`.
+
 EOF, an OS error or a `RemoteProtocolError` from the peer closes the trunk: pending calls
 fail with `ConnectionClosed`, handler tasks are cancelled, the socket is closed, and
 `wait_closed` returns; `close_reason` tells why. The roles are parameters, so the same
@@ -34,6 +39,7 @@ from nri_api.errors import (
     NEED_DATA,
     ConnectionClosed,
     ProtocolError,
+    RemoteProtocolError,
     RPCError,
     StatusCode,
 )
@@ -67,6 +73,7 @@ class Trunk:
         *,
         server_conn: int = PLUGIN_SERVICE_CONN,
         client_conn: int = RUNTIME_SERVICE_CONN,
+        max_in_flight: int = 1024,
     ) -> None:
         if server_conn == client_conn:
             raise ValueError(
@@ -86,6 +93,7 @@ class Trunk:
         self._handler_set = asyncio.Event()
         self._pending: dict[int, asyncio.Future[bytes]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._max_in_flight = max_in_flight
         self._closed = False
         self._close_reason: BaseException | None = None
         self._done = asyncio.Event()
@@ -100,10 +108,17 @@ class Trunk:
         *,
         server_conn: int = PLUGIN_SERVICE_CONN,
         client_conn: int = RUNTIME_SERVICE_CONN,
+        max_in_flight: int = 1024,
     ) -> Trunk:
         """Connect to the NRI socket at `path` (e.g. /var/run/nri/nri.sock)."""
         reader, writer = await asyncio.open_unix_connection(path, limit=_READ_SIZE)
-        return cls(reader, writer, server_conn=server_conn, client_conn=client_conn)
+        return cls(
+            reader,
+            writer,
+            server_conn=server_conn,
+            client_conn=client_conn,
+            max_in_flight=max_in_flight,
+        )
 
     @classmethod
     async def from_socket(
@@ -112,10 +127,17 @@ class Trunk:
         *,
         server_conn: int = PLUGIN_SERVICE_CONN,
         client_conn: int = RUNTIME_SERVICE_CONN,
+        max_in_flight: int = 1024,
     ) -> Trunk:
         """Wrap an already connected Unix stream socket (the trunk takes ownership)."""
         reader, writer = await asyncio.open_unix_connection(sock=sock, limit=_READ_SIZE)
-        return cls(reader, writer, server_conn=server_conn, client_conn=client_conn)
+        return cls(
+            reader,
+            writer,
+            server_conn=server_conn,
+            client_conn=client_conn,
+            max_in_flight=max_in_flight,
+        )
 
     @classmethod
     async def from_fd(cls, fd: int) -> Trunk:
@@ -172,9 +194,14 @@ class Trunk:
                 self._client.forget(stream_id)
 
     async def close(self) -> None:
-        """Close the trunk and wait until every task of it has finished."""
+        """Close the trunk and wait until every task of it has finished.
+
+        Called from inside a handler, it closes without waiting (the handler's own task is
+        one of those to finish).
+        """
         self._shutdown(ConnectionClosed("the trunk was closed locally"))
-        await self.wait_closed()
+        if asyncio.current_task() not in self._tasks:
+            await self.wait_closed()
 
     async def wait_closed(self) -> None:
         """Wait until the trunk is closed (by either side) and fully torn down."""
@@ -199,9 +226,8 @@ class Trunk:
         reason: BaseException = ConnectionClosed("the peer closed the trunk (EOF)")
         try:
             while True:
-                data = await self._reader.read(_READ_SIZE)
-                self._mux.receive_data(data)
-                if self._drain_mux():
+                self._mux.receive_data(await self._reader.read(_READ_SIZE))
+                if self._process():
                     break
         except asyncio.CancelledError:
             reason = ConnectionClosed("the trunk was closed locally")
@@ -214,8 +240,8 @@ class Trunk:
             await self._writer.wait_closed()
         self._done.set()
 
-    def _drain_mux(self) -> bool:
-        """Process every complete mux event; True once the trunk hit EOF."""
+    def _process(self) -> bool:
+        """Act on every buffered event; True once the peer closed the trunk (EOF)."""
         while True:
             event = self._mux.next_event()
             if event is NEED_DATA:
@@ -232,9 +258,12 @@ class Trunk:
             if event is NEED_DATA or isinstance(event, TtrpcClosed):
                 return
             if isinstance(event, RequestReceived):
-                task = self._loop.create_task(self._handle(event))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                if len(self._server.active) > self._max_in_flight:
+                    raise RemoteProtocolError(
+                        f"conn {self._server_conn}: expected at most {self._max_in_flight} "
+                        f"unanswered requests, found {len(self._server.active)}"
+                    )
+                self._track(self._loop.create_task(self._handle(event)))
             elif isinstance(event, StreamRejected):
                 self._spawn_write(self._server_conn, event.bytes_to_send)
             elif isinstance(event, ResponseReceived):
@@ -250,7 +279,9 @@ class Trunk:
                     future.set_exception(event.to_exception())
 
     def _spawn_write(self, conn_id: int, message: bytes) -> None:
-        task = self._loop.create_task(self._write(conn_id, message))
+        self._track(self._loop.create_task(self._write(conn_id, message)))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -299,5 +330,6 @@ class Trunk:
         if self._read_task is not asyncio.current_task():
             self._read_task.cancel()
         for task in list(self._tasks):
-            task.cancel()
+            if task is not asyncio.current_task():
+                task.cancel()
         self._writer.close()

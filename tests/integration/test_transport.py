@@ -305,6 +305,59 @@ def test_protocol_error_from_peer_closes_the_trunk() -> None:
     run(main)
 
 
+def test_close_from_inside_a_handler() -> None:
+    async def main() -> None:
+        plugin, runtime = await trunk_pair()
+
+        async def shutdown(
+            service: str, method: str, payload: bytes, deadline: float | None
+        ) -> bytes:
+            await plugin.close()
+            return b""
+
+        plugin.serve(shutdown)
+        with pytest.raises(ConnectionClosed):
+            await runtime.call(PLUGIN, "Shutdown", b"", timeout=5)
+        await plugin.wait_closed()
+        await runtime.wait_closed()
+
+    run(main)
+
+
+def test_flood_of_unanswered_requests_is_a_protocol_error() -> None:
+    async def main() -> None:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        plugin = await Trunk.from_socket(a, max_in_flight=4)
+        never = asyncio.Event()
+
+        async def hang(service: str, method: str, payload: bytes, deadline: float | None) -> bytes:
+            await never.wait()
+            return b""
+
+        plugin.serve(hang)
+        peer = await RawPeer.open(b)
+        for _ in range(5):
+            await peer.request(1, method="Hang")
+        await plugin.wait_closed()
+        assert isinstance(plugin.close_reason, RemoteProtocolError)
+        assert "at most 4 unanswered requests" in str(plugin.close_reason)
+        await peer.close()
+
+    run(main)
+
+
+def test_from_fd_serves_the_plugin_side() -> None:
+    async def main() -> None:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        plugin = await Trunk.from_fd(a.detach())
+        runtime = await Trunk.from_socket(b, server_conn=2, client_conn=1)
+        plugin.serve(echo_handler(b"fd:"))
+        assert await runtime.call(PLUGIN, "Echo", b"3", timeout=5) == b"fd:3"
+        await close_all(plugin, runtime)
+
+    run(main)
+
+
 # -- what goes on the wire -----------------------------------------------------------------
 
 
