@@ -162,14 +162,14 @@ class ResmgrPlugin(Plugin):
                 return fn()
             except ResmgrError as exc:
                 error = type(exc).__name__
-                self.rlog.warning("event failed", event=event, error=str(exc))
+                self.rlog.warning("event failed", nri_event=event, error=str(exc))
                 raise RPCError(StatusCode.UNKNOWN, str(exc)) from exc
             except RPCError:
                 error = "RPCError"
                 raise
             except Exception as exc:
                 error = "internal"
-                self.rlog.exception("event failed: internal error", event=event)
+                self.rlog.exception("event failed: internal error", nri_event=event)
                 raise RPCError(
                     StatusCode.INTERNAL, f"nri-resmgr internal error in {event}: {exc!r}"
                 ) from exc

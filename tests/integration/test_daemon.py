@@ -1,0 +1,288 @@
+"""The daemon plugin against the in-project runtime peer, over a real Unix socket.
+
+The machine is a synthetic sysfs root written by `write_sysfs` and read back through
+discovery, exactly as the daemon reads a real node: one package, one NUMA node, 4 cores
+with 2 threads (CPUs 0-7; CPU n and n+4 are siblings).  The static policy reserves CPU 0
+(kubelet semantics: the reserved CPU stays in the shared pool, exclusive CPUs never
+come from it), so the first 2-CPU exclusive grant is the whole core 1 = {1,5}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nri_api import api
+from nri_api.errors import RPCError
+from nri_api.stub import OnClose
+from nri_api.testing import FakeRuntime, PluginRejected
+from nri_resmgr.config import Config, config_from_mapping
+from nri_resmgr.daemon import ResmgrPlugin
+from nri_resmgr.model import ContainerID, QoSClass
+from nri_resmgr.simulator import ContainerSpec, Resources, container_resources
+from nri_resmgr.topology.cpuset import CPUSet
+from nri_resmgr.topology.discover import discover
+from nri_resmgr.topology.model import Topology
+from nri_resmgr.topology.synthetic import write_sysfs
+
+SPEC = {"packages": 1, "dies": 1, "nodes": 1, "cores": 4, "threads": 2, "memory": "4G"}
+STATIC = {"policy": "static", "policyConfig": {"reservedSystemCPUs": "0"}}
+
+
+@pytest.fixture(scope="module")
+def topology() -> Topology:
+    root = Path(tempfile.mkdtemp(prefix="nri-sysfs-"))
+    try:
+        write_sysfs(SPEC, root)
+        return discover(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def pod(name: str, qos: QoSClass, *, namespace: str = "default") -> api.PodSandbox:
+    uid = f"00000000-0000-0000-0000-{abs(hash(name)) % 10**12:012d}"
+    s = api.PodSandbox(id=f"sb-{name}", name=name, uid=uid, namespace=namespace)
+    word = {QoSClass.GUARANTEED: "", QoSClass.BURSTABLE: "-burstable",
+            QoSClass.BEST_EFFORT: "-besteffort"}[qos]
+    s.linux.cgroup_parent = f"kubepods{word}-pod{uid.replace('-', '_')}.slice"
+    return s
+
+
+def ctr(
+    sandbox: api.PodSandbox,
+    name: str,
+    *,
+    cpu: str | None = None,
+    limit: str | None = None,
+    memory: str | None = None,
+    cpus: str = "",
+    state: int = api.ContainerState.CONTAINER_CREATED,
+) -> api.Container:
+    spec = ContainerSpec(
+        name=name,
+        requests=Resources(cpu=cpu, memory=memory),
+        limits=Resources(cpu=limit, memory=memory if limit else None),
+    )
+    c = api.Container(
+        id=f"{sandbox.name}-{name}", pod_sandbox_id=sandbox.id, name=name,
+        state=state,  # type: ignore[arg-type]
+    )
+    c.linux.cgroups_path = f"{sandbox.linux.cgroup_parent}:cri-containerd:{c.id}"
+    c.linux.resources.CopyFrom(container_resources(spec))
+    if cpus:
+        c.linux.resources.cpu.cpus = cpus
+    return c
+
+
+def guaranteed(sandbox: api.PodSandbox, name: str, n: str, **kw: Any) -> api.Container:
+    return ctr(sandbox, name, cpu=n, limit=n, memory="100M", **kw)
+
+
+@asynccontextmanager
+async def running(
+    topology: Topology,
+    *,
+    config: Config | None = None,
+    runtime: FakeRuntime | None = None,
+    **runtime_kw: Any,
+) -> AsyncIterator[tuple[FakeRuntime, ResmgrPlugin, Any]]:
+    """A FakeRuntime listening on a real socket and the daemon plugin connected to it."""
+    directory = tempfile.mkdtemp(prefix="nri-", dir="/tmp")
+    path = f"{directory}/nri.sock"
+    rt = runtime or FakeRuntime(**runtime_kw)
+    plugin = ResmgrPlugin(
+        config=config or config_from_mapping(STATIC),
+        topology=topology,
+        name="resmgr",
+        idx="90",
+        socket_path=path,
+        on_close=OnClose.EXIT,
+    )
+    await rt.listen(path)
+    task = asyncio.create_task(plugin.serve())
+    try:
+        handshake = await rt.wait_ready()
+        yield rt, plugin, handshake
+    finally:
+        await plugin.stop()
+        await asyncio.wait_for(task, 10)
+        await rt.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(coro_fn(), 60))
+
+
+def cpus_of(update: api.ContainerUpdate) -> str:
+    return update.linux.resources.cpu.cpus
+
+
+def test_exact_cpusets_and_shared_pool_updates(topology: Topology) -> None:
+    async def scenario() -> None:
+        async with running(topology) as (rt, _plugin, handshake):
+            assert handshake.sync_updates == ()
+            web = pod("web", QoSClass.BURSTABLE)
+            db = pod("db", QoSClass.GUARANTEED)
+            assert await rt.run_pod_sandbox(web)
+            reply = await rt.create_container(web, ctr(web, "app", cpu="500m"))
+            assert reply.adjust.linux.resources.cpu.cpus == "0-7"
+            assert list(reply.update) == []
+
+            assert await rt.run_pod_sandbox(db)
+            reply = await rt.create_container(db, guaranteed(db, "pg", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "1,5"
+            assert [(u.container_id, cpus_of(u)) for u in reply.update] == [
+                ("web-app", "0,2-4,6-7")
+            ]
+
+            reply = await rt.create_container(db, guaranteed(db, "cache", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "2,6"
+            assert [(u.container_id, cpus_of(u)) for u in reply.update] == [
+                ("web-app", "0,3-4,7")
+            ]
+
+            # stopping the database's first container gives its core back to the pool
+            stop = await rt.stop_container(db, guaranteed(db, "pg", "2"))
+            assert [(u.container_id, cpus_of(u)) for u in stop.update] == [
+                ("web-app", "0-1,3-5,7")
+            ]
+
+    run(scenario)
+
+
+def test_overcommit_error_reaches_the_runtime_and_changes_nothing(topology: Topology) -> None:
+    async def scenario() -> None:
+        async with running(topology) as (rt, plugin, _):
+            big = pod("big", QoSClass.GUARANTEED)
+            await rt.run_pod_sandbox(big)
+            with pytest.raises(RPCError) as err:
+                await rt.create_container(big, guaranteed(big, "hog", "8"))
+            assert "pod default/big container hog: requested 8 exclusive CPUs" in err.value.message
+            assert plugin.pipeline.containers == {}
+            # the same node still serves a fitting request exactly as before
+            reply = await rt.create_container(big, guaranteed(big, "ok", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "1,5"
+
+    run(scenario)
+
+
+def test_synchronize_after_restart_keeps_valid_placements(topology: Topology) -> None:
+    web = pod("web", QoSClass.BURSTABLE)
+    db = pod("db", QoSClass.GUARANTEED)
+    running_state = api.ContainerState.CONTAINER_RUNNING
+    containers = [
+        ctr(web, "app", cpu="500m", cpus="0,3-4,7", state=running_state),
+        guaranteed(db, "pg", "2", cpus="1,5", state=running_state),
+        guaranteed(db, "cache", "2", cpus="2,6", state=running_state),
+    ]
+
+    async def scenario() -> None:
+        async with running(topology, pods=[web, db], containers=containers) as (rt, plugin, hs):
+            assert hs.sync_updates == ()
+            # and the rebuilt state is the real one: the next grant avoids 1,5 and 2,6
+            reply = await rt.create_container(db, guaranteed(db, "more", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "3,7"
+            assert [(u.container_id, cpus_of(u)) for u in reply.update] == [("web-app", "0,4")]
+            assert plugin.pipeline.assignments[ContainerID("db-pg")].cpus == CPUSet.parse("1,5")
+
+    run(scenario)
+
+
+def test_synchronize_fixes_a_double_allocation(topology: Topology) -> None:
+    db = pod("db", QoSClass.GUARANTEED)
+    running_state = api.ContainerState.CONTAINER_RUNNING
+    containers = [
+        guaranteed(db, "a", "2", cpus="1,5", state=running_state),
+        guaranteed(db, "b", "2", cpus="1,5", state=running_state),  # invalid: same core
+    ]
+
+    async def scenario() -> None:
+        async with running(topology, pods=[db], containers=containers) as (_rt, plugin, hs):
+            moved = {u.container_id: cpus_of(u) for u in hs.sync_updates}
+            assert set(moved) == {"db-b"}
+            assert moved["db-b"] != "1,5"
+            a = plugin.pipeline.assignments
+            assert a[ContainerID("db-a")].cpus.isdisjoint(a[ContainerID("db-b")].cpus)
+
+    run(scenario)
+
+
+def test_update_container_short_circuit_reasserts_our_cpuset(topology: Topology) -> None:
+    async def scenario() -> None:
+        async with running(topology) as (rt, _plugin, _):
+            db = pod("db", QoSClass.GUARANTEED)
+            await rt.run_pod_sandbox(db)
+            c = guaranteed(db, "pg", "2")
+            await rt.create_container(db, c)
+            # a kubelet reconcile with the same resources (and its own idea of cpus)
+            same = container_resources(
+                ContainerSpec(
+                    name="pg",
+                    requests=Resources(cpu="2", memory="100M"),
+                    limits=Resources(cpu="2", memory="100M"),
+                )
+            )
+            same.cpu.cpus = "0-7"
+            c.linux.resources.cpu.cpus = "1,5"
+            reply = await rt.update_container(db, c, same)
+            assert [(u.container_id, cpus_of(u)) for u in reply.update] == [("db-pg", "1,5")]
+
+    run(scenario)
+
+
+def test_remove_without_stop_sends_unsolicited_updates(topology: Topology) -> None:
+    async def scenario() -> None:
+        async with running(topology) as (rt, _plugin, _):
+            web = pod("web", QoSClass.BURSTABLE)
+            db = pod("db", QoSClass.GUARANTEED)
+            await rt.create_container(web, ctr(web, "app", cpu="500m"))
+            await rt.create_container(db, guaranteed(db, "pg", "2"))
+            assert await rt.remove_container(db, guaranteed(db, "pg", "2"))
+            request = await rt.next_update()
+            assert [(u.container_id, cpus_of(u)) for u in request.update] == [("web-app", "0-7")]
+
+    run(scenario)
+
+
+def test_configure_string_replaces_the_config(topology: Topology) -> None:
+    async def scenario() -> None:
+        runtime = FakeRuntime(config="policy: none\n")
+        async with running(topology, runtime=runtime) as (rt, plugin, _):
+            assert plugin.pipeline.policy.name == "none"
+            db = pod("db", QoSClass.GUARANTEED)
+            reply = await rt.create_container(db, guaranteed(db, "pg", "2"))
+            assert not reply.adjust.linux.resources.cpu.cpus
+
+    run(scenario)
+
+
+def test_bad_configure_string_is_rejected(topology: Topology) -> None:
+    async def scenario() -> None:
+        directory = tempfile.mkdtemp(prefix="nri-", dir="/tmp")
+        path = f"{directory}/nri.sock"
+        rt = FakeRuntime(config="policy: static\npolicyConfig: {reservedSystemCPUs: 0-7}\n")
+        plugin = ResmgrPlugin(
+            config=config_from_mapping(STATIC), topology=topology, name="resmgr", idx="90",
+            socket_path=path, on_close=OnClose.EXIT,
+        )
+        await rt.listen(path)
+        task = asyncio.create_task(plugin.serve())
+        try:
+            with pytest.raises((RPCError, PluginRejected)) as err:
+                await rt.wait_ready()
+            assert "reserved" in str(err.value)
+        finally:
+            await plugin.stop()
+            await asyncio.wait_for(task, 10)
+            await rt.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+    run(scenario)
