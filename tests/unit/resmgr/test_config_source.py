@@ -1,0 +1,117 @@
+"""Configuration sources: precedence, validation, live reload with revert."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nri_resmgr.config import Config
+from nri_resmgr.config_source import (
+    LiveConfig,
+    Outcome,
+    Resolved,
+    Source,
+    configmap_names,
+    resolve,
+)
+from nri_resmgr.model import ConfigError
+
+
+def cm(name: str, text: str, rv: str = "1") -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": rv}, "data": {"config.yaml": text}}
+
+
+ALL = {
+    "nri-resmgr-config.node.w1": cm("nri-resmgr-config.node.w1", "policy: none\n"),
+    "nri-resmgr-config.group.gpu": cm("nri-resmgr-config.group.gpu", "policy: static\n"),
+    "nri-resmgr-config.default": cm("nri-resmgr-config.default", "policy: topology-aware\n"),
+}
+
+
+@pytest.mark.parametrize(
+    ("present", "group", "file", "configure", "policy", "source"),
+    [
+        pytest.param(list(ALL), "gpu", True, "policy: x", "none",
+                     "ConfigMap kube-system/nri-resmgr-config.node.w1", id="node-wins"),
+        pytest.param(list(ALL)[1:], "gpu", True, "", "static",
+                     "ConfigMap kube-system/nri-resmgr-config.group.gpu", id="group-next"),
+        pytest.param(list(ALL)[1:], None, True, "", "topology-aware",
+                     "ConfigMap kube-system/nri-resmgr-config.default", id="no-group-label"),
+        pytest.param([], None, True, "policy: none", "static", "/etc/f.yaml", id="file"),
+        pytest.param([], None, False, "policy: none", "none", "ConfigureRequest.config",
+                     id="configure-string"),
+        pytest.param([], None, False, "", "topology-aware", "built-in defaults", id="defaults"),
+    ],
+)
+def test_precedence(
+    present: list[str], group: str | None, file: bool, configure: str, policy: str, source: str
+) -> None:
+    got = resolve(
+        configmaps={k: ALL[k] for k in present},
+        node="w1",
+        group=group,
+        namespace="kube-system",
+        file_text=("/etc/f.yaml", "policy: static\n") if file else None,
+        configure_text=configure,
+    )
+    assert got.config.policy == policy
+    assert got.source.name == source
+
+
+def test_names_in_order() -> None:
+    assert configmap_names("n", "g") == [
+        "nri-resmgr-config.node.n", "nri-resmgr-config.group.g", "nri-resmgr-config.default"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("policy: [a\n", "not valid YAML"),
+        ("log: {format: xml}\n", "log.format"),
+        ("polcy: none\n", "polcy: unknown key"),
+    ],
+)
+def test_broken_configmap_is_named(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        resolve(configmaps={"nri-resmgr-config.default": cm("nri-resmgr-config.default", text)},
+                node="n", group=None, namespace="ns")
+    assert "ConfigMap ns/nri-resmgr-config.default" in str(info.value)
+
+
+def test_configmap_without_key() -> None:
+    with pytest.raises(ConfigError, match=r"no key 'config\.yaml'"):
+        resolve(configmaps={"nri-resmgr-config.default": {"data": {"other": "x"}}},
+                node="n", group=None, namespace="ns")
+
+
+def _resolved(policy: str, name: str) -> Resolved:
+    return Resolved(Config(policy=policy), Source(name=name, text=f"policy: {policy}"))
+
+
+def test_live_reload_applies_and_reverts() -> None:
+    applied: list[str] = []
+    outcomes: list[Outcome] = []
+
+    def apply(config: Config) -> None:
+        if config.policy == "broken":
+            raise RuntimeError("policy refused the machine")
+        applied.append(config.policy)
+
+    live = LiveConfig(_resolved("static", "a"), apply=apply, report=outcomes.append)
+    assert live.offer(lambda: _resolved("none", "b")).applied
+    assert applied == ["none"] and live.current.config.policy == "none"
+    out = live.offer(lambda: _resolved("broken", "c"))
+    assert not out.applied
+    assert "applying c failed: policy refused the machine" in out.message
+    assert "previous configuration from b restored" in out.message
+    assert applied == ["none", "none"]  # the previous one was re-applied
+    assert live.current.config.policy == "none"
+
+    def invalid() -> Resolved:
+        raise ConfigError("ConfigMap ns/x: log.format: expected one of auto, json, console")
+
+    out = live.offer(invalid)
+    assert not out.applied and "keeping b" in out.message
+    assert live.offer(lambda: _resolved("none", "d")).message == "unchanged"
+    assert [o.applied for o in outcomes] == [True, False, False]
