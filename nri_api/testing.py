@@ -213,6 +213,8 @@ class FakeRuntime:
         self.update_requests: list[api.UpdateContainersRequest] = []
         #: Every RegisterPlugin request received, in order.
         self.registrations: list[api.RegisterPluginRequest] = []
+        #: Every Plugin method called, in order (e.g. "Configure", "StateChange").
+        self.calls: list[str] = []
         #: Why the runtime refused or dropped a plugin (texts, in order).
         self.failures: list[str] = []
         self._updates: asyncio.Queue[api.UpdateContainersRequest] = asyncio.Queue()
@@ -410,6 +412,7 @@ class FakeRuntime:
         timeout: float | None = None,
     ) -> _M:
         wait = self.request_timeout if timeout is None else timeout
+        self.calls.append(method)
         async with self._lock:
             try:
                 reply = await peer.trunk.call(
