@@ -1,0 +1,323 @@
+"""The pipeline: decisions commit only on success; release points; short-circuit; sync."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pytest
+import structlog
+
+from nri_api import api
+from nri_resmgr.model import (
+    AllocationError,
+    AnnotationError,
+    Assignment,
+    ContainerID,
+    ContainerInfo,
+    ContainerKind,
+    CPUKind,
+    Decision,
+    Pod,
+    PolicyState,
+    ResmgrError,
+)
+from nri_resmgr.pipeline import ClassChoice, Pipeline
+from nri_resmgr.policy.static import StaticPolicy
+from nri_resmgr.simulator import ContainerSpec, Resources, container_resources
+from nri_resmgr.topology.cpuset import CPUSet
+from nri_resmgr.topology.synthetic import build_topology
+
+QUIET = structlog.wrap_logger(structlog.ReturnLogger())
+
+
+@dataclass(frozen=True, slots=True)
+class CountState(PolicyState):
+    held: Mapping[ContainerID, int] = field(default_factory=dict)
+
+
+class CountingPolicy:
+    """Gives every container one CPU id in order; fails on demand; records calls."""
+
+    name: ClassVar[str] = "counting"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.fail_next: ResmgrError | None = None
+
+    def initial_state(self) -> CountState:
+        return CountState()
+
+    def _a(self, cid: ContainerID, cpu: int) -> Assignment:
+        return Assignment(cid, CPUSet([cpu]), CPUSet([0]), CPUKind.EXCLUSIVE, pool="p")
+
+    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
+        assert isinstance(state, CountState)
+        self.calls.append(("allocate", container.id))
+        if self.fail_next is not None:
+            exc, self.fail_next = self.fail_next, None
+            raise exc
+        cpu = max(state.held.values(), default=-1) + 1
+        held = {**state.held, container.id: cpu}
+        return Decision(CountState(held), self._a(container.id, cpu), reason="counted")
+
+    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
+        assert isinstance(state, CountState)
+        self.calls.append(("release", container_id))
+        held = {k: v for k, v in state.held.items() if k != container_id}
+        return Decision(CountState(held), reason="released")
+
+    def update(self, state: PolicyState, container: ContainerInfo) -> Decision:
+        assert isinstance(state, CountState)
+        self.calls.append(("update", container.id))
+        cpu = state.held[container.id] + 100
+        held = {**state.held, container.id: cpu}
+        return Decision(CountState(held), self._a(container.id, cpu), reason="resized")
+
+    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
+        self.calls.append(("rebuild", ",".join(c.id for c in containers)))
+        return Decision(CountState({c.id: i for i, c in enumerate(containers)}))
+
+
+def sandbox(
+    name: str = "p0", *, guaranteed: bool = True, annotations: dict[str, str] | None = None
+) -> api.PodSandbox:
+    s = api.PodSandbox(id=f"sb-{name}", name=name, uid=f"uid-{name}", namespace="ns")
+    s.linux.cgroup_parent = (
+        f"kubepods-pod{name}.slice" if guaranteed else f"kubepods-burstable-pod{name}.slice"
+    )
+    s.annotations.update(annotations or {})
+    return s
+
+
+def container(
+    pod: api.PodSandbox, name: str, *, cpu: str = "1", limit: str | None = "1", cpus: str = "",
+    state: int = api.ContainerState.CONTAINER_RUNNING,
+) -> api.Container:
+    c = api.Container(
+        id=f"{pod.name}-{name}", pod_sandbox_id=pod.id, name=name,
+        state=state,  # type: ignore[arg-type]
+    )
+    c.linux.cgroups_path = f"x:cri-containerd:{c.id}"
+    spec = ContainerSpec(
+        name=name,
+        requests=Resources(cpu=cpu, memory="1G"),
+        limits=Resources(cpu=limit, memory="1G" if limit else None),
+    )
+    c.linux.resources.CopyFrom(container_resources(spec))
+    if cpus:
+        c.linux.resources.cpu.cpus = cpus
+    return c
+
+
+def test_create_renders_the_assignment_and_commits() -> None:
+    policy = CountingPolicy()
+    p = Pipeline(policy, log=QUIET)
+    s = sandbox()
+    adjust, updates = p.create(s, container(s, "a"))
+    assert adjust.linux.resources.cpu.cpus == "0"
+    assert adjust.linux.resources.cpu.mems == "0"
+    assert updates == []
+    assert list(p.containers) == ["p0-a"]
+    assert p.assignments[ContainerID("p0-a")].cpus == CPUSet([0])
+    assert isinstance(p.state, CountState) and dict(p.state.held) == {"p0-a": 0}
+
+
+@pytest.mark.parametrize(
+    "error",
+    [AllocationError("no room"), AnnotationError("bad annotation")],
+    ids=["allocation", "annotation"],
+)
+def test_failure_leaves_state_unchanged(error: ResmgrError) -> None:
+    policy = CountingPolicy()
+    p = Pipeline(policy, log=QUIET)
+    s = sandbox()
+    p.create(s, container(s, "a"))
+    before = (p.state, dict(p.containers), dict(p.assignments), dict(p.pods))
+    policy.fail_next = error
+    with pytest.raises(type(error), match=str(error)):
+        p.create(s, container(s, "b"))
+    assert (p.state, dict(p.containers), dict(p.assignments), dict(p.pods)) == before
+
+
+def test_class_selection_error_leaves_state_unchanged() -> None:
+    def select(c: ContainerInfo) -> ClassChoice:
+        if c.name == "b":
+            raise AnnotationError(f"{c.pretty}: annotation rdtclass... unknown class 'x'")
+        return ClassChoice(rdt_class="gold", blockio_class=None)
+
+    p = Pipeline(CountingPolicy(), select_classes=select, log=QUIET)
+    s = sandbox()
+    adjust, _ = p.create(s, container(s, "a"))
+    assert adjust.linux.resources.rdt_class.value == "gold"
+    assert not adjust.linux.resources.HasField("blockio_class")
+    state = p.state
+    with pytest.raises(AnnotationError, match="pod ns/p0 container b"):
+        p.create(s, container(s, "b"))
+    assert p.state is state and list(p.containers) == ["p0-a"]
+    assert p.assignments[ContainerID("p0-a")].rdt_class == "gold"
+
+
+class FailingController:
+    name = "failing"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def pod_added(self, pod: Pod) -> None:
+        self.seen.append(f"pod+{pod.name}")
+
+    def pod_removed(self, pod: Pod) -> None:
+        self.seen.append(f"pod-{pod.name}")
+
+    def container_assigned(self, container: ContainerInfo, assignment: Assignment) -> None:
+        if container.name == "bad":
+            raise ResmgrError(f"{container.pretty}: controller refused")
+        self.seen.append(f"+{container.name}:{assignment.cpus}")
+
+    def container_released(self, container: ContainerInfo) -> None:
+        self.seen.append(f"-{container.name}")
+
+
+def test_controllers_act_on_accepted_decisions_only() -> None:
+    ctl = FailingController()
+    p = Pipeline(CountingPolicy(), controllers=[ctl], log=QUIET)
+    s = sandbox()
+    p.run_pod(s)
+    p.create(s, container(s, "a"))
+    with pytest.raises(ResmgrError, match="controller refused"):
+        p.create(s, container(s, "bad"))
+    assert list(p.containers) == ["p0-a"]
+    p.stop(s, container(s, "a"))
+    p.remove_pod(s)
+    assert ctl.seen == ["pod+p0", "+a:0", "-a", "pod-p0"]
+
+
+def test_release_at_stop_then_remove_is_a_noop() -> None:
+    policy = CountingPolicy()
+    p = Pipeline(policy, log=QUIET)
+    s = sandbox(annotations={"init-containers.resource-policy.nri.io": "init"})
+    p.create(s, container(s, "init"))
+    assert p.containers[ContainerID("p0-init")].kind is ContainerKind.INIT
+    assert p.stop(s, container(s, "init")) == []
+    assert p.remove(s, container(s, "init")) == []
+    assert policy.calls == [("allocate", "p0-init"), ("release", "p0-init")]
+    assert p.containers == {} and p.assignments == {}
+
+
+def test_remove_pod_releases_leftovers() -> None:
+    policy = CountingPolicy()
+    p = Pipeline(policy, log=QUIET)
+    s = sandbox()
+    p.run_pod(s)
+    p.create(s, container(s, "a"))
+    p.create(s, container(s, "b"))
+    p.remove_pod(s)
+    assert sorted(c for op, c in policy.calls if op == "release") == ["p0-a", "p0-b"]
+    assert p.pods == {} and p.containers == {}
+
+
+def test_update_short_circuit_reasserts_without_asking_the_policy() -> None:
+    policy = CountingPolicy()
+    p = Pipeline(policy, log=QUIET)
+    s = sandbox()
+    c = container(s, "a")
+    p.create(s, c)
+    p.create(s, container(s, "b"))
+    kubelet = api.LinuxResources()
+    kubelet.CopyFrom(c.linux.resources)
+    kubelet.cpu.cpus = "0-63"  # a CPU manager's idea; ours must win
+    updates = p.update(s, c, kubelet)
+    assert [(u.container_id, u.linux.resources.cpu.cpus) for u in updates] == [("p0-a", "0")]
+    assert ("update", "p0-a") not in policy.calls
+
+
+def test_update_with_changed_resources_goes_to_the_policy() -> None:
+    policy = CountingPolicy()
+    p = Pipeline(policy, log=QUIET)
+    s = sandbox()
+    c = container(s, "a")
+    p.create(s, c)
+    bigger = container(s, "a", cpu="2", limit="2").linux.resources
+    updates = p.update(s, c, bigger)
+    assert [(u.container_id, u.linux.resources.cpu.cpus) for u in updates] == [("p0-a", "100")]
+    assert ("update", "p0-a") in policy.calls
+    assert p.containers[ContainerID("p0-a")].request.cpu_request_milli == 2000
+
+
+def test_update_of_unknown_container_is_ignored() -> None:
+    p = Pipeline(CountingPolicy(), log=QUIET)
+    s = sandbox()
+    assert p.update(s, container(s, "ghost"), api.LinuxResources()) == []
+
+
+def test_synchronize_skips_stopped_and_orphans_and_bad_input() -> None:
+    policy = CountingPolicy()
+    p = Pipeline(policy, log=QUIET)
+    s = sandbox()
+    bad = container(s, "bad")
+    bad.ClearField("linux")
+    orphan = container(sandbox("gone"), "x")
+    stopped = container(s, "old", state=api.ContainerState.CONTAINER_STOPPED)
+    good = container(s, "good", cpus="3")
+    assert p.synchronize([s], [bad, orphan, stopped, good]) == []
+    assert policy.calls == [("rebuild", "p0-good")]
+    assert list(p.containers) == ["p0-good"]
+    assert p.assignments[ContainerID("p0-good")].cpus == CPUSet([3])
+
+
+# ---- with the real static policy --------------------------------------------------------
+
+
+def static_pipeline() -> Pipeline:
+    topo = build_topology({"packages": 1, "nodes": 1, "cores": 4, "threads": 2})
+    return Pipeline(
+        StaticPolicy(topology=topo, config={"reservedSystemCPUs": "0"}), log=QUIET
+    )
+
+
+def test_static_shared_pool_shrinks_and_grows() -> None:
+    p = static_pipeline()
+    web, db = sandbox("web", guaranteed=False), sandbox("db")
+    adjust, updates = p.create(web, container(web, "app", cpu="500m", limit=None))
+    assert adjust.linux.resources.cpu.cpus == "0-7" and updates == []
+    adjust, updates = p.create(db, container(db, "pg", cpu="2", limit="2"))
+    assert adjust.linux.resources.cpu.cpus == "1,5"
+    assert [(u.container_id, u.linux.resources.cpu.cpus) for u in updates] == [
+        ("web-app", "0,2-4,6-7")
+    ]
+    updates = p.stop(db, container(db, "pg", cpu="2", limit="2"))
+    assert [(u.container_id, u.linux.resources.cpu.cpus) for u in updates] == [("web-app", "0-7")]
+    snap = {info.name: a for info, a in p.snapshot()}
+    assert snap["app"] is not None and snap["app"].kind is CPUKind.SHARED
+
+
+def test_static_synchronize_keeps_valid_and_moves_conflicting() -> None:
+    p = static_pipeline()
+    db = sandbox("db")
+    a = container(db, "a", cpu="2", limit="2", cpus="2,6")
+    b = container(db, "b", cpu="2", limit="2", cpus="2,6")
+    updates = p.synchronize([db], [a, b])
+    assert [u.container_id for u in updates] == ["db-b"]
+    got = {cid: asg.cpus for cid, asg in p.assignments.items()}
+    assert got[ContainerID("db-a")] == CPUSet.parse("2,6")
+    assert got[ContainerID("db-a")].isdisjoint(got[ContainerID("db-b")])
+    assert p.assignments[ContainerID("db-b")].kind is CPUKind.EXCLUSIVE
+
+
+def test_decision_log_line_has_the_documented_keys() -> None:
+    lines: list[dict[str, Any]] = []
+
+    def capture(_l: Any, _m: str, event: Any) -> Any:
+        lines.append(dict(event))
+        raise structlog.DropEvent
+
+    log = structlog.wrap_logger(structlog.ReturnLogger(), processors=[capture])
+    p = Pipeline(CountingPolicy(), log=log)
+    s = sandbox()
+    p.create(s, container(s, "a"))
+    (line,) = lines
+    for key in ("container", "cpus", "mems", "kind", "pool", "rdt", "blockio", "reason"):
+        assert key in line
+    assert line["container"] == "ns/p0/a" and line["cpus"] == "0" and line["reason"] == "counted"
