@@ -301,8 +301,15 @@ class Trunk:
         except RPCError as exc:
             code, text = exc.code, exc.message
         except TimeoutError as exc:
-            code = StatusCode.DEADLINE_EXCEEDED if scope.expired() else StatusCode.UNKNOWN
-            text = "context deadline exceeded" if scope.expired() else str(exc)
+            if scope.expired():
+                code, text = StatusCode.DEADLINE_EXCEEDED, "context deadline exceeded"
+            else:
+                code, text = StatusCode.UNKNOWN, str(exc) or type(exc).__name__
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._closed or (task is not None and task.cancelling()):
+                raise  # the trunk is closing: nothing to answer on
+            code, text = StatusCode.CANCELLED, "context canceled"  # the handler's own doing
         except Exception as exc:
             code, text = StatusCode.UNKNOWN, str(exc) or type(exc).__name__
         try:

@@ -122,6 +122,10 @@ def test_handler_errors_reach_the_caller() -> None:
     async def handler(service: str, method: str, payload: bytes, deadline: float | None) -> bytes:
         if method == "NotFound":
             raise RPCError(StatusCode.NOT_FOUND, "container c1 not found")
+        if method == "OwnTimeout":
+            raise TimeoutError("backend slow")
+        if method == "OwnCancel":
+            raise asyncio.CancelledError
         raise ValueError("plugin exploded")
 
     async def main() -> None:
@@ -136,6 +140,12 @@ def test_handler_errors_reach_the_caller() -> None:
         with pytest.raises(RPCError) as info:
             await runtime.call(PLUGIN, "Other", b"", timeout=5)
         assert (info.value.code, info.value.message) == (StatusCode.UNKNOWN, "plugin exploded")
+        with pytest.raises(RPCError) as info:
+            await runtime.call(PLUGIN, "OwnTimeout", b"", timeout=5)
+        assert (info.value.code, info.value.message) == (StatusCode.UNKNOWN, "backend slow")
+        with pytest.raises(RPCError) as info:
+            await runtime.call(PLUGIN, "OwnCancel", b"", timeout=5)
+        assert info.value.code is StatusCode.CANCELLED
         assert not plugin.closed and not runtime.closed
         await close_all(plugin, runtime)
 
