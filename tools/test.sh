@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e '.[test]'
 python3 -m ruff check .
-python3 -m mypy nri_api nri_resmgr tests
+python3 -m mypy nri_api nri_resmgr tests bench
 lint-imports
 python3 -m pytest "$@"
