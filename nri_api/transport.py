@@ -173,15 +173,19 @@ class Trunk:
         if self._closed:
             raise ConnectionClosed(f"call {service}/{method}: the trunk is already closed")
         future: asyncio.Future[bytes] = self._loop.create_future()
-        timeout_nano = 0 if timeout is None else max(1, int(timeout * 1e9))
+        deadline = None if timeout is None else self._loop.time() + timeout
         stream_id: int | None = None
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 async with self._write_lock:
                     if self._closed:
                         raise ConnectionClosed(
                             f"call {service}/{method}: the trunk closed before sending"
                         )
+                    # Like Go: the time left when the request is sent, 0 for no deadline.
+                    timeout_nano = (
+                        0 if deadline is None else max(1, int((deadline - self._loop.time()) * 1e9))
+                    )
                     stream_id, message = self._client.send_request(
                         service=service, method=method, payload=payload, timeout_nano=timeout_nano
                     )

@@ -229,6 +229,26 @@ def test_server_enforces_the_deadline_from_timeout_nano() -> None:
     run(main)
 
 
+def test_call_timeout_travels_as_timeout_nano() -> None:
+    left: list[float | None] = []
+
+    async def record(service: str, method: str, payload: bytes, deadline: float | None) -> bytes:
+        left.append(None if deadline is None else deadline - asyncio.get_running_loop().time())
+        return b""
+
+    async def main() -> None:
+        plugin, runtime = await trunk_pair()
+        plugin.serve(record)
+        await runtime.call(PLUGIN, "Timed", b"", timeout=5)
+        await runtime.call(PLUGIN, "Untimed", b"", timeout=None)
+        timed, untimed = left
+        assert timed is not None and 0 < timed <= 5
+        assert untimed is None
+        await close_all(plugin, runtime)
+
+    run(main)
+
+
 def test_caller_timeout_raises_and_the_late_reply_is_dropped() -> None:
     async def main() -> None:
         gate = asyncio.Event()
