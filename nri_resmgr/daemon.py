@@ -65,6 +65,8 @@ __all__ = ["DaemonOptions", "ResmgrPlugin", "build_pipeline", "load_daemon_topol
 
 DEFAULT_PLUGIN_NAME = "resmgr"
 DEFAULT_PLUGIN_INDEX = "90"
+DEFAULT_RESCTRL_ROOT = "/sys/fs/resctrl"
+DEFAULT_STATE_DIR = "/var/lib/nri-resmgr"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,7 @@ class DaemonOptions:
     topology: str | None = None
     resctrl_root: str | None = None
     cgroup_root: str | None = None
+    state_dir: str | None = None
 
 
 def load_daemon_topology(options: DaemonOptions) -> Topology:
@@ -100,8 +103,15 @@ def build_pipeline(
     policy: str | None = None,
     resctrl_root: str | None = None,
     cgroup_root: str | None = None,
+    state_dir: str | None = None,
 ) -> Pipeline:
-    """A fresh pipeline for `config` (`policy` overrides ``config.policy``)."""
+    """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
+
+    RDT groups are managed under `resctrl_root`, or under /sys/fs/resctrl when the config
+    defines RDT classes; block I/O files under `cgroup_root`.
+    """
+    if resctrl_root is None and config.control.rdt:
+        resctrl_root = DEFAULT_RESCTRL_ROOT
     pol = load_policy(
         policy or config.policy,
         topology=topology,
@@ -109,7 +119,10 @@ def build_pipeline(
         plugin_dirs=config.policy_dirs,
     )
     controllers, selector = class_control_from_config(
-        config.control, resctrl_root=resctrl_root, cgroup_root=cgroup_root
+        config.control,
+        resctrl_root=resctrl_root,
+        cgroup_root=cgroup_root,
+        state_dir=state_dir or DEFAULT_STATE_DIR,
     )
     return Pipeline(
         pol, controllers=controllers, select_classes=selector, log=get_logger("pipeline")
@@ -127,6 +140,7 @@ class ResmgrPlugin(Plugin):
         policy_override: str | None = None,
         resctrl_root: str | None = None,
         cgroup_root: str | None = None,
+        state_dir: str | None = None,
         metrics: Metrics | None = None,
         health: HealthState | None = None,
         **kwargs: Any,
@@ -136,6 +150,7 @@ class ResmgrPlugin(Plugin):
         self.policy_override = policy_override
         self.resctrl_root = resctrl_root
         self.cgroup_root = cgroup_root
+        self.state_dir = state_dir
         self.metrics = metrics or Metrics()
         self.health = health or HealthState()
         self.rlog = get_logger("daemon")
@@ -150,6 +165,7 @@ class ResmgrPlugin(Plugin):
             policy=self.policy_override,
             resctrl_root=self.resctrl_root,
             cgroup_root=self.cgroup_root,
+            state_dir=self.state_dir,
         )
 
     # -- plumbing --------------------------------------------------------------------
@@ -301,6 +317,7 @@ def main(options: DaemonOptions) -> int:
             policy_override=options.policy,
             resctrl_root=options.resctrl_root,
             cgroup_root=options.cgroup_root,
+            state_dir=options.state_dir,
             name=options.plugin_name,
             idx=options.plugin_index,
             socket_path=options.socket_path,

@@ -447,6 +447,13 @@ class Pipeline:
                 rdt_class=choice.rdt_class,
                 blockio_class=choice.blockio_class,
             )
+        for ctl in self.controllers:
+            hook = getattr(ctl, "synchronized", None)
+            if callable(hook):
+                try:
+                    hook(list(pods.values()))
+                except ResmgrError as exc:
+                    self.log.warning("controller failed", controller=ctl.name, error=str(exc))
         movers = [self._merge_update(u) for u in decision.updates]
         updates = _render_updates(movers)
         self._commit(decision, updates=movers)
@@ -465,21 +472,94 @@ class Pipeline:
         return [(c, self.assignments.get(cid)) for cid, c in self.containers.items()]
 
 
+
+class RdtGroups:
+    """`Controller` over H8's `RdtController`: class groups, pod groups, monitoring."""
+
+    name = "rdt"
+
+    def __init__(self, controller: Any) -> None:
+        self.controller = controller
+        controller.apply_classes()
+
+    def pod_added(self, pod: Pod) -> None:
+        self.controller.ensure_pod_group(pod)
+
+    def pod_removed(self, pod: Pod) -> None:
+        self.controller.remove_pod_group(pod)
+
+    def container_assigned(self, container: ContainerInfo, assignment: Assignment) -> None:
+        self.controller.ensure_mon_group(container.pod, assignment.rdt_class)
+
+    def container_released(self, container: ContainerInfo) -> None:
+        return None
+
+    def synchronized(self, pods: Iterable[Pod]) -> None:
+        """After a restart: drop owned groups of pods that are gone, make the others."""
+        live = list(pods)
+        self.controller.reconcile([p.uid for p in live])
+        for pod in live:
+            self.controller.ensure_pod_group(pod)
+
+
 def class_control_from_config(
-    control: Any, *, resctrl_root: str | None = None, cgroup_root: str | None = None
+    control: Any,
+    *,
+    resctrl_root: str | None = None,
+    cgroup_root: str | None = None,
+    state_dir: str | None = None,
 ) -> tuple[list[Controller], ClassSelector | None]:
     """Controllers and a class selector for the daemon config's ``control`` section.
 
-    An empty section means no class control at all (no selector, no controllers).
+    ``control.classes`` is the class *selection* (`nri_resmgr.control.classes.ClassConfig`:
+    ``{rdt: {enable, usePodQoSAsDefaultClass, defaultClass}, blockio: {...}}``),
+    ``control.rdt`` the RDT class definitions (`nri_resmgr.control.resctrl.RdtConfig`),
+    ``control.blockio`` the block I/O classes.  Without a `resctrl_root` no resctrl files
+    are written (class names still go to the runtime).  An empty section means no class
+    control at all.
     """
+    from pydantic import ValidationError
+
+    from nri_resmgr.config import format_validation_error
+    from nri_resmgr.control.classes import ClassConfig
+    from nri_resmgr.control.classes import select_classes as choose
+    from nri_resmgr.control.resctrl import RdtConfig, RdtController
+    from nri_resmgr.model import ConfigError
+
     rdt = dict(getattr(control, "rdt", {}) or {})
     blockio = dict(getattr(control, "blockio", {}) or {})
     classes = dict(getattr(control, "classes", {}) or {})
     if not (rdt or blockio or classes):
         return [], None
-    from nri_resmgr.model import ConfigError
+    try:
+        selection = ClassConfig.model_validate(classes)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, prefix="control.classes")) from exc
+    try:
+        rdt_config = RdtConfig.model_validate(rdt)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, prefix="control.rdt")) from exc
+    if blockio:
+        raise ConfigError(
+            "control.blockio: block I/O classes are not wired into this build yet; "
+            "expected an empty section"
+        )
+    controllers: list[Controller] = []
+    known_rdt: tuple[str, ...] = rdt_config.class_names()
+    if resctrl_root is not None:
+        import tempfile
 
-    raise ConfigError(
-        "control: RDT and block I/O class control is not wired into this build yet; "
-        "expected an empty control section"
-    )
+        ctl = RdtController(
+            resctrl_root,
+            rdt_config,
+            state_dir=state_dir or tempfile.mkdtemp(prefix="nri-resmgr-state-"),
+        )
+        controllers.append(RdtGroups(ctl))
+        known_rdt = tuple(ctl.planned())
+    known_blockio: tuple[str, ...] = ()
+
+    def select(container: ContainerInfo) -> ClassChoice:
+        got = choose(container, selection, known_rdt=known_rdt, known_blockio=known_blockio)
+        return ClassChoice(rdt_class=got.rdt_class, blockio_class=got.blockio_class)
+
+    return controllers, select

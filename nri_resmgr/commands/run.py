@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--resctrl-root", help="resctrl mount point (default /sys/fs/resctrl)")
     parser.add_argument("--cgroup-root", help="cgroup v2 mount point (default /sys/fs/cgroup)")
+    parser.add_argument(
+        "--state-dir", help="where ownership records live (default /var/lib/nri-resmgr)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         topology=args.topology,
         resctrl_root=args.resctrl_root,
         cgroup_root=args.cgroup_root,
+        state_dir=args.state_dir,
     )
     try:
         return main(options)
