@@ -1,0 +1,402 @@
+"""Block I/O classes: cgroup v1 `blkio` and cgroup v2 `io` weights and throttles.
+
+Theory of operation
+-------------------
+A block I/O class is a named set of limits from the configuration::
+
+    classes:
+      slowdisk:
+        weight: 100                       # 10-1000, the cgroup's default weight
+        devices:
+          - devices: ["/dev/sd*", "/dev/vda"]   # paths or globs
+            throttleReadBps: 50M                # bytes/s; k, M, G, T are binary (1024)
+            throttleWriteBps: 20M
+            throttleReadIOPS: 1000
+            throttleWriteIOPS: 500
+            weight: 200                         # optional per-device weight
+
+Devices are resolved once, when the controller is built, to `major:minor` numbers
+(`os.stat(...).st_rdev` of block devices; partitions are refused, throttling applies to
+whole disks).  A glob that matches nothing is skipped (a node may lack that kind of disk);
+an explicit path that does not exist, or is not a block device, is a `ConfigError`.  When
+several entries name the same device, later entries override the limits they set.
+Resolution is injectable (`resolve_device`) so tests and the simulator need no real disks.
+
+`plan_writes(cls, version, weight_file=...)` is pure: it returns the (file name, content)
+pairs in a fixed order (weight, per-device weights, then throttles by device number):
+
+- cgroup v2: `io.weight` gets `default N` (or `io.bfq.weight` gets `N` when only BFQ's
+  file exists), per-device weights `MAJ:MIN N`; `io.max` gets one line per device,
+  `MAJ:MIN rbps=R wbps=W riops=r wiops=w`, with `max` for each unset limit, so a line
+  always states the device's whole throttle.
+- cgroup v1: `blkio.weight` (or `blkio.bfq.weight` when CFQ is gone and BFQ is loaded)
+  gets `N`, per-device weights go to `blkio.weight_device` / `blkio.bfq.weight_device`;
+  `blkio.throttle.{read,write}_{bps,iops}_device` each get `MAJ:MIN value` per
+  configured device, `0` for an unset limit (0 removes the kernel's rule).
+
+`BlockIOController.apply(cgroups_path, class_name)` finds the container's cgroup under the
+hierarchy root (the systemd form `kubepods-besteffort-pod<uid>.slice:cri-containerd:<id>`
+expands to `kubepods.slice/kubepods-besteffort.slice/.../cri-containerd-<id>.scope`; a
+plain path is taken relative to the root), picks the weight file that exists there, and
+writes each pair with one `write(2)` (cgroup files take one rule per write).  With
+`dry_run` it returns the same list without touching anything.  A class that sets a weight
+on a cgroup with no weight file (no BFQ and no CFQ on v1, no io.weight on v2) is refused
+with a message naming both files, rather than silently ignored.
+
+Every path is built with `names.safe_join`, so a hostile `cgroups_path` (`../..`, an
+absolute path, a symlink out) cannot make the controller write outside the root.
+"""
+
+from __future__ import annotations
+
+import enum
+import glob
+import os
+import re
+import stat
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from nri_resmgr.control.names import safe_join, validate_name
+from nri_resmgr.model import ConfigError, ResmgrError
+
+DEFAULT_CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class CgroupVersion(enum.StrEnum):
+    AUTO = "auto"
+    V1 = "v1"
+    V2 = "v2"
+
+
+_SIZE_RE = re.compile(r"(\d+)\s*(?:([kKmMgGtT])i?)?[bB]?")
+_SCALE = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: object) -> int:
+    """Bytes from an int or `"50M"` (k, M, G, T binary; optional `i` and `B`)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a byte count like 50M; found {value!r}")
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(f"expected a positive byte count; found {value}")
+        return value
+    if isinstance(value, str):
+        m = _SIZE_RE.fullmatch(value.strip())
+        if m:
+            n = int(m.group(1)) * _SCALE.get((m.group(2) or "").lower(), 1)
+            if n > 0:
+                return n
+    raise ValueError(f"expected a positive byte count like 50M or 1048576; found {value!r}")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, alias_generator=to_camel
+    )
+
+
+class DeviceLimits(_Model):
+    """Limits for a set of devices (paths or globs)."""
+
+    devices: tuple[str, ...]
+    weight: int | None = Field(default=None, ge=10, le=1000)
+    throttle_read_bps: int | None = Field(default=None, alias="throttleReadBps")
+    throttle_write_bps: int | None = Field(default=None, alias="throttleWriteBps")
+    throttle_read_iops: int | None = Field(default=None, alias="throttleReadIOPS", gt=0)
+    throttle_write_iops: int | None = Field(default=None, alias="throttleWriteIOPS", gt=0)
+
+    @field_validator("throttle_read_bps", "throttle_write_bps", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        return None if value is None else parse_size(value)
+
+    @field_validator("devices")
+    @classmethod
+    def _paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("expected at least one device path or glob")
+        for path in value:
+            if not path.startswith("/") or "\x00" in path or "\n" in path:
+                raise ValueError(f"expected an absolute device path or glob; found {path!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _something(self) -> DeviceLimits:
+        if all(v is None for v in (self.weight, self.throttle_read_bps, self.throttle_write_bps,
+                                   self.throttle_read_iops, self.throttle_write_iops)):
+            raise ValueError(
+                f"devices {', '.join(self.devices)}: expected a weight or a throttle; found none"
+            )
+        return self
+
+
+class BlockIOClassDef(_Model):
+    weight: int | None = Field(default=None, ge=10, le=1000)
+    devices: tuple[DeviceLimits, ...] = ()
+
+
+class BlockIOConfig(_Model):
+    """`control.blockio` class definitions."""
+
+    classes: dict[str, BlockIOClassDef] = Field(default_factory=dict)
+
+    @field_validator("classes")
+    @classmethod
+    def _names(cls, value: dict[str, BlockIOClassDef]) -> dict[str, BlockIOClassDef]:
+        for name in value:
+            validate_name(name, subject=f"control.blockio.classes.{name}", error=ValueError)
+        return value
+
+
+# ---------------------------------------------------------------------- devices (IO edge)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Device:
+    major: int
+    minor: int
+    path: str = ""
+
+    @property
+    def number(self) -> str:
+        return f"{self.major}:{self.minor}"
+
+
+#: pattern -> devices it names now (raises ConfigError for a bad explicit path)
+DeviceResolver = Callable[[str], Sequence[Device]]
+
+
+def resolve_host_device(pattern: str, *, sys_root: str = "/sys") -> list[Device]:
+    """Resolve a path or glob to whole-disk block devices via `os.stat` (st_rdev)."""
+    is_glob = glob.has_magic(pattern)
+    paths = sorted(glob.glob(pattern)) if is_glob else [pattern]
+    found: list[Device] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError as exc:
+            raise ConfigError(f"block I/O device {path}: expected it to exist; found no such "
+                              "file") from exc
+        if not stat.S_ISBLK(st.st_mode):
+            if is_glob:
+                continue
+            raise ConfigError(f"block I/O device {path}: expected a block device; found "
+                              f"mode {stat.filemode(st.st_mode)}")
+        major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
+        if Path(sys_root, "dev", "block", f"{major}:{minor}", "partition").exists():
+            if is_glob:
+                continue
+            raise ConfigError(f"block I/O device {path} ({major}:{minor}): expected a whole "
+                              "disk, throttles and weights apply per disk; found a partition")
+        found.append(Device(major, minor, path))
+    return found
+
+
+# --------------------------------------------------------------------------- plan (pure)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSettings:
+    device: Device
+    weight: int | None = None
+    read_bps: int | None = None
+    write_bps: int | None = None
+    read_iops: int | None = None
+    write_iops: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedClass:
+    name: str
+    weight: int | None
+    devices: tuple[DeviceSettings, ...]
+
+
+def resolve_class(name: str, cls: BlockIOClassDef, resolve: DeviceResolver) -> ResolvedClass:
+    """Merge a class's device entries into one settings record per device."""
+    merged: dict[tuple[int, int], dict[str, Any]] = {}
+    for entry in cls.devices:
+        values = {
+            "weight": entry.weight,
+            "read_bps": entry.throttle_read_bps,
+            "write_bps": entry.throttle_write_bps,
+            "read_iops": entry.throttle_read_iops,
+            "write_iops": entry.throttle_write_iops,
+        }
+        for pattern in entry.devices:
+            for dev in resolve(pattern):
+                slot = merged.setdefault((dev.major, dev.minor), {"device": dev})
+                slot.update({k: v for k, v in values.items() if v is not None})
+    devices = tuple(DeviceSettings(**merged[key]) for key in sorted(merged))
+    return ResolvedClass(name=name, weight=cls.weight, devices=devices)
+
+
+V1_THROTTLE_FILES = (
+    ("read_bps", "blkio.throttle.read_bps_device"),
+    ("write_bps", "blkio.throttle.write_bps_device"),
+    ("read_iops", "blkio.throttle.read_iops_device"),
+    ("write_iops", "blkio.throttle.write_iops_device"),
+)
+V2_WEIGHT_FILES = ("io.weight", "io.bfq.weight")
+V1_WEIGHT_FILES = ("blkio.weight", "blkio.bfq.weight")
+
+
+def plan_writes(
+    cls: ResolvedClass, version: CgroupVersion, *, weight_file: str | None
+) -> list[tuple[str, str]]:
+    """(file name, content) pairs for `cls`; `weight_file` is the weight file present."""
+    writes: list[tuple[str, str]] = []
+    weighted = [d for d in cls.devices if d.weight is not None]
+    if cls.weight is not None or weighted:
+        if weight_file is None:
+            choices = V2_WEIGHT_FILES if version is CgroupVersion.V2 else V1_WEIGHT_FILES
+            raise ResmgrError(
+                f"block I/O class {cls.name}: expected a weight file ({' or '.join(choices)}; "
+                "the io controller with iocost or the BFQ scheduler); found neither"
+            )
+        if cls.weight is not None:
+            default = f"default {cls.weight}" if weight_file == "io.weight" else str(cls.weight)
+            writes.append((weight_file, default))
+        device_file = weight_file if version is CgroupVersion.V2 else (
+            weight_file.replace("weight", "weight_device"))
+        writes.extend((device_file, f"{d.device.number} {d.weight}") for d in weighted)
+    throttled = [d for d in cls.devices
+                 if any(v is not None for v in (d.read_bps, d.write_bps, d.read_iops,
+                                                d.write_iops))]
+    if version is CgroupVersion.V2:
+        for d in throttled:
+            fields = " ".join(
+                f"{key}={'max' if value is None else value}"
+                for key, value in (("rbps", d.read_bps), ("wbps", d.write_bps),
+                                   ("riops", d.read_iops), ("wiops", d.write_iops)))
+            writes.append(("io.max", f"{d.device.number} {fields}"))
+    else:
+        for attr, filename in V1_THROTTLE_FILES:
+            for d in throttled:
+                value = getattr(d, attr)
+                writes.append((filename, f"{d.device.number} {0 if value is None else value}"))
+    return writes
+
+
+def cgroup_relpath(cgroups_path: str) -> tuple[str, ...]:
+    """Path components of a container cgroup (systemd `slice:prefix:name` or plain path)."""
+    if "\x00" in cgroups_path or "\n" in cgroups_path:
+        raise ResmgrError(f"cgroups path {cgroups_path!r}: expected no NUL or newline")
+    parts = cgroups_path.split(":")
+    if len(parts) == 3 and not cgroups_path.startswith("/"):
+        slice_name, prefix, name = parts
+        if not slice_name.endswith(".slice") or "/" in cgroups_path:
+            raise ResmgrError(
+                f"cgroups path {cgroups_path!r}: expected SLICE.slice:PREFIX:NAME")
+        comps: list[str] = []
+        if slice_name != "-.slice":
+            stem = slice_name[: -len(".slice")]
+            words = stem.split("-")
+            if any(not w for w in words):
+                raise ResmgrError(f"cgroups path {cgroups_path!r}: expected a slice name "
+                                  "without empty dash-separated words")
+            comps = ["-".join(words[: i + 1]) + ".slice" for i in range(len(words))]
+        leaf = name if name.endswith(".slice") else (
+            f"{prefix}-{name}.scope" if prefix else f"{name}.scope")
+        return (*comps, leaf)
+    comps = [c for c in cgroups_path.split("/") if c]
+    if not comps or any(c in (".", "..") for c in comps):
+        raise ResmgrError(
+            f"cgroups path {cgroups_path!r}: expected a path below the cgroup root")
+    return tuple(comps)
+
+
+# ---------------------------------------------------------------------------- controller
+
+
+def detect_version(root: Path) -> tuple[CgroupVersion, Path]:
+    """(version, hierarchy root) for `root`: the unified mount, a v1 blkio mount, or their
+    parent (`/sys/fs/cgroup` holding `blkio/`)."""
+    if (root / "cgroup.controllers").exists():
+        return CgroupVersion.V2, root
+    if (root / "blkio.throttle.read_bps_device").exists() or (root / "blkio.reset_stats").exists():
+        return CgroupVersion.V1, root
+    if (root / "blkio").is_dir():
+        return CgroupVersion.V1, root / "blkio"
+    raise ResmgrError(
+        f"cgroup root {root}: expected a cgroup v2 mount (cgroup.controllers) or a v1 blkio "
+        "hierarchy (blkio.* files or a blkio/ directory); found neither")
+
+
+def _write_one(path: Path, content: str) -> None:
+    data = content.encode("ascii")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)  # as `echo v > file` does
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ResmgrError(f"{path}: expected the kernel to accept {content!r}; found {exc}") \
+            from exc
+
+
+class BlockIOController:
+    """Applies block I/O classes to container cgroups under one hierarchy root."""
+
+    def __init__(
+        self,
+        cgroup_root: str | os.PathLike[str] = DEFAULT_CGROUP_ROOT,
+        config: BlockIOConfig | None = None,
+        *,
+        version: CgroupVersion = CgroupVersion.AUTO,
+        resolve_device: DeviceResolver | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        root = Path(cgroup_root)
+        if version is CgroupVersion.AUTO:
+            version, root = detect_version(root)
+        self.version = version
+        self.root = root
+        self.dry_run = dry_run
+        self.config = config if config is not None else BlockIOConfig()
+        resolver = resolve_device if resolve_device is not None else resolve_host_device
+        self.classes: Mapping[str, ResolvedClass] = {
+            name: resolve_class(name, cls, resolver) for name, cls in self.config.classes.items()
+        }
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        return tuple(self.classes)
+
+    def cgroup_dir(self, cgroups_path: str) -> Path:
+        return safe_join(self.root, *cgroup_relpath(cgroups_path))
+
+    def _weight_file(self, directory: Path) -> str | None:
+        choices = V2_WEIGHT_FILES if self.version is CgroupVersion.V2 else V1_WEIGHT_FILES
+        if self.dry_run and not directory.is_dir():
+            return choices[0]
+        for name in choices:
+            if (directory / name).exists():
+                return name
+        return None
+
+    def apply(self, cgroups_path: str, class_name: str) -> list[tuple[Path, str]]:
+        """Write `class_name`'s settings into the container's cgroup; the writes made."""
+        cls = self.classes.get(class_name)
+        if cls is None:
+            known = ", ".join(sorted(self.classes)) or "(none configured)"
+            raise ResmgrError(
+                f"block I/O class {class_name!r}: expected one of {known}")
+        directory = self.cgroup_dir(cgroups_path)
+        if not self.dry_run and not directory.is_dir():
+            raise ResmgrError(
+                f"cgroup {directory} ({cgroups_path}): expected the runtime to have created "
+                "it; found no such directory")
+        planned = plan_writes(cls, self.version, weight_file=self._weight_file(directory))
+        writes = [(safe_join(directory, name), content) for name, content in planned]
+        if not self.dry_run:
+            for path, content in writes:
+                _write_one(path, content)
+        return writes
