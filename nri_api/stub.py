@@ -358,6 +358,7 @@ class _Session:
             tuple[api.UpdateContainersRequest, asyncio.Future[list[api.ContainerUpdate]], float]
         ] = asyncio.Queue()
         self.sender: asyncio.Task[None] | None = None
+        self.synchronized = False
 
 
 class Plugin:
@@ -480,6 +481,12 @@ class Plugin:
     def runtime(self) -> RuntimeInfo | None:
         """The runtime of the current connection, once it has sent Configure."""
         return self._session.runtime if self._session else None
+
+    @property
+    def ready(self) -> bool:
+        """True once the current connection is registered, configured and synchronized."""
+        session = self._session
+        return session is not None and session.synchronized and not session.trunk.closed
 
     @property
     def events(self) -> int:
@@ -947,7 +954,9 @@ class Plugin:
         pods, session.sync_pods = session.sync_pods, []
         containers, session.sync_containers = session.sync_containers, []
         updates = await _maybe_await(self.synchronize(pods, containers))
-        return api.SynchronizeResponse(update=_updates("synchronize result", updates))
+        reply = api.SynchronizeResponse(update=_updates("synchronize result", updates))
+        session.synchronized = True
+        return reply
 
     async def _on_shutdown(self, request: api.Empty) -> api.Empty:
         await _maybe_await(self.shutdown())

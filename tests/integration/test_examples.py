@@ -6,6 +6,7 @@ import asyncio
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -260,3 +261,24 @@ def test_annotate_cpuset_preregistered_default_from_config(workdir: Path) -> Non
 
     run(body)
     assert "web sidecar" in log.read_text(encoding="utf-8")
+
+
+def test_sigterm_stops_gracefully(workdir: Path) -> None:
+    sock = str(workdir / "nri.sock")
+    argv = [sys.executable, str(EXAMPLES / "annotate_cpuset.py"), "--socket", sock]
+    argv += ["--idx", "20", "--name", "annotate-cpuset"]
+
+    async def body() -> None:
+        async with FakeRuntime() as rt:
+            await rt.listen(sock)
+            proc = start_external(argv)
+            try:
+                await rt.wait_ready(timeout=30)
+                proc.send_signal(signal.SIGTERM)
+                assert await wait_exit(proc) == 0
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+
+    run(body)

@@ -162,6 +162,7 @@ def test_registration_configure_and_runtime_info(sock_path: str) -> None:
                     request_timeout=3.0,
                 )
                 assert plugin.runtime == plugin.configured_runtime
+                assert plugin.ready
                 assert plugin.events == Event.CREATE_CONTAINER.bit
                 reply = await rt.create_container(POD, CTR)
                 assert reply.adjust.linux.resources.cpu.cpus == "0-3"
@@ -753,8 +754,10 @@ def test_exit_on_close(sock_path: str) -> None:
             plugin = Exiting(name="e", idx="10", socket_path=sock_path, environ={})
             async with serving(plugin) as task:
                 await rt.wait_ready()
+                assert plugin.ready
                 await rt.disconnect()
                 assert await task == 1
+                assert not plugin.ready
                 assert plugin.closes == 1
                 assert len(rt.registrations) == 1
 
