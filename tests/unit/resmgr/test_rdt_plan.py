@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nri_resmgr.control.resctrl import (
     CacheInfo,
@@ -350,3 +352,27 @@ def test_koordinator_annotation_malformed(value: str, fragment: str) -> None:
     with pytest.raises(AnnotationError) as info:
         parse_pod_resctrl(value, subject="ann")
     assert str(info.value).startswith(fragment)
+
+
+# ------------------------------------------------------------------------------ property
+
+
+@given(
+    width=st.integers(min_value=4, max_value=20),
+    bounds=st.tuples(st.integers(0, 100), st.integers(0, 100)).filter(lambda b: b[0] != b[1]),
+)
+def test_percentage_ranges_give_contiguous_masks_of_the_right_size(
+    width: int, bounds: tuple[int, int]
+) -> None:
+    lo, hi = sorted(bounds)
+    cbm = (1 << width) - 1
+    info = ResctrlInfo(caches={"L3": CacheInfo(name="L3", cbm_mask=cbm, min_cbm_bits=1,
+                                               num_closids=16, cache_ids=(0,))})
+    plans = plan_classes(info, cfg({"p": {"classes": {"c": {"l3Allocation": f"{lo}-{hi}%"}}}}))
+    mask = int(plans["c"].removeprefix("L3:0=").strip(), 16)
+    assert mask and mask & ~cbm == 0
+    assert (mask + (mask & -mask)) & mask == 0, f"0x{mask:x} is not contiguous"
+    exact = width * (hi - lo) / 100
+    assert exact - 1 < mask.bit_count() <= max(exact + 2, 1)
+    # the range starts where its lower bound says
+    assert (mask & -mask).bit_length() - 1 == width * lo // 100
