@@ -417,6 +417,7 @@ class Plugin:
         self.socket_path = socket_path or DEFAULT_SOCKET_PATH
         self._session: _Session | None = None
         self._stop: asyncio.Event | None = None
+        self._stop_requested = False
         self._idle: asyncio.Event | None = None
         self._in_flight = 0
         self._methods: dict[str, tuple[type[Message], Callable[[Any], Awaitable[Message]]]] = {
@@ -659,6 +660,7 @@ class Plugin:
 
     def _request_stop(self) -> None:
         self.log.info("plugin %s: stop requested", self.full_name)
+        self._stop_requested = True
         if self._stop is not None:
             self._stop.set()
 
@@ -676,6 +678,8 @@ class Plugin:
         `on_close()` and a reconnect with backoff instead of returning.
         """
         self._stop = asyncio.Event()
+        if self._stop_requested:  # stop() came before serve() got to run
+            self._stop.set()
         self._idle = asyncio.Event()
         self._idle.set()
         backoff = BACKOFF_INITIAL
@@ -721,6 +725,7 @@ class Plugin:
             return 0
         finally:
             self._session = None
+            self._stop_requested = False
 
     def _may_reconnect(self) -> bool:
         return (

@@ -794,3 +794,13 @@ def test_registration_refused_for_a_bad_name_on_the_wire(sock_path: str) -> None
             assert rt.registrations == []
 
     run(body)
+
+
+def test_stop_before_serve_runs(sock_path: str) -> None:
+    async def body() -> None:
+        plugin = Creator(name="s", idx="10", socket_path=sock_path, environ={})
+        task = asyncio.create_task(plugin.serve())
+        await plugin.stop()  # serve() has not started yet
+        assert await task == 0
+
+    run(body)
