@@ -649,7 +649,7 @@ class Plugin:
         async def main() -> int:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, self._request_stop)
+                loop.add_signal_handler(signum, self.request_stop)
             try:
                 return await self.serve()
             finally:
@@ -658,15 +658,18 @@ class Plugin:
 
         return asyncio.run(main())
 
-    def _request_stop(self) -> None:
+    def request_stop(self) -> None:
+        """Ask `serve()` to stop (synchronous, so usable from a signal handler)."""
         self.log.info("plugin %s: stop requested", self.full_name)
         self._stop_requested = True
         if self._stop is not None:
             self._stop.set()
 
+    _request_stop = request_stop  # the name used before request_stop() was public
+
     async def stop(self) -> None:
         """Make `serve()` close the connection and return 0."""
-        self._request_stop()
+        self.request_stop()
         session = self._session
         if session is not None:
             await session.trunk.close()
