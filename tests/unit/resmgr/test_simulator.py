@@ -1,0 +1,270 @@
+"""The simulator: kubelet-shaped NRI messages, steps, outputs and the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from nri_resmgr import adapter
+from nri_resmgr.cli import main
+from nri_resmgr.config import config_from_mapping
+from nri_resmgr.model import ConfigError, QoSClass, Request
+from nri_resmgr.simulator import (
+    ContainerSpec,
+    PodSpec,
+    Resources,
+    ScenarioError,
+    container_resources,
+    load_scenario,
+    parse_cpu,
+    parse_memory,
+    pod_qos,
+    render_json,
+    render_table,
+    run_scenario,
+)
+
+QUIET = structlog.wrap_logger(structlog.ReturnLogger())
+SMALL = {"packages": 1, "dies": 1, "nodes": 1, "cores": 4, "threads": 2, "memory": "4G"}
+
+
+def spec(name: str, req: dict[str, Any] | None = None, lim: dict[str, Any] | None = None
+         ) -> ContainerSpec:
+    return ContainerSpec(name=name, requests=Resources(**(req or {})),
+                         limits=Resources(**(lim or {})))
+
+
+@pytest.mark.parametrize(
+    ("text", "milli"), [("1", 1000), ("500m", 500), ("1.5", 1500), (2, 2000), ("0.1", 100)]
+)
+def test_parse_cpu(text: str | int, milli: int) -> None:
+    assert parse_cpu(text, what="x") == milli
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("100M", 100 * 10**6), ("1Gi", 1 << 30), ("2G", 2 * 10**9), (1024, 1024), ("64Ki", 65536)],
+)
+def test_parse_memory(text: str | int, size: int) -> None:
+    assert parse_memory(text, what="x") == size
+
+
+def test_bad_quantities_are_clear_errors() -> None:
+    with pytest.raises(ScenarioError, match=r"c0 requests.cpu: expected a CPU quantity.*'lots'"):
+        pod_qos(PodSpec(pod="p", containers=(spec("c0", {"cpu": "lots"}),)))
+    with pytest.raises(ScenarioError, match="expected a memory quantity"):
+        parse_memory("1XB", what="m")
+
+
+@pytest.mark.parametrize(
+    ("containers", "inits", "qos"),
+    [
+        ((spec("a"),), (), QoSClass.BEST_EFFORT),
+        ((spec("a", lim={"cpu": "1", "memory": "1G"}),), (), QoSClass.GUARANTEED),
+        ((spec("a", {"cpu": "1", "memory": "1G"}, {"cpu": "1", "memory": "1G"}),), (),
+         QoSClass.GUARANTEED),
+        ((spec("a", {"cpu": "500m"}, {"cpu": "1", "memory": "1G"}),), (), QoSClass.BURSTABLE),
+        ((spec("a", lim={"cpu": "1", "memory": "1G"}), spec("b")), (), QoSClass.BURSTABLE),
+        ((spec("a", lim={"cpu": "1", "memory": "1G"}),), (spec("i"),), QoSClass.BURSTABLE),
+        ((spec("a"),), (spec("i", {"cpu": "100m"}),), QoSClass.BURSTABLE),
+    ],
+    ids=["none", "limits-only", "equal", "request-below", "one-empty", "init-empty", "init-req"],
+)
+def test_pod_qos_follows_kubernetes(
+    containers: tuple[ContainerSpec, ...], inits: tuple[ContainerSpec, ...], qos: QoSClass
+) -> None:
+    assert pod_qos(PodSpec(pod="p", containers=containers, init_containers=inits)) == qos
+
+
+@pytest.mark.parametrize(
+    ("c", "shares", "quota", "mem"),
+    [
+        (spec("a"), 2, None, None),
+        (spec("a", {"cpu": "250m"}), 256, None, None),
+        (spec("a", lim={"cpu": "2", "memory": "1Gi"}), 2048, 200000, 1 << 30),
+        (spec("a", {"cpu": "1m"}, {"cpu": "5m"}), 2, 1000, None),
+    ],
+    ids=["besteffort", "request", "limit-defaults-request", "min-quota"],
+)
+def test_container_resources_like_the_kubelet(
+    c: ContainerSpec, shares: int, quota: int | None, mem: int | None
+) -> None:
+    r = container_resources(c)
+    assert r.cpu.shares.value == shares
+    assert (r.cpu.quota.value if r.cpu.HasField("quota") else None) == quota
+    assert (r.cpu.period.value if r.cpu.HasField("period") else None) == (
+        100000 if quota is not None else None
+    )
+    assert (r.memory.limit.value if r.memory.HasField("limit") else None) == mem
+
+
+def test_adapter_reads_back_what_the_kubelet_wrote() -> None:
+    r = container_resources(
+        spec("a", {"cpu": "1500m", "memory": "1G"}, {"cpu": "2", "memory": "2G"})
+    )
+    assert adapter.request_from_resources(r) == Request(
+        cpu_request_milli=1500, cpu_limit_milli=2000, memory_limit=2 * 10**9
+    )
+
+
+def scenario(steps: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
+    return {"topology": SMALL, "policy": "static", "config": {"reservedSystemCPUs": "0"},
+            "steps": steps, **kw}
+
+
+G2 = {"name": "c0", "requests": {"cpu": "2", "memory": "100M"},
+      "limits": {"cpu": "2", "memory": "100M"}}
+
+
+def test_json_output_shape() -> None:
+    sc = load_scenario(scenario([
+        {"create": {"pod": "pod0", "containers": [G2]}},
+        {"create": {"pod": "pod1", "containers": [{"name": "c0", "requests": {"cpu": "1"}}]}},
+        {"delete": {"pod": "pod0"}},
+    ]))
+    doc = json.loads(render_json(run_scenario(sc, log=QUIET)))
+    assert doc["policy"] == "static"
+    assert [s["op"] for s in doc["steps"]] == ["create", "create", "delete"]
+    first = doc["steps"][0]
+    assert first == {
+        "step": 0, "op": "create", "pod": "pod0", "errors": [], "updates": {},
+        "containers": {"pod0/c0": {"cpus": "1,5", "mems": "", "kind": "exclusive",
+                                   "pool": "exclusive", "rdt_class": None,
+                                   "blockio_class": None}},
+    }
+    assert doc["steps"][1]["containers"]["pod1/c0"]["cpus"] == "0,2-4,6-7"
+    assert doc["steps"][2]["updates"] == {"pod1/c0": "0-7"}
+    assert list(doc["steps"][2]["containers"]) == ["pod1/c0"]
+
+
+def test_errors_are_reported_and_the_simulation_continues() -> None:
+    huge = {**G2, "name": "big", "requests": {"cpu": "8", "memory": "1G"},
+            "limits": {"cpu": "8", "memory": "1G"}}
+    sc = load_scenario(scenario([
+        {"create": {"pod": "a", "containers": [huge, G2]}},
+        {"create": {"pod": "b", "containers": [G2]}},
+    ]))
+    result = run_scenario(sc, log=QUIET)
+    (err,) = result.steps[0].errors
+    assert err.startswith("a/big: pod default/a container big: requested 8 exclusive CPUs")
+    assert list(result.steps[0].containers) == ["a/c0"]
+    assert result.steps[1].containers["b/c0"].cpus == "2,6"
+
+
+def test_failed_init_container_blocks_the_app_containers() -> None:
+    huge = {"name": "init", "requests": {"cpu": "8", "memory": "1G"},
+            "limits": {"cpu": "8", "memory": "1G"}}
+    sc = load_scenario(scenario([
+        {"create": {"pod": "a", "init_containers": [huge], "containers": [G2]}},
+    ]))
+    step = run_scenario(sc, log=QUIET).steps[0]
+    assert len(step.errors) == 1 and step.errors[0].startswith("a/init: ")
+    assert dict(step.containers) == {}
+
+
+def test_update_step_resizes_in_place() -> None:
+    sc = load_scenario(scenario([
+        {"create": {"pod": "a", "containers": [G2]}},
+        {"update": {"pod": "a", "container": "c0", "requests": {"cpu": "4", "memory": "100M"},
+                    "limits": {"cpu": "4", "memory": "100M"}}},
+    ]))
+    result = run_scenario(sc, log=QUIET)
+    assert result.steps[0].containers["a/c0"].cpus == "1,5"
+    assert result.steps[1].containers["a/c0"].cpus == "1-2,5-6"
+    assert result.steps[1].updates == {"a/c0": "1-2,5-6"}
+
+
+def test_restart_keeps_placements_and_state() -> None:
+    sc = load_scenario(scenario([
+        {"create": {"pod": "a", "containers": [G2]}},
+        {"create": {"pod": "b", "containers": [{"name": "c0", "requests": {"cpu": "1"}}]}},
+        {"restart": {}},
+        {"create": {"pod": "c", "containers": [G2]}},
+    ]))
+    result = run_scenario(sc, log=QUIET)
+    assert result.steps[2].updates == {}
+    assert result.steps[2].containers == result.steps[1].containers
+    assert result.steps[3].containers["c/c0"].cpus == "2,6"
+
+
+def test_cgroupfs_driver_gives_the_same_qos() -> None:
+    sc = load_scenario(scenario([{"create": {"pod": "a", "containers": [G2]}}],
+                                cgroupDriver="cgroupfs"))
+    assert run_scenario(sc, log=QUIET).steps[0].containers["a/c0"].kind == "exclusive"
+
+
+def test_overrides_policy_and_config() -> None:
+    plain = load_scenario(scenario([{"create": {"pod": "a", "containers": [G2]}}], config={}))
+    none = run_scenario(plain, policy="none", log=QUIET)
+    assert none.policy == "none"
+    assert none.steps[0].containers["a/c0"].kind == "none"
+    sc = load_scenario(scenario([{"create": {"pod": "a", "containers": [G2]}}]))
+    cfg = config_from_mapping({"policyConfig": {"reservedSystemCPUs": "0-1"}})
+    result = run_scenario(sc, config=cfg, log=QUIET)
+    assert result.policy == "static"  # the scenario's policy: the config names none
+    assert result.steps[0].containers["a/c0"].cpus == "2,6"
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"steps": [{"create": {"pod": "a"}, "delete": {"pod": "a"}}]},
+         "expected exactly one of create, delete, update, restart"),
+        ({"steps": [{"create": {"pod": "a", "containerz": []}}]}, "containerz: unknown key"),
+        ({"steps": [{"delete": {"pod": "ghost"}}]}, "delete: no pod 'ghost'"),
+    ],
+)
+def test_scenario_errors(doc: dict[str, Any], message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        run_scenario(load_scenario(scenario(**doc)), log=QUIET)
+
+
+def test_bad_policy_config_names_policy_config() -> None:
+    sc = load_scenario(scenario([], config={"reservedSystemCPUs": "0-99"}))
+    with pytest.raises(ConfigError, match=r"^policyConfig: policy static"):
+        run_scenario(sc, log=QUIET)
+
+
+def test_table_output() -> None:
+    sc = load_scenario(scenario([{"create": {"pod": "a", "containers": [G2]}}]))
+    table = render_table(run_scenario(sc, log=QUIET))
+    assert "step 0: create a" in table
+    row = next(line for line in table.splitlines() if line.strip().startswith("a/c0"))
+    assert row.split() == ["a/c0", "exclusive", "1,5", "exclusive", "-", "-"]
+
+
+def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps(scenario([{"create": {"pod": "a", "containers": [G2]}}])))
+    assert main(["simulate", "--scenario", str(path), "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["steps"][0]["containers"]["a/c0"]["cpus"] == "1,5"
+    assert main(["simulate", "--scenario", str(path), "--topology",
+                 "packages=1,nodes=1,cores=2,threads=2", "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["steps"][0]["containers"]["a/c0"]["cpus"] == "1,3"
+    assert main(["simulate", "--scenario", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read the scenario" in capsys.readouterr().err
+
+
+def test_resctrl_root_drives_the_rdt_controller(tmp_path: Path) -> None:
+    from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
+
+    root = tmp_path / "resctrl"
+    make_resctrl_tree(root, INTEL_SKX)
+    sc = load_scenario(scenario(
+        [{"create": {"pod": "a", "annotations": {"rdtclass.resource-policy.nri.io": "gold"},
+                     "containers": [G2]}}],
+        control={
+            "classes": {"rdt": {"enable": True}},
+            "rdt": {"partitions": {"p": {"l3Allocation": "100%",
+                                         "classes": {"gold": {"l3Allocation": "50-100%"}}}}},
+        },
+    ))
+    result = run_scenario(sc, resctrl_root=str(root), log=QUIET)
+    assert result.steps[0].containers["a/c0"].rdt_class == "gold"
+    assert (root / "gold" / "schemata").is_file()
