@@ -14,8 +14,9 @@ index, replies, then (concurrently, so Configure may overtake the reply) sends C
 with `config` and its timeouts, checks the returned mask against what its NRI version
 accepts, and sends Synchronize with `pods` and `containers`, split into chunks of
 `sync_chunk` objects if asked. `await rt.wait_ready()` returns the `Handshake` once that
-is done. With `auto_start=False` the test drives these steps itself
-(`wait_registered`, `configure`, `synchronize`).
+is done. `configure_before_reply=True` holds the RegisterPlugin reply until Configure has
+been answered, the ordering a plugin must survive. With `auto_start=False` the test drives
+these steps itself (`wait_registered`, `configure`, `synchronize`).
 
 Events go to the plugin only if it subscribed, as with a real runtime. The emulated NRI
 version decides how simple events travel: from v0.12.0 the dedicated RPC, falling back
@@ -129,6 +130,7 @@ class _Peer:
     registration: api.RegisterPluginRequest | None = None
     events: int = 0
     handshake: asyncio.Task[None] | None = None
+    configured: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -188,6 +190,7 @@ class FakeRuntime:
         containers: Sequence[api.Container] = (),
         sync_chunk: int | None = None,
         auto_start: bool = True,
+        configure_before_reply: bool = False,
         update_result: Callable[[api.UpdateContainersRequest], Iterable[api.ContainerUpdate]]
         | None = None,
     ) -> None:
@@ -207,6 +210,7 @@ class FakeRuntime:
             raise ValueError(f"sync_chunk: expected a positive object count, found {sync_chunk}")
         self.sync_chunk = sync_chunk
         self.auto_start = auto_start
+        self.configure_before_reply = configure_before_reply
         self.update_result = update_result
         self.valid_events = valid_events_mask(self.nri_version)
         #: Every UpdateContainers request received, in order.
@@ -314,7 +318,12 @@ class FakeRuntime:
         if service != api.RUNTIME_SERVICE:
             raise RPCError(StatusCode.UNIMPLEMENTED, f"service {service}")
         if method == "RegisterPlugin":
-            return self._on_register(peer, api.RegisterPluginRequest.FromString(payload))
+            reply = self._on_register(peer, api.RegisterPluginRequest.FromString(payload))
+            if self.configure_before_reply and peer.handshake is not None:
+                # Hold the RegisterPlugin reply until Configure has been answered: the
+                # plugin must serve conn 1 while it still waits on conn 2.
+                await peer.configured.wait()
+            return reply
         if method == "UpdateContainers":
             request = api.UpdateContainersRequest.FromString(payload)
             if self.nri_version is None or self.nri_version < V0_12_2:
@@ -350,7 +359,10 @@ class FakeRuntime:
     async def _handshake(self, peer: _Peer) -> None:
         try:
             assert peer.registration is not None
-            events = await self._configure(peer, self.config)
+            try:
+                events = await self._configure(peer, self.config)
+            finally:
+                peer.configured.set()
             updates = await self._synchronize(peer, self.pods, self.containers)
         except (RPCError, TimeoutError, ConnectionClosed, PluginRejected) as exc:
             self.failures.append(f"plugin handshake failed: {exc}")

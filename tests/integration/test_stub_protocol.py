@@ -804,3 +804,16 @@ def test_stop_before_serve_runs(sock_path: str) -> None:
         assert await task == 0
 
     run(body)
+
+
+def test_configure_before_the_registration_reply(sock_path: str) -> None:
+    async def body() -> None:
+        async with FakeRuntime(configure_before_reply=True) as rt:
+            await rt.listen(sock_path)
+            plugin = Creator(name="c", idx="10", socket_path=sock_path, environ={})
+            async with serving(plugin):
+                ready = await rt.wait_ready()
+                assert ready.events == Event.CREATE_CONTAINER.bit
+                assert rt.calls[:2] == ["Configure", "Synchronize"]
+
+    run(body)
