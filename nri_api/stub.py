@@ -39,7 +39,8 @@ A plugin is a `Plugin` subclass whose snake_case hooks are named after the NRI R
   sending it from inside a hook and waiting for the answer deadlocks until the request
   timeout, and the runtime then drops the plugin. Called from inside a hook, the call
   therefore returns None at once and the updates go out after the hook returns (failures
-  are logged); called from anywhere else it waits and returns the failed updates.
+  are logged); called from anywhere else it waits and returns the failed updates. A task
+  started by a hook counts as "inside" until that hook returns (a context variable).
 * **Logging** uses the stdlib `logging` module, logger ``nri_api.stub.<NN-name>`` unless
   `logger` is given. `run()` (which owns the process) sets up logging: to the file
   `log_file` or `$NRI_PLUGIN_LOG` if given, else to stderr (discarded in pre-registered
@@ -151,7 +152,24 @@ _CONTAINER_EVENTS: Final = frozenset(
 
 _IDX = re.compile(r"^[0-9]{2}$")
 _NAME = re.compile(r"^[a-zA-Z0-9_.+-]+$")
-_IN_HOOK: contextvars.ContextVar[bool] = contextvars.ContextVar("nri_api_in_hook", default=False)
+
+
+class _HookScope:
+    """Marks code running on behalf of a hook, until that hook returns.
+
+    Tasks a hook starts inherit the context, hence the scope; once the hook has
+    returned, `active` is False and their calls count as made outside any hook.
+    """
+
+    __slots__ = ("active",)
+
+    def __init__(self) -> None:
+        self.active = True
+
+
+_IN_HOOK: contextvars.ContextVar[_HookScope | None] = contextvars.ContextVar(
+    "nri_api_in_hook", default=None
+)
 
 _T = TypeVar("_T")
 
@@ -588,9 +606,10 @@ class Plugin:
         """Ask the runtime to update containers outside of any event.
 
         Outside a hook: waits until no hook is running, sends, and returns the updates
-        the runtime could not apply. Inside a hook: queues the request, returns None at
-        once, and the request goes out after the hook returns (a synchronous call would
-        deadlock runtimes up to NRI v0.12.1). Raises ConnectionClosed if not connected.
+        the runtime could not apply. Inside a hook (or in a task the hook started, while
+        the hook still runs): queues the request, returns None at once, and the request
+        goes out after the hook returns (a synchronous call would deadlock runtimes up
+        to NRI v0.12.1). Raises ConnectionClosed if not connected.
         Note: runtimes ignore `evictions`.
         """
         session = self._session
@@ -603,7 +622,8 @@ class Plugin:
             asyncio.get_running_loop().create_future()
         )
         session.outbox.put_nowait((request, future, timeout))
-        if _IN_HOOK.get():
+        scope = _IN_HOOK.get()
+        if scope is not None and scope.active:
             self.log.debug(
                 "update_containers called inside a hook: deferred until it returns (%d updates)",
                 len(request.update),
@@ -884,7 +904,8 @@ class Plugin:
         assert self._idle is not None
         self._in_flight += 1
         self._idle.clear()
-        token = _IN_HOOK.set(True)
+        scope = _HookScope()
+        token = _IN_HOOK.set(scope)
         try:
             reply = await handler(request)
         except RPCError:
@@ -893,6 +914,7 @@ class Plugin:
             self.log.exception("plugin %s: %s failed", self.full_name, method)
             raise RPCError(StatusCode.UNKNOWN, str(exc) or type(exc).__name__) from exc
         finally:
+            scope.active = False
             _IN_HOOK.reset(token)
             self._in_flight -= 1
             if not self._in_flight:

@@ -817,3 +817,48 @@ def test_configure_before_the_registration_reply(sock_path: str) -> None:
                 assert rt.calls[:2] == ["Configure", "Synchronize"]
 
     run(body)
+
+
+def test_tasks_started_by_a_hook_wait_normally_once_it_returned(sock_path: str) -> None:
+    """A background task inherits the hook's context; after the hook it is 'outside'."""
+
+    def fail_all(request: api.UpdateContainersRequest) -> list[api.ContainerUpdate]:
+        return list(request.update)
+
+    class Spawner(Plugin):
+        def __init__(self, **kwargs: object) -> None:
+            super().__init__(**kwargs)  # type: ignore[arg-type]
+            self.hook_done = asyncio.Event()
+            self.results: list[object] = []
+            self.tasks: list[asyncio.Task[None]] = []
+
+        async def later(self) -> None:
+            # while the hook runs: deferred (None), even via wait_for's inner task
+            self.results.append(
+                await asyncio.wait_for(self.update_containers([Update("a").set_cpuset("1")]), 5)
+            )
+            await self.hook_done.wait()
+            await asyncio.sleep(0)
+            self.results.append(await self.update_containers([Update("b").set_cpuset("2")]))
+
+        async def start_container(self, pod: api.PodSandbox, ctr: api.Container) -> None:
+            self.tasks.append(asyncio.create_task(self.later()))
+            for _ in range(5):
+                await asyncio.sleep(0)
+            self.hook_done.set()
+
+    async def body() -> None:
+        async with FakeRuntime(update_result=fail_all) as rt:
+            await rt.listen(sock_path)
+            plugin = Spawner(name="s", idx="10", socket_path=sock_path, environ={})
+            async with serving(plugin):
+                await rt.wait_ready()
+                await rt.start_container(POD, CTR)
+                await plugin.tasks[0]
+                assert plugin.results[0] is None
+                failed = plugin.results[1]
+                assert isinstance(failed, list)
+                assert [u.container_id for u in failed] == ["b"]
+                assert [r.update[0].container_id for r in rt.update_requests] == ["a", "b"]
+
+    run(body)
