@@ -180,7 +180,7 @@ def _read_cpu(cid: int, cdir: Path, *, online_list: CPUSet | None, node: int) ->
 
 
 def _discover_cpus(
-    sys_dir: Path, node_of: Mapping[int, int], default_node: int
+    sys_dir: Path, *, node_of: Mapping[int, int], default_node: int, numa: bool
 ) -> dict[int, CPU]:
     cpu_root = sys_dir / "devices" / "system" / "cpu"
     dirs = _numbered(cpu_root, _CPU_DIR)
@@ -194,7 +194,7 @@ def _discover_cpus(
 
     raw: dict[int, _RawCPU] = {}
     for cid, cdir in dirs.items():
-        node = _cpu_node(cdir)
+        node = _cpu_node(cdir) if numa else default_node
         raw[cid] = _read_cpu(
             cid, cdir, online_list=online_list,
             node=node if node is not None else node_of.get(cid, default_node),
@@ -403,7 +403,9 @@ def discover(root: Path | str = "/") -> Topology:
         for c in _read_set(ndir / "cpulist") or IDSet():
             node_of.setdefault(c, nid)
     default_node = min(node_dirs) if node_dirs else 0
-    cpus = _discover_cpus(sys_dir, node_of, default_node)
+    cpus = _discover_cpus(
+        sys_dir, node_of=node_of, default_node=default_node, numa=bool(node_dirs)
+    )
 
     if not node_dirs:
         nodes = {
@@ -420,7 +422,8 @@ def discover(root: Path | str = "/") -> Topology:
                     f"linked to node {cpu.node_id}; expected one of nodes {IDSet(node_dirs)}"
                 )
             node_cpus[cpu.node_id].add(cpu.id)
-        with_cpus = {n for n, s in node_cpus.items() if any(cpus[c].online for c in s)}
+        # a node whose CPUs are all offline is still a CPU node (DRAM), not far memory
+        with_cpus = {n for n, members in node_cpus.items() if members}
         kinds = _classify(sys_dir, node_dirs, with_cpus, memory)
         nodes = {
             n: NumaNode(
