@@ -62,6 +62,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from nri_resmgr.control.classes import ClassSelection
 from nri_resmgr.control.names import safe_join, validate_name
 from nri_resmgr.model import ConfigError, ResmgrError
 
@@ -141,8 +142,8 @@ class BlockIOClassDef(_Model):
     devices: tuple[DeviceLimits, ...] = ()
 
 
-class BlockIOConfig(_Model):
-    """`control.blockio` class definitions."""
+class BlockIOConfig(ClassSelection):
+    """`control.blockio`: class selection (enable, ...) plus class definitions."""
 
     classes: dict[str, BlockIOClassDef] = Field(default_factory=dict)
 
@@ -251,6 +252,7 @@ def plan_writes(
     cls: ResolvedClass, version: CgroupVersion, *, weight_file: str | None
 ) -> list[tuple[str, str]]:
     """(file name, content) pairs for `cls`; `weight_file` is the weight file present."""
+    version = CgroupVersion(version)
     writes: list[tuple[str, str]] = []
     weighted = [d for d in cls.devices if d.weight is not None]
     if cls.weight is not None or weighted:
@@ -350,11 +352,12 @@ class BlockIOController:
         cgroup_root: str | os.PathLike[str] = DEFAULT_CGROUP_ROOT,
         config: BlockIOConfig | None = None,
         *,
-        version: CgroupVersion = CgroupVersion.AUTO,
+        version: CgroupVersion | str = CgroupVersion.AUTO,
         resolve_device: DeviceResolver | None = None,
         dry_run: bool = False,
     ) -> None:
         root = Path(cgroup_root)
+        version = CgroupVersion(version)  # accept "v1"/"v2"/"auto" from configuration
         if version is CgroupVersion.AUTO:
             version, root = detect_version(root)
         self.version = version

@@ -92,6 +92,7 @@ from pydantic.alias_generators import to_camel
 from nri_resmgr.control.classes import (
     POD_GROUP_PREFIX,
     RESCTRL_POD_ANNOTATION,
+    ClassSelection,
     pod_group_name,
 )
 from nri_resmgr.control.names import RESERVED_NAMES, safe_join, validate_name
@@ -461,8 +462,8 @@ class RdtOptions(_Model):
     mb: ResourceOption = Field(default_factory=ResourceOption)
 
 
-class RdtConfig(_Model):
-    """`control.rdt` class definitions: partitions of the cache and bandwidth, and classes."""
+class RdtConfig(ClassSelection):
+    """`control.rdt`: class selection (enable, ...) plus partitions, classes and options."""
 
     partitions: dict[str, Partition] = Field(default_factory=dict)
     options: RdtOptions = Field(default_factory=RdtOptions)

@@ -1,0 +1,24 @@
+"""The `control:` section of the configuration, in one model.
+
+Theory of operation: `control.rdt` and `control.blockio` each hold the class *selection*
+settings (`enable`, `usePodQoSAsDefaultClass`, `defaultClass`, see `classes`) next to the
+class *definitions* (`partitions`/`options`/`monitorPods` for RDT, `classes` for block
+I/O).  `RdtConfig` and `BlockIOConfig` extend `ClassSelection`, so a `ControlConfig` is a
+`ClassConfig` and goes straight to `select_classes`, while its parts go to
+`RdtController` and `BlockIOController`.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from nri_resmgr.control.blockio import BlockIOConfig
+from nri_resmgr.control.classes import ClassConfig
+from nri_resmgr.control.resctrl import RdtConfig
+
+
+class ControlConfig(ClassConfig):
+    """`control: {rdt: RdtConfig, blockio: BlockIOConfig}`."""
+
+    rdt: RdtConfig = Field(default_factory=RdtConfig)
+    blockio: BlockIOConfig = Field(default_factory=BlockIOConfig)
