@@ -50,6 +50,7 @@ __all__ = [
     "config_from_mapping",
     "format_validation_error",
     "load_config",
+    "validation_messages",
 ]
 
 DEFAULT_POLICY = "topology-aware"
@@ -122,7 +123,12 @@ def _loc(loc: tuple[int | str, ...]) -> str:
 
 
 def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
-    """One line per problem: ``path.in.document: message (found VALUE)``."""
+    """All problems on one line, separated by ``; `` (see `validation_messages`)."""
+    return "; ".join(validation_messages(exc, prefix=prefix))
+
+
+def validation_messages(exc: ValidationError, *, prefix: str = "") -> list[str]:
+    """One message per problem: ``path.in.document: message, found VALUE``."""
     lines = []
     for err in exc.errors():
         loc = _loc(tuple(err["loc"]))
@@ -138,7 +144,7 @@ def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
             lines.append(f"{loc}: {msg}")
         else:
             lines.append(f"{loc}: {msg}, found {found!r}")
-    return "; ".join(lines)
+    return lines
 
 
 def config_from_mapping(data: Mapping[str, Any] | None, *, source: str = "<config>") -> Config:
