@@ -1,0 +1,11 @@
+//go:build tools
+
+// Package tools pins the containerd 1.7 commands built for the e2e suite.
+// tests/e2e/containerd.py builds each with `go build -o ... <package>`.
+package tools
+
+import (
+	_ "github.com/containerd/containerd/cmd/containerd"
+	_ "github.com/containerd/containerd/cmd/containerd-shim-runc-v2"
+	_ "github.com/containerd/containerd/cmd/ctr"
+)

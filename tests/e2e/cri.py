@@ -1,0 +1,295 @@
+"""Pods and containers through crictl, and what the kernel shows for them.
+
+Pods run in the host network namespace (no CNI). Their cgroup parent follows the
+kubelet's cgroupfs layout (`/kubepods[/burstable|/besteffort]/pod<uid>`), with a fresh
+uid each time, and container resources are derived from requests/limits the way the
+kubelet derives them, so a policy sees what it would see on a real node.
+
+Cgroup reads go through the container's init pid: `/proc/<pid>/cgroup` names the cpuset
+and blkio cgroups, whose files are then read under `/sys/fs/cgroup/<controller>/`
+(cgroup v1), and `/proc/<pid>/status` gives `Cpus_allowed_list` and `Mems_allowed_list`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.containerd import TEST_IMAGE, Containerd
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class QoS(enum.StrEnum):
+    GUARANTEED = "guaranteed"
+    BURSTABLE = "burstable"
+    BESTEFFORT = "besteffort"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Resources:
+    """A container's requests/limits in kubelet units (millicores, bytes)."""
+
+    cpu_request: int = 0
+    cpu_limit: int = 0
+    memory_request: int = 0
+    memory_limit: int = 0
+
+    @property
+    def qos(self) -> QoS:
+        if not (self.cpu_request or self.cpu_limit or self.memory_request or self.memory_limit):
+            return QoS.BESTEFFORT
+        if (
+            self.cpu_limit
+            and self.memory_limit
+            and self.cpu_request in (0, self.cpu_limit)
+            and self.memory_request in (0, self.memory_limit)
+        ):
+            return QoS.GUARANTEED
+        return QoS.BURSTABLE
+
+    def linux(self) -> dict[str, Any]:
+        """LinuxContainerResources as the kubelet fills them (cgroup v1)."""
+        request = self.cpu_request or self.cpu_limit
+        shares = max(2, request * 1024 // 1000) if request else 2
+        out: dict[str, Any] = {"cpu_shares": shares, "oom_score_adj": 1000}
+        if self.cpu_limit:
+            out["cpu_period"] = 100000
+            out["cpu_quota"] = self.cpu_limit * 100
+        if self.memory_limit:
+            out["memory_limit_in_bytes"] = self.memory_limit
+        return out
+
+
+GUARANTEED_1CPU = Resources(
+    cpu_request=1000, cpu_limit=1000, memory_request=64 << 20, memory_limit=64 << 20
+)
+BURSTABLE_SMALL = Resources(cpu_request=100, memory_request=32 << 20)
+BESTEFFORT = Resources()
+
+
+@dataclasses.dataclass(slots=True)
+class Pod:
+    id: str
+    name: str
+    namespace: str
+    uid: str
+    config_path: Path
+    cgroup_parent: str
+
+
+@dataclasses.dataclass(slots=True)
+class Container:
+    id: str
+    name: str
+    pod: Pod
+
+
+def _pod_cgroup_parent(qos: QoS, uid: str) -> str:
+    if qos is QoS.GUARANTEED:
+        return f"/kubepods/pod{uid}"
+    return f"/kubepods/{qos.value}/pod{uid}"
+
+
+def run_pod(
+    ctd: Containerd,
+    name: str,
+    *,
+    qos: QoS = QoS.BURSTABLE,
+    annotations: Mapping[str, str] | None = None,
+    namespace: str = "e2e",
+    check: bool = True,
+) -> Pod:
+    """`crictl runp` a pod in the host network namespace."""
+    uid = str(uuid.uuid4())
+    cgroup_parent = _pod_cgroup_parent(qos, uid)
+    config = {
+        "metadata": {"name": name, "namespace": namespace, "uid": uid, "attempt": 0},
+        "hostname": name,
+        "log_directory": str(ctd.layout.base / "pod-logs" / uid),
+        "annotations": dict(annotations or {}),
+        "labels": {"app": name},
+        "linux": {
+            "cgroup_parent": cgroup_parent,
+            "security_context": {"namespace_options": {"network": 2, "pid": 1, "ipc": 0}},
+        },
+    }
+    path = ctd.layout.base / "specs" / f"pod-{name}-{uid[:8]}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config))
+    r = ctd.crictl("runp", str(path), check=check)
+    return Pod(r.stdout.strip(), name, namespace, uid, path, cgroup_parent)
+
+
+def container_config(
+    pod: Pod,
+    name: str,
+    *,
+    resources: Resources = BESTEFFORT,
+    annotations: Mapping[str, str] | None = None,
+    command: list[str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "attempt": 0},
+        "image": {"image": TEST_IMAGE},
+        "command": command or ["/bin/sleep", "2147483647"],
+        "annotations": dict(annotations or {}),
+        "labels": {"container": name},
+        "log_path": f"{name}.log",
+        "linux": {"resources": resources.linux(), "security_context": {}},
+    }
+
+
+def create_container(
+    ctd: Containerd,
+    pod: Pod,
+    name: str,
+    *,
+    resources: Resources = BESTEFFORT,
+    annotations: Mapping[str, str] | None = None,
+    check: bool = True,
+) -> tuple[Container | None, str]:
+    """`crictl create`; returns (container or None on failure, crictl's stderr)."""
+    config = container_config(pod, name, resources=resources, annotations=annotations)
+    path = ctd.layout.base / "specs" / f"ctr-{pod.name}-{name}-{pod.uid[:8]}.json"
+    path.write_text(json.dumps(config))
+    r = ctd.crictl("create", pod.id, str(path), str(pod.config_path), check=check)
+    if r.returncode != 0:
+        return None, r.stderr
+    return Container(r.stdout.strip(), name, pod), r.stderr
+
+
+def start_container(ctd: Containerd, container: Container) -> None:
+    ctd.crictl("start", container.id)
+
+
+def run_container(
+    ctd: Containerd,
+    pod: Pod,
+    name: str,
+    *,
+    resources: Resources = BESTEFFORT,
+    annotations: Mapping[str, str] | None = None,
+) -> Container:
+    """Create and start a container; fail loudly if either step fails."""
+    c, _ = create_container(ctd, pod, name, resources=resources, annotations=annotations)
+    assert c is not None
+    start_container(ctd, c)
+    return c
+
+
+def remove_pod(ctd: Containerd, pod: Pod) -> None:
+    ctd.crictl("stopp", pod.id)
+    ctd.crictl("rmp", pod.id)
+
+
+def inspect(ctd: Containerd, container: Container) -> dict[str, Any]:
+    r = ctd.crictl("inspect", "-o", "json", container.id)
+    data: dict[str, Any] = json.loads(r.stdout)
+    return data
+
+
+def container_pid(ctd: Containerd, container: Container) -> int:
+    pid = int(inspect(ctd, container)["info"]["pid"])
+    assert pid > 0, f"container {container.name}: no pid"
+    return pid
+
+
+# -- what the kernel shows ---------------------------------------------------------------
+
+
+def cgroup_dir(pid: int, controller: str) -> Path:
+    """The cgroup v1 directory of `pid` for `controller` (read from /proc/<pid>/cgroup)."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return CGROUP_ROOT / controller / path.lstrip("/")
+    raise LookupError(f"pid {pid}: no {controller} cgroup in /proc/{pid}/cgroup")
+
+
+def read_cgroup(pid: int, controller: str, name: str) -> str:
+    return (cgroup_dir(pid, controller) / name).read_text().strip()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KernelView:
+    cpus: str  # cpuset.cpus of the container's cgroup
+    mems: str  # cpuset.mems of the container's cgroup
+    allowed_cpus: str  # Cpus_allowed_list of its init process
+    allowed_mems: str  # Mems_allowed_list of its init process
+
+
+def kernel_view(ctd: Containerd, container: Container) -> KernelView:
+    pid = container_pid(ctd, container)
+    status = dict(
+        line.split(":\t", 1)
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if ":\t" in line
+    )
+    return KernelView(
+        cpus=read_cgroup(pid, "cpuset", "cpuset.cpus"),
+        mems=read_cgroup(pid, "cpuset", "cpuset.mems"),
+        allowed_cpus=status["Cpus_allowed_list"].strip(),
+        allowed_mems=status["Mems_allowed_list"].strip(),
+    )
+
+
+def cpus_of(ctd: Containerd, container: Container) -> str:
+    """The container's cpuset.cpus, checked to agree with its init's allowed list."""
+    view = kernel_view(ctd, container)
+    assert view.cpus == view.allowed_cpus, (
+        f"container {container.name}: cgroup cpuset.cpus {view.cpus!r} but the process "
+        f"is allowed {view.allowed_cpus!r}"
+    )
+    return view.cpus
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
+
+
+def online_cpus() -> frozenset[int]:
+    return parse_cpus(Path("/sys/devices/system/cpu/online").read_text())
+
+
+def wait_for(
+    predicate: Any, *, timeout: float = 30.0, interval: float = 0.2, what: str = "condition"
+) -> Any:
+    """Poll `predicate()` until it returns something truthy; fail with `what` otherwise."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except (OSError, LookupError, AssertionError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
+
+
+def remove_cgroup_tree(controller: str, relative: str) -> None:
+    """rmdir `relative` and its now-empty parents up to (not incl.) /kubepods (best effort)."""
+    path = CGROUP_ROOT / controller / relative.lstrip("/")
+    top = CGROUP_ROOT / controller / "kubepods"
+    while path != top and top in path.parents:
+        try:
+            path.rmdir()
+        except OSError:
+            return
+        path = path.parent
