@@ -1123,10 +1123,15 @@ class RdtController:
     # -- monitoring ---------------------------------------------------------------------
 
     def ensure_mon_group(self, pod: Pod, rdt_class: str | None) -> str | None:
-        """With monitorPods: `[<class>/]mon_groups/nri-resmgr-pod-<uid>`; its relative path."""
+        """With monitorPods: `[<class>/]mon_groups/nri-resmgr-pod-<uid>`; its relative path.
+
+        For a pod in its own group (`rdt_class` is its group name) that group is the answer.
+        """
         if not self.config.monitor_pods or self.info.mon is None:
             return None
         name = pod_group_name(pod)
+        if rdt_class == name:
+            return name  # the pod's own control group monitors it already
         parts = [] if rdt_class is None else [
             validate_name(rdt_class, subject="RDT class of a monitoring group",
                           error=AnnotationError)]

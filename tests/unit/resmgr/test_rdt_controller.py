@@ -266,3 +266,11 @@ def test_cdp_pod_group(tmp_path: Path) -> None:
     assert name is not None
     assert (tmp_path / "resctrl" / name / "schemata").read_text() == (
         "L3CODE:0=3c;1=1fc\nL3DATA:0=3c;1=1fc\nMB:0=20;1=20\n")
+
+
+def test_pod_in_its_own_group_is_monitored_by_that_group(tmp_path: Path) -> None:
+    ctl = controller(tmp_path)
+    name = ctl.ensure_pod_group(pod(UID_A))
+    before = listing(tmp_path)
+    assert ctl.ensure_mon_group(pod(UID_A), name) == name
+    assert listing(tmp_path) == before
