@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from nri_api import RPCError, api
 from nri_api.events import Event
 from nri_api.testing import FakeRuntime, make_container, make_pod
 from tests.integration.test_stub_preregistered import launch_preregistered, wait_exit
@@ -93,7 +94,7 @@ def install_launcher(script: Path, idx: str, plugin_dir: Path, log: Path) -> Pat
     return launcher
 
 
-@pytest.mark.parametrize("example", ["logger.py", "annotate_cpuset.py"])
+@pytest.mark.parametrize("example", ["logger.py", "annotate_cpuset.py", "validate_hooks.py"])
 def test_examples_are_short(example: str) -> None:
     lines = (EXAMPLES / example).read_text(encoding="utf-8").splitlines()
     assert len(lines) < 40, f"{example}: {len(lines)} lines"
@@ -280,5 +281,95 @@ def test_sigterm_stops_gracefully(workdir: Path) -> None:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
+
+    run(body)
+
+
+# -- validate_hooks ----------------------------------------------------------------------
+
+
+def hooked_request(
+    pod: api.PodSandbox, owners: str | None
+) -> api.ValidateContainerAdjustmentRequest:
+    ctr = make_container("ctr9", pod=pod, name="app")
+    request = api.ValidateContainerAdjustmentRequest(pod=pod, container=ctr)
+    if owners is not None:
+        request.adjust.hooks.prestart.add(path="/usr/bin/hook")
+        request.owners.owners[ctr.id].simple[api.Field.Value("OciHooks")] = owners
+    return request
+
+
+def test_validate_hooks_external(workdir: Path) -> None:
+    sock = str(workdir / "nri.sock")
+    argv = [sys.executable, str(EXAMPLES / "validate_hooks.py"), "--socket", sock]
+    argv += ["--idx", "99", "--name", "validate-hooks"]
+    plain, allowed = (
+        make_pod("p1"),
+        make_pod("p2", annotations={"hooks.example.nri.io/allow": "true"}),
+    )
+
+    async def body() -> None:
+        async with FakeRuntime(nri_version="v0.12.2") as rt:
+            await rt.listen(sock)
+            proc = start_external(argv)
+            try:
+                ready = await rt.wait_ready(timeout=30)
+                assert ready.events == Event.VALIDATE_CONTAINER_ADJUSTMENT.bit
+                verdicts = [
+                    await rt.validate_container_adjustment(hooked_request(pod, owners))
+                    for pod, owners in [(plain, None), (plain, "10-a,20-b"), (allowed, "10-a")]
+                ]
+                assert [(v.reject, v.reason) for v in verdicts] == [
+                    (False, ""),
+                    (True, "OCI hooks by 10-a, 20-b need hooks.example.nri.io/allow=true"),
+                    (False, ""),
+                ]
+            finally:
+                assert await finish(proc, rt) == 1
+
+    run(body)
+
+
+def test_validate_hooks_preregistered_trusts_configured_plugins(workdir: Path) -> None:
+    log = workdir / "validate.log"
+    launcher = install_launcher(EXAMPLES / "validate_hooks.py", "99", workdir / "plugins", log)
+
+    async def body() -> None:
+        async with FakeRuntime(config="10-a, 20-b") as rt:
+            proc = launch_preregistered(
+                [str(launcher)], await rt.socketpair(), name="validate-hooks", idx="99"
+            )
+            try:
+                await rt.wait_ready(timeout=30)
+                pod = make_pod("p1")
+                trusted = await rt.validate_container_adjustment(hooked_request(pod, "20-b"))
+                assert not trusted.reject
+                mixed = await rt.validate_container_adjustment(hooked_request(pod, "10-a,30-c"))
+                assert (mixed.reject, mixed.reason) == (
+                    True,
+                    "OCI hooks by 30-c need hooks.example.nri.io/allow=true",
+                )
+            finally:
+                assert await finish(proc, rt) == 1
+
+    run(body)
+
+
+def test_validate_hooks_refuses_to_run_on_a_pre_v0_10_runtime(workdir: Path) -> None:
+    """Its only event is unknown to NRI v0.8: subscribing to nothing is an error."""
+    sock = str(workdir / "nri.sock")
+    argv = [sys.executable, str(EXAMPLES / "validate_hooks.py"), "--socket", sock]
+    argv += ["--idx", "99", "--name", "validate-hooks"]
+
+    async def body() -> None:
+        async with FakeRuntime(nri_version="v0.8.0") as rt:
+            await rt.listen(sock)
+            proc = start_external(argv)
+            try:
+                with pytest.raises(RPCError, match="accepts none of the subscribed events"):
+                    await rt.wait_ready(timeout=30)
+                assert rt.failures
+            finally:
+                assert await finish(proc, rt) == 1
 
     run(body)
