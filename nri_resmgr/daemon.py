@@ -335,7 +335,7 @@ def main(options: DaemonOptions) -> int:
         async def run() -> int:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, plugin._request_stop)
+                loop.add_signal_handler(signum, plugin.request_stop)
             return await _serve(plugin, config.instrumentation.http_endpoint)
 
         return asyncio.run(run())
