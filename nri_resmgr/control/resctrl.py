@@ -724,7 +724,7 @@ def _resolve(
     return _Resolved(caches=caches, mb=mb)
 
 
-def render_schemata(info: ResctrlInfo, resolved: _Resolved) -> str:
+def _render_schemata(info: ResctrlInfo, resolved: _Resolved) -> str:
     """Schemata text: caches in kernel order (L3*, L2*), then MB; ids ascending."""
     lines: list[str] = []
     for level in (CacheLevel.L3, CacheLevel.L2):
@@ -771,7 +771,7 @@ def plan_classes(info: ResctrlInfo, config: RdtConfig) -> dict[str, str]:
         for cname, cdef in part.classes.items():
             resolved = _resolve(cdef, info, config.options, parent=presolved,
                                 subject=f"{psubject}.classes.{cname}")
-            plans[cname] = render_schemata(info, resolved)
+            plans[cname] = _render_schemata(info, resolved)
     return plans
 
 
@@ -894,7 +894,7 @@ def plan_pod_group(info: ResctrlInfo, spec: PodResctrl, *, subject: str) -> str:
     alloc = Allocation(l3_allocation=l3, mb_allocation=mba)
     resolved = _resolve(alloc, info, RdtOptions(), parent=None, subject=subject,
                         error=AnnotationError)
-    return render_schemata(info, resolved)
+    return _render_schemata(info, resolved)
 
 
 # ------------------------------------------------------------------------------- apply
