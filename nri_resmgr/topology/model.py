@@ -170,6 +170,16 @@ class Topology:
         s(self, "_core_cpus", _index((c.core_id, c.id) for c in online))
         s(self, "_node_order", tuple(nodes))
 
+    def __reduce__(self) -> tuple[type[Topology], tuple[object, ...]]:
+        """Pickle through the constructor (read-only mapping views do not pickle)."""
+        return (Topology, (dict(self.cpus), dict(self.nodes), self.netdevs, self.source))
+
+    def __copy__(self) -> Topology:
+        return self  # immutable: a copy is the value itself
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Topology:
+        return self
+
     # ---- CPUs -------------------------------------------------------------------------
 
     def online_cpus(self) -> CPUSet:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from nri_resmgr.model import MemoryKind
@@ -143,3 +145,12 @@ def test_immutable_and_equal_by_value() -> None:
         a.cpus[9] = _cpu(9)  # type: ignore[index]
     other = Topology(cpus=a.cpus, nodes=a.nodes, source="elsewhere")
     assert other == a  # where it came from is not part of the value
+
+
+def test_copies_are_the_value_itself() -> None:
+    """States that hold a topology can be deep-copied; the immutable topology is shared."""
+    t = build_topology({"packages": 2, "nodes": 2, "cores": 2, "isolated": "1"})
+    state = {"topology": t, "grants": [1, 2]}
+    clone = copy.deepcopy(state)
+    assert clone["topology"] is t and clone["grants"] is not state["grants"]
+    assert copy.copy(t) is t
