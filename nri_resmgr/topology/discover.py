@@ -8,10 +8,12 @@ CPUs.  Every ``sys/devices/system/cpu/cpuN`` directory (restricted to the ``poss
 list when there is one) is a CPU.  A CPU is online unless its ``cpuN/online`` says ``0``
 or, without that file, it is missing from ``cpu/online``.  ``cpu/isolated`` marks the
 isolated ones.  ``topology/physical_package_id``, ``die_id`` and ``core_id`` are read
-when present (missing → 0, or a core of its own); since the kernel numbers dies and cores
-per package, discovery renumbers them machine-wide: a die is the index of its
-``(package, die_id)`` pair in sorted order, a core the index of its
-``(package, die_id, core_id)`` triple.  L2 and L3 domains come from
+when present (missing → 0; without ``core_id`` the ``core_cpus_list`` or
+``thread_siblings_list`` names the core, else the CPU is a core of its own); since the
+kernel numbers dies and cores per package, discovery renumbers them machine-wide: a
+die is the index of its ``(package, die_id)`` pair in sorted order, a core the index of
+its ``(package, die_id, core_id)`` triple.  A node with CPUs whose CPUs are all offline
+is still a DRAM node.  L2 and L3 domains come from
 ``cache/index*/{level,type,shared_cpu_list}`` (data and unified caches only) and are
 numbered by their sorted CPU lists; a CPU without such a cache gets the domain of its
 core (L2) or die (L3).  Hybrid parts list their P- and E-core CPUs in
@@ -168,11 +170,17 @@ def _read_cpu(cid: int, cdir: Path, *, online_list: CPUSet | None, node: int) ->
     pkg = max(_read_int(topo / "physical_package_id", 0) or 0, 0)  # -1 on some hypervisors
     die = max(_read_int(topo / "die_id", 0) or 0, 0)
     core = _read_int(topo / "core_id")
+    if core is not None:
+        core_key: tuple[int, ...] = (pkg, die, core)
+    else:
+        # no core id: the sibling list names the core (its lowest CPU), else the CPU is a
+        # core of its own; either way numbered after the cores with ids
+        siblings = _read_set(topo / "core_cpus_list") or _read_set(topo / "thread_siblings_list")
+        core_key = (pkg, die, 1 << 30, min(siblings) if siblings else cid)
     return _RawCPU(
         pkg=pkg,
         die=(pkg, die),
-        # a CPU without a core id is a core of its own, numbered after the real ones
-        core=(pkg, die, core) if core is not None else (pkg, die, 1 << 30, cid),
+        core=core_key,
         node=node,
         online=online,
         caches=_caches(cdir),

@@ -250,6 +250,20 @@ def test_missing_files_degrade(small_root: Path) -> None:
     assert t.distance(0, 1) == 20 and t.distance(1, 1) == 10
 
 
+def test_siblings_name_the_core_without_core_id(small_root: Path) -> None:
+    cpu_dir = small_root / "sys" / "devices" / "system" / "cpu"
+    for cpu in range(8):
+        (cpu_dir / f"cpu{cpu}" / "topology" / "core_id").unlink()
+    for cpu in (1, 5):  # and cpu 1's core has only the older thread_siblings_list
+        (cpu_dir / f"cpu{cpu}" / "topology" / "core_cpus_list").unlink()
+    t = discover(small_root)
+    assert sorted(map(str, (t.core_cpus(c) for c in t.core_ids()))) == ["0,4", "1,5", "2,6", "3,7"]
+    for cpu in range(8):
+        (cpu_dir / f"cpu{cpu}" / "topology" / "thread_siblings_list").unlink()
+        (cpu_dir / f"cpu{cpu}" / "topology" / "core_cpus_list").unlink(missing_ok=True)
+    assert len(discover(small_root).core_ids()) == 8  # nothing left: every CPU a core
+
+
 def test_no_numa_directory_is_one_node(small_root: Path) -> None:
     shutil.rmtree(small_root / "sys" / "devices" / "system" / "node")
     t = discover(small_root)
