@@ -113,3 +113,12 @@ def test_json_for_real_snapshots(tmp_path: Path, capsys: pytest.CaptureFixture[s
     desktop = _json(capsys, "--topology", str(shared / "desktop-1s-1n-20t.tar.xz"))
     assert (desktop["packages"], desktop["cores"], desktop["threads"]) == (1, 10, 20)
     assert desktop["numa_nodes"][0]["memory_bytes"] == 65621548 * 1024
+
+
+def test_hybrid_cores_are_tagged(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "--topology", "hybrid-desktop"]) == 0
+    tree = capsys.readouterr().out
+    assert "core 5 [P]: cpu 5, cpu 13" in tree
+    assert "core 6 [E]: cpu 6, cpu 14" in tree
+    data = _json(capsys, "--topology", "hybrid-desktop")
+    assert data["core_types"] == {"performance": "0-5,8-13", "efficient": "6-7,14-15"}
