@@ -11,8 +11,10 @@ sections are:
   validates it with its own model (errors come back as `ConfigError` and are reported
   under ``policyConfig.``); ``policyDirs``: extra directories searched for drop-in
   policy modules.
-* ``control``: RDT and block I/O class control (``rdt``, ``blockio``, ``classes``); kept as
-  mappings here and validated by the controllers' own models when those are built.
+* ``control``: RDT and block I/O class control, `nri_resmgr.control.config.ControlConfig`:
+  ``rdt`` and ``blockio`` each hold the class selection (``enable``,
+  ``usePodQoSAsDefaultClass``, ``defaultClass``) next to the class definitions
+  (``partitions``/``options``/``monitorPods``; ``classes``), see docs/rdt-blockio.md.
 * ``log``: ``level``, ``format`` (``auto`` = JSON unless stderr is a terminal, ``json``,
   ``console``), ``file`` (pre-registered plugins have stdout discarded) and ``debug``, a
   list of components logged at debug level whatever the global level.
@@ -39,6 +41,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from nri_resmgr.control.config import ControlConfig
 from nri_resmgr.model import ConfigError
 
 __all__ = [
@@ -86,14 +89,6 @@ class LogConfig(_Section):
 
 class InstrumentationConfig(_Section):
     http_endpoint: str = Field(default="", alias="httpEndpoint")
-
-
-class ControlConfig(_Section):
-    """RDT and block I/O control; each part is validated by its controller's own model."""
-
-    rdt: dict[str, Any] = Field(default_factory=dict)
-    blockio: dict[str, Any] = Field(default_factory=dict)
-    classes: dict[str, Any] = Field(default_factory=dict)
 
 
 class Config(_Section):

@@ -13,6 +13,7 @@ Events and what they do:
 ==========================  ===============================================================
 RunPodSandbox               remember the pod; controllers make pod-level state
 CreateContainer             decide; reply ``adjust`` + ``update`` (other containers)
+PostCreateContainer         controllers write into the new cgroup (block I/O classes)
 UpdateContainer             reassert our cpuset on a no-op reconcile, reallocate on resize
 StopContainer               release; reply ``update`` (the shared pool grows back)
 RemoveContainer             release if no stop was seen; updates go out unsolicited
@@ -66,6 +67,7 @@ __all__ = ["DaemonOptions", "ResmgrPlugin", "build_pipeline", "load_daemon_topol
 DEFAULT_PLUGIN_NAME = "resmgr"
 DEFAULT_PLUGIN_INDEX = "90"
 DEFAULT_RESCTRL_ROOT = "/sys/fs/resctrl"
+DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
 DEFAULT_STATE_DIR = "/var/lib/nri-resmgr"
 
 
@@ -107,11 +109,14 @@ def build_pipeline(
 ) -> Pipeline:
     """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
 
-    RDT groups are managed under `resctrl_root`, or under /sys/fs/resctrl when the config
-    defines RDT classes; block I/O files under `cgroup_root`.
+    RDT groups are managed under `resctrl_root` (default /sys/fs/resctrl when
+    ``control.rdt.enable``), block I/O files under `cgroup_root` (default /sys/fs/cgroup
+    when ``control.blockio.enable``).
     """
-    if resctrl_root is None and config.control.rdt:
+    if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
+    if cgroup_root is None and config.control.blockio.enable:
+        cgroup_root = DEFAULT_CGROUP_ROOT
     pol = load_policy(
         policy or config.policy,
         topology=topology,
@@ -263,6 +268,9 @@ class ResmgrPlugin(Plugin):
             "CreateContainer", lambda: self.pipeline.create(pod, container)
         )
         return result
+
+    async def post_create_container(self, pod: api.PodSandbox, container: api.Container) -> None:
+        await self._handle("PostCreateContainer", lambda: self.pipeline.created(pod, container))
 
     async def update_container(
         self, pod: api.PodSandbox, container: api.Container, resources: api.LinuxResources

@@ -318,6 +318,17 @@ class Pipeline:
             self._log_update("update", u, f"consequence of {info.pretty}: {decision.reason}")
         return adjust, updates
 
+    def created(self, sandbox: api.PodSandbox, container: api.Container) -> None:
+        """PostCreateContainer: the container's cgroup exists now (block I/O files)."""
+        cid = ContainerID(container.id)
+        info, a = self.containers.get(cid), self.assignments.get(cid)
+        if info is None or a is None:
+            return
+        for ctl in self.controllers:
+            hook = getattr(ctl, "container_created", None)
+            if callable(hook):
+                hook(info, a)
+
     def update(
         self,
         sandbox: api.PodSandbox,
@@ -502,6 +513,37 @@ class RdtGroups:
             self.controller.ensure_pod_group(pod)
 
 
+
+class BlockIOFiles:
+    """`Controller` over H8's `BlockIOController`: writes a class into a container cgroup.
+
+    Block I/O settings go into the container's own cgroup, which the runtime creates
+    after CreateContainer; so they are applied when the container is created
+    (PostCreateContainer), through the optional `container_created` hook.
+    """
+
+    name = "blockio"
+
+    def __init__(self, controller: Any) -> None:
+        self.controller = controller
+
+    def pod_added(self, pod: Pod) -> None:
+        return None
+
+    def pod_removed(self, pod: Pod) -> None:
+        return None
+
+    def container_assigned(self, container: ContainerInfo, assignment: Assignment) -> None:
+        return None
+
+    def container_released(self, container: ContainerInfo) -> None:
+        return None
+
+    def container_created(self, container: ContainerInfo, assignment: Assignment) -> None:
+        if assignment.blockio_class is not None:
+            self.controller.apply(container.cgroups_path, assignment.blockio_class)
+
+
 def class_control_from_config(
     control: Any,
     *,
@@ -511,55 +553,39 @@ def class_control_from_config(
 ) -> tuple[list[Controller], ClassSelector | None]:
     """Controllers and a class selector for the daemon config's ``control`` section.
 
-    ``control.classes`` is the class *selection* (`nri_resmgr.control.classes.ClassConfig`:
-    ``{rdt: {enable, usePodQoSAsDefaultClass, defaultClass}, blockio: {...}}``),
-    ``control.rdt`` the RDT class definitions (`nri_resmgr.control.resctrl.RdtConfig`),
-    ``control.blockio`` the block I/O classes.  Without a `resctrl_root` no resctrl files
-    are written (class names still go to the runtime).  An empty section means no class
-    control at all.
+    `control` is `nri_resmgr.control.config.ControlConfig`: ``rdt`` and ``blockio`` each
+    carry the class selection (``enable``, ...) and the class definitions.  Resctrl
+    groups are made under `resctrl_root` and block I/O files written under `cgroup_root`
+    only when those are given; without them the class names still go to the runtime.
+    Nothing enabled and nothing defined: no selector and no controllers at all.
     """
-    from pydantic import ValidationError
-
-    from nri_resmgr.config import format_validation_error
-    from nri_resmgr.control.classes import ClassConfig
+    from nri_resmgr.control.blockio import BlockIOController
     from nri_resmgr.control.classes import select_classes as choose
-    from nri_resmgr.control.resctrl import RdtConfig, RdtController
-    from nri_resmgr.model import ConfigError
+    from nri_resmgr.control.resctrl import RdtController
 
-    rdt = dict(getattr(control, "rdt", {}) or {})
-    blockio = dict(getattr(control, "blockio", {}) or {})
-    classes = dict(getattr(control, "classes", {}) or {})
-    if not (rdt or blockio or classes):
+    rdt, blockio = control.rdt, control.blockio
+    if not (rdt.enable or blockio.enable or rdt.partitions or blockio.classes):
         return [], None
-    try:
-        selection = ClassConfig.model_validate(classes)
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, prefix="control.classes")) from exc
-    try:
-        rdt_config = RdtConfig.model_validate(rdt)
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, prefix="control.rdt")) from exc
-    if blockio:
-        raise ConfigError(
-            "control.blockio: block I/O classes are not wired into this build yet; "
-            "expected an empty section"
-        )
     controllers: list[Controller] = []
-    known_rdt: tuple[str, ...] = rdt_config.class_names()
+    known_rdt: tuple[str, ...] = tuple(rdt.class_names())
     if resctrl_root is not None:
         import tempfile
 
         ctl = RdtController(
             resctrl_root,
-            rdt_config,
+            rdt,
             state_dir=state_dir or tempfile.mkdtemp(prefix="nri-resmgr-state-"),
         )
         controllers.append(RdtGroups(ctl))
         known_rdt = tuple(ctl.planned())
-    known_blockio: tuple[str, ...] = ()
+    known_blockio: tuple[str, ...] = tuple(blockio.classes)
+    if cgroup_root is not None:
+        bctl = BlockIOController(cgroup_root, blockio)
+        controllers.append(BlockIOFiles(bctl))
+        known_blockio = tuple(bctl.class_names)
 
     def select(container: ContainerInfo) -> ClassChoice:
-        got = choose(container, selection, known_rdt=known_rdt, known_blockio=known_blockio)
+        got = choose(container, control, known_rdt=known_rdt, known_blockio=known_blockio)
         return ClassChoice(rdt_class=got.rdt_class, blockio_class=got.blockio_class)
 
     return controllers, select

@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -366,9 +367,11 @@ class Simulator:
         cgroup_driver: str = "systemd",
         controllers: Sequence[Controller] = (),
         select_classes: ClassSelector | None = None,
+        cgroup_root: str | None = None,
         log: Any = None,
     ) -> None:
         self.policy = policy
+        self.cgroup_root = cgroup_root
         self.driver = cgroup_driver
         self.controllers = tuple(controllers)
         self.select_classes = select_classes
@@ -451,8 +454,34 @@ class Simulator:
             c.linux.resources.blockio_class.CopyFrom(res.blockio_class)
         self.live[c.id] = (pod.spec.pod, c)
         self._apply_updates(updates, seen)
+        self._make_cgroup(c)
+        try:
+            self.pipeline.created(pod.sandbox, c)
+        except ResmgrError as exc:  # the runtime only logs PostCreateContainer failures
+            errors.append(f"{pod.spec.pod}/{spec.name}: post-create: {exc}")
         c.state = api.ContainerState.CONTAINER_RUNNING
         return c
+
+    def _make_cgroup(self, c: api.Container) -> None:
+        """What runc and the kernel do: the container's cgroup with its io files."""
+        if self.cgroup_root is None:
+            return
+        from nri_resmgr.control.blockio import (
+            V1_THROTTLE_FILES,
+            CgroupVersion,
+            cgroup_relpath,
+            detect_version,
+        )
+
+        version, root = detect_version(Path(self.cgroup_root))
+        directory = root.joinpath(*cgroup_relpath(c.linux.cgroups_path))
+        directory.mkdir(parents=True, exist_ok=True)
+        if version is CgroupVersion.V2:
+            files = ["io.weight", "io.max"]
+        else:
+            files = ["blkio.weight", "blkio.weight_device"] + [f for _, f in V1_THROTTLE_FILES]
+        for name in files:
+            (directory / name).touch()
 
     def _stop_remove(self, pod: _SimPod, c: api.Container, seen: dict[str, str]) -> None:
         c.state = api.ContainerState.CONTAINER_STOPPED
@@ -594,13 +623,13 @@ def _resolve_topology(scenario: Scenario, override: str | None) -> Topology:
 
 
 def _class_control(
-    config: Config, *, resctrl_root: str | None, cgroup_root: str | None
+    config: Config, *, resctrl_root: str | None, cgroup_root: str | None, state_dir: str
 ) -> tuple[list[Controller], ClassSelector | None]:
     """Controllers and class selection from the ``control`` section."""
     from nri_resmgr.pipeline import class_control_from_config
 
     return class_control_from_config(
-        config.control, resctrl_root=resctrl_root, cgroup_root=cgroup_root
+        config.control, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir
     )
 
 
@@ -633,22 +662,47 @@ def run_scenario(
         )
     except ConfigError as exc:
         raise ConfigError(f"policyConfig: {exc}") from exc
-    controllers, selector = _class_control(
-        config, resctrl_root=resctrl_root, cgroup_root=cgroup_root
-    )
+    with tempfile.TemporaryDirectory(prefix="nri-resmgr-sim-") as state_dir:
+        controllers, selector = _class_control(
+            config, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir
+        )
+        return _simulate(
+            scenario,
+            topology=topo,
+            policy=pol,
+            name=name,
+            controllers=controllers,
+            selector=selector,
+            cgroup_root=cgroup_root,
+            log=log,
+        )
+
+
+def _simulate(
+    scenario: Scenario,
+    *,
+    topology: Topology,
+    policy: Policy,
+    name: str,
+    controllers: Sequence[Controller],
+    selector: ClassSelector | None,
+    cgroup_root: str | None,
+    log: Any,
+) -> SimulationResult:
     if log is None:
         import structlog
 
         log = structlog.get_logger().bind(component="pipeline")
     sim = Simulator(
-        policy=pol,
+        policy=policy,
         cgroup_driver=scenario.cgroup_driver,
         controllers=controllers,
         select_classes=selector,
+        cgroup_root=cgroup_root,
         log=log,
     )
     results = tuple(sim.run_step(i, step) for i, step in enumerate(scenario.steps))
-    return SimulationResult(topology=topo.source or "", policy=name, steps=results)
+    return SimulationResult(topology=topology.source or "", policy=name, steps=results)
 
 
 def render_json(result: SimulationResult) -> str:

@@ -260,11 +260,32 @@ def test_resctrl_root_drives_the_rdt_controller(tmp_path: Path) -> None:
         [{"create": {"pod": "a", "annotations": {"rdtclass.resource-policy.nri.io": "gold"},
                      "containers": [G2]}}],
         control={
-            "classes": {"rdt": {"enable": True}},
-            "rdt": {"partitions": {"p": {"l3Allocation": "100%",
+            "rdt": {"enable": True,
+                    "partitions": {"p": {"l3Allocation": "100%",
                                          "classes": {"gold": {"l3Allocation": "50-100%"}}}}},
         },
     ))
     result = run_scenario(sc, resctrl_root=str(root), log=QUIET)
     assert result.steps[0].containers["a/c0"].rdt_class == "gold"
     assert (root / "gold" / "schemata").is_file()
+
+
+def test_cgroup_root_drives_the_block_io_controller(tmp_path: Path) -> None:
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    sc = load_scenario(scenario(
+        [{"create": {"pod": "a",
+                     "annotations": {"blockioclass.resource-policy.nri.io/pod": "slow"},
+                     "containers": [G2, {"name": "other"}]}}],
+        control={"blockio": {"enable": True, "classes": {"slow": {"weight": 100}}}},
+    ))
+    result = run_scenario(sc, cgroup_root=str(root), log=QUIET)
+    step = result.steps[0]
+    assert step.errors == ()
+    assert step.containers["a/c0"].blockio_class == "slow"
+    written = {p.parent.name: p.read_text() for p in root.rglob("io.weight")}
+    assert len(written) == 2
+    assert set(written.values()) == {"default 100"}
+    assert all(name.startswith("cri-containerd-") and name.endswith(".scope")
+               for name in written)
