@@ -33,6 +33,9 @@ class IDSet:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
+    def __reduce__(self) -> tuple[type[IDSet], tuple[tuple[int, ...]]]:
+        return (IDSet, (tuple(sorted(self._ids)),))
+
     @classmethod
     def parse(cls, text: str) -> IDSet:
         """Parse the kernel list form; the empty string (or whitespace) is the empty set."""
@@ -50,7 +53,8 @@ class IDSet:
                 hi = int(hi_s, 10) if sep else lo
             except ValueError as exc:
                 raise IDSetError(
-                    f"id list {text!r}: element {part!r} is not an id or a range; expected e.g. '0-3,8'"
+                    f"id list {text!r}: element {part!r} is not an id or a range; "
+                    "expected e.g. '0-3,8'"
                 ) from exc
             if lo < 0 or hi < lo:
                 raise IDSetError(f"id list {text!r}: range {part!r} is empty or negative")
