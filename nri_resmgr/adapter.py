@@ -64,8 +64,10 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from typing import TypeVar
 
 from nri_api import api
+from nri_api.builders import Adjustment, Update
 from nri_resmgr.model import (
     ANNOTATION_DOMAIN,
     AnnotationError,
@@ -106,6 +108,9 @@ SHARES_PER_CPU = 1024
 INIT_CONTAINERS_ANNOTATION = f"init-containers.{ANNOTATION_DOMAIN}"
 #: nri-plugins' resource-annotator webhook output (JSON with initContainers/containers)
 RESOURCE_ANNOTATOR_ANNOTATION = "noderesource.dev/resources"
+
+
+_B = TypeVar("_B", Adjustment, Update)
 
 
 class AdapterError(ResmgrError):
@@ -333,34 +338,32 @@ def container_from_nri(
     )
 
 
-def _resources_for(assignment: Assignment) -> api.LinuxResources:
-    res = api.LinuxResources()
+def _render(builder: _B, assignment: Assignment) -> tuple[_B, bool]:
+    """Set the assignment's fields on an NRI builder; whether anything was set."""
+    touched = False
     if assignment.kind is not CPUKind.NONE:
         if assignment.cpus:
-            res.cpu.cpus = str(assignment.cpus)
+            builder.set_cpuset(assignment.cpus)
+            touched = True
         if assignment.mems:
-            res.cpu.mems = str(assignment.mems)
+            builder.set_cpuset_mems(assignment.mems)
+            touched = True
     if assignment.rdt_class is not None:
-        res.rdt_class.value = assignment.rdt_class
+        builder.set_rdt_class(assignment.rdt_class)
+        touched = True
     if assignment.blockio_class is not None:
-        res.blockio_class.value = assignment.blockio_class
-    return res
+        builder.set_blockio_class(assignment.blockio_class)
+        touched = True
+    return builder, touched
 
 
 def adjustment_for(assignment: Assignment) -> api.ContainerAdjustment:
     """The `ContainerAdjustment` for a new container (CPUKind.NONE: no cpuset fields)."""
-    adjust = api.ContainerAdjustment()
-    res = _resources_for(assignment)
-    if res.ByteSize():
-        adjust.linux.resources.CopyFrom(res)
-    return adjust
+    builder, _ = _render(Adjustment(), assignment)
+    return builder.build()
 
 
 def update_for(assignment: Assignment) -> api.ContainerUpdate | None:
     """The `ContainerUpdate` for an existing container, or None if there is nothing to set."""
-    res = _resources_for(assignment)
-    if not res.ByteSize():
-        return None
-    update = api.ContainerUpdate(container_id=assignment.container_id)
-    update.linux.resources.CopyFrom(res)
-    return update
+    builder, touched = _render(Update(assignment.container_id), assignment)
+    return builder.build() if touched else None
