@@ -64,7 +64,7 @@ def parse_bool_annotation(container: ContainerInfo, key: str) -> bool | None:
     if word in FALSE_WORDS:
         return False
     raise AnnotationError(
-        f"{container.pretty}: annotation {key} has value {raw!r}; expected true or false"
+        f'{container.pretty}: annotation {key} has value "{raw}"; expected true or false'
     )
 
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import lzma
 import tarfile
 import tempfile
@@ -34,9 +35,14 @@ from tests._support import TOPOLOGIES
 SPEC_2S2N = {"packages": 2, "dies": 1, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G"}
 
 
-@functools.cache
 def topo(**spec: object) -> Topology:
-    return build_topology(dict(spec))
+    """A synthetic machine (built once per distinct spec)."""
+    return _topo(json.dumps(spec, sort_keys=True))
+
+
+@functools.cache
+def _topo(spec: str) -> Topology:
+    return build_topology(json.loads(spec))
 
 
 def small() -> Topology:

@@ -23,8 +23,10 @@ def test_builtins_load_by_name(name: str, cls: type) -> None:
     assert isinstance(load_policy(name, topology=small(), config={}), cls)
 
 
-def test_topology_aware_is_listed() -> None:
+def test_topology_aware_is_listed_and_loads() -> None:
     assert {"none", "static", "topology-aware"} <= set(available_policies())
+    p = load_policy("topology-aware", topology=small(), config={})
+    assert type(p).__name__ == "TopologyAwarePolicy"
 
 
 def test_unknown_name_lists_known_ones() -> None:

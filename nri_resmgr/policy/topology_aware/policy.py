@@ -1,0 +1,386 @@
+"""The topology-aware policy: pools, offers, and decisions.
+
+Theory of operation: the policy is built once from the machine (`Topology`) and its
+configuration: `config.resolve_config` fixes the usable and reserved CPUs,
+`pools.build_pool_tree` cuts the machine into the pool tree.  Both are immutable.
+
+For each container `preferences.container_request` decides *what* it gets (shared,
+exclusive, isolated, mixed, reserved, or untouched; which memory kinds).  `_place` then
+decides *where*: every candidate pool makes an offer against the current immutable state
+(`supply.make_offer`), pools that cannot fit are dropped, and the rest are ranked by the
+sort key documented in `scoring`.  The best offer's grant is added to a new state; the
+decision's updates are every other container whose rendered CPUs or memory nodes differ
+between the old and the new state (`common.diff_updates`), which covers shared pools that
+shrank or grew anywhere in the tree.
+
+If no pool fits an exclusive or mixed request and ``fallbackToShared`` is set, the whole
+request is retried as shared before failing.  Failures are `AllocationError`s naming
+the container, the request and each pool's reason.
+
+``release`` drops the grant (init containers are released when they stop, so their CPUs
+return to the pools before the app containers start).  ``update`` keeps the placement
+when the request is unchanged and otherwise re-places the container, preferring its
+current pool and CPUs.
+
+``rebuild`` reconstructs the state from what the runtime reports:
+
+1. every exclusive container whose current CPUs are still a valid grant (the right count,
+   usable, not reserved, held by no one else, all isolated or all sharable as its
+   preference says, in a pool that can still give them up) is re-granted exactly those
+   CPUs, in the deepest such pool whose memory matches the current mems;
+2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
+   then untouched), with the pool whose rendering matches their current cpuset/mems as
+   a hint (first in the sort key) and their current CPUs preferred when slicing;
+3. the decision's updates are the containers whose rendering differs from what the
+   runtime reports.  A container that cannot be placed at all is left untouched (kind
+   NONE) and named in the decision's reason, rather than failing the synchronization.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from nri_resmgr.model import (
+    AllocationError,
+    AnnotationError,
+    ContainerID,
+    ContainerInfo,
+    CPUKind,
+    Decision,
+    PolicyState,
+)
+from nri_resmgr.policy.common import diff_updates, differs_from_current, one_thread_per_core
+from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
+from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
+from nri_resmgr.policy.topology_aware.preferences import (
+    ALL_MEMORY,
+    ContainerRequest,
+    container_request,
+)
+from nri_resmgr.policy.topology_aware.scoring import affinity, best_offer
+from nri_resmgr.policy.topology_aware.supply import (
+    Grant,
+    Offer,
+    TopologyAwareState,
+    check_invariants,
+    make_offer,
+    render_all,
+    supply_of,
+)
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
+from nri_resmgr.topology.model import Topology
+
+__all__ = ["TopologyAwarePolicy"]
+
+_PHASE_ORDER = {
+    CPUKind.EXCLUSIVE: 0,
+    CPUKind.MIXED: 1,
+    CPUKind.SHARED: 2,
+    CPUKind.RESERVED: 3,
+    CPUKind.NONE: 4,
+}
+
+
+def _as_shared(request: ContainerRequest) -> ContainerRequest:
+    """`request` with its whole CPUs turned into shared millicores (fallbackToShared)."""
+    return replace(
+        request,
+        kind=CPUKind.SHARED,
+        full=0,
+        shared_milli=1000 * request.full + request.shared_milli,
+        prefer_isolated=False,
+    )
+
+
+def _untouched() -> ContainerRequest:
+    return ContainerRequest(
+        kind=CPUKind.NONE,
+        full=0,
+        shared_milli=0,
+        prefer_isolated=False,
+        hide_hyperthreads=False,
+        memory_kinds=ALL_MEMORY,
+        memory_bytes=0,
+        pin_cpu=False,
+        pin_memory=False,
+    )
+
+
+class TopologyAwarePolicy:
+    """nri-plugins' topology-aware policy, as pure functions (module docstring)."""
+
+    name: ClassVar[str] = "topology-aware"
+
+    def __init__(self, *, topology: Topology, config: Mapping[str, Any]) -> None:
+        self.topology = topology
+        self.config: ResolvedConfig = resolve_config(topology, config)
+        self.tree: PoolTree = build_pool_tree(
+            topology, available=self.config.available, reserved=self.config.reserved
+        )
+
+    # ---- helpers -----------------------------------------------------------------------
+
+    def initial_state(self) -> TopologyAwareState:
+        return TopologyAwareState(grants={})
+
+    def check(self, state: PolicyState) -> None:
+        """`supply.check_invariants` for this policy's tree."""
+        check_invariants(self.tree, self.topology, _own(state))
+
+    def render(self, state: PolicyState) -> dict[ContainerID, Any]:
+        """Every container's assignment in `state`."""
+        return render_all(self.tree, self.topology, _own(state))
+
+    def _candidates(self, request: ContainerRequest) -> list[Pool]:
+        if request.kind is CPUKind.RESERVED:
+            return [self.tree.pools[self.tree.reserved_pool]]
+        if request.kind is CPUKind.NONE:
+            return [self.tree.root]
+        return list(self.tree.pools)
+
+    def _place(
+        self,
+        state: TopologyAwareState,
+        container: ContainerInfo,
+        request: ContainerRequest,
+        *,
+        hint: int | None,
+        prefer: CPUSet,
+    ) -> tuple[Grant, str]:
+        supply = supply_of(self.tree, state)
+        opts = self.config.options
+        offers: list[Offer] = []
+        reasons: list[str] = []
+        for pool in self._candidates(request):
+            got = make_offer(
+                tree=self.tree,
+                topology=self.topology,
+                supply=supply,
+                pool=pool,
+                container_id=container.id,
+                pod_id=container.pod.id,
+                namespace=container.namespace,
+                request=request,
+                prefer=prefer,
+            )
+            if isinstance(got, Offer):
+                offers.append(got)
+            else:
+                reasons.append(f"{pool.name}: {got}")
+        affinities = {
+            p.index: affinity(
+                state,
+                p.index,
+                pod_id=container.pod.id,
+                namespace=container.namespace,
+                colocate_pods=opts.colocate_pods,
+                colocate_namespaces=opts.colocate_namespaces,
+            )
+            for p in self.tree.pools
+        }
+        best = best_offer(offers, hint=hint, affinities=affinities)
+        if best is not None:
+            return best.grant, f"{best.grant.kind} in {best.pool.name}"
+        message = (
+            f"{container.pretty}: no pool can fit {request.describe()}; "
+            + "; ".join(reasons)
+        )
+        if request.full and opts.fallback_to_shared:
+            shared = _as_shared(request)
+            grant, where = self._place(state, container, shared, hint=hint, prefer=prefer)
+            return grant, f"{where} (fallbackToShared: {message})"
+        raise AllocationError(message)
+
+    def _decide(
+        self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID, reason: str
+    ) -> Decision:
+        before = render_all(self.tree, self.topology, old)
+        after = render_all(self.tree, self.topology, new)
+        return Decision(
+            state=new,
+            assignment=after[cid],
+            updates=diff_updates(before, after, skip={cid}),
+            reason=reason,
+        )
+
+    # ---- the protocol ------------------------------------------------------------------
+
+    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
+        st = _own(state)
+        if container.id in st.grants:
+            return self.update(st, container)
+        request = container_request(container, self.config)
+        grant, reason = self._place(st, container, request, hint=None, prefer=IDSet())
+        return self._decide(st, st.with_grant(grant), container.id, reason)
+
+    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
+        st = _own(state)
+        if container_id not in st.grants:
+            return Decision(state=st, reason="unknown container; nothing to release")
+        new = st.without(container_id)
+        before = render_all(self.tree, self.topology, st)
+        after = render_all(self.tree, self.topology, new)
+        return Decision(state=new, updates=diff_updates(before, after), reason="released")
+
+    def update(self, state: PolicyState, container: ContainerInfo) -> Decision:
+        st = _own(state)
+        old = st.grants.get(container.id)
+        if old is None:
+            return self.allocate(st, container)
+        request = container_request(container, self.config)
+        if request == old.request:
+            return self._decide(st, st, container.id, "unchanged")
+        without = st.without(container.id)
+        grant, reason = self._place(
+            without, container, request, hint=old.pool, prefer=old.exclusive
+        )
+        return self._decide(st, without.with_grant(grant), container.id, f"updated: {reason}")
+
+    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
+        st = self.initial_state()
+        notes: list[str] = []
+        requests: dict[ContainerID, ContainerRequest] = {}
+        for c in containers:
+            try:
+                requests[c.id] = container_request(c, self.config)
+            except AnnotationError as exc:
+                notes.append(f"left untouched: {exc}")
+                requests[c.id] = _untouched()
+        holders = Counter(cpu for c in containers for cpu in (c.current_cpus or IDSet()))
+
+        # 1. keep valid exclusive placements exactly
+        for c in containers:
+            grant = self._reclaim(st, c, requests[c.id])
+            if grant is not None:
+                st = st.with_grant(grant)
+        # 2. place everyone else, hinted by where they are now
+        position = {c.id: i for i, c in enumerate(containers)}
+        pending = [c for c in containers if c.id not in st.grants]
+        if self.config.options.fallback_to_shared:
+            # one that fell back to shared earlier stays shared: it runs on a cpuset
+            # that is not its own whole CPUs
+            for c in pending:
+                req = requests[c.id]
+                cur = c.current_cpus
+                exclusive = req.kind is CPUKind.EXCLUSIVE and not req.hide_hyperthreads
+                if exclusive and req.pin_cpu and cur is not None and len(cur) != req.full:
+                    requests[c.id] = _as_shared(req)
+        pending.sort(
+            key=lambda c: (
+                _PHASE_ORDER[requests[c.id].kind],
+                -requests[c.id].full,
+                position[c.id],
+            )
+        )
+        for c in pending:
+            req = requests[c.id]
+            hint = self._hint(st, c, req)
+            mine = union(
+                self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
+                for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus
+            )
+            prefer = IDSet(cpu for cpu in mine if holders[cpu] <= 1)
+            try:
+                grant, _ = self._place(st, c, req, hint=hint, prefer=prefer)
+            except AllocationError as exc:
+                notes.append(f"left untouched: {exc}")
+                grant, _ = self._place(st, c, _untouched(), hint=None, prefer=IDSet())
+            st = st.with_grant(grant)
+        rendered = render_all(self.tree, self.topology, st)
+        updates = tuple(
+            rendered[c.id] for c in containers if differs_from_current(c, rendered[c.id])
+        )
+        reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
+        return Decision(state=st, updates=updates, reason=reason)
+
+    def _reclaim(
+        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
+    ) -> Grant | None:
+        """An exclusive grant of exactly `c.current_cpus`, if that is still valid."""
+        cur = c.current_cpus
+        if (
+            cur is None
+            or req.kind is not CPUKind.EXCLUSIVE
+            or req.hide_hyperthreads
+            or not req.pin_cpu
+            or len(cur) != req.full
+        ):
+            return None
+        supply = supply_of(self.tree, state)
+        root = self.tree.root
+        if not cur.isdisjoint(supply.used):
+            return None
+        isolated = cur <= root.isolated
+        if not (isolated and req.prefer_isolated) and not cur <= root.sharable:
+            return None
+        pools = self.tree.deepest_containing(cur)
+        if req.pin_memory and c.current_mems is not None:
+            matching = [
+                i for i in pools if self.tree.pools[i].mems_of(req.memory_kinds) == c.current_mems
+            ]
+            pools = matching or pools
+        for index in pools:
+            offer = make_offer(
+                tree=self.tree,
+                topology=self.topology,
+                supply=supply,
+                pool=self.tree.pools[index],
+                container_id=c.id,
+                pod_id=c.pod.id,
+                namespace=c.namespace,
+                request=replace(req, full=0, kind=CPUKind.NONE),
+                prefer=IDSet(),
+            )
+            if not isinstance(offer, Offer):
+                continue
+            grant = replace(
+                offer.grant,
+                kind=CPUKind.ISOLATED if isolated else CPUKind.EXCLUSIVE,
+                exclusive=cur,
+                request=req,
+            )
+            trial = state.with_grant(grant)
+            try:
+                check_invariants(self.tree, self.topology, trial)
+            except AssertionError:
+                continue
+            return grant
+        return None
+
+    def _hint(
+        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
+    ) -> int | None:
+        """The deepest pool whose rendering for `req` matches what `c` has now."""
+        if c.current_cpus is None and c.current_mems is None:
+            return None
+        supply = supply_of(self.tree, state)
+        for index in self.tree.deepest_containing(IDSet()):
+            pool = self.tree.pools[index]
+            cpu_ok = True
+            if req.pin_cpu and c.current_cpus is not None:
+                if req.kind is CPUKind.SHARED:
+                    shared = supply.shared[index]
+                    if req.hide_hyperthreads:
+                        shared = one_thread_per_core(self.topology, shared)
+                    cpu_ok = shared == c.current_cpus
+                else:
+                    cpu_ok = c.current_cpus <= pool.cpus
+            mem_ok = (
+                not req.pin_memory
+                or c.current_mems is None
+                or pool.mems_of(req.memory_kinds) == c.current_mems
+            )
+            if cpu_ok and mem_ok:
+                return index
+        return None
+
+
+def _own(state: PolicyState) -> TopologyAwareState:
+    if not isinstance(state, TopologyAwareState):
+        raise TypeError(
+            f"topology-aware policy: expected TopologyAwareState, found {type(state).__name__}"
+        )
+    return state

@@ -1,0 +1,171 @@
+"""The pool tree: the machine cut along the topology levels that actually split it.
+
+Theory of operation: the root pool is the whole machine (the CPUs the policy may use).
+Below it come packages, then dies, then NUMA nodes, then L3 cache groups, but a level
+is only added where it splits its parent: one package with one die and two NUMA nodes
+gives ``root -> node0, node1``; a single-node desktop is a single pool ``root``.  Each
+pool is the union of its children and siblings are disjoint (nri-plugins' pools.go
+builds the same shape, including L3 pools for AMD CCX parts).
+
+Every pool carries four CPU sets, all fixed at construction:
+
+- ``cpus``: every usable CPU in its subtree;
+- ``isolated``: those the kernel isolates (``isolcpus``) and that are not reserved;
+- ``reserved``: those reserved for system work;
+- ``sharable``: ``cpus - isolated - reserved``, the pool's shared set when nothing is
+  held exclusively.  Exclusive grants slice CPUs off it (see `supply`).
+
+and its memory: for each memory kind, the NUMA nodes of that kind local to its CPU nodes,
+including CPU-less PMEM/HBM/CXL nodes attached to their closest CPU node
+(`Topology.memory_nodes_near`), with their total size.
+
+Pools are numbered in breadth-first order (root 0); that number is the final tie-break
+of the pool sort key, and ``depth`` (root 0) says how tight a pool is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
+
+from nri_resmgr.model import MemoryKind
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
+from nri_resmgr.topology.model import Topology
+
+__all__ = ["Pool", "PoolTree", "build_pool_tree"]
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    index: int
+    name: str
+    depth: int
+    parent: int | None
+    children: tuple[int, ...]
+    cpus: CPUSet
+    isolated: CPUSet
+    reserved: CPUSet
+    sharable: CPUSet
+    mems: Mapping[MemoryKind, NodeSet]
+    memory_bytes: Mapping[MemoryKind, int]
+
+    def mems_of(self, kinds: Collection[MemoryKind]) -> NodeSet:
+        """The pool's memory nodes of the given kinds."""
+        return union(self.mems.get(k, IDSet()) for k in kinds)
+
+    def memory_of(self, kinds: Collection[MemoryKind]) -> int:
+        """Bytes of memory of the given kinds."""
+        return sum(self.memory_bytes.get(k, 0) for k in kinds)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolTree:
+    pools: tuple[Pool, ...]
+    reserved: CPUSet
+    #: the deepest pool holding every reserved CPU (where reserved containers live)
+    reserved_pool: int
+
+    @property
+    def root(self) -> Pool:
+        return self.pools[0]
+
+    def __iter__(self) -> Iterator[Pool]:
+        return iter(self.pools)
+
+    def by_name(self, name: str) -> Pool:
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def ancestors(self, index: int) -> list[int]:
+        """`index` and its ancestors, up to the root."""
+        out = []
+        cur: int | None = index
+        while cur is not None:
+            out.append(cur)
+            cur = self.pools[cur].parent
+        return out
+
+    def subtree(self, index: int) -> list[int]:
+        """`index` and all its descendants."""
+        out = [index]
+        for child in self.pools[index].children:
+            out.extend(self.subtree(child))
+        return out
+
+    def deepest_containing(self, cpus: CPUSet) -> list[int]:
+        """Pools whose CPUs include all of `cpus`, deepest first."""
+        found = [p for p in self.pools if cpus <= p.cpus]
+        return [p.index for p in sorted(found, key=lambda p: (-p.depth, p.index))]
+
+
+def _levels(topology: Topology) -> list[tuple[str, Callable[[int], int]]]:
+    """The splitting levels below the root: (name prefix, key of a CPU at that level)."""
+    return [
+        ("package", lambda c: topology.cpu(c).package_id),
+        ("die", lambda c: topology.cpu(c).die_id),
+        ("node", lambda c: topology.cpu(c).node_id),
+        ("l3-", lambda c: topology.cpu(c).l3_id),
+    ]
+
+
+def build_pool_tree(topology: Topology, *, available: CPUSet, reserved: CPUSet) -> PoolTree:
+    """The pool tree for the CPUs in `available` (see the module docstring)."""
+    isolated_all = topology.isolated_cpus() - reserved
+    levels = _levels(topology)
+    kinds = tuple(MemoryKind)
+
+    # (name, depth, parent, cpus), breadth first
+    specs: list[tuple[str, int, int | None, CPUSet]] = [("root", 0, None, available)]
+    level_of: list[int] = [0]
+    i = 0
+    while i < len(specs):
+        _, depth, _, cpus = specs[i]
+        level = level_of[i]
+        # descend past levels that do not split this pool
+        while level < len(levels):
+            prefix, key = levels[level]
+            groups: dict[int, set[int]] = {}
+            for c in cpus:
+                groups.setdefault(key(c), set()).add(c)
+            level += 1
+            if len(groups) > 1:
+                for gid, members in sorted(groups.items()):
+                    specs.append((f"{prefix}{gid}", depth + 1, i, IDSet(members)))
+                    level_of.append(level)
+                break
+        i += 1
+
+    children: dict[int, list[int]] = {}
+    for idx, (_, _, parent, _) in enumerate(specs):
+        if parent is not None:
+            children.setdefault(parent, []).append(idx)
+
+    pools = []
+    for idx, (name, depth, parent, cpus) in enumerate(specs):
+        mems: dict[MemoryKind, NodeSet] = {}
+        for kind in kinds:
+            nodes = union(
+                topology.memory_nodes_near(n, (kind,)) for n in topology.nodes_of(cpus)
+            )
+            if nodes:
+                mems[kind] = nodes
+        pools.append(
+            Pool(
+                index=idx,
+                name=name,
+                depth=depth,
+                parent=parent,
+                children=tuple(children.get(idx, ())),
+                cpus=cpus,
+                isolated=cpus & isolated_all,
+                reserved=cpus & reserved,
+                sharable=cpus - isolated_all - reserved,
+                mems=mems,
+                memory_bytes={k: topology.node_memory(v) for k, v in mems.items()},
+            )
+        )
+    holders = [p for p in pools if reserved <= p.cpus]
+    reserved_pool = max(holders, key=lambda p: (p.depth, -p.index)).index
+    return PoolTree(pools=tuple(pools), reserved=reserved, reserved_pool=reserved_pool)

@@ -1,0 +1,191 @@
+"""What a container asks for: CPU kind and amount, memory kinds and amount.
+
+Theory of operation: `container_request` reads the container's QoS class, CPU request,
+memory request and effective annotations (``key/container.NAME`` over ``key/pod`` over
+``key``) and returns a `ContainerRequest`.  The rules are nri-plugins' defaults
+(pod-preferences.go, ``cpuAllocationPreferences``):
+
+===========================================  =============================================
+container                                    gets
+===========================================  =============================================
+``cpu.preserve`` annotated true              no CPU pinning at all (kind NONE)
+``prefer-reserved-cpus`` true, or namespace  reserved CPUs (unless annotated false)
+in kube-system / ``reservedPoolNamespaces``
+BestEffort                                   shared, 0m
+Burstable                                    shared, its request
+Guaranteed, request < 1 CPU                  shared
+Guaranteed, 1 <= request < 2                 ``prefer-shared``: shared; else 1 exclusive
+                                             CPU (+ the fraction shared = MIXED), isolated
+                                             when ``prefer-isolated`` (default true)
+Guaranteed, request >= 2, whole              ``prefer-shared``: shared; else exclusive,
+                                             isolated only if *annotated* prefer-isolated
+Guaranteed, request >= 2, fractional         shared, unless *annotated* prefer-shared=false:
+                                             then MIXED (isolated only if annotated)
+===========================================  =============================================
+
+``preferSharedCPUs`` / ``preferIsolatedCPUs`` in the configuration are the defaults of
+the two annotations.  ``memory-type`` takes a comma list of ``dram``, ``pmem``, ``hbm``,
+``mixed`` (= all three); without it a container may use every kind its pool has
+(nri-plugins' default).  ``memory.preserve`` leaves ``cpuset.mems`` alone.
+
+Unlike nri-plugins, which logs malformed annotations and carries on with defaults, a
+malformed value is an `AnnotationError` naming the annotation and the accepted values,
+so the mistake surfaces when the pod starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nri_resmgr.model import (
+    ANNOTATION_DOMAIN,
+    AnnotationError,
+    ContainerInfo,
+    CPUKind,
+    MemoryKind,
+    QoSClass,
+)
+from nri_resmgr.policy.common import namespace_matches, parse_bool_annotation
+from nri_resmgr.policy.topology_aware.config import ResolvedConfig
+
+__all__ = [
+    "CPU_PRESERVE",
+    "HIDE_HYPERTHREADS",
+    "MEMORY_PRESERVE",
+    "MEMORY_TYPE",
+    "PREFER_ISOLATED",
+    "PREFER_RESERVED",
+    "PREFER_SHARED",
+    "ContainerRequest",
+    "container_request",
+    "parse_memory_types",
+]
+
+PREFER_ISOLATED = f"prefer-isolated-cpus.{ANNOTATION_DOMAIN}"
+PREFER_SHARED = f"prefer-shared-cpus.{ANNOTATION_DOMAIN}"
+PREFER_RESERVED = f"prefer-reserved-cpus.{ANNOTATION_DOMAIN}"
+HIDE_HYPERTHREADS = f"hide-hyperthreads.{ANNOTATION_DOMAIN}"
+CPU_PRESERVE = f"cpu.preserve.{ANNOTATION_DOMAIN}"
+MEMORY_PRESERVE = f"memory.preserve.{ANNOTATION_DOMAIN}"
+MEMORY_TYPE = f"memory-type.{ANNOTATION_DOMAIN}"
+
+ALL_MEMORY = frozenset({MemoryKind.DRAM, MemoryKind.PMEM, MemoryKind.HBM})
+_MEMORY_WORDS = {
+    "dram": frozenset({MemoryKind.DRAM}),
+    "pmem": frozenset({MemoryKind.PMEM}),
+    "hbm": frozenset({MemoryKind.HBM}),
+    "mixed": ALL_MEMORY,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRequest:
+    """The resources one container asks for, after defaults and annotations."""
+
+    #: SHARED, EXCLUSIVE (whole CPUs), MIXED (whole + fraction), RESERVED or NONE (preserve)
+    kind: CPUKind
+    #: whole exclusive CPUs (EXCLUSIVE, MIXED)
+    full: int
+    #: millicores on the shared (or reserved) CPUs
+    shared_milli: int
+    #: try kernel-isolated CPUs for the whole CPUs first
+    prefer_isolated: bool
+    hide_hyperthreads: bool
+    memory_kinds: frozenset[MemoryKind]
+    memory_bytes: int
+    pin_cpu: bool
+    pin_memory: bool
+
+    def describe(self) -> str:
+        """``2 exclusive CPUs + 500m shared`` and the like, for messages."""
+        parts = []
+        if self.full:
+            word = "isolated or exclusive" if self.prefer_isolated else "exclusive"
+            parts.append(f"{self.full} {word} CPU{'s' if self.full != 1 else ''}")
+        if self.shared_milli or not self.full:
+            parts.append(f"{self.shared_milli}m {self.kind.value if not self.full else 'shared'}")
+        text = " + ".join(parts)
+        if self.memory_bytes:
+            kinds = ",".join(sorted(k.value for k in self.memory_kinds))
+            text += f" and {self.memory_bytes} bytes of {kinds} memory"
+        return text
+
+
+def parse_memory_types(container: ContainerInfo) -> frozenset[MemoryKind] | None:
+    """The ``memory-type`` annotation as a set of kinds, or None when absent."""
+    raw = container.annotation(MEMORY_TYPE)
+    if raw is None or not raw.strip():
+        return None
+    kinds: set[MemoryKind] = set()
+    for word in raw.split(","):
+        w = word.strip().lower()
+        if w not in _MEMORY_WORDS:
+            raise AnnotationError(
+                f'{container.pretty}: annotation {MEMORY_TYPE} has unknown type "{w}"; '
+                f"expected one of dram, pmem, hbm, mixed"
+            )
+        kinds |= _MEMORY_WORDS[w]
+    return frozenset(kinds)
+
+
+def _memory_bytes(container: ContainerInfo) -> int:
+    req = container.request
+    if container.qos_class is QoSClass.GUARANTEED:
+        return req.memory_request or req.memory_limit or 0
+    if container.qos_class is QoSClass.BURSTABLE:
+        return req.memory_request or 0
+    return 0
+
+
+def container_request(container: ContainerInfo, config: ResolvedConfig) -> ContainerRequest:
+    """Apply the eligibility table (module docstring) to `container`."""
+    opts = config.options
+    milli = max(container.request.cpu_request_milli, 0)
+    cpu_preserve = parse_bool_annotation(container, CPU_PRESERVE) is True
+    mem_preserve = parse_bool_annotation(container, MEMORY_PRESERVE) is True
+    hide_ht = parse_bool_annotation(container, HIDE_HYPERTHREADS) is True
+    prefer_reserved = parse_bool_annotation(container, PREFER_RESERVED)
+    iso_annotated = parse_bool_annotation(container, PREFER_ISOLATED)
+    shared_annotated = parse_bool_annotation(container, PREFER_SHARED)
+    kinds = parse_memory_types(container) or ALL_MEMORY
+
+    def make(
+        kind: CPUKind, full: int = 0, shared: int = 0, isolated: bool = False
+    ) -> ContainerRequest:
+        return ContainerRequest(
+            kind=kind,
+            full=full,
+            shared_milli=shared,
+            prefer_isolated=isolated,
+            hide_hyperthreads=hide_ht,
+            memory_kinds=kinds,
+            memory_bytes=_memory_bytes(container),
+            pin_cpu=opts.pin_cpu and not cpu_preserve,
+            pin_memory=opts.pin_memory and not mem_preserve,
+        )
+
+    qos = container.qos_class
+    if cpu_preserve:
+        return make(CPUKind.NONE, shared=0)
+    in_reserved_ns = namespace_matches(container.namespace, config.reserved_namespaces)
+    if prefer_reserved or (in_reserved_ns and prefer_reserved is None):
+        return make(CPUKind.RESERVED, shared=milli if qos is not QoSClass.BEST_EFFORT else 0)
+    if qos is QoSClass.BEST_EFFORT:
+        return make(CPUKind.SHARED, shared=0)
+    if qos is QoSClass.BURSTABLE:
+        return make(CPUKind.SHARED, shared=milli)
+
+    full, fraction = divmod(milli, 1000)
+    prefer_isolated = opts.prefer_isolated_cpus if iso_annotated is None else iso_annotated
+    prefer_shared = opts.prefer_shared_cpus if shared_annotated is None else shared_annotated
+    if full == 0 or prefer_shared:
+        return make(CPUKind.SHARED, shared=milli)
+    if full == 1:
+        kind = CPUKind.MIXED if fraction else CPUKind.EXCLUSIVE
+        return make(kind, full=1, shared=fraction, isolated=prefer_isolated)
+    isolated = iso_annotated is True
+    if fraction == 0:
+        return make(CPUKind.EXCLUSIVE, full=full, isolated=isolated)
+    if shared_annotated is False:
+        return make(CPUKind.MIXED, full=full, shared=fraction, isolated=isolated)
+    return make(CPUKind.SHARED, shared=milli)

@@ -1,0 +1,89 @@
+"""Choosing among offers: one documented sort key instead of a comparison chain.
+
+Theory of operation: every pool that *can* serve a request makes an `Offer`
+(`supply.make_offer`); pools that cannot are filtered out before sorting (that is the
+"fits" component of the key: failing pools never compete).  The remaining offers are
+sorted by `offer_key`, a tuple compared left to right, smallest first:
+
+=====  ====================  =============================================================
+ #     component             meaning (smaller wins)
+=====  ====================  =============================================================
+ 1     ``not hinted``        0 for the pool the container is in now (rebuild, update):
+                             a valid placement is kept rather than moved
+ 2     ``not preference``    0 when the offer meets the container's isolated-CPU
+                             preference (an isolated offer beats a sliced one)
+ 3     ``-affinity``         more of the pod's containers (``colocatePods``) and of its
+                             namespace (``colocateNamespaces``) already in this pool
+ 4     ``-depth``            deeper pools first: the tightest pool that fits (a NUMA
+                             node or L3 group before its package, before the machine)
+ 5     ``crowding``          shared requests: fewer containers already in the pool,
+                             so that shared containers spread over the leaves
+                             (0 for exclusive, isolated and reserved requests)
+ 6     ``-headroom``         more capacity left after the grant: free shared millicores
+                             (exclusive, mixed, shared) or free isolated CPUs (isolated)
+ 7     ``pool index``        breadth-first pool number: deterministic final tie-break
+=====  ====================  =============================================================
+
+Compared with nri-plugins' ``compareScores`` the order is the same in spirit
+(affinity, then tree depth, then per-kind capacity, then id) without topology hints,
+CPU priorities or burstable limits, which this policy does not model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from nri_resmgr.model import CPUKind, PodID
+from nri_resmgr.policy.topology_aware.supply import Offer, TopologyAwareState
+
+__all__ = ["OfferKey", "affinity", "best_offer", "offer_key"]
+
+OfferKey = tuple[int, int, int, int, int, int, int]
+
+
+def affinity(
+    state: TopologyAwareState,
+    pool: int,
+    *,
+    pod_id: PodID,
+    namespace: str,
+    colocate_pods: bool,
+    colocate_namespaces: bool,
+) -> int:
+    """How many containers of the same pod / namespace live in exactly `pool`."""
+    score = 0
+    for g in state.grants.values():
+        if g.pool != pool:
+            continue
+        if colocate_pods and g.pod_id == pod_id:
+            score += 1
+        if colocate_namespaces and g.namespace == namespace:
+            score += 1
+    return score
+
+
+def offer_key(offer: Offer, *, hinted: bool, affinity_score: int) -> OfferKey:
+    """The sort key of one offer (see the module docstring)."""
+    crowding = offer.population if offer.grant.kind is CPUKind.SHARED else 0
+    return (
+        0 if hinted else 1,
+        0 if offer.preference_met else 1,
+        -affinity_score,
+        -offer.pool.depth,
+        crowding,
+        -offer.headroom,
+        offer.pool.index,
+    )
+
+
+def best_offer(
+    offers: Iterable[Offer], *, hint: int | None, affinities: Mapping[int, int]
+) -> Offer | None:
+    """The offer with the smallest key, or None when there are none."""
+    ranked = sorted(
+        offers,
+        key=lambda o: offer_key(
+            o, hinted=o.pool.index == hint, affinity_score=affinities.get(o.pool.index, 0)
+        ),
+    )
+    return ranked[0] if ranked else None

@@ -1,0 +1,359 @@
+"""Supply, grants and offers: what each pool has left, and what a container would get.
+
+Theory of operation: the state (`TopologyAwareState`) is only the set of `Grant`s, one per
+container: the pool it lives in, its CPU kind, the exclusive CPUs it holds (EXCLUSIVE,
+ISOLATED, or the whole-CPU part of MIXED), and its `ContainerRequest`.  Everything else
+is derived from the grants and the fixed `PoolTree`:
+
+- ``used``: all CPUs held exclusively (sliced from shared sets or taken from isolated);
+- a pool's **shared set** is ``pool.sharable - used``; it shrinks when exclusive CPUs are
+  sliced from the pool or from any pool overlapping it (ancestors, descendants);
+- a pool's **shared demand** is the millicores of the SHARED and MIXED grants living in
+  its subtree; the supply rule is ``demand(P) <= 1000 * |shared(P)|`` for every pool P:
+  a container living in P runs on P's shared set, so it loads P and every ancestor, but
+  no descendant;
+- **memory demand** is likewise summed over a subtree and must stay within the memory
+  of the pool's nodes.
+
+`make_offer` computes, against an immutable state, what one pool would give a container
+(or why it cannot); an `Offer` carries the would-be `Grant` plus the figures the sort
+key (`scoring`) compares.  Committing an offer is just adding its grant to the state.
+Nothing is mutated anywhere; an unchosen offer is simply dropped.
+
+`render` turns a grant into the `Assignment` the runtime sees (``hide-hyperthreads``,
+``pinCPU``/``pinMemory`` and the preserve annotations are applied only here), and
+`check_invariants` states what must hold after every decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from nri_resmgr.model import Assignment, ContainerID, CPUKind, PodID, PolicyState
+from nri_resmgr.policy.common import one_thread_per_core, take_cpus
+from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
+from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
+from nri_resmgr.topology.model import Topology
+
+__all__ = [
+    "Grant",
+    "InvariantError",
+    "Offer",
+    "TopologyAwareState",
+    "check_invariants",
+    "make_offer",
+    "render",
+    "render_all",
+]
+
+#: kinds whose grants consume shared capacity of their pool
+SHARED_USERS = (CPUKind.SHARED, CPUKind.MIXED)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one container holds."""
+
+    container_id: ContainerID
+    pod_id: PodID
+    namespace: str
+    pool: int
+    kind: CPUKind
+    exclusive: CPUSet
+    request: ContainerRequest
+
+    @property
+    def shared_milli(self) -> int:
+        return self.request.shared_milli if self.kind in SHARED_USERS else 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyAwareState(PolicyState):
+    grants: Mapping[ContainerID, Grant]
+
+    def used(self) -> CPUSet:
+        """CPUs held exclusively by some container."""
+        return union(g.exclusive for g in self.grants.values())
+
+    def with_grant(self, grant: Grant) -> TopologyAwareState:
+        return TopologyAwareState(grants={**self.grants, grant.container_id: grant})
+
+    def without(self, cid: ContainerID) -> TopologyAwareState:
+        return TopologyAwareState(grants={k: v for k, v in self.grants.items() if k != cid})
+
+
+@dataclass(frozen=True, slots=True)
+class Supply:
+    """Derived per-pool figures of one state."""
+
+    used: CPUSet
+    shared: tuple[CPUSet, ...]
+    demand: tuple[int, ...]
+    memory: tuple[int, ...]
+    population: tuple[int, ...]
+
+
+def supply_of(tree: PoolTree, state: TopologyAwareState) -> Supply:
+    used = state.used()
+    n = len(tree.pools)
+    own_demand = [0] * n
+    own_memory = [0] * n
+    population = [0] * n
+    for g in state.grants.values():
+        own_demand[g.pool] += g.shared_milli
+        own_memory[g.pool] += g.request.memory_bytes
+        population[g.pool] += 1
+    demand = [0] * n
+    memory = [0] * n
+    for p in tree.pools:
+        for a in tree.ancestors(p.index):
+            demand[a] += own_demand[p.index]
+            memory[a] += own_memory[p.index]
+    return Supply(
+        used=used,
+        shared=tuple(p.sharable - used for p in tree.pools),
+        demand=tuple(demand),
+        memory=tuple(memory),
+        population=tuple(population),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One pool's answer to one request: the grant, and figures for the sort key."""
+
+    pool: Pool
+    grant: Grant
+    #: the container's preference for isolated CPUs was met (or there was none)
+    preference_met: bool
+    #: millicores of shared capacity the pool keeps after the grant (isolated: free
+    #: isolated CPUs x 1000)
+    headroom: int
+    #: containers already living in exactly this pool
+    population: int
+
+
+def _fits_memory(tree: PoolTree, supply: Supply, pool: Pool, req: ContainerRequest) -> str:
+    kinds = ",".join(sorted(k.value for k in req.memory_kinds))
+    if req.pin_memory and not pool.mems_of(req.memory_kinds):
+        return f"no {kinds} memory"
+    if req.memory_bytes:
+        if req.memory_bytes > pool.memory_of(req.memory_kinds):
+            return f"only {pool.memory_of(req.memory_kinds)} bytes of {kinds} memory"
+        for a in tree.ancestors(pool.index):
+            cap = sum(tree.pools[a].memory_bytes.values())
+            if supply.memory[a] + req.memory_bytes > cap:
+                return f"{tree.pools[a].name} has {cap - supply.memory[a]} bytes of memory free"
+    return ""
+
+
+def _shared_check(
+    tree: PoolTree, supply: Supply, pool: Pool, taken: CPUSet, extra: int
+) -> str:
+    """Can `taken` be sliced off and `extra` milli be added to `pool`? "" if so."""
+    ancestors = set(tree.ancestors(pool.index))
+    for q in tree.pools:
+        touched = q.index in ancestors or not q.cpus.isdisjoint(taken)
+        if not touched:
+            continue
+        left = supply.shared[q.index] - taken
+        if q.sharable and not left:
+            shared = supply.shared[q.index]
+            return f"taking {taken} would empty the shared CPUs {shared} of {q.name}"
+        need = supply.demand[q.index] + (extra if q.index in ancestors else 0)
+        if need > 1000 * len(left):
+            free = 1000 * len(left) - supply.demand[q.index]
+            what = f"after taking {taken} " if taken else ""
+            return f"{q.name} has {free}m free on {len(left)} shared CPUs {what}".rstrip()
+    return ""
+
+
+def _keepers(tree: PoolTree, supply: Supply, pool: Pool, extra: int) -> CPUSet:
+    """Shared CPUs under `pool` to leave alone so that no pool below it runs dry.
+
+    Bottom-up, every pool keeps enough of its shared CPUs for its shared demand (plus
+    `extra` in `pool` itself), and at least one if it has shared CPUs at all.
+    """
+
+    def kept(q: Pool) -> set[int]:
+        out: set[int] = set()
+        for child in q.children:
+            out |= kept(tree.pools[child])
+        demand = supply.demand[q.index] + (extra if q is pool else 0)
+        need = max(-(-demand // 1000), 1 if q.sharable else 0)
+        spare = sorted(supply.shared[q.index].ids() - out, reverse=True)
+        while len(out) < need and spare:
+            out.add(spare.pop(0))
+        return out
+
+    return IDSet(kept(pool))
+
+
+def make_offer(
+    *,
+    tree: PoolTree,
+    topology: Topology,
+    supply: Supply,
+    pool: Pool,
+    container_id: ContainerID,
+    pod_id: PodID,
+    namespace: str,
+    request: ContainerRequest,
+    prefer: CPUSet,
+) -> Offer | str:
+    """What `pool` would grant `request`, or a short reason why it cannot."""
+    problem = _fits_memory(tree, supply, pool, request)
+    if problem:
+        return problem
+
+    def offer(kind: CPUKind, exclusive: CPUSet, met: bool, headroom: int) -> Offer:
+        grant = Grant(
+            container_id=container_id,
+            pod_id=pod_id,
+            namespace=namespace,
+            pool=pool.index,
+            kind=kind,
+            exclusive=exclusive,
+            request=request,
+        )
+        return Offer(
+            pool=pool,
+            grant=grant,
+            preference_met=met,
+            headroom=headroom,
+            population=supply.population[pool.index],
+        )
+
+    shared_now = supply.shared[pool.index]
+    if request.kind in (CPUKind.NONE, CPUKind.RESERVED):
+        return offer(request.kind, IDSet(), True, 0)
+    if request.kind is CPUKind.SHARED:
+        if not shared_now:
+            return "no shared CPUs"
+        problem = _shared_check(tree, supply, pool, IDSet(), request.shared_milli)
+        if problem:
+            return problem
+        headroom = 1000 * len(shared_now) - supply.demand[pool.index] - request.shared_milli
+        return offer(CPUKind.SHARED, IDSet(), True, headroom)
+
+    # whole CPUs: isolated first when preferred, else sliced off the shared set
+    mixed = request.shared_milli > 0
+    if request.prefer_isolated and (shared_now or not mixed):
+        free_iso = pool.isolated - supply.used
+        iso = take_cpus(topology, free_iso, request.full, prefer=prefer)
+        if iso is not None:
+            problem = _shared_check(tree, supply, pool, IDSet(), request.shared_milli)
+            if not problem:
+                kind = CPUKind.MIXED if mixed else CPUKind.ISOLATED
+                return offer(kind, iso, True, 1000 * (len(free_iso) - len(iso)))
+    taken = take_cpus(topology, shared_now, request.full, prefer=prefer)
+    if taken is None:
+        return f"only {len(shared_now)} shared CPUs to slice from"
+    problem = _shared_check(tree, supply, pool, taken, request.shared_milli)
+    if problem:
+        # second try: leave every pool below enough shared CPUs for its own containers
+        keep = _keepers(tree, supply, pool, request.shared_milli)
+        retry = take_cpus(topology, shared_now - keep, request.full, prefer=prefer)
+        if retry is None or _shared_check(tree, supply, pool, retry, request.shared_milli):
+            return problem
+        taken = retry
+    headroom = (
+        1000 * len(shared_now - taken) - supply.demand[pool.index] - request.shared_milli
+    )
+    kind = CPUKind.MIXED if mixed else CPUKind.EXCLUSIVE
+    return offer(kind, taken, not request.prefer_isolated, headroom)
+
+
+def render(
+    *, tree: PoolTree, topology: Topology, supply: Supply, grant: Grant
+) -> Assignment:
+    """The assignment the runtime should apply for `grant` (module docstring)."""
+    pool = tree.pools[grant.pool]
+    req = grant.request
+    if grant.kind is CPUKind.SHARED:
+        cpus = supply.shared[pool.index]
+    elif grant.kind in (CPUKind.EXCLUSIVE, CPUKind.ISOLATED):
+        cpus = grant.exclusive
+    elif grant.kind is CPUKind.MIXED:
+        cpus = grant.exclusive | supply.shared[pool.index]
+    elif grant.kind is CPUKind.RESERVED:
+        cpus = tree.reserved
+    else:
+        cpus = IDSet()
+    if req.hide_hyperthreads:
+        cpus = one_thread_per_core(topology, cpus)
+    if not req.pin_cpu:
+        cpus = IDSet()
+    mems = pool.mems_of(req.memory_kinds) if req.pin_memory else IDSet()
+    return Assignment(
+        container_id=grant.container_id, cpus=cpus, mems=mems, kind=grant.kind, pool=pool.name
+    )
+
+
+def render_all(
+    tree: PoolTree, topology: Topology, state: TopologyAwareState
+) -> dict[ContainerID, Assignment]:
+    supply = supply_of(tree, state)
+    return {
+        cid: render(tree=tree, topology=topology, supply=supply, grant=g)
+        for cid, g in state.grants.items()
+    }
+
+
+class InvariantError(AssertionError):
+    """A state that breaks one of the allocator's invariants."""
+
+
+def check_invariants(tree: PoolTree, topology: Topology, state: TopologyAwareState) -> None:
+    """Raise `InvariantError` listing every broken invariant of `state`.
+
+    - no CPU is held exclusively by two containers;
+    - exclusive CPUs are inside their pool, never reserved, and isolated grants hold only
+      isolated CPUs (other exclusive grants none);
+    - exclusive and shared sets are disjoint, every pool that had shared CPUs still has
+      some, and each pool's shared demand fits its shared set;
+    - every pinned container's CPUs are non-empty and online; memory demand fits.
+    """
+    problems: list[str] = []
+    seen: dict[int, ContainerID] = {}
+    for cid, g in sorted(state.grants.items()):
+        pool = tree.pools[g.pool]
+        for c in g.exclusive:
+            if c in seen:
+                problems.append(f"cpu {c} is exclusive to both {seen[c]} and {cid}")
+            seen[c] = cid
+        if not g.exclusive <= pool.cpus:
+            problems.append(f"{cid}: exclusive {g.exclusive} outside pool {pool.name}")
+        if not g.exclusive.isdisjoint(tree.reserved):
+            problems.append(f"{cid}: exclusive {g.exclusive} includes reserved CPUs")
+        if g.kind is CPUKind.ISOLATED and not g.exclusive <= pool.isolated:
+            problems.append(f"{cid}: isolated grant {g.exclusive} holds non-isolated CPUs")
+        if g.kind in (CPUKind.EXCLUSIVE, CPUKind.ISOLATED, CPUKind.MIXED):
+            if len(g.exclusive) != g.request.full:
+                problems.append(f"{cid}: holds {len(g.exclusive)} CPUs for {g.request.full}")
+        elif g.exclusive:
+            problems.append(f"{cid}: {g.kind} grant holds exclusive CPUs {g.exclusive}")
+    supply = supply_of(tree, state)
+    for p in tree.pools:
+        shared = supply.shared[p.index]
+        if not shared.isdisjoint(supply.used):
+            problems.append(f"{p.name}: shared {shared} overlaps exclusive {supply.used}")
+        if p.sharable and not shared:
+            problems.append(f"{p.name}: shared set is empty")
+        if supply.demand[p.index] > 1000 * len(shared):
+            problems.append(
+                f"{p.name}: shared demand {supply.demand[p.index]}m exceeds {len(shared)} CPUs"
+            )
+        if supply.memory[p.index] > sum(p.memory_bytes.values()):
+            problems.append(f"{p.name}: memory demand {supply.memory[p.index]} exceeds supply")
+    online = topology.online_cpus()
+    for cid, a in sorted(render_all(tree, topology, state).items()):
+        g = state.grants[cid]
+        if g.kind is not CPUKind.NONE and g.request.pin_cpu and not a.cpus:
+            problems.append(f"{cid}: pinned to no CPUs")
+        if not a.cpus <= online:
+            problems.append(f"{cid}: CPUs {a.cpus - online} are not online")
+    if problems:
+        raise InvariantError("; ".join(problems))

@@ -1,0 +1,412 @@
+"""The topology-aware policy: exact placements, annotations, errors, config, rebuild.
+
+The main machine (`small()`) is 2 packages x 2 NUMA nodes x 2 cores x 2 threads:
+node0 = 0-1,8-9  node1 = 2-3,10-11  node2 = 4-5,12-13  node3 = 6-7,14-15; CPU n and
+n+8 are siblings.  With the default ``reservedResources.cpu: 750m`` CPU 0 is reserved.
+`MEM` is 1 package x 2 nodes x 2 cores x 2 threads (node0 = 0-1,4-5, node1 = 2-3,6-7)
+plus a CPU-less PMEM node 2 attached to node0, and kernel-isolated CPUs 3 and 7.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from nri_resmgr.model import (
+    AllocationError,
+    AnnotationError,
+    ConfigError,
+    ContainerID,
+    ContainerInfo,
+    ContainerKind,
+    CPUKind,
+    PolicyState,
+    QoSClass,
+)
+from nri_resmgr.policy.topology_aware import (
+    InvariantError,
+    TopologyAwarePolicy,
+    TopologyAwareState,
+)
+from nri_resmgr.policy.topology_aware.preferences import (
+    CPU_PRESERVE,
+    HIDE_HYPERTHREADS,
+    MEMORY_PRESERVE,
+    MEMORY_TYPE,
+    PREFER_ISOLATED,
+    PREFER_RESERVED,
+    PREFER_SHARED,
+)
+from nri_resmgr.topology.cpuset import IDSet
+from nri_resmgr.topology.model import Topology
+from nri_resmgr.topology.synthetic import build_topology
+from tests.unit.resmgr.test_policy_support import ctr, small, with_current
+
+BE = QoSClass.BEST_EFFORT
+BU = QoSClass.BURSTABLE
+MEM = build_topology(
+    {
+        "packages": 1,
+        "nodes": 2,
+        "cores": 2,
+        "threads": 2,
+        "memory": "2G",
+        "isolated": "3,7",
+        "extra_memory_nodes": [{"kind": "pmem", "memory": "4G", "attach": 0}],
+    }
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    containers: list[ContainerInfo]
+    #: name -> (kind, pool, cpus, mems) of the *last* decision about that container
+    expect: dict[str, tuple[CPUKind, str, str, str]]
+    config: Mapping[str, Any] = field(default_factory=dict)
+    topology: Topology | None = None
+
+
+def run(case: Case) -> dict[str, tuple[CPUKind, str, str, str]]:
+    p = TopologyAwarePolicy(topology=case.topology or small(), config=case.config)
+    s: PolicyState = p.initial_state()
+    got = {}
+    for c in case.containers:
+        d = p.allocate(s, c)
+        s = d.state
+        p.check(s)
+        a = d.assignment
+        assert a is not None
+        got[c.name] = (a.kind, a.pool, str(a.cpus), str(a.mems))
+    return got
+
+
+SH, EX, ISO, MIX, RES, NONE = (
+    CPUKind.SHARED,
+    CPUKind.EXCLUSIVE,
+    CPUKind.ISOLATED,
+    CPUKind.MIXED,
+    CPUKind.RESERVED,
+    CPUKind.NONE,
+)
+
+CASES = {
+    "best-effort-to-roomiest-leaf": Case(
+        [ctr("a", qos=BE)], {"a": (SH, "node1", "2-3,10-11", "1")}
+    ),
+    "shared-containers-spread-over-leaves": Case(
+        [ctr("a", pod="a", qos=BE), ctr("b", pod="b", qos=BE), ctr("c", pod="c", qos=BE)],
+        {"a": (SH, "node1", "2-3,10-11", "1"), "b": (SH, "node2", "4-5,12-13", "2"),
+         "c": (SH, "node3", "6-7,14-15", "3")},
+    ),
+    "colocate-pods-keeps-a-pod-together": Case(
+        [ctr("a", qos=BE), ctr("b", qos=BE)],
+        {"a": (SH, "node1", "2-3,10-11", "1"), "b": (SH, "node1", "2-3,10-11", "1")},
+        config={"colocatePods": True},
+    ),
+    "exclusive-two-cpus-whole-core": Case(
+        [ctr("a", milli=2000)], {"a": (EX, "node1", "2,10", "1")}
+    ),
+    "exclusive-slices-shared-pool": Case(
+        [ctr("s", pod="s", qos=BU, milli=100), ctr("x", pod="x", milli=2000)],
+        {"s": (SH, "node1", "2-3,10-11", "1"), "x": (EX, "node2", "4,12", "2")},
+    ),
+    "too-big-for-a-node-goes-to-a-package": Case(
+        [ctr("a", milli=6000)], {"a": (EX, "package1", "4-7,12,14", "2-3")}
+    ),
+    "burstable-beyond-a-node-goes-up": Case(
+        [ctr("a", qos=BU, milli=4500)], {"a": (SH, "package1", "4-7,12-15", "2-3")}
+    ),
+    "sub-cpu-guaranteed-is-shared": Case(
+        [ctr("a", milli=500)], {"a": (SH, "node1", "2-3,10-11", "1")}
+    ),
+    "mixed-one-cpu-and-a-half": Case(
+        [ctr("a", milli=1500)], {"a": (MIX, "node1", "2-3,10-11", "1")}
+    ),
+    "fractional-over-two-is-shared": Case(
+        [ctr("a", milli=2500)], {"a": (SH, "node1", "2-3,10-11", "1")}
+    ),
+    "fractional-over-two-annotated-unshared-is-mixed": Case(
+        [ctr("a", milli=2500, ann={PREFER_SHARED: "false"})],
+        {"a": (MIX, "node1", "2-3,10-11", "1")},
+    ),
+    "prefer-shared-annotation": Case(
+        [ctr("a", milli=2000, ann={f"{PREFER_SHARED}/container.a": "true"})],
+        {"a": (SH, "node1", "2-3,10-11", "1")},
+    ),
+    "prefer-shared-config": Case(
+        [ctr("a", milli=2000)], {"a": (SH, "node1", "2-3,10-11", "1")},
+        config={"preferSharedCPUs": True},
+    ),
+    "kube-system-runs-on-reserved": Case(
+        [ctr("a", ns="kube-system", qos=BU, milli=100)], {"a": (RES, "node0", "0", "0")}
+    ),
+    "reserved-namespace-glob": Case(
+        [ctr("a", ns="infra-logs", qos=BE)], {"a": (RES, "node0", "0,8", "0")},
+        config={"reservedPoolNamespaces": ["infra-*"], "reservedResources": {"cpu": "2"}},
+    ),
+    "prefer-reserved-false-opts-out": Case(
+        [ctr("a", ns="kube-system", qos=BE, ann={PREFER_RESERVED: "false"})],
+        {"a": (SH, "node1", "2-3,10-11", "1")},
+    ),
+    "prefer-reserved-annotation": Case(
+        [ctr("a", qos=BE, ann={f"{PREFER_RESERVED}/pod": "true"})],
+        {"a": (RES, "node0", "0", "0")},
+    ),
+    "reserved-cpuset": Case(
+        [ctr("a", ns="kube-system", qos=BE), ctr("b", qos=BE)],
+        {"a": (RES, "node3", "6-7", "3"), "b": (SH, "node0", "0-1,8-9", "0")},
+        config={"reservedResources": {"cpu": "cpuset:6-7"}},
+    ),
+    "available-resources-limit-the-machine": Case(
+        [ctr("a", milli=2000)], {"a": (EX, "node1", "2,10", "1")},
+        config={"availableResources": {"cpu": "exclude-cpuset:4-7,12-15"}},
+    ),
+    "cpu-preserve-leaves-cpus-alone": Case(
+        [ctr("a", milli=2000, ann={CPU_PRESERVE: "true"})], {"a": (NONE, "root", "", "0-3")}
+    ),
+    "memory-preserve-leaves-mems-alone": Case(
+        [ctr("a", milli=2000, ann={MEMORY_PRESERVE: "true"})], {"a": (EX, "node1", "2,10", "")}
+    ),
+    "hide-hyperthreads": Case(
+        [ctr("a", milli=2000, ann={HIDE_HYPERTHREADS: "true"})],
+        {"a": (EX, "node1", "2", "1")},
+    ),
+    "pin-nothing": Case(
+        [ctr("a", milli=2000)], {"a": (EX, "node1", "", "")},
+        config={"pinCPU": False, "pinMemory": False},
+    ),
+    "one-cpu-prefers-isolated": Case(
+        [ctr("a", milli=1000)], {"a": (ISO, "node1", "3", "1")}, topology=MEM
+    ),
+    "isolated-preference-off-by-config": Case(
+        [ctr("a", milli=1000)], {"a": (EX, "node0", "4", "0,2")},
+        config={"preferIsolatedCPUs": False}, topology=MEM,
+    ),
+    "two-cpus-isolated-only-if-annotated": Case(
+        [ctr("a", pod="a", milli=2000), ctr("b", pod="b", milli=2000, ann={PREFER_ISOLATED: "1"})],
+        {"a": (EX, "node0", "1,5", "0,2"), "b": (ISO, "node1", "3,7", "1")},
+        topology=MEM,
+    ),
+    "default-memory-includes-attached-pmem": Case(
+        [ctr("a", qos=BE, ann={})], {"a": (SH, "node0", "1,4-5", "0,2")}, topology=MEM,
+        config={"reservedResources": {"cpu": "cpuset:0"}},
+    ),
+    "memory-type-pmem-picks-the-pmem-pool": Case(
+        [ctr("a", qos=BE, ann={MEMORY_TYPE: "pmem"})], {"a": (SH, "node0", "1,4-5", "2")},
+        topology=MEM, config={"reservedResources": {"cpu": "cpuset:0"}},
+    ),
+    "memory-type-list": Case(
+        [ctr("a", qos=BE, ann={MEMORY_TYPE: "dram, PMEM"})],
+        {"a": (SH, "node0", "1,4-5", "0,2")},
+        topology=MEM, config={"reservedResources": {"cpu": "cpuset:0"}},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_placement(case: Case) -> None:
+    assert run(case) == case.expect
+
+
+def test_memory_request_filters_small_pools() -> None:
+    gib = 1 << 30
+    got = run(Case([ctr("a", qos=BE), ctr("b", pod="q", milli=500, mem=3 * gib)], {}))
+    assert got["a"][1] == "node1" and got["b"][1] == "package1"
+
+
+def test_slicing_a_node_updates_containers_of_its_ancestors() -> None:
+    p = TopologyAwarePolicy(topology=small(), config={})
+    s: PolicyState = p.initial_state()
+    big = ctr("big", pod="big", qos=BU, milli=4500)  # too big for a node: package1
+    x1 = ctr("x1", pod="x1", milli=2000)
+    x2 = ctr("x2", pod="x2", milli=2000)
+    d = p.allocate(s, big)
+    assert d.assignment is not None and d.assignment.pool == "package1"
+    d = p.allocate(d.state, x1)  # node1: nobody else there, no updates
+    assert d.assignment is not None and (d.assignment.pool, d.updates) == ("node1", ())
+    before = d.state
+    d = p.allocate(before, x2)  # node1 cannot give 2 more; node2 can, under package1
+    assert d.assignment is not None
+    assert (d.assignment.pool, str(d.assignment.cpus)) == ("node2", "4,12")
+    assert [(u.container_id, str(u.cpus)) for u in d.updates] == [(big.id, "5-7,13-15")]
+    r = p.release(d.state, x2.id)
+    assert [(u.container_id, str(u.cpus)) for u in r.updates] == [(big.id, "4-7,12-15")]
+    assert r.state == before
+
+
+def test_init_container_cpus_return_when_it_stops() -> None:
+    p = TopologyAwarePolicy(
+        topology=small(), config={"availableResources": {"cpu": "cpuset:0-3,8-11"}}
+    )
+    init = ctr("init", milli=4000, kind=ContainerKind.INIT)
+    app = ctr("app", milli=4000)
+    d = p.allocate(p.initial_state(), init)
+    assert d.assignment is not None and len(d.assignment.cpus) == 4
+    with pytest.raises(AllocationError, match="container app: no pool can fit 4 exclusive"):
+        p.allocate(d.state, app)
+    s = p.release(d.state, init.id).state
+    assert s == p.initial_state()
+    got = p.allocate(s, app)
+    assert got.assignment is not None and got.assignment.cpus == d.assignment.cpus
+
+
+def test_update_keeps_unchanged_and_moves_resized() -> None:
+    p = TopologyAwarePolicy(topology=small(), config={})
+    s = p.allocate(p.initial_state(), ctr("a", milli=2000)).state
+    same = p.update(s, ctr("a", milli=2000))
+    assert same.state == s and same.updates == ()
+    grown = p.update(s, ctr("a", milli=4000))
+    assert grown.assignment is not None
+    # four CPUs would empty any NUMA node's shared set, so they come from a package
+    assert (grown.assignment.pool, str(grown.assignment.cpus)) == ("package1", "4,6,12,14")
+
+
+@pytest.mark.parametrize(
+    ("container", "error", "message"),
+    [
+        pytest.param(
+            ctr("c", qos=BE, ann={MEMORY_TYPE: "dram,hbmx"}),
+            AnnotationError,
+            'pod default/p container c: annotation memory-type.resource-policy.nri.io has '
+            'unknown type "hbmx"; expected one of dram, pmem, hbm, mixed',
+            id="memory-type",
+        ),
+        pytest.param(
+            ctr("c", milli=2000, ann={f"{PREFER_SHARED}/container.c": "maybe"}),
+            AnnotationError,
+            'pod default/p container c: annotation prefer-shared-cpus.resource-policy.nri.io '
+            'has value "maybe"; expected true or false',
+            id="bad-bool",
+        ),
+        pytest.param(
+            ctr("c", qos=BE, ann={MEMORY_TYPE: "hbm"}),
+            AllocationError,
+            "pod default/p container c: no pool can fit 0m shared; root: no hbm memory; "
+            "package0: no hbm memory; package1: no hbm memory; node0: no hbm memory; "
+            "node1: no hbm memory; node2: no hbm memory; node3: no hbm memory",
+            id="no-hbm",
+        ),
+    ],
+)
+def test_errors(container: ContainerInfo, error: type[Exception], message: str) -> None:
+    p = TopologyAwarePolicy(topology=small(), config={})
+    with pytest.raises(error) as exc:
+        p.allocate(p.initial_state(), container)
+    assert str(exc.value) == message
+
+
+def test_exclusive_that_fits_nowhere_names_every_pool() -> None:
+    p = TopologyAwarePolicy(topology=small(), config={})
+    with pytest.raises(AllocationError) as exc:
+        p.allocate(p.initial_state(), ctr("c", milli=16000))
+    assert str(exc.value).startswith(
+        "pod default/p container c: no pool can fit 16 exclusive CPUs; "
+        "root: only 15 shared CPUs to slice from; package0: only 7 shared CPUs"
+    )
+
+
+def test_a_shared_pool_is_never_emptied_and_fallback_to_shared() -> None:
+    p = TopologyAwarePolicy(topology=small(), config={})
+    with pytest.raises(AllocationError, match="would empty the shared CPUs"):
+        p.allocate(p.initial_state(), ctr("c", milli=15000))
+    q = TopologyAwarePolicy(topology=small(), config={"fallbackToShared": True})
+    d = q.allocate(q.initial_state(), ctr("c", milli=15000))
+    assert d.assignment is not None
+    assert (d.assignment.kind, d.assignment.pool) == (CPUKind.SHARED, "root")
+    assert "fallbackToShared: pod default/p container c: no pool can fit" in d.reason
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        pytest.param({"reservedResources": {"cpu": "0"}},
+                     "reservedResources.cpu is '0'; expected a non-zero CPU amount", id="zero"),
+        pytest.param({"reservedResources": {}}, "reservedResources.cpu is required", id="absent"),
+        pytest.param({"reservedResources": {"cpu": "cpuset:0-99"}},
+                     "includes CPUs 16-99 outside the available CPUs 0-15", id="outside"),
+        pytest.param({"availableResources": {"cpu": "0-3"}},
+                     "availableResources.cpu is '0-3'; expected cpuset:LIST or "
+                     "exclude-cpuset:LIST", id="available-form"),
+        pytest.param({"availableResources": {"cpu": "cpuset:99"}},
+                     "leaves no online CPU", id="available-empty"),
+        pytest.param({"pinCpu": True}, "pinCpu: Extra inputs are not permitted", id="typo"),
+        pytest.param({"colocatePods": "often"}, "colocatePods: Input should be a valid boolean",
+                     id="bad-bool"),
+        pytest.param({"reservedResources": {"cpu": "cpuset:0-15"}},
+                     "takes every available CPU", id="all-reserved"),
+    ],
+)
+def test_config_errors(config: Mapping[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=r"^policy topology-aware: ") as exc:
+        TopologyAwarePolicy(topology=small(), config=config)
+    assert message in str(exc.value)
+
+
+# ---- rebuild ------------------------------------------------------------------------------
+
+
+def test_rebuild_keeps_valid_placements_without_updates() -> None:
+    p = TopologyAwarePolicy(topology=small(), config={})
+    s: PolicyState = p.initial_state()
+    cs = [ctr("s", pod="s", qos=BU, milli=200), ctr("x", pod="x", milli=2000),
+          ctr("k", pod="k", ns="kube-system", qos=BE), ctr("m", pod="m", milli=1500)]
+    for c in cs:
+        s = p.allocate(s, c).state
+    r = p.render(s)
+    d = p.rebuild([with_current(c, r[c.id].cpus, r[c.id].mems) for c in cs])
+    assert d.updates == ()
+    assert d.state == s
+
+
+def test_rebuild_moves_overlapping_stale_and_wrong_kind() -> None:
+    p = TopologyAwarePolicy(topology=small(), config={})
+    cs = [
+        ctr("a", pod="a", milli=2000, cur="4,12", cur_mems="2"),
+        ctr("b", pod="b", milli=2000, cur="4,12", cur_mems="2"),  # same CPUs as a
+        ctr("c", pod="c", milli=2000, cur="0,8", cur_mems="0"),  # includes reserved CPU 0
+        ctr("d", pod="d", qos=BE, cur="6,14", cur_mems="3"),  # shared now, not exclusive
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert isinstance(d.state, TopologyAwareState)
+    assert str(d.state.grants[cs[0].id].exclusive) == "4,12"
+    moved = {u.container_id: str(u.cpus) for u in d.updates}
+    assert set(moved) == {cs[1].id, cs[2].id, cs[3].id}
+    assert not {4, 12} & set().union(*(set(d.state.grants[c.id].exclusive) for c in cs[1:]))
+
+
+def test_rebuild_leaves_unplaceable_containers_untouched() -> None:
+    p = TopologyAwarePolicy(topology=small(), config={})
+    cs = [
+        ctr("a", pod="a", milli=14000, cur="1-7,9-15"),
+        ctr("b", pod="b", milli=2000, cur="1,9", cur_mems="0"),
+        ctr("c", pod="c", qos=BE, ann={MEMORY_TYPE: "nope"}, cur="1-15"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert "left untouched: pod default/a container a: no pool can fit" in d.reason
+    assert "left untouched: pod default/c container c: annotation memory-type" in d.reason
+    assert isinstance(d.state, TopologyAwareState)
+    assert d.state.grants[cs[0].id].kind is CPUKind.NONE
+    assert d.state.grants[cs[1].id].kind is CPUKind.EXCLUSIVE
+    assert str(d.state.grants[cs[1].id].exclusive) == "1,9"
+    assert d.updates == ()  # b kept its CPUs; a and c are left alone
+
+
+def test_invariant_checker_catches_broken_states() -> None:
+    p = TopologyAwarePolicy(topology=small(), config={})
+    s = p.allocate(p.initial_state(), ctr("a", pod="a", milli=2000)).state
+    assert isinstance(s, TopologyAwareState)
+    grant = next(iter(s.grants.values()))
+    twin = replace(grant, container_id=ContainerID("twin"))
+    broken = s.with_grant(twin)
+    with pytest.raises(InvariantError, match="cpu 2 is exclusive to both a-a and twin"):
+        p.check(broken)
+    starved = s.with_grant(
+        replace(grant, container_id=ContainerID("x"), exclusive=IDSet.parse("3,11"))
+    )
+    with pytest.raises(InvariantError, match="node1: shared set is empty"):
+        p.check(starved)

@@ -1,0 +1,187 @@
+"""Property tests of the topology-aware policy on synthetic and real machines.
+
+Random create/delete sequences (every QoS class, whole and fractional requests, the
+CPU and memory annotations, kube-system containers) must keep the allocator's
+invariants after every step (`check_invariants`), report as updates exactly the other
+containers whose rendering changed, rebuild from their own rendering without a single
+update, and return to the initial state once everything is deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nri_resmgr.model import (
+    AllocationError,
+    ContainerInfo,
+    ContainerKind,
+    PolicyState,
+    QoSClass,
+)
+from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
+from nri_resmgr.policy.topology_aware.preferences import (
+    CPU_PRESERVE,
+    HIDE_HYPERTHREADS,
+    MEMORY_PRESERVE,
+    MEMORY_TYPE,
+    PREFER_ISOLATED,
+    PREFER_SHARED,
+)
+from nri_resmgr.topology.model import Topology
+from tests._support import require_topologies
+from tests.unit.resmgr.test_policy_support import (
+    ctr,
+    snapshot,
+    snapshot_names,
+    topo,
+    with_current,
+)
+
+SYNTHETIC = {
+    "2s2n2c2t": {"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G"},
+    "1s1n4c2t": {"packages": 1, "nodes": 1, "cores": 4, "threads": 2, "memory": "4G"},
+    "1s2d-l3-isolated": {
+        "packages": 1, "dies": 2, "nodes": 1, "cores": 4, "threads": 2, "l3_per_die": 2,
+        "isolated": "3,7,11,15", "memory": "2G",
+    },
+    "pmem-hbm": {
+        "packages": 1, "nodes": 2, "cores": 3, "threads": 2, "memory": "2G",
+        "extra_memory_nodes": [
+            {"kind": "pmem", "memory": "8G", "attach": 0},
+            {"kind": "hbm", "memory": "1G", "attach": 1},
+        ],
+    },
+}
+
+ANNOTATIONS = st.dictionaries(
+    st.sampled_from(
+        [PREFER_ISOLATED, PREFER_SHARED, HIDE_HYPERTHREADS, MEMORY_TYPE, CPU_PRESERVE,
+         MEMORY_PRESERVE]
+    ),
+    st.sampled_from(["true", "false"]),
+    max_size=2,
+).map(lambda d: {k: ("dram,pmem" if v == "true" else "mixed") if k == MEMORY_TYPE else v
+                 for k, v in d.items()})
+
+
+@dataclass(frozen=True)
+class Op:
+    create: bool
+    slot: int
+    qos: QoSClass
+    milli: int
+    system: bool
+    init: bool
+    memory: int
+    annotations: dict[str, str]
+
+
+OPS = st.lists(
+    st.builds(
+        Op,
+        create=st.booleans() | st.just(True),
+        slot=st.integers(0, 9),
+        qos=st.sampled_from(list(QoSClass)),
+        milli=st.sampled_from([0, 250, 1000, 1500, 2000, 2500, 3000, 4000, 6000]),
+        system=st.sampled_from([False, False, False, True]),
+        init=st.booleans(),
+        memory=st.sampled_from([0, 0, 256 << 20, 1 << 30]),
+        annotations=ANNOTATIONS,
+    ),
+    max_size=25,
+)
+
+
+def make(op: Op) -> ContainerInfo:
+    name = f"c{op.slot}"
+    return ctr(
+        name,
+        pod=f"pod{op.slot % 5}",
+        ns="kube-system" if op.system else "default",
+        qos=op.qos,
+        milli=0 if op.qos is QoSClass.BEST_EFFORT else op.milli,
+        mem=op.memory if op.qos is not QoSClass.BEST_EFFORT else None,
+        ann=op.annotations,
+        kind=ContainerKind.INIT if op.init else ContainerKind.APP,
+        cid=name,
+    )
+
+
+def exercise(topology: Topology, config: Mapping[str, object], ops: list[Op]) -> None:
+    p = TopologyAwarePolicy(topology=topology, config=config)
+    s: PolicyState = p.initial_state()
+    live: dict[str, ContainerInfo] = {}
+    for op in ops:
+        c = make(op)
+        before = p.render(s)
+        if op.create and c.id not in live:
+            try:
+                d = p.allocate(s, c)
+            except AllocationError:
+                continue
+            live[c.id] = c
+            assert d.assignment == p.render(d.state)[c.id]
+        elif not op.create and c.id in live:
+            d = p.release(s, live.pop(c.id).id)
+        else:
+            continue
+        s = d.state
+        p.check(s)
+        after = p.render(s)
+        changed = {
+            cid for cid in before.keys() & after.keys()
+            if (before[cid].cpus, before[cid].mems) != (after[cid].cpus, after[cid].mems)
+        }
+        assert {u.container_id for u in d.updates} == changed
+    # the runtime reports exactly what we rendered: rebuilding moves nobody
+    rendered = p.render(s)
+    reported = [with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in live.values()]
+    again = p.rebuild(reported)
+    p.check(again.state)
+    assert again.updates == (), again.reason
+    for c in live.values():
+        s = p.release(s, c.id).state
+    assert s == p.initial_state()
+
+
+@pytest.mark.parametrize("name", list(SYNTHETIC))
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, colocate=st.booleans(), fallback=st.booleans())
+def test_synthetic_sequences(name: str, ops: list[Op], colocate: bool, fallback: bool) -> None:
+    config = {"colocatePods": colocate, "fallbackToShared": fallback}
+    exercise(topo(**SYNTHETIC[name]), config, ops)
+
+
+@pytest.mark.parametrize("name", snapshot_names() or ["(no snapshots)"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS)
+def test_real_machine_sequences(name: str, ops: list[Op]) -> None:
+    require_topologies()
+    exercise(snapshot(name), {"reservedResources": {"cpu": "2"}}, ops)
+
+
+@pytest.mark.parametrize("name", list(SYNTHETIC))
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, data=st.data())
+def test_rebuild_from_arbitrary_cpusets_is_valid(
+    name: str, ops: list[Op], data: st.DataObject
+) -> None:
+    """Whatever the runtime reports (overlaps, stale CPUs), the rebuilt state is valid."""
+    t = topo(**SYNTHETIC[name])
+    p = TopologyAwarePolicy(topology=t, config={})
+    cpus = [*sorted(t.online_cpus()), len(t.cpus) + 3]  # one CPU that does not exist
+    containers = {}
+    for op in ops:
+        c = make(op)
+        cur = data.draw(st.sets(st.sampled_from(cpus), max_size=6))
+        containers[c.id] = with_current(c, type(t.online_cpus())(cur), None)
+    d = p.rebuild(list(containers.values()))
+    p.check(d.state)
+    rendered = p.render(d.state)
+    for c in containers.values():
+        assert rendered[c.id].cpus <= t.online_cpus()
