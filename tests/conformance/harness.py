@@ -312,9 +312,11 @@ class FakeRuntime:
             raise RuntimeCallError(op="start", message=startup["error"], reply=reply)
         return _sync_result(startup)
 
-    def stop(self) -> None:
-        """Shut the adaptation down: close every plugin connection, kill launched plugins."""
-        self.call("stop")
+    def stop(self) -> int:
+        """Stop the runtime: Adaptation.Stop (closes the listener, kills launched plugins),
+        then shut down the connections of external plugins, as a runtime's exit would
+        (Stop itself leaves them open). Returns how many connections were shut down."""
+        return int(self.call("stop").get("closed_connections", 0))
 
     def set_state(self, *, pods: Sequence[Json], containers: Sequence[Json]) -> None:
         """Change what the runtime reports to plugins that synchronize from now on."""
@@ -804,3 +806,15 @@ def read_jsonl(path: Path) -> list[Json]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def prune_empty(value: Any) -> Any:
+    """Drop empty dicts, lists and None recursively (the runtime library leaves empty
+    sub-messages such as `"hooks": {}` in merged replies; they carry no content)."""
+    if isinstance(value, dict):
+        pruned = {k: prune_empty(v) for k, v in value.items()}
+        return {k: v for k, v in pruned.items() if v not in ({}, [], None)}
+    if isinstance(value, list):
+        items = [prune_empty(v) for v in value]
+        return [v for v in items if v not in ({}, [], None)]
+    return value

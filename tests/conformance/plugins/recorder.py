@@ -9,9 +9,10 @@ come from the config file, i.e. `ConfigureRequest.config`) or external (`--socke
   events        event names (NRI `Event` enum) to subscribe to; default: every hook
   log_file      stub log file (stdout/stderr are discarded when pre-registered)
 
-Each record has "event", "plugin" (NN-name), "pid" and, per event, "pod",
-"container", or for CONFIGURE the config and runtime, for SYNCHRONIZE the pod and
-container ids. A lost connection records "CLOSED".
+Each record has "event", "plugin" (NN-name), "pid" and, per event, "pod" and
+"container" (CREATE_CONTAINER also "cpus": the container's cpuset CPUs as received),
+for CONFIGURE the config and runtime, for SYNCHRONIZE the pod and container ids.
+A lost connection records "CLOSED".
 
 CreateContainer replies (all deterministic, from the container):
   * cpuset CPUs from annotation `cpuset.conformance.nri/container.<name>`,
@@ -19,6 +20,7 @@ CreateContainer replies (all deterministic, from the container):
   * updates of other containers from annotation `create-update.conformance.nri`
     (`<id>=<cpus>[;<id>=<cpus>...]`),
   * a container named `fail-me` fails with `recorder <NN-name>: refusing container fail-me`,
+  * a container named `slow-me` makes the reply wait `slow_seconds` (setting, default 5),
   * a container named `big` also gets 200 env vars `BIG_000..BIG_199` (a reply > 4096 bytes).
 UpdateContainer replies with an update of the container itself to the CPUs of annotation
 `update-cpus.conformance.nri` (if present); StopContainer with the updates of annotation
@@ -30,6 +32,7 @@ then, outside the hook, sends the same updates once more with UpdateContainers.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -55,6 +58,7 @@ UPDATE_CPUS_ANNOTATION = "update-cpus.conformance.nri"
 STOP_UPDATE_ANNOTATION = "stop-update.conformance.nri"
 SYNC_CPUS_ANNOTATION = "sync-cpus.conformance.nri"
 FAIL_NAME = "fail-me"
+SLOW_NAME = "slow-me"
 BIG_NAME = "big"
 BIG_ENV_COUNT = 200
 
@@ -165,10 +169,19 @@ class Recorder(Plugin):
     def post_update_pod_sandbox(self, pod: api.PodSandbox) -> None:
         self._ids(Event.POST_UPDATE_POD_SANDBOX, pod)
 
-    def create_container(
+    async def create_container(
         self, pod: api.PodSandbox, container: api.Container
     ) -> tuple[Adjustment, list[Update]]:
-        self._ids(Event.CREATE_CONTAINER, pod, container)
+        # Also note the cpuset the container arrives with: plugins with a lower index
+        # have already adjusted it.
+        self.record(
+            Event.CREATE_CONTAINER.name,
+            pod=pod.id,
+            container=container.id,
+            cpus=container.linux.resources.cpu.cpus,
+        )
+        if container.name == SLOW_NAME:
+            await asyncio.sleep(float(self.settings.get("slow_seconds", 5)))
         if container.name == FAIL_NAME:
             raise RuntimeError(fail_message(self.full_name))
         adj = Adjustment()

@@ -35,8 +35,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
@@ -315,7 +317,41 @@ func (h *harness) stop() reply {
 	h.r.Stop()
 	elapsed := time.Since(t0).Nanoseconds()
 	h.r = nil
-	return reply{"elapsed_ns": elapsed}
+	// Adaptation.Stop closes the listener and kills launched plugins but leaves
+	// connections of external plugins open (every version up to v0.12.2). A
+	// runtime that stops exits, and the kernel then closes them: do the same.
+	closed, err := shutdownAccepted(filepath.Join(h.dir, "nri.sock"))
+	if err != nil {
+		return fail(err)
+	}
+	return reply{"elapsed_ns": elapsed, "closed_connections": closed}
+}
+
+// shutdownAccepted shuts down every socket of this process accepted on the
+// listening socket `path` (their local address is that path; the in-process Go
+// plugins' client sockets are unnamed). The fds stay owned by the adaptation.
+func shutdownAccepted(path string) (int, error) {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0, fmt.Errorf("harness: listing own fds: %w", err)
+	}
+	closed := 0
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		sa, err := syscall.Getsockname(fd)
+		if err != nil {
+			continue
+		}
+		if ua, ok := sa.(*syscall.SockaddrUnix); ok && ua.Name == path {
+			if syscall.Shutdown(fd, syscall.SHUT_RDWR) == nil {
+				closed++
+			}
+		}
+	}
+	return closed, nil
 }
 
 func (h *harness) shutdown() {

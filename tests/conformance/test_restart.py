@@ -1,0 +1,102 @@
+"""Runtime restarts (stop + start on the same directory and socket), per version.
+
+The runtime never reconnects to a plugin. An external plugin with
+OnClose.RECONNECT must notice the lost connection, reconnect to the new runtime
+and synchronize again; one without exits. Pre-registered plugins are killed with
+the runtime and launched anew by the next start.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tests.conformance.harness import FakeRuntime, make_container, make_pod, version_key
+from tests.conformance.plugins import RecorderHandle, attach_recorder
+
+pytestmark = pytest.mark.conformance
+
+
+def wait_for(what: str, probe: Callable[[], object], *, timeout: float = 20.0) -> object:
+    """Poll `probe` until it returns something truthy (not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: still nothing after {timeout} s")
+        time.sleep(0.05)
+
+
+def test_external_plugin_reconnects_and_resynchronizes(runtime: FakeRuntime) -> None:
+    pod = make_pod(name="web-0")
+    first = make_container(pod, name="app")
+    rec = attach_recorder(runtime, mode="external", reconnect=True)
+    runtime.run_pod(pod)
+    runtime.create_container(pod, first)
+
+    # The one external connection is shut down, as the runtime's exit would.
+    assert runtime.stop() == 1
+    wait_for("CLOSED record", lambda: rec.of("CLOSED"))
+    running = {**first, "state": "CONTAINER_RUNNING"}
+    runtime.start(pods=[pod], containers=[running])
+    resync = runtime.wait_synced()
+
+    assert (resync.pods, resync.containers, resync.updates) == (1, 1, [])
+    second = make_container(pod, name="app-2")
+    created = runtime.create_container(pod, second)
+    assert created["adjust"]["env"] == [{"key": "RECORDED_BY", "value": "10-recorder"}]
+    assert rec.events() == [
+        ("CONFIGURE",),
+        ("SYNCHRONIZE",),
+        ("RUN_POD_SANDBOX", pod["id"]),
+        ("CREATE_CONTAINER", pod["id"], first["id"]),
+        ("CLOSED",),
+        ("CONFIGURE",),
+        ("SYNCHRONIZE",),
+        ("CREATE_CONTAINER", pod["id"], second["id"]),
+    ]
+    syncs = rec.of("SYNCHRONIZE")
+    assert (syncs[1]["pods"], syncs[1]["containers"]) == ([pod["id"]], [first["id"]])
+    # One process throughout: it reconnected, it was not restarted.
+    assert len({r["pid"] for r in rec.records()}) == 1
+
+
+def test_external_plugin_without_reconnect_exits(runtime: FakeRuntime) -> None:
+    rec = attach_recorder(runtime, mode="external")
+    [proc] = runtime.externals
+
+    runtime.stop()
+
+    assert proc.wait(timeout=30) == 1
+    assert [r["event"] for r in rec.records()] == ["CONFIGURE", "SYNCHRONIZE", "CLOSED"]
+
+
+def test_preregistered_plugin_is_launched_again(runtime: FakeRuntime) -> None:
+    pod = make_pod(name="web-0")
+    ctr = make_container(pod, name="app", state="CONTAINER_RUNNING")
+    rec: RecorderHandle = attach_recorder(runtime, mode="preregistered")
+
+    runtime.stop()
+    startup = runtime.start(pods=[pod], containers=[ctr])
+
+    configures = rec.of("CONFIGURE")
+    assert len(configures) == 2
+    assert configures[0]["pid"] != configures[1]["pid"]
+    if version_key(runtime.version) >= (0, 8, 0):
+        assert startup is not None and (startup.pods, startup.containers) == (1, 1)
+        syncs = rec.of("SYNCHRONIZE")
+        assert [(s["pods"], s["containers"]) for s in syncs] == [
+            ([], []),
+            ([pod["id"]], [ctr["id"]]),
+        ]
+        assert syncs[1]["pid"] == configures[1]["pid"]
+    else:
+        assert startup is None
+        assert rec.of("SYNCHRONIZE") == []
+    created = runtime.create_container(pod, make_container(pod, name="app-2"))
+    assert created["adjust"]["env"] == [{"key": "RECORDED_BY", "value": "10-recorder"}]
+    assert rec.records()[-1]["pid"] == configures[1]["pid"]
