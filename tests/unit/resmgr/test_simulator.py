@@ -8,16 +8,21 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nri_resmgr import adapter
 from nri_resmgr.cli import main
 from nri_resmgr.config import config_from_mapping
-from nri_resmgr.model import ConfigError, QoSClass, Request
+from nri_resmgr.model import ConfigError, ContainerID, QoSClass, Request
+from nri_resmgr.policy.registry import load_policy
 from nri_resmgr.simulator import (
     ContainerSpec,
+    DeleteSpec,
     PodSpec,
     Resources,
     ScenarioError,
+    Simulator,
     container_resources,
     load_scenario,
     parse_cpu,
@@ -27,6 +32,7 @@ from nri_resmgr.simulator import (
     render_table,
     run_scenario,
 )
+from nri_resmgr.topology.synthetic import build_topology
 
 QUIET = structlog.wrap_logger(structlog.ReturnLogger())
 SMALL = {"packages": 1, "dies": 1, "nodes": 1, "cores": 4, "threads": 2, "memory": "4G"}
@@ -289,3 +295,66 @@ def test_cgroup_root_drives_the_block_io_controller(tmp_path: Path) -> None:
     assert set(written.values()) == {"default 100"}
     assert all(name.startswith("cri-containerd-") and name.endswith(".scope")
                for name in written)
+
+
+# ---- properties: the runtime's view always matches the pipeline's ----------------------
+
+TOPO = build_topology({"packages": 2, "dies": 1, "nodes": 2, "cores": 2, "threads": 2})
+POLICIES: dict[str, dict[str, Any]] = {
+    "static": {"reservedSystemCPUs": "0"},
+    "topology-aware": {"reservedResources": {"cpu": "750m"}},
+}
+OPS = st.one_of(
+    st.tuples(st.just("guaranteed"), st.integers(1, 6)),
+    st.tuples(st.just("burstable"), st.integers(0, 3000)),
+    st.tuples(st.just("delete"), st.integers(0, 20)),
+    st.tuples(st.just("restart"), st.just(0)),
+)
+
+
+def check_invariants(sim: Simulator) -> None:
+    pipeline = sim.pipeline
+    exclusive: set[int] = set()
+    for cid, (_, c) in sim.live.items():
+        a = pipeline.assignments[ContainerID(cid)]
+        # what the runtime applied is what the pipeline believes
+        assert c.linux.resources.cpu.cpus == str(a.cpus), (cid, a)
+        if a.kind in ("exclusive", "isolated"):
+            assert exclusive.isdisjoint(a.cpus.ids()), (cid, a.cpus, exclusive)
+            exclusive |= a.cpus.ids()
+    for cid in sim.live:
+        a = pipeline.assignments[ContainerID(cid)]
+        if a.kind in ("shared", "reserved"):
+            assert a.cpus, cid
+    assert set(pipeline.containers) == set(sim.live)
+
+
+@pytest.mark.parametrize("policy_name", list(POLICIES))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(OPS, max_size=25))
+def test_random_lifecycles_keep_runtime_and_pipeline_in_step(
+    policy_name: str, ops: list[tuple[str, int]]
+) -> None:
+    policy = load_policy(policy_name, topology=TOPO, config=POLICIES[policy_name])
+    sim = Simulator(policy=policy, log=QUIET)
+    live: list[str] = []
+    for i, (op, n) in enumerate(ops):
+        if op == "guaranteed":
+            q = {"cpu": str(n), "memory": "100M"}
+            sim.create(PodSpec(pod=f"p{i}", containers=(
+                ContainerSpec(name="c", requests=Resources(**q), limits=Resources(**q)),)))
+            live.append(f"p{i}")
+        elif op == "burstable":
+            sim.create(PodSpec(pod=f"p{i}", containers=(
+                ContainerSpec(name="c", requests=Resources(cpu=f"{n}m")),)))
+            live.append(f"p{i}")
+        elif op == "delete" and live:
+            sim.delete(DeleteSpec(pod=live.pop(n % len(live))))
+        elif op == "restart":
+            before = {cid: str(a.cpus) for cid, a in sim.pipeline.assignments.items()}
+            _, moved = sim.restart()
+            # a restart moves nothing the daemon itself placed
+            assert moved == {}, moved
+            after = {cid: str(a.cpus) for cid, a in sim.pipeline.assignments.items()}
+            assert after == before
+        check_invariants(sim)
