@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.harness import FakeRuntime, RuntimeCallError, make_container, make_pod
-from tests.conformance.plugins import attach_recorder
+from tests.conformance.harness import (
+    FakeRuntime,
+    RuntimeCallError,
+    make_container,
+    make_pod,
+    version_key,
+)
+from tests.conformance.plugins import RECORDER, attach_recorder
 from tests.conformance.plugins.recorder import (
     BIG_ENV_COUNT,
     BIG_NAME,
@@ -112,3 +118,38 @@ def test_reply_after_request_timeout(runtime: FakeRuntime, mode: str) -> None:
     ]
     assert "env" not in runtime.create_container(pod, later).get("adjust", {})
     assert ("CREATE_CONTAINER", pod["id"], later["id"]) not in rec.events()
+
+
+@pytest.mark.parametrize(
+    ("script", "expected_error"),
+    [
+        ("exit 1", "failed to register plugin, connection closed"),
+        ("exec /bin/sleep 60", "plugin registration timed out"),
+    ],
+    ids=["exits-at-once", "never-registers"],
+)
+def test_broken_preregistered_plugin(
+    runtime: FakeRuntime, script: str, expected_error: str
+) -> None:
+    """Up to NRI v0.6 one broken pre-registered plugin fails the whole start (and with
+    it NRI in containerd 1.7.0-1.7.25); from v0.8 it is skipped and the rest works."""
+    broken = runtime.plugin_dir / "05-broken"
+    broken.write_text(f"#!/bin/sh\n{script}\n")
+    broken.chmod(0o755)
+    runtime.install_preregistered(RECORDER, idx="10", name="recorder", config="{}")
+
+    if version_key(runtime.version) < (0, 8, 0):
+        with pytest.raises(RuntimeCallError) as err:
+            runtime.start(registration_timeout_ms=4000)
+        assert err.value.message == expected_error
+        return
+
+    startup = runtime.start(registration_timeout_ms=4000)
+    assert startup is not None
+    pod = make_pod(name="web-0")
+    created = runtime.create_container(pod, make_container(pod, name="app"))
+    assert created["adjust"]["env"] == [{"key": RECORDED_BY_ENV, "value": "10-recorder"}]
+    assert any(
+        line.startswith('warn: failed to start pre-installed NRI plugin "broken"')
+        for line in runtime.logs()
+    )
