@@ -286,3 +286,58 @@ def test_bad_configure_string_is_rejected(topology: Topology) -> None:
             shutil.rmtree(directory, ignore_errors=True)
 
     run(scenario)
+
+
+def test_reconnect_after_runtime_restart_resynchronizes(topology: Topology) -> None:
+    async def scenario() -> None:
+        directory = tempfile.mkdtemp(prefix="nri-", dir="/tmp")
+        path = f"{directory}/nri.sock"
+        rt = FakeRuntime()
+        plugin = ResmgrPlugin(
+            config=config_from_mapping(STATIC), topology=topology, name="resmgr", idx="90",
+            socket_path=path, on_close=OnClose.RECONNECT,
+        )
+        await rt.listen(path)
+        task = asyncio.create_task(plugin.serve())
+        try:
+            await rt.wait_ready()
+            assert plugin.health.ready
+            db = pod("db", QoSClass.GUARANTEED)
+            reply = await rt.create_container(db, guaranteed(db, "pg", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "1,5"
+            # the runtime restarts: the plugin notices, reconnects and is synchronized
+            # with what the runtime reports now
+            rt.pods = [db]
+            rt.containers = [guaranteed(db, "pg", "2", cpus="1,5",
+                                        state=api.ContainerState.CONTAINER_RUNNING)]
+            await rt.disconnect()
+            handshake = await rt.wait_ready()
+            assert handshake.sync_updates == ()
+            assert len(rt.registrations) == 2
+            reply = await rt.create_container(db, guaranteed(db, "more", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "2,6"
+        finally:
+            await plugin.stop()
+            await asyncio.wait_for(task, 10)
+            await rt.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+    run(scenario)
+
+
+def test_metrics_and_health_follow_the_events(topology: Topology) -> None:
+    async def scenario() -> None:
+        async with running(topology) as (rt, plugin, _):
+            assert plugin.health.ready
+            big = pod("big", QoSClass.GUARANTEED)
+            await rt.create_container(big, guaranteed(big, "ok", "2"))
+            with pytest.raises(RPCError):
+                await rt.create_container(big, guaranteed(big, "hog", "8"))
+            text = plugin.metrics.exposition().decode()
+            assert 'nri_resmgr_events_total{event="CreateContainer",outcome="ok"} 1.0' in text
+            assert 'nri_resmgr_events_total{event="CreateContainer",outcome="error"} 1.0' in text
+            assert ('nri_resmgr_errors_total{event="CreateContainer",kind="AllocationError"} 1.0'
+                    in text)
+            assert 'nri_resmgr_containers{kind="exclusive"} 1.0' in text
+
+    run(scenario)
