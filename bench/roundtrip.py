@@ -1,82 +1,200 @@
-"""CreateContainer round trip as the real Go NRI adaptation sees it: Python vs Go stub.
+"""CreateContainer round trip as the real Go NRI adaptation sees it: Python vs the Go stub.
 
 Usage: python -m bench.roundtrip [--requests 2000] [--version v0.12.2] [--out FILE]
+                                 [--profile none|pyinstrument|py-spy]
 
-One fake runtime (the real `pkg/adaptation` of the given NRI release, from
-tests/conformance/harness) serves two no-op plugins in turn, in the same run: the Go
-`stub` plugin (in-process in the harness, over its own socket connection) and
-bench/plugins/noop.py written with nri_api (an external process). Each CreateContainer is
-timed inside Go around the adaptation call (`elapsed_ns`), so both sides pay the same
-harness overhead. Prints a table and writes JSON.
+Three fake runtimes (the real `pkg/adaptation` of the given NRI release, from
+tests/conformance/harness) run side by side, each with one no-op plugin subscribed to
+CreateContainer only:
+
+* ``go-inproc``: the Go `stub` plugin inside the harness process (its own socket
+  connection; the harness's reference peer);
+* ``go-external``: the same no-op written with the Go stub as its own process
+  (`bench/go/noop`), attached like a DaemonSet plugin;
+* ``python``: bench/plugins/noop.py written with nri_api, attached the same way.
+
+Requests are interleaved: each round sends one CreateContainer to every runtime, in a
+shuffled order, so all three see the same machine load. Each is timed inside Go around
+the adaptation call (`elapsed_ns`). The headline ratio is Python / go-external (both
+separate processes, same path through the kernel); Python / go-inproc is also given.
+
+`--profile` wraps the Python plugin in pyinstrument (text report) or attaches py-spy
+(collapsed stacks, summarized by `bench.profile`) for the measured requests.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import platform
-import time
+import random
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.common import (
+    CACHE,
+    build_go_noop,
+    cpu_ns,
+    load_note,
+    machine,
+    python_plugin_argv,
+    spawn,
+)
 from bench.stats import summary_us
-from tests.conformance.harness import fake_runtime, make_container, make_pod
+from tests.conformance.harness import FakeRuntime, fake_runtime, make_container, make_pod
 
-PLUGIN = Path(__file__).parent / "plugins" / "noop.py"
-
-
-def measure(rt: Any, *, requests: int, warmup: int, tag: str) -> list[int]:
-    pod = make_pod(name=f"bench-{tag}", qos="burstable")
-    rt.run_pod(pod)
-    samples: list[int] = []
-    for i in range(warmup + requests):
-        ctr = make_container(pod, name=f"c{i}", cpu_request_millis=250)
-        rt.create_container(pod, ctr)
-        if i >= warmup:
-            samples.append(int(rt.last_reply["elapsed_ns"]))
-    return samples
+PLUGIN = Path(__file__).resolve().parent / "plugins" / "noop.py"
+PEERS = ("go-inproc", "go-external", "python")
 
 
-def run(*, requests: int, version: str, warmup: int) -> dict[str, Any]:
+def _python_argv(rt: FakeRuntime, profile: str, out_dir: Path) -> list[str]:
+    argv = python_plugin_argv(PLUGIN, socket=rt.socket, idx="10", name="pynoop")
+    if profile == "pyinstrument":
+        report = out_dir / "roundtrip-pyinstrument.txt"
+        return [
+            sys.executable, "-m", "pyinstrument", "--interval", "0.0001",
+            "-r", "text", "--show-all", "-o", str(report), *argv[1:],
+        ]
+    return argv
+
+
+@contextlib.contextmanager
+def attached(peer: str, *, version: str, profile: str, out_dir: Path) -> Iterator[FakeRuntime]:
+    """A started fake runtime with `peer` attached and synchronized."""
     with fake_runtime(version) as rt:
         rt.start()
-        rt.go_plugin(name="gonoop", idx="10", behaviour="noop", events=["CREATE_CONTAINER"])
-        rt.wait_synced()
-        go = measure(rt, requests=requests, warmup=warmup, tag="go")
-        rt.go_plugin_stop("gonoop")
-        rt.start_external(PLUGIN, idx="10", name="pynoop")
-        rt.wait_synced()
-        py = measure(rt, requests=requests, warmup=warmup, tag="py")
-    g, p = summary_us(go), summary_us(py)
+        if peer == "go-inproc":
+            rt.go_plugin(name="gonoop", idx="10", behaviour="noop", events=["CREATE_CONTAINER"])
+        elif peer == "go-external":
+            argv = [str(build_go_noop()), "-socket", str(rt.socket), "-idx", "10",
+                    "-name", "gonoop"]
+            rt.externals.append(spawn(argv, log_path=rt.dir / "gonoop.log"))
+        else:
+            argv = _python_argv(rt, profile, out_dir)
+            rt.externals.append(spawn(argv, log_path=rt.dir / "pynoop.log"))
+        rt.wait_synced(timeout=60)
+        yield rt
+
+
+def run(
+    *, requests: int, version: str, warmup: int, profile: str, seed: int, out_dir: Path
+) -> dict[str, Any]:
+    samples: dict[str, list[int]] = {p: [] for p in PEERS}
+    notes = machine()
+    spy: subprocess.Popen[bytes] | None = None
+    with contextlib.ExitStack() as stack:
+        rts = {
+            p: stack.enter_context(
+                attached(p, version=version, profile=profile, out_dir=out_dir)
+            )
+            for p in PEERS
+        }
+        pods = {}
+        for p, rt in rts.items():
+            pods[p] = make_pod(name=f"bench-{p}", qos="burstable")
+            rt.run_pod(pods[p])
+        rng = random.Random(seed)
+        order = list(PEERS)
+        procs = {p: rts[p].externals[-1].pid for p in ("go-external", "python")}
+        cpu0: dict[str, int] = {}
+        for i in range(warmup + requests):
+            if i == warmup:
+                cpu0 = {p: cpu_ns(pid) for p, pid in procs.items()}
+            if i == warmup and profile == "py-spy":
+                pid = rts["python"].externals[-1].pid
+                spy = subprocess.Popen(
+                    ["py-spy", "record", "--pid", str(pid), "--rate", "2000", "--format",
+                     "raw", "--full-filenames", "-o", str(out_dir / "roundtrip-py-spy.txt")],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )
+            rng.shuffle(order)
+            for p in order:
+                rt = rts[p]
+                rt.create_container(
+                    pods[p], make_container(pods[p], name=f"c{i}", cpu_request_millis=250)
+                )
+                if i >= warmup:
+                    samples[p].append(int(rt.last_reply["elapsed_ns"]))
+        cpu_per_request = {
+            p: round((cpu_ns(pid) - cpu0[p]) / requests / 1000, 1) for p, pid in procs.items()
+        }
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
+    summary = {p: summary_us(s) for p, s in samples.items()}
+    py, ext, inproc = summary["python"], summary["go-external"], summary["go-inproc"]
     return {
         "benchmark": "CreateContainer round trip (no-op plugin), as the Go adaptation sees it",
         "nri_version": version,
         "requests": requests,
-        "python": platform.python_version(),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "go_stub": g,
-        "python_nri_api": p,
-        "ratio_p50": round(p["p50_us"] / g["p50_us"], 2),
-        "ratio_p99": round(p["p99_us"] / g["p99_us"], 2),
+        "warmup": warmup,
+        "machine": notes,
+        "load_after": load_note(),
+        "summary": summary,
+        "ratio_vs_go_external": {
+            "p50": round(py["p50_us"] / ext["p50_us"], 2),
+            "p99": round(py["p99_us"] / ext["p99_us"], 2),
+        },
+        "ratio_vs_go_inproc": {
+            "p50": round(py["p50_us"] / inproc["p50_us"], 2),
+            "p99": round(py["p99_us"] / inproc["p99_us"], 2),
+        },
+        "plugin_cpu_us_per_request": cpu_per_request,
+        "profile": profile,
+        "samples_ns": samples,
     }
 
 
+def table(result: dict[str, Any]) -> str:
+    rows = ["| plugin | p50 µs | p99 µs | mean µs | n |", "|---|---|---|---|---|"]
+    labels = {
+        "go-inproc": "Go stub, in the harness process",
+        "go-external": "Go stub, external process",
+        "python": "Python nri_api, external process",
+    }
+    for p in PEERS:
+        s = result["summary"][p]
+        rows.append(f"| {labels[p]} | {s['p50_us']} | {s['p99_us']} | {s['mean_us']} | {s['n']} |")
+    cpu = result["plugin_cpu_us_per_request"]
+    rows.append("")
+    rows.append(
+        f"plugin process CPU per request: Go external {cpu['go-external']} µs, "
+        f"Python {cpu['python']} µs"
+    )
+    ext, inproc = result["ratio_vs_go_external"], result["ratio_vs_go_inproc"]
+    rows.append("")
+    rows.append(f"ratio Python / Go external: p50 {ext['p50']}, p99 {ext['p99']}")
+    rows.append(f"ratio Python / Go in-process: p50 {inproc['p50']}, p99 {inproc['p99']}")
+    rows.append(f"{result['machine']['load_before']} before, {result['load_after']} after")
+    return "\n".join(rows)
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--version", default="v0.12.2")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", choices=("none", "pyinstrument", "py-spy"), default="none")
     ap.add_argument("--out", default="bench/out/roundtrip.json")
     ns = ap.parse_args()
-    result = run(requests=ns.requests, version=ns.version, warmup=ns.warmup)
     out = Path(ns.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    g, p = result["go_stub"], result["python_nri_api"]
-    print("| plugin | p50 µs | p99 µs | mean µs | n |\n|---|---|---|---|---|")
-    for label, s in ((f"Go stub (NRI {ns.version})", g), ("Python nri_api", p)):
-        print(f"| {label} | {s['p50_us']} | {s['p99_us']} | {s['mean_us']} | {s['n']} |")
-    print(f"ratio Python/Go: p50 {result['ratio_p50']}, p99 {result['ratio_p99']}")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    result = run(
+        requests=ns.requests,
+        version=ns.version,
+        warmup=ns.warmup,
+        profile=ns.profile,
+        seed=ns.seed,
+        out_dir=out.parent,
+    )
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(table(result))
     return 0
 
 

@@ -1,0 +1,221 @@
+"""Decision latency and full round trip at 1, 100 and 1,000 live containers.
+
+Usage: python -m bench.decision [--levels 1,100,1000] [--samples 200] [--log-level info]
+                                [--skip-roundtrip] [--out FILE]
+
+Machine: `examples/topologies/server-2s-224t.yaml` (2 sockets, 4 NUMA nodes, 224 threads),
+topology-aware policy with its defaults (750m reserved). Workload: `bench.workload`
+(shared burstable/besteffort containers and one guaranteed exclusive container in ten).
+
+* **decision**: `Pipeline.create` for a new container (adapter, policy, rendering of the
+  adjustment and of the other containers' updates, commit, the decision's log lines),
+  in this process, timed with `time.perf_counter_ns` (wall) and `time.thread_time_ns`
+  (CPU: on a loaded machine the wall time mostly measures waiting for a CPU); logs go
+  as JSON to /dev/null.
+* **round trip**: CreateContainer through the real NRI adaptation (harness, NRI v0.12.2)
+  to the real daemon (`nri-resmgr run --policy topology-aware --topology ...`, attached as
+  an external plugin, logging JSON to a file), timed inside Go.
+
+At each level, probes alternate: a *shared* container (burstable 100m) and an *exclusive*
+one (guaranteed, 1 CPU). An exclusive grant shrinks the shared pool, so the reply updates
+every shared container of that pool: O(shared containers) by nature, reported apart with
+its update count. Every probe is stopped and removed after its sample (the live count
+stays put). Growth factor = p50 at the largest level / p50 at the smallest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+
+from bench.common import load_note, machine
+from bench.stats import summary_us
+from bench.workload import live, probe
+from nri_api import api
+from nri_resmgr.config import Config, LogConfig
+from nri_resmgr.daemon import build_pipeline
+from nri_resmgr.logs import configure_logging
+from nri_resmgr.topology.load import load_topology
+from tests.conformance.harness import Json, fake_runtime
+
+REPO = Path(__file__).resolve().parents[1]
+TOPOLOGY = REPO / "examples" / "topologies" / "server-2s-224t.yaml"
+DAEMON = Path(__file__).resolve().parent / "plugins" / "resmgr.py"
+KINDS = ("shared", "exclusive")
+
+
+def pb_pod(d: Json) -> api.PodSandbox:
+    return json_format.ParseDict(d, api.PodSandbox())
+
+
+def pb_ctr(d: Json) -> api.Container:
+    return json_format.ParseDict(d, api.Container())
+
+
+def _growth(per_level: dict[str, dict[str, Any]], kind: str) -> float:
+    levels = sorted(per_level, key=int)
+    first, last = per_level[levels[0]][kind], per_level[levels[-1]][kind]
+    return round(float(last["p50_us"]) / float(first["p50_us"]), 2)
+
+
+def decisions(levels: list[int], *, samples: int, warmup: int, log_level: str) -> dict[str, Any]:
+    """In-process `Pipeline.create` latency per level and probe kind."""
+    with open(os.devnull, "w") as devnull:
+        configure_logging(LogConfig(level=log_level, format="json"), stream=devnull)  # type: ignore[arg-type]
+        pipe = build_pipeline(Config(), topology=load_topology(str(TOPOLOGY)),
+                              policy="topology-aware", state_dir="/nonexistent")
+        out: dict[str, Any] = {}
+        count = 0
+        for n in levels:
+            for pod, ctr in live(n, start=count):
+                sp = pb_pod(pod)
+                pipe.run_pod(sp)
+                pipe.create(sp, pb_ctr(ctr))
+            count = n
+            times: dict[str, list[int]] = {k: [] for k in KINDS}
+            cpu: dict[str, list[int]] = {k: [] for k in KINDS}
+            updates: dict[str, list[int]] = {k: [] for k in KINDS}
+            for i in range(warmup + samples):
+                for kind in KINDS:
+                    pod, ctr = probe(kind, i)
+                    sp, sc = pb_pod(pod), pb_ctr(ctr)
+                    pipe.run_pod(sp)
+                    c0 = time.thread_time_ns()
+                    t0 = time.perf_counter_ns()
+                    _adjust, ups = pipe.create(sp, sc)
+                    dt = time.perf_counter_ns() - t0
+                    dc = time.thread_time_ns() - c0
+                    pipe.stop(sp, sc)
+                    pipe.remove(sp, sc)
+                    pipe.remove_pod(sp)
+                    if i >= warmup:
+                        times[kind].append(dt)
+                        cpu[kind].append(dc)
+                        updates[kind].append(len(ups))
+            out[str(n)] = {
+                k: {**summary_us(times[k]), "updates": max(updates[k]),
+                    "cpu": summary_us(cpu[k])}
+                for k in KINDS
+            }
+            out[str(n)]["load"] = load_note()
+    return out
+
+
+def roundtrips(
+    levels: list[int], *, samples: int, warmup: int, log_level: str, version: str
+) -> dict[str, Any]:
+    """CreateContainer through the harness to the external daemon, per level and kind."""
+    out: dict[str, Any] = {}
+    with fake_runtime(version) as rt:
+        config = rt.dir / "resmgr.json"
+        config.write_text(json.dumps({
+            "policy": "topology-aware",
+            "log": {"level": log_level, "format": "json", "file": str(rt.dir / "daemon.log")},
+        }))
+        rt.start()
+        rt.start_external(DAEMON, idx="90", name="resmgr", args=[
+            "--config", str(config), "--topology", str(TOPOLOGY),
+            "--state-dir", str(rt.dir / "state"),
+        ])
+        rt.wait_synced(timeout=60)
+        count = 0
+        for n in levels:
+            for pod, ctr in live(n, start=count):
+                rt.run_pod(pod)
+                rt.create_container(pod, ctr)
+                rt.start_container(pod, ctr)
+            count = n
+            times: dict[str, list[int]] = {k: [] for k in KINDS}
+            updates: dict[str, list[int]] = {k: [] for k in KINDS}
+            for i in range(warmup + samples):
+                for kind in KINDS:
+                    pod, ctr = probe(kind, i)
+                    rt.run_pod(pod)
+                    reply = rt.create_container(pod, ctr)
+                    dt = int(rt.last_reply["elapsed_ns"])
+                    rt.stop_container(pod, ctr)
+                    rt.remove_container(pod, ctr)
+                    rt.stop_pod(pod)
+                    rt.remove_pod(pod)
+                    if i >= warmup:
+                        times[kind].append(dt)
+                        updates[kind].append(len(reply.get("update", [])))
+            out[str(n)] = {
+                k: {**summary_us(times[k]), "updates": max(updates[k])} for k in KINDS
+            }
+            out[str(n)]["load"] = load_note()
+    return out
+
+
+def cpu_table(per_level: dict[str, Any]) -> str:
+    rows = [
+        "**decision CPU time (thread_time_ns), in process**", "",
+        "| live containers | shared p50 µs | shared p99 µs | exclusive p50 µs "
+        "| exclusive p99 µs | updates in an exclusive reply |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n, r in per_level.items():
+        s, e = r["shared"]["cpu"], r["exclusive"]["cpu"]
+        rows.append(f"| {n} | {s['p50_us']} | {s['p99_us']} | {e['p50_us']} | {e['p99_us']} "
+                    f"| {r['exclusive']['updates']} |")
+    cpu_levels = {n: {k: r[k]["cpu"] for k in KINDS} for n, r in per_level.items()}
+    rows.append("")
+    rows.append(f"growth factor (CPU p50, largest / smallest level): shared "
+                f"{_growth(cpu_levels, 'shared')}, exclusive {_growth(cpu_levels, 'exclusive')}")
+    return "\n".join(rows)
+
+
+def table(title: str, per_level: dict[str, Any]) -> str:
+    rows = [
+        f"**{title}**", "",
+        "| live containers | shared p50 µs | shared p99 µs | exclusive p50 µs "
+        "| exclusive p99 µs | updates in an exclusive reply | load |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n, r in per_level.items():
+        s, e = r["shared"], r["exclusive"]
+        rows.append(f"| {n} | {s['p50_us']} | {s['p99_us']} | {e['p50_us']} | {e['p99_us']} "
+                    f"| {e['updates']} | {r['load']} |")
+    rows.append("")
+    rows.append(f"growth factor (p50, largest / smallest level): shared "
+                f"{_growth(per_level, 'shared')}, exclusive {_growth(per_level, 'exclusive')}")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--levels", default="1,100,1000")
+    ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--log-level", default="info")
+    ap.add_argument("--version", default="v0.12.2")
+    ap.add_argument("--skip-roundtrip", action="store_true")
+    ap.add_argument("--out", default="bench/out/decision.json")
+    ns = ap.parse_args()
+    levels = [int(x) for x in ns.levels.split(",")]
+    result: dict[str, Any] = {"machine": machine(), "levels": levels, "samples": ns.samples,
+                              "log_level": ns.log_level}
+    result["decision"] = decisions(levels, samples=ns.samples, warmup=ns.warmup,
+                                   log_level=ns.log_level)
+    print(cpu_table(result["decision"]))
+    print()
+    print(table("decision wall time (Pipeline.create, in process)", result["decision"]))
+    if not ns.skip_roundtrip:
+        result["roundtrip"] = roundtrips(levels, samples=ns.samples, warmup=ns.warmup,
+                                         log_level=ns.log_level, version=ns.version)
+        print()
+        print(table("round trip (harness -> external daemon, timed in Go)", result["roundtrip"]))
+    out = Path(ns.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""The benchmark workload: kubelet-like pods and containers, and the probe containers.
+
+Live containers come in a repeating pattern of ten, one pod each:
+
+* 5 burstable (request 100m, limit 500m, 128 MiB limit)  -> shared CPUs
+* 4 besteffort (no requests)                             -> shared CPUs
+* 1 guaranteed (1 CPU, 64 MiB)                           -> one exclusive CPU
+
+so 1,000 live containers hold 100 exclusive CPUs and 90 shared CPUs' worth of requests on
+the 224-thread machine (`examples/topologies/server-2s-224t.yaml`). Probes are the
+containers whose creation is timed: a *shared* one (burstable 100m) and an *exclusive*
+one (guaranteed 1 CPU); each is removed again after its sample, so the live count stays
+put.
+"""
+
+from __future__ import annotations
+
+from tests.conformance.harness import Json, make_container, make_pod
+
+KINDS = ("burstable",) * 5 + ("besteffort",) * 4 + ("guaranteed",)
+MiB = 1 << 20
+
+
+def container_for(pod: Json, kind: str, name: str) -> Json:
+    if kind == "guaranteed":
+        return make_container(
+            pod, name=name, cpu_request_millis=1000, cpu_limit_millis=1000,
+            memory_request=64 * MiB, memory_limit=64 * MiB,
+        )
+    if kind == "burstable":
+        return make_container(
+            pod, name=name, cpu_request_millis=100, cpu_limit_millis=500,
+            memory_request=64 * MiB, memory_limit=128 * MiB,
+        )
+    return make_container(pod, name=name, cpu_request_millis=0)
+
+
+def live(n: int, *, start: int = 0, prefix: str = "w") -> list[tuple[Json, Json]]:
+    """Live containers `start` .. `n - 1` of the pattern, each with its own pod."""
+    out = []
+    for i in range(start, n):
+        kind = KINDS[i % len(KINDS)]
+        pod = make_pod(name=f"{prefix}{i}", namespace="bench", qos=kind)
+        out.append((pod, container_for(pod, kind, "app")))
+    return out
+
+
+def probe(kind: str, i: int) -> tuple[Json, Json]:
+    """The i-th probe: kind "shared" (burstable) or "exclusive" (guaranteed 1 CPU)."""
+    qos = "burstable" if kind == "shared" else "guaranteed"
+    pod = make_pod(name=f"probe-{kind}-{i}", namespace="bench", qos=qos)
+    return pod, container_for(pod, qos, "probe")
+
+
+def running(ctr: Json) -> Json:
+    """`ctr` as the runtime reports it at Synchronize (state RUNNING, with its pid)."""
+    return {**ctr, "state": "CONTAINER_RUNNING"}
