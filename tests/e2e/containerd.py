@@ -281,7 +281,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   enable_selinux = false
   disable_cgroup = false
   disable_apparmor = true
-  restrict_oom_score_adj = false
+  restrict_oom_score_adj = true  # the test host may not lower it
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -308,7 +308,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [plugins."io.containerd.cri.v1.runtime"]
   enable_selinux = false
   disable_apparmor = true
-  restrict_oom_score_adj = false
+  restrict_oom_score_adj = true  # the test host may not lower it
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]

@@ -1,7 +1,8 @@
 """Pods and containers through crictl, and what the kernel shows for them.
 
 Pods run in the host network namespace (no CNI). Their cgroup parent follows the
-kubelet's cgroupfs layout (`/kubepods[/burstable|/besteffort]/pod<uid>`), with a fresh
+kubelet's cgroupfs layout (`/kubepods[/burstable|/besteffort]/pod<uid>`, below
+`/nri-resmgr-e2e` so the suite never touches a real kubelet's cgroups), with a fresh
 uid each time, and container resources are derived from requests/limits the way the
 kubelet derives them, so a policy sees what it would see on a real node.
 
@@ -91,10 +92,14 @@ class Container:
     pod: Pod
 
 
+#: top of every pod cgroup the suite makes; the kubelet layout continues below it
+CGROUP_TOP = "nri-resmgr-e2e"
+
+
 def _pod_cgroup_parent(qos: QoS, uid: str) -> str:
     if qos is QoS.GUARANTEED:
-        return f"/kubepods/pod{uid}"
-    return f"/kubepods/{qos.value}/pod{uid}"
+        return f"/{CGROUP_TOP}/kubepods/pod{uid}"
+    return f"/{CGROUP_TOP}/kubepods/{qos.value}/pod{uid}"
 
 
 def run_pod(
@@ -111,7 +116,6 @@ def run_pod(
     cgroup_parent = _pod_cgroup_parent(qos, uid)
     config = {
         "metadata": {"name": name, "namespace": namespace, "uid": uid, "attempt": 0},
-        "hostname": name,
         "log_directory": str(ctd.layout.base / "pod-logs" / uid),
         "annotations": dict(annotations or {}),
         "labels": {"app": name},
@@ -155,14 +159,19 @@ def create_container(
     annotations: Mapping[str, str] | None = None,
     check: bool = True,
 ) -> tuple[Container | None, str]:
-    """`crictl create`; returns (container or None on failure, crictl's stderr)."""
+    """`crictl create`; returns (container or None on failure, crictl's stderr).
+
+    crictl prints the runtime's error inside a quoted Go string; its `\\"` are turned
+    back into `"` so tests can look for the plugin's own text.
+    """
     config = container_config(pod, name, resources=resources, annotations=annotations)
     path = ctd.layout.base / "specs" / f"ctr-{pod.name}-{name}-{pod.uid[:8]}.json"
     path.write_text(json.dumps(config))
     r = ctd.crictl("create", pod.id, str(path), str(pod.config_path), check=check)
+    stderr = r.stderr.replace('\\"', '"')
     if r.returncode != 0:
-        return None, r.stderr
-    return Container(r.stdout.strip(), name, pod), r.stderr
+        return None, stderr
+    return Container(r.stdout.strip(), name, pod), stderr
 
 
 def start_container(ctd: Containerd, container: Container) -> None:
@@ -284,10 +293,10 @@ def wait_for(
 
 
 def remove_cgroup_tree(controller: str, relative: str) -> None:
-    """rmdir `relative` and its now-empty parents up to (not incl.) /kubepods (best effort)."""
+    """rmdir `relative` and its now-empty parents up to /nri-resmgr-e2e (best effort)."""
     path = CGROUP_ROOT / controller / relative.lstrip("/")
-    top = CGROUP_ROOT / controller / "kubepods"
-    while path != top and top in path.parents:
+    top = CGROUP_ROOT / controller / CGROUP_TOP
+    while path == top or top in path.parents:
         try:
             path.rmdir()
         except OSError:

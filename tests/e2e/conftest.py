@@ -1,0 +1,300 @@
+"""Fixtures of the e2e suite: prerequisites, cached builds, images, a private containerd.
+
+Every test here is marked `e2e` and parametrised over the containerd releases in
+`containerd.CONTAINERD_RELEASES` (ids `ctd1.7` and `ctd2`). Prerequisites are checked with
+`require`, so a laptop without root skips with a reason and CI (NRI_RESMGR_STRICT=1)
+fails. Missing Debian packages (runc, busybox-static) are installed when running as root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from tests._support import REPO, go_binary, require
+from tests.e2e import containerd as ctdmod
+from tests.e2e import cri
+from tests.e2e.images import BUSYBOX, build_images
+
+RELEASE_IDS = {"containerd-1.7": "ctd1.7", "containerd-2": "ctd2"}
+SETUP = Path(__file__).resolve().parent / "setup.sh"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+def _is_static(path: Path) -> bool:
+    if not path.exists():
+        return False
+    r = subprocess.run(["file", "-L", str(path)], capture_output=True, text=True)
+    if r.returncode != 0:  # no `file`: trust the package name instead
+        return True
+    return "statically linked" in r.stdout or "static-pie" in r.stdout
+
+
+def _cpuset_controller() -> bool:
+    v1 = Path("/sys/fs/cgroup/cpuset/cpuset.cpus")
+    v2 = Path("/sys/fs/cgroup/cgroup.controllers")
+    return v1.exists() or (v2.exists() and "cpuset" in v2.read_text().split())
+
+
+@pytest.fixture(scope="session")
+def e2e_host() -> str:
+    """Check root, Go, runc, busybox-static and cpuset; install the Debian parts as root."""
+    require(os.geteuid() == 0, "e2e tests run containerd and runc, which need root")
+    go = go_binary()
+    require(go, "the Go toolchain is not installed (needed to build containerd and crictl)")
+    assert go is not None
+    runc = shutil.which("runc") or ("/usr/sbin/runc" if Path("/usr/sbin/runc").exists() else "")
+    if not runc or not _is_static(BUSYBOX):
+        subprocess.run(["sh", str(SETUP)], capture_output=True, text=True, timeout=900)
+        runc = shutil.which("runc") or (
+            "/usr/sbin/runc" if Path("/usr/sbin/runc").exists() else ""
+        )
+    require(runc, f"runc is not installed and `sh {SETUP}` could not install it")
+    require(
+        _is_static(BUSYBOX),
+        f"{BUSYBOX} is not Debian's busybox-static and `sh {SETUP}` could not install it",
+    )
+    require(_cpuset_controller(), "no cgroup cpuset controller is mounted under /sys/fs/cgroup")
+    return go
+
+
+@pytest.fixture(scope="session")
+def crictl_bin(e2e_host: str) -> Path:
+    return ctdmod.build(ctdmod.CRI_TOOLS, e2e_host)["crictl"]
+
+
+@pytest.fixture(scope="session")
+def image_archives(e2e_host: str) -> list[Path]:
+    return build_images(
+        ctdmod.CACHE / "images",
+        sandbox_ref=ctdmod.SANDBOX_IMAGE,
+        test_ref=ctdmod.TEST_IMAGE,
+    )
+
+
+@pytest.fixture(
+    scope="session",
+    params=[r.name for r in ctdmod.CONTAINERD_RELEASES],
+    ids=[RELEASE_IDS[r.name] for r in ctdmod.CONTAINERD_RELEASES],
+)
+def release(request: pytest.FixtureRequest) -> ctdmod.Release:
+    return ctdmod.RELEASES[str(request.param)]
+
+
+@pytest.fixture(scope="session")
+def _built() -> dict[str, dict[str, Path]]:
+    return {}
+
+
+@pytest.fixture
+def containerd_bins(
+    e2e_host: str, release: ctdmod.Release, _built: dict[str, dict[str, Path]]
+) -> dict[str, Path]:
+    if release.name not in _built:
+        _built[release.name] = ctdmod.build(release, e2e_host)
+    return _built[release.name]
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A short private dir (unix socket paths must stay under 108 bytes)."""
+    base = Path(tempfile.mkdtemp(prefix="e2e-", dir="/tmp"))
+    try:
+        yield base
+    finally:
+        ctdmod._unmount_under(base)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+class Cgroups:
+    """Remembers pod cgroup parents so teardown can rmdir what runc left behind."""
+
+    def __init__(self) -> None:
+        self.parents: list[str] = []
+
+    def cleanup(self) -> None:
+        for parent in self.parents:
+            for controller in os.listdir(cri.CGROUP_ROOT):
+                cri.remove_cgroup_tree(controller, parent)
+
+
+@pytest.fixture
+def containerd(
+    release: ctdmod.Release,
+    containerd_bins: dict[str, Path],
+    crictl_bin: Path,
+    image_archives: list[Path],
+    short_tmp: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[ctdmod.Containerd]:
+    """A running private containerd with the test images imported; stopped after the test.
+
+    `@pytest.mark.request_timeout("5s")` changes NRI's plugin request timeout.
+    """
+    marker = request.node.get_closest_marker("request_timeout")
+    timeout = str(marker.args[0]) if marker else "2s"
+    ctd = ctdmod.Containerd(
+        release, containerd_bins, crictl_bin, ctdmod.Layout(short_tmp), request_timeout=timeout
+    )
+    tracked = Cgroups()
+    try:
+        ctd.start()
+        for archive in image_archives:
+            ctd.import_image(archive)
+        yield ctd
+    finally:
+        try:
+            ctd.cleanup()
+        finally:
+            tracked.parents.extend(_pod_parents(ctd))
+            tracked.cleanup()
+            log = ctd.log_text()
+            if log:
+                dest = ctdmod.CACHE / "logs"
+                dest.mkdir(parents=True, exist_ok=True)
+                (dest / f"{request.node.name}.containerd.log").write_text(log)
+
+
+def _pod_parents(ctd: ctdmod.Containerd) -> list[str]:
+    import json
+
+    out = []
+    for spec in (ctd.layout.base / "specs").glob("pod-*.json"):
+        with contextlib.suppress(ValueError, KeyError, OSError):
+            out.append(json.loads(spec.read_text())["linux"]["cgroup_parent"])
+    return out
+
+
+# -- plugin processes --------------------------------------------------------------------
+
+
+class Process:
+    """A child process in its own session, killed (group-wide) at teardown."""
+
+    def __init__(self, argv: Sequence[str], log: Path, env: dict[str, str] | None = None):
+        self.argv = list(argv)
+        self.log = log
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Process:
+        with open(self.log, "ab") as logf:
+            self.proc = subprocess.Popen(
+                self.argv, stdout=logf, stderr=subprocess.STDOUT, env=self.env,
+                start_new_session=True, cwd=REPO,
+            )  # fmt: skip
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, signum: int) -> None:
+        if self.alive():
+            assert self.proc is not None
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signum)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc is None:
+            return
+        self.signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def kill9(self) -> None:
+        if self.proc is None:
+            return
+        self.signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def output(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+@pytest.fixture
+def processes() -> Iterator[Callable[..., Process]]:
+    """Factory of `Process`es; all are stopped at teardown, even on failure."""
+    started: list[Process] = []
+
+    def spawn(argv: Sequence[str], log: Path, env: dict[str, str] | None = None) -> Process:
+        p = Process(argv, log, env).start()
+        started.append(p)
+        return p
+
+    try:
+        yield spawn
+    finally:
+        for p in reversed(started):
+            p.stop()
+
+
+def python_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = f"{REPO}:{env.get('PYTHONPATH', '')}".rstrip(":")
+    return env
+
+
+def python() -> str:
+    return sys.executable
+
+
+def wait_plugin_synchronized(
+    ctd: ctdmod.Containerd, plugin: str, *, count: int = 1, timeout: float = 30.0,
+    proc: Process | None = None,
+) -> None:  # fmt: skip
+    """Wait until containerd has logged `plugin` (NN-name) synchronized `count` times."""
+
+    def synced() -> bool:
+        if proc is not None and not proc.alive():
+            raise AssertionError(f"plugin {plugin} exited:\n{proc.output()[-3000:]}")
+        n = 0
+        for line in ctd.log_text().splitlines():
+            if plugin in line and (
+                "connected and synchronized" in line or "synchronization success" in line
+            ):
+                n += 1
+        return n >= count
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if synced():
+            return
+        time.sleep(0.1)
+    raise AssertionError(
+        f"containerd never synchronized plugin {plugin}:\n{ctd.log_tail(40)}"
+        + (f"\n--- plugin output ---\n{proc.output()[-3000:]}" if proc else "")
+    )
+
+
+def plugin_failures(ctd: ctdmod.Containerd) -> list[str]:
+    """containerd log lines saying a plugin was closed, timed out or failed."""
+    bad = ("closing plugin", "plugin registration timed out", "context deadline exceeded",
+           "failed to synchronize", "DeadlineExceeded")  # fmt: skip
+    return [ln for ln in ctd.log_text().splitlines() if any(b in ln for b in bad)]
