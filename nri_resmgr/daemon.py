@@ -49,13 +49,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from nri_api import api
 from nri_api.errors import RPCError, StatusCode
-from nri_api.stub import OnClose, Plugin, RuntimeInfo, setup_logging
+from nri_api.stub import OnClose, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
-from nri_resmgr.logs import configure_logging, get_logger
+from nri_resmgr.logs import configure_logging, get_logger, route_stdlib_logging
 from nri_resmgr.metrics import HealthState, Metrics, StateSnapshot, serve_http
 from nri_resmgr.model import ResmgrError
 from nri_resmgr.pipeline import Pipeline, class_control_from_config
@@ -159,6 +159,8 @@ class ResmgrPlugin(Plugin):
         self.metrics = metrics or Metrics()
         self.health = health or HealthState()
         self.rlog = get_logger("daemon")
+        #: the log file `configure_logging` opened for a config that came via Configure
+        self.log_handle: IO[str] | None = None
         self.config = config
         self.pipeline = self._build(config)
         self.lock = asyncio.Lock()
@@ -174,6 +176,15 @@ class ResmgrPlugin(Plugin):
         )
 
     # -- plumbing --------------------------------------------------------------------
+
+    def _route_logs(self, config: Config) -> None:
+        """Log where `config` says from now on (a pre-registered plugin's log file)."""
+        old = self.log_handle
+        self.log_handle = configure_logging(config.log)
+        route_stdlib_logging(config.log)
+        if old is not None:
+            old.close()
+        self.rlog = get_logger("daemon")
 
     async def _handle(self, event: str, fn: Callable[[], Any]) -> Any:
         start = time.perf_counter()
@@ -232,6 +243,8 @@ class ResmgrPlugin(Plugin):
                 self.metrics.config_reloads.labels(outcome="error").inc()
                 self.rlog.error("configuration from the runtime rejected", error=str(exc))
                 raise RPCError(StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+            if new.log != self.config.log:
+                self._route_logs(new)
             self.config = new
             self.pipeline = pipeline
             self.metrics.config_reloads.labels(outcome="ok").inc()
@@ -315,7 +328,7 @@ def main(options: DaemonOptions) -> int:
 
     config = load_config(Path(options.config_path)) if options.config_path else Config()
     log_file = configure_logging(config.log)
-    setup_logging(log_file=config.log.file, level=config.log.level)
+    route_stdlib_logging(config.log)
     log = get_logger("daemon")
     try:
         topology = load_daemon_topology(options)
@@ -346,7 +359,11 @@ def main(options: DaemonOptions) -> int:
                 loop.add_signal_handler(signum, plugin.request_stop)
             return await _serve(plugin, config.instrumentation.http_endpoint)
 
-        return asyncio.run(run())
+        try:
+            return asyncio.run(run())
+        finally:
+            if plugin.log_handle is not None:
+                plugin.log_handle.close()
     finally:
         if log_file is not None:
             log_file.close()

@@ -30,7 +30,7 @@ import structlog
 
 from nri_resmgr.config import LogConfig, LogFormat
 
-__all__ = ["configure_logging", "get_logger", "level_filter"]
+__all__ = ["configure_logging", "get_logger", "level_filter", "route_stdlib_logging"]
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -44,8 +44,12 @@ _LEVELS = {
 
 
 def get_logger(component: str) -> Any:
-    """A structlog logger bound to `component` (the key per-component levels match)."""
-    return structlog.get_logger().bind(component=component)
+    """A structlog logger bound to `component` (the key per-component levels match).
+
+    It is a lazy proxy: each call uses the configuration in force at that moment, so a
+    logger made before `configure_logging` (or before a reconfiguration) follows it.
+    """
+    return structlog.get_logger(component=component)
 
 
 def level_filter(level: str, debug_components: tuple[str, ...] = ()) -> Any:
@@ -83,10 +87,7 @@ def configure_logging(
         out = opened
     else:
         out = sys.stderr
-    fmt = config.format
-    if fmt is LogFormat.AUTO:
-        isatty = getattr(out, "isatty", None)
-        fmt = LogFormat.CONSOLE if callable(isatty) and isatty() else LogFormat.JSON
+    fmt = _resolve_format(config, out)
     renderer: Any
     if fmt is LogFormat.JSON:
         renderer = structlog.processors.JSONRenderer(sort_keys=False)
@@ -104,3 +105,56 @@ def configure_logging(
         cache_logger_on_first_use=False,
     )
     return opened
+
+
+#: marks the stdlib handler `route_stdlib_logging` installed, so a later call replaces it
+_HANDLER_NAME = "nri-resmgr"
+
+
+def route_stdlib_logging(config: LogConfig) -> None:
+    """Send stdlib `logging` records (the NRI stub's) where `config` sends ours.
+
+    Replaces the handler a previous call installed; other handlers are left alone.
+    """
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if handler.get_name() == _HANDLER_NAME:
+            root.removeHandler(handler)
+            handler.close()
+    new: logging.Handler = (
+        logging.FileHandler(config.file) if config.file else logging.StreamHandler(sys.stderr)
+    )
+    new.set_name(_HANDLER_NAME)
+    if _resolve_format(config, getattr(new, "stream", None)) is LogFormat.JSON:
+        new.setFormatter(_JSONFormatter())
+    else:
+        new.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(new)
+    root.setLevel(_LEVELS[config.level])
+
+
+def _resolve_format(config: LogConfig, out: object) -> LogFormat:
+    """`auto` is JSON unless `out` is a terminal."""
+    if config.format is not LogFormat.AUTO:
+        return config.format
+    isatty = getattr(out, "isatty", None)
+    return LogFormat.CONSOLE if callable(isatty) and isatty() else LogFormat.JSON
+
+
+class _JSONFormatter(logging.Formatter):
+    """stdlib records as the same JSON lines structlog writes (component = logger name)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import datetime
+        import json
+
+        doc = {
+            "component": record.name,
+            "event": record.getMessage(),
+            "level": record.levelname.lower(),
+            "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.UTC)
+            .isoformat().replace("+00:00", "Z"),
+        }
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return json.dumps(doc)

@@ -1,0 +1,86 @@
+"""`nri-resmgr run` as a pre-registered plugin process, against the in-project runtime peer.
+
+The runtime starts a pre-registered plugin with the socket on fd 3, an environment of
+exactly NRI_PLUGIN_NAME, NRI_PLUGIN_IDX and NRI_PLUGIN_SOCKET=3 (no PATH), stdout and
+stderr discarded, and its conf.d file's content in Configure.  This test does the same
+with a socket pair: the configuration (policy, log file) arrives only through Configure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from nri_api import api
+from nri_api.testing import FakeRuntime
+from tests._support import REPO
+
+
+def test_preregistered_daemon_process(tmp_path: Path) -> None:
+    log_file = tmp_path / "resmgr.log"
+    config = json.dumps({
+        "policy": "static",
+        "policyConfig": {"reservedSystemCPUs": "0"},
+        "log": {"file": str(log_file), "format": "json"},
+    })
+
+    async def scenario() -> None:
+        rt = FakeRuntime(config=config)
+        theirs = await rt.socketpair()
+        fd = theirs.fileno()
+
+        def to_fd3() -> None:
+            os.dup2(fd, 3)
+
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nri_resmgr.cli", "run",
+             "--topology", "packages=1,nodes=1,cores=4,threads=2",
+             "--state-dir", tempfile.mkdtemp(dir=tmp_path)],
+            env={"NRI_PLUGIN_NAME": "resmgr", "NRI_PLUGIN_IDX": "90", "NRI_PLUGIN_SOCKET": "3"},
+            cwd=REPO,
+            pass_fds=(fd, 3),  # 3 too: close_fds runs after preexec_fn
+            preexec_fn=to_fd3,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp_path / "stderr", "wb"),  # noqa: SIM115
+        )
+        theirs.close()
+        try:
+            handshake = await rt.wait_ready(timeout=30)
+            assert handshake.registration.plugin_name == "resmgr"
+            assert handshake.registration.plugin_idx == "90"
+            assert handshake.sync_updates == ()
+            pod = api.PodSandbox(id="sb", name="db", uid="u1", namespace="default")
+            pod.linux.cgroup_parent = "kubepods-podu1.slice"
+            ctr = api.Container(id="c1", pod_sandbox_id="sb", name="pg")
+            ctr.linux.cgroups_path = "kubepods-podu1.slice:cri-containerd:c1"
+            res = ctr.linux.resources
+            res.cpu.shares.value = 2048
+            res.cpu.shares.SetInParent()
+            res.cpu.quota.value = 200000
+            res.cpu.quota.SetInParent()
+            res.cpu.period.value = 100000
+            res.cpu.period.SetInParent()
+            res.memory.limit.value = 1 << 30
+            res.memory.limit.SetInParent()
+            reply = await rt.create_container(pod, ctr)
+            # the static policy from the Configure string, not the default topology-aware
+            assert reply.adjust.linux.resources.cpu.cpus == "1,5"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.get_running_loop().run_in_executor(None, proc.wait, 30)
+            await rt.close()
+        assert code == 0
+        lines = [json.loads(line) for line in log_file.read_text().splitlines()]
+        creates = [e for e in lines if e.get("event") == "create"]
+        assert [(e["container"], e["cpus"], e["kind"]) for e in creates] == [
+            ("default/db/pg", "1,5", "exclusive")
+        ]
+
+    asyncio.run(asyncio.wait_for(scenario(), 90))
