@@ -37,9 +37,9 @@ fixes invalid ones, never grants a CPU exclusively twice, and the updates return
 only for containers that must move.
 
 Assignments of containers that a decision did not mention are tracked by the pipeline
-itself; a policy that can render its state (`assignments(state)`, see
-`nri_resmgr.policy.common`) is asked after each commit, so reports always show what the
-policy believes.
+itself; a policy that can render its state (a `render(state)` method returning every
+container's `Assignment`, see `nri_resmgr.policy.common`) is asked after each commit, so
+reports always show what the policy believes.
 """
 
 from __future__ import annotations
@@ -104,6 +104,9 @@ class Controller(Protocol):
 
     Each hook may raise `ResmgrError`; for `pod_added` and `container_assigned` that
     fails the event and nothing is committed.  The removal hooks are best effort.
+    Two optional hooks are called when a controller has them:
+    ``container_created(container, assignment)`` at PostCreateContainer (the container's
+    cgroup exists now) and ``synchronized(pods)`` after Synchronize (restart cleanup).
     """
 
     name: str
