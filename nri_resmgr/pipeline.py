@@ -295,13 +295,13 @@ class Pipeline:
         """CreateContainer: the new container's adjustment and the updates of others."""
         pod = self._pod_of(sandbox, container)
         info = adapter.container_from_nri(pod, container)
+        base = self.state
         if info.id in self.containers:
-            # a repeated CreateContainer (e.g. after a failed attempt): start afresh
-            self.state = self.policy.release(self.state, info.id).state
-            self.containers.pop(info.id, None)
-            self.assignments.pop(info.id, None)
+            # a repeated CreateContainer (e.g. after a failed attempt): start afresh, but
+            # only in the state handed to the policy; nothing changes unless it succeeds
+            base = self.policy.release(base, info.id).state
         choice = self._select(info)
-        decision = self.policy.allocate(self.state, info)
+        decision = self.policy.allocate(base, info)
         if decision.assignment is None:
             raise PipelineError(
                 f"{info.pretty}: policy {self.policy.name} returned no assignment for a new "

@@ -321,3 +321,19 @@ def test_decision_log_line_has_the_documented_keys() -> None:
     for key in ("container", "cpus", "mems", "kind", "pool", "rdt", "blockio", "reason"):
         assert key in line
     assert line["container"] == "ns/p0/a" and line["cpus"] == "0" and line["reason"] == "counted"
+
+
+def test_repeated_create_that_fails_keeps_the_first_allocation() -> None:
+    policy = CountingPolicy()
+    p = Pipeline(policy, log=QUIET)
+    s = sandbox()
+    p.create(s, container(s, "a"))
+    state = p.state
+    policy.fail_next = AllocationError("no room")
+    with pytest.raises(AllocationError):
+        p.create(s, container(s, "a"))
+    assert p.state is state
+    assert p.assignments[ContainerID("p0-a")].cpus == CPUSet([0])
+    adjust, _ = p.create(s, container(s, "a"))  # and a retry that succeeds starts afresh
+    assert adjust.linux.resources.cpu.cpus == "0"
+    assert isinstance(p.state, CountState) and dict(p.state.held) == {"p0-a": 0}
