@@ -426,3 +426,81 @@ def test_concurrent_burst_answered_in_time(
             indent=2,
         )
     )
+
+
+# -- block I/O classes: the container's blkio cgroup ---------------------------------------
+
+
+def _whole_disk() -> tuple[str, str] | None:
+    """(/dev path, MAJ:MIN) of a real whole disk (not loop, zram or ram), or None."""
+    for entry in sorted(Path("/sys/block").iterdir()):
+        if entry.name.startswith(("loop", "zram", "ram", "dm-", "md")):
+            continue
+        dev = Path("/dev") / entry.name
+        if dev.is_block_device():
+            return str(dev), (entry / "dev").read_text().strip()
+    return None
+
+
+def test_blockio_class_throttles_in_cgroup(
+    containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
+) -> None:
+    disk = _whole_disk()
+    if disk is None:
+        pytest.skip("no whole block device (only loop/zram/ram) to throttle")
+    if not (cri.CGROUP_ROOT / "blkio" / "blkio.throttle.read_bps_device").exists():
+        pytest.skip("no cgroup v1 blkio hierarchy with throttle files")
+    path, majmin = disk
+    config = {
+        **STATIC,
+        "control": {
+            "blockio": {
+                "enable": True,
+                "classes": {
+                    "slowdisk": {
+                        "devices": [
+                            {"devices": [path], "throttleReadBps": "50M",
+                             "throttleWriteIOPS": 500}
+                        ]
+                    }
+                },
+            }
+        },
+    }  # fmt: skip
+    _running_daemon(daemon, config)
+    ctd = containerd
+    pod = cri.run_pod(
+        ctd, "io", annotations={"blockioclass.resource-policy.nri.io/container.slow": "slowdisk"}
+    )
+    created, stderr = cri.create_container(
+        ctd, pod, "slow", resources=cri.BURSTABLE_SMALL, check=False
+    )
+    if created is None and "no OCI BlockIO parameters for class" in stderr:
+        pytest.xfail(
+            "nri_resmgr/adapter.py puts the class name into the adjustment "
+            "(set_blockio_class) as well as writing the blkio files itself; containerd "
+            "then looks the class up in its own blockio config (none here) and fails "
+            'CreateContainer: no OCI BlockIO parameters for class "slowdisk". Without that '
+            "adjustment the files stay empty too: BlockIOFiles writes at "
+            "PostCreateContainer, but containerd creates the container's cgroup only at "
+            "StartContainer (daemon log: expected the runtime to have created it; found "
+            "no such directory)"
+        )
+    assert created is not None, stderr
+    slow = created
+    cri.start_container(ctd, slow)
+    fast = cri.run_container(ctd, pod, "fast", resources=cri.BURSTABLE_SMALL)
+    pid = cri.container_pid(ctd, slow)
+    assert cri.read_cgroup(pid, "blkio", "blkio.throttle.read_bps_device") == f"{majmin} 52428800"
+    assert cri.read_cgroup(pid, "blkio", "blkio.throttle.write_iops_device") == f"{majmin} 500"
+    other = cri.container_pid(ctd, fast)
+    assert cri.read_cgroup(other, "blkio", "blkio.throttle.read_bps_device") == ""
+    assert cri.cgroup_dir(pid, "blkio") != cri.cgroup_dir(other, "blkio")
+
+    bad = cri.run_pod(
+        ctd, "io2", annotations={"blockioclass.resource-policy.nri.io/container.c": "nosuch"}
+    )
+    created, stderr = cri.create_container(ctd, bad, "c", check=False)
+    assert created is None
+    assert "nosuch" in stderr and "slowdisk" in stderr, stderr
+    assert plugin_failures(ctd) == []
