@@ -30,11 +30,23 @@ RELEASE_IDS = {"containerd-1.7": "ctd1.7", "containerd-2": "ctd2"}
 SETUP = Path(__file__).resolve().parent / "setup.sh"
 
 
+#: per-test timeout: the first test of a session may build containerd and crictl cold
+E2E_TIMEOUT = 2400
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "request_timeout(value): NRI plugin_request_timeout of the test's containerd"
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).resolve().parent
     for item in items:
         if here in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.e2e)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
 
 
 def _is_static(path: Path) -> bool:

@@ -19,6 +19,7 @@ log file under the test's temp dir. Every assertion reads the container's cgroup
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 import time
@@ -504,3 +505,28 @@ def test_blockio_class_throttles_in_cgroup(
     assert created is None
     assert "nosuch" in stderr and "slowdisk" in stderr, stderr
     assert plugin_failures(ctd) == []
+
+
+@pytest.mark.request_timeout("1s")
+def test_hung_daemon_times_out_fails_open_and_recovers(
+    containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
+) -> None:
+    """SIGSTOP the daemon: containerd gives up after the request timeout, drops it and
+    creates the container anyway; SIGCONT: it reconnects, resyncs and corrects placement."""
+    ctd = containerd
+    d = _running_daemon(daemon, STATIC)
+    db = cri.run_pod(ctd, "db", qos=cri.QoS.GUARANTEED)
+    g = cri.run_container(ctd, db, "pg", resources=cri.GUARANTEED_1CPU)
+    web = cri.run_pod(ctd, "web")
+    assert d.proc is not None
+    d.proc.signal(signal.SIGSTOP)
+    try:
+        b = cri.run_container(ctd, web, "app", resources=cri.BURSTABLE_SMALL)
+        assert _cpus(ctd, b) == "0-1", "created without the (hung) plugin's adjustment"
+        assert any("closing plugin" in ln and PLUGIN in ln for ln in plugin_failures(ctd))
+    finally:
+        d.proc.signal(signal.SIGCONT)
+    d.wait_synced(2)
+    _await_cpus(ctd, b, "0", "the resynchronized daemon moves it off the exclusive CPU")
+    assert _cpus(ctd, g) == "1", "the exclusive container did not move"
+    assert_no_double_exclusive(ctd, {"db/pg": g}, [b])
