@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from nri_api import api
-from nri_api.errors import RPCError, StatusCode
+from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.stub import OnClose, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.logs import configure_logging, get_logger, route_stdlib_logging
@@ -216,6 +216,36 @@ class ResmgrPlugin(Plugin):
             kind = str(a.kind) if a is not None else "unknown"
             kinds[kind] = kinds.get(kind, 0) + 1
         self.metrics.observe_state(StateSnapshot(containers_by_kind=kinds))
+
+    def apply_config(self, config: Config) -> list[api.ContainerUpdate]:
+        """Live reload: a pipeline for `config` takes over every live container.
+
+        Synchronous, for `config_source.LiveConfig(apply=...)`; call it on the event loop
+        between events (or use `reconfigure`).  Returns the updates of the containers the
+        new configuration moves; the caller sends them with `update_containers`.  Raises
+        `ResmgrError` when the configuration cannot be applied; nothing changes then.
+        """
+        pipeline = self._build(config)
+        updates = pipeline.adopt(self.pipeline)
+        if config.log != self.config.log:
+            self._route_logs(config)
+        self.config, self.pipeline = config, pipeline
+        self.rlog.info("configuration applied", policy=config.policy, moved=len(updates))
+        return updates
+
+    async def reconfigure(self, config: Config) -> list[api.ContainerUpdate]:
+        """`apply_config` between events, then send the updates to the runtime (if
+        connected); returns the updates the runtime reported as failed."""
+        async with self.lock:
+            updates = self.apply_config(config)
+        if not updates:
+            return []
+        try:
+            return await self.update_containers(updates) or []
+        except ConnectionClosed:
+            # the next Synchronize places every container under the new configuration
+            self.rlog.info("not connected: updates left to the next Synchronize")
+            return []
 
     async def _send_later(self, updates: Sequence[api.ContainerUpdate], why: str) -> None:
         if not updates:

@@ -447,6 +447,39 @@ class Pipeline:
                 self.log.warning("synchronize: classes not chosen", id=c.id, error=str(exc))
                 choices[info.id] = ClassChoice()
             infos.append(info)
+        return self._rebuild(pods, infos, choices, event="synchronize")
+
+    def adopt(self, previous: Pipeline) -> list[api.ContainerUpdate]:
+        """Live reconfiguration: take over `previous`'s pods and containers.
+
+        This pipeline (a new policy or configuration) rebuilds its state from the
+        containers `previous` knows, each where `previous` placed it; containers keep their
+        RDT and block I/O classes (a running container's classes cannot change).  Returns
+        the updates for the containers the new policy moves.  Raises like
+        `Policy.rebuild`; on failure this pipeline is unchanged and `previous` untouched.
+        """
+        infos: list[ContainerInfo] = []
+        choices: dict[ContainerID, ClassChoice] = {}
+        for cid, info in previous.containers.items():
+            a = previous.assignments.get(cid)
+            if a is not None and a.kind is not CPUKind.NONE and a.cpus:
+                info = dataclasses.replace(
+                    info, current_cpus=a.cpus, current_mems=a.mems or info.current_mems
+                )
+            infos.append(info)
+            choices[cid] = (
+                ClassChoice(a.rdt_class, a.blockio_class) if a is not None else ClassChoice()
+            )
+        return self._rebuild(dict(previous.pods), infos, choices, event="reconfigure")
+
+    def _rebuild(
+        self,
+        pods: dict[PodID, Pod],
+        infos: list[ContainerInfo],
+        choices: Mapping[ContainerID, ClassChoice],
+        *,
+        event: str,
+    ) -> list[api.ContainerUpdate]:
         decision = self.policy.rebuild(infos)
         self.pods = pods
         self.containers = {i.id: i for i in infos}
@@ -475,7 +508,7 @@ class Pipeline:
             a = self.assignments[info.id]
             moved = any(u.container_id == info.id for u in movers)
             self._log_decision(
-                "synchronize", info, a, "moved: " + decision.reason if moved else "kept"
+                event, info, a, "moved: " + decision.reason if moved else "kept"
             )
         return updates
 

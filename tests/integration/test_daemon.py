@@ -25,7 +25,7 @@ from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime, PluginRejected
 from nri_resmgr.config import Config, config_from_mapping
 from nri_resmgr.daemon import ResmgrPlugin
-from nri_resmgr.model import ContainerID, QoSClass
+from nri_resmgr.model import ContainerID, QoSClass, ResmgrError
 from nri_resmgr.simulator import ContainerSpec, Resources, container_resources
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.discover import discover
@@ -339,5 +339,31 @@ def test_metrics_and_health_follow_the_events(topology: Topology) -> None:
             assert ('nri_resmgr_errors_total{event="CreateContainer",kind="AllocationError"} 1.0'
                     in text)
             assert 'nri_resmgr_containers{kind="exclusive"} 1.0' in text
+
+    run(scenario)
+
+
+def test_live_reconfigure_moves_only_what_must_move(topology: Topology) -> None:
+    async def scenario() -> None:
+        async with running(topology) as (rt, plugin, _):
+            db = pod("db", QoSClass.GUARANTEED)
+            await rt.create_container(db, guaranteed(db, "pg", "2"))  # 1,5
+            await rt.create_container(db, guaranteed(db, "cache", "2"))  # 2,6
+            new = config_from_mapping(
+                {"policy": "static", "policyConfig": {"reservedSystemCPUs": "0-1,4-5"}}
+            )
+            failed = await plugin.reconfigure(new)
+            assert failed == []
+            request = await rt.next_update()
+            assert [(u.container_id, cpus_of(u)) for u in request.update] == [("db-pg", "3,7")]
+            assert plugin.config is new
+            # a configuration that cannot be applied changes nothing
+            bad = config_from_mapping(
+                {"policy": "static", "policyConfig": {"reservedSystemCPUs": "0-7"}}
+            )
+            with pytest.raises(ResmgrError):
+                await plugin.reconfigure(bad)
+            assert plugin.config is new
+            assert plugin.pipeline.assignments[ContainerID("db-pg")].cpus == CPUSet.parse("3,7")
 
     run(scenario)

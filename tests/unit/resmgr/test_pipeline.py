@@ -337,3 +337,37 @@ def test_repeated_create_that_fails_keeps_the_first_allocation() -> None:
     adjust, _ = p.create(s, container(s, "a"))  # and a retry that succeeds starts afresh
     assert adjust.linux.resources.cpu.cpus == "0"
     assert isinstance(p.state, CountState) and dict(p.state.held) == {"p0-a": 0}
+
+
+def test_adopt_keeps_valid_placements_and_moves_invalid_ones() -> None:
+    old = static_pipeline()
+    db, web = sandbox("db"), sandbox("web", guaranteed=False)
+    old.create(web, container(web, "app", cpu="500m", limit=None))
+    old.create(db, container(db, "pg", cpu="2", limit="2"))  # 1,5
+    old.create(db, container(db, "cache", cpu="2", limit="2"))  # 2,6
+    topo = build_topology({"packages": 1, "nodes": 1, "cores": 4, "threads": 2})
+    # the new configuration reserves core 1 too: pg's CPUs are no longer allowed
+    new = Pipeline(
+        StaticPolicy(topology=topo, config={"reservedSystemCPUs": "0-1,4-5"}), log=QUIET
+    )
+    updates = new.adopt(old)
+    moved = {u.container_id: u.linux.resources.cpu.cpus for u in updates}
+    assert "db-cache" not in moved
+    assert moved["db-pg"] == "3,7"
+    assert new.assignments[ContainerID("db-cache")].cpus == CPUSet.parse("2,6")
+    assert set(new.containers) == set(old.containers)
+    # the old pipeline is untouched
+    assert old.assignments[ContainerID("db-pg")].cpus == CPUSet.parse("1,5")
+
+
+def test_adopt_from_the_none_policy_places_everything() -> None:
+    from nri_resmgr.policy.none import NonePolicy
+
+    topo = build_topology({"packages": 1, "nodes": 1, "cores": 4, "threads": 2})
+    old = Pipeline(NonePolicy(topology=topo, config={}), log=QUIET)
+    db = sandbox("db")
+    adjust, _ = old.create(db, container(db, "pg", cpu="2", limit="2"))
+    assert not adjust.HasField("linux")
+    new = static_pipeline()
+    updates = new.adopt(old)
+    assert [(u.container_id, u.linux.resources.cpu.cpus) for u in updates] == [("db-pg", "1,5")]
