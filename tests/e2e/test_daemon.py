@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -379,12 +381,37 @@ def test_containerd_restart_daemon_resyncs(
 BURST = 12
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _scrape_latency(port: int, event: str) -> dict[str, float]:
+    """The daemon's own handler-time histogram for `event`, from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("nri_resmgr_event_latency_seconds"):
+            continue
+        if f'event="{event}"' not in line:
+            continue
+        name_labels, value = line.rsplit(" ", 1)
+        name = name_labels.split("{", 1)[0].removeprefix("nri_resmgr_event_latency_seconds")
+        le = name_labels.split('le="', 1)[1].split('"', 1)[0] if 'le="' in name_labels else ""
+        out[f"bucket_le_{le}" if le else name.lstrip("_")] = float(value)
+    return out
+
+
 def test_concurrent_burst_answered_in_time(
     containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon], release: Any
 ) -> None:
     """BURST pods created at once: every CreateContainer answered, no plugin dropped."""
     ctd = containerd
-    _running_daemon(daemon, STATIC)
+    port = _free_port()
+    _running_daemon(daemon, {**STATIC, "instrumentation": {"httpEndpoint": f"127.0.0.1:{port}"}})
     pods = [cri.run_pod(ctd, f"burst-{i}") for i in range(BURST)]
     results: dict[int, tuple[float, cri.Container | None, str]] = {}
     gate = threading.Barrier(BURST)
@@ -422,6 +449,7 @@ def test_concurrent_burst_answered_in_time(
                 "concurrency": BURST,
                 "request_timeout": ctd.request_timeout,
                 "ms": latencies,
+                "daemon_create_container_seconds": _scrape_latency(port, "CreateContainer"),
                 "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             },
             indent=2,
