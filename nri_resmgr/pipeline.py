@@ -52,9 +52,11 @@ from typing import Any, Protocol
 from nri_api import api
 from nri_resmgr import adapter
 from nri_resmgr.model import (
+    AnnotationError,
     Assignment,
     ContainerID,
     ContainerInfo,
+    ContainerKind,
     CPUKind,
     Decision,
     Pod,
@@ -437,7 +439,14 @@ class Pipeline:
                     fallback_resources=c.linux.resources if c.HasField("linux") else None,
                 )
                 pods.setdefault(pod.id, pod)
-                info = adapter.container_from_nri(pods[pod.id], c)
+                try:
+                    info = adapter.container_from_nri(pods[pod.id], c)
+                except AnnotationError as exc:
+                    # a running container must be accounted for whatever its pod's
+                    # annotations say: take it as an app container rather than skip it
+                    self.log.warning("synchronize: init marker unreadable", id=c.id,
+                                     error=str(exc))
+                    info = adapter.container_from_nri(pods[pod.id], c, kind=ContainerKind.APP)
             except ResmgrError as exc:
                 self.log.warning("synchronize: container skipped", id=c.id, error=str(exc))
                 continue

@@ -371,3 +371,14 @@ def test_adopt_from_the_none_policy_places_everything() -> None:
     new = static_pipeline()
     updates = new.adopt(old)
     assert [(u.container_id, u.linux.resources.cpu.cpus) for u in updates] == [("db-pg", "1,5")]
+
+
+def test_synchronize_accounts_for_containers_with_garbage_pod_annotations() -> None:
+    p = static_pipeline()
+    db = sandbox("db", annotations={"noderesource.dev/resources": "{not json"})
+    a = container(db, "a", cpu="2", limit="2", cpus="1,5")
+    with pytest.raises(AnnotationError):
+        p.create(db, container(db, "new", cpu="2", limit="2"))
+    assert p.synchronize([db], [a]) == []
+    assert p.assignments[ContainerID("db-a")].cpus == CPUSet.parse("1,5")
+    assert p.containers[ContainerID("db-a")].kind is ContainerKind.APP
