@@ -778,6 +778,7 @@ def attach_plugin(
     name: str,
     config: str = "",
     external_args: Sequence[str] = (),
+    preregistered_args: Sequence[str] = (),
     pods: Sequence[Json] = (),
     containers: Sequence[Json] = (),
     request_timeout_ms: int | None = None,
@@ -785,14 +786,15 @@ def attach_plugin(
 ) -> SyncResult | None:
     """Start `rt` with `plugin` attached and synchronized; return its Synchronize result.
 
-    preregistered: install the launcher and `config` as the conf.d file, then start
+    preregistered: install the launcher (passing `preregistered_args` to the plugin)
+    and `config` as the conf.d file, then start
     (the result is the start-up sync of NRI v0.8+, None on older versions, which
     never synchronize pre-registered plugins). external: start, run the plugin with
     `external_args` (`config` is not passed: the runtime sends "" to external
     plugins), and wait until it has synchronized.
     """
     if mode == "preregistered":
-        rt.install_preregistered(plugin, idx=idx, name=name, config=config)
+        rt.install_preregistered(plugin, idx=idx, name=name, config=config, args=preregistered_args)
         return rt.start(pods=pods, containers=containers, request_timeout_ms=request_timeout_ms)
     if mode == "external":
         rt.start(pods=pods, containers=containers, request_timeout_ms=request_timeout_ms)

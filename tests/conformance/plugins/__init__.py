@@ -68,7 +68,8 @@ def attach_recorder(
     if events is not None:
         conf["events"] = list(events)
     text = json.dumps(conf)
-    args = ["--settings", text] + (["--reconnect"] if reconnect else [])
+    log = ["--log-file", str(rt.dir / f"{idx}-{name}.log")]
+    args = ["--settings", text, *log] + (["--reconnect"] if reconnect else [])
     sync = attach_plugin(
         rt,
         RECORDER,
@@ -77,6 +78,7 @@ def attach_recorder(
         name=name,
         config=text,
         external_args=args,
+        preregistered_args=log,
         pods=pods,
         containers=containers,
         request_timeout_ms=request_timeout_ms,
@@ -99,7 +101,8 @@ def add_external_recorder(
     conf = recorder_settings(record, **settings)
     if events is not None:
         conf["events"] = list(events)
-    args = ["--settings", json.dumps(conf)] + (["--reconnect"] if reconnect else [])
+    log = ["--log-file", str(rt.dir / f"{idx}-{name}.log")]
+    args = ["--settings", json.dumps(conf), *log] + (["--reconnect"] if reconnect else [])
     rt.start_external(RECORDER, idx=idx, name=name, args=args)
     sync = rt.wait_synced()
     return RecorderHandle(full_name=f"{idx}-{name}", record=record, settings=conf, sync=sync)

@@ -7,7 +7,8 @@ come from the config file, i.e. `ConfigureRequest.config`) or external (`--socke
 
   record        path of a JSON-lines file; one line per event seen (required)
   events        event names (NRI `Event` enum) to subscribe to; default: every hook
-  log_file      stub log file (stdout/stderr are discarded when pre-registered)
+  log_file      stub log file (or `--log-file`, which also works when pre-registered:
+                stdout/stderr are discarded then)
 
 Each record has "event", "plugin" (NN-name), "pid" and, per event, "pod" and
 "container" (CREATE_CONTAINER also "cpus": the container's cpuset CPUs as received),
@@ -48,7 +49,7 @@ except ImportError:  # launched with an empty environment from a source checkout
 from nri_api import api
 from nri_api.builders import Adjustment, Update
 from nri_api.events import Event
-from nri_api.stub import OnClose, Plugin, RuntimeInfo, setup_logging
+from nri_api.stub import OnClose, Plugin, RuntimeInfo
 
 CPUSET_ANNOTATION = "cpuset.conformance.nri/container.{name}"
 RECORDED_BY_ANNOTATION = "conformance.nri/recorded-by"
@@ -113,9 +114,6 @@ class Recorder(Plugin):
     def configure(self, config: str, runtime: RuntimeInfo) -> Iterable[Event] | None:
         if config:
             self.settings.update(json.loads(config))
-        log_file = self.settings.get("log_file")
-        if log_file and self.pre_registered:
-            setup_logging(log_file=log_file)
         self.record(
             "CONFIGURE",
             config=config,
@@ -232,8 +230,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--name")
     parser.add_argument("--settings", default="{}", help="settings as a JSON object")
     parser.add_argument("--reconnect", action="store_true")
+    parser.add_argument(
+        "--log-file", help="the stub's log (stdout/stderr are discarded when pre-registered)"
+    )
     args = parser.parse_args(argv)
     settings = json.loads(args.settings)
+    if args.log_file:
+        settings["log_file"] = args.log_file
     plugin = Recorder(
         settings=settings,
         name=args.name,
