@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -18,8 +19,10 @@ from tests.conformance.plugins import RecorderHandle, attach_recorder
 
 pytestmark = pytest.mark.conformance
 
+T = TypeVar("T")
 
-def wait_for(what: str, probe: Callable[[], object], *, timeout: float = 20.0) -> object:
+
+def wait_for(what: str, probe: Callable[[], T], *, timeout: float = 20.0) -> T:
     """Poll `probe` until it returns something truthy (not a timing assertion)."""
     deadline = time.monotonic() + timeout
     while True:

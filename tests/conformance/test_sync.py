@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -29,10 +30,12 @@ from tests.conformance.plugins.recorder import SYNC_CPUS_ANNOTATION
 
 pytestmark = pytest.mark.conformance
 
+T = TypeVar("T")
+
 TTRPC_MAX = 4 << 20
 
 
-def wait_for(what: str, probe: Callable[[], object], *, timeout: float = 20.0) -> object:
+def wait_for(what: str, probe: Callable[[], T], *, timeout: float = 20.0) -> T:
     """Poll `probe` until it returns something truthy (not a timing assertion)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -180,3 +183,17 @@ def test_go_stub_synchronize_larger_than_ttrpc_limit(runtime: FakeRuntime) -> No
     [sync] = [e for e in runtime.go_plugin_events("ref") if e["event"] == "SYNCHRONIZE"]
     assert sync["pods"] == [p["id"] for p in pods]
     assert sync["containers"] == [c["id"] for c in ctrs]
+
+
+def test_unsolicited_update_failures_reach_plugin(runtime: FakeRuntime) -> None:
+    """UpdateContainers from outside any hook returns the updates the runtime failed."""
+    pods, ctrs = small_state()
+    runtime.fail_updates([ctrs[2]["id"]])
+    rec = attach_recorder(
+        runtime, mode="external", pods=pods, containers=ctrs, report_update_result=True
+    )
+
+    [result] = wait_for("UPDATE_CONTAINERS_RESULT", lambda: rec.of("UPDATE_CONTAINERS_RESULT"))
+    assert result["failed"] == [ctrs[2]["id"]]
+    assert rec.sync is not None
+    assert runtime.updates() == [rec.sync.updates]

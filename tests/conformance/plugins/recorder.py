@@ -27,13 +27,16 @@ UpdateContainer replies with an update of the container itself to the CPUs of an
 `update-cpus.conformance.nri` (if present); StopContainer with the updates of annotation
 `stop-update.conformance.nri` (same form as create-update). Synchronize returns an update
 to the CPUs of annotation `sync-cpus.conformance.nri` for each container that has it, and
-then, outside the hook, sends the same updates once more with UpdateContainers.
+sends the same updates once more with UpdateContainers: called inside the hook (the stub
+defers it until the hook returned), or, with setting `report_update_result`, from a task
+outside any hook, recording the ids the runtime reported failed (UPDATE_CONTAINERS_RESULT).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import json
 import os
 import sys
@@ -142,10 +145,19 @@ class Recorder(Plugin):
             for c in containers
             if SYNC_CPUS_ANNOTATION in c.annotations
         ]
-        if updates:
+        if updates and self.settings.get("report_update_result"):
+            # Outside any hook (a fresh context): waits for the runtime's answer.
+            asyncio.get_running_loop().create_task(
+                self._send_and_report(updates), context=contextvars.Context()
+            )
+        elif updates:
             # Deferred by the stub until this hook has returned.
             await self.update_containers(updates)
         return updates
+
+    async def _send_and_report(self, updates: list[Update]) -> None:
+        failed = await self.update_containers(updates)
+        self.record("UPDATE_CONTAINERS_RESULT", failed=[u.container_id for u in failed or []])
 
     def on_close(self) -> None:
         self.record("CLOSED")
