@@ -20,6 +20,10 @@ separate processes, same path through the kernel); Python / go-inproc is also gi
 
 `--profile` wraps the Python plugin in pyinstrument (text report) or attaches py-spy
 (collapsed stacks, summarized by `bench.profile`) for the measured requests.
+
+`--candidate DIR` adds a fourth peer, ``python-candidate``: the same plugin with DIR first
+on PYTHONPATH (e.g. a scratch copy of nri_api with a proposed change), for an A/B
+comparison in the same run.
 """
 
 from __future__ import annotations
@@ -63,7 +67,9 @@ def _python_argv(rt: FakeRuntime, profile: str, out_dir: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def attached(peer: str, *, version: str, profile: str, out_dir: Path) -> Iterator[FakeRuntime]:
+def attached(
+    peer: str, *, version: str, profile: str, out_dir: Path, candidate: str | None = None
+) -> Iterator[FakeRuntime]:
     """A started fake runtime with `peer` attached and synchronized."""
     with fake_runtime(version) as rt:
         rt.start()
@@ -73,6 +79,10 @@ def attached(peer: str, *, version: str, profile: str, out_dir: Path) -> Iterato
             argv = [str(build_go_noop()), "-socket", str(rt.socket), "-idx", "10",
                     "-name", "gonoop"]
             rt.externals.append(spawn(argv, log_path=rt.dir / "gonoop.log"))
+        elif peer == "python-candidate":
+            argv = python_plugin_argv(PLUGIN, socket=rt.socket, idx="10", name="pynoop")
+            rt.externals.append(spawn(argv, log_path=rt.dir / "pynoop.log",
+                                      env={"PYTHONPATH": str(candidate)}))
         else:
             argv = _python_argv(rt, profile, out_dir)
             rt.externals.append(spawn(argv, log_path=rt.dir / "pynoop.log"))
@@ -81,25 +91,34 @@ def attached(peer: str, *, version: str, profile: str, out_dir: Path) -> Iterato
 
 
 def run(
-    *, requests: int, version: str, warmup: int, profile: str, seed: int, out_dir: Path
+    *,
+    requests: int,
+    version: str,
+    warmup: int,
+    profile: str,
+    seed: int,
+    out_dir: Path,
+    candidate: str | None = None,
 ) -> dict[str, Any]:
-    samples: dict[str, list[int]] = {p: [] for p in PEERS}
+    peers = PEERS + (("python-candidate",) if candidate else ())
+    samples: dict[str, list[int]] = {p: [] for p in peers}
     notes = machine()
     spy: subprocess.Popen[bytes] | None = None
     with contextlib.ExitStack() as stack:
         rts = {
             p: stack.enter_context(
-                attached(p, version=version, profile=profile, out_dir=out_dir)
+                attached(p, version=version, profile=profile, out_dir=out_dir,
+                         candidate=candidate)
             )
-            for p in PEERS
+            for p in peers
         }
         pods = {}
         for p, rt in rts.items():
             pods[p] = make_pod(name=f"bench-{p}", qos="burstable")
             rt.run_pod(pods[p])
         rng = random.Random(seed)
-        order = list(PEERS)
-        procs = {p: rts[p].externals[-1].pid for p in ("go-external", "python")}
+        order = list(peers)
+        procs = {p: rts[p].externals[-1].pid for p in peers if p != "go-inproc"}
         cpu0: dict[str, int] = {}
         for i in range(warmup + requests):
             if i == warmup:
@@ -144,7 +163,16 @@ def run(
             "p99": round(py["p99_us"] / inproc["p99_us"], 2),
         },
         "plugin_cpu_us_per_request": cpu_per_request,
+        "ratio_candidate_vs_python": (
+            {
+                "p50": round(summary["python-candidate"]["p50_us"] / py["p50_us"], 2),
+                "p99": round(summary["python-candidate"]["p99_us"] / py["p99_us"], 2),
+            }
+            if candidate
+            else None
+        ),
         "profile": profile,
+        "candidate": candidate,
         "samples_ns": samples,
     }
 
@@ -156,19 +184,23 @@ def table(result: dict[str, Any]) -> str:
         "go-external": "Go stub, external process",
         "python": "Python nri_api, external process",
     }
-    for p in PEERS:
+    labels["python-candidate"] = "Python nri_api candidate (--candidate), external process"
+    for p in result["summary"]:
         s = result["summary"][p]
         rows.append(f"| {labels[p]} | {s['p50_us']} | {s['p99_us']} | {s['mean_us']} | {s['n']} |")
     cpu = result["plugin_cpu_us_per_request"]
     rows.append("")
     rows.append(
-        f"plugin process CPU per request: Go external {cpu['go-external']} µs, "
-        f"Python {cpu['python']} µs"
+        "plugin process CPU per request: "
+        + ", ".join(f"{labels[p].split(',')[0]} {v} µs" for p, v in cpu.items())
     )
     ext, inproc = result["ratio_vs_go_external"], result["ratio_vs_go_inproc"]
     rows.append("")
     rows.append(f"ratio Python / Go external: p50 {ext['p50']}, p99 {ext['p99']}")
     rows.append(f"ratio Python / Go in-process: p50 {inproc['p50']}, p99 {inproc['p99']}")
+    cand = result.get("ratio_candidate_vs_python")
+    if cand:
+        rows.append(f"ratio candidate / Python: p50 {cand['p50']}, p99 {cand['p99']}")
     rows.append(f"{result['machine']['load_before']} before, {result['load_after']} after")
     return "\n".join(rows)
 
@@ -180,6 +212,7 @@ def main() -> int:
     ap.add_argument("--version", default="v0.12.2")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile", choices=("none", "pyinstrument", "py-spy"), default="none")
+    ap.add_argument("--candidate", help="directory put first on PYTHONPATH for a 4th peer")
     ap.add_argument("--out", default="bench/out/roundtrip.json")
     ns = ap.parse_args()
     out = Path(ns.out)
@@ -192,6 +225,7 @@ def main() -> int:
         profile=ns.profile,
         seed=ns.seed,
         out_dir=out.parent,
+        candidate=ns.candidate,
     )
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(table(result))
