@@ -142,7 +142,13 @@ class Cgroups:
 
     def cleanup(self) -> None:
         for parent in self.parents:
+            cri.kill_cgroup_tree("cpuset", parent)  # anything a killed shim left running
             for controller in os.listdir(cri.CGROUP_ROOT):
+                for leaf in sorted(
+                    (cri.CGROUP_ROOT / controller / parent.lstrip("/")).glob("*/"), reverse=True
+                ):
+                    with contextlib.suppress(OSError):
+                        leaf.rmdir()
                 cri.remove_cgroup_tree(controller, parent)
 
 

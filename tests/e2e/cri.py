@@ -13,9 +13,12 @@ and blkio cgroups, whose files are then read under `/sys/fs/cgroup/<controller>/
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import json
+import os
+import signal
 import time
 import uuid
 from collections.abc import Mapping
@@ -290,6 +293,21 @@ def wait_for(
                 return last
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
+
+
+def kill_cgroup_tree(controller: str, relative: str) -> None:
+    """SIGKILL every process in `relative` and below (a safety net after a failure)."""
+    top = CGROUP_ROOT / controller / relative.lstrip("/")
+    if not top.is_dir():
+        return
+    for procs in top.rglob("cgroup.procs"):
+        try:
+            pids = [int(p) for p in procs.read_text().split()]
+        except OSError:
+            continue
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def remove_cgroup_tree(controller: str, relative: str) -> None:
