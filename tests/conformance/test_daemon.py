@@ -159,14 +159,24 @@ def test_daemon_restart_keeps_placements(runtime: FakeRuntime) -> None:
     db = make_pod(name="db-0", qos="guaranteed")
     nginx = make_container(web, name="nginx", cpu_request_millis=500)
     a, b = guaranteed(db, "a", 2), guaranteed(db, "b", 2)
+    # load: 24 more shared containers in 6 pods, created between the exclusive ones
+    crowd = [(make_pod(name=f"crowd-{i}", qos="burstable"), i) for i in range(6)]
+    extra = [(p, make_container(p, name=f"w{j}", cpu_request_millis=100 + 10 * j))
+             for p, i in crowd for j in range(4)]
     placed: dict[str, str] = {}
-    for pod, ctr in ((web, nginx), (db, a), (db, b)):
-        runtime.run_pod(pod)
+    order = [(web, nginx), *extra[:12], (db, a), *extra[12:], (db, b)]
+    started: set[str] = set()
+    for pod, ctr in order:
+        if pod["id"] not in started:
+            runtime.run_pod(pod)
+            started.add(pod["id"])
         reply = runtime.create_container(pod, ctr)
         placed[ctr["id"]] = cpus(reply)
         placed.update(dict(updates(reply)))
         runtime.start_container(pod, ctr)
-    assert placed == {nginx["id"]: "0,3-4,7", a["id"]: "1,5", b["id"]: "2,6"}
+    shared = {cid: cs for cid, cs in placed.items() if cid not in (a["id"], b["id"])}
+    assert set(shared.values()) == {"0,3-4,7"}
+    assert (placed[a["id"]], placed[b["id"]]) == ("1,5", "2,6")
 
     first = runtime.externals[0]
     first.kill()
@@ -176,17 +186,22 @@ def test_daemon_restart_keeps_placements(runtime: FakeRuntime) -> None:
                        cpuset_cpus=placed[nginx["id"]]),
         guaranteed(db, "a", 2, state="CONTAINER_RUNNING", cpuset_cpus=placed[a["id"]]),
         guaranteed(db, "b", 2, state="CONTAINER_RUNNING", cpuset_cpus=placed[b["id"]]),
+    ] + [
+        make_container(p, name=c["name"], cpu_request_millis=100 + 10 * int(c["name"][1:]),
+                       state="CONTAINER_RUNNING", cpuset_cpus=placed[c["id"]])
+        for p, c in extra
     ]
-    runtime.set_state(pods=[web, db], containers=running)
+    runtime.set_state(pods=[web, db] + [p for p, _ in crowd], containers=running)
     sync = attach_daemon(runtime, mode="external", start=False)
     assert sync is not None
-    assert (sync.pods, sync.containers, sync.updates) == (2, 3, []), diagnostics(runtime)
+    assert (sync.pods, sync.containers, sync.updates) == (8, 27, []), diagnostics(runtime)
 
     # the restarted daemon knows what is taken: the next grant is the last free core
     c = guaranteed(db, "c", 2)
     reply = runtime.create_container(db, c)
     assert cpus(reply) == "3,7"
-    assert updates(reply) == [(nginx["id"], "0,4")]
+    moved = dict(updates(reply))
+    assert set(moved) == set(shared) and set(moved.values()) == {"0,4"}
 
 
 @pytest.mark.parametrize("nri_version", ["v0.12.2"])
