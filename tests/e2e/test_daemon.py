@@ -236,6 +236,32 @@ def test_static_preregistered(
     _static_scenario(containerd)
 
 
+def test_static_preregistered_config_from_conf_d(
+    containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
+) -> None:
+    """Pre-registered through a plain launcher (no policy on its command line): the
+    policy comes only from conf.d/90-resmgr.conf, which containerd hands over in
+    Configure. The static scenario's exact cpusets prove that config was applied."""
+    log = containerd.layout.base / "resmgr-prereg.log"
+    launcher = containerd.layout.plugin_path / PLUGIN
+    launcher.write_text(
+        "#!/bin/sh\n"
+        f"PYTHONPATH='{REPO}' exec '{python()}' -m nri_resmgr.cli run "
+        f"--sysfs-root / --state-dir '{containerd.layout.base / 'resmgr-state'}' "
+        f">>'{log}' 2>&1\n"
+    )
+    launcher.chmod(0o755)
+    conf = containerd.layout.plugin_config_path / f"{PLUGIN}.conf"
+    conf.write_text(json.dumps({**STATIC, "log": {"level": "debug", "file": str(log)}}))
+    containerd.restart()
+    try:
+        wait_plugin_synchronized(containerd, PLUGIN)
+    except AssertionError as exc:
+        text = log.read_text() if log.exists() else "(no log file)"
+        raise AssertionError(f"{exc}\n--- daemon log ---\n{text[-3000:]}") from None
+    _static_scenario(containerd)
+
+
 # -- topology-aware ---------------------------------------------------------------------
 
 
