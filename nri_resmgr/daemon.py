@@ -53,6 +53,7 @@ from typing import IO, Any
 
 from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError, StatusCode
+from nri_api.events import NRIVersion
 from nri_api.stub import OnClose, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.logs import configure_logging, get_logger, route_stdlib_logging
@@ -65,6 +66,8 @@ from nri_resmgr.topology.model import Topology
 __all__ = ["DaemonOptions", "ResmgrPlugin", "build_pipeline", "load_daemon_topology", "main"]
 
 DEFAULT_PLUGIN_NAME = "resmgr"
+#: NRI releases before this one never synchronize pre-registered plugins
+NO_PREREGISTERED_SYNC_BEFORE = NRIVersion(0, 8, 0)
 DEFAULT_PLUGIN_INDEX = "90"
 DEFAULT_RESCTRL_ROOT = "/sys/fs/resctrl"
 DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
@@ -259,6 +262,10 @@ class ResmgrPlugin(Plugin):
         self.health.registered = True
         self.health.synchronized = False
         self.health.reason = "waiting for Synchronize"
+        if self.pre_registered and runtime.nri_version < NO_PREREGISTERED_SYNC_BEFORE:
+            # these runtimes never synchronize pre-registered plugins: events come next
+            self.health.synchronized = True
+            self.health.reason = ""
         self.rlog.info(
             "configure",
             runtime=f"{runtime.name} {runtime.version}",
