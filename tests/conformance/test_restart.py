@@ -103,3 +103,18 @@ def test_preregistered_plugin_is_launched_again(runtime: FakeRuntime) -> None:
     created = runtime.create_container(pod, make_container(pod, name="app-2"))
     assert created["adjust"]["env"] == [{"key": "RECORDED_BY", "value": "10-recorder"}]
     assert rec.records()[-1]["pid"] == configures[1]["pid"]
+
+
+def test_go_stub_sees_runtime_stop(runtime: FakeRuntime) -> None:
+    """Reference: the Go stub's on-close callback runs when the runtime stops."""
+    runtime.start()
+    runtime.go_plugin(name="ref", idx="10")
+    runtime.wait_synced()
+    assert runtime.call("go_plugin_events", name="ref")["closed"] is False
+
+    assert runtime.stop() == 1
+
+    wait_for(
+        "Go stub on-close",
+        lambda: runtime.call("go_plugin_events", name="ref")["closed"],
+    )
