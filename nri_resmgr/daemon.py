@@ -45,6 +45,7 @@ keeps correctly placed containers where they are.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,9 +57,10 @@ from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import NRIVersion
 from nri_api.stub import OnClose, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
+from nri_resmgr.kube_agent import KubeSide, build_kube_side
 from nri_resmgr.logs import configure_logging, get_logger, route_stdlib_logging
-from nri_resmgr.metrics import HealthState, Metrics, StateSnapshot, serve_http
-from nri_resmgr.model import ResmgrError
+from nri_resmgr.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
+from nri_resmgr.model import CPUKind, ResmgrError
 from nri_resmgr.pipeline import Pipeline, class_control_from_config
 from nri_resmgr.policy.registry import load_policy
 from nri_resmgr.topology.model import Topology
@@ -88,6 +90,13 @@ class DaemonOptions:
     resctrl_root: str | None = None
     cgroup_root: str | None = None
     state_dir: str | None = None
+    log_file: str | None = None
+    #: Kubernetes side: configuration objects and node reports (off without a node name)
+    node_name: str | None = None
+    namespace: str = "kube-system"
+    kubeconfig: str | None = None
+    node_resource_topology: bool = False
+    report_interval: float = 30.0
 
 
 def load_daemon_topology(options: DaemonOptions) -> Topology:
@@ -213,12 +222,39 @@ class ResmgrPlugin(Plugin):
                 if error is None:
                     self._observe_state()
 
-    def _observe_state(self) -> None:
+    def state_snapshot(self) -> StateSnapshot:
+        """Pools and containers as the metrics and the node report show them.
+
+        Derived from the live assignments, so it holds for every policy: a pool's
+        exclusive CPUs are those granted exclusively (or isolated) in it, its shared CPUs
+        the union of what its shared containers run on.
+        """
         kinds: dict[str, int] = {}
+        shared: dict[str, set[int]] = {}
+        exclusive: dict[str, set[int]] = {}
+        counts: dict[str, int] = {}
         for _info, a in self.pipeline.snapshot():
             kind = str(a.kind) if a is not None else "unknown"
             kinds[kind] = kinds.get(kind, 0) + 1
-        self.metrics.observe_state(StateSnapshot(containers_by_kind=kinds))
+            if a is None or not a.pool:
+                continue
+            counts[a.pool] = counts.get(a.pool, 0) + 1
+            target = exclusive if a.kind in (CPUKind.EXCLUSIVE, CPUKind.ISOLATED) else shared
+            target.setdefault(a.pool, set()).update(a.cpus)
+        pools = tuple(
+            PoolSnapshot(
+                name=name,
+                capacity=len(shared.get(name, set()) | exclusive.get(name, set())),
+                shared=len(shared.get(name, set())),
+                exclusive=len(exclusive.get(name, set())),
+                containers=n,
+            )
+            for name, n in sorted(counts.items())
+        )
+        return StateSnapshot(pools=pools, containers_by_kind=kinds)
+
+    def _observe_state(self) -> None:
+        self.metrics.observe_state(self.state_snapshot())
 
     def apply_config(self, config: Config) -> list[api.ContainerUpdate]:
         """Live reload: a pipeline for `config` takes over every live container.
@@ -345,16 +381,22 @@ class ResmgrPlugin(Plugin):
         await self._send_later(updates, f"container {container.name} removed")
 
 
-async def _serve(plugin: ResmgrPlugin, endpoint: str) -> int:
+async def _serve(plugin: ResmgrPlugin, endpoint: str, kube: KubeSide | None = None) -> int:
     server = None
     if endpoint:
         host, _, port = endpoint.rpartition(":")
         server = await serve_http(
             plugin.metrics, plugin.health, host=host or "0.0.0.0", port=int(port)
         )
+    side = asyncio.create_task(kube.run()) if kube is not None else None
     try:
         return await plugin.serve()
     finally:
+        if side is not None and kube is not None:
+            kube.stop()
+            side.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await side
         if server is not None:
             server.close()
 
@@ -364,6 +406,9 @@ def main(options: DaemonOptions) -> int:
     import signal
 
     config = load_config(Path(options.config_path)) if options.config_path else Config()
+    if options.log_file:
+        config = config.model_copy(update={"log": config.log.model_copy(
+            update={"file": options.log_file})})
     log_file = configure_logging(config.log)
     route_stdlib_logging(config.log)
     log = get_logger("daemon")
@@ -390,11 +435,13 @@ def main(options: DaemonOptions) -> int:
             pre_registered=plugin.pre_registered,
         )
 
+        kube = build_kube_side(plugin, options, log=log)
+
         async def run() -> int:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, plugin.request_stop)
-            return await _serve(plugin, config.instrumentation.http_endpoint)
+            return await _serve(plugin, plugin.config.instrumentation.http_endpoint, kube)
 
         try:
             return asyncio.run(run())

@@ -8,26 +8,41 @@ The blocking loop runs in a thread; the daemon hands `on_change` a function that
 the reload on its event loop, where `LiveConfig.offer(watcher.resolve)` validates, applies
 or reverts.  `post_event` makes every outcome visible on the ConfigMap that caused it as a
 Kubernetes Event (reason ConfigApplied / ConfigRejected).
+
+`KubeSide` runs next to the NRI plugin in the daemon's event loop: the watch thread kicks
+a reload task, which applies the new configuration under the plugin's lock (so never in
+the middle of an event) and then sends the moved containers' updates with the stub's
+safe `update_containers`; a second task writes the node report every interval (one API
+request at most, skipped when unchanged).  `build_kube_side` turns the daemon options
+into one, or None when there is no node name or no credentials.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from nri_api.errors import ConnectionClosed
+from nri_resmgr.config import Config
 from nri_resmgr.config_source import (
     DEFAULT_PREFIX,
     GROUP_LABEL,
+    LiveConfig,
     Outcome,
     Resolved,
+    Source,
     configmap_names,
     resolve,
 )
-from nri_resmgr.kube import KubeClient, KubeError
+from nri_resmgr.kube import KubeClient, KubeError, in_cluster_credentials, load_kubeconfig
+from nri_resmgr.model import ConfigError
+from nri_resmgr.report import PoolReporter, ReportManager, TopologyReporter
 
 
 class ConfigWatcher:
@@ -178,3 +193,157 @@ def wait_until(predicate: Callable[[], bool], *, timeout: float, step: float = 0
             return True
         time.sleep(step)
     return predicate()
+
+
+# -- the daemon's Kubernetes side ---------------------------------------------------------
+
+
+class KubeSide:
+    """Runs the config watch (live reload) and the node report next to the NRI plugin.
+
+    `plugin` is the daemon's `ResmgrPlugin` (typed loosely to keep this module below the
+    daemon): it offers `lock`, `apply_config(config) -> updates`, `update_containers`,
+    `metrics` and `state_snapshot()`.
+    """
+
+    def __init__(
+        self,
+        plugin: Any,
+        *,
+        watcher: ConfigWatcher | None,
+        live: LiveConfig | None,
+        manager: ReportManager | None,
+        interval: float,
+        log: Any,
+    ) -> None:
+        self.plugin = plugin
+        self.watcher = watcher
+        self.live = live
+        self.manager = manager
+        self.interval = interval
+        self.log = log
+        self._stop = threading.Event()
+        self._pending: list[Any] = []
+        self._outcomes: list[Outcome] = []
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # LiveConfig callbacks (called under the plugin's lock, on the event loop)
+    def apply(self, config: Config) -> None:
+        self._pending.extend(self.plugin.apply_config(config))
+
+    def report(self, outcome: Outcome) -> None:
+        self._outcomes.append(outcome)
+        result = "ok" if outcome.applied else "error"
+        self.plugin.metrics.config_reloads.labels(outcome=result).inc()
+        if outcome.applied:
+            self.log.info("configuration reloaded", source=outcome.source.name,
+                          message=outcome.message)
+        else:
+            self.log.warning("configuration not applied", source=outcome.source.name,
+                             message=outcome.message)
+
+    async def reload(self) -> None:
+        if self.watcher is None or self.live is None:
+            return
+        self._pending.clear()
+        async with self.plugin.lock:
+            self.live.offer(self.watcher.resolve)
+        updates, self._pending = list(self._pending), []
+        if updates:
+            try:
+                await self.plugin.update_containers(updates)
+            except ConnectionClosed:
+                self.log.info("not connected: the next Synchronize applies the new placement")
+        outcomes, self._outcomes = self._outcomes, []
+        for outcome in outcomes:
+            try:
+                await asyncio.to_thread(self.watcher.post_event, outcome)
+            except KubeError as exc:
+                self.log.warning("cannot post the configuration event", error=str(exc))
+
+    async def _watch(self) -> None:
+        assert self.watcher is not None
+        loop = asyncio.get_running_loop()
+        kick = asyncio.Event()
+        thread = threading.Thread(
+            target=self.watcher.run_blocking,
+            args=(lambda: loop.call_soon_threadsafe(kick.set), self._stop),
+            name="nri-resmgr-config-watch",
+            daemon=True,
+        )
+        thread.start()
+        while not self._stop.is_set():
+            await kick.wait()
+            kick.clear()
+            await self.reload()
+
+    async def _report(self) -> None:
+        assert self.manager is not None
+        while not self._stop.is_set():
+            try:
+                await asyncio.to_thread(self.manager.cycle)
+            except KubeError as exc:
+                self.log.warning("node report not written", error=str(exc))
+            await asyncio.sleep(self.interval)
+
+    async def run(self) -> None:
+        tasks = []
+        if self.watcher is not None:
+            tasks.append(asyncio.create_task(self._watch()))
+        if self.manager is not None:
+            tasks.append(asyncio.create_task(self._report()))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            self._stop.set()
+            for t in tasks:
+                t.cancel()
+
+
+def build_kube_side(plugin: Any, options: Any, *, log: Any) -> KubeSide | None:
+    """The Kubernetes side for `options` (a DaemonOptions), or None when it is off.
+
+    Needs a node name (`--node-name`, or $NODE_NAME through the command) and credentials
+    (`--kubeconfig`, or the in-cluster service account).  The first configuration is read
+    here, before the plugin connects, so the node starts with the document in force.
+    """
+    if not options.node_name:
+        return None
+    creds = (load_kubeconfig(options.kubeconfig) if options.kubeconfig
+             else in_cluster_credentials())
+    if creds is None:
+        log.warning("no Kubernetes credentials (in-cluster or --kubeconfig): "
+                    "configuration objects and node reports are off")
+        return None
+    client = KubeClient(creds)
+    file_text = None
+    if options.config_path:
+        path = Path(options.config_path)
+        file_text = (str(path), path.read_text(encoding="utf-8"))
+    watcher = ConfigWatcher(client, node=options.node_name, namespace=options.namespace,
+                            file_text=file_text)
+    initial = None
+    try:
+        watcher.relist()
+        initial = watcher.resolve()
+    except (KubeError, ConfigError) as exc:
+        log.warning("configuration objects not usable at start; keeping the local config",
+                    error=str(exc))
+    if initial is None:
+        initial = Resolved(plugin.config, Source(name="local configuration", text="",
+                                                 kind="file"))
+    elif initial.source.kind == "configmap":
+        plugin.apply_config(initial.config)
+        log.info("configuration from the cluster", source=initial.source.name)
+    side = KubeSide(plugin, watcher=watcher, live=None, manager=None,
+                    interval=options.report_interval, log=log)
+    side.live = LiveConfig(initial, apply=side.apply, report=side.report)
+    if options.node_resource_topology:
+        manager = ReportManager(options.node_name, client,
+                                min_interval=options.report_interval, clock=time.monotonic)
+        manager.register(TopologyReporter(plugin.topology))
+        manager.register(PoolReporter(plugin.state_snapshot, plugin.config.policy))
+        side.manager = manager
+    return side

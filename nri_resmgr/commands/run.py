@@ -33,6 +33,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir", help="where ownership records live (default /var/lib/nri-resmgr)"
     )
+    parser.add_argument(
+        "--log-file", help="log to this file (pre-registered plugins have no stdout)"
+    )
+    kube = parser.add_argument_group(
+        "Kubernetes", "configuration objects (live reload) and node reports; off without "
+        "a node name"
+    )
+    kube.add_argument("--node-name", help="this node's name (default $NODE_NAME)")
+    kube.add_argument(
+        "--namespace", help="namespace of the configuration ConfigMaps "
+        "(default $POD_NAMESPACE or kube-system)"
+    )
+    kube.add_argument(
+        "--kubeconfig", help="kubeconfig file (default $KUBECONFIG, else in-cluster)"
+    )
+    kube.add_argument(
+        "--node-resource-topology", action="store_true",
+        help="write this node's NodeResourceTopology object",
+    )
+    kube.add_argument(
+        "--report-interval", type=float, default=30.0,
+        help="seconds between node reports (default 30)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +81,12 @@ def run(args: argparse.Namespace) -> int:
         resctrl_root=args.resctrl_root,
         cgroup_root=args.cgroup_root,
         state_dir=args.state_dir,
+        log_file=args.log_file,
+        node_name=args.node_name or os.environ.get("NODE_NAME") or None,
+        namespace=args.namespace or os.environ.get("POD_NAMESPACE") or "kube-system",
+        kubeconfig=args.kubeconfig or os.environ.get("KUBECONFIG") or None,
+        node_resource_topology=args.node_resource_topology,
+        report_interval=args.report_interval,
     )
     try:
         return main(options)

@@ -116,6 +116,21 @@ def test_rdt_on_adds_capabilities_and_resctrl_mount(helm: str) -> None:
     assert config["control"]["rdt"] == {"enable": True, "usePodQoSAsDefaultClass": True}
 
 
+def test_node_resource_topology_reporting(helm: str) -> None:
+    docs = render(helm, VALUES / "nrt-on.yaml")
+    c = main_container(docs)
+    assert "--node-resource-topology" in c["args"]
+    assert "--report-interval=60" in c["args"]
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert any("noderesourcetopologies" in r["resources"] for r in role["rules"])
+    default = render(helm)
+    assert "--node-resource-topology" not in main_container(default)["args"]
+    (role,) = [d for d in default if d["kind"] == "ClusterRole"]
+    assert not any("noderesourcetopologies" in r["resources"] for r in role["rules"])
+    (cm,) = [d for d in default if d["kind"] == "ConfigMap"]
+    assert cm["metadata"]["name"] == "nri-resmgr-config.default"
+
+
 def test_enable_nri_init_container_for_crio(helm: str) -> None:
     docs = render(helm, VALUES / "enable-nri-crio.yaml")
     spec = daemonset(docs)["spec"]["template"]["spec"]

@@ -1,0 +1,138 @@
+"""The daemon's Kubernetes side on a real kube-apiserver: live reload and the node report.
+
+The daemon plugin runs in-process against `nri_api.testing.FakeRuntime` over a real Unix
+socket (the machine: 1 package, 4 cores x 2 threads, CPUs 0-7, n and n+4 siblings), and
+its KubeSide talks to a real kube-apiserver with etcd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nri_api.stub import OnClose
+from nri_api.testing import FakeRuntime
+from nri_resmgr.config import Config
+from nri_resmgr.daemon import DaemonOptions, ResmgrPlugin
+from nri_resmgr.kube_agent import build_kube_side
+from nri_resmgr.logs import get_logger
+from nri_resmgr.model import QoSClass
+from nri_resmgr.report import NRT_PATH
+from nri_resmgr.topology.model import Topology
+from tests._support import REPO
+from tests.integration.test_daemon import guaranteed, pod
+from tests.integration.test_daemon import topology as topology
+from tests.k8s.cluster import Cluster, control_plane
+
+NS = "kube-system"
+NODE = "worker-7"
+CRD = REPO / "charts" / "nri-resmgr" / "crds" / "noderesourcetopologies.yaml"
+CM = f"/api/v1/namespaces/{NS}/configmaps"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with control_plane(tmp_path_factory.mktemp("k8s")) as c:
+        c.apply_yaml(CRD)
+        c.client.request("POST", "/api/v1/nodes", body={
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
+        yield c
+
+
+def _configmap(name: str, text: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+            "data": {"config.yaml": text}}
+
+
+async def _until(pred: Any, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not pred():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.1)
+
+
+def test_live_reload_moves_containers_and_report_is_read_back(
+    cluster: Cluster, topology: Topology
+) -> None:
+    client = cluster.client
+    client.request("POST", CM, body=_configmap(
+        "nri-resmgr-config.default", "policy: static\npolicyConfig: {reservedSystemCPUs: '0'}\n"))
+    plugin_dir = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
+    sock = str(plugin_dir / "nri.sock")
+    plugin = ResmgrPlugin(config=Config(), topology=topology, name="resmgr", idx="90",
+                          socket_path=sock, on_close=OnClose.EXIT)
+    options = DaemonOptions(node_name=NODE, namespace=NS, kubeconfig=str(cluster.kubeconfig()),
+                            node_resource_topology=True, report_interval=0.3)
+    side = build_kube_side(plugin, options, log=get_logger("test"))
+    assert side is not None
+    # the cluster's document is in force before the runtime connects
+    assert plugin.config.policy == "static"
+
+    async def scenario() -> None:
+        rt = FakeRuntime()
+        await rt.listen(sock)
+        serving = asyncio.create_task(plugin.serve())
+        kube = asyncio.create_task(side.run())
+        try:
+            await rt.wait_ready()
+            db = pod("db", QoSClass.GUARANTEED)
+            await rt.run_pod_sandbox(db)
+            reply = await rt.create_container(db, guaranteed(db, "pg", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "1,5"
+
+            def report() -> dict[str, Any]:
+                try:
+                    return client.request("GET", f"{NRT_PATH}/{NODE}")
+                except Exception:
+                    return {}
+
+            def attrs() -> dict[str, str]:
+                return {a["name"]: a["value"] for a in report().get("attributes", [])}
+
+            await _until(lambda: attrs().get("nri-resmgr.containers.exclusive") == "1")
+            zones = {z["name"]: z for z in report()["zones"]}
+            assert "node-0" in zones
+            assert any(z["type"] == "Pool" for z in zones.values())
+
+            # a node-level object reserving CPUs 0-1: core {1,5} is reserved now, so the
+            # database moves, through an unsolicited update
+            client.request("POST", CM, body=_configmap(
+                f"nri-resmgr-config.node.{NODE}",
+                "policy: static\npolicyConfig: {reservedSystemCPUs: '0-1'}\n"))
+            update = await rt.next_update(timeout=30)
+            (moved,) = update.update
+            assert moved.container_id == "db-pg"
+            assert moved.linux.resources.cpu.cpus == "2,6"
+            await _until(lambda: plugin.config.policy_config.get("reservedSystemCPUs") == "0-1")
+
+            # a broken document is rejected; the one in force stays
+            client.request("PUT", f"{CM}/nri-resmgr-config.node.{NODE}", body=_configmap(
+                f"nri-resmgr-config.node.{NODE}", "policy: static\nlog: {format: xml}\n"))
+
+            def reasons() -> set[tuple[str, str]]:
+                items = client.request("GET", f"/api/v1/namespaces/{NS}/events")["items"]
+                return {(e["involvedObject"]["name"], e["reason"]) for e in items}
+
+            await _until(lambda: (f"nri-resmgr-config.node.{NODE}", "ConfigRejected")
+                         in reasons())
+            assert (f"nri-resmgr-config.node.{NODE}", "ConfigApplied") in reasons()
+            assert plugin.config.policy_config.get("reservedSystemCPUs") == "0-1"
+            reloads = plugin.metrics.exposition().decode()
+            assert 'nri_resmgr_config_reloads_total{outcome="error"} 1.0' in reloads
+        finally:
+            side.stop()
+            await plugin.stop()
+            await asyncio.wait_for(serving, 10)
+            kube.cancel()
+            await asyncio.gather(kube, return_exceptions=True)
+            await rt.close()
+            shutil.rmtree(plugin_dir, ignore_errors=True)
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
