@@ -68,7 +68,8 @@ def plan_install(
     interpreter = python or sys.executable
     if not os.path.isabs(interpreter):
         raise ConfigError(f"install: interpreter {interpreter!r} is not an absolute path")
-    argv = ["run", "--policy", policy, "--log-file", log_file, *extra_args]
+    # the policy travels in the config file (Configure), so a config edit is all it takes
+    argv = ["run", "--log-file", log_file, *extra_args]
     launcher_text = (
         f"#!{interpreter} -I\n"
         f"{MARKER} (index {index}, name {name}); written by `nri-resmgr install`.\n"

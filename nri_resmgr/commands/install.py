@@ -21,6 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="configuration file to copy into conf.d")
     parser.add_argument("--log-file", default=DEFAULT_LOG_FILE)
     parser.add_argument("--python", help="interpreter for the launcher (default: this one)")
+    parser.add_argument(
+        "--run-arg", action="append", default=[], metavar="ARG",
+        help="extra argument for `nri-resmgr run` in the launcher (repeatable), "
+        "e.g. --run-arg=--sysfs-root=/host",
+    )
     parser.add_argument("--dry-run", action="store_true", help="show what would be written")
 
 
@@ -35,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
             config_text=config_text,
             log_file=args.log_file,
             python=args.python,
+            extra_args=tuple(args.run_arg),
         )
         if args.dry_run:
             print(f"--- {plan.launcher}\n{plan.launcher_text}")

@@ -1,0 +1,54 @@
+"""`nri-resmgr install` output launched by the real NRI adaptation, on every version.
+
+The launcher and the conf.d file are written by the real `install` command into the
+harness runtime's plugin and config directories. The adaptation then starts the launcher
+itself (empty environment but the NRI variables, socket on fd 3, stdout/stderr discarded)
+with the default 5 s registration timeout. The config file's policy (static, CPU 0
+reserved) reaches the daemon only through Configure, so the exact cpuset proves it arrived.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nri_resmgr.cli import main
+from nri_resmgr.topology.synthetic import write_sysfs
+from tests.conformance.harness import FakeRuntime, make_container, make_pod, prune_empty
+
+pytestmark = pytest.mark.conformance
+
+SPEC = {"packages": 1, "dies": 1, "nodes": 1, "cores": 4, "threads": 2, "memory": "4G"}
+
+
+def test_installed_launcher_registers_and_gets_its_config(runtime: FakeRuntime) -> None:
+    root = runtime.dir / "root"
+    write_sysfs(SPEC, root)
+    log = runtime.dir / "daemon.log"
+    config = runtime.dir / "resmgr.yaml"
+    config.write_text(json.dumps({
+        "policy": "static",
+        "policyConfig": {"reservedSystemCPUs": "0"},
+        "log": {"level": "debug", "format": "json", "file": str(log)},
+    }))
+    assert main(["install", "--index", "90", "--root", str(runtime.dir), "--config",
+                 str(config), "--log-file", str(log),
+                 f"--run-arg=--sysfs-root={root}",
+                 f"--run-arg=--state-dir={runtime.dir / 'state'}"]) == 0
+    launcher = runtime.dir / "opt/nri/plugins/90-resmgr"
+    assert launcher.exists()
+    sync = runtime.start()  # default registration timeout: 5 s
+    if sync is not None:  # NRI >= v0.8 synchronizes pre-registered plugins at start
+        assert sync.updates == []
+    db = make_pod(name="db-0", qos="guaranteed")
+    pg = make_container(db, name="postgres", cpu_request_millis=2000, cpu_limit_millis=2000,
+                        memory_limit=256 << 20)
+    runtime.run_pod(db)
+    reply = prune_empty(runtime.create_container(db, pg))
+    text = log.read_text() if log.exists() else "(no log)"
+    assert reply["adjust"]["linux"]["resources"]["cpu"]["cpus"] == "1,5", text[-3000:]
+    assert '"configuration from the runtime applied"' in text or \
+        "configuration from the runtime applied" in text
+    assert main(["uninstall", "--index", "90", "--root", str(runtime.dir)]) == 0
+    assert not launcher.exists()
