@@ -60,6 +60,9 @@ __all__ = ["Handler", "Trunk"]
 Handler = Callable[[str, str, bytes, float | None], Awaitable[bytes]]
 """(service, method, payload, deadline as loop.time() or None) -> reply payload."""
 
+#: seconds a handler may run past the request's deadline before it is cut off
+DEADLINE_GRACE = 1.0
+
 _READ_SIZE: Final = 256 * 1024
 
 
@@ -74,7 +77,9 @@ class Trunk:
         server_conn: int = PLUGIN_SERVICE_CONN,
         client_conn: int = RUNTIME_SERVICE_CONN,
         max_in_flight: int = 1024,
+        deadline_grace: float = DEADLINE_GRACE,
     ) -> None:
+        self._deadline_grace = deadline_grace
         if server_conn == client_conn:
             raise ValueError(
                 f"Trunk conn ids: expected distinct server and client conns, "
@@ -109,6 +114,7 @@ class Trunk:
         server_conn: int = PLUGIN_SERVICE_CONN,
         client_conn: int = RUNTIME_SERVICE_CONN,
         max_in_flight: int = 1024,
+        deadline_grace: float = DEADLINE_GRACE,
     ) -> Trunk:
         """Connect to the NRI socket at `path` (e.g. /var/run/nri/nri.sock)."""
         reader, writer = await asyncio.open_unix_connection(path, limit=_READ_SIZE)
@@ -118,6 +124,7 @@ class Trunk:
             server_conn=server_conn,
             client_conn=client_conn,
             max_in_flight=max_in_flight,
+            deadline_grace=deadline_grace,
         )
 
     @classmethod
@@ -128,6 +135,7 @@ class Trunk:
         server_conn: int = PLUGIN_SERVICE_CONN,
         client_conn: int = RUNTIME_SERVICE_CONN,
         max_in_flight: int = 1024,
+        deadline_grace: float = DEADLINE_GRACE,
     ) -> Trunk:
         """Wrap an already connected Unix stream socket (the trunk takes ownership)."""
         reader, writer = await asyncio.open_unix_connection(sock=sock, limit=_READ_SIZE)
@@ -137,6 +145,7 @@ class Trunk:
             server_conn=server_conn,
             client_conn=client_conn,
             max_in_flight=max_in_flight,
+            deadline_grace=deadline_grace,
         )
 
     @classmethod
@@ -294,7 +303,11 @@ class Trunk:
         if request.timeout_nano:
             deadline = self._loop.time() + request.timeout_nano / 1e9
         code, text, reply = StatusCode.OK, "", b""
-        scope = asyncio.timeout_at(deadline)
+        # The handler is told the real deadline, but cut off only `deadline_grace` later:
+        # the peer's own timer must win, as it does against a Go server (whose handlers
+        # run past their context). Answering DEADLINE_EXCEEDED first would turn the NRI
+        # runtime's fail-open timeout into an error that fails the CRI request, at random.
+        scope = asyncio.timeout_at(None if deadline is None else deadline + self._deadline_grace)
         try:
             async with scope:
                 await self._handler_set.wait()

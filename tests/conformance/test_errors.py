@@ -85,31 +85,19 @@ def test_reply_larger_than_4096_bytes(runtime: FakeRuntime, mode: str) -> None:
 
 
 def test_reply_after_request_timeout(runtime: FakeRuntime, mode: str) -> None:
-    """A hook slower than the request timeout.
+    """A hook slower than the request timeout: the runtime's own timer wins, always.
 
-    Two outcomes race, and both are checked exactly. The runtime's own timer fires
-    first: a fatal error, the plugin is closed and the request proceeds without it
-    (what always happens with a Go stub, whose handlers ignore the deadline). Or the
-    plugin's ttrpc server, which applies the same deadline (timeout_nano) to the
-    hook, answers DEADLINE_EXCEEDED just before: an ordinary error status, so the
-    CreateContainer fails (containerd fails the CRI request) and the plugin stays.
+    The runtime closes the plugin and the request proceeds without it (fail open), as
+    with a Go stub, whose handlers run past their context. nri_api's trunk tells the hook
+    the deadline but cuts it off only a grace period later, so it never answers
+    DEADLINE_EXCEEDED first (that would be an ordinary error status, failing the CRI
+    request instead, depending on a race).
     """
     rec = attach_recorder(runtime, mode=mode, request_timeout_ms=500, slow_seconds=3)
     pod = make_pod(name="web-0")
     later = make_container(pod, name="later")
 
-    try:
-        slow = runtime.create_container(pod, make_container(pod, name=SLOW_NAME))
-    except RuntimeCallError as err:
-        assert err.message == (
-            "rpc error: code = DeadlineExceeded desc = context deadline exceeded"
-        )
-        assert [line for line in runtime.logs() if "closing plugin" in line] == []
-        created = runtime.create_container(pod, later)
-        assert created["adjust"]["env"] == [{"key": RECORDED_BY_ENV, "value": "10-recorder"}]
-        assert ("CREATE_CONTAINER", pod["id"], later["id"]) in rec.events()
-        return
-
+    slow = runtime.create_container(pod, make_container(pod, name=SLOW_NAME))
     assert "env" not in slow.get("adjust", {})
     closing = [line for line in runtime.logs() if "closing plugin" in line]
     assert closing == [

@@ -229,6 +229,33 @@ def test_server_enforces_the_deadline_from_timeout_nano() -> None:
     run(main)
 
 
+@pytest.mark.parametrize(("grace", "expected"), [(1.0, StatusCode.OK),
+                                                  (0.0, StatusCode.DEADLINE_EXCEEDED)])
+def test_a_late_handler_is_cut_off_only_after_the_grace(
+    grace: float, expected: StatusCode
+) -> None:
+    """The peer's timer must win, as against a Go server: a handler 100 ms past a 50 ms
+    deadline still answers (the runtime has dropped it by then), unless grace is 0."""
+
+    async def late(service: str, method: str, payload: bytes, deadline: float | None) -> bytes:
+        await asyncio.sleep(0.15)
+        return b"late"
+
+    async def main() -> None:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        plugin = await Trunk.from_socket(a, deadline_grace=grace)
+        plugin.serve(late)
+        peer = await RawPeer.open(b)
+        await peer.request(1, method="Late", timeout_nano=50_000_000)
+        (reply,) = await peer.replies(1, count=1)
+        assert isinstance(reply, ResponseReceived)
+        assert reply.status is expected
+        await peer.close()
+        await plugin.wait_closed()
+
+    run(main)
+
+
 def test_call_timeout_travels_as_timeout_nano() -> None:
     left: list[float | None] = []
 
