@@ -186,7 +186,7 @@ def containerd(
             if log:
                 dest = ctdmod.CACHE / "logs"
                 dest.mkdir(parents=True, exist_ok=True)
-                (dest / f"{request.node.name}.containerd.log").write_text(log)
+                (dest / f"{request.node.name}-{short_tmp.name}.containerd.log").write_text(log)
 
 
 def _pod_parents(ctd: ctdmod.Containerd) -> list[str]:

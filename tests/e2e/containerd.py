@@ -225,6 +225,16 @@ class Layout:
         return self.base / "bin"
 
     @property
+    def runc_wrapper(self) -> Path:
+        """Debian's runc behind a shell wrapper that can delay `runc create` (faults)."""
+        return self.bin / "runc"
+
+    @property
+    def slow_runc_flag(self) -> Path:
+        """While this file exists, `runc create` first sleeps as many seconds as it says."""
+        return self.base / "slow-runc-create"
+
+    @property
     def endpoint(self) -> str:
         return f"unix://{self.grpc_socket}"
 
@@ -269,7 +279,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [metrics]
   address = ""
 """
-    runc = str(_runc())
+    runc = str(layout.runc_wrapper)
     if release.name == "containerd-1.7":
         return (
             "version = 2\n"
@@ -360,6 +370,15 @@ class Containerd:
         shim = layout.bin / "containerd-shim-runc-v2"
         if not shim.exists():
             shim.symlink_to(binaries["containerd-shim-runc-v2"])
+        layout.runc_wrapper.write_text(
+            "#!/bin/sh\n"
+            f"flag='{layout.slow_runc_flag}'\n"
+            'if [ -e "$flag" ]; then\n'
+            '  for a in "$@"; do [ "$a" = create ] && { sleep "$(cat "$flag")"; break; }; done\n'
+            "fi\n"
+            f"exec '{_runc()}' \"$@\"\n"
+        )
+        layout.runc_wrapper.chmod(0o755)
         layout.config.write_text(
             render_config(release, layout, request_timeout=request_timeout)
         )

@@ -584,3 +584,122 @@ def test_hung_daemon_times_out_fails_open_and_recovers(
     _await_cpus(ctd, b, "0", "the resynchronized daemon moves it off the exclusive CPU")
     assert _cpus(ctd, g) == "1", "the exclusive container did not move"
     assert_no_double_exclusive(ctd, {"db/pg": g}, [b])
+
+
+def test_kill9_during_churn_keeps_invariants(
+    containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
+) -> None:
+    """Pods are created and removed continuously while the daemon is SIGKILLed and
+    restarted twice. Afterwards: every error was the policy's "no free CPU" refusal, no
+    CPU is exclusive to two containers, no shared container runs on the exclusive CPU, and
+    a fresh Guaranteed request gets exactly the CPU nobody holds."""
+    ctd = containerd
+    d = _running_daemon(daemon, STATIC)
+    live: list[tuple[cri.Container, cri.QoS]] = []
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def churn() -> None:
+        i = 0
+        while not stop.is_set() and i < 40:
+            qos = cri.QoS.GUARANTEED if i % 3 == 0 else cri.QoS.BURSTABLE
+            res = cri.GUARANTEED_1CPU if qos is cri.QoS.GUARANTEED else cri.BURSTABLE_SMALL
+            pod = cri.run_pod(ctd, f"churn-{i}", qos=qos)
+            c, err = cri.create_container(ctd, pod, "app", resources=res, check=False)
+            if c is None:
+                errors.append(err)
+                cri.remove_pod(ctd, pod)
+            else:
+                cri.start_container(ctd, c)
+                live.append((c, qos))
+            if len(live) > 4:
+                old, _ = live.pop(0)
+                cri.remove_pod(ctd, old.pod)
+            i += 1
+
+    worker = threading.Thread(target=churn)
+    worker.start()
+    try:
+        for restart in (2, 3):
+            time.sleep(1.5)
+            d.kill9()
+            time.sleep(1.5)
+            d.start()
+            d.wait_synced(restart)
+    finally:
+        stop.set()
+        worker.join(300)
+    assert not worker.is_alive()
+    unexpected = [e for e in errors if "only 0 free CPUs available" not in e]
+    assert unexpected == [], unexpected
+
+    # settle: the last resync's updates are applied asynchronously by containerd
+    def placements() -> dict[str, frozenset[int]]:
+        return {c.id: cri.parse_cpus(_cpus(ctd, c)) for c, _ in live}
+
+    def settled() -> dict[str, frozenset[int]] | None:
+        first = placements()
+        time.sleep(1.0)
+        return first if placements() == first else None
+
+    final = cri.wait_for(settled, timeout=30, what="cpusets to stop changing")
+    holders = [c.id for c, q in live if q is cri.QoS.GUARANTEED and final[c.id] == {1}]
+    assert len(holders) <= 1, f"CPU 1 exclusive to several containers: {holders}"
+    table = "\n".join(
+        f"  {c.pod.name}/{c.name} {q.value} {c.id[:12]}: {sorted(final[c.id])}" for c, q in live
+    )
+    if holders:
+        overlapping = [c.pod.name for c, _ in live if c.id not in holders and 1 in final[c.id]]
+        assert overlapping == [], (
+            f"CPU 1 is exclusive to {holders[0][:12]} but also in the cpuset of "
+            f"{overlapping}:\n{table}\ndaemon log: {d.log}"
+        )
+    for c, _ in live:
+        assert final[c.id] and final[c.id] <= cri.online_cpus(), table
+
+    probe = cri.run_pod(ctd, "probe", qos=cri.QoS.GUARANTEED)
+    created, stderr = cri.create_container(
+        ctd, probe, "app", resources=cri.GUARANTEED_1CPU, check=False
+    )
+    if holders:
+        assert created is None and "only 0 free CPUs available" in stderr, stderr
+    else:
+        assert created is not None, stderr
+        cri.start_container(ctd, created)
+        assert _cpus(ctd, created) == "1"
+    assert d.proc is not None and d.proc.alive()
+
+
+def test_resync_during_slow_start_reaches_the_container(
+    containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
+) -> None:
+    """The daemon reconnects while a StartContainer is in flight (runc create delayed by
+    3 s). Its Synchronize reply moves that container off the exclusive CPU; the move must
+    reach the container's cgroup, or the shared container runs on the CPU that another
+    container holds exclusively. (Found by the churn test above, where it happens when a
+    restart lands on a starting container.)"""
+    ctd = containerd
+    d = _running_daemon(daemon, STATIC)
+    db = cri.run_pod(ctd, "db", qos=cri.QoS.GUARANTEED)
+    g = cri.run_container(ctd, db, "pg", resources=cri.GUARANTEED_1CPU)
+    d.kill9()
+    web = cri.run_pod(ctd, "web")
+    created, stderr = cri.create_container(ctd, web, "app", resources=cri.BURSTABLE_SMALL)
+    assert created is not None, stderr
+    ctd.layout.slow_runc_flag.write_text("3")
+    try:
+        starter = threading.Thread(target=cri.start_container, args=(ctd, created))
+        starter.start()
+        time.sleep(0.5)  # StartContainer is now waiting in runc create
+        d.start()
+        d.wait_synced(2)
+        starter.join(60)
+    finally:
+        ctd.layout.slow_runc_flag.unlink(missing_ok=True)
+    assert _cpus(ctd, g) == "1"
+    time.sleep(2)  # any later correction has had time to land
+    cpus = _cpus(ctd, created)
+    assert cpus == "0", (
+        f"web/app runs on {cpus}, including CPU 1, exclusive to db/pg: the daemon's resync "
+        "placed it on 0 while its StartContainer was in flight, and that update was lost"
+    )
