@@ -3,9 +3,10 @@
 Theory of operation: both edits are pure text-to-text functions so that a dry run and a
 real run share every line of logic, and tests can assert exact results.
 
-- containerd keeps NRI under the table `[plugins."io.containerd.nri.v1.nri"]` in both the
-  version 2 layout (containerd 1.7, where NRI is disabled by default) and the version 3
-  layout (containerd 2.x, enabled by default).  We set `disable = false` and, when asked,
+- containerd keeps NRI under the table `[plugins."io.containerd.nri.v1.nri"]` in the
+  version 2 layout (containerd 1.7, where NRI is disabled by default) as in the version 3
+  (containerd 2.0-2.2) and version 4 (2.3, as its `config default` prints) layouts, where
+  it is enabled by default.  We set `disable = false` and, when asked,
   the registration and request timeouts, with tomlkit so that comments, ordering, quoting
   and every other table survive untouched.  A file without `version` is the version 1
   layout, which predates NRI: it is refused with advice rather than guessed at.  A missing
@@ -71,8 +72,11 @@ def enable_containerd(text: str, settings: NRISettings, *, path: str = "config.t
             f"{path}: no 'version' key, so this is the version 1 layout, which predates NRI; "
             "expected version = 2 (containerd 1.7) or version = 3 (containerd 2.x)"
         )
-    if version not in (2, 3):
-        raise ConfigError(f"{path}: version = {version!r}; expected 2 (containerd 1.7) or 3 (2.x)")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 2:
+        raise ConfigError(
+            f"{path}: version = {version!r}; expected 2 (containerd 1.7) or later "
+            "(3 for containerd 2.0-2.2, 4 for 2.3)"
+        )
     plugins = doc.get("plugins")
     if plugins is None:
         plugins = tomlkit.table(is_super_table=True)

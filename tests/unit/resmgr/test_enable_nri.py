@@ -74,7 +74,8 @@ def test_crio_new_dropin(tmp_path: Path) -> None:
     ("text", "settings", "message"),
     [
         pytest.param("[plugins]\n", NRISettings(), "version 1 layout", id="v1-layout"),
-        pytest.param("version = 9\n", NRISettings(), "version = 9", id="unknown-version"),
+        pytest.param("version = 1\n", NRISettings(), "version = 1", id="version-1"),
+        pytest.param("version = 'x'\n", NRISettings(), "version = 'x'", id="version-not-int"),
         pytest.param(
             "version = 2\nplugins = 3\n", NRISettings(), "'plugins' is a", id="plugins-scalar"
         ),

@@ -1,0 +1,53 @@
+"""enable-nri output read back by a real containerd (1.7 and 2.x, built from their modules).
+
+For each release: its own `config default`, and our real-format samples, are edited by
+`nri-resmgr enable-nri`; the real containerd then parses the result (`config dump`) and
+reports NRI enabled with the timeout we set.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from nri_resmgr.cli import main
+from tests._support import require_go
+from tests.e2e.containerd import RELEASES, build
+
+pytestmark = pytest.mark.e2e
+
+SAMPLES = Path(__file__).resolve().parents[1] / "unit" / "resmgr" / "data"
+NRI = "io.containerd.nri.v1.nri"
+
+
+@pytest.mark.parametrize(
+    ("release", "sample"),
+    [
+        ("containerd-1.7", None),
+        ("containerd-1.7", "containerd-1.7-config.toml"),
+        ("containerd-2", None),
+        ("containerd-2", "containerd-2.x-config.toml"),
+        ("containerd-2", "containerd-1.7-config.toml"),  # a 1.7 file after an upgrade
+    ],
+)
+def test_real_containerd_parses_the_edit(tmp_path: Path, release: str, sample: str | None) -> None:
+    containerd = build(RELEASES[release], require_go())["containerd"]
+    target = tmp_path / "config.toml"
+    if sample is None:
+        default = subprocess.run([str(containerd), "config", "default"], check=True,
+                                 capture_output=True, text=True).stdout
+        target.write_text(default)
+    else:
+        target.write_text((SAMPLES / sample).read_text())
+    assert main(["enable-nri", "--runtime", "containerd", "--config", str(target),
+                 "--request-timeout", "3s", "--registration-timeout", "7s"]) == 0
+    dump = subprocess.run([str(containerd), "--config", str(target), "config", "dump"],
+                          capture_output=True, text=True)
+    assert dump.returncode == 0, dump.stderr
+    nri = tomllib.loads(dump.stdout)["plugins"][NRI]
+    assert nri["disable"] is False
+    assert nri["plugin_request_timeout"] == "3s"
+    assert nri["plugin_registration_timeout"] == "7s"
