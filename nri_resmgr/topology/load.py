@@ -11,7 +11,9 @@ Theory of operation: `load_topology(source)` looks at `source` and picks one way
   point outside the archive, device or FIFO members, and archives beyond
   `MAX_ARCHIVE_MEMBERS` members or `MAX_ARCHIVE_BYTES` bytes;
 * an existing ``.yaml``, ``.yml`` or ``.json`` file holds a spec mapping;
-* a bare name like ``two-socket`` names a shipped example, ``examples/topologies/<name>.yaml``;
+* a bare name like ``two-socket`` names a shipped machine,
+  ``nri_resmgr/topology/machines/<name>.yaml`` (package data; ``examples/topologies`` in
+  the source tree points there);
 * any other string is an inline spec, either a YAML flow mapping
   (``{packages: 2, nodes: 2}``) or ``key=value`` pairs (``packages=2,nodes=2,cores=4``;
   CPU lists may contain commas: ``isolated=2-3,8,cores=4`` works).
@@ -51,8 +53,8 @@ ARCHIVE_SUFFIXES = (".tar", ".tar.xz", ".txz", ".tar.gz", ".tgz", ".tar.bz2", ".
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_ARCHIVE_MEMBERS = 500_000
 MAX_ARCHIVE_BYTES = 2 << 30
-#: the examples shipped in the source tree (absent in an installed wheel)
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "topologies"
+#: the machines shipped with the package (installed as package data)
+EXAMPLES_DIR = Path(__file__).resolve().parent / "machines"
 
 
 class LoadError(TopologyError):
