@@ -29,6 +29,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -69,6 +70,12 @@ def _argv(peer: str, ctd: ctdmod.Containerd, work: Path) -> list[str]:
     if peer == "nri-plugins":
         cfg = work / "np.yaml"
         cfg.write_text(NP_CONFIG)
+        # It bind-mounts files from its state dir into every container ("rslave"), which
+        # containerd allows only from a shared mount (on a node: the hostPath's mount).
+        state = work / "np-state"
+        state.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--bind", str(state), str(state)], check=True)
+        subprocess.run(["mount", "--make-rshared", str(state)], check=True)
         return [str(build_nri_plugins()), "--config-file", str(cfg), "--nri-socket", sock,
                 "--nri-plugin-index", "90", "--nri-plugin-name", "topology-aware",
                 "--state-dir", str(work / "np-state"), "--pid-file", str(work / "np.pid")]
