@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0-100), nearest-rank on the sorted values."""
+    """The q-th percentile (0-100), nearest rank: the smallest value with at least q % of
+    the values at or below it."""
     if not values:
         raise ValueError("percentile of no values")
     ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
     return ordered[rank - 1]
 
 
