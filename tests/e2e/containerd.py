@@ -299,6 +299,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "{runc}"
+        Root = "{layout.base}/runc"
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{layout.base}/cni-bin"
@@ -325,6 +326,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         BinaryName = "{runc}"
+        Root = "{layout.base}/runc"
         SystemdCgroup = false
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["{layout.base}/cni-bin"]
@@ -443,12 +445,14 @@ class Containerd:
 
     def cleanup(self) -> None:
         """Remove every pod and stop containerd, then reap leftover shims and mounts."""
+        task_ids = _task_ids(self.layout)
         if self.proc is not None and self.proc.poll() is None:
             with contextlib.suppress(Exception):
                 self.remove_all_pods()
         self.stop()
         _kill_shims(self.layout)
         _unmount_under(self.layout.base)
+        _remove_shim_sockets(self.layout, task_ids)
 
     def __enter__(self) -> Containerd:
         self.start()
@@ -514,6 +518,33 @@ def _kill_shims(layout: Layout) -> None:
                 os.killpg(int(entry.name), signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(entry.name), signal.SIGKILL)
+
+
+SHIM_SOCKET_DIR = Path("/run/containerd/s")  # fixed in containerd, whatever the state dir
+
+
+def _task_ids(layout: Layout) -> dict[str, set[str]]:
+    """{namespace: task ids} from the runtime v2 bundle dirs (present while tasks exist)."""
+    tasks = layout.state / "io.containerd.runtime.v2.task"
+    if not tasks.is_dir():
+        return {}
+    return {ns.name: {p.name for p in ns.iterdir()} for ns in tasks.iterdir() if ns.is_dir()}
+
+
+def _remove_shim_sockets(layout: Layout, task_ids: dict[str, set[str]]) -> None:
+    """Unlink the sockets our (killed) shims left in /run/containerd/s.
+
+    containerd names them sha256(<grpc address>/<namespace>/<id>[/debug]); our grpc
+    address is private, so these names cannot be anybody else's.
+    """
+    for ns, ids in task_ids.items():
+        for task_id in ids:
+            for suffix in ("", "/debug"):
+                path = f"{layout.grpc_socket}/{ns}/{task_id}{suffix}"
+                sock = SHIM_SOCKET_DIR / hashlib.sha256(path.encode()).hexdigest()
+                with contextlib.suppress(OSError):
+                    if sock.is_socket():
+                        sock.unlink()
 
 
 def _unmount_under(base: Path) -> None:
