@@ -124,7 +124,7 @@ class Recorder(Plugin):
             runtime_version=runtime.version,
             nri_version=str(runtime.nri_version),
             pre_registered=self.pre_registered,
-            env={k: v for k, v in os.environ.items() if k.startswith("NRI_")},
+            env={k: v for k, v in os.environ.items() if k.startswith("NRI_PLUGIN_")},
             request_timeout=runtime.request_timeout,
         )
         events = self.settings.get("events")
