@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,21 +27,21 @@ from nri_resmgr.topology.model import Topology
 from tests._support import REPO
 from tests.integration.test_daemon import guaranteed, pod
 from tests.integration.test_daemon import topology as topology
-from tests.k8s.cluster import Cluster, control_plane
+from tests.k8s.cluster import Cluster
 
-NS = "kube-system"
+NS = "daemon-kube-test"  # its own namespace: the session cluster is shared
 NODE = "worker-7"
 CRD = REPO / "charts" / "nri-resmgr" / "crds" / "noderesourcetopologies.yaml"
 CM = f"/api/v1/namespaces/{NS}/configmaps"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with control_plane(tmp_path_factory.mktemp("k8s")) as c:
-        c.apply_yaml(CRD)
-        c.client.request("POST", "/api/v1/nodes", body={
-            "apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
-        yield c
+def cluster(kube_cluster: Cluster) -> Cluster:
+    kube_cluster.client.request("POST", "/api/v1/nodes", body={
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
+    kube_cluster.client.request("POST", "/api/v1/namespaces", body={
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    return kube_cluster
 
 
 def _configmap(name: str, text: str) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,21 +16,19 @@ from nri_resmgr.metrics import PoolSnapshot, StateSnapshot
 from nri_resmgr.report import NRT_PATH, ClassReporter, PoolReporter, ReportManager, TopologyReporter
 from nri_resmgr.topology.synthetic import build_topology
 from tests._support import REPO
-from tests.k8s.cluster import Cluster, control_plane
+from tests.k8s.cluster import Cluster
 
 CRD = REPO / "charts" / "nri-resmgr" / "crds" / "noderesourcetopologies.yaml"
 NS = "kube-system"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with control_plane(tmp_path_factory.mktemp("k8s")) as c:
-        c.apply_yaml(CRD)
-        c.client.request("POST", "/api/v1/nodes", body={
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": "worker-1", "labels": {"config.nri-resmgr.io/group": "gpu"}},
-        })
-        yield c
+def cluster(kube_cluster: Cluster) -> Cluster:
+    kube_cluster.client.request("POST", "/api/v1/nodes", body={
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "worker-1", "labels": {"config.nri-resmgr.io/group": "gpu"}},
+    })
+    return kube_cluster
 
 
 def _cm(client: KubeClient, name: str, text: str) -> None:

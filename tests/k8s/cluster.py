@@ -179,11 +179,8 @@ def control_plane(workdir: Path) -> Iterator[Cluster]:
             _wait_ready(client, procs, log)
             yield Cluster(client=client, creds=creds, dir=workdir)
         finally:
+            # nothing here is worth a graceful shutdown: the data dir is thrown away
             for p in reversed(procs):
-                p.terminate()
+                p.kill()
             for p in reversed(procs):
-                try:
-                    p.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+                p.wait()
