@@ -664,7 +664,10 @@ def test_kill9_during_churn_keeps_invariants(
     if holders:
         assert created is None and "only 0 free CPUs available" in stderr, stderr
     else:
-        assert created is not None, stderr
+        assert created is not None, (
+            f"no container runs on CPU 1 alone, yet the daemon refuses it:\n{stderr}\n"
+            f"{table}\ndaemon log: {d.log}"
+        )
         cri.start_container(ctd, created)
         assert _cpus(ctd, created) == "1"
     assert d.proc is not None and d.proc.alive()
