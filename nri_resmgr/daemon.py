@@ -13,7 +13,8 @@ Events and what they do:
 ==========================  ===============================================================
 RunPodSandbox               remember the pod; controllers make pod-level state
 CreateContainer             decide; reply ``adjust`` + ``update`` (other containers)
-PostCreateContainer         controllers write into the new cgroup (block I/O classes)
+PostStartContainer          controllers write into the task's cgroup (block I/O classes);
+                            an update sent before the container started is reasserted
 UpdateContainer             reassert our cpuset on a no-op reconcile, reallocate on resize
 StopContainer               release; reply ``update`` (the shared pool grows back)
 RemoveContainer             release if no stop was seen; updates go out unsolicited
@@ -127,7 +128,11 @@ def build_pipeline(
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
-    if cgroup_root is None and config.control.blockio.enable:
+    if (
+        cgroup_root is None
+        and config.control.blockio.enable
+        and not config.control.blockio.runtime_classes
+    ):
         cgroup_root = DEFAULT_CGROUP_ROOT
     pol = load_policy(
         policy or config.policy,
@@ -355,8 +360,11 @@ class ResmgrPlugin(Plugin):
         )
         return result
 
-    async def post_create_container(self, pod: api.PodSandbox, container: api.Container) -> None:
-        await self._handle("PostCreateContainer", lambda: self.pipeline.created(pod, container))
+    async def post_start_container(self, pod: api.PodSandbox, container: api.Container) -> None:
+        updates = await self._handle(
+            "PostStartContainer", lambda: self.pipeline.started(pod, container)
+        )
+        await self._send_later(updates, f"container {container.name} started")
 
     async def update_container(
         self, pod: api.PodSandbox, container: api.Container, resources: api.LinuxResources

@@ -107,8 +107,9 @@ class Controller(Protocol):
     Each hook may raise `ResmgrError`; for `pod_added` and `container_assigned` that
     fails the event and nothing is committed.  The removal hooks are best effort.
     Two optional hooks are called when a controller has them:
-    ``container_created(container, assignment)`` at PostCreateContainer (the container's
-    cgroup exists now) and ``synchronized(pods)`` after Synchronize (restart cleanup).
+    ``container_started(container, assignment)`` at PostStartContainer (the container's
+    cgroup exists now: runtimes create it when the task is created, at StartContainer) and
+    ``synchronized(pods)`` after Synchronize (restart cleanup).
     """
 
     name: str
@@ -162,6 +163,14 @@ class Pipeline:
         self.pods: dict[PodID, Pod] = {}
         self.containers: dict[ContainerID, ContainerInfo] = {}
         self.assignments: dict[ContainerID, Assignment] = {}
+        #: created but not started yet: an update sent now may be lost, because the
+        #: runtime has already written the OCI bundle the task will start from
+        self.unstarted: set[ContainerID] = set()
+        #: unstarted containers that were sent an update: reasserted at PostStartContainer
+        self.unconfirmed: set[ContainerID] = set()
+        #: block I/O classes we apply ourselves are not the runtime's to resolve: sending
+        #: the name would make a runtime without its own class config fail the container
+        self.runtime_blockio = not any(c.name == "blockio" for c in self.controllers)
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -221,6 +230,12 @@ class Pipeline:
                             blockio_class=a.blockio_class or (old.blockio_class if old else None),
                         )
                     )
+
+    def _note_updates(self, updates: Iterable[Assignment]) -> None:
+        """Remember updates aimed at containers that have not started yet."""
+        for u in updates:
+            if u.container_id in self.unstarted:
+                self.unconfirmed.add(u.container_id)
 
     def _log_decision(
         self, event: str, container: ContainerInfo, a: Assignment | None, reason: str
@@ -311,28 +326,50 @@ class Pipeline:
             )
         subject = self._with_classes(decision.assignment, choice)
         others = [self._merge_update(u) for u in decision.updates if u.container_id != info.id]
-        adjust = adapter.adjustment_for(subject)
+        adjust = adapter.adjustment_for(
+            subject if self.runtime_blockio else dataclasses.replace(subject, blockio_class=None)
+        )
         updates = _render_updates(others)
         for ctl in self.controllers:
             ctl.container_assigned(info, subject)
         self.pods.setdefault(pod.id, pod)
         self.containers[info.id] = info
         self._commit(decision, subject=subject, updates=others)
+        self.unstarted.add(info.id)
+        self.unconfirmed.discard(info.id)
+        self._note_updates(others)
         self._log_decision("create", info, self.assignments.get(info.id, subject), decision.reason)
         for u in others:
             self._log_update("update", u, f"consequence of {info.pretty}: {decision.reason}")
         return adjust, updates
 
-    def created(self, sandbox: api.PodSandbox, container: api.Container) -> None:
-        """PostCreateContainer: the container's cgroup exists now (block I/O files)."""
+    def started(
+        self, sandbox: api.PodSandbox, container: api.Container
+    ) -> list[api.ContainerUpdate]:
+        """PostStartContainer: the task runs in its cgroup now.
+
+        Controllers write into the cgroup (block I/O files).  If the container was sent an
+        update before it started (a shrinking shared pool, a Synchronize after a restart),
+        that update may never have reached it: the runtime starts the task from the OCI
+        bundle written at creation.  So its assignment is reasserted, to be sent unsolicited.
+        """
         cid = ContainerID(container.id)
+        self.unstarted.discard(cid)
         info, a = self.containers.get(cid), self.assignments.get(cid)
         if info is None or a is None:
-            return
+            self.unconfirmed.discard(cid)
+            return []
         for ctl in self.controllers:
-            hook = getattr(ctl, "container_created", None)
+            hook = getattr(ctl, "container_started", None)
             if callable(hook):
                 hook(info, a)
+        if cid not in self.unconfirmed:
+            return []
+        self.unconfirmed.discard(cid)
+        if a.kind is CPUKind.NONE:
+            return []
+        self._log_decision("reassert", info, a, "updated before it started")
+        return _render_updates([a])
 
     def update(
         self,
@@ -372,6 +409,7 @@ class Pipeline:
                 ctl.container_assigned(info, subject)
         self.containers[cid] = info
         self._commit(decision, subject=subject, updates=others)
+        self._note_updates(([subject] if subject is not None else []) + others)
         self._log_decision("update", info, self.assignments.get(cid), decision.reason)
         for u in others:
             self._log_update("update", u, f"consequence of {info.pretty}: {decision.reason}")
@@ -391,7 +429,10 @@ class Pipeline:
                 self.log.warning("controller failed", controller=ctl.name, error=str(exc))
         del self.containers[cid]
         self.assignments.pop(cid, None)
+        self.unstarted.discard(cid)
+        self.unconfirmed.discard(cid)
         self._commit(decision, updates=others)
+        self._note_updates(others)
         self._log_decision(event, info, None, decision.reason)
         for u in others:
             self._log_update("update", u, f"consequence of {info.pretty}: {decision.reason}")
@@ -456,7 +497,11 @@ class Pipeline:
                 self.log.warning("synchronize: classes not chosen", id=c.id, error=str(exc))
                 choices[info.id] = ClassChoice()
             infos.append(info)
-        return self._rebuild(pods, infos, choices, event="synchronize")
+        created = {
+            ContainerID(c.id) for c in containers
+            if c.state == api.ContainerState.CONTAINER_CREATED
+        }
+        return self._rebuild(pods, infos, choices, event="synchronize", unstarted=created)
 
     def adopt(self, previous: Pipeline) -> list[api.ContainerUpdate]:
         """Live reconfiguration: take over `previous`'s pods and containers.
@@ -479,7 +524,10 @@ class Pipeline:
             choices[cid] = (
                 ClassChoice(a.rdt_class, a.blockio_class) if a is not None else ClassChoice()
             )
-        return self._rebuild(dict(previous.pods), infos, choices, event="reconfigure")
+        return self._rebuild(
+            dict(previous.pods), infos, choices, event="reconfigure",
+            unstarted=previous.unstarted, unconfirmed=previous.unconfirmed,
+        )
 
     def _rebuild(
         self,
@@ -488,6 +536,8 @@ class Pipeline:
         choices: Mapping[ContainerID, ClassChoice],
         *,
         event: str,
+        unstarted: Iterable[ContainerID] = (),
+        unconfirmed: Iterable[ContainerID] = (),
     ) -> list[api.ContainerUpdate]:
         decision = self.policy.rebuild(infos)
         self.pods = pods
@@ -513,6 +563,9 @@ class Pipeline:
         movers = [self._merge_update(u) for u in decision.updates]
         updates = _render_updates(movers)
         self._commit(decision, updates=movers)
+        self.unstarted = {cid for cid in unstarted if cid in self.containers}
+        self.unconfirmed = {cid for cid in unconfirmed if cid in self.unstarted}
+        self._note_updates(movers)
         for info in infos:
             a = self.assignments[info.id]
             moved = any(u.container_id == info.id for u in movers)
@@ -562,9 +615,10 @@ class RdtGroups:
 class BlockIOFiles:
     """`Controller` over H8's `BlockIOController`: writes a class into a container cgroup.
 
-    Block I/O settings go into the container's own cgroup, which the runtime creates
-    after CreateContainer; so they are applied when the container is created
-    (PostCreateContainer), through the optional `container_created` hook.
+    Block I/O settings go into the container's own cgroup, which the runtime creates with
+    the task (at StartContainer, after CreateContainer); so they are applied once the
+    container has started (PostStartContainer), through the optional `container_started`
+    hook.
     """
 
     name = "blockio"
@@ -584,7 +638,7 @@ class BlockIOFiles:
     def container_released(self, container: ContainerInfo) -> None:
         return None
 
-    def container_created(self, container: ContainerInfo, assignment: Assignment) -> None:
+    def container_started(self, container: ContainerInfo, assignment: Assignment) -> None:
         if assignment.blockio_class is not None:
             self.controller.apply(container.cgroups_path, assignment.blockio_class)
 
@@ -624,7 +678,7 @@ def class_control_from_config(
         controllers.append(RdtGroups(ctl))
         known_rdt = tuple(ctl.planned())
     known_blockio: tuple[str, ...] = tuple(blockio.classes)
-    if cgroup_root is not None:
+    if cgroup_root and not blockio.runtime_classes:
         bctl = BlockIOController(cgroup_root, blockio)
         controllers.append(BlockIOFiles(bctl))
         known_blockio = tuple(bctl.class_names)

@@ -455,11 +455,11 @@ class Simulator:
         self.live[c.id] = (pod.spec.pod, c)
         self._apply_updates(updates, seen)
         self._make_cgroup(c)
-        try:
-            self.pipeline.created(pod.sandbox, c)
-        except ResmgrError as exc:  # the runtime only logs PostCreateContainer failures
-            errors.append(f"{pod.spec.pod}/{spec.name}: post-create: {exc}")
         c.state = api.ContainerState.CONTAINER_RUNNING
+        try:
+            self._apply_updates(self.pipeline.started(pod.sandbox, c), seen)
+        except ResmgrError as exc:  # the runtime only logs PostStartContainer failures
+            errors.append(f"{pod.spec.pod}/{spec.name}: post-start: {exc}")
         return c
 
     def _make_cgroup(self, c: api.Container) -> None:
