@@ -146,6 +146,10 @@ class BlockIOConfig(ClassSelection):
     """`control.blockio`: class selection (enable, ...) plus class definitions."""
 
     classes: dict[str, BlockIOClassDef] = Field(default_factory=dict)
+    #: the runtime has its own block I/O class configuration (goresctrl's, as
+    #: nri-plugins expects): nri-resmgr only chooses the names and sends them in the
+    #: adjustment, and writes no cgroup files; `classes` then just lists the names
+    runtime_classes: bool = Field(default=False, alias="runtimeClasses")
 
     @field_validator("classes")
     @classmethod

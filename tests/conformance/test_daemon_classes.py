@@ -1,9 +1,11 @@
 """RDT and block I/O classes in the adjustment the real NRI library receives, per version.
 
 The daemon (external, on a synthetic sysfs root) manages its own resctrl groups on a
-synthetic Intel resctrl tree and writes block I/O files into a synthetic cgroup v1 tree; the
-class names travel to the runtime in the adjustment (`rdt_class`, `blockio_class`), where
-the runtime's own class configuration (or ours, for resctrl) takes over.
+synthetic Intel resctrl tree and writes block I/O files into a synthetic cgroup v1 tree.
+The RDT class name travels to the runtime in the adjustment (`rdt_class`: the runtime puts
+the task into that resctrl group, ours). Block I/O classes the daemon applies itself stay
+out of the adjustment; without the daemon's own block I/O control the names are sent
+(`test_blockio_names_go_to_a_runtime_that_owns_them`).
 """
 
 from __future__ import annotations
@@ -73,7 +75,9 @@ def test_classes_reach_the_runtime(runtime: FakeRuntime) -> None:
     diag = log.read_text()[-3000:] if log.exists() else ""
     res = reply["adjust"]["linux"]["resources"]
     assert res["rdt_class"] == {"value": "gold"}, diag
-    assert res["blockio_class"] == {"value": "slowdisk"}, diag
+    # block I/O classes the daemon applies itself are not sent: a runtime without its own
+    # class configuration would fail the container on an unknown name
+    assert "blockio_class" not in res, diag
     assert res["cpu"]["cpus"] == "1,5"
     # our resctrl group for the class exists with the class's schemata
     assert (resctrl / "gold" / "schemata").exists()
@@ -96,3 +100,26 @@ def test_classes_reach_the_runtime(runtime: FakeRuntime) -> None:
         runtime.create_container(bad, make_container(bad, name="x"))
     assert "rdtclass.resource-policy.nri.io" in err.value.message
     assert tree() == before  # nothing written anywhere for a hostile name
+
+
+def test_blockio_names_go_to_a_runtime_that_owns_them(runtime: FakeRuntime) -> None:
+    d = runtime.dir
+    root = d / "root"
+    write_sysfs(SPEC, root)
+    cfg = d / "resmgr.json"
+    cfg.write_text(json.dumps({
+        "policy": "static",
+        "policyConfig": {"reservedSystemCPUs": "0"},
+        "control": {"blockio": {"enable": True, "runtimeClasses": True,
+                                 "classes": {"slowdisk": {}}}},
+    }))
+    runtime.start()
+    # runtimeClasses: the runtime applies block I/O classes itself; names are sent
+    runtime.start_external(DAEMON, idx=IDX, name=NAME, args=[
+        "--sysfs-root", str(root), "--config", str(cfg), "--state-dir", str(d / "state"),
+    ])
+    runtime.wait_synced(timeout=60)
+    web = make_pod(name="web-0", annotations={"blockioclass.resource-policy.nri.io": "slowdisk"})
+    runtime.run_pod(web)
+    reply = prune_empty(runtime.create_container(web, make_container(web, name="app")))
+    assert reply["adjust"]["linux"]["resources"]["blockio_class"] == {"value": "slowdisk"}
