@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nri_resmgr.model import (
@@ -45,6 +45,7 @@ __all__ = [
     "parse_bool_annotation",
     "parse_cpu_amount",
     "parse_cpu_quantity",
+    "take_cores",
     "take_cpus",
 ]
 
@@ -135,7 +136,7 @@ def take_cpus(
     count: int,
     *,
     full_cores_only: bool = False,
-    prefer: CPUSet | None = None,
+    prefer: CPUSet | Sequence[CPUSet] | None = None,
 ) -> CPUSet | None:
     """Pick `count` CPUs out of `available`, topology-aligned; None when impossible.
 
@@ -148,10 +149,33 @@ def take_cpus(
     4. single threads, from the cores with the fewest free threads first (completing a
        core another container already broke), then by the same packing order.
 
-    CPUs in `prefer` (a container's current CPUs during rebuild) come first at steps 3
-    and 4.  With `full_cores_only` (kubelet ``full-pcpus-only``) step 4 is not allowed.
+    `prefer` (a container's current CPUs, during rebuild and update) is one set or a
+    sequence of sets in decreasing preference: CPUs of the first set are taken first (by
+    the order above, among themselves), then those of the next, then any.  With
+    `full_cores_only` (kubelet ``full-pcpus-only``) step 4 is not allowed.
     """
-    prefer = prefer or IDSet()
+    if count <= 0:
+        return IDSet()
+    if count > len(available):
+        return None
+    tiers = [prefer] if isinstance(prefer, IDSet) else list(prefer or ())
+    if tiers and not full_cores_only:
+        taken = IDSet()
+        for tier in tiers:
+            pool = (available & tier) - taken
+            need = count - len(taken)
+            if need <= 0 or not pool:
+                continue
+            part = _take_cpus(topology, pool, min(need, len(pool)), full_cores_only=False)
+            taken = taken | (part or IDSet())
+        rest = _take_cpus(topology, available - taken, count - len(taken), full_cores_only=False)
+        return None if rest is None else taken | rest
+    return _take_cpus(topology, available, count, full_cores_only=full_cores_only)
+
+
+def _take_cpus(
+    topology: Topology, available: CPUSet, count: int, *, full_cores_only: bool
+) -> CPUSet | None:
     if count <= 0:
         return IDSet()
     if count > len(available):
@@ -166,9 +190,8 @@ def take_cpus(
                 taken.extend(cpus)
                 free.difference_update(cpus)
 
-    if not prefer:
-        take_whole(topology.package_cpus(p) for p in topology.package_ids())
-        take_whole(topology.node_cpus(n) for n in topology.node_ids(with_cpus=True))
+    take_whole(topology.package_cpus(p) for p in topology.package_ids())
+    take_whole(topology.node_cpus(n) for n in topology.node_ids(with_cpus=True))
 
     def free_in(cpus: CPUSet) -> int:
         return len(free & cpus.ids())
@@ -185,16 +208,14 @@ def take_cpus(
         )
 
     # 3. whole free cores
-    need = count - len(taken)
     cores = [
         t
         for t in topology.cores_of(IDSet(free)).values()
         if len(t) == len(topology.siblings(t.sorted()[0]))
     ]
-    cores.sort(key=lambda t: (not t <= prefer, *packing_key(t.sorted()[0]), t.sorted()[0]))
+    cores.sort(key=lambda t: (*packing_key(t.sorted()[0]), t.sorted()[0]))
     for threads in cores:
-        need = count - len(taken)
-        if len(threads) <= need:
+        if len(threads) <= count - len(taken):
             taken.extend(threads)
             free.difference_update(threads)
     need = count - len(taken)
@@ -203,17 +224,49 @@ def take_cpus(
     if full_cores_only:
         return None
     # 4. single threads
-    rest = sorted(
-        free,
-        key=lambda c: (
-            c not in prefer,
-            free_in(topology.siblings(c)),
-            *packing_key(c),
-            c,
-        ),
-    )
+    rest = sorted(free, key=lambda c: (free_in(topology.siblings(c)), *packing_key(c), c))
     taken.extend(rest[:need])
     return IDSet(taken) if len(taken) == count else None
+
+
+def take_cores(
+    topology: Topology, available: CPUSet, cores: int, *, prefer: CPUSet | None = None
+) -> CPUSet | None:
+    """All threads of `cores` whole free cores from `available`; None when impossible.
+
+    A core counts when every one of its online threads is in `available`.  Cores inside
+    `prefer` come first, then the packing order of `take_cpus` (the package, node and L3
+    with the fewest free CPUs first), then the lowest id.
+    """
+    prefer = prefer or IDSet()
+    if cores <= 0:
+        return IDSet()
+    free = available.ids()
+
+    def free_in(cpus: CPUSet) -> int:
+        return len(free & cpus.ids())
+
+    whole = [
+        t for t in topology.cores_of(available).values() if t == topology.siblings(t.sorted()[0])
+    ]
+
+    def key(threads: CPUSet) -> tuple[int, ...]:
+        rec = topology.cpu(threads.sorted()[0])
+        return (
+            not threads <= prefer,
+            free_in(topology.package_cpus(rec.package_id)),
+            rec.package_id,
+            free_in(topology.node_cpus(rec.node_id)),
+            rec.node_id,
+            free_in(topology.l3_cpus(rec.l3_id)),
+            rec.l3_id,
+            threads.sorted()[0],
+        )
+
+    whole.sort(key=key)
+    if len(whole) < cores:
+        return None
+    return union(whole[:cores])
 
 
 def diff_updates(

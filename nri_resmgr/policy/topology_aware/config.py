@@ -25,7 +25,8 @@ colocatePods               false       prefer the pool of the pod's other contai
 colocateNamespaces         false       prefer pools holding the same namespace
 pinCPU                     true        render ``cpuset.cpus``
 pinMemory                  true        render ``cpuset.mems``
-fallbackToShared           false       exclusive request that fits nowhere -> shared
+fallbackToShared           false       exclusive (not mixed) request that fits nowhere
+                                       -> shared
 =========================  ==========  ===================================================
 """
 

@@ -13,9 +13,10 @@ decision's updates are every other container whose rendered CPUs or memory nodes
 between the old and the new state (`common.diff_updates`), which covers shared pools that
 shrank or grew anywhere in the tree.
 
-If no pool fits an exclusive or mixed request and ``fallbackToShared`` is set, the whole
-request is retried as shared before failing.  Failures are `AllocationError`s naming
-the container, the request and each pool's reason.
+If no pool fits an exclusive request and ``fallbackToShared`` is set, the whole request
+is retried as shared before failing.  Mixed requests do not fall back: a mixed cpuset
+(own CPUs plus a shared set) could not be told apart from a shared one at rebuild.
+Failures are `AllocationError`s naming the container, the request and each pool's reason.
 
 ``release`` drops the grant (init containers are released when they stop, so their CPUs
 return to the pools before the app containers start).  ``update`` keeps the placement
@@ -25,7 +26,7 @@ current pool and CPUs.
 ``rebuild`` reconstructs the state from what the runtime reports:
 
 1. every exclusive container whose current CPUs are still a valid grant (the right count,
-   usable, not reserved, held by no one else, all isolated or all sharable as its
+   usable, not reserved, reported for no other container, all isolated or all sharable as its
    preference says, in a pool that can still give them up) is re-granted exactly those
    CPUs, in the deepest such pool whose memory matches the current mems;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
@@ -148,7 +149,7 @@ class TopologyAwarePolicy:
         request: ContainerRequest,
         *,
         hint: int | None,
-        prefer: CPUSet,
+        prefer: Sequence[CPUSet],
     ) -> tuple[Grant, str]:
         supply = supply_of(self.tree, state)
         opts = self.config.options
@@ -188,7 +189,7 @@ class TopologyAwarePolicy:
             f"{container.pretty}: no pool can fit {request.describe()}; "
             + "; ".join(reasons)
         )
-        if request.full and opts.fallback_to_shared:
+        if request.kind is CPUKind.EXCLUSIVE and opts.fallback_to_shared:
             shared = _as_shared(request)
             grant, where = self._place(state, container, shared, hint=hint, prefer=prefer)
             return grant, f"{where} (fallbackToShared: {message})"
@@ -213,7 +214,7 @@ class TopologyAwarePolicy:
         if container.id in st.grants:
             return self.update(st, container)
         request = container_request(container, self.config)
-        grant, reason = self._place(st, container, request, hint=None, prefer=IDSet())
+        grant, reason = self._place(st, container, request, hint=None, prefer=())
         return self._decide(st, st.with_grant(grant), container.id, reason)
 
     def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
@@ -235,7 +236,7 @@ class TopologyAwarePolicy:
             return self._decide(st, st, container.id, "unchanged")
         without = st.without(container.id)
         grant, reason = self._place(
-            without, container, request, hint=old.pool, prefer=old.exclusive
+            without, container, request, hint=old.pool, prefer=[old.exclusive]
         )
         return self._decide(st, without.with_grant(grant), container.id, f"updated: {reason}")
 
@@ -250,9 +251,13 @@ class TopologyAwarePolicy:
                 notes.append(f"left untouched: {exc}")
                 requests[c.id] = _untouched()
         holders = Counter(cpu for c in containers for cpu in (c.current_cpus or IDSet()))
+        missing = self._missing_from_shared_views(containers, requests)
 
-        # 1. keep valid exclusive placements exactly
+        # 1. keep valid exclusive placements exactly (CPUs no other container reports)
         for c in containers:
+            shown = c.current_cpus or IDSet()
+            if any(holders[cpu] > 1 for cpu in shown):
+                continue
             grant = self._reclaim(st, c, requests[c.id])
             if grant is not None:
                 st = st.with_grant(grant)
@@ -260,13 +265,19 @@ class TopologyAwarePolicy:
         position = {c.id: i for i, c in enumerate(containers)}
         pending = [c for c in containers if c.id not in st.grants]
         if self.config.options.fallback_to_shared:
-            # one that fell back to shared earlier stays shared: it runs on a cpuset
-            # that is not its own whole CPUs
+            # one that fell back to shared earlier stays shared: it runs on a cpuset that
+            # is not its own whole CPUs (wrong size, or exactly some pool's shared set)
+            supply = supply_of(self.tree, st)
             for c in pending:
                 req = requests[c.id]
                 cur = c.current_cpus
-                exclusive = req.kind is CPUKind.EXCLUSIVE and not req.hide_hyperthreads
-                if exclusive and req.pin_cpu and cur is not None and len(cur) != req.full:
+                if req.kind is not CPUKind.EXCLUSIVE or not req.pin_cpu or cur is None:
+                    continue
+                views = [
+                    one_thread_per_core(self.topology, v) if req.hide_hyperthreads else v
+                    for v in supply.shared
+                ]
+                if len(cur) != req.full or cur in views:
                     requests[c.id] = _as_shared(req)
         pending.sort(
             key=lambda c: (
@@ -282,12 +293,15 @@ class TopologyAwarePolicy:
                 self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
                 for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus
             )
-            prefer = IDSet(cpu for cpu in mine if holders[cpu] <= 1)
+            lonely = IDSet(cpu for cpu in mine if holders[cpu] <= 1)
+            # a mixed container's own CPUs are the ones other shared views lack
+            evidence = IDSet(cpu for cpu in lonely if missing[cpu])
+            prefer = [evidence, lonely]
             try:
                 grant, _ = self._place(st, c, req, hint=hint, prefer=prefer)
             except AllocationError as exc:
                 notes.append(f"left untouched: {exc}")
-                grant, _ = self._place(st, c, _untouched(), hint=None, prefer=IDSet())
+                grant, _ = self._place(st, c, _untouched(), hint=None, prefer=())
             st = st.with_grant(grant)
         rendered = render_all(self.tree, self.topology, st)
         updates = tuple(
@@ -296,19 +310,47 @@ class TopologyAwarePolicy:
         reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
 
+    def _missing_from_shared_views(
+        self, containers: Sequence[ContainerInfo], requests: Mapping[ContainerID, ContainerRequest]
+    ) -> Counter[int]:
+        """Per CPU, how many shared/mixed containers' cpusets lack it though their pool has it.
+
+        A shared view is its pool's sharable CPUs minus every exclusive CPU; a CPU missing
+        from it is somebody's exclusive CPU.  That is how a mixed container's own whole CPUs
+        are told apart from the shared part of its cpuset.
+        """
+        missing: Counter[int] = Counter()
+        for c in containers:
+            req = requests[c.id]
+            view = (c.current_cpus or IDSet()) & self.tree.root.cpus
+            if not view or req.kind not in (CPUKind.SHARED, CPUKind.MIXED):
+                continue
+            if req.hide_hyperthreads or not req.pin_cpu:
+                continue
+            pool = self.tree.pools[self.tree.deepest_containing(view)[0]]
+            missing.update(pool.sharable - view)
+        return missing
+
     def _reclaim(
         self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
     ) -> Grant | None:
         """An exclusive grant of exactly `c.current_cpus`, if that is still valid."""
-        cur = c.current_cpus
+        shown = c.current_cpus
         if (
-            cur is None
+            shown is None
             or req.kind is not CPUKind.EXCLUSIVE
-            or req.hide_hyperthreads
             or not req.pin_cpu
-            or len(cur) != req.full
+            or len(shown) != req.full
+            or not shown <= self.tree.root.cpus
         ):
             return None
+        cur = shown
+        if req.hide_hyperthreads:
+            # one thread of each core is shown; the grant holds the whole cores
+            cores = self.topology.cores_of(shown)
+            if len(cores) != len(shown):
+                return None
+            cur = union(self.topology.core_cpus(k) for k in cores)
         supply = supply_of(self.tree, state)
         root = self.tree.root
         if not cur.isdisjoint(supply.used):
@@ -332,7 +374,7 @@ class TopologyAwarePolicy:
                 pod_id=c.pod.id,
                 namespace=c.namespace,
                 request=replace(req, full=0, kind=CPUKind.NONE),
-                prefer=IDSet(),
+                prefer=(),
             )
             if not isinstance(offer, Offer):
                 continue

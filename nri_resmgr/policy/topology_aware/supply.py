@@ -27,11 +27,11 @@ Nothing is mutated anywhere; an unchosen offer is simply dropped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nri_resmgr.model import Assignment, ContainerID, CPUKind, PodID, PolicyState
-from nri_resmgr.policy.common import one_thread_per_core, take_cpus
+from nri_resmgr.policy.common import one_thread_per_core, take_cores, take_cpus
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
@@ -170,11 +170,14 @@ def _shared_check(
     return ""
 
 
-def _keepers(tree: PoolTree, supply: Supply, pool: Pool, extra: int) -> CPUSet:
+def _keepers(
+    tree: PoolTree, topology: Topology, supply: Supply, pool: Pool, extra: int
+) -> CPUSet:
     """Shared CPUs under `pool` to leave alone so that no pool below it runs dry.
 
     Bottom-up, every pool keeps enough of its shared CPUs for its shared demand (plus
-    `extra` in `pool` itself), and at least one if it has shared CPUs at all.
+    `extra` in `pool` itself), and at least one if it has shared CPUs at all, choosing
+    threads of already broken cores first.
     """
 
     def kept(q: Pool) -> set[int]:
@@ -183,7 +186,12 @@ def _keepers(tree: PoolTree, supply: Supply, pool: Pool, extra: int) -> CPUSet:
             out |= kept(tree.pools[child])
         demand = supply.demand[q.index] + (extra if q is pool else 0)
         need = max(-(-demand // 1000), 1 if q.sharable else 0)
-        spare = sorted(supply.shared[q.index].ids() - out, reverse=True)
+        shared = supply.shared[q.index]
+        # keep threads of cores that are already broken; whole cores are worth more
+        spare = sorted(
+            shared.ids() - out,
+            key=lambda c: (topology.siblings(c) <= shared, -c),
+        )
         while len(out) < need and spare:
             out.add(spare.pop(0))
         return out
@@ -201,7 +209,7 @@ def make_offer(
     pod_id: PodID,
     namespace: str,
     request: ContainerRequest,
-    prefer: CPUSet,
+    prefer: Sequence[CPUSet],
 ) -> Offer | str:
     """What `pool` would grant `request`, or a short reason why it cannot."""
     problem = _fits_memory(tree, supply, pool, request)
@@ -238,24 +246,32 @@ def make_offer(
         headroom = 1000 * len(shared_now) - supply.demand[pool.index] - request.shared_milli
         return offer(CPUKind.SHARED, IDSet(), True, headroom)
 
-    # whole CPUs: isolated first when preferred, else sliced off the shared set
+    # whole CPUs: isolated first when preferred, else sliced off the shared set;
+    # hide-hyperthreads takes `full` whole cores and shows one thread of each
     mixed = request.shared_milli > 0
+
+    def take(available: CPUSet) -> CPUSet | None:
+        if request.hide_hyperthreads:
+            first = prefer[0] if prefer else IDSet()
+            return take_cores(topology, available, request.full, prefer=first)
+        return take_cpus(topology, available, request.full, prefer=prefer)
+
     if request.prefer_isolated and (shared_now or not mixed):
         free_iso = pool.isolated - supply.used
-        iso = take_cpus(topology, free_iso, request.full, prefer=prefer)
+        iso = take(free_iso)
         if iso is not None:
             problem = _shared_check(tree, supply, pool, IDSet(), request.shared_milli)
             if not problem:
                 kind = CPUKind.MIXED if mixed else CPUKind.ISOLATED
                 return offer(kind, iso, True, 1000 * (len(free_iso) - len(iso)))
-    taken = take_cpus(topology, shared_now, request.full, prefer=prefer)
+    taken = take(shared_now)
     if taken is None:
         return f"only {len(shared_now)} shared CPUs to slice from"
     problem = _shared_check(tree, supply, pool, taken, request.shared_milli)
     if problem:
         # second try: leave every pool below enough shared CPUs for its own containers
-        keep = _keepers(tree, supply, pool, request.shared_milli)
-        retry = take_cpus(topology, shared_now - keep, request.full, prefer=prefer)
+        keep = _keepers(tree, topology, supply, pool, request.shared_milli)
+        retry = take(shared_now - keep)
         if retry is None or _shared_check(tree, supply, pool, retry, request.shared_milli):
             return problem
         taken = retry
@@ -331,7 +347,12 @@ def check_invariants(tree: PoolTree, topology: Topology, state: TopologyAwareSta
         if g.kind is CPUKind.ISOLATED and not g.exclusive <= pool.isolated:
             problems.append(f"{cid}: isolated grant {g.exclusive} holds non-isolated CPUs")
         if g.kind in (CPUKind.EXCLUSIVE, CPUKind.ISOLATED, CPUKind.MIXED):
-            if len(g.exclusive) != g.request.full:
+            if g.request.hide_hyperthreads:
+                cores = topology.cores_of(g.exclusive)
+                whole = all(t == topology.core_cpus(k) for k, t in cores.items())
+                if len(cores) != g.request.full or not whole:
+                    problems.append(f"{cid}: holds {g.exclusive}, not {g.request.full} cores")
+            elif len(g.exclusive) != g.request.full:
                 problems.append(f"{cid}: holds {len(g.exclusive)} CPUs for {g.request.full}")
         elif g.exclusive:
             problems.append(f"{cid}: {g.kind} grant holds exclusive CPUs {g.exclusive}")

@@ -171,8 +171,10 @@ CASES = {
         [ctr("a", milli=2000, ann={MEMORY_PRESERVE: "true"})], {"a": (EX, "node1", "2,10", "")}
     ),
     "hide-hyperthreads": Case(
-        [ctr("a", milli=2000, ann={HIDE_HYPERTHREADS: "true"})],
-        {"a": (EX, "node1", "2", "1")},
+        [ctr("a", pod="a", milli=1000, ann={HIDE_HYPERTHREADS: "true"}),
+         ctr("b", pod="b", milli=2000, ann={HIDE_HYPERTHREADS: "true"})],
+        # a holds core 2,10 and sees 2; b needs two whole cores: no node can spare them
+        {"a": (EX, "node1", "2", "1"), "b": (EX, "package1", "4,6", "2-3")},
     ),
     "pin-nothing": Case(
         [ctr("a", milli=2000)], {"a": (EX, "node1", "", "")},
@@ -372,10 +374,13 @@ def test_rebuild_moves_overlapping_stale_and_wrong_kind() -> None:
     d = p.rebuild(cs)
     p.check(d.state)
     assert isinstance(d.state, TopologyAwareState)
-    assert str(d.state.grants[cs[0].id].exclusive) == "4,12"
-    moved = {u.container_id: str(u.cpus) for u in d.updates}
-    assert set(moved) == {cs[1].id, cs[2].id, cs[3].id}
-    assert not {4, 12} & set().union(*(set(d.state.grants[c.id].exclusive) for c in cs[1:]))
+    # a and b both claim 4,12: neither holds them alone, so both are placed afresh
+    grants = {c.name: d.state.grants[c.id] for c in cs}
+    assert grants["a"].exclusive.isdisjoint(grants["b"].exclusive)
+    assert 0 not in grants["c"].exclusive | grants["b"].exclusive
+    assert grants["d"].kind is CPUKind.SHARED
+    moved = {u.container_id for u in d.updates}
+    assert {cs[2].id, cs[3].id} <= moved and len(moved & {cs[0].id, cs[1].id}) >= 1
 
 
 def test_rebuild_leaves_unplaceable_containers_untouched() -> None:
