@@ -19,7 +19,16 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.static import StaticPolicy, StaticState
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.test_policy_support import ctr, small, topo, with_current
+from nri_resmgr.topology.model import Topology
+from tests._support import require_topologies
+from tests.unit.resmgr.test_policy_support import (
+    ctr,
+    small,
+    snapshot,
+    snapshot_names,
+    topo,
+    with_current,
+)
 
 BE = QoSClass.BEST_EFFORT
 BU = QoSClass.BURSTABLE
@@ -223,22 +232,35 @@ def check(p: StaticPolicy, s: StaticState) -> None:
         assert a.cpus and a.cpus <= p.topology.online_cpus()
 
 
-@pytest.mark.parametrize(
-    "spec",
-    [
-        {"packages": 2, "nodes": 2, "cores": 2, "threads": 2},
-        {"packages": 1, "nodes": 1, "cores": 6, "threads": 1},
-        {"packages": 1, "nodes": 2, "cores": 3, "threads": 2},
-    ],
-    ids=["2s2n2c2t", "1s1n6c1t", "1s2n3c2t"],
-)
+SPECS = {
+    "2s2n2c2t": {"packages": 2, "nodes": 2, "cores": 2, "threads": 2},
+    "1s1n6c1t": {"packages": 1, "nodes": 1, "cores": 6, "threads": 1},
+    "1s2n3c2t": {"packages": 1, "nodes": 2, "cores": 3, "threads": 2},
+}
+
+
+@pytest.mark.parametrize("name", list(SPECS))
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS, full=st.booleans())
 def test_random_sequences_keep_invariants(
-    spec: dict[str, int], ops: list[tuple[bool, int, int, QoSClass]], full: bool
+    name: str, ops: list[tuple[bool, int, int, QoSClass]], full: bool
 ) -> None:
+    exercise(topo(**SPECS[name]), ops, full)
+
+
+@pytest.mark.parametrize("name", snapshot_names() or ["(no snapshots)"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, full=st.booleans())
+def test_real_machine_sequences(
+    name: str, ops: list[tuple[bool, int, int, QoSClass]], full: bool
+) -> None:
+    require_topologies()
+    exercise(snapshot(name), ops, full)
+
+
+def exercise(topology: Topology, ops: list[tuple[bool, int, int, QoSClass]], full: bool) -> None:
     p = StaticPolicy(
-        topology=topo(**spec),
+        topology=topology,
         config={"reservedResources": {"cpu": "1"}, "options": {"full-pcpus-only": full}},
     )
     s = p.initial_state()
