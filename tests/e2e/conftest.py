@@ -38,6 +38,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "request_timeout(value): NRI plugin_request_timeout of the test's containerd"
     )
+    config.addinivalue_line(
+        "markers",
+        "registration_timeout(value): NRI plugin_registration_timeout of the test's containerd",
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -163,12 +167,19 @@ def containerd(
 ) -> Iterator[ctdmod.Containerd]:
     """A running private containerd with the test images imported; stopped after the test.
 
-    `@pytest.mark.request_timeout("5s")` changes NRI's plugin request timeout.
+    `@pytest.mark.request_timeout("5s")` changes NRI's plugin request timeout,
+    `@pytest.mark.registration_timeout("15s")` its registration timeout.
     """
     marker = request.node.get_closest_marker("request_timeout")
     timeout = str(marker.args[0]) if marker else "2s"
+    reg_marker = request.node.get_closest_marker("registration_timeout")
     ctd = ctdmod.Containerd(
-        release, containerd_bins, crictl_bin, ctdmod.Layout(short_tmp), request_timeout=timeout
+        release,
+        containerd_bins,
+        crictl_bin,
+        ctdmod.Layout(short_tmp),
+        request_timeout=timeout,
+        registration_timeout=str(reg_marker.args[0]) if reg_marker else "5s",
     )
     tracked = Cgroups()
     try:
@@ -316,3 +327,38 @@ def plugin_failures(ctd: ctdmod.Containerd) -> list[str]:
     bad = ("closing plugin", "plugin registration timed out", "context deadline exceeded",
            "failed to synchronize", "DeadlineExceeded")  # fmt: skip
     return [ln for ln in ctd.log_text().splitlines() if any(b in ln for b in bad)]
+
+
+def record_prereg_startup(ctd: ctdmod.Containerd, plugin: str, what: str) -> float:
+    """Seconds from containerd launching pre-registered `plugin` (NN-name) to its
+    synchronization, from containerd's log; appended to .cache/e2e/latency/ (no asserts)."""
+    import json
+    import re
+    from datetime import datetime
+
+    base = plugin.split("-", 1)[1]
+    stamp = re.compile(r'time="([^"]+)"')
+    started = done = None
+    for line in ctd.log_text().splitlines():
+        m = stamp.search(line)
+        if m is None:
+            continue
+        if f'starting pre-installed NRI plugin \\"{base}\\"' in line:
+            started, done = m.group(1), None
+        elif plugin in line and "synchronization success" in line:
+            done = m.group(1)
+    if started is None or done is None:
+        return float("nan")
+
+    def parse(t: str) -> datetime:
+        head, _, frac = t.rstrip("Z").partition(".")
+        return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00")
+
+    seconds = (parse(done) - parse(started)).total_seconds()
+    out = ctdmod.CACHE / "latency"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "preregistered-startup.jsonl", "a") as f:
+        f.write(json.dumps({"what": what, "plugin": plugin, "containerd":
+                            ctd.release.version, "seconds": round(seconds, 3),
+                            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+    return seconds

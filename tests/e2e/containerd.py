@@ -355,12 +355,14 @@ class Containerd:
         layout: Layout,
         *,
         request_timeout: str = "2s",
+        registration_timeout: str = "5s",
     ) -> None:
         self.release = release
         self.binaries = binaries
         self.crictl_bin = crictl
         self.layout = layout
         self.request_timeout = request_timeout
+        self.registration_timeout = registration_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
         for d in (
@@ -382,7 +384,12 @@ class Containerd:
         )
         layout.runc_wrapper.chmod(0o755)
         layout.config.write_text(
-            render_config(release, layout, request_timeout=request_timeout)
+            render_config(
+                release,
+                layout,
+                request_timeout=request_timeout,
+                registration_timeout=registration_timeout,
+            )
         )
         (layout.base / "crictl.yaml").write_text(
             f"runtime-endpoint: {layout.endpoint}\nimage-endpoint: {layout.endpoint}\n"

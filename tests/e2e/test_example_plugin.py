@@ -22,6 +22,7 @@ from tests.e2e.conftest import (
     plugin_failures,
     python,
     python_env,
+    record_prereg_startup,
     wait_plugin_synchronized,
 )
 from tests.e2e.containerd import Containerd
@@ -65,6 +66,7 @@ def test_external_plugin_pins_cpuset(
     _pin_two_containers(containerd)
 
 
+@pytest.mark.registration_timeout("20s")
 def test_preregistered_plugin_pins_cpuset(containerd: Containerd) -> None:
     log = containerd.layout.base / "plugin-prereg.log"
     env = {**python_env(), "PYTHON": python()}
@@ -77,6 +79,7 @@ def test_preregistered_plugin_pins_cpuset(containerd: Containerd) -> None:
     assert launcher.parent == containerd.layout.plugin_path
     containerd.restart()  # plugins are discovered at start-up only
     wait_plugin_synchronized(containerd, "20-annotate-cpuset")
+    record_prereg_startup(containerd, "20-annotate-cpuset", "examples/plugins/annotate_cpuset.py")
     _pin_two_containers(containerd)
 
 
