@@ -211,13 +211,22 @@ class Pipeline:
         *,
         subject: Assignment | None = None,
         updates: Sequence[Assignment] = (),
+        full: bool = False,
     ) -> None:
+        """Take the decision's state; record the subject's and the updated assignments.
+
+        A decision names every container it changes, so only those are recorded (O(changes),
+        not O(live containers)). `full` re-renders every assignment from the policy's state:
+        after a rebuild, where kept containers get their kind and pool that way.
+        """
         self.state = decision.state
         if subject is not None:
             self.assignments[subject.container_id] = subject
         for u in updates:
             if u.container_id in self.containers:
                 self.assignments[u.container_id] = u
+        if not full:
+            return
         rendered = self._render_state(self.state)
         if rendered is not None:
             for cid, a in rendered.items():
@@ -562,7 +571,7 @@ class Pipeline:
                     self.log.warning("controller failed", controller=ctl.name, error=str(exc))
         movers = [self._merge_update(u) for u in decision.updates]
         updates = _render_updates(movers)
-        self._commit(decision, updates=movers)
+        self._commit(decision, updates=movers, full=True)
         self.unstarted = {cid for cid in unstarted if cid in self.containers}
         self.unconfirmed = {cid for cid in unconfirmed if cid in self.unstarted}
         self._note_updates(movers)

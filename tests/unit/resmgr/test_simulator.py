@@ -327,6 +327,14 @@ def check_invariants(sim: Simulator) -> None:
         if a.kind in ("shared", "reserved"):
             assert a.cpus, cid
     assert set(pipeline.containers) == set(sim.live)
+    # the pipeline records only what each decision names: that must be the whole truth,
+    # i.e. equal to a full rendering of the policy's state
+    render = getattr(pipeline.policy, "render", None)
+    if callable(render):
+        canonical = render(pipeline.state)
+        for cid in sim.live:
+            a, b = pipeline.assignments[ContainerID(cid)], canonical[ContainerID(cid)]
+            assert (a.cpus, a.mems, a.kind) == (b.cpus, b.mems, b.kind), (cid, a, b)
 
 
 @pytest.mark.parametrize("policy_name", list(POLICIES))
