@@ -49,6 +49,7 @@ from nri_resmgr.policy.common import namespace_matches, parse_bool_annotation
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig
 
 __all__ = [
+    "ALL_MEMORY",
     "CPU_PRESERVE",
     "HIDE_HYPERTHREADS",
     "MEMORY_PRESERVE",

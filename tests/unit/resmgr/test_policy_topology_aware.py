@@ -32,6 +32,9 @@ from nri_resmgr.policy.topology_aware import (
     TopologyAwareState,
 )
 from nri_resmgr.policy.topology_aware.preferences import (
+    ALL_MEMORY as ALL,
+)
+from nri_resmgr.policy.topology_aware.preferences import (
     CPU_PRESERVE,
     HIDE_HYPERTHREADS,
     MEMORY_PRESERVE,
@@ -415,3 +418,41 @@ def test_invariant_checker_catches_broken_states() -> None:
     )
     with pytest.raises(InvariantError, match="node1: shared set is empty"):
         p.check(starved)
+
+
+@pytest.mark.parametrize(
+    ("spec", "shape"),
+    [
+        pytest.param(
+            {"packages": 2, "nodes": 2, "cores": 2, "threads": 2},
+            ["root", " package0", " package1", "  node0", "  node1", "  node2", "  node3"],
+            id="2s2n",
+        ),
+        pytest.param({"packages": 1, "nodes": 1, "cores": 4}, ["root"], id="desktop"),
+        pytest.param(
+            {"packages": 1, "dies": 2, "nodes": 1, "cores": 4, "l3_per_die": 2},
+            ["root", " die0", " die1", "  l3-0", "  l3-1", "  l3-2", "  l3-3"],
+            id="dies-and-l3",
+        ),
+        pytest.param(
+            {"packages": 1, "nodes": 2, "cores": 2},
+            ["root", " node0", " node1"],
+            id="one-package-collapses",
+        ),
+    ],
+)
+def test_pool_tree_shapes(spec: dict[str, int], shape: list[str]) -> None:
+    p = TopologyAwarePolicy(topology=build_topology(spec), config={})
+    assert [" " * pool.depth + pool.name for pool in p.tree] == shape
+    for pool in p.tree:
+        kids = [p.tree.pools[c] for c in pool.children]
+        if kids:  # a parent is the disjoint union of its children
+            assert sum(len(k.cpus) for k in kids) == len(pool.cpus)
+            assert pool.cpus == IDSet(c for k in kids for c in k.cpus)
+
+
+def test_cpu_less_memory_attaches_to_the_closest_node() -> None:
+    p = TopologyAwarePolicy(topology=MEM, config={})
+    node0, node1 = p.tree.by_name("node0"), p.tree.by_name("node1")
+    assert (str(node0.mems_of(ALL)), str(node1.mems_of(ALL))) == ("0,2", "1")
+    assert (str(node0.isolated), str(node1.isolated)) == ("", "3,7")
