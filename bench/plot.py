@@ -132,7 +132,8 @@ def plot_containerd(ax: Axes, ctd: dict[str, Any]) -> None:
         bars = ax.bar(xs, ys, width=width, color=colors[p], label=labels[p])
         ax.bar_label(bars, fmt="%.0f", fontsize=6)
     ax.set_xticks(range(len(levels)), [f"{n} live" for n in levels])
-    ax.set_ylabel("ms")
+    ax.set_yscale("log")
+    ax.set_ylabel("ms (log)")
     ax.set_title(f"crictl create through {ctd['release']}, p50\n(shared probe; "
                  "wall clock incl. crictl and containerd)")
     ax.legend(fontsize=7)
