@@ -61,7 +61,13 @@ from nri_resmgr.policy.topology_aware.preferences import (
     ContainerRequest,
     container_request,
 )
-from nri_resmgr.policy.topology_aware.scoring import affinity, best_offer
+from nri_resmgr.policy.topology_aware.scoring import (
+    OfferKey,
+    affinity,
+    best_offer,
+    key_bound,
+    offer_key,
+)
 from nri_resmgr.policy.topology_aware.supply import (
     Grant,
     Offer,
@@ -69,6 +75,7 @@ from nri_resmgr.policy.topology_aware.supply import (
     check_invariants,
     make_offer,
     render_all,
+    render_changed,
     supply_of,
 )
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
@@ -153,9 +160,43 @@ class TopologyAwarePolicy:
     ) -> tuple[Grant, str]:
         supply = supply_of(self.tree, state)
         opts = self.config.options
+        affinities: dict[int, int] = {}
+        if opts.colocate_pods or opts.colocate_namespaces:
+            affinities = {
+                p.index: affinity(
+                    state,
+                    p.index,
+                    pod_id=container.pod.id,
+                    namespace=container.namespace,
+                    colocate_pods=opts.colocate_pods,
+                    colocate_namespaces=opts.colocate_namespaces,
+                )
+                for p in self.tree.pools
+            }
+        # offers in the order of the best key each pool could reach; once the best offer
+        # so far beats the bound of the next pool it beats all the rest (scoring.key_bound)
+        bounded = sorted(
+            [
+                (
+                    key_bound(
+                        pool,
+                        supply=supply,
+                        request=request,
+                        hinted=pool.index == hint,
+                        affinity_score=affinities.get(pool.index, 0),
+                    ),
+                    pool,
+                )
+                for pool in self._candidates(request)
+            ],
+            key=lambda bp: bp[0],
+        )
         offers: list[Offer] = []
-        reasons: list[str] = []
-        for pool in self._candidates(request):
+        failed: list[tuple[int, str]] = []
+        best_key: OfferKey | None = None
+        for bound, pool in bounded:
+            if best_key is not None and bound > best_key:
+                break
             got = make_offer(
                 tree=self.tree,
                 topology=self.topology,
@@ -169,19 +210,15 @@ class TopologyAwarePolicy:
             )
             if isinstance(got, Offer):
                 offers.append(got)
+                key = offer_key(
+                    got,
+                    hinted=pool.index == hint,
+                    affinity_score=affinities.get(pool.index, 0),
+                )
+                best_key = key if best_key is None else min(best_key, key)
             else:
-                reasons.append(f"{pool.name}: {got}")
-        affinities = {
-            p.index: affinity(
-                state,
-                p.index,
-                pod_id=container.pod.id,
-                namespace=container.namespace,
-                colocate_pods=opts.colocate_pods,
-                colocate_namespaces=opts.colocate_namespaces,
-            )
-            for p in self.tree.pools
-        }
+                failed.append((pool.index, f"{pool.name}: {got}"))
+        reasons = [reason for _, reason in sorted(failed)]
         best = best_offer(offers, hint=hint, affinities=affinities)
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
@@ -198,8 +235,7 @@ class TopologyAwarePolicy:
     def _decide(
         self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID, reason: str
     ) -> Decision:
-        before = render_all(self.tree, self.topology, old)
-        after = render_all(self.tree, self.topology, new)
+        before, after = render_changed(self.tree, self.topology, old, new, (cid,))
         return Decision(
             state=new,
             assignment=after[cid],
@@ -222,8 +258,7 @@ class TopologyAwarePolicy:
         if container_id not in st.grants:
             return Decision(state=st, reason="unknown container; nothing to release")
         new = st.without(container_id)
-        before = render_all(self.tree, self.topology, st)
-        after = render_all(self.tree, self.topology, new)
+        before, after = render_changed(self.tree, self.topology, st, new, (container_id,))
         return Decision(state=new, updates=diff_updates(before, after), reason="released")
 
     def update(self, state: PolicyState, container: ContainerInfo) -> Decision:

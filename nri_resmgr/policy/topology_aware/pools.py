@@ -26,7 +26,8 @@ of the pool sort key, and ``depth`` (root 0) says how tight a pool is.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import combinations
 
 from nri_resmgr.model import MemoryKind
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
@@ -48,10 +49,20 @@ class Pool:
     sharable: CPUSet
     mems: Mapping[MemoryKind, NodeSet]
     memory_bytes: Mapping[MemoryKind, int]
+    #: `mems_of` for every combination of memory kinds, computed once by `build_pool_tree`
+    #: (a decision renders every container it touches, and each rendering asks for its
+    #: pool's nodes: the union is built once per pool, not once per container)
+    mems_by_kinds: Mapping[frozenset[MemoryKind], NodeSet] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def mems_of(self, kinds: Collection[MemoryKind]) -> NodeSet:
         """The pool's memory nodes of the given kinds."""
-        return union(self.mems.get(k, IDSet()) for k in kinds)
+        key = kinds if isinstance(kinds, frozenset) else frozenset(kinds)
+        found = self.mems_by_kinds.get(key)
+        if found is not None:
+            return found
+        return _mems_union(self.mems, key)
 
     def memory_of(self, kinds: Collection[MemoryKind]) -> int:
         """Bytes of memory of the given kinds."""
@@ -98,6 +109,20 @@ class PoolTree:
         """Pools whose CPUs include all of `cpus`, deepest first."""
         found = [p for p in self.pools if cpus <= p.cpus]
         return [p.index for p in sorted(found, key=lambda p: (-p.depth, p.index))]
+
+
+def _mems_union(mems: Mapping[MemoryKind, NodeSet], kinds: Collection[MemoryKind]) -> NodeSet:
+    return union(mems.get(k, IDSet()) for k in kinds)
+
+
+def _all_mems_of(mems: Mapping[MemoryKind, NodeSet]) -> dict[frozenset[MemoryKind], NodeSet]:
+    """`Pool.mems_of` for each of the 2**len(MemoryKind) combinations of kinds."""
+    kinds = tuple(MemoryKind)
+    return {
+        frozenset(combo): _mems_union(mems, combo)
+        for size in range(len(kinds) + 1)
+        for combo in combinations(kinds, size)
+    }
 
 
 def _levels(topology: Topology) -> list[tuple[str, Callable[[int], int]]]:
@@ -164,6 +189,7 @@ def build_pool_tree(topology: Topology, *, available: CPUSet, reserved: CPUSet) 
                 sharable=cpus - isolated_all - reserved,
                 mems=mems,
                 memory_bytes={k: topology.node_memory(v) for k, v in mems.items()},
+                mems_by_kinds=_all_mems_of(mems),
             )
         )
     holders = [p for p in pools if reserved <= p.cpus]

@@ -24,6 +24,12 @@ sorted by `offer_key`, a tuple compared left to right, smallest first:
  7     ``pool index``        breadth-first pool number: deterministic final tie-break
 =====  ====================  =============================================================
 
+`key_bound` is the smallest key an offer of a pool could possibly get, computed from the
+supply alone (no CPUs are picked): `_place` builds offers in the order of these bounds and
+stops once the best offer found beats the bound of every pool left, which gives the same
+winner as building every offer (keys end with the pool index, so no two are equal) while
+an exclusive request usually picks CPUs in one pool instead of all of them.
+
 Compared with nri-plugins' ``compareScores`` the order is the same in spirit
 (affinity, then tree depth, then per-kind capacity, then id) without topology hints,
 CPU priorities or burstable limits, which this policy does not model.
@@ -34,9 +40,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from nri_resmgr.model import CPUKind, PodID
-from nri_resmgr.policy.topology_aware.supply import Offer, TopologyAwareState
+from nri_resmgr.policy.topology_aware.pools import Pool
+from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
+from nri_resmgr.policy.topology_aware.supply import Offer, Supply, TopologyAwareState
 
-__all__ = ["OfferKey", "affinity", "best_offer", "offer_key"]
+__all__ = ["OfferKey", "affinity", "best_offer", "key_bound", "offer_key"]
 
 OfferKey = tuple[int, int, int, int, int, int, int]
 
@@ -73,6 +81,45 @@ def offer_key(offer: Offer, *, hinted: bool, affinity_score: int) -> OfferKey:
         crowding,
         -offer.headroom,
         offer.pool.index,
+    )
+
+
+def key_bound(
+    pool: Pool,
+    *,
+    supply: Supply,
+    request: ContainerRequest,
+    hinted: bool,
+    affinity_score: int,
+) -> OfferKey:
+    """A lower bound of `offer_key` for any offer `pool` can make `request` (module doc).
+
+    Every component is exact except two, for whole-CPU requests: the isolated preference
+    is taken as met, and the headroom is its largest possible value, since an offer
+    takes at least `request.full` CPUs, from the shared set or from the free isolated
+    CPUs (`supply.make_offer`).
+    """
+    i = pool.index
+    shared = 1000 * len(supply.shared[i]) - supply.demand[i] - request.shared_milli
+    crowding = 0
+    if request.kind in (CPUKind.NONE, CPUKind.RESERVED):
+        headroom = 0
+    elif request.kind is CPUKind.SHARED:
+        headroom = shared
+        crowding = supply.population[i]
+    else:
+        headroom = shared - 1000 * request.full
+        if request.prefer_isolated:
+            free_iso = len(pool.isolated) - len(pool.isolated & supply.used)
+            headroom = max(headroom, 1000 * (free_iso - request.full))
+    return (
+        0 if hinted else 1,
+        0,
+        -affinity_score,
+        -pool.depth,
+        crowding,
+        -headroom,
+        i,
     )
 
 

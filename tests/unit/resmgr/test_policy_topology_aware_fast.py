@@ -1,0 +1,322 @@
+"""The topology-aware policy's shortcuts decide exactly what the plain computation does.
+
+A decision avoids work that cannot change its outcome (docs/policies.md, "Performance"):
+the supply is kept on the state and derived grant by grant, only the containers whose
+rendering can change are rendered (`supply.render_changed`), and offers are built in the
+order of the best key each pool could reach (`scoring.key_bound`), stopping once no pool
+left can win.  The oracle here, `PlainPolicy`, is the policy as it was before those
+shortcuts: every pool's offer against a supply derived from every grant, every
+container rendered before and after, the updates found by `diff_updates`.  For random
+sequences of creations, updates, releases and rebuilds, both must give the same
+decisions (assignment, updates, reason, grants) and the same errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nri_resmgr.model import (
+    AllocationError,
+    Assignment,
+    ContainerID,
+    ContainerInfo,
+    CPUKind,
+    Decision,
+    PolicyState,
+    QoSClass,
+)
+from nri_resmgr.policy.common import diff_updates, take_cores, take_cpus
+from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
+from nri_resmgr.policy.topology_aware.policy import _as_shared
+from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
+from nri_resmgr.policy.topology_aware.scoring import affinity, best_offer
+from nri_resmgr.policy.topology_aware.supply import (
+    Grant,
+    Offer,
+    TopologyAwareState,
+    _supply_from_scratch,
+    make_offer,
+    render,
+    supply_of,
+)
+from nri_resmgr.topology.cpuset import CPUSet, IDSet
+from nri_resmgr.topology.load import load_topology
+from nri_resmgr.topology.model import Topology
+from tests.unit.resmgr.test_policy_support import topo, with_current
+from tests.unit.resmgr.test_policy_topology_aware_props import OPS, SYNTHETIC, Op, make
+
+SERVER = Path(__file__).resolve().parents[3] / "examples" / "topologies" / "server-2s-224t.yaml"
+
+
+def render_all_plain(
+    policy: TopologyAwarePolicy, state: TopologyAwareState
+) -> dict[ContainerID, Assignment]:
+    supply = _supply_from_scratch(policy.tree, state)
+    return {
+        cid: render(tree=policy.tree, topology=policy.topology, supply=supply, grant=g)
+        for cid, g in state.grants.items()
+    }
+
+
+class PlainPolicy(TopologyAwarePolicy):
+    """The decisions without shortcuts (module docstring): the test oracle."""
+
+    def _place(
+        self,
+        state: TopologyAwareState,
+        container: ContainerInfo,
+        request: ContainerRequest,
+        *,
+        hint: int | None,
+        prefer: Sequence[CPUSet],
+    ) -> tuple[Grant, str]:
+        supply = _supply_from_scratch(self.tree, state)
+        opts = self.config.options
+        offers: list[Offer] = []
+        reasons: list[str] = []
+        for pool in self._candidates(request):
+            got = make_offer(
+                tree=self.tree,
+                topology=self.topology,
+                supply=supply,
+                pool=pool,
+                container_id=container.id,
+                pod_id=container.pod.id,
+                namespace=container.namespace,
+                request=request,
+                prefer=prefer,
+            )
+            if isinstance(got, Offer):
+                offers.append(got)
+            else:
+                reasons.append(f"{pool.name}: {got}")
+        affinities = {
+            p.index: affinity(
+                state,
+                p.index,
+                pod_id=container.pod.id,
+                namespace=container.namespace,
+                colocate_pods=opts.colocate_pods,
+                colocate_namespaces=opts.colocate_namespaces,
+            )
+            for p in self.tree.pools
+        }
+        best = best_offer(offers, hint=hint, affinities=affinities)
+        if best is not None:
+            return best.grant, f"{best.grant.kind} in {best.pool.name}"
+        message = (
+            f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)
+        )
+        if request.kind is CPUKind.EXCLUSIVE and opts.fallback_to_shared:
+            grant, where = self._place(
+                state, container, _as_shared(request), hint=hint, prefer=prefer
+            )
+            return grant, f"{where} (fallbackToShared: {message})"
+        raise AllocationError(message)
+
+    def _decide(
+        self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID, reason: str
+    ) -> Decision:
+        before, after = render_all_plain(self, old), render_all_plain(self, new)
+        return Decision(
+            state=new,
+            assignment=after[cid],
+            updates=diff_updates(before, after, skip={cid}),
+            reason=reason,
+        )
+
+    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
+        assert isinstance(state, TopologyAwareState)
+        if container_id not in state.grants:
+            return Decision(state=state, reason="unknown container; nothing to release")
+        new = state.without(container_id)
+        updates = diff_updates(render_all_plain(self, state), render_all_plain(self, new))
+        return Decision(state=new, updates=updates, reason="released")
+
+
+def same(fast: Decision, plain: Decision) -> None:
+    assert fast.assignment == plain.assignment
+    assert fast.updates == plain.updates
+    assert fast.reason == plain.reason
+    assert isinstance(fast.state, TopologyAwareState)
+    assert isinstance(plain.state, TopologyAwareState)
+    assert fast.state.grants == plain.state.grants
+
+
+def run(fast: TopologyAwarePolicy, plain: PlainPolicy, step: Any) -> Decision | str:
+    try:
+        out: Decision = step(fast)
+    except AllocationError as exc:
+        with pytest.raises(AllocationError) as caught:
+            step(plain)
+        assert str(caught.value) == str(exc)
+        return str(exc)
+    same(out, step(plain))
+    return out
+
+
+def compare(topology: Topology, config: Mapping[str, object], ops: list[Op]) -> None:
+    fast = TopologyAwarePolicy(topology=topology, config=config)
+    plain = PlainPolicy(topology=topology, config=config)
+    s: PolicyState = fast.initial_state()
+    live: dict[str, ContainerInfo] = {}
+    for op in ops:
+        c = make(op)
+        if op.create:
+            # a second creation of a live slot is an update with the new request
+            d = run(fast, plain, lambda p, s=s, c=c: p.allocate(s, c))
+            if isinstance(d, str):
+                continue
+            live[c.id] = c
+        elif c.id in live:
+            cid = live.pop(c.id).id
+            d = run(fast, plain, lambda p, s=s, cid=cid: p.release(s, cid))
+            assert not isinstance(d, str)
+        else:
+            continue
+        s = d.state
+        assert isinstance(s, TopologyAwareState)
+        # the supply kept grant by grant is the supply derived from every grant
+        assert supply_of(fast.tree, s) == _supply_from_scratch(fast.tree, s)
+    rendered = fast.render(s)
+    assert rendered == render_all_plain(fast, s)  # type: ignore[arg-type]
+    reported = [with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in live.values()]
+    d = run(fast, plain, lambda p: p.rebuild(reported))
+    assert not isinstance(d, str)
+    # rebuilt from scratch, nothing reported: everyone placed anew
+    fresh = [replace(c, current_cpus=None, current_mems=None) for c in live.values()]
+    d = run(fast, plain, lambda p: p.rebuild(fresh))
+    assert not isinstance(d, str)
+    assert isinstance(d.state, TopologyAwareState)
+    assert supply_of(fast.tree, d.state) == _supply_from_scratch(fast.tree, d.state)
+
+
+@pytest.mark.parametrize("name", list(SYNTHETIC))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, colocate=st.booleans(), fallback=st.booleans())
+def test_fast_decisions_equal_plain_ones(
+    name: str, ops: list[Op], colocate: bool, fallback: bool
+) -> None:
+    config = {
+        "colocatePods": colocate,
+        "colocateNamespaces": colocate,
+        "fallbackToShared": fallback,
+    }
+    compare(topo(**SYNTHETIC[name]), config, ops)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, fallback=st.booleans())
+def test_fast_decisions_equal_plain_ones_on_the_bench_machine(
+    ops: list[Op], fallback: bool
+) -> None:
+    compare(load_topology(SERVER), {"fallbackToShared": fallback}, ops)
+
+
+def test_without_and_with_grant_keep_the_supply_exact_for_overlapping_grants() -> None:
+    """A broken state (a CPU held twice) still gets the supply derived from scratch."""
+    t = topo(**SYNTHETIC["2s2n2c2t"])
+    p = TopologyAwarePolicy(topology=t, config={})
+    c = make(Op(True, 1, QoSClass.GUARANTEED, 2000, False, False, 0, {}))
+    s = p.allocate(p.initial_state(), c).state
+    assert isinstance(s, TopologyAwareState)
+    grant = s.grants[c.id]
+    assert grant.exclusive
+    twin = Grant(
+        container_id=ContainerID("twin"),
+        pod_id=grant.pod_id,
+        namespace=grant.namespace,
+        pool=grant.pool,
+        kind=grant.kind,
+        exclusive=grant.exclusive,
+        request=grant.request,
+    )
+    supply_of(p.tree, s)
+    broken = s.with_grant(twin)
+    assert supply_of(p.tree, broken) == _supply_from_scratch(p.tree, broken)
+    back = broken.without(ContainerID("twin"))
+    assert supply_of(p.tree, back) == _supply_from_scratch(p.tree, back)
+    assert supply_of(p.tree, back).used == grant.exclusive
+
+
+# ---- the CPU pickers against their plain form -----------------------------------------
+
+
+def _take_cpus_plain(
+    topology: Topology, available: CPUSet, count: int, *, full_cores_only: bool
+) -> CPUSet | None:
+    """`common._take_cpus` as first written: domain counts recomputed for every CPU."""
+    if count <= 0:
+        return IDSet()
+    if count > len(available):
+        return None
+    free = set(available)
+    taken: list[int] = []
+
+    def take_whole(groups: Any) -> None:
+        for cpus in groups:
+            need = count - len(taken)
+            if 0 < len(cpus) <= need and cpus.ids() <= free:
+                taken.extend(cpus)
+                free.difference_update(cpus)
+
+    take_whole(topology.package_cpus(p) for p in topology.package_ids())
+    take_whole(topology.node_cpus(n) for n in topology.node_ids(with_cpus=True))
+
+    def free_in(cpus: CPUSet) -> int:
+        return len(free & cpus.ids())
+
+    def packing_key(cpu: int) -> tuple[int, ...]:
+        rec = topology.cpu(cpu)
+        return (
+            free_in(topology.package_cpus(rec.package_id)),
+            rec.package_id,
+            free_in(topology.node_cpus(rec.node_id)),
+            rec.node_id,
+            free_in(topology.l3_cpus(rec.l3_id)),
+            rec.l3_id,
+        )
+
+    cores = [
+        t
+        for t in topology.cores_of(IDSet(free)).values()
+        if len(t) == len(topology.siblings(t.sorted()[0]))
+    ]
+    cores.sort(key=lambda t: (*packing_key(t.sorted()[0]), t.sorted()[0]))
+    for threads in cores:
+        if len(threads) <= count - len(taken):
+            taken.extend(threads)
+            free.difference_update(threads)
+    need = count - len(taken)
+    if need == 0:
+        return IDSet(taken)
+    if full_cores_only:
+        return None
+    rest = sorted(free, key=lambda c: (free_in(topology.siblings(c)), *packing_key(c), c))
+    taken.extend(rest[:need])
+    return IDSet(taken) if len(taken) == count else None
+
+
+@pytest.mark.parametrize("name", list(SYNTHETIC))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_take_cpus_equals_its_plain_form(name: str, data: st.DataObject) -> None:
+    t = topo(**SYNTHETIC[name])
+    cpus = sorted(t.online_cpus())
+    available = IDSet(data.draw(st.sets(st.sampled_from(cpus))))
+    count = data.draw(st.integers(0, len(cpus)))
+    full = data.draw(st.booleans())
+    assert take_cpus(t, available, count, full_cores_only=full) == _take_cpus_plain(
+        t, available, count, full_cores_only=full
+    )
+    # and take_cores is unchanged in what it returns for whole cores
+    got = take_cores(t, available, count // 2)
+    if got is not None:
+        assert len(t.cores_of(got)) == count // 2
