@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nri_resmgr.model import (
@@ -193,19 +193,28 @@ def _take_cpus(
     take_whole(topology.package_cpus(p) for p in topology.package_ids())
     take_whole(topology.node_cpus(n) for n in topology.node_ids(with_cpus=True))
 
+    # the packing order ranks a CPU by how many free CPUs its package, node and L3 group
+    # have; each domain's count is taken once per sort rather than once per CPU
     def free_in(cpus: CPUSet) -> int:
         return len(free & cpus.ids())
 
-    def packing_key(cpu: int) -> tuple[int, ...]:
-        rec = topology.cpu(cpu)
-        return (
-            free_in(topology.package_cpus(rec.package_id)),
-            rec.package_id,
-            free_in(topology.node_cpus(rec.node_id)),
-            rec.node_id,
-            free_in(topology.l3_cpus(rec.l3_id)),
-            rec.l3_id,
-        )
+    def packing_keys() -> Callable[[int], tuple[int, ...]]:
+        packages: dict[int, int] = {}
+        nodes: dict[int, int] = {}
+        l3s: dict[int, int] = {}
+
+        def packing_key(cpu: int) -> tuple[int, ...]:
+            rec = topology.cpu(cpu)
+            p, n, l3 = rec.package_id, rec.node_id, rec.l3_id
+            if p not in packages:
+                packages[p] = free_in(topology.package_cpus(p))
+            if n not in nodes:
+                nodes[n] = free_in(topology.node_cpus(n))
+            if l3 not in l3s:
+                l3s[l3] = free_in(topology.l3_cpus(l3))
+            return (packages[p], p, nodes[n], n, l3s[l3], l3)
+
+        return packing_key
 
     # 3. whole free cores
     cores = [
@@ -213,6 +222,7 @@ def _take_cpus(
         for t in topology.cores_of(IDSet(free)).values()
         if len(t) == len(topology.siblings(t.sorted()[0]))
     ]
+    packing_key = packing_keys()
     cores.sort(key=lambda t: (*packing_key(t.sorted()[0]), t.sorted()[0]))
     for threads in cores:
         if len(threads) <= count - len(taken):
@@ -224,7 +234,16 @@ def _take_cpus(
     if full_cores_only:
         return None
     # 4. single threads
-    rest = sorted(free, key=lambda c: (free_in(topology.siblings(c)), *packing_key(c), c))
+    packing_key = packing_keys()
+    free_threads: dict[int, int] = {}
+
+    def free_siblings(cpu: int) -> int:
+        core = topology.cpu(cpu).core_id
+        if core not in free_threads:
+            free_threads[core] = free_in(topology.siblings(cpu))
+        return free_threads[core]
+
+    rest = sorted(free, key=lambda c: (free_siblings(c), *packing_key(c), c))
     taken.extend(rest[:need])
     return IDSet(taken) if len(taken) == count else None
 
@@ -243,8 +262,13 @@ def take_cores(
         return IDSet()
     free = available.ids()
 
-    def free_in(cpus: CPUSet) -> int:
-        return len(free & cpus.ids())
+    counts: dict[tuple[str, int], int] = {}
+
+    def free_in(what: str, domain: int, cpus: Callable[[int], CPUSet]) -> int:
+        """Free CPUs in one package / node / L3 group, counted once per domain."""
+        if (what, domain) not in counts:
+            counts[what, domain] = len(free & cpus(domain).ids())
+        return counts[what, domain]
 
     whole = [
         t for t in topology.cores_of(available).values() if t == topology.siblings(t.sorted()[0])
@@ -254,11 +278,11 @@ def take_cores(
         rec = topology.cpu(threads.sorted()[0])
         return (
             not threads <= prefer,
-            free_in(topology.package_cpus(rec.package_id)),
+            free_in("package", rec.package_id, topology.package_cpus),
             rec.package_id,
-            free_in(topology.node_cpus(rec.node_id)),
+            free_in("node", rec.node_id, topology.node_cpus),
             rec.node_id,
-            free_in(topology.l3_cpus(rec.l3_id)),
+            free_in("l3", rec.l3_id, topology.l3_cpus),
             rec.l3_id,
             threads.sorted()[0],
         )

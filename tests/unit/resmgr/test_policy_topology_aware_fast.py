@@ -304,6 +304,48 @@ def _take_cpus_plain(
     return IDSet(taken) if len(taken) == count else None
 
 
+def _take_cores_plain(
+    topology: Topology, available: CPUSet, cores: int, *, prefer: CPUSet | None = None
+) -> CPUSet | None:
+    """`common.take_cores` as first written."""
+    prefer = prefer or IDSet()
+    if cores <= 0:
+        return IDSet()
+    free = available.ids()
+
+    def free_in(cpus: CPUSet) -> int:
+        return len(free & cpus.ids())
+
+    whole = [
+        t for t in topology.cores_of(available).values() if t == topology.siblings(t.sorted()[0])
+    ]
+
+    def key(threads: CPUSet) -> tuple[int, ...]:
+        rec = topology.cpu(threads.sorted()[0])
+        return (
+            not threads <= prefer,
+            free_in(topology.package_cpus(rec.package_id)),
+            rec.package_id,
+            free_in(topology.node_cpus(rec.node_id)),
+            rec.node_id,
+            free_in(topology.l3_cpus(rec.l3_id)),
+            rec.l3_id,
+            threads.sorted()[0],
+        )
+
+    whole.sort(key=key)
+    if len(whole) < cores:
+        return None
+    return _union(whole[:cores])
+
+
+def _union(sets: list[CPUSet]) -> CPUSet:
+    out: set[int] = set()
+    for x in sets:
+        out |= x.ids()
+    return IDSet(out)
+
+
 @pytest.mark.parametrize("name", list(SYNTHETIC))
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
@@ -316,7 +358,9 @@ def test_take_cpus_equals_its_plain_form(name: str, data: st.DataObject) -> None
     assert take_cpus(t, available, count, full_cores_only=full) == _take_cpus_plain(
         t, available, count, full_cores_only=full
     )
-    # and take_cores is unchanged in what it returns for whole cores
-    got = take_cores(t, available, count // 2)
-    if got is not None:
-        assert len(t.cores_of(got)) == count // 2
+    prefer = IDSet(data.draw(st.sets(st.sampled_from(cpus))))
+    cores = count // 2
+    assert take_cores(t, available, cores, prefer=prefer) == _take_cores_plain(
+        t, available, cores, prefer=prefer
+    )
+
