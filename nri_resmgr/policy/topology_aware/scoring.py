@@ -94,14 +94,17 @@ def key_bound(
 ) -> OfferKey:
     """A lower bound of `offer_key` for any offer `pool` can make `request` (module doc).
 
-    Every component is exact except two, for whole-CPU requests: the isolated preference
-    is taken as met, and the headroom is its largest possible value, since an offer
-    takes at least `request.full` CPUs, from the shared set or from the free isolated
-    CPUs (`supply.make_offer`).
+    Every component is exact except two, for whole-CPU requests.  The isolated
+    preference counts as met unless it cannot be: an isolated offer needs at least
+    `request.full` free isolated CPUs (and, for a mixed request, some shared CPUs), and
+    a sliced offer meets it only when there is no preference.  The headroom is its largest
+    possible value, since an offer takes at least `request.full` CPUs, from the shared set
+    or from the free isolated CPUs (`supply.make_offer`).
     """
     i = pool.index
     shared = 1000 * len(supply.shared[i]) - supply.demand[i] - request.shared_milli
     crowding = 0
+    unmet = 0
     if request.kind in (CPUKind.NONE, CPUKind.RESERVED):
         headroom = 0
     elif request.kind is CPUKind.SHARED:
@@ -111,10 +114,14 @@ def key_bound(
         headroom = shared - 1000 * request.full
         if request.prefer_isolated:
             free_iso = len(pool.isolated) - len(pool.isolated & supply.used)
-            headroom = max(headroom, 1000 * (free_iso - request.full))
+            mixed = request.shared_milli > 0
+            if free_iso >= request.full and (supply.shared[i] or not mixed):
+                headroom = max(headroom, 1000 * (free_iso - request.full))
+            else:
+                unmet = 1
     return (
         0 if hinted else 1,
-        0,
+        unmet,
         -affinity_score,
         -pool.depth,
         crowding,

@@ -250,19 +250,21 @@ def _shared_check(
 ) -> str:
     """Can `taken` be sliced off and `extra` milli be added to `pool`? "" if so."""
     ancestors = set(tree.ancestors(pool.index))
+    taken_ids = taken.ids()
     for q in tree.pools:
         touched = q.index in ancestors or not q.cpus.isdisjoint(taken)
         if not touched:
             continue
-        left = supply.shared[q.index] - taken
+        shared = supply.shared[q.index]
+        # only the size of what is left matters: count it without building a set
+        left = len(shared.ids() - taken_ids) if taken_ids else len(shared)
         if q.sharable and not left:
-            shared = supply.shared[q.index]
             return f"taking {taken} would empty the shared CPUs {shared} of {q.name}"
         need = supply.demand[q.index] + (extra if q.index in ancestors else 0)
-        if need > 1000 * len(left):
-            free = 1000 * len(left) - supply.demand[q.index]
+        if need > 1000 * left:
+            free = 1000 * left - supply.demand[q.index]
             what = f"after taking {taken} " if taken else ""
-            return f"{q.name} has {free}m free on {len(left)} shared CPUs {what}".rstrip()
+            return f"{q.name} has {free}m free on {left} shared CPUs {what}".rstrip()
     return ""
 
 
