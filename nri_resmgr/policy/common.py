@@ -3,9 +3,12 @@
 Theory of operation: every policy in this package keeps, in its immutable state, enough
 to *render* the `Assignment` of every container it knows (a pure function of the state).
 A decision is then computed the same way everywhere: build the next state (the offer),
-render every container in the old and in the new state, and report as `updates` exactly
-the other containers whose rendered CPUs or memory nodes differ (`diff_updates`).  Nobody
-has to remember which containers a change touched; the diff finds them.
+render the containers in the old and in the new state, and report as `updates` exactly
+the other containers whose rendered CPUs or memory nodes differ (`diff_updates`).  To keep
+a decision's cost proportional to what it changes, the policies render only the
+containers whose rendering *can* differ (the subject, and the users of any shared set
+that changed) rather than all of them; their tests keep the render-everything diff as
+the oracle.
 
 `take_cpus` is the CPU picker, modelled on the kubelet's `takeByTopology`
 (pkg/kubelet/cm/cpumanager/cpu_assignment.go): it takes whole free packages, then whole

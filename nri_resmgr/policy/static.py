@@ -23,7 +23,11 @@ Theory of operation (kubelet semantics, pkg/kubelet/cm/cpumanager/policy_static.
 
 The state records, per container, the exclusive CPUs it holds (empty for shared ones).
 Assignments are rendered from it; when the shared pool shrinks or grows, every shared
-container's rendering changes and `common.diff_updates` reports each as an update.
+container's rendering changes and `common.diff_updates` reports each as an update.  A
+decision renders only what can change (`_render_changed`): the subject, plus every
+shared container when the shared pool changed; a shared creation or release is thus
+O(1) in the number of containers, and the union of exclusive CPUs is carried from state
+to state rather than collected from every entry.
 
 ``rebuild`` keeps an exclusive container on its current CPUs when they are still valid
 (the right count, online, not reserved, held by nobody else, whole cores under
@@ -35,7 +39,7 @@ the whole synchronization.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -101,12 +105,29 @@ class StaticEntry:
     request_milli: int
 
 
+class _ExclusiveMemo:
+    """The union of a state's exclusive CPUs, filled in on first use (or by `_with`).
+
+    A state is immutable, so the union never goes stale; keeping it saves a pass over
+    every container each time the shared pool or the free CPUs are needed.
+    """
+
+    __slots__ = ("cpus",)
+
+    def __init__(self, cpus: CPUSet | None = None) -> None:
+        self.cpus = cpus
+
+
 @dataclass(frozen=True, slots=True)
 class StaticState(PolicyState):
     entries: Mapping[ContainerID, StaticEntry]
+    #: derived (see `exclusive_cpus`); not part of the value
+    memo: _ExclusiveMemo = field(default_factory=_ExclusiveMemo, compare=False, repr=False)
 
     def exclusive_cpus(self) -> CPUSet:
-        return union(e.exclusive for e in self.entries.values())
+        if self.memo.cpus is None:
+            self.memo.cpus = union(e.exclusive for e in self.entries.values())
+        return self.memo.cpus
 
 
 class StaticPolicy:
@@ -178,17 +199,47 @@ class StaticPolicy:
     def render(self, state: StaticState) -> dict[ContainerID, Assignment]:
         """The assignment of every container in `state`."""
         shared = self.shared_pool(state)
-        out = {}
-        for cid, entry in state.entries.items():
-            cpus = entry.exclusive or shared
-            out[cid] = Assignment(
-                container_id=cid,
-                cpus=cpus,
-                mems=self._mems(cpus),
-                kind=CPUKind.EXCLUSIVE if entry.exclusive else CPUKind.SHARED,
-                pool="exclusive" if entry.exclusive else "shared",
+        mems: dict[CPUSet, NodeSet] = {}
+        return {cid: self._render_one(state, shared, cid, mems) for cid in state.entries}
+
+    def _render_one(
+        self, state: StaticState, shared: CPUSet, cid: ContainerID, mems: dict[CPUSet, NodeSet]
+    ) -> Assignment:
+        """One container's assignment; `mems` memoizes `_mems` (shared ones share it)."""
+        entry = state.entries[cid]
+        cpus = entry.exclusive or shared
+        if cpus not in mems:
+            mems[cpus] = self._mems(cpus)
+        return Assignment(
+            container_id=cid,
+            cpus=cpus,
+            mems=mems[cpus],
+            kind=CPUKind.EXCLUSIVE if entry.exclusive else CPUKind.SHARED,
+            pool="exclusive" if entry.exclusive else "shared",
+        )
+
+    def _render_changed(
+        self, old: StaticState, new: StaticState, cid: ContainerID
+    ) -> tuple[dict[ContainerID, Assignment], dict[ContainerID, Assignment]]:
+        """Renderings in `old` and `new` of every container whose rendering can differ.
+
+        Only `cid`'s entry differs between the two states, and any other container's
+        rendering depends on its own entry and on the shared pool alone: so the others
+        can change only when the shared pool did, and then exactly the shared ones do.
+        `diff_updates` over these maps equals it over `render` of both states.
+        """
+        shared_old, shared_new = self.shared_pool(old), self.shared_pool(new)
+        cids = [cid]
+        if shared_old != shared_new:
+            cids.extend(
+                c
+                for c, e in new.entries.items()
+                if not e.exclusive and c != cid and c in old.entries
             )
-        return out
+        mems: dict[CPUSet, NodeSet] = {}
+        before = {c: self._render_one(old, shared_old, c, mems) for c in cids if c in old.entries}
+        after = {c: self._render_one(new, shared_new, c, mems) for c in cids if c in new.entries}
+        return before, after
 
     # ---- the protocol ------------------------------------------------------------------
 
@@ -234,15 +285,24 @@ class StaticPolicy:
     def _with(self, state: StaticState, cid: ContainerID, entry: StaticEntry | None) -> StaticState:
         entries = dict(state.entries)
         if entry is None:
-            entries.pop(cid, None)
+            dropped = entries.pop(cid, None)
         else:
+            dropped = entries.get(cid)
             entries[cid] = entry
-        return replace(state, entries=entries)
+        # the union of exclusive CPUs, carried over: grown by the new entry's CPUs, and
+        # collected again only when an entry holding exclusive CPUs goes away (two
+        # entries of a broken state may hold the same CPU)
+        known = state.memo.cpus
+        if known is not None and (dropped is None or not dropped.exclusive):
+            cpus: CPUSet | None = known | entry.exclusive if entry is not None else known
+        else:
+            cpus = None
+        return replace(state, entries=entries, memo=_ExclusiveMemo(cpus))
 
     def _decide(
         self, old: StaticState, new: StaticState, cid: ContainerID, reason: str
     ) -> Decision:
-        before, after = self.render(old), self.render(new)
+        before, after = self._render_changed(old, new, cid)
         return Decision(
             state=new,
             assignment=after[cid],
@@ -268,7 +328,7 @@ class StaticPolicy:
         if container_id not in st.entries:
             return Decision(state=st, reason="unknown container; nothing to release")
         new = self._with(st, container_id, None)
-        updates = diff_updates(self.render(st), self.render(new))
+        updates = diff_updates(*self._render_changed(st, new, container_id))
         return Decision(state=new, updates=updates, reason="released")
 
     def update(self, state: PolicyState, container: ContainerInfo) -> Decision:

@@ -15,10 +15,13 @@ from nri_resmgr.model import (
     ContainerID,
     ContainerInfo,
     CPUKind,
+    Decision,
+    PolicyState,
     QoSClass,
 )
+from nri_resmgr.policy.common import diff_updates
 from nri_resmgr.policy.static import StaticPolicy, StaticState
-from nri_resmgr.topology.cpuset import IDSet
+from nri_resmgr.topology.cpuset import IDSet, union
 from nri_resmgr.topology.model import Topology
 from tests._support import require_topologies
 from tests.unit.resmgr.test_policy_support import (
@@ -294,3 +297,71 @@ def exercise(topology: Topology, ops: list[tuple[bool, int, int, QoSClass]], ful
     for c in list(live.values()):
         s = p.release(s, c.id).state  # type: ignore[assignment]
     assert s == p.initial_state()
+
+
+# ---- the shortcut against the plain computation ------------------------------------------
+
+
+class PlainStatic(StaticPolicy):
+    """Decisions found by rendering every container before and after (the test oracle)."""
+
+    def _decide(
+        self, old: StaticState, new: StaticState, cid: ContainerID, reason: str
+    ) -> Decision:
+        before, after = self.render(old), self.render(new)
+        return Decision(
+            state=new,
+            assignment=after[cid],
+            updates=diff_updates(before, after, skip={cid}),
+            reason=reason,
+        )
+
+    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
+        assert isinstance(state, StaticState)
+        if container_id not in state.entries:
+            return Decision(state=state, reason="unknown container; nothing to release")
+        new = self._with(state, container_id, None)
+        updates = diff_updates(self.render(state), self.render(new))
+        return Decision(state=new, updates=updates, reason="released")
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, full=st.booleans(), strict=st.booleans(), pin=st.booleans())
+def test_decisions_equal_the_render_everything_diff(
+    name: str, ops: list[tuple[bool, int, int, QoSClass]], full: bool, strict: bool, pin: bool
+) -> None:
+    """Only the subject and (when the shared pool changed) the shared containers are
+    rendered; the decisions are those of rendering everyone before and after."""
+    config: dict[str, Any] = {
+        "reservedResources": {"cpu": "1"},
+        "options": {"full-pcpus-only": full, "strict-cpu-reservation": strict},
+        "pinMemory": pin,
+    }
+    t = topo(**SPECS[name])
+    fast, plain = StaticPolicy(topology=t, config=config), PlainStatic(topology=t, config=config)
+    s: PolicyState = fast.initial_state()
+    live: dict[str, ContainerInfo] = {}
+    for create, slot, milli, qos in ops:
+        name = f"c{slot}"
+        c = ctr(name, pod=name, qos=qos, milli=milli)
+        if create:  # creating a live slot again is an update with the new request
+            try:
+                d = fast.allocate(s, c)
+            except AllocationError as exc:
+                with pytest.raises(AllocationError) as caught:
+                    plain.allocate(s, c)
+                assert str(caught.value) == str(exc)
+                continue
+            e = plain.allocate(s, c)
+            live[name] = c
+        elif name in live:
+            d = fast.release(s, live[name].id)
+            e = plain.release(s, live.pop(name).id)
+        else:
+            continue
+        assert (d.assignment, d.updates, d.reason) == (e.assignment, e.updates, e.reason)
+        assert d.state == e.state
+        s = d.state
+        assert isinstance(s, StaticState)
+        assert s.exclusive_cpus() == union(x.exclusive for x in s.entries.values())
