@@ -113,7 +113,9 @@ class TopologyAwareState(PolicyState):
         return new
 
     def without(self, cid: ContainerID) -> TopologyAwareState:
-        new = TopologyAwareState(grants={k: v for k, v in self.grants.items() if k != cid})
+        grants = dict(self.grants)
+        grants.pop(cid, None)
+        new = TopologyAwareState(grants=grants)
         memo = self.memo
         old = self.grants.get(cid)
         if memo.tree is not None and memo.supply is not None:
