@@ -174,6 +174,9 @@ class ResmgrPlugin(Plugin):
         self.cgroup_root = cgroup_root
         self.state_dir = state_dir
         self.metrics = metrics or Metrics()
+        # pool and container gauges are computed when scraped, not after every event:
+        # a snapshot walks every live container, which must stay off the event path
+        self.metrics.refresh = self.state_snapshot
         self.health = health or HealthState()
         self.rlog = get_logger("daemon")
         #: the log file `configure_logging` opened for a config that came via Configure
@@ -224,8 +227,6 @@ class ResmgrPlugin(Plugin):
                 ) from exc
             finally:
                 self.metrics.observe_event(event, time.perf_counter() - start, error=error)
-                if error is None:
-                    self._observe_state()
 
     def state_snapshot(self) -> StateSnapshot:
         """Pools and containers as the metrics and the node report show them.
@@ -258,8 +259,6 @@ class ResmgrPlugin(Plugin):
         )
         return StateSnapshot(pools=pools, containers_by_kind=kinds)
 
-    def _observe_state(self) -> None:
-        self.metrics.observe_state(self.state_snapshot())
 
     def apply_config(self, config: Config) -> list[api.ContainerUpdate]:
         """Live reload: a pipeline for `config` takes over every live container.

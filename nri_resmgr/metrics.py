@@ -3,10 +3,12 @@
 Theory of operation: one `Metrics` object per daemon owns its own
 `prometheus_client.CollectorRegistry` (no process-global registry, so tests and several
 daemons in one process never collide).  The pipeline shell calls `observe_event` around
-every NRI event and `observe_state` after every committed decision; the latter replaces
-the allocation gauges wholesale from a snapshot, so a gauge can never drift from the
-state it describes.  `HealthState` holds the two facts the probes report: the daemon is
-alive (`/healthz`) and it is registered with the runtime and synchronized (`/readyz`).
+every NRI event.  The allocation gauges are replaced wholesale from a snapshot, so a gauge
+can never drift from the state it describes: `refresh`, when set, is called for a fresh
+snapshot at every scrape (a snapshot walks every live container, so it is kept off the
+event path), and `observe_state` sets one directly.  `HealthState` holds the two facts
+the probes report: the daemon is alive (`/healthz`) and it is registered with the runtime
+and synchronized (`/readyz`).
 `serve_http` is the asyncio HTTP shell for `/metrics`, `/healthz` and `/readyz`.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -55,6 +57,8 @@ class Metrics:
     """The daemon's metrics, in a registry of its own."""
 
     def __init__(self) -> None:
+        #: called for a fresh state snapshot before every exposition (see the docstring)
+        self.refresh: Callable[[], StateSnapshot] | None = None
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.events = Counter(
@@ -120,6 +124,8 @@ class Metrics:
             self.rdt.labels(group=group, cache_id=cache_id, counter=name).set(value)
 
     def exposition(self) -> bytes:
+        if self.refresh is not None:
+            self.observe_state(self.refresh())
         return generate_latest(self.registry)
 
 
