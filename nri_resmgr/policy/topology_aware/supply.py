@@ -114,7 +114,10 @@ class TopologyAwareState(PolicyState):
 
     def without(self, cid: ContainerID) -> TopologyAwareState:
         grants = dict(self.grants)
-        grants.pop(cid, None)
+        if grants.pop(cid, None) is not None:
+            # copied once more: a dict with a deleted slot would make every later
+            # copy (`with_grant`) take CPython's slow per-item path
+            grants = dict(grants)
         new = TopologyAwareState(grants=grants)
         memo = self.memo
         old = self.grants.get(cid)
