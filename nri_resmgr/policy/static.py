@@ -286,6 +286,10 @@ class StaticPolicy:
         entries = dict(state.entries)
         if entry is None:
             dropped = entries.pop(cid, None)
+            if dropped is not None:
+                # copied once more: a dict with a deleted slot would make every later
+                # copy take CPython's slow per-item path
+                entries = dict(entries)
         else:
             dropped = entries.get(cid)
             entries[cid] = entry
