@@ -297,10 +297,13 @@ class StaticPolicy:
         # collected again only when an entry holding exclusive CPUs goes away (two
         # entries of a broken state may hold the same CPU)
         known = state.memo.cpus
-        if known is not None and (dropped is None or not dropped.exclusive):
-            cpus: CPUSet | None = known | entry.exclusive if entry is not None else known
-        else:
+        cpus: CPUSet | None
+        if known is None or (dropped is not None and dropped.exclusive):
             cpus = None
+        elif entry is not None and entry.exclusive:
+            cpus = known | entry.exclusive
+        else:
+            cpus = known
         return replace(state, entries=entries, memo=_ExclusiveMemo(cpus))
 
     def _decide(
