@@ -8,10 +8,16 @@ For each container `preferences.container_request` decides *what* it gets (share
 exclusive, isolated, mixed, reserved, or untouched; which memory kinds).  `_place` then
 decides *where*: every candidate pool makes an offer against the current immutable state
 (`supply.make_offer`), pools that cannot fit are dropped, and the rest are ranked by the
-sort key documented in `scoring`.  The best offer's grant is added to a new state; the
-decision's updates are every other container whose rendered CPUs or memory nodes differ
-between the old and the new state (`common.diff_updates`), which covers shared pools that
-shrank or grew anywhere in the tree.
+sort key documented in `scoring`.  (Offers are built in the order of the best key each
+pool could reach, `scoring.key_bound`, and no more are built once none of the remaining
+pools can win: same winner, usually one offer instead of one per pool.)  The best offer's
+grant is added to a new state; the decision's updates are every other container whose
+rendered CPUs or memory nodes differ between the old and the new state
+(`common.diff_updates`), which covers shared pools that shrank or grew anywhere in the
+tree.  Only the containers whose rendering *can* differ are rendered for that diff
+(`supply.render_changed`): the subject and the shared users of pools whose shared set
+changed, so a decision costs what it changes, not what is running (docs/policies.md,
+"Performance").
 
 If no pool fits an exclusive request and ``fallbackToShared`` is set, the whole request
 is retried as shared before failing.  Mixed requests do not fall back: a mixed cpuset

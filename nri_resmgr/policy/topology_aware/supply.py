@@ -20,9 +20,15 @@ is derived from the grants and the fixed `PoolTree`:
 key (`scoring`) compares.  Committing an offer is just adding its grant to the state.
 Nothing is mutated anywhere; an unchosen offer is simply dropped.
 
+The derived figures of a state (`Supply`: used CPUs, per-pool shared sets, demand,
+memory, population) are memoized on the state, and `with_grant`/`without` derive the
+next state's figures from the previous ones and the one grant that changed, in
+O(pools), so neither a decision nor a rebuild re-derives them from every grant.
+
 `render` turns a grant into the `Assignment` the runtime sees (``hide-hyperthreads``,
 ``pinCPU``/``pinMemory`` and the preserve annotations are applied only here), and
-`check_invariants` states what must hold after every decision.
+`check_invariants` states what must hold after every decision.  `render_changed` renders,
+for a decision's diff, only the containers whose rendering can differ.
 """
 
 from __future__ import annotations
