@@ -83,14 +83,14 @@ class _SupplyMemo:
 
     A state is immutable, so its supply never goes stale; the memo only saves deriving it
     again, and lets `with_grant`/`without` derive the next state's supply from this one
-    by the grant's own contribution instead of from every grant.
+    by the grant's own contribution instead of from every grant.  `entry` pairs the tree
+    with its supply and is replaced as a whole (never half of it).
     """
 
-    __slots__ = ("supply", "tree")
+    __slots__ = ("entry",)
 
-    def __init__(self) -> None:
-        self.tree: PoolTree | None = None
-        self.supply: Supply | None = None
+    def __init__(self, entry: tuple[PoolTree, Supply] | None = None) -> None:
+        self.entry = entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,40 +101,37 @@ class TopologyAwareState(PolicyState):
 
     def used(self) -> CPUSet:
         """CPUs held exclusively by some container."""
-        memo = self.memo
-        if memo.supply is not None:
-            return memo.supply.used
+        entry = self.memo.entry
+        if entry is not None:
+            return entry[1].used
         return _used(self.grants.values())
 
     def with_grant(self, grant: Grant) -> TopologyAwareState:
-        new = TopologyAwareState(grants={**self.grants, grant.container_id: grant})
-        memo = self.memo
-        if memo.tree is not None and memo.supply is not None:
-            supply = memo.supply
-            old = self.grants.get(grant.container_id)
-            if old is not None:
-                supply = _retract(memo.tree, supply, old, new.grants.values())
-            new.memo.tree = memo.tree
-            new.memo.supply = _extend(memo.tree, supply, grant)
-        return new
+        grants = {**self.grants, grant.container_id: grant}
+        entry = self.memo.entry
+        if entry is None:
+            return TopologyAwareState(grants=grants)
+        tree, supply = entry
+        old = self.grants.get(grant.container_id)
+        if old is not None:
+            supply = _retract(tree, supply, old, grants.values())
+        supply = _extend(tree, supply, grant)
+        return TopologyAwareState(grants=grants, memo=_SupplyMemo((tree, supply)))
 
     def without(self, cid: ContainerID) -> TopologyAwareState:
         grants = dict(self.grants)
-        if grants.pop(cid, None) is not None:
-            # copied once more: a dict with a deleted slot would make every later
-            # copy (`with_grant`) take CPython's slow per-item path
-            grants = dict(grants)
-        new = TopologyAwareState(grants=grants)
-        memo = self.memo
-        old = self.grants.get(cid)
-        if memo.tree is not None and memo.supply is not None:
-            new.memo.tree = memo.tree
-            new.memo.supply = (
-                memo.supply
-                if old is None
-                else _retract(memo.tree, memo.supply, old, new.grants.values())
-            )
-        return new
+        old = grants.pop(cid, None)
+        if old is None:
+            return TopologyAwareState(grants=grants, memo=_SupplyMemo(self.memo.entry))
+        # copied once more: a dict with a deleted slot would make every later copy
+        # (`with_grant`) take CPython's slow per-item path
+        grants = dict(grants)
+        entry = self.memo.entry
+        if entry is None:
+            return TopologyAwareState(grants=grants)
+        tree, supply = entry
+        supply = _retract(tree, supply, old, grants.values())
+        return TopologyAwareState(grants=grants, memo=_SupplyMemo((tree, supply)))
 
 
 def _used(grants: Iterable[Grant]) -> CPUSet:
@@ -154,12 +151,11 @@ class Supply:
 
 def supply_of(tree: PoolTree, state: TopologyAwareState) -> Supply:
     """The per-pool figures of `state` (memoized on the state, see `_SupplyMemo`)."""
-    memo = state.memo
-    if memo.tree is tree and memo.supply is not None:
-        return memo.supply
+    entry = state.memo.entry
+    if entry is not None and entry[0] is tree:
+        return entry[1]
     supply = _supply_from_scratch(tree, state)
-    memo.tree = tree
-    memo.supply = supply
+    state.memo.entry = (tree, supply)
     return supply
 
 
