@@ -78,6 +78,7 @@ from nri_resmgr.policy.topology_aware.supply import (
     Grant,
     Offer,
     TopologyAwareState,
+    check_addition,
     check_invariants,
     make_offer,
     render_all,
@@ -425,13 +426,21 @@ class TopologyAwarePolicy:
                 exclusive=cur,
                 request=req,
             )
-            trial = state.with_grant(grant)
             try:
-                check_invariants(self.tree, self.topology, trial)
+                self._check_addition(state, grant)
             except AssertionError:
                 continue
             return grant
         return None
+
+    def _check_addition(self, state: TopologyAwareState, grant: Grant) -> None:
+        """Raise unless `state` plus `grant` keeps the invariants; `state` must keep them.
+
+        Rebuild's first step starts from the empty state and adds a grant only once this
+        passes, so the precondition holds there; the check then costs O(pools), not
+        O(containers kept so far) (`supply.check_addition`).
+        """
+        check_addition(self.tree, self.topology, state, grant)
 
     def _hint(
         self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest

@@ -49,6 +49,7 @@ __all__ = [
     "Offer",
     "Supply",
     "TopologyAwareState",
+    "check_addition",
     "check_invariants",
     "make_offer",
     "render",
@@ -484,28 +485,79 @@ def check_invariants(tree: PoolTree, topology: Topology, state: TopologyAwareSta
     problems: list[str] = []
     seen: dict[int, ContainerID] = {}
     for cid, g in sorted(state.grants.items()):
-        pool = tree.pools[g.pool]
         for c in g.exclusive:
             if c in seen:
                 problems.append(f"cpu {c} is exclusive to both {seen[c]} and {cid}")
             seen[c] = cid
-        if not g.exclusive <= pool.cpus:
-            problems.append(f"{cid}: exclusive {g.exclusive} outside pool {pool.name}")
-        if not g.exclusive.isdisjoint(tree.reserved):
-            problems.append(f"{cid}: exclusive {g.exclusive} includes reserved CPUs")
-        if g.kind is CPUKind.ISOLATED and not g.exclusive <= pool.isolated:
-            problems.append(f"{cid}: isolated grant {g.exclusive} holds non-isolated CPUs")
-        if g.kind in (CPUKind.EXCLUSIVE, CPUKind.ISOLATED, CPUKind.MIXED):
-            if g.request.hide_hyperthreads:
-                cores = topology.cores_of(g.exclusive)
-                whole = all(t == topology.core_cpus(k) for k, t in cores.items())
-                if len(cores) != g.request.full or not whole:
-                    problems.append(f"{cid}: holds {g.exclusive}, not {g.request.full} cores")
-            elif len(g.exclusive) != g.request.full:
-                problems.append(f"{cid}: holds {len(g.exclusive)} CPUs for {g.request.full}")
-        elif g.exclusive:
-            problems.append(f"{cid}: {g.kind} grant holds exclusive CPUs {g.exclusive}")
-    supply = supply_of(tree, state)
+        problems.extend(_grant_problems(tree, topology, cid, g))
+    problems.extend(_pool_problems(tree, supply_of(tree, state)))
+    online = topology.online_cpus()
+    for cid, a in sorted(render_all(tree, topology, state).items()):
+        problems.extend(_render_problems(online, cid, state.grants[cid], a))
+    if problems:
+        raise InvariantError("; ".join(problems))
+
+
+def check_addition(
+    tree: PoolTree, topology: Topology, state: TopologyAwareState, grant: Grant
+) -> None:
+    """`check_invariants` of `state.with_grant(grant)`, for a `state` that satisfies them.
+
+    Raises (with the problems the new grant brings) exactly when the full check of the
+    larger state would, but in O(pools + containers re-rendered) instead of O(all
+    containers): in a valid state the problems can only come from the new grant itself,
+    from the per-pool figures (all checked), and from the renderings that change (the new
+    container and the shared users of pools whose shared set changed, `render_changed`).
+    A grant that replaces one of the same container gets the full check.
+    """
+    trial = state.with_grant(grant)
+    if grant.container_id in state.grants:
+        check_invariants(tree, topology, trial)
+        return
+    problems: list[str] = []
+    used = supply_of(tree, state).used
+    cid = grant.container_id
+    for c in grant.exclusive & used:
+        holder = next(k for k, g in sorted(state.grants.items()) if c in g.exclusive)
+        problems.append(f"cpu {c} is exclusive to both {holder} and {cid}")
+    problems.extend(_grant_problems(tree, topology, cid, grant))
+    problems.extend(_pool_problems(tree, supply_of(tree, trial)))
+    online = topology.online_cpus()
+    _, rendered = render_changed(tree, topology, state, trial, (cid,))
+    for other, a in rendered.items():
+        problems.extend(_render_problems(online, other, trial.grants[other], a))
+    if problems:
+        raise InvariantError("; ".join(problems))
+
+
+def _grant_problems(
+    tree: PoolTree, topology: Topology, cid: ContainerID, g: Grant
+) -> list[str]:
+    """What is wrong with one grant on its own (see `check_invariants`)."""
+    problems: list[str] = []
+    pool = tree.pools[g.pool]
+    if not g.exclusive <= pool.cpus:
+        problems.append(f"{cid}: exclusive {g.exclusive} outside pool {pool.name}")
+    if not g.exclusive.isdisjoint(tree.reserved):
+        problems.append(f"{cid}: exclusive {g.exclusive} includes reserved CPUs")
+    if g.kind is CPUKind.ISOLATED and not g.exclusive <= pool.isolated:
+        problems.append(f"{cid}: isolated grant {g.exclusive} holds non-isolated CPUs")
+    if g.kind in (CPUKind.EXCLUSIVE, CPUKind.ISOLATED, CPUKind.MIXED):
+        if g.request.hide_hyperthreads:
+            cores = topology.cores_of(g.exclusive)
+            whole = all(t == topology.core_cpus(k) for k, t in cores.items())
+            if len(cores) != g.request.full or not whole:
+                problems.append(f"{cid}: holds {g.exclusive}, not {g.request.full} cores")
+        elif len(g.exclusive) != g.request.full:
+            problems.append(f"{cid}: holds {len(g.exclusive)} CPUs for {g.request.full}")
+    elif g.exclusive:
+        problems.append(f"{cid}: {g.kind} grant holds exclusive CPUs {g.exclusive}")
+    return problems
+
+
+def _pool_problems(tree: PoolTree, supply: Supply) -> list[str]:
+    """What is wrong with the per-pool figures (see `check_invariants`)."""
+    problems: list[str] = []
     for p in tree.pools:
         shared = supply.shared[p.index]
         if not shared.isdisjoint(supply.used):
@@ -518,12 +570,14 @@ def check_invariants(tree: PoolTree, topology: Topology, state: TopologyAwareSta
             )
         if supply.memory[p.index] > sum(p.memory_bytes.values()):
             problems.append(f"{p.name}: memory demand {supply.memory[p.index]} exceeds supply")
-    online = topology.online_cpus()
-    for cid, a in sorted(render_all(tree, topology, state).items()):
-        g = state.grants[cid]
-        if g.kind is not CPUKind.NONE and g.request.pin_cpu and not a.cpus:
-            problems.append(f"{cid}: pinned to no CPUs")
-        if not a.cpus <= online:
-            problems.append(f"{cid}: CPUs {a.cpus - online} are not online")
-    if problems:
-        raise InvariantError("; ".join(problems))
+    return problems
+
+
+def _render_problems(online: CPUSet, cid: ContainerID, g: Grant, a: Assignment) -> list[str]:
+    """What is wrong with one container's rendering (see `check_invariants`)."""
+    problems: list[str] = []
+    if g.kind is not CPUKind.NONE and g.request.pin_cpu and not a.cpus:
+        problems.append(f"{cid}: pinned to no CPUs")
+    if not a.cpus <= online:
+        problems.append(f"{cid}: CPUs {a.cpus - online} are not online")
+    return problems

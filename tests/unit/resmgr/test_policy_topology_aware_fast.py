@@ -42,6 +42,8 @@ from nri_resmgr.policy.topology_aware.supply import (
     Offer,
     TopologyAwareState,
     _supply_from_scratch,
+    check_addition,
+    check_invariants,
     make_offer,
     render,
     supply_of,
@@ -121,6 +123,9 @@ class PlainPolicy(TopologyAwarePolicy):
             return grant, f"{where} (fallbackToShared: {message})"
         raise AllocationError(message)
 
+    def _check_addition(self, state: TopologyAwareState, grant: Grant) -> None:
+        check_invariants(self.tree, self.topology, state.with_grant(grant))
+
     def _decide(
         self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID, reason: str
     ) -> Decision:
@@ -162,7 +167,12 @@ def run(fast: TopologyAwarePolicy, plain: PlainPolicy, step: Any) -> Decision | 
     return out
 
 
-def compare(topology: Topology, config: Mapping[str, object], ops: list[Op]) -> None:
+def compare(
+    topology: Topology,
+    config: Mapping[str, object],
+    ops: list[Op],
+    data: st.DataObject | None = None,
+) -> None:
     fast = TopologyAwarePolicy(topology=topology, config=config)
     plain = PlainPolicy(topology=topology, config=config)
     s: PolicyState = fast.initial_state()
@@ -190,6 +200,18 @@ def compare(topology: Topology, config: Mapping[str, object], ops: list[Op]) -> 
     reported = [with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in live.values()]
     d = run(fast, plain, lambda p: p.rebuild(reported))
     assert not isinstance(d, str)
+    # rebuilt from whatever the runtime reports (overlaps, stale or foreign CPUs)
+    if data is not None:
+        cpus = sorted(topology.online_cpus())
+        odd = [
+            replace(
+                c,
+                current_cpus=IDSet(data.draw(st.sets(st.sampled_from(cpus), max_size=4))),
+            )
+            for c in live.values()
+        ]
+        d = run(fast, plain, lambda p: p.rebuild(odd))
+        assert not isinstance(d, str)
     # rebuilt from scratch, nothing reported: everyone placed anew
     fresh = [replace(c, current_cpus=None, current_mems=None) for c in live.values()]
     d = run(fast, plain, lambda p: p.rebuild(fresh))
@@ -200,16 +222,16 @@ def compare(topology: Topology, config: Mapping[str, object], ops: list[Op]) -> 
 
 @pytest.mark.parametrize("name", list(SYNTHETIC))
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=OPS, colocate=st.booleans(), fallback=st.booleans())
+@given(ops=OPS, colocate=st.booleans(), fallback=st.booleans(), data=st.data())
 def test_fast_decisions_equal_plain_ones(
-    name: str, ops: list[Op], colocate: bool, fallback: bool
+    name: str, ops: list[Op], colocate: bool, fallback: bool, data: st.DataObject
 ) -> None:
     config = {
         "colocatePods": colocate,
         "colocateNamespaces": colocate,
         "fallbackToShared": fallback,
     }
-    compare(topo(**SYNTHETIC[name]), config, ops)
+    compare(topo(**SYNTHETIC[name]), config, ops, data)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -218,6 +240,48 @@ def test_fast_decisions_equal_plain_ones_on_the_bench_machine(
     ops: list[Op], fallback: bool
 ) -> None:
     compare(load_topology(SERVER), {"fallbackToShared": fallback}, ops)
+
+
+@pytest.mark.parametrize("name", list(SYNTHETIC))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, data=st.data())
+def test_check_addition_equals_the_full_check(
+    name: str, ops: list[Op], data: st.DataObject
+) -> None:
+    """On a valid state, checking only what a new grant touches finds a problem exactly
+    when `check_invariants` of the larger state does."""
+    t = topo(**SYNTHETIC[name])
+    p = TopologyAwarePolicy(topology=t, config={})
+    s = p.initial_state()
+    for op in ops:
+        try:
+            s = p.allocate(s, make(op)).state  # type: ignore[assignment]
+        except AllocationError:
+            continue
+    p.check(s)
+    if not s.grants:
+        return
+    model = data.draw(st.sampled_from(sorted(s.grants.values(), key=lambda g: g.container_id)))
+    exclusive = IDSet(data.draw(st.sets(st.sampled_from(sorted(t.online_cpus())), max_size=4)))
+    grant = Grant(
+        container_id=ContainerID("newcomer"),
+        pod_id=model.pod_id,
+        namespace=model.namespace,
+        pool=data.draw(st.sampled_from([q.index for q in p.tree.pools])),
+        kind=data.draw(st.sampled_from(list(CPUKind))),
+        exclusive=exclusive,
+        request=replace(
+            model.request, full=data.draw(st.sampled_from([len(exclusive), model.request.full]))
+        ),
+    )
+    try:
+        check_invariants(p.tree, p.topology, s.with_grant(grant))
+    except AssertionError as exc:
+        with pytest.raises(AssertionError) as caught:
+            check_addition(p.tree, p.topology, s, grant)
+        assert set(str(caught.value).split("; ")) <= set(str(exc).split("; "))
+    else:
+        check_addition(p.tree, p.topology, s, grant)
 
 
 def test_without_and_with_grant_keep_the_supply_exact_for_overlapping_grants() -> None:
