@@ -69,7 +69,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
 )
 from nri_resmgr.policy.topology_aware.scoring import (
     OfferKey,
-    affinity,
+    affinity_by_pool,
     best_offer,
     key_bound,
     offer_key,
@@ -167,19 +167,14 @@ class TopologyAwarePolicy:
     ) -> tuple[Grant, str]:
         supply = supply_of(self.tree, state)
         opts = self.config.options
-        affinities: dict[int, int] = {}
-        if opts.colocate_pods or opts.colocate_namespaces:
-            affinities = {
-                p.index: affinity(
-                    state,
-                    p.index,
-                    pod_id=container.pod.id,
-                    namespace=container.namespace,
-                    colocate_pods=opts.colocate_pods,
-                    colocate_namespaces=opts.colocate_namespaces,
-                )
-                for p in self.tree.pools
-            }
+        affinities = affinity_by_pool(
+            state,
+            len(self.tree.pools),
+            pod_id=container.pod.id,
+            namespace=container.namespace,
+            colocate_pods=opts.colocate_pods,
+            colocate_namespaces=opts.colocate_namespaces,
+        )
         # offers in the order of the best key each pool could reach; once the best offer
         # so far beats the bound of the next pool it beats all the rest (scoring.key_bound)
         bounded = sorted(

@@ -44,7 +44,7 @@ from nri_resmgr.policy.topology_aware.pools import Pool
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.policy.topology_aware.supply import Offer, Supply, TopologyAwareState
 
-__all__ = ["OfferKey", "affinity", "best_offer", "key_bound", "offer_key"]
+__all__ = ["OfferKey", "affinity", "affinity_by_pool", "best_offer", "key_bound", "offer_key"]
 
 OfferKey = tuple[int, int, int, int, int, int, int]
 
@@ -68,6 +68,27 @@ def affinity(
         if colocate_namespaces and g.namespace == namespace:
             score += 1
     return score
+
+
+def affinity_by_pool(
+    state: TopologyAwareState,
+    pools: int,
+    *,
+    pod_id: PodID,
+    namespace: str,
+    colocate_pods: bool,
+    colocate_namespaces: bool,
+) -> dict[int, int]:
+    """`affinity` of every pool (0 .. pools-1), in one pass over the grants."""
+    out = dict.fromkeys(range(pools), 0)
+    if not (colocate_pods or colocate_namespaces):
+        return out
+    for g in state.grants.values():
+        if colocate_pods and g.pod_id == pod_id:
+            out[g.pool] += 1
+        if colocate_namespaces and g.namespace == namespace:
+            out[g.pool] += 1
+    return out
 
 
 def offer_key(offer: Offer, *, hinted: bool, affinity_score: int) -> OfferKey:
