@@ -552,6 +552,24 @@ def _check_mask(
         )
 
 
+def _check_cache_ids(
+    entries: Mapping[str, object],
+    cache_ids: Iterable[int],
+    *,
+    resource: str,
+    subject: str,
+    error: type[ResmgrError],
+) -> None:
+    """Every per-id key of `entries` (besides ``all``) must name a cache id of `resource`."""
+    known = set(cache_ids)
+    for key in entries:
+        if key != "all" and int(key) not in known:
+            raise error(
+                f"{subject}.{key}: expected a cache id of {resource} "
+                f"({', '.join(map(str, sorted(known)))}); found {key}"
+            )
+
+
 def _cache_values(
     entries: Mapping[str, CacheEntry],
     *,
@@ -563,13 +581,7 @@ def _cache_values(
     error: type[ResmgrError],
 ) -> dict[int, int]:
     """Mask per cache id of `res` (`kind`: unified/code/data) from per-id entries."""
-    known = set(res.cache_ids)
-    for key in entries:
-        if key != "all" and int(key) not in known:
-            raise error(
-                f"{subject}.{key}: expected a cache id of {res.name} "
-                f"({', '.join(map(str, sorted(known)))}); found {key}"
-            )
+    _check_cache_ids(entries, res.cache_ids, resource=res.name, subject=subject, error=error)
     out: dict[int, int] = {}
     for cid in res.cache_ids:
         entry = entries.get(str(cid), entries.get("all"))
@@ -645,13 +657,7 @@ def _mb_values(
     subject: str,
     error: type[ResmgrError],
 ) -> dict[int, int]:
-    known = set(mb.cache_ids)
-    for key in entries:
-        if key != "all" and int(key) not in known:
-            raise error(
-                f"{subject}.{key}: expected a cache id of MB "
-                f"({', '.join(map(str, sorted(known)))}); found {key}"
-            )
+    _check_cache_ids(entries, mb.cache_ids, resource="MB", subject=subject, error=error)
     out: dict[int, int] = {}
     for cid in mb.cache_ids:
         specs = entries.get(str(cid), entries.get("all"))
