@@ -1,29 +1,46 @@
-"""CreateContainer through a real containerd (crictl), the peers side by side, in one run.
+"""The peers through a real containerd (crictl), one at a time on one containerd.
 
-Usage: python -m bench.containerd_rt [--release containerd-2] [--levels 10,100]
-                                     [--samples 30] [--out FILE]
+Usage: python -m bench.containerd_rt [--release containerd-2] [--levels 10,100,1000]
+                                     [--samples 30] [--rounds 3] [--startup-reps 5]
+                                     [--request-timeout 120s] [--out FILE]
 
 Reuses the e2e suite's cached builds and fixtures (tests/e2e: containerd, crictl, the
-busybox images, runc on this host). One private containerd per peer, all running at
-once; each gets one external plugin on its NRI socket:
+busybox images, runc on this host). One private containerd; the peers take turns on its
+NRI socket, so every peer sees the same runtime with the same live containers:
 
 * ``none``: no plugin (containerd's own cost: the baseline);
 * ``go-noop``: the Go stub no-op (`bench/go/noop`);
 * ``nri-plugins``: nri-plugins' topology-aware, `--host-root /` (this host's sysfs);
 * ``nri-resmgr``: `nri-resmgr run --policy topology-aware --sysfs-root /`.
 
-Both policies reserve CPU 0 (``cpuset:0``): this host has 2 CPUs, so only shared
-containers are possible (an exclusive CPU would empty the shared pool). Live containers
-are BestEffort (pods and containers running busybox sleep); each probe is a Burstable
-(10m) container in its own pod, created with ``crictl create`` (timed, wall clock, in
-this process: crictl start-up + CRI + containerd + NRI + plugin), then removed with its
-pod. Probes are interleaved over the containerds in a shuffled order. The cost NRI adds
-is a peer's time minus ``none``'s.
+Both policies reserve CPU 0 (``cpuset:0``). What is measured, all wall clock:
+
+1. **Start-up, empty runtime.** External: from `exec` of the plugin to containerd's log
+   line "plugin ... registered" (and to "connected and synchronized"). Pre-registered
+   (go-noop and nri-resmgr; nri-plugins is not meant to be runtime-launched): containerd
+   is restarted with a launcher in its plugin dir, and the time is taken from its log,
+   "starting pre-installed NRI plugin" to "synchronization success".
+2. **Per level of live containers** (10, 100, 1,000: BestEffort busybox containers, ten
+   per pod, so 1,000 containers need 100 shims): containers are created while no plugin
+   is connected, already pinned where both policies put BestEffort work (every online
+   CPU but 0, every online memory node), so a peer's Synchronize measures its own work
+   and not `runc update` of every container. Then, in ``--rounds`` shuffled rounds, each
+   peer in turn connects (Synchronize time: containerd's "synchronizing plugin" to
+   "connected and synchronized" log lines), takes its share of the probes, reports its
+   resident memory, and is stopped. A probe is a Burstable (10m) container in its own
+   pod; only ``crictl create`` is timed (crictl start-up + CRI + containerd + NRI +
+   plugin), then the container and pod are removed. The cost NRI adds is a peer's time
+   minus ``none``'s in the same round.
+
+containerd's NRI request timeout (default 2 s) also bounds Synchronize; the bench raises
+it (``--request-timeout``) so that slow peers are measured rather than dropped, and counts
+the requests over 2 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -33,12 +50,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from bench.common import build_go_noop, build_nri_plugins, load_note, machine, rss_kib, spawn
-from bench.stats import summary_us
+from bench.stats import percentile, summary_us
 from tests._support import go_binary
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
@@ -46,8 +64,10 @@ from tests.e2e.images import build_images
 
 DAEMON = Path(__file__).resolve().parent / "plugins" / "resmgr.py"
 PEERS = ("none", "go-noop", "nri-plugins", "nri-resmgr")
+PLUGINS = PEERS[1:]
+PREREGISTERED = ("go-noop", "nri-resmgr")
 PROBE = cri.Resources(cpu_request=10, memory_request=16 << 20)
-LIVE = cri.BESTEFFORT
+PER_POD = 10
 NP_CONFIG = """\
 apiVersion: config.nri/v1alpha1
 kind: TopologyAwarePolicy
@@ -59,150 +79,446 @@ spec:
   reservedResources:
     cpu: cpuset:0
 """
-PLUGIN_NAMES = {"go-noop": "10-gonoop", "nri-plugins": "90-topology-aware",
-                "nri-resmgr": "90-resmgr"}
+RESMGR_CONFIG = {
+    "policy": "topology-aware",
+    "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}},
+}
+IDENTITY = {
+    "go-noop": ("10", "gonoop"),
+    "nri-plugins": ("90", "topology-aware"),
+    "nri-resmgr": ("90", "resmgr"),
+}
 
 
-def _argv(peer: str, ctd: ctdmod.Containerd, work: Path) -> list[str]:
-    sock = str(ctd.layout.nri_socket)
+# -- containerd's log -------------------------------------------------------------------
+
+
+class LogCursor:
+    """Reads containerd's log from where the last look stopped."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = path.stat().st_size if path.exists() else 0
+
+    def wait_for(self, *needles: str, timeout: float) -> dict[str, float]:
+        """Epoch time of the first new line containing each of `needles` (all required)."""
+        found: dict[str, float] = {}
+        deadline = time.monotonic() + timeout
+        pending = ""
+        while True:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+            self.offset += len(chunk)
+            pending += chunk.decode(errors="replace")
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                for n in needles:
+                    if n not in found and n in line:
+                        t = ctdmod.log_time(line)
+                        if t is not None:
+                            found[n] = t
+                if "failed to synchronize plugin" in line:
+                    raise RuntimeError(f"containerd: {line.strip()}")
+            if len(found) == len(needles):
+                return found
+            if time.monotonic() > deadline:
+                missing = [n for n in needles if n not in found]
+                raise RuntimeError(f"containerd never logged {missing}")
+            time.sleep(0.02)
+
+
+# -- the peers --------------------------------------------------------------------------
+
+
+def _argv(peer: str, socket: Path | None, work: Path) -> list[str]:
+    """How to start `peer`; external on `socket`, or pre-registered when it is None."""
     if peer == "go-noop":
-        return [str(build_go_noop()), "-socket", sock, "-idx", "10", "-name", "gonoop"]
+        out = [str(build_go_noop())]
+        if socket is not None:
+            idx, name = IDENTITY[peer]
+            out += ["-socket", str(socket), "-idx", idx, "-name", name]
+        return out
     if peer == "nri-plugins":
+        assert socket is not None
         cfg = work / "np.yaml"
         cfg.write_text(NP_CONFIG)
-        # It bind-mounts files from its state dir into every container ("rslave"), which
-        # containerd allows only from a shared mount (on a node: the hostPath's mount).
         state = work / "np-state"
-        state.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["mount", "--bind", str(state), str(state)], check=True)
-        subprocess.run(["mount", "--make-rshared", str(state)], check=True)
-        return [str(build_nri_plugins()), "--config-file", str(cfg), "--nri-socket", sock,
-                "--nri-plugin-index", "90", "--nri-plugin-name", "topology-aware",
-                "--state-dir", str(work / "np-state"), "--pid-file", str(work / "np.pid")]
+        # its cache would carry allocations over from the peer's previous turn
+        for entry in state.iterdir():
+            if entry.is_file():
+                entry.unlink()
+        return [
+            str(build_nri_plugins()),
+            "--config-file",
+            str(cfg),
+            "--nri-socket",
+            str(socket),
+            "--nri-plugin-index",
+            "90",
+            "--nri-plugin-name",
+            "topology-aware",
+            "--state-dir",
+            str(state),
+            "--pid-file",
+            str(work / "np.pid"),
+        ]
+    state = work / f"resmgr-state-{uuid.uuid4().hex[:8]}"  # a cold start every time
     cfg = work / "resmgr.json"
-    cfg.write_text(json.dumps({
-        "policy": "topology-aware",
-        "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}},
-        "log": {"level": "info", "format": "json", "file": str(work / "resmgr.log")},
-    }))
-    return [sys.executable, str(DAEMON), "--socket", sock, "--idx", "90", "--name", "resmgr",
-            "--config", str(cfg), "--sysfs-root", "/", "--state-dir", str(work / "state")]
+    cfg.write_text(
+        json.dumps(
+            {
+                **RESMGR_CONFIG,
+                "log": {"level": "info", "format": "json", "file": str(work / "resmgr.log")},
+            }
+        )
+    )
+    out = [
+        sys.executable,
+        str(DAEMON),
+        "--config",
+        str(cfg),
+        "--sysfs-root",
+        "/",
+        "--state-dir",
+        str(state),
+    ]
+    if socket is not None:
+        idx, name = IDENTITY[peer]
+        out += ["--socket", str(socket), "--idx", idx, "--name", name]
+    return out
 
 
-def _wait_synced(ctd: ctdmod.Containerd, plugin: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for line in ctd.log_text().splitlines():
-            if plugin in line and ("synchronized" in line or "synchronization success" in line):
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"containerd never synchronized {plugin}:\n{ctd.log_tail(30)}")
-
-
-def _cleanup_cgroups(ctd: ctdmod.Containerd) -> None:
-    for spec in (ctd.layout.base / "specs").glob("pod-*.json"):
-        with contextlib.suppress(ValueError, KeyError, OSError):
-            parent = json.loads(spec.read_text())["linux"]["cgroup_parent"]
-            for controller in os.listdir(cri.CGROUP_ROOT):
-                cri.remove_cgroup_tree(controller, parent)
+def _prepare_nri_plugins_state(work: Path) -> None:
+    # It bind-mounts files from its state dir into every container ("rslave"), which
+    # containerd allows only from a shared mount (on a node: the hostPath's mount).
+    state = work / "np-state"
+    state.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "--bind", str(state), str(state)], check=True)
+    subprocess.run(["mount", "--make-rshared", str(state)], check=True)
 
 
 @contextlib.contextmanager
-def containerd_with(
-    peer: str, release: ctdmod.Release, bins: dict[str, Path], crictl: Path,
-    images: list[Path],
-) -> Iterator[tuple[ctdmod.Containerd, int | None]]:
-    base = Path(tempfile.mkdtemp(prefix=f"bc-{peer[:4]}-", dir="/tmp"))
-    ctd = ctdmod.Containerd(release, bins, crictl, ctdmod.Layout(base))
-    proc = None
+def attached(peer: str, ctd: ctdmod.Containerd, work: Path) -> Iterator[dict[str, Any]]:
+    """Connect `peer` to containerd; yield its timings and pid; stop it afterwards."""
+    idx, name = IDENTITY[peer]
+    cursor = LogCursor(ctd.layout.log)
+    t0 = time.time()
+    proc = spawn(_argv(peer, ctd.layout.nri_socket, work), log_path=work / f"{peer}.log", cwd=work)
+    info: dict[str, Any] = {"pid": proc.pid}
     try:
-        ctd.start()
-        for archive in images:
-            ctd.import_image(archive)
-        if peer != "none":
-            proc = spawn(_argv(peer, ctd, base), log_path=base / f"{peer}.log", cwd=base)
-            _wait_synced(ctd, PLUGIN_NAMES[peer])
-        yield ctd, proc.pid if proc else None
+        needles = (
+            f'registered as \\"{idx}-{name}\\"',
+            f"synchronizing plugin {idx}-{name}",
+            f'plugin \\"{idx}-{name}\\" connected and synchronized',
+        )
+        seen = cursor.wait_for(*needles, timeout=600)
+        info["registered_s"] = seen[needles[0]] - t0
+        info["sync_s"] = seen[needles[2]] - seen[needles[1]]
+        yield info
     finally:
-        try:
-            ctd.cleanup()
-        finally:
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                proc.wait(timeout=20)
-            _cleanup_cgroups(ctd)
-            ctdmod._unmount_under(base)
-            shutil.rmtree(base, ignore_errors=True)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.returncode not in (0, -15, None):
+            print(f"bench: {peer} exited {proc.returncode}; see {work}/{peer}.log", file=sys.stderr)
+        # containerd notices the closed connection asynchronously
+        with contextlib.suppress(RuntimeError):
+            cursor.wait_for(f'connection to plugin \\"{idx}-{name}\\" closed', timeout=10)
 
 
-def run(*, release_name: str, levels: list[int], samples: int, seed: int) -> dict[str, Any]:
+def preregistered_startup(peer: str, ctd: ctdmod.Containerd, work: Path) -> float:
+    """Restart containerd with `peer` in its plugin dir; seconds from launch to sync."""
+    idx, name = IDENTITY[peer]
+    launcher = ctd.layout.plugin_path / f"{idx}-{name}"
+    argv = " ".join(f"'{a}'" for a in _argv(peer, None, work))
+    launcher.write_text(f"#!/bin/sh\nexec {argv} >>'{work}/{peer}-prereg.log' 2>&1\n")
+    launcher.chmod(0o755)
+    try:
+        ctd.stop()
+        cursor = LogCursor(ctd.layout.log)
+        ctd.start()
+        needles = (
+            f'starting pre-installed NRI plugin \\"{name}\\"',
+            f'NRI plugin \\"{idx}-{name}\\" synchronization success',
+        )
+        seen = cursor.wait_for(*needles, timeout=60)
+        return seen[needles[1]] - seen[needles[0]]
+    finally:
+        launcher.unlink()
+        ctd.stop()
+        ctd.start()
+        for proc in Path("/proc").iterdir():  # the launched plugin outlives the restart
+            with contextlib.suppress(OSError):
+                if proc.name.isdigit() and str(work).encode() in (proc / "cmdline").read_bytes():
+                    os.kill(int(proc.name), 15)
+
+
+# -- the workload -----------------------------------------------------------------------
+
+
+def _online(path: str) -> str:
+    return Path(path).read_text().strip()
+
+
+def _live_resources() -> dict[str, Any]:
+    """BestEffort resources, pinned where both policies place BestEffort containers."""
+    cpus = cri.online_cpus()
+    shared = sorted(cpus - {0}) if len(cpus) > 1 else sorted(cpus)
+    out = cri.BESTEFFORT.linux()
+    out["cpuset_cpus"] = ",".join(map(str, shared))
+    out["cpuset_mems"] = _online("/sys/devices/system/node/online")
+    return out
+
+
+def _fill_pod(ctd: ctdmod.Containerd, index: int, count: int, resources: dict[str, Any]) -> None:
+    pod = cri.run_pod(ctd, f"live{index}", qos=cri.QoS.BESTEFFORT)
+    for j in range(count):
+        config = cri.container_config(pod, f"app{j}")
+        config["linux"]["resources"] = resources
+        path = ctd.layout.base / "specs" / f"ctr-live{index}-{j}-{pod.uid[:8]}.json"
+        path.write_text(json.dumps(config))
+        cid = ctd.crictl("create", pod.id, str(path), str(pod.config_path)).stdout.strip()
+        ctd.crictl("start", cid)
+
+
+def fill(ctd: ctdmod.Containerd, have: int, want: int, workers: int = 4) -> None:
+    """Add live containers, PER_POD to a pod, until `want` run."""
+    resources = _live_resources()
+    jobs = []
+    index = have // PER_POD
+    while have < want:
+        count = min(PER_POD, want - have)
+        jobs.append((index, count))
+        index += 1
+        have += count
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        for f in [pool.submit(_fill_pod, ctd, i, c, resources) for i, c in jobs]:
+            f.result()
+
+
+def probe(ctd: ctdmod.Containerd, tag: str) -> int:
+    """Time one `crictl create` of a Burstable container in a fresh pod, ns."""
+    pod = cri.run_pod(ctd, f"probe-{tag}", qos=cri.QoS.BURSTABLE)
+    t0 = time.perf_counter_ns()
+    c, err = cri.create_container(ctd, pod, "probe", resources=PROBE)
+    dt = time.perf_counter_ns() - t0
+    if c is None:
+        raise RuntimeError(f"{tag}: crictl create failed: {err}")
+    ctd.crictl("rm", c.id)
+    cri.remove_pod(ctd, pod)
+    return dt
+
+
+# -- the run ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def private_containerd(
+    release_name: str, request_timeout: str
+) -> Iterator[tuple[ctdmod.Containerd, Path]]:
     go = go_binary()
     if go is None:
         raise RuntimeError("bench: no Go toolchain to build containerd")
     release = ctdmod.RELEASES[release_name]
     bins = ctdmod.build(release, go)
     crictl = ctdmod.build(ctdmod.CRI_TOOLS, go)["crictl"]
-    images = build_images(ctdmod.CACHE / "images", sandbox_ref=ctdmod.SANDBOX_IMAGE,
-                          test_ref=ctdmod.TEST_IMAGE)
-    out: dict[str, Any] = {"machine": machine(), "release": f"{release.name} {release.version}",
-                           "levels": {}}
-    with contextlib.ExitStack() as stack:
-        ctds = {p: stack.enter_context(containerd_with(p, release, bins, crictl, images))
-                for p in PEERS}
-        rng = random.Random(seed)
-        count = 0
+    images = build_images(
+        ctdmod.CACHE / "images", sandbox_ref=ctdmod.SANDBOX_IMAGE, test_ref=ctdmod.TEST_IMAGE
+    )
+    base = Path(tempfile.mkdtemp(prefix="bc-", dir="/tmp"))
+    ctd = ctdmod.Containerd(
+        release, bins, crictl, ctdmod.Layout(base), request_timeout=request_timeout
+    )
+    work = base / "work"
+    work.mkdir()
+    try:
+        _prepare_nri_plugins_state(work)
+        ctd.start()
+        for archive in images:
+            ctd.import_image(archive)
+        yield ctd, work
+    finally:
+        try:
+            ctd.cleanup()
+        finally:
+            for spec in (base / "specs").glob("pod-*.json"):
+                with contextlib.suppress(ValueError, KeyError, OSError):
+                    parent = json.loads(spec.read_text())["linux"]["cgroup_parent"]
+                    for controller in os.listdir(cri.CGROUP_ROOT):
+                        cri.remove_cgroup_tree(controller, parent)
+            ctdmod._unmount_under(base)
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def run(
+    *,
+    release_name: str,
+    levels: list[int],
+    samples: int,
+    rounds: int,
+    startup_reps: int,
+    request_timeout: str,
+    seed: int,
+) -> dict[str, Any]:
+    rng = random.Random(seed)
+    out: dict[str, Any] = {
+        "machine": machine(),
+        "levels": {},
+        "rounds": rounds,
+        "request_timeout": request_timeout,
+        "per_pod": PER_POD,
+    }
+    with private_containerd(release_name, request_timeout) as (ctd, work):
+        out["release"] = f"{ctd.release.name} {ctd.release.version}"
+        # 1. start-up on the empty runtime
+        ext: dict[str, list[float]] = {p: [] for p in PLUGINS}
+        pre: dict[str, list[float]] = {p: [] for p in PREREGISTERED}
+        for _ in range(startup_reps):
+            order = list(PLUGINS)
+            rng.shuffle(order)
+            for p in order:
+                with attached(p, ctd, work) as info:
+                    ext[p].append(info["registered_s"])
+        for _ in range(startup_reps):
+            order = list(PREREGISTERED)
+            rng.shuffle(order)
+            for p in order:
+                pre[p].append(preregistered_startup(p, ctd, work))
+        out["startup_ms"] = {
+            "external": {p: sorted(round(v * 1000, 1) for v in ext[p]) for p in PLUGINS},
+            "preregistered": {p: sorted(round(v * 1000, 1) for v in pre[p]) for p in pre},
+            "load": load_note(),
+        }
+        print(json.dumps(out["startup_ms"]), file=sys.stderr, flush=True)
+        # 2. the levels
+        live = 0
         for n in levels:
-            for i in range(count, n):
-                for ctd, _pid in ctds.values():
-                    pod = cri.run_pod(ctd, f"live{i}", qos=cri.QoS.BESTEFFORT)
-                    cri.run_container(ctd, pod, "app", resources=LIVE)
-            count = n
+            t_fill = time.monotonic()
+            fill(ctd, live, n)
+            live = n
             times: dict[str, list[int]] = {p: [] for p in PEERS}
-            order = list(PEERS)
-            for i in range(samples):
+            sync: dict[str, list[float]] = {p: [] for p in PLUGINS}
+            rss: dict[str, list[int]] = {p: [] for p in PLUGINS}
+            per_round = [samples // rounds + (r < samples % rounds) for r in range(rounds)]
+            for r in range(rounds):
+                order = list(PEERS)
                 rng.shuffle(order)
                 for p in order:
-                    ctd = ctds[p][0]
-                    pod = cri.run_pod(ctd, f"probe{n}-{i}", qos=cri.QoS.BURSTABLE)
-                    t0 = time.perf_counter_ns()
-                    c, err = cri.create_container(ctd, pod, "probe", resources=PROBE)
-                    dt = time.perf_counter_ns() - t0
-                    if c is None:
-                        raise RuntimeError(f"{p}: crictl create failed: {err}")
-                    times[p].append(dt)
-                    ctd.crictl("rm", c.id)
-                    cri.remove_pod(ctd, pod)
-            out["levels"][str(n)] = {p: summary_us(times[p]) for p in PEERS}
-            out["levels"][str(n)]["load"] = load_note()
-        out["rss_kib"] = {p: rss_kib(pid) for p, (_c, pid) in ctds.items() if pid}
+                    with contextlib.ExitStack() as stack:
+                        if p != "none":
+                            info = stack.enter_context(attached(p, ctd, work))
+                            sync[p].append(info["sync_s"])
+                        for i in range(per_round[r]):
+                            times[p].append(probe(ctd, f"{n}-{p[:4]}-{r}-{i}"))
+                        if p != "none":
+                            rss[p].append(rss_kib(info["pid"]))
+            level: dict[str, Any] = {p: summary_us(times[p]) for p in PEERS}
+            for p in PEERS:
+                level[p]["over_2s"] = sum(t > 2_000_000_000 for t in times[p])
+            level["sync_ms"] = {p: [round(v * 1000, 1) for v in sync[p]] for p in PLUGINS}
+            level["rss_kib"] = {p: max(rss[p]) for p in PLUGINS}
+            level["fill_s"] = round(time.monotonic() - t_fill, 1)
+            level["load"] = load_note()
+            out["levels"][str(n)] = level
+            print(json.dumps({n: level}), file=sys.stderr, flush=True)
     return out
 
 
+def _ms(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    return f"{percentile(values, 50):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+
 def table(result: dict[str, Any]) -> str:
-    rows = [f"**crictl create through {result['release']} (ms, wall clock), p50 / p99**", "",
-            "| live | no plugin | Go stub no-op | nri-plugins | nri-resmgr | NRI cost p50: "
-            "Go no-op / nri-plugins / nri-resmgr | load |", "|---|---|---|---|---|---|---|"]
+    rel = result["release"]
+    rows = [
+        f"**crictl create through {rel}, ms (wall clock), p50 / p99**",
+        "",
+        "| live | no plugin | Go stub no-op | nri-plugins | nri-resmgr | NRI cost p50: "
+        "Go no-op / nri-plugins / nri-resmgr | load |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for n, r in result["levels"].items():
         cells = [f"{r[p]['p50_us'] / 1000:.1f} / {r[p]['p99_us'] / 1000:.1f}" for p in PEERS]
         base = r["none"]["p50_us"]
-        cost = " / ".join(f"{(r[p]['p50_us'] - base) / 1000:+.1f}" for p in PEERS[1:])
-        rows.append(f"| {n} | " + " | ".join(cells) + f" | {cost} | {r['load']} |")
+        cost = " / ".join(f"{(r[p]['p50_us'] - base) / 1000:+.1f}" for p in PLUGINS)
+        rows.append(f"| {n:>5} | " + " | ".join(cells) + f" | {cost} | {r['load']} |")
+    rows += [
+        "",
+        f"**Synchronize through {rel} (containerd's log), ms, median (range)**",
+        "",
+        "| live | Go stub no-op | nri-plugins | nri-resmgr | nri-resmgr / nri-plugins |",
+        "|---|---|---|---|---|",
+    ]
+    for n, r in result["levels"].items():
+        s = r["sync_ms"]
+        ratio = percentile(s["nri-resmgr"], 50) / max(percentile(s["nri-plugins"], 50), 1e-3)
+        rows.append(f"| {n:>5} | " + " | ".join(_ms(s[p]) for p in PLUGINS) + f" | {ratio:.2f} |")
+    rows += [
+        "",
+        "**Resident memory (VmRSS) after the probes, MiB**",
+        "",
+        "| live | Go stub no-op | nri-plugins | nri-resmgr | nri-resmgr / nri-plugins |",
+        "|---|---|---|---|---|",
+    ]
+    for n, r in result["levels"].items():
+        m = r["rss_kib"]
+        rows.append(
+            f"| {n:>5} | "
+            + " | ".join(f"{m[p] / 1024:.1f}" for p in PLUGINS)
+            + f" | {m['nri-resmgr'] / m['nri-plugins']:.2f} |"
+        )
+    st = result["startup_ms"]
+    rows += [
+        "",
+        f"**Process start to registered, empty runtime, {rel}, ms, median (range)**",
+        "",
+        '| peer | external (exec to "registered") | pre-registered (launch to '
+        '"synchronization success") |',
+        "|---|---|---|",
+    ]
+    for p in PLUGINS:
+        pre = st["preregistered"].get(p)
+        rows.append(f"| {p} | {_ms(st['external'][p])} | {_ms(pre) if pre else 'not run'} |")
     return "\n".join(rows)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--release", default="containerd-2")
-    ap.add_argument("--levels", default="10,100")
-    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--release", default="containerd-2", choices=sorted(ctdmod.RELEASES))
+    ap.add_argument("--levels", default="10,100,1000")
+    ap.add_argument("--samples", type=int, default=30, help="probes per peer and level")
+    ap.add_argument("--rounds", type=int, default=3, help="turns per peer and level")
+    ap.add_argument("--startup-reps", type=int, default=5)
+    ap.add_argument(
+        "--request-timeout",
+        default="120s",
+        help="containerd's plugin_request_timeout (its default is 2s)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default="bench/out/containerd.json")
     ns = ap.parse_args()
     if os.geteuid() != 0:
         print("bench.containerd_rt: containerd and runc need root", file=sys.stderr)
         return 2
-    result = run(release_name=ns.release, levels=[int(x) for x in ns.levels.split(",")],
-                 samples=ns.samples, seed=ns.seed)
+    levels = [int(x) for x in ns.levels.split(",")]
+    if levels != sorted(levels) or ns.rounds < 1 or ns.samples < ns.rounds:
+        ap.error("--levels must rise; --samples must be at least --rounds (>= 1)")
+    result = run(
+        release_name=ns.release,
+        levels=levels,
+        samples=ns.samples,
+        rounds=ns.rounds,
+        startup_reps=ns.startup_reps,
+        request_timeout=ns.request_timeout,
+        seed=ns.seed,
+    )
     out = Path(ns.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

@@ -78,9 +78,7 @@ def e2e_host() -> str:
     runc = shutil.which("runc") or ("/usr/sbin/runc" if Path("/usr/sbin/runc").exists() else "")
     if not runc or not _is_static(BUSYBOX):
         subprocess.run(["sh", str(SETUP)], capture_output=True, text=True, timeout=900)
-        runc = shutil.which("runc") or (
-            "/usr/sbin/runc" if Path("/usr/sbin/runc").exists() else ""
-        )
+        runc = shutil.which("runc") or ("/usr/sbin/runc" if Path("/usr/sbin/runc").exists() else "")
     require(runc, f"runc is not installed and `sh {SETUP}` could not install it")
     require(
         _is_static(BUSYBOX),
@@ -333,32 +331,33 @@ def record_prereg_startup(ctd: ctdmod.Containerd, plugin: str, what: str) -> flo
     """Seconds from containerd launching pre-registered `plugin` (NN-name) to its
     synchronization, from containerd's log; appended to .cache/e2e/latency/ (no asserts)."""
     import json
-    import re
-    from datetime import datetime
 
     base = plugin.split("-", 1)[1]
-    stamp = re.compile(r'time="([^"]+)"')
     started = done = None
     for line in ctd.log_text().splitlines():
-        m = stamp.search(line)
-        if m is None:
+        t = ctdmod.log_time(line)
+        if t is None:
             continue
         if f'starting pre-installed NRI plugin \\"{base}\\"' in line:
-            started, done = m.group(1), None
+            started, done = t, None
         elif plugin in line and "synchronization success" in line:
-            done = m.group(1)
+            done = t
     if started is None or done is None:
         return float("nan")
-
-    def parse(t: str) -> datetime:
-        head, _, frac = t.rstrip("Z").partition(".")
-        return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00")
-
-    seconds = (parse(done) - parse(started)).total_seconds()
+    seconds = done - started
     out = ctdmod.CACHE / "latency"
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "preregistered-startup.jsonl", "a") as f:
-        f.write(json.dumps({"what": what, "plugin": plugin, "containerd":
-                            ctd.release.version, "seconds": round(seconds, 3),
-                            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "what": what,
+                    "plugin": plugin,
+                    "containerd": ctd.release.version,
+                    "seconds": round(seconds, 3),
+                    "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+            )
+            + "\n"
+        )
     return seconds

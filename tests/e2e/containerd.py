@@ -27,11 +27,13 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -340,6 +342,24 @@ def _runc() -> Path:
     return Path(found)
 
 
+_LOG_TIME = re.compile(r'time="([^"]+)"')
+
+
+def log_time(line: str) -> float | None:
+    """The epoch seconds of a containerd log line (its `time="...Z"` field), or None.
+
+    containerd writes RFC 3339 with nanoseconds; Python keeps microseconds.
+    """
+    m = _LOG_TIME.search(line)
+    if m is None:
+        return None
+    head, _, frac = m.group(1).rstrip("Z").partition(".")
+    try:
+        return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00").timestamp()
+    except ValueError:
+        return None
+
+
 class ContainerdError(RuntimeError):
     pass
 
@@ -392,8 +412,7 @@ class Containerd:
             )
         )
         (layout.base / "crictl.yaml").write_text(
-            f"runtime-endpoint: {layout.endpoint}\nimage-endpoint: {layout.endpoint}\n"
-            "timeout: 30\n"
+            f"runtime-endpoint: {layout.endpoint}\nimage-endpoint: {layout.endpoint}\ntimeout: 30\n"
         )
 
     # -- process -------------------------------------------------------------------
