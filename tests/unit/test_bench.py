@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.profile import layer_of, parse, summarize
@@ -50,3 +52,32 @@ def test_profile_drops_epoll_waits_and_splits_by_layer() -> None:
 
 def test_layer_of_unknown_code_is_other() -> None:
     assert layer_of("f", "/somewhere/else.py") == "other (interpreter, stdlib)"
+
+
+def test_containerd_log_time_keeps_microseconds() -> None:
+    from tests.e2e.containerd import log_time
+
+    line = 'time="2026-11-23T07:51:38.123456789Z" level=info msg="plugin registered"'
+    assert log_time(line) == pytest.approx(1795420298.123456, abs=1e-6)
+    assert log_time('time="2026-11-23T07:51:38Z" level=info') == 1795420298.0
+    assert log_time("no stamp here") is None
+    assert log_time('time="yesterday"') is None
+
+
+def test_log_cursor_reads_only_new_lines_and_fails_on_sync_errors(tmp_path: Path) -> None:
+    from bench.containerd_rt import LogCursor
+
+    log = tmp_path / "containerd.log"
+    log.write_text('time="2026-11-23T07:00:00.5Z" msg="plugin \\"10-a\\" registered"\n')
+    cursor = LogCursor(log)  # starts at the end: the old line does not count
+    with open(log, "a") as f:
+        f.write('time="2026-11-23T07:00:01.25Z" msg="synchronizing plugin 10-a"\n')
+        f.write('time="2026-11-23T07:00:02Z" msg="plugin \\"10-a\\" connected"\n')
+    seen = cursor.wait_for("synchronizing plugin 10-a", '\\"10-a\\" connected', timeout=5)
+    assert seen['\\"10-a\\" connected'] - seen["synchronizing plugin 10-a"] == 0.75
+    with pytest.raises(RuntimeError, match="never logged"):
+        cursor.wait_for("registered", timeout=0.05)
+    with open(log, "a") as f:
+        f.write('time="2026-11-23T07:00:03Z" msg="failed to synchronize plugin: deadline"\n')
+    with pytest.raises(RuntimeError, match="failed to synchronize plugin: deadline"):
+        cursor.wait_for("never", timeout=5)
