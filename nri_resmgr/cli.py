@@ -2,6 +2,13 @@
 
 Each command module exposes `NAME: str`, `HELP: str`, `add_arguments(parser)` and
 `run(args) -> int`.  A command module that is not present is simply not offered.
+
+Only the command being run is imported: a command named ``a-b`` lives in the module
+``a_b``, so `main` can import that one module when the first argument names it (the
+pre-registered daemon, ``run``, starts inside the runtime's registration timeout and
+must not pay for the imports of the other commands).  Anything else (no command, an
+option first, an unknown name) builds the parser of every command, so help and errors
+list them all as before.
 """
 
 from __future__ import annotations
@@ -25,23 +32,39 @@ COMMAND_MODULES = (
 )
 
 
-def _load_commands() -> list[ModuleType]:
+def _load_commands(names: Sequence[str] = COMMAND_MODULES) -> list[ModuleType]:
     mods = []
-    for name in COMMAND_MODULES:
+    for name in names:
         qual = f"nri_resmgr.commands.{name}"
         if importlib.util.find_spec(qual) is not None:
             mods.append(importlib.import_module(qual))
     return mods
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The command module the first argument names, if it names one exactly."""
+    if not argv or argv[0].startswith("-"):
+        return None
+    module = argv[0].replace("-", "_")
+    if module not in COMMAND_MODULES:
+        return None
+    mods = _load_commands((module,))
+    if not mods or argv[0] != mods[0].NAME:
+        return None
+    return module
+
+
+def build_parser(
+    commands: Sequence[str] = COMMAND_MODULES,
+) -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
+    """The parser offering `commands` (module names; default: every command)."""
     parser = argparse.ArgumentParser(
         prog="nri-resmgr",
         description="Node resource manager for Kubernetes over NRI.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     table: dict[str, ModuleType] = {}
-    for mod in _load_commands():
+    for mod in _load_commands(commands):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         table[mod.NAME] = mod
@@ -49,7 +72,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, table = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    named = _named_command(argv)
+    parser, table = build_parser((named,) if named else COMMAND_MODULES)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
