@@ -22,9 +22,6 @@ import enum
 import re
 from dataclasses import dataclass
 
-import tomlkit
-from tomlkit.exceptions import TOMLKitError
-
 from nri_resmgr.model import ConfigError
 
 NRI_TABLE = "io.containerd.nri.v1.nri"
@@ -56,6 +53,9 @@ def _check_duration(name: str, value: str | None) -> None:
 
 def enable_containerd(text: str, settings: NRISettings, *, path: str = "config.toml") -> str:
     """Return containerd config `text` with NRI enabled (and timeouts set)."""
+    import tomlkit  # here: `nri-resmgr --help` imports this module for its constants
+    from tomlkit.exceptions import TOMLKitError
+
     _check_duration("registration timeout", settings.registration_timeout)
     _check_duration("request timeout", settings.request_timeout)
     if not text.strip():
@@ -101,6 +101,9 @@ def enable_containerd(text: str, settings: NRISettings, *, path: str = "config.t
 
 def enable_crio(text: str, settings: NRISettings, *, path: str = "10-enable-nri.conf") -> str:
     """Return a CRI-O drop-in (new or edited) with NRI enabled."""
+    import tomlkit  # here: `nri-resmgr --help` imports this module for its constants
+    from tomlkit.exceptions import TOMLKitError
+
     _check_duration("registration timeout", settings.registration_timeout)
     _check_duration("request timeout", settings.request_timeout)
     try:

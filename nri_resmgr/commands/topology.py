@@ -10,13 +10,7 @@ Errors go to stderr with exit status 1.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-
-from nri_resmgr.topology.discover import discover
-from nri_resmgr.topology.load import load_topology
-from nri_resmgr.topology.model import TopologyError
-from nri_resmgr.topology.render import render_tree, to_dict
 
 NAME = "topology"
 HELP = "show the CPU, cache, NUMA and memory topology (from sysfs, a snapshot or a spec)"
@@ -42,6 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here: the parser of every command is built for `nri-resmgr --help`
+    import json
+
+    from nri_resmgr.topology.discover import discover
+    from nri_resmgr.topology.load import load_topology
+    from nri_resmgr.topology.model import TopologyError
+    from nri_resmgr.topology.render import render_tree, to_dict
+
     try:
         if args.topology is not None:
             topo = load_topology(args.topology)

@@ -7,10 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import ValidationError
-
-from nri_resmgr.config import Config, validation_messages
 from nri_resmgr.model import ConfigError, ResmgrError
 
 NAME = "validate-config"
@@ -31,6 +27,10 @@ def collect_errors(
     data: Any, *, topology_source: str | None, sysfs_root: str
 ) -> list[str]:
     """All problems in an already parsed document (empty when it is valid)."""
+    from pydantic import ValidationError
+
+    from nri_resmgr.config import Config, validation_messages
+
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -73,6 +73,9 @@ def collect_errors(
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here: the parser of every command is built for `nri-resmgr --help`
+    import yaml
+
     path = Path(args.file)
     try:
         text = path.read_text(encoding="utf-8")
