@@ -51,20 +51,24 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import NRIVersion
 from nri_api.stub import OnClose, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
-from nri_resmgr.kube_agent import KubeSide, build_kube_side
 from nri_resmgr.logs import configure_logging, get_logger, route_stdlib_logging
 from nri_resmgr.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
 from nri_resmgr.model import CPUKind, ResmgrError
 from nri_resmgr.pipeline import Pipeline, class_control_from_config
 from nri_resmgr.policy.registry import load_policy
 from nri_resmgr.topology.model import Topology
+
+if TYPE_CHECKING:
+    # imported by `main` only when there is a node name (the Kubernetes side is on):
+    # the pre-registered daemon starts inside the runtime's registration timeout
+    from nri_resmgr.kube_agent import KubeSide
 
 __all__ = ["DaemonOptions", "ResmgrPlugin", "build_pipeline", "load_daemon_topology", "main"]
 
@@ -442,7 +446,11 @@ def main(options: DaemonOptions) -> int:
             pre_registered=plugin.pre_registered,
         )
 
-        kube = build_kube_side(plugin, options, log=log)
+        kube: KubeSide | None = None
+        if options.node_name:
+            from nri_resmgr.kube_agent import build_kube_side
+
+            kube = build_kube_side(plugin, options, log=log)
 
         async def run() -> int:
             loop = asyncio.get_running_loop()
