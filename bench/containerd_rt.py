@@ -2,7 +2,8 @@
 
 Usage: python -m bench.containerd_rt [--release containerd-2] [--levels 10,100,1000]
                                      [--samples 30] [--rounds 3] [--startup-reps 5]
-                                     [--request-timeout 120s] [--out FILE]
+                                     [--request-timeout 120s] [--cri-timeout 120]
+                                     [--peer-budget 90] [--out FILE]
 
 Reuses the e2e suite's cached builds and fixtures (tests/e2e: containerd, crictl, the
 busybox images, runc on this host). One private containerd; the peers take turns on its
@@ -34,7 +35,10 @@ Both policies reserve CPU 0 (``cpuset:0``). What is measured, all wall clock:
 
 containerd's NRI request timeout (default 2 s) also bounds Synchronize; the bench raises
 it (``--request-timeout``) so that slow peers are measured rather than dropped, and counts
-the requests over 2 s.
+the requests over 2 s. Each CRI call may take ``--cri-timeout`` (120 s, the kubelet's
+default runtime request timeout); a create that fails is counted, with its time until
+failure. A peer whose probes of one round have taken ``--peer-budget`` seconds stops that
+round early, so the tables give the sample count where it is short.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -301,17 +306,21 @@ def fill(ctd: ctdmod.Containerd, have: int, want: int, workers: int = 4) -> None
             f.result()
 
 
-def probe(ctd: ctdmod.Containerd, tag: str) -> int:
-    """Time one `crictl create` of a Burstable container in a fresh pod, ns."""
+def probe(ctd: ctdmod.Containerd, tag: str) -> tuple[int, str]:
+    """Time one `crictl create` of a Burstable container in a fresh pod.
+
+    Returns (ns, "") or, when the create fails (the CRI deadline included), the time until
+    it failed and crictl's error. The container and the pod are removed either way.
+    """
     pod = cri.run_pod(ctd, f"probe-{tag}", qos=cri.QoS.BURSTABLE)
     t0 = time.perf_counter_ns()
-    c, err = cri.create_container(ctd, pod, "probe", resources=PROBE)
+    c, err = cri.create_container(ctd, pod, "probe", resources=PROBE, check=False)
     dt = time.perf_counter_ns() - t0
-    if c is None:
-        raise RuntimeError(f"{tag}: crictl create failed: {err}")
-    ctd.crictl("rm", c.id)
-    cri.remove_pod(ctd, pod)
-    return dt
+    if c is not None:
+        ctd.crictl("rm", c.id)
+    ctd.crictl("stopp", pod.id, check=False)
+    ctd.crictl("rmp", "-f", pod.id, check=False)
+    return dt, "" if c is not None else (err.strip().splitlines() or ["?"])[-1]
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -363,17 +372,28 @@ def run(
     rounds: int,
     startup_reps: int,
     request_timeout: str,
+    cri_timeout: int,
+    peer_budget: float,
     seed: int,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
+    budget_ns = int(peer_budget * 1e9)
     out: dict[str, Any] = {
         "machine": machine(),
         "levels": {},
         "rounds": rounds,
+        "samples": samples,
         "request_timeout": request_timeout,
         "per_pod": PER_POD,
+        "cri_timeout_s": cri_timeout,
+        "peer_budget_s": peer_budget,
     }
     with private_containerd(release_name, request_timeout) as (ctd, work):
+        # crictl's deadline for each CRI call: the kubelet's --runtime-request-timeout
+        crictl_yaml = ctd.layout.base / "crictl.yaml"
+        crictl_yaml.write_text(
+            re.sub(r"timeout: \d+", f"timeout: {cri_timeout}", crictl_yaml.read_text())
+        )
         out["release"] = f"{ctd.release.name} {ctd.release.version}"
         # 1. start-up on the empty runtime
         ext: dict[str, list[float]] = {p: [] for p in PLUGINS}
@@ -404,6 +424,7 @@ def run(
             times: dict[str, list[int]] = {p: [] for p in PEERS}
             sync: dict[str, list[float]] = {p: [] for p in PLUGINS}
             rss: dict[str, list[int]] = {p: [] for p in PLUGINS}
+            failed: dict[str, list[str]] = {p: [] for p in PEERS}
             per_round = [samples // rounds + (r < samples % rounds) for r in range(rounds)]
             for r in range(rounds):
                 order = list(PEERS)
@@ -413,20 +434,40 @@ def run(
                         if p != "none":
                             info = stack.enter_context(attached(p, ctd, work))
                             sync[p].append(info["sync_s"])
+                        spent = 0
                         for i in range(per_round[r]):
-                            times[p].append(probe(ctd, f"{n}-{p[:4]}-{r}-{i}"))
+                            dt, err = probe(ctd, f"{n}-{p}-{r}-{i}")
+                            times[p].append(dt)
+                            spent += dt
+                            if err:
+                                failed[p].append(err)
+                            if spent > budget_ns:
+                                break  # this peer is too slow for every sample
                         if p != "none":
                             rss[p].append(rss_kib(info["pid"]))
             level: dict[str, Any] = {p: summary_us(times[p]) for p in PEERS}
             for p in PEERS:
                 level[p]["over_2s"] = sum(t > 2_000_000_000 for t in times[p])
+                level[p]["failed"] = len(failed[p])
+                level[p]["errors"] = sorted(set(failed[p]))
             level["sync_ms"] = {p: [round(v * 1000, 1) for v in sync[p]] for p in PLUGINS}
             level["rss_kib"] = {p: max(rss[p]) for p in PLUGINS}
-            level["fill_s"] = round(time.monotonic() - t_fill, 1)
+            level["level_s"] = round(time.monotonic() - t_fill, 1)
             level["load"] = load_note()
             out["levels"][str(n)] = level
             print(json.dumps({n: level}), file=sys.stderr, flush=True)
     return out
+
+
+def _cell(r: dict[str, Any], samples: int | None) -> str:
+    """p50 / p99 in ms, with the sample count when short and the failures."""
+    text = f"{r['p50_us'] / 1000:,.1f} / {r['p99_us'] / 1000:,.1f}"
+    notes = []
+    if samples and r["n"] < samples:
+        notes.append(f"n={r['n']}")
+    if r.get("failed"):
+        notes.append(f"{r['failed']} failed")
+    return text + (f" ({', '.join(notes)})" if notes else "")
 
 
 def _ms(values: list[float]) -> str:
@@ -445,7 +486,7 @@ def table(result: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for n, r in result["levels"].items():
-        cells = [f"{r[p]['p50_us'] / 1000:.1f} / {r[p]['p99_us'] / 1000:.1f}" for p in PEERS]
+        cells = [_cell(r[p], result.get("samples")) for p in PEERS]
         base = r["none"]["p50_us"]
         cost = " / ".join(f"{(r[p]['p50_us'] - base) / 1000:+.1f}" for p in PLUGINS)
         rows.append(f"| {n:>5} | " + " | ".join(cells) + f" | {cost} | {r['load']} |")
@@ -501,6 +542,18 @@ def main() -> int:
         default="120s",
         help="containerd's plugin_request_timeout (its default is 2s)",
     )
+    ap.add_argument(
+        "--cri-timeout",
+        type=int,
+        default=120,
+        help="crictl's per-call deadline, s (the kubelet's runtime-request-timeout is 2 min)",
+    )
+    ap.add_argument(
+        "--peer-budget",
+        type=float,
+        default=90,
+        help="probe time per peer, level and round, s, after which that peer stops early",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default="bench/out/containerd.json")
     ns = ap.parse_args()
@@ -517,6 +570,8 @@ def main() -> int:
         rounds=ns.rounds,
         startup_reps=ns.startup_reps,
         request_timeout=ns.request_timeout,
+        cri_timeout=ns.cri_timeout,
+        peer_budget=ns.peer_budget,
         seed=ns.seed,
     )
     out = Path(ns.out)
