@@ -68,7 +68,8 @@ NOT_BEFORE_REGISTRATION = (
 
 def _environment() -> dict[str, str]:
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if k not in ("NODE_NAME", "KUBECONFIG", "POD_NAMESPACE", "PYTHONSTARTUP")
     }
     env.update(NRI_PLUGIN_NAME="resmgr", NRI_PLUGIN_IDX="90")
@@ -78,7 +79,11 @@ def _environment() -> dict[str, str]:
 def _modules_at_connect(args: list[str]) -> set[str]:
     out = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
-        cwd=REPO, env=_environment(), capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     return set(json.loads(out.stdout.splitlines()[-1]))
@@ -97,8 +102,15 @@ def test_run_imports_nothing_it_does_not_need_before_registering(tmp_path: Path)
 
 def test_topology_option_still_loads_the_topology_loader(tmp_path: Path) -> None:
     modules = _modules_at_connect(
-        ["run", "--log-file", str(tmp_path / "log"), "--state-dir", str(tmp_path),
-         "--topology", "packages=1,nodes=1,cores=2,threads=2"]
+        [
+            "run",
+            "--log-file",
+            str(tmp_path / "log"),
+            "--state-dir",
+            str(tmp_path),
+            "--topology",
+            "packages=1,nodes=1,cores=2,threads=2",
+        ]
     )
     assert "nri_resmgr.topology.load" in modules
     assert "nri_resmgr.commands.topology" not in modules
