@@ -45,8 +45,8 @@ memory (DRAM caching PMEM in 2LM, HBM caching DRAM), not what the node itself is
 Network devices.  Every ``sys/class/net/<name>`` with a ``device`` link is a physical
 device; ``device/numa_node`` (``-1`` means unknown) and the link's target (the PCI
 address) are recorded.  Only when ``root`` is ``/`` the link names come from netlink
-(if_nameindex(3), so that the daemon sees the devices of its own network namespace);
-snapshot roots never touch the host.
+(pyroute2, so that the daemon sees the devices of its own network namespace); snapshot
+roots never touch the host.
 
 Missing files degrade to defaults; a file that is present but malformed raises
 `DiscoveryError` naming the file, what was expected and what was found.
@@ -355,18 +355,17 @@ def _classify(
 
 
 def _netlink_names() -> list[str] | None:
-    """Link names of this network namespace, or None when they cannot be listed.
-
-    `socket.if_nameindex` is if_nameindex(3), which glibc and musl answer with the same
-    netlink RTM_GETLINK dump pyroute2's ``get_links`` makes; pyroute2 itself is not used
-    because importing it took 0.2 s of the daemon's start, inside the runtime's
-    registration timeout.
-    """
-    import socket
-
+    """Link names of this network namespace from netlink, or None without pyroute2."""
     try:
-        return sorted(name for _index, name in socket.if_nameindex())
-    except OSError:  # netlink unavailable (seccomp, no CAP): fall back to sysfs
+        from pyroute2 import IPRoute
+    except ImportError:  # pragma: no cover - pyroute2 is a dependency
+        return None
+    try:
+        with IPRoute() as ipr:
+            return sorted(
+                str(link.get_attr("IFLA_IFNAME")) for link in ipr.get_links()
+            )
+    except Exception:  # netlink unavailable (seccomp, no CAP): fall back to sysfs
         return None
 
 
@@ -396,8 +395,13 @@ def _discover_netdevs(sys_dir: Path, *, use_netlink: bool) -> tuple[NetDevice, .
 # ---- entry point ---------------------------------------------------------------------
 
 
-def discover(root: Path | str = "/") -> Topology:
-    """Read the topology of the machine whose sysfs is at ``<root>/sys``."""
+def discover(root: Path | str = "/", *, netlink: bool | None = None) -> Topology:
+    """Read the topology of the machine whose sysfs is at ``<root>/sys``.
+
+    ``netlink`` says where network device names come from: netlink (pyroute2, the
+    caller's own network namespace) or the files under ``sys/class/net``. The default is
+    netlink exactly when ``root`` is ``/``; a snapshot root never touches the host.
+    """
     root_path = Path(root)
     sys_dir = root_path / "sys"
     if not (sys_dir / "devices" / "system" / "cpu").is_dir():
@@ -445,7 +449,7 @@ def discover(root: Path | str = "/") -> Topology:
             )
             for n, d in node_dirs.items()
         }
-    use_netlink = root_path.resolve() == Path("/")
+    use_netlink = root_path.resolve() == Path("/") if netlink is None else netlink
     netdevs = _discover_netdevs(sys_dir, use_netlink=use_netlink)
     return Topology(cpus=cpus, nodes=nodes, netdevs=netdevs, source=f"sysfs:{root_path}")
 

@@ -299,3 +299,34 @@ def test_netdevs_from_snapshot_root_never_use_netlink(
     )
     t = discover(small_root / "other")
     assert [(d.name, d.node_id) for d in t.netdevs] == [("eth0", 1)]
+
+
+def test_netlink_is_asked_for_the_host_root_unless_told_not_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import nri_resmgr.topology.discover as disc
+
+    calls: list[str] = []
+
+    def names() -> list[str]:
+        calls.append("netlink")
+        return []
+
+    monkeypatch.setattr(disc, "_netlink_names", names)
+    discover("/")
+    assert calls == ["netlink"]
+    discover("/", netlink=False)
+    assert calls == ["netlink"]
+
+
+def test_daemon_lists_network_devices_from_sysfs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon never pays pyroute2's import inside the runtime's registration window."""
+    import nri_resmgr.topology.discover as disc
+    from nri_resmgr.daemon import DaemonOptions, load_daemon_topology
+
+    def boom() -> None:
+        raise AssertionError("the daemon must not ask netlink")
+
+    monkeypatch.setattr(disc, "_netlink_names", boom)
+    topo = load_daemon_topology(DaemonOptions(sysfs_root="/"))
+    assert topo.source == "sysfs:/"
