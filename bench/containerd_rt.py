@@ -217,9 +217,13 @@ def attached(peer: str, ctd: ctdmod.Containerd, work: Path) -> Iterator[dict[str
             f"synchronizing plugin {idx}-{name}",
             f'plugin \\"{idx}-{name}\\" connected and synchronized',
         )
-        seen = cursor.wait_for(*needles, timeout=600)
-        info["registered_s"] = seen[needles[0]] - t0
-        info["sync_s"] = seen[needles[2]] - seen[needles[1]]
+        try:
+            seen = cursor.wait_for(*needles, timeout=600)
+        except RuntimeError as e:  # containerd gave up on its Synchronize
+            info["sync_error"] = str(e)
+        else:
+            info["registered_s"] = seen[needles[0]] - t0
+            info["sync_s"] = seen[needles[2]] - seen[needles[1]]
         yield info
     finally:
         if proc.poll() is None:
@@ -403,6 +407,8 @@ def run(
             rng.shuffle(order)
             for p in order:
                 with attached(p, ctd, work) as info:
+                    if "sync_error" in info:
+                        raise RuntimeError(f"{p}: {info['sync_error']}")
                     ext[p].append(info["registered_s"])
         for _ in range(startup_reps):
             order = list(PREREGISTERED)
@@ -425,6 +431,7 @@ def run(
             sync: dict[str, list[float]] = {p: [] for p in PLUGINS}
             rss: dict[str, list[int]] = {p: [] for p in PLUGINS}
             failed: dict[str, list[str]] = {p: [] for p in PEERS}
+            sync_errors: dict[str, list[str]] = {p: [] for p in PLUGINS}
             per_round = [samples // rounds + (r < samples % rounds) for r in range(rounds)]
             for r in range(rounds):
                 order = list(PEERS)
@@ -433,6 +440,9 @@ def run(
                     with contextlib.ExitStack() as stack:
                         if p != "none":
                             info = stack.enter_context(attached(p, ctd, work))
+                            if "sync_error" in info:  # not connected: nothing to probe
+                                sync_errors[p].append(info["sync_error"])
+                                continue
                             sync[p].append(info["sync_s"])
                         spent = 0
                         for i in range(per_round[r]):
@@ -445,13 +455,16 @@ def run(
                                 break  # this peer is too slow for every sample
                         if p != "none":
                             rss[p].append(rss_kib(info["pid"]))
-            level: dict[str, Any] = {p: summary_us(times[p]) for p in PEERS}
+            level: dict[str, Any] = {
+                p: summary_us(times[p]) if times[p] else {"n": 0} for p in PEERS
+            }
             for p in PEERS:
                 level[p]["over_2s"] = sum(t > 2_000_000_000 for t in times[p])
                 level[p]["failed"] = len(failed[p])
                 level[p]["errors"] = sorted(set(failed[p]))
             level["sync_ms"] = {p: [round(v * 1000, 1) for v in sync[p]] for p in PLUGINS}
-            level["rss_kib"] = {p: max(rss[p]) for p in PLUGINS}
+            level["sync_errors"] = sync_errors
+            level["rss_kib"] = {p: max(rss[p], default=0) for p in PLUGINS}
             level["level_s"] = round(time.monotonic() - t_fill, 1)
             level["load"] = load_note()
             out["levels"][str(n)] = level
@@ -461,6 +474,8 @@ def run(
 
 def _cell(r: dict[str, Any], samples: int | None) -> str:
     """p50 / p99 in ms, with the sample count when short and the failures."""
+    if not r["n"]:
+        return "n/a"
     text = f"{r['p50_us'] / 1000:,.1f} / {r['p99_us'] / 1000:,.1f}"
     notes = []
     if samples and r["n"] < samples:
@@ -488,7 +503,9 @@ def table(result: dict[str, Any]) -> str:
     for n, r in result["levels"].items():
         cells = [_cell(r[p], result.get("samples")) for p in PEERS]
         base = r["none"]["p50_us"]
-        cost = " / ".join(f"{(r[p]['p50_us'] - base) / 1000:+.1f}" for p in PLUGINS)
+        cost = " / ".join(
+            f"{(r[p]['p50_us'] - base) / 1000:+,.1f}" if r[p]["n"] else "n/a" for p in PLUGINS
+        )
         rows.append(f"| {n:>5} | " + " | ".join(cells) + f" | {cost} | {r['load']} |")
     rows += [
         "",
@@ -499,8 +516,17 @@ def table(result: dict[str, Any]) -> str:
     ]
     for n, r in result["levels"].items():
         s = r["sync_ms"]
-        ratio = percentile(s["nri-resmgr"], 50) / max(percentile(s["nri-plugins"], 50), 1e-3)
-        rows.append(f"| {n:>5} | " + " | ".join(_ms(s[p]) for p in PLUGINS) + f" | {ratio:.2f} |")
+        ours, theirs = s["nri-resmgr"], s["nri-plugins"]
+        ratio = (
+            f"{percentile(ours, 50) / max(percentile(theirs, 50), 1e-3):.2f}"
+            if ours and theirs
+            else "n/a"
+        )
+        errors = r.get("sync_errors", {})
+        cells = [
+            _ms(s[p]) + (f" ({len(errors[p])} failed)" if errors.get(p) else "") for p in PLUGINS
+        ]
+        rows.append(f"| {n:>5} | " + " | ".join(cells) + f" | {ratio} |")
     rows += [
         "",
         "**Resident memory (VmRSS) after the probes, MiB**",
@@ -513,7 +539,7 @@ def table(result: dict[str, Any]) -> str:
         rows.append(
             f"| {n:>5} | "
             + " | ".join(f"{m[p] / 1024:.1f}" for p in PLUGINS)
-            + f" | {m['nri-resmgr'] / m['nri-plugins']:.2f} |"
+            + (f" | {m['nri-resmgr'] / m['nri-plugins']:.2f} |" if m["nri-plugins"] else " | n/a |")
         )
     st = result["startup_ms"]
     rows += [
