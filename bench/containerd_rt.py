@@ -518,7 +518,7 @@ def table(result: dict[str, Any]) -> str:
         s = r["sync_ms"]
         ours, theirs = s["nri-resmgr"], s["nri-plugins"]
         ratio = (
-            f"{percentile(ours, 50) / max(percentile(theirs, 50), 1e-3):.2f}"
+            f"{percentile(ours, 50) / max(percentile(theirs, 50), 1e-3):.2g}"
             if ours and theirs
             else "n/a"
         )
@@ -539,7 +539,7 @@ def table(result: dict[str, Any]) -> str:
         rows.append(
             f"| {n:>5} | "
             + " | ".join(f"{m[p] / 1024:.1f}" for p in PLUGINS)
-            + (f" | {m['nri-resmgr'] / m['nri-plugins']:.2f} |" if m["nri-plugins"] else " | n/a |")
+            + (f" | {m['nri-resmgr'] / m['nri-plugins']:.2g} |" if m["nri-plugins"] else " | n/a |")
         )
     st = result["startup_ms"]
     rows += [
