@@ -56,10 +56,16 @@ SPEC = {"packages": 1, "dies": 1, "nodes": 1, "cores": 4, "threads": 2, "memory"
 IDX, NAME = "90", "resmgr"
 
 
-def daemon_config(rt: FakeRuntime) -> str:
+STATIC: dict[str, Any] = {"policy": "static", "policyConfig": {"reservedSystemCPUs": "0"}}
+TOPOLOGY_AWARE: dict[str, Any] = {
+    "policy": "topology-aware",
+    "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}},
+}
+
+
+def daemon_config(rt: FakeRuntime, policy: dict[str, Any] | None = None) -> str:
     return json.dumps({
-        "policy": "static",
-        "policyConfig": {"reservedSystemCPUs": "0"},
+        **(policy or STATIC),
         "log": {"level": "debug", "format": "json", "file": str(rt.dir / "daemon.log")},
     })
 
@@ -71,12 +77,13 @@ def attach_daemon(
     pods: list[Json] | None = None,
     containers: list[Json] | None = None,
     start: bool = True,
+    policy: dict[str, Any] | None = None,
 ) -> SyncResult | None:
     """Start `rt` (if `start`) with the daemon attached in `mode`; its Synchronize result."""
     root = rt.dir / "root"
     if not (root / "sys").exists():
         write_sysfs(SPEC, root)
-    config = daemon_config(rt)
+    config = daemon_config(rt, policy)
     config_file = rt.dir / "resmgr.json"
     config_file.write_text(config)
     args = ["--sysfs-root", str(root), "--config", str(config_file),
@@ -152,6 +159,53 @@ def test_daemon_pod_lifecycle_exact_cpusets(runtime: FakeRuntime, mode: str) -> 
 
 
 @pytest.mark.parametrize("nri_version", ["v0.8.0", "v0.12.2"])
+def mems(reply: Json) -> str:
+    return str(prune_empty(reply)["adjust"]["linux"]["resources"]["cpu"]["mems"])
+
+
+def test_daemon_topology_aware_shared_pool_shrinks_and_grows(
+    runtime: FakeRuntime, mode: str
+) -> None:
+    """topology-aware, CPU 0 reserved: the shared set is 1-7; whole cores are sliced off
+    it for Guaranteed containers and the running shared container follows in the same
+    reply; a request that would empty it is refused; removals give the cores back."""
+    sync = attach_daemon(runtime, mode=mode, policy=TOPOLOGY_AWARE)
+    if mode == "external" or version_key(runtime.version) >= (0, 8, 0):
+        assert sync is not None and sync.updates == [], diagnostics(runtime)
+    web = make_pod(name="web-0", qos="burstable")
+    db = make_pod(name="db-0", qos="guaranteed")
+    nginx = make_container(web, name="nginx", cpu_request_millis=500)
+    pg = guaranteed(db, "postgres", 2)
+    cache = guaranteed(db, "cache", 2)
+
+    runtime.run_pod(web)
+    reply = runtime.create_container(web, nginx)
+    assert (cpus(reply), mems(reply)) == ("1-7", "0"), diagnostics(runtime)
+    assert updates(reply) == []
+    runtime.start_container(web, nginx)
+
+    runtime.run_pod(db)
+    reply = runtime.create_container(db, pg)
+    assert (cpus(reply), updates(reply)) == ("1,5", [(nginx["id"], "2-4,6-7")])
+    runtime.start_container(db, pg)
+    reply = runtime.create_container(db, cache)
+    assert (cpus(reply), updates(reply)) == ("2,6", [(nginx["id"], "3-4,7")])
+    runtime.start_container(db, cache)
+
+    with pytest.raises(RuntimeCallError) as err:  # 3 of the 3 shared CPUs left
+        runtime.create_container(db, guaranteed(db, "hog", 3, id="hog"))
+    assert "container hog" in err.value.message, err.value.message
+    assert "would empty the shared CPUs 3-4,7" in err.value.message, err.value.message
+
+    reply = runtime.stop_container(db, pg)
+    assert updates(reply) == [(nginx["id"], "1,3-5,7")]
+    runtime.remove_container(db, pg)
+    reply = runtime.stop_container(db, cache)
+    assert updates(reply) == [(nginx["id"], "1-7")]
+    runtime.remove_container(db, cache)
+    assert runtime.updates() == []
+
+
 def test_daemon_restart_keeps_placements(runtime: FakeRuntime) -> None:
     """kill -9 under load, restart: correct placements stay, nothing granted twice."""
     attach_daemon(runtime, mode="external")
