@@ -80,11 +80,11 @@ import json
 import math
 import os
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -103,6 +103,7 @@ RECORD_NAME = "resctrl-groups.json"
 #: One AMD MBA unit is 1/8 GB/s.
 AMD_MBPS_PER_UNIT = 125
 MON_FEATURES = ("llc_occupancy", "mbm_total_bytes", "mbm_local_bytes")
+_T = TypeVar("_T")
 
 
 class MBUnit(enum.StrEnum):
@@ -836,6 +837,32 @@ def _parse_per_cache(items: object, subject: str, key: str) -> dict[int, Any]:
     return out
 
 
+def _parse_section(
+    doc: dict[str, Any], name: str, key: str, example: str,
+    parse: Callable[[object, str], _T], subject: str,
+) -> tuple[_T | None, dict[int, _T]]:
+    """One resource of the annotation (``llc`` or ``mb``): its machine-wide ``schemata``
+    value and its ``schemataPerCache`` values, each read with `parse`."""
+    section = doc.get(name)
+    if section is None:
+        return None, {}
+    _want(isinstance(section, dict) and set(section) <= {"schemata", "schemataPerCache"},
+          f"{subject} {name}", "an object with schemata and/or schemataPerCache", section)
+    whole = None
+    if "schemata" in section:
+        sch = section["schemata"]
+        _want(isinstance(sch, dict) and set(sch) == {key}, f"{subject} {name}.schemata",
+              example, sch)
+        whole = parse(sch[key], f"{subject} {name}.schemata.{key}")
+    per: dict[int, _T] = {}
+    if "schemataPerCache" in section:
+        raw = _parse_per_cache(section["schemataPerCache"], f"{subject} {name}.schemataPerCache",
+                               key)
+        per = {cid: parse(v, f"{subject} {name}.schemataPerCache cacheID {cid}")
+               for cid, v in raw.items()}
+    return whole, per
+
+
 def parse_pod_resctrl(value: str, *, subject: str) -> PodResctrl:
     """Parse the koordinator resctrl annotation JSON; AnnotationError names `subject`."""
     try:
@@ -844,38 +871,11 @@ def parse_pod_resctrl(value: str, *, subject: str) -> PodResctrl:
         raise AnnotationError(f"{subject}: expected JSON; found {value[:80]!r} ({exc})") from exc
     _want(isinstance(doc, dict) and set(doc) <= {"llc", "mb"}, subject,
           "an object with llc and/or mb", doc)
-    llc_range = None
-    llc_per: dict[int, tuple[int, int]] = {}
-    mb_percent = None
-    mb_per: dict[int, int] = {}
-    llc = doc.get("llc")
-    if llc is not None:
-        _want(isinstance(llc, dict) and set(llc) <= {"schemata", "schemataPerCache"},
-              f"{subject} llc", "an object with schemata and/or schemataPerCache", llc)
-        if "schemata" in llc:
-            sch = llc["schemata"]
-            _want(isinstance(sch, dict) and set(sch) == {"range"},
-                  f"{subject} llc.schemata", "{\"range\": [start, end]}", sch)
-            llc_range = _parse_range(sch["range"], f"{subject} llc.schemata.range")
-        if "schemataPerCache" in llc:
-            raw = _parse_per_cache(llc["schemataPerCache"], f"{subject} llc.schemataPerCache",
-                                   "range")
-            llc_per = {cid: _parse_range(r, f"{subject} llc.schemataPerCache cacheID {cid}")
-                       for cid, r in raw.items()}
-    mb = doc.get("mb")
-    if mb is not None:
-        _want(isinstance(mb, dict) and set(mb) <= {"schemata", "schemataPerCache"},
-              f"{subject} mb", "an object with schemata and/or schemataPerCache", mb)
-        if "schemata" in mb:
-            sch = mb["schemata"]
-            _want(isinstance(sch, dict) and set(sch) == {"percent"},
-                  f"{subject} mb.schemata", "{\"percent\": N}", sch)
-            mb_percent = _parse_percent(sch["percent"], f"{subject} mb.schemata.percent")
-        if "schemataPerCache" in mb:
-            raw = _parse_per_cache(mb["schemataPerCache"], f"{subject} mb.schemataPerCache",
-                                   "percent")
-            mb_per = {cid: _parse_percent(p, f"{subject} mb.schemataPerCache cacheID {cid}")
-                      for cid, p in raw.items()}
+    llc_range, llc_per = _parse_section(
+        doc, "llc", "range", '{"range": [start, end]}', _parse_range, subject
+    )
+    mb_percent, mb_per = _parse_section(doc, "mb", "percent", '{"percent": N}', _parse_percent,
+                                        subject)
     return PodResctrl(llc_range=llc_range, llc_per_cache=llc_per, mb_percent=mb_percent,
                       mb_per_cache=mb_per)
 
