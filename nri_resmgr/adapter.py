@@ -255,7 +255,7 @@ def _annotator_init_names(pod: Pod, text: str) -> set[str]:
         raise AnnotationError(f"{where}: expected JSON, found {text[:60]!r} ({exc})") from exc
     if not isinstance(doc, Mapping):
         raise AnnotationError(f"{where}: expected a JSON object, found {type(doc).__name__}")
-    inits = doc.get("initContainers", [])
+    inits = doc.get("initContainers") or []
     if isinstance(inits, Mapping):
         return {str(k) for k in inits}
     if not isinstance(inits, list):

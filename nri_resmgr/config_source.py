@@ -101,7 +101,7 @@ def resolve(
             name=f"ConfigMap {namespace}/{name}",
             text=str(data[DATA_KEY]),
             object_name=name,
-            resource_version=str(obj.get("metadata", {}).get("resourceVersion", "")),
+            resource_version=str((obj.get("metadata") or {}).get("resourceVersion") or ""),
         )
         return Resolved(parse_source(src), src)
     if file_text is not None:

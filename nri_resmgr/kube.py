@@ -57,12 +57,19 @@ def load_kubeconfig(path: str | Path) -> KubeCredentials:
     """Credentials of the current context of a kubeconfig file."""
     doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     ctx_name = doc.get("current-context")
-    contexts = {c["name"]: c["context"] for c in doc.get("contexts", [])}
+    contexts = {c["name"]: c["context"] for c in doc.get("contexts") or []}
     if ctx_name not in contexts:
         raise KubeError(0, f"kubeconfig {path}: current-context {ctx_name!r} not found")
-    ctx = contexts[ctx_name]
-    cluster = {c["name"]: c["cluster"] for c in doc.get("clusters", [])}[ctx["cluster"]]
-    user = {u["name"]: u["user"] for u in doc.get("users", [])}.get(ctx.get("user"), {})
+    ctx = contexts[ctx_name] or {}
+    clusters = {c["name"]: c["cluster"] for c in doc.get("clusters") or []}
+    cluster = clusters.get(ctx.get("cluster")) or {}
+    if not cluster.get("server"):
+        raise KubeError(
+            0,
+            f"kubeconfig {path}: context {ctx_name!r} names cluster {ctx.get('cluster')!r}, "
+            "expected a cluster entry with a server URL",
+        )
+    user = {u["name"]: u["user"] for u in doc.get("users") or []}.get(ctx.get("user")) or {}
     ca = cluster.get("certificate-authority")
     if cluster.get("certificate-authority-data"):
         ca = _materialize(cluster["certificate-authority-data"])

@@ -75,7 +75,7 @@ class ConfigWatcher:
 
     def read_group(self) -> str | None:
         node = self.client.request("GET", f"/api/v1/nodes/{self.node}")
-        labels = node.get("metadata", {}).get("labels") or {}
+        labels = (node.get("metadata") or {}).get("labels") or {}
         group = labels.get(self.group_label)
         return str(group) if group else None
 
@@ -93,10 +93,10 @@ class ConfigWatcher:
             wanted = set(self._names())
             self.configmaps = {
                 item["metadata"]["name"]: item
-                for item in listing.get("items", [])
-                if item.get("metadata", {}).get("name") in wanted
+                for item in listing.get("items") or []
+                if (item.get("metadata") or {}).get("name") in wanted
             }
-        return str(listing.get("metadata", {}).get("resourceVersion", ""))
+        return str((listing.get("metadata") or {}).get("resourceVersion") or "")
 
     def resolve(self) -> Resolved:
         with self._lock:
@@ -114,7 +114,7 @@ class ConfigWatcher:
 
     def _apply_event(self, event: dict[str, Any]) -> bool:
         obj = event.get("object") or {}
-        name = obj.get("metadata", {}).get("name")
+        name = (obj.get("metadata") or {}).get("name")
         kind = event.get("type")
         with self._lock:
             if name not in self._names():

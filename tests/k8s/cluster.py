@@ -92,7 +92,9 @@ class Cluster:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             got = self.client.request("GET", f"{base}/{name}")
-            conds = {c["type"]: c["status"] for c in got.get("status", {}).get("conditions", [])}
+            # a fresh CRD may come back with "conditions": null
+            listed = (got.get("status") or {}).get("conditions") or []
+            conds = {c["type"]: c["status"] for c in listed}
             if conds.get("Established") == "True":
                 # the new resource path may still 404 for a moment
                 group, version = crd["spec"]["group"], crd["spec"]["versions"][0]["name"]
