@@ -197,8 +197,11 @@ def test_effective_annotations_reach_the_policy() -> None:
          "init0", ContainerKind.INIT),
         ({adapter.RESOURCE_ANNOTATOR_ANNOTATION: '{"containers": [{"name": "init0"}]}'},
          "init0", ContainerKind.APP),
+        ({adapter.RESOURCE_ANNOTATOR_ANNOTATION: '{"initContainers": null, "containers": []}'},
+         "init0", ContainerKind.APP),
     ],
-    ids=["unmarked", "listed", "not-listed", "annotator-list", "annotator-map", "annotator-app"],
+    ids=["unmarked", "listed", "not-listed", "annotator-list", "annotator-map", "annotator-app",
+         "annotator-null"],
 )
 def test_init_container_detection(
     annotations: dict[str, str], name: str, kind: ContainerKind

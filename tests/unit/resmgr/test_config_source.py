@@ -115,3 +115,40 @@ def test_live_reload_applies_and_reverts() -> None:
     assert not out.applied and "keeping b" in out.message
     assert live.offer(lambda: _resolved("none", "d")).message == "unchanged"
     assert [o.applied for o in outcomes] == [True, False, False]
+
+
+class NullyApiServer:
+    """Answers the watcher's GETs the way the API server may: nulls for empty fields."""
+
+    def __init__(self, items: list[dict[str, Any]] | None) -> None:
+        self.items = items
+
+    def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        assert method == "GET"
+        if path == "/api/v1/nodes/w1":
+            return {"metadata": {"name": "w1", "labels": None}}
+        assert path == "/api/v1/namespaces/kube-system/configmaps"
+        return {"metadata": {"resourceVersion": None}, "items": self.items}
+
+
+@pytest.mark.parametrize(
+    ("items", "policy"),
+    [
+        (None, "topology-aware"),
+        ([{"metadata": None}, cm("nri-resmgr-config.default", "policy: none\n")], "none"),
+    ],
+    ids=["no-items", "item-without-metadata"],
+)
+def test_watcher_relist_takes_nulls_as_empty(
+    items: list[dict[str, Any]] | None, policy: str
+) -> None:
+    from typing import cast
+
+    from nri_resmgr.kube import KubeClient
+    from nri_resmgr.kube_agent import ConfigWatcher
+
+    api = NullyApiServer(items)
+    watcher = ConfigWatcher(cast(KubeClient, api), node="w1", namespace="kube-system")
+    assert watcher.relist() == ""
+    assert watcher.group is None
+    assert watcher.resolve().config.policy == policy
