@@ -5,6 +5,11 @@ inclusive ranges (``0-3,8,10-11``); cgroups, sysfs and NRI all use that form.  `
 is an immutable, hashable set of non-negative ints that parses and formats it in exactly
 one place.  `CPUSet` and `NodeSet` are the same type under the names the rest of the
 code uses, so a reader can tell which kind of id a value holds.
+
+Parsing is bounded where the text enters: no id above `max_id` (default `MAX_ID`, the
+largest CPU id a Linux kernel can be built for) is accepted, so a hostile ``0-4294967295``
+costs one comparison, not four billion set insertions.  Every bad element of a list is
+reported, not only the first: `IDSetError.problems` holds one message per element.
 """
 
 from __future__ import annotations
@@ -12,9 +17,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TypeAlias
 
+#: The largest id accepted by default: Linux's CONFIG_NR_CPUS tops out at 8192 (x86_64
+#: MAXSMP), so id 8191 is the highest a real CPU can have.
+MAX_ID = 8191
+
 
 class IDSetError(ValueError):
-    """A string is not a valid kernel id list."""
+    """A string is not a valid kernel id list.
+
+    `problems` lists each bad element's message; `str()` of the error joins them.
+    """
+
+    def __init__(self, message: str, problems: Iterable[str] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) or (message,)
 
 
 class IDSet:
@@ -37,27 +53,31 @@ class IDSet:
         return (IDSet, (tuple(sorted(self._ids)),))
 
     @classmethod
-    def parse(cls, text: str) -> IDSet:
-        """Parse the kernel list form; the empty string (or whitespace) is the empty set."""
+    def parse(cls, text: str, *, max_id: int = MAX_ID) -> IDSet:
+        """Parse the kernel list form; the empty string (or whitespace) is the empty set.
+
+        Raises `IDSetError` naming every bad element, and any id above `max_id`.
+        """
         ids: set[int] = set()
         text = text.strip()
         if not text:
             return cls()
+        shown = text if len(text) <= 64 else text[:61] + "..."
+        problems: list[str] = []
+        ranges: list[tuple[int, int]] = []
         for part in text.split(","):
             part = part.strip()
-            if not part:
-                raise IDSetError(f"id list {text!r}: empty element; expected e.g. '0-3,8'")
-            lo_s, sep, hi_s = part.partition("-")
-            try:
-                lo = int(lo_s, 10)
-                hi = int(hi_s, 10) if sep else lo
-            except ValueError as exc:
-                raise IDSetError(
-                    f"id list {text!r}: element {part!r} is not an id or a range; "
-                    "expected e.g. '0-3,8'"
-                ) from exc
-            if lo < 0 or hi < lo:
-                raise IDSetError(f"id list {text!r}: range {part!r} is empty or negative")
+            problem = _element_problem(part, max_id)
+            if isinstance(problem, str):
+                problems.append(problem)
+            else:
+                ranges.append(problem)
+        if problems:
+            raise IDSetError(
+                f"id list {shown!r}: " + "; ".join(problems),
+                (f"id list {shown!r}: {p}" for p in problems),
+            )
+        for lo, hi in ranges:
             ids.update(range(lo, hi + 1))
         return cls(ids)
 
@@ -137,3 +157,28 @@ def union(sets: Iterable[IDSet]) -> IDSet:
     for s in sets:
         out |= s.ids()
     return IDSet(out)
+
+
+def _element_problem(part: str, max_id: int) -> tuple[int, int] | str:
+    """One element of an id list as an inclusive range, or what is wrong with it."""
+    if not part:
+        return "empty element; expected e.g. '0-3,8'"
+    shown = part if len(part) <= 32 else part[:29] + "..."
+    lo_s, sep, hi_s = part.partition("-")
+    if not (_is_decimal(lo_s) and (not sep or _is_decimal(hi_s))):
+        return f"element {shown!r} is not an id or a range; expected e.g. '0-3,8'"
+    if len(lo_s.strip()) > 12 or len(hi_s.strip()) > 12:
+        return f"element {shown!r} has an id above {max_id}, the largest accepted"
+    lo = int(lo_s, 10)
+    hi = int(hi_s, 10) if sep else lo
+    if hi < lo:
+        return f"range {shown!r} is empty (it ends before it starts)"
+    if hi > max_id:
+        return f"element {shown!r} has an id above {max_id}, the largest accepted"
+    return (lo, hi)
+
+
+def _is_decimal(text: str) -> bool:
+    """ASCII digits only (int() also takes other scripts' digits and underscores)."""
+    text = text.strip()
+    return text.isascii() and text.isdigit()

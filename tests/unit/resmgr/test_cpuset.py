@@ -102,3 +102,31 @@ def test_immutable_hashable_and_aliases() -> None:
     assert repr(s) == "IDSet('0-3')"
     assert not IDSet() and IDSet([0])
     assert 2 in s and 4 not in s
+
+
+def test_parse_reports_every_bad_element() -> None:
+    # issue 10 item 4: "0-1,x,5-3" used to report only the "x".
+    with pytest.raises(IDSetError) as info:
+        IDSet.parse("0-1,x,5-3")
+    assert len(info.value.problems) == 2
+    assert "'x' is not an id or a range" in info.value.problems[0]
+    assert "'5-3' is empty" in info.value.problems[1]
+
+
+@pytest.mark.parametrize("text", ["0-4294967295", "0-9999999", "8192", "1" * 5000])
+def test_parse_bounds_ids_before_expanding_ranges(text: str) -> None:
+    # issue 11 item 3: "0-4294967295" exhausted memory; "0-9999999" blocked the loop.
+    with pytest.raises(IDSetError, match="above 8191"):
+        IDSet.parse(text)
+
+
+def test_parse_bound_is_a_parameter() -> None:
+    assert IDSet.parse("0-15", max_id=15) == IDSet(range(16))
+    with pytest.raises(IDSetError, match="above 15"):
+        IDSet.parse("0-16", max_id=15)
+
+
+@pytest.mark.parametrize("text", ["\u0663", "1_0", "+1"])
+def test_parse_takes_ascii_decimal_only(text: str) -> None:
+    with pytest.raises(IDSetError, match="not an id"):
+        IDSet.parse(text)
