@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e '.[test]'
 bash tools/install-test-deps.sh
+python3 -m tests.build_peers
 python3 -m ruff check .
 python3 -m mypy nri_api nri_resmgr tests bench
 python3 -m mypy plugins.d/*.py examples/plugins/*.py

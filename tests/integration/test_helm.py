@@ -5,8 +5,6 @@ helm is built from its Go module (pinned) into .cache/bin on first use.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,30 +13,17 @@ from typing import Any
 import pytest
 import yaml
 
-from tests._support import REPO, require, require_go
+from tests._support import REPO
+from tests.peers import build_helm
 
 CHART = REPO / "charts" / "nri-resmgr"
 VALUES = Path(__file__).parent / "helm-values"
-HELM_VERSION = "v3.19.0"
 KUBE_VERSION = "1.34.0"
 
 
 @pytest.fixture(scope="module")
 def helm() -> str:
-    cached = REPO / ".cache" / "bin" / "helm"
-    if cached.exists():
-        return str(cached)
-    found = shutil.which("helm")
-    if found:
-        return found
-    go = require_go()
-    env = dict(os.environ, GOBIN=str(cached.parent), CGO_ENABLED="0")
-    out = subprocess.run(
-        [go, "install", f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"],
-        env=env, capture_output=True, text=True, timeout=1800,
-    )
-    require(out.returncode == 0, f"building helm {HELM_VERSION} failed: {out.stderr[-2000:]}")
-    return str(cached)
+    return build_helm()
 
 
 def render(helm: str, values: Path | None = None, *sets: str) -> list[dict[str, Any]]:
