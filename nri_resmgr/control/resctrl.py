@@ -822,37 +822,68 @@ def _parse_percent(value: object, subject: str) -> int:
     return value
 
 
+def _fields(obj: object, names: Collection[str], *, subject: str, expected: str,
+            required: Collection[str] = ()) -> dict[str, object]:
+    """The members of JSON object `obj` by field name, keys matched as Go's encoding/json
+    matches them (koordinator decodes the annotation with it): case-insensitively, so
+    ``LLC``, ``llc`` and ``Llc`` all name ``llc``.  Where Go would quietly let a later key
+    overwrite an earlier one (``"LLC"`` and ``"llc"`` in one object), this refuses both, as
+    it refuses keys that name no field.  Case folding is Python's `str.casefold`, which
+    agrees with Go's folding on every character of the field names used here."""
+    _want(isinstance(obj, dict), subject, expected, obj)
+    assert isinstance(obj, dict)
+    by_fold = {name.casefold(): name for name in names}
+    out: dict[str, object] = {}
+    keys: dict[str, str] = {}
+    for key, value in obj.items():
+        name = by_fold.get(key.casefold())
+        if name is None:
+            raise AnnotationError(f"{subject}: expected {expected}; found key {key!r}")
+        if name in keys:
+            raise AnnotationError(
+                f"{subject}: expected one key for {name} (keys match case-insensitively); "
+                f"found {keys[name]!r} and {key!r}"
+            )
+        keys[name] = key
+        out[name] = value
+    missing = [n for n in required if n not in out]
+    if missing:
+        raise AnnotationError(f"{subject}: expected {expected}; found {obj!r}")
+    return out
+
+
 def _parse_per_cache(items: object, subject: str, key: str) -> dict[int, Any]:
     _want(isinstance(items, list), subject, "a list of {cacheID, " + key + "}", items)
     assert isinstance(items, list)
     out: dict[int, Any] = {}
     for i, item in enumerate(items):
         where = f"{subject}[{i}]"
-        _want(isinstance(item, dict) and set(item) == {"cacheID", key}, where,
-              f"an object with cacheID and {key}", item)
-        cid = item["cacheID"]
-        _want(_int(cid) and cid >= 0, f"{where}.cacheID", "a cache id", cid)
+        fields = _fields(item, ("cacheID", key), subject=where,
+                         expected=f"an object with cacheID and {key}",
+                         required=("cacheID", key))
+        cid = fields["cacheID"]
+        _want(_int(cid) and cid >= 0, f"{where}.cacheID", "a cache id", cid)  # type: ignore[operator]
+        assert isinstance(cid, int)
         _want(cid not in out, f"{where}.cacheID", "each cache id once", cid)
-        out[cid] = item[key]
+        out[cid] = fields[key]
     return out
 
 
 def _parse_section(
-    doc: dict[str, Any], name: str, key: str, example: str,
+    doc: Mapping[str, object], name: str, key: str, example: str,
     parse: Callable[[object, str], _T], subject: str,
 ) -> tuple[_T | None, dict[int, _T]]:
     """One resource of the annotation (``llc`` or ``mb``): its machine-wide ``schemata``
     value and its ``schemataPerCache`` values, each read with `parse`."""
-    section = doc.get(name)
-    if section is None:
+    raw = doc.get(name)
+    if raw is None:
         return None, {}
-    _want(isinstance(section, dict) and set(section) <= {"schemata", "schemataPerCache"},
-          f"{subject} {name}", "an object with schemata and/or schemataPerCache", section)
+    section = _fields(raw, ("schemata", "schemataPerCache"), subject=f"{subject} {name}",
+                      expected="an object with schemata and/or schemataPerCache")
     whole = None
     if "schemata" in section:
-        sch = section["schemata"]
-        _want(isinstance(sch, dict) and set(sch) == {key}, f"{subject} {name}.schemata",
-              example, sch)
+        sch = _fields(section["schemata"], (key,), subject=f"{subject} {name}.schemata",
+                      expected=example, required=(key,))
         whole = parse(sch[key], f"{subject} {name}.schemata.{key}")
     per: dict[int, _T] = {}
     if "schemataPerCache" in section:
@@ -869,8 +900,7 @@ def parse_pod_resctrl(value: str, *, subject: str) -> PodResctrl:
         doc = json.loads(value)
     except ValueError as exc:
         raise AnnotationError(f"{subject}: expected JSON; found {value[:80]!r} ({exc})") from exc
-    _want(isinstance(doc, dict) and set(doc) <= {"llc", "mb"}, subject,
-          "an object with llc and/or mb", doc)
+    doc = _fields(doc, ("llc", "mb"), subject=subject, expected="an object with llc and/or mb")
     llc_range, llc_per = _parse_section(
         doc, "llc", "range", '{"range": [start, end]}', _parse_range, subject
     )
