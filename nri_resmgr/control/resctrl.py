@@ -100,6 +100,8 @@ from nri_resmgr.model import AnnotationError, ConfigError, Pod, ResmgrError
 
 DEFAULT_ROOT = Path("/sys/fs/resctrl")
 RECORD_NAME = "resctrl-groups.json"
+#: A larger record is not one this daemon wrote (a thousand groups take about 80 KB).
+RECORD_MAX_BYTES = 1 << 20
 #: One AMD MBA unit is 1/8 GB/s.
 AMD_MBPS_PER_UNIT = 125
 MON_FEATURES = ("llc_occupancy", "mbm_total_bytes", "mbm_local_bytes")
@@ -313,6 +315,9 @@ def read_info(
 _PERCENT_RE = re.compile(r"(?:(\d+(?:\.\d+)?)-)?(\d+(?:\.\d+)?)%")
 _MASK_RE = re.compile(r"0[xX][0-9a-fA-F]+")
 _MB_RE = re.compile(r"(\d+(?:\.\d+)?)(%|MBps)")
+#: Widest capacity bitmask any resctrl takes: the kernel parses a CBM as an unsigned long
+#: (x86 CPUID reports at most 32 bits).  A machine's own `cbm_mask` is checked at plan time.
+MAX_CBM_BITS = 64
 
 
 def _check_cache_spec(text: str) -> str:
@@ -327,8 +332,14 @@ def _check_cache_spec(text: str) -> str:
             )
         return text
     if _MASK_RE.fullmatch(text):
-        if int(text, 16) == 0:
+        value = int(text, 16)
+        if value == 0:
             raise ValueError(f"cache allocation {text!r}: expected a non-zero bitmask")
+        if value.bit_length() > MAX_CBM_BITS:
+            raise ValueError(
+                f"cache allocation {text[:40]!r}: expected a bitmask of at most {MAX_CBM_BITS} "
+                f"bits (resctrl's widest); found {value.bit_length()} bits"
+            )
         return text.lower()
     raise ValueError(
         f"cache allocation {text!r}: expected a percentage (\"50%\"), a range (\"20-80%\") "
@@ -400,7 +411,9 @@ def _normalize_mb(value: Any) -> Any:
     if isinstance(value, str | list | tuple):
         value = {"all": value}
     if isinstance(value, Mapping):
-        return {str(k): ([v] if isinstance(v, str) else list(v)) for k, v in value.items()}
+        # anything but a string or a list is left for the model to refuse with its path
+        return {str(k): ([v] if isinstance(v, str) else list(v) if isinstance(v, list | tuple)
+                         else v) for k, v in value.items()}
     return value
 
 
@@ -980,6 +993,59 @@ def _write_once(path: Path, content: str, *, root: Path) -> None:
         raise ResmgrError(f"{path}: expected to write {len(data)} bytes; wrote {written}")
 
 
+_GROUP_SHAPES = {
+    GroupKind.CLASS: "<class>",
+    GroupKind.POD: f"{POD_GROUP_PREFIX}<pod uid>",
+    GroupKind.MON: f"[<class>/]mon_groups/{POD_GROUP_PREFIX}<pod uid>",
+}
+
+
+def _group_path(root: Path, rel: str) -> Path:
+    """The directory of group `rel`: strictly inside `root`, never `root` itself, and
+    reached without a symlink on the way (ResmgrError otherwise)."""
+    parts = rel.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise ResmgrError(f"resctrl group {rel!r}: expected a relative path of names under "
+                          f"{root}; found an empty, '.' or '..' component")
+    path = safe_join(root, *parts)
+    if path == root or path != root.joinpath(*parts):
+        raise ResmgrError(f"resctrl group {rel!r}: expected a directory strictly inside {root}; "
+                          f"found it resolves to {path}")
+    return path
+
+
+def _entry_problem(root: Path, rel: object, meta: object) -> str | None:
+    """Why a record entry names no group this daemon makes (None: it does)."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("pod_uid", ""), str):
+        return f"expected {{kind, pod_uid}}; found {meta!r}"[:200]
+    try:
+        kind = GroupKind(str(meta.get("kind")))
+    except ValueError:
+        return f"expected kind class, pod or mon; found {meta.get('kind')!r}"[:200]
+    meta.setdefault("pod_uid", "")
+    if not isinstance(rel, str):
+        return f"expected a group path; found {rel!r}"[:200]
+    parts = rel.split("/")
+    own = POD_GROUP_PREFIX + meta["pod_uid"]
+    if kind is GroupKind.CLASS:
+        shaped = len(parts) == 1
+    elif kind is GroupKind.POD:
+        shaped = parts == [own]
+    else:
+        shaped = parts[-2:] == ["mon_groups", own] and len(parts) in (2, 3)
+    names = [p for p in parts if p != "mon_groups"] if kind is GroupKind.MON else parts
+    try:
+        for name in names:
+            validate_name(name, subject=f"{kind} group {rel!r}", error=ValueError)
+        if not shaped or (kind is not GroupKind.CLASS and not meta["pod_uid"]):
+            return f"expected {_GROUP_SHAPES[kind]} for a {kind} group of pod " \
+                   f"{meta['pod_uid']!r}"
+        _group_path(root, rel)
+    except (ValueError, ResmgrError) as exc:
+        return str(exc)[:300]
+    return None
+
+
 class RdtController:
     """resctrl groups under `root`: classes from config, pod groups, monitoring groups.
 
@@ -994,36 +1060,107 @@ class RdtController:
         *,
         state_dir: str | os.PathLike[str],
         info: ResctrlInfo | None = None,
+        log: Any = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.config = config if config is not None else RdtConfig()
         self.info = info if info is not None else read_info(self.root)
         self.record_path = Path(state_dir) / RECORD_NAME
+        if log is None:
+            from nri_resmgr.logs import get_logger  # logs -> config -> this module
+
+            log = get_logger("resctrl")
+        self.log = log
+        #: the groups, while the record cannot be written (None: the record is current)
+        self._unsaved: dict[str, dict[str, str]] | None = None
+        #: problems with the record already logged (each is logged once, not per read)
+        self._reported: set[str] = set()
         self._plans = plan_classes(self.info, self.config)
 
     # -- ownership record ---------------------------------------------------------------
 
+    @property
+    def persisted(self) -> bool:
+        """False while the record cannot be written and the groups live in memory only."""
+        return self._unsaved is None
+
+    def _warn_once(self, event: str, **details: str) -> None:
+        key = f"{event} {sorted(details.items())}"
+        if key not in self._reported:
+            self._reported.add(key)
+            self.log.warning(event, record=str(self.record_path), **details)
+
     def owned(self) -> dict[str, dict[str, str]]:
-        """Recorded groups: relative path -> {"kind": ..., "pod_uid": ...}."""
+        """Recorded groups: relative path -> {"kind": ..., "pod_uid": ...}.
+
+        A record that cannot be read, is not JSON, is too large or too deeply nested counts
+        as empty, and an entry that does not name a group this daemon makes (a traversal,
+        an absolute path, the root itself, a name of the wrong shape) is skipped; each
+        problem is logged once.  Nothing is deleted on the strength of such a record.
+        """
+        if self._unsaved is not None:
+            return {rel: dict(meta) for rel, meta in self._unsaved.items()}
         try:
-            doc = json.loads(self.record_path.read_text())
-        except FileNotFoundError:
+            with self.record_path.open("rb") as f:
+                data = f.read(RECORD_MAX_BYTES + 1)
+        except (FileNotFoundError, NotADirectoryError):
+            return {}  # never written (the state directory may not be one: see `_save`)
+        except OSError as exc:
+            self._warn_once("resctrl ownership record unreadable, taken as empty", error=str(exc))
             return {}
-        except ValueError as exc:
-            raise ResmgrError(
-                f"{self.record_path}: expected the JSON ownership record; found {exc}"
-            ) from exc
-        if doc.get("root") != str(self.root) or not isinstance(doc.get("groups"), dict):
+        if len(data) > RECORD_MAX_BYTES:
+            self._warn_once("resctrl ownership record too large, taken as empty",
+                            error=f"expected at most {RECORD_MAX_BYTES} bytes")
             return {}
-        groups: dict[str, dict[str, str]] = doc["groups"]
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            self._warn_once("resctrl ownership record corrupt, taken as empty",
+                            error=f"expected the JSON ownership record; found {reason}")
+            return {}
+        if not isinstance(doc, dict) or not isinstance(doc.get("groups"), dict):
+            self._warn_once("resctrl ownership record corrupt, taken as empty",
+                            error="expected an object with root and groups")
+            return {}
+        if doc.get("root") != str(self.root):
+            return {}  # another resctrl mount's record
+        groups: dict[str, dict[str, str]] = {}
+        for rel, meta in doc["groups"].items():
+            problem = _entry_problem(self.root, rel, meta)
+            if problem is not None:
+                self._warn_once("resctrl ownership record entry skipped", entry=repr(rel)[:120],
+                                error=problem)
+                continue
+            groups[rel] = {"kind": meta["kind"], "pod_uid": meta["pod_uid"]}
         return groups
 
     def _save(self, groups: Mapping[str, Mapping[str, str]]) -> None:
-        self.record_path.parent.mkdir(parents=True, exist_ok=True)
+        """Replace the record atomically; if that fails (read-only, full, not a directory),
+        keep the groups in memory and say so once: the daemon runs on, and a restart only
+        forgets the groups (they stay in place, never deleted unrecorded)."""
         tmp = self.record_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": 1, "root": str(self.root),
-                                   "groups": dict(sorted(groups.items()))}, indent=1))
-        os.replace(tmp, self.record_path)
+        text = json.dumps({"version": 1, "root": str(self.root),
+                           "groups": dict(sorted(groups.items()))}, indent=1)
+        try:
+            self.record_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(text)
+            os.replace(tmp, self.record_path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # a partial file left by ENOSPC
+            if self._unsaved is None:
+                self.log.warning(
+                    "resctrl ownership record not writable: groups kept in memory only",
+                    record=str(self.record_path), error=str(exc),
+                    consequence="after a restart this daemon's groups are left in place, "
+                    "not cleaned up",
+                )
+            self._unsaved = {rel: dict(meta) for rel, meta in groups.items()}
+            return
+        if self._unsaved is not None:
+            self.log.info("resctrl ownership record writable again", record=str(self.record_path))
+            self._unsaved = None
 
     def _record(self, rel: str, kind: GroupKind, pod_uid: str = "") -> None:
         groups = self.owned()
@@ -1071,7 +1208,7 @@ class RdtController:
         return True
 
     def _remove(self, rel: str) -> bool:
-        path = safe_join(self.root, *rel.split("/"))
+        path = _group_path(self.root, rel)
         if not path.is_dir():
             self._forget(rel)
             return False
@@ -1210,8 +1347,12 @@ class RdtController:
                 continue
             if meta.get("pod_uid") in live:
                 kept.append(rel)
-            elif self._remove(rel):
-                removed.append(rel)
+                continue
+            try:
+                if self._remove(rel):
+                    removed.append(rel)
+            except ResmgrError as exc:  # one group that will not go must not stop the rest
+                self.log.warning("resctrl group not removed", group=rel, error=str(exc))
         foreign = sorted(
             p.name for p in self.root.iterdir()
             if p.is_dir() and p.name.startswith(POD_GROUP_PREFIX) and p.name not in owned

@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.daemon import ResmgrPlugin
 from nri_resmgr.model import QoSClass
 from nri_resmgr.topology.model import Topology
+from tests._support import REPO
 from tests.integration.test_daemon import ctr, guaranteed, pod
 from tests.integration.test_daemon import topology as topology
 
@@ -28,15 +32,23 @@ SPEC = json.dumps({"llc": {"schemata": {"range": [20, 80]}}, "mb": {"schemata": 
 CONFIG = {
     "policy": "static",
     "policyConfig": {"reservedSystemCPUs": "0"},
-    "control": {"rdt": {"enable": True, "partitions": {"all": {
-        "l3Allocation": "100%", "classes": {"gold": {"l3Allocation": "50-100%"}}}}}},
+    "control": {
+        "rdt": {
+            "enable": True,
+            "partitions": {
+                "all": {"l3Allocation": "100%", "classes": {"gold": {"l3Allocation": "50-100%"}}}
+            },
+        }
+    },
 }
 
 
 def groups(root: Path) -> set[str]:
-    return {p.name for p in root.iterdir() if p.is_dir() and p.name not in ("info",
-                                                                           "mon_groups",
-                                                                           "mon_data")}
+    return {
+        p.name
+        for p in root.iterdir()
+        if p.is_dir() and p.name not in ("info", "mon_groups", "mon_data")
+    }
 
 
 async def _session(
@@ -44,9 +56,16 @@ async def _session(
 ) -> tuple[FakeRuntime, ResmgrPlugin, asyncio.Task[int]]:
     rt = FakeRuntime(**rt_kw)  # type: ignore[arg-type]
     await rt.listen(sock)
-    plugin = ResmgrPlugin(config=config_from_mapping(CONFIG), topology=topo,
-                          resctrl_root=str(root), state_dir=str(state), name="resmgr",
-                          idx="90", socket_path=sock, on_close=OnClose.EXIT)
+    plugin = ResmgrPlugin(
+        config=config_from_mapping(CONFIG),
+        topology=topo,
+        resctrl_root=str(root),
+        state_dir=str(state),
+        name="resmgr",
+        idx="90",
+        socket_path=sock,
+        on_close=OnClose.EXIT,
+    )
     task = asyncio.create_task(plugin.serve())
     await rt.wait_ready()
     return rt, plugin, task
@@ -84,8 +103,7 @@ def test_pod_groups_follow_pod_lifetime_and_survive_restart(topology: Topology) 
         # the daemon dies; pod b goes away while it is down
         await _end(rt, plugin, task)
         app = guaranteed(a, "app", "2", cpus="1,5", state=3)
-        rt, plugin, task = await _session(topology, root, state, sock, pods=[a],
-                                          containers=[app])
+        rt, plugin, task = await _session(topology, root, state, sock, pods=[a], containers=[app])
         assert group_a in groups(root)
         assert group_b not in groups(root)  # no live pod needs it: removed at Synchronize
         assert foreign.exists()  # never ours: never touched
@@ -102,3 +120,69 @@ def test_pod_groups_follow_pod_lifetime_and_survive_restart(topology: Topology) 
         asyncio.run(asyncio.wait_for(scenario(), 60))
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_daemon_process_runs_on_with_an_unwritable_state_dir(tmp_path: Path) -> None:
+    """`nri-resmgr run` with RDT on and a state directory it cannot write (here below a
+    regular file; read-only and full directories take the same path, see
+    tests/unit/resmgr/test_resctrl_state.py): one clear log line, no traceback, and a
+    daemon that registers and manages pod groups."""
+    root = tmp_path / "resctrl"
+    make_resctrl_tree(root, INTEL_SKX)
+    (tmp_path / "file").write_text("not a directory\n")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**CONFIG, "log": {"format": "json"}}))
+    sock = str(tmp_path / "nri.sock")
+    stderr = tmp_path / "stderr"
+
+    async def scenario() -> None:
+        rt = FakeRuntime()
+        await rt.listen(sock)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "nri_resmgr.cli",
+                "run",
+                "--socket",
+                sock,
+                "--config",
+                str(config),
+                "--topology",
+                "packages=1,nodes=1,cores=4,threads=2",
+                "--resctrl-root",
+                str(root),
+                "--state-dir",
+                str(tmp_path / "file" / "state"),
+            ],
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr.open("wb"),
+        )
+        try:
+            await rt.wait_ready(timeout=30)
+            a = pod("a", QoSClass.BURSTABLE)
+            a.annotations[ANNOTATION] = SPEC
+            await rt.run_pod_sandbox(a)
+            assert f"nri-resmgr-pod-{a.uid}" in groups(root)
+            await rt.remove_pod_sandbox(a)
+            assert f"nri-resmgr-pod-{a.uid}" not in groups(root)
+            assert proc.poll() is None
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.get_running_loop().run_in_executor(None, proc.wait, 30)
+            await rt.close()
+        text = stderr.read_text()
+        assert code == 0, text
+        assert "Traceback" not in text
+        lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        warned = [
+            e
+            for e in lines
+            if e.get("event", "").startswith("resctrl ownership record not writable")
+        ]
+        assert len(warned) == 1, text
+        assert "Not a directory" in warned[0]["error"]
+
+    asyncio.run(asyncio.wait_for(scenario(), 90))
