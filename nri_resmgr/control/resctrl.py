@@ -105,6 +105,8 @@ RECORD_MAX_BYTES = 1 << 20
 #: One AMD MBA unit is 1/8 GB/s.
 AMD_MBPS_PER_UNIT = 125
 MON_FEATURES = ("llc_occupancy", "mbm_total_bytes", "mbm_local_bytes")
+#: The root group's class label in metrics, as goresctrl (and so nri-plugins) names it.
+ROOT_CLASS_LABEL = "system/default"
 _T = TypeVar("_T")
 
 
@@ -965,6 +967,35 @@ class MonCounters:
 
 
 @dataclass(frozen=True, slots=True)
+class MonSample:
+    """One group's counters on one L3 cache id, labelled as nri-plugins labels them: the
+    control group (`rdt_class`; the root is ``system/default``) and the monitoring group
+    inside it (`rdt_mon_group`; "" for the control group's own counters)."""
+
+    rdt_class: str
+    rdt_mon_group: str
+    cache_id: int
+    llc_occupancy: int | None = None
+    mbm_total_bytes: int | None = None
+    mbm_local_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MonPlan:
+    """Where a new container's tasks will be counted (`RdtController.monitor_container`).
+
+    `group` is the group's path under the resctrl root.  With `clos_id` set the runtime
+    does it: the container's adjustment carries NRI's `LinuxRdt` (v0.11+) with that
+    ``closID`` and ``enableMonitoring``, and the OCI runtime makes ``<closID>/mon_groups/
+    <container id>`` and starts the task in it.  Otherwise the daemon writes the task's
+    PID into `group` at PostStartContainer (`RdtController.task_started`).
+    """
+
+    group: str
+    clos_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReconcileReport:
     removed: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()
@@ -972,11 +1003,15 @@ class ReconcileReport:
     foreign: tuple[str, ...] = ()
 
 
-def _write_once(path: Path, content: str, *, root: Path) -> None:
-    """Write `content` with a single write(2), as resctrl needs; report last_cmd_status."""
+def _write_once(path: Path, content: str, *, root: Path, append: bool = False) -> None:
+    """Write `content` with a single write(2), as resctrl needs; report last_cmd_status.
+
+    `append` for `tasks`: the kernel moves the task whatever the offset, and a synthetic
+    tree then keeps every PID written, as the kernel's file would list them."""
     data = content.encode("ascii")
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, flags, 0o644)
         try:
             written = os.write(fd, data)
         finally:
@@ -1330,8 +1365,120 @@ class RdtController:
                 except OSError:
                     values[feature] = None
                     continue
-                values[feature] = int(text) if text.isdigit() else None
+                values[feature] = int(text) if text.isascii() and text.isdigit() else None
             out[int(m.group(1))] = MonCounters(**values)
+        return out
+
+    @property
+    def monitoring(self) -> bool:
+        """Pods are monitored: `monitorPods` is on and the machine has L3 monitoring."""
+        return self.config.monitor_pods and self.info.mon is not None
+
+    def monitor_container(
+        self, pod: Pod, container_id: str, rdt_class: str | None, *, runtime_rdt: bool
+    ) -> MonPlan | None:
+        """At CreateContainer: where the container's tasks will be counted (None: nowhere).
+
+        The earliest point wins: a pod in its own group is counted there from the start (its
+        class puts it there); with `runtime_rdt` (the runtime speaks NRI v0.11+) and an RDT
+        class, the runtime makes a monitoring group for the container and starts the task
+        in it; otherwise the pod's monitoring group is made now and the PID goes into it
+        once the task runs (`task_started`).
+        """
+        if not self.monitoring:
+            return None
+        own = pod_group_name(pod)
+        if rdt_class == own:
+            return MonPlan(group=own)
+        group = self._runtime_group(container_id, rdt_class)
+        if runtime_rdt and group is not None:
+            return MonPlan(group=group, clos_id=rdt_class)
+        rel = self.ensure_mon_group(pod, rdt_class)
+        return None if rel is None else MonPlan(group=rel)
+
+    def task_started(self, pod: Pod, container_id: str, rdt_class: str | None, pid: int
+                     ) -> str | None:
+        """At PostStartContainer: see the task counted; the group that counts it.
+
+        A pod in its own group needs nothing.  A task the runtime put in a group of its
+        own (`MonPlan.clos_id`) is left there; where the runtime did not (its OCI runtime
+        ignores ``enableMonitoring``: runc before 1.4, for one), or without NRI's LinuxRdt,
+        `pid` is written into the pod's monitoring group.  The PID must be one of this
+        daemon's PID namespace (run with ``hostPID``), else the kernel answers ESRCH.
+        """
+        if not self.monitoring:
+            return None
+        own = pod_group_name(pod)
+        if rdt_class == own:
+            return own
+        group = self._runtime_group(container_id, rdt_class)
+        if group is not None and pid in self._tasks(group):
+            return group
+        if pid <= 0:
+            raise ResmgrError(
+                f"pod {pod.namespace}/{pod.name} container {container_id}: expected the "
+                f"task's PID at PostStartContainer to monitor it; found {pid}"
+            )
+        rel = self.ensure_mon_group(pod, rdt_class)
+        if rel is None:
+            return None
+        path = safe_join(self.root, *rel.split("/"), "tasks")
+        _write_once(path, f"{pid}\n", root=self.root, append=True)
+        return rel
+
+    def _runtime_group(self, container_id: str, rdt_class: str | None) -> str | None:
+        """`<class>/mon_groups/<container id>`, the group an OCI runtime makes for
+        ``enableMonitoring``; None without a class (the runtime would then make a control
+        group per container) or for an id that is no usable name."""
+        if rdt_class is None:
+            return None
+        try:
+            cls = validate_name(rdt_class, subject="RDT class", error=ValueError)
+            cid = validate_name(container_id, subject="container id", error=ValueError)
+        except ValueError:
+            return None
+        return f"{cls}/mon_groups/{cid}"
+
+    def _tasks(self, group: str) -> set[int]:
+        try:
+            text = safe_join(self.root, *group.split("/"), "tasks").read_text()
+        except OSError:
+            return set()
+        return {int(t) for t in text.split() if t.isascii() and t.isdigit()}
+
+    def monitoring_samples(
+        self, containers: Iterable[tuple[str, str | None]] = ()
+    ) -> list[MonSample]:
+        """Counters of every group that counts pods, read now (for /metrics).
+
+        The root and the configured classes (their own counters, which include their
+        monitoring groups'), the pod groups and pod monitoring groups this daemon made, and
+        the per-container groups runtimes made for `containers` ((id, RDT class) pairs).
+        """
+        if not self.monitoring:
+            return []
+        groups: list[tuple[str, str, str]] = [(ROOT_CLASS_LABEL, "", "")]
+        groups += [(name, "", name) for name in self._plans]
+        for rel, meta in sorted(self.owned().items()):
+            parts = rel.split("/")
+            if meta["kind"] == GroupKind.POD:
+                groups.append((rel, "", rel))
+            elif meta["kind"] == GroupKind.MON:
+                cls = parts[0] if len(parts) == 3 else ROOT_CLASS_LABEL
+                groups.append((cls, parts[-1], rel))
+        for cid, rdt_class in containers:
+            rel_or_none = self._runtime_group(cid, rdt_class)
+            if rel_or_none is not None and rdt_class is not None:
+                groups.append((rdt_class, cid, rel_or_none))
+        out: list[MonSample] = []
+        seen: set[str] = set()
+        for cls, mon, rel in groups:
+            if rel in seen:
+                continue
+            seen.add(rel)
+            for cache_id, c in self.read_counters(rel).items():
+                out.append(MonSample(cls, mon, cache_id, c.llc_occupancy, c.mbm_total_bytes,
+                                     c.mbm_local_bytes))
         return out
 
     # -- restart ------------------------------------------------------------------------
