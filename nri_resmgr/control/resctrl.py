@@ -56,10 +56,19 @@ last one touches files:
    `info/last_cmd_status`.  `ensure_pod_group(pod)` (RunPodSandbox) creates
    `nri-resmgr-pod-<uid>` for a pod annotated `node.koordinator.sh/resctrl`; its
    containers get that name as their RDT class (see `classes.select_classes`).
-   `remove_pod_group(pod)` (RemovePodSandbox) removes it.  With `monitorPods`,
-   `ensure_mon_group(pod, rdt_class)` makes `<class>/mon_groups/nri-resmgr-pod-<uid>` and
-   `read_counters(group)` reads `mon_data/mon_L3_NN/{llc_occupancy,mbm_total_bytes,
-   mbm_local_bytes}` per cache id.
+   `remove_pod_group(pod)` (RemovePodSandbox) removes it.  The annotation's keys match in
+   any letter case, as koordinator's Go decoder matches them (`LLC`, `llc`; `cacheid`,
+   `cacheID`); two keys for one field are refused.
+
+4. **Monitor** (with `monitorPods`): `monitor_container` (CreateContainer) decides where a
+   container's tasks are counted, at the earliest point the runtime allows: a pod's own
+   group counts it from the start; with NRI's `LinuxRdt` (v0.11+) and an RDT class the
+   runtime makes `<class>/mon_groups/<container id>` (`MonPlan.clos_id`: the adjustment
+   asks for ``enableMonitoring``); otherwise `ensure_mon_group` makes
+   `[<class>/]mon_groups/nri-resmgr-pod-<uid>` and `task_started` (PostStartContainer)
+   writes the task's PID into its `tasks`, also where a runtime that was asked made no
+   group.  `monitoring_samples` reads `mon_data/mon_L3_NN/{llc_occupancy,
+   mbm_total_bytes,mbm_local_bytes}` of every group that counts pods, for /metrics.
 
 Ownership: this daemon deletes only what it created.  Before each `mkdir` it records the
 group in a JSON file (`<state_dir>/resctrl-groups.json`, replaced atomically), so a crash
@@ -69,6 +78,13 @@ group nobody knows.  Pod groups also carry the `nri-resmgr-pod-` prefix.
 no longer exist, and never touches a directory that is not in the record, even one with our
 prefix.  A class directory that already existed is configured (the configuration names it)
 but not recorded, so it is never removed.
+
+The record is input like any other: a record that cannot be read or parsed (or is too
+large or too deeply nested) counts as empty, and an entry that does not have the shape of
+a group this daemon makes, or that resolves anywhere but strictly inside the root (the
+root itself, a traversal, an absolute path, a symlink), is skipped; each with one log
+line.  A record that cannot be written (read-only, full) is kept in memory meanwhile, with
+one log line: the daemon runs on, and a restart then merely forgets those groups.
 """
 
 from __future__ import annotations
