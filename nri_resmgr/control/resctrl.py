@@ -424,15 +424,26 @@ def _normalize_cache(value: Any) -> Any:
 
 
 def _normalize_mb(value: Any) -> Any:
+    """`"50%"` | `["50%", "2000MBps"]` | `{all: .., "1": ..}` -> `{key: [spec, ...]}`."""
     if value is None:
         return None
     if isinstance(value, str | list | tuple):
         value = {"all": value}
-    if isinstance(value, Mapping):
-        # anything but a string or a list is left for the model to refuse with its path
-        return {str(k): ([v] if isinstance(v, str) else list(v) if isinstance(v, list | tuple)
-                         else v) for k, v in value.items()}
-    return value
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            'memory bandwidth: expected "N%", "NMBps", a list of them, or a map from cache '
+            f"ids to those; found {value!r}"
+        )
+    out: dict[str, list[object]] = {}
+    for key, specs in value.items():
+        items = [specs] if isinstance(specs, str) else specs
+        if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+            raise ValueError(
+                f'memory bandwidth for {key}: expected "N%", "NMBps" or a list of them; '
+                f"found {specs!r}"
+            )
+        out[str(key)] = list(items)
+    return out
 
 
 class Allocation(_Model):

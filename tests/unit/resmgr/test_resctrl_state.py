@@ -342,6 +342,11 @@ def test_entry_for_the_root_never_removes_root_files(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------- configuration
 
 
+MB = "control.rdt.partitions.p.classes.c.mbAllocation: memory bandwidth"
+MB_SPECS = 'expected "N%", "NMBps" or a list of them; found'
+MB_MAP = 'expected "N%", "NMBps", a list of them, or a map from cache ids to those; found'
+
+
 def _rdt(alloc: dict[str, Any]) -> dict[str, Any]:
     return {"control": {"rdt": {"partitions": {"p": {"classes": {"c": alloc}}}}}}
 
@@ -362,24 +367,23 @@ def _rdt(alloc: dict[str, Any]) -> dict[str, Any]:
         ),
         (
             {"mbAllocation": {"all": 50}},
-            "control.rdt.partitions.p.classes.c.mbAllocation.all: Input should be a valid tuple",
+            f"{MB} for all: {MB_SPECS} 50",
         ),
         (
             {"mbAllocation": {"all": None}},
-            "control.rdt.partitions.p.classes.c.mbAllocation.all: Input should be a valid tuple",
+            f"{MB} for all: {MB_SPECS} None",
         ),
         (
             {"mbAllocation": {"0": {"percent": 5}}},
-            "control.rdt.partitions.p.classes.c.mbAllocation.0: Input should be a valid tuple",
+            f"{MB} for 0: {MB_SPECS} {{'percent': 5}}",
         ),
         (
             {"mbAllocation": [{"all": "50%"}]},
-            "control.rdt.partitions.p.classes.c.mbAllocation.all[0]: Input should be a valid "
-            "string",
+            f"{MB} for all: {MB_SPECS} [{{'all': '50%'}}]",
         ),
         (
             {"mbAllocation": 50},
-            "control.rdt.partitions.p.classes.c.mbAllocation: Input should be a valid dictionary",
+            f"{MB}: {MB_MAP} 50",
         ),
     ],
     ids=[
