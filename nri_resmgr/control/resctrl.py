@@ -81,10 +81,11 @@ but not recorded, so it is never removed.
 
 The record is input like any other: a record that cannot be read or parsed (or is too
 large or too deeply nested) counts as empty, and an entry that does not have the shape of
-a group this daemon makes, or that resolves anywhere but strictly inside the root (the
-root itself, a traversal, an absolute path, a symlink), is skipped; each with one log
-line.  A record that cannot be written (read-only, full) is kept in memory meanwhile, with
-one log line: the daemon runs on, and a restart then merely forgets those groups.
+a group this daemon makes (the root itself, a traversal, an absolute path, another tool's
+name) is skipped; each with one log line.  A symlink on the way to a group is refused
+where the group would be read or removed, and that group alone stays.  A record that
+cannot be written (read-only, full) is kept in memory meanwhile, with one log line: the
+daemon runs on, and a restart then merely forgets those groups.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ import json
 import math
 import os
 import re
+import stat
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -1063,21 +1065,49 @@ _GROUP_SHAPES = {
 
 
 def _group_path(root: Path, rel: str) -> Path:
-    """The directory of group `rel`: strictly inside `root`, never `root` itself, and
-    reached without a symlink on the way (ResmgrError otherwise)."""
+    """The directory of group `rel` under `root` (resolved): strictly inside it, never
+    `root` itself, and reached without a symlink on the way (ResmgrError otherwise).
+
+    Checked with one lstat(2) per component below `root`, cheap enough for every read
+    of a scrape (a full `resolve` walks every component from /)."""
     parts = rel.split("/")
-    if any(part in ("", ".", "..") for part in parts):
+    if "\x00" in rel or any(part in ("", ".", "..") for part in parts):
         raise ResmgrError(f"resctrl group {rel!r}: expected a relative path of names under "
-                          f"{root}; found an empty, '.' or '..' component")
-    path = safe_join(root, *parts)
-    if path == root or path != root.joinpath(*parts):
-        raise ResmgrError(f"resctrl group {rel!r}: expected a directory strictly inside {root}; "
-                          f"found it resolves to {path}")
-    return path
+                          f"{root}; found an empty, '.', '..' or NUL component")
+    path = str(root)
+    for part in parts:
+        path = os.path.join(path, part)
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            break  # nothing below a missing component can lead elsewhere
+        if stat.S_ISLNK(mode):
+            raise ResmgrError(f"resctrl group {rel!r}: expected a directory strictly inside "
+                              f"{root}; found {path} is a symlink")
+    return root.joinpath(*parts)
 
 
-def _entry_problem(root: Path, rel: object, meta: object) -> str | None:
-    """Why a record entry names no group this daemon makes (None: it does)."""
+def _read_counter(path: str) -> int | None:
+    """A counter file's value; None when absent, unreadable or not a number
+    ("Unavailable"); never follows a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        text = os.read(fd, 64).strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return int(text) if text.isdigit() else None
+
+
+def _entry_problem(rel: object, meta: object) -> str | None:
+    """Why a record entry names no group this daemon makes (None: it does).
+
+    Shape and names only (no file system access: `owned` runs on every change); a
+    symlink on the way is caught where a group is read or removed (`_group_path`)."""
     if not isinstance(meta, dict) or not isinstance(meta.get("pod_uid", ""), str):
         return f"expected {{kind, pod_uid}}; found {meta!r}"[:200]
     try:
@@ -1102,8 +1132,7 @@ def _entry_problem(root: Path, rel: object, meta: object) -> str | None:
         if not shaped or (kind is not GroupKind.CLASS and not meta["pod_uid"]):
             return f"expected {_GROUP_SHAPES[kind]} for a {kind} group of pod " \
                    f"{meta['pod_uid']!r}"
-        _group_path(root, rel)
-    except (ValueError, ResmgrError) as exc:
+    except ValueError as exc:
         return str(exc)[:300]
     return None
 
@@ -1189,7 +1218,7 @@ class RdtController:
             return {}  # another resctrl mount's record
         groups: dict[str, dict[str, str]] = {}
         for rel, meta in doc["groups"].items():
-            problem = _entry_problem(self.root, rel, meta)
+            problem = _entry_problem(rel, meta)
             if problem is not None:
                 self._warn_once("resctrl ownership record entry skipped", entry=repr(rel)[:120],
                                 error=problem)
@@ -1321,7 +1350,7 @@ class RdtController:
             writes.append((path, text))
         for rel, meta in sorted(self.owned().items()):
             if meta.get("kind") == GroupKind.CLASS and rel not in self._plans:
-                self._remove(rel)
+                self._remove_logged(rel)
         return writes
 
     # -- pod groups ---------------------------------------------------------------------
@@ -1351,9 +1380,18 @@ class RdtController:
         removed: list[str] = []
         for rel, meta in sorted(self.owned().items(), key=lambda kv: -kv[0].count("/")):
             mine = meta.get("pod_uid") == pod.uid
-            if mine and meta.get("kind") in (GroupKind.POD, GroupKind.MON) and self._remove(rel):
+            if mine and meta.get("kind") in (GroupKind.POD, GroupKind.MON) and \
+                    self._remove_logged(rel):
                 removed.append(rel)
         return removed
+
+    def _remove_logged(self, rel: str) -> bool:
+        """`_remove`, logging a group that will not go (one must not stop the rest)."""
+        try:
+            return self._remove(rel)
+        except ResmgrError as exc:
+            self.log.warning("resctrl group not removed", group=rel, error=str(exc))
+            return False
 
     # -- monitoring ---------------------------------------------------------------------
 
@@ -1376,24 +1414,21 @@ class RdtController:
 
     def read_counters(self, group: str = "") -> dict[int, MonCounters]:
         """Counters per L3 cache id of `group` (relative path; "" is the root group)."""
-        parts = [p for p in group.split("/") if p]
-        mon_data = safe_join(self.root, *parts, "mon_data")
+        base = self.root if group == "" else _group_path(self.root, group)
+        mon_data = os.path.join(base, "mon_data")
         out: dict[int, MonCounters] = {}
-        if not mon_data.is_dir():
+        try:
+            if not stat.S_ISDIR(os.lstat(mon_data).st_mode):
+                return out
+            domains = sorted((e.name, e.path) for e in os.scandir(mon_data)
+                             if e.is_dir(follow_symlinks=False))
+        except OSError:
             return out
-        for d in sorted(mon_data.iterdir()):
-            m = re.fullmatch(r"mon_L3_(\d+)", d.name)
-            if not m:
-                continue
-            values: dict[str, int | None] = {}
-            for feature in MON_FEATURES:
-                try:
-                    text = (d / feature).read_text().strip()
-                except OSError:
-                    values[feature] = None
-                    continue
-                values[feature] = int(text) if text.isascii() and text.isdigit() else None
-            out[int(m.group(1))] = MonCounters(**values)
+        for name, path in domains:
+            m = re.fullmatch(r"mon_L3_(\d+)", name)
+            if m:
+                values = {f: _read_counter(os.path.join(path, f)) for f in MON_FEATURES}
+                out[int(m.group(1))] = MonCounters(**values)
         return out
 
     @property
@@ -1522,11 +1557,8 @@ class RdtController:
             if meta.get("pod_uid") in live:
                 kept.append(rel)
                 continue
-            try:
-                if self._remove(rel):
-                    removed.append(rel)
-            except ResmgrError as exc:  # one group that will not go must not stop the rest
-                self.log.warning("resctrl group not removed", group=rel, error=str(exc))
+            if self._remove_logged(rel):
+                removed.append(rel)
         foreign = sorted(
             p.name for p in self.root.iterdir()
             if p.is_dir() and p.name.startswith(POD_GROUP_PREFIX) and p.name not in owned

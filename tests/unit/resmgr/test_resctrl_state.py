@@ -265,7 +265,6 @@ HOSTILE = {
     "gold/mon_groups/someone": {"kind": "mon", "pod_uid": "gone"},
     "a/b/mon_groups/nri-resmgr-pod-gone": {"kind": "mon", "pod_uid": "gone"},
     "nri-resmgr-pod-": {"kind": "pod", "pod_uid": ""},
-    "link": {"kind": "class", "pod_uid": ""},
     "nri-resmgr-pod-badkind": {"kind": "root", "pod_uid": "badkind"},
     "nri-resmgr-pod-nouid": {"kind": "pod", "pod_uid": 7},
 }
@@ -278,7 +277,8 @@ def test_hostile_entries_are_skipped_and_the_rest_is_cleaned_up(tmp_path: Path) 
     (outside / "keep").write_text("x\n")
     for name in ("someone-elses", "nri-resmgr-pod-other", "gold/mon_groups/someone"):
         (root / name).mkdir(parents=True)
-    (root / "link").symlink_to(outside)
+    linked = "nri-resmgr-pod-linked"  # of our shape, but a symlink out of the root
+    (root / linked).symlink_to(outside)
     stale = f"nri-resmgr-pod-{UID_B}"
     stale_mon = f"mon_groups/nri-resmgr-pod-{UID_B}"
     live = f"nri-resmgr-pod-{UID_A}"
@@ -289,6 +289,7 @@ def test_hostile_entries_are_skipped_and_the_rest_is_cleaned_up(tmp_path: Path) 
     groups[stale] = {"kind": "pod", "pod_uid": UID_B}
     groups[stale_mon] = {"kind": "mon", "pod_uid": UID_B}
     groups[live] = {"kind": "pod", "pod_uid": UID_A}
+    groups[linked] = {"kind": "pod", "pod_uid": "linked"}
     _write_record(
         tmp_path / "state",
         json.dumps({"version": 1, "root": str(root.resolve()), "groups": groups}).encode(),
@@ -312,11 +313,15 @@ def test_hostile_entries_are_skipped_and_the_rest_is_cleaned_up(tmp_path: Path) 
         d["entry"] for lv, e, d in log.lines if e == "resctrl ownership record entry skipped"
     )
     assert skipped == sorted(repr(k) for k in HOSTILE)
-    assert len(log.lines) == len(HOSTILE)
+    # the symlink is caught where the group would be removed, and only that group stays
+    refused = [d for _, e, d in log.lines if e == "resctrl group not removed"]
+    assert [d["group"] for d in refused] == [linked]
+    assert f"{root.resolve() / linked} is a symlink" in refused[0]["error"]
+    assert len(log.lines) == len(HOSTILE) + 1
     # skipped once, logged once: a second look says nothing new
     ctl.owned()
-    assert len(log.lines) == len(HOSTILE)
-    assert sorted(ctl.owned()) == [live]
+    assert len(log.lines) == len(HOSTILE) + 1
+    assert sorted(ctl.owned()) == sorted([linked, live])
 
 
 def test_entry_for_the_root_never_removes_root_files(tmp_path: Path) -> None:
