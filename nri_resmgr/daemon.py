@@ -75,6 +75,8 @@ __all__ = ["DaemonOptions", "ResmgrPlugin", "build_pipeline", "load_daemon_topol
 DEFAULT_PLUGIN_NAME = "resmgr"
 #: NRI releases before this one never synchronize pre-registered plugins
 NO_PREREGISTERED_SYNC_BEFORE = NRIVersion(0, 8, 0)
+#: the first NRI release with the LinuxRdt adjustment (closID, enableMonitoring)
+LINUX_RDT_SINCE = NRIVersion(0, 11, 0)
 DEFAULT_PLUGIN_INDEX = "90"
 DEFAULT_RESCTRL_ROOT = "/sys/fs/resctrl"
 DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
@@ -126,12 +128,14 @@ def build_pipeline(
     resctrl_root: str | None = None,
     cgroup_root: str | None = None,
     state_dir: str | None = None,
+    runtime_rdt: Callable[[], bool] | None = None,
 ) -> Pipeline:
     """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
 
     RDT groups are managed under `resctrl_root` (default /sys/fs/resctrl when
     ``control.rdt.enable``), block I/O files under `cgroup_root` (default /sys/fs/cgroup
-    when ``control.blockio.enable``).
+    when ``control.blockio.enable``).  `runtime_rdt` tells whether the connected runtime
+    takes NRI's LinuxRdt adjustment (RDT monitoring, see `pipeline.RdtGroups`).
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
@@ -152,6 +156,7 @@ def build_pipeline(
         resctrl_root=resctrl_root,
         cgroup_root=cgroup_root,
         state_dir=state_dir or DEFAULT_STATE_DIR,
+        runtime_rdt=runtime_rdt,
     )
     return Pipeline(
         pol, controllers=controllers, select_classes=selector, log=get_logger("pipeline")
@@ -184,6 +189,7 @@ class ResmgrPlugin(Plugin):
         # pool and container gauges are computed when scraped, not after every event:
         # a snapshot walks every live container, which must stay off the event path
         self.metrics.refresh = self.state_snapshot
+        self.metrics.rdt_refresh = self.rdt_samples
         self.health = health or HealthState()
         self.rlog = get_logger("daemon")
         #: the log file `configure_logging` opened for a config that came via Configure
@@ -200,7 +206,25 @@ class ResmgrPlugin(Plugin):
             resctrl_root=self.resctrl_root,
             cgroup_root=self.cgroup_root,
             state_dir=self.state_dir,
+            runtime_rdt=self._runtime_has_linux_rdt,
         )
+
+    def _runtime_has_linux_rdt(self) -> bool:
+        runtime = self.runtime
+        return runtime is not None and runtime.nri_version >= LINUX_RDT_SINCE
+
+    def rdt_samples(self) -> list[Any]:
+        """RDT monitoring counters read now, for /metrics (see `RdtController.
+        monitoring_samples`); empty without RDT monitoring."""
+        containers = [(str(i.id), a.rdt_class if a else None) for i, a in self.pipeline.snapshot()]
+        for ctl in self.pipeline.controllers:
+            read = getattr(ctl, "monitoring_samples", None)
+            if callable(read):
+                try:
+                    return list(read(containers))
+                except (ResmgrError, OSError) as exc:
+                    self.rlog.warning("RDT counters not read", error=str(exc))
+        return []
 
     # -- plumbing --------------------------------------------------------------------
 

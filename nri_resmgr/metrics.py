@@ -6,7 +6,13 @@ daemons in one process never collide).  The pipeline shell calls `observe_event`
 every NRI event.  The allocation gauges are replaced wholesale from a snapshot, so a gauge
 can never drift from the state it describes: `refresh`, when set, is called for a fresh
 snapshot at every scrape (a snapshot walks every live container, so it is kept off the
-event path), and `observe_state` sets one directly.  `HealthState` holds the two facts
+event path), and `observe_state` sets one directly.  RDT monitoring counters are read at
+scrape time too: `rdt_refresh`, when set, returns `RdtReading` values that become the gauges
+nri-plugins exports (goresctrl's collector with the ``nri`` prefix):
+``nri_l3_llc_occupancy``, ``nri_l3_mbm_local_bytes`` and ``nri_l3_mbm_total_bytes``,
+labelled ``cache_id``, ``rdt_class`` and ``rdt_mon_group``.  The two bandwidth values are
+the kernel's running byte counts; they are gauges here, as the project exports them, so
+their names carry no ``_total`` suffix.  `HealthState` holds the two facts
 the probes report: the daemon is alive (`/healthz`) and it is registered with the runtime
 and synchronized (`/readyz`).
 `serve_http` is the asyncio HTTP shell for `/metrics`, `/healthz` and `/readyz`.
@@ -16,11 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
 
@@ -42,6 +51,63 @@ class StateSnapshot:
     containers_by_kind: Mapping[str, int] = field(default_factory=dict)
 
 
+class RdtReading(Protocol):
+    """One RDT group's counters on one L3 cache id (`resctrl.MonSample` is one)."""
+
+    @property
+    def rdt_class(self) -> str: ...
+    @property
+    def rdt_mon_group(self) -> str: ...
+    @property
+    def cache_id(self) -> int: ...
+    @property
+    def llc_occupancy(self) -> int | None: ...
+    @property
+    def mbm_local_bytes(self) -> int | None: ...
+    @property
+    def mbm_total_bytes(self) -> int | None: ...
+
+
+#: (metric name, RdtReading attribute, help), as goresctrl names and describes them
+RDT_GAUGES = (
+    ("nri_l3_llc_occupancy", "llc_occupancy", "L3 (LLC) occupancy"),
+    (
+        "nri_l3_mbm_local_bytes",
+        "mbm_local_bytes",
+        "bytes transferred to/from local memory through LLC",
+    ),
+    (
+        "nri_l3_mbm_total_bytes",
+        "mbm_total_bytes",
+        "total bytes transferred to/from memory through LLC",
+    ),
+)
+RDT_LABELS = ("cache_id", "rdt_class", "rdt_mon_group")
+
+
+class _RdtCollector(Collector):
+    """The RDT gauges, computed from `Metrics.rdt_refresh` at each scrape."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return ()  # nothing to read at registration
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        source = self._metrics.rdt_refresh
+        readings = list(source()) if source is not None else []
+        if not readings:
+            return
+        for name, attr, doc in RDT_GAUGES:
+            family = GaugeMetricFamily(name, doc, labels=RDT_LABELS)
+            for r in readings:
+                value = getattr(r, attr)
+                if value is not None:
+                    family.add_metric([str(r.cache_id), r.rdt_class, r.rdt_mon_group], value)
+            yield family
+
+
 @dataclass(slots=True)
 class HealthState:
     registered: bool = False
@@ -59,6 +125,8 @@ class Metrics:
     def __init__(self) -> None:
         #: called for a fresh state snapshot before every exposition (see the docstring)
         self.refresh: Callable[[], StateSnapshot] | None = None
+        #: called for the RDT monitoring counters at every scrape (see the docstring)
+        self.rdt_refresh: Callable[[], Iterable[RdtReading]] | None = None
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.events = Counter(
@@ -89,12 +157,7 @@ class Metrics:
         self.containers = Gauge(
             "nri_resmgr_containers", "Live containers by CPU kind", ["kind"], registry=r
         )
-        self.rdt = Gauge(
-            "nri_resmgr_rdt_monitoring",
-            "resctrl monitoring counters",
-            ["group", "cache_id", "counter"],
-            registry=r,
-        )
+        r.register(_RdtCollector(self))
         self.config_reloads = Counter(
             "nri_resmgr_config_reloads", "Configuration updates", ["outcome"], registry=r
         )
@@ -106,8 +169,13 @@ class Metrics:
             self.errors.labels(event=event, kind=error).inc()
 
     def observe_state(self, snapshot: StateSnapshot) -> None:
-        for gauge in (self.pool_capacity, self.pool_shared, self.pool_exclusive,
-                      self.pool_containers, self.containers):
+        for gauge in (
+            self.pool_capacity,
+            self.pool_shared,
+            self.pool_exclusive,
+            self.pool_containers,
+            self.containers,
+        ):
             gauge.clear()
         for pool in snapshot.pools:
             self.pool_capacity.labels(pool=pool.name).set(pool.capacity)
@@ -116,12 +184,6 @@ class Metrics:
             self.pool_containers.labels(pool=pool.name).set(pool.containers)
         for kind, count in snapshot.containers_by_kind.items():
             self.containers.labels(kind=kind).set(count)
-
-    def observe_rdt(self, counters: Iterable[tuple[str, str, str, int]]) -> None:
-        """(group, cache_id, counter name, value) tuples from the RDT monitor."""
-        self.rdt.clear()
-        for group, cache_id, name, value in counters:
-            self.rdt.labels(group=group, cache_id=cache_id, counter=name).set(value)
 
     def exposition(self) -> bytes:
         if self.refresh is not None:

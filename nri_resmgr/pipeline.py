@@ -106,9 +106,12 @@ class Controller(Protocol):
 
     Each hook may raise `ResmgrError`; for `pod_added` and `container_assigned` that
     fails the event and nothing is committed.  The removal hooks are best effort.
-    Two optional hooks are called when a controller has them:
+    Optional hooks are called when a controller has them:
+    ``adjustment(container, assignment)`` at CreateContainer, after ``container_assigned``:
+    a `ContainerAdjustment` merged into the reply (or None);
     ``container_started(container, assignment)`` at PostStartContainer (the container's
-    cgroup exists now: runtimes create it when the task is created, at StartContainer) and
+    cgroup exists now: runtimes create it when the task is created, at StartContainer);
+    ``task_started(container, assignment, pid)`` right after it, with the task's PID; and
     ``synchronized(pods)`` after Synchronize (restart cleanup).
     """
 
@@ -341,6 +344,10 @@ class Pipeline:
         updates = _render_updates(others)
         for ctl in self.controllers:
             ctl.container_assigned(info, subject)
+            extra = getattr(ctl, "adjustment", None)
+            more = extra(info, subject) if callable(extra) else None
+            if more is not None:
+                adjust.MergeFrom(more)
         self.pods.setdefault(pod.id, pod)
         self.containers[info.id] = info
         self._commit(decision, subject=subject, updates=others)
@@ -372,6 +379,9 @@ class Pipeline:
             hook = getattr(ctl, "container_started", None)
             if callable(hook):
                 hook(info, a)
+            task_hook = getattr(ctl, "task_started", None)
+            if callable(task_hook):
+                task_hook(info, a, container.pid)
         if cid not in self.unconfirmed:
             return []
         self.unconfirmed.discard(cid)
@@ -592,12 +602,22 @@ class Pipeline:
 
 
 class RdtGroups:
-    """`Controller` over H8's `RdtController`: class groups, pod groups, monitoring."""
+    """`Controller` over H8's `RdtController`: class groups, pod groups, monitoring.
+
+    `runtime_rdt` says whether the connected runtime takes NRI's `LinuxRdt` adjustment
+    (v0.11+): then a monitored container with an RDT class gets ``closID`` and
+    ``enableMonitoring`` and its runtime starts the task in a monitoring group; otherwise
+    (and where the runtime did not) its PID goes into the pod's monitoring group at
+    PostStartContainer.  Monitoring failures there are logged, not raised: the event's
+    other work (reasserting updates) must go on.
+    """
 
     name = "rdt"
 
-    def __init__(self, controller: Any) -> None:
+    def __init__(self, controller: Any, *, runtime_rdt: Callable[[], bool] | None = None
+                 ) -> None:
         self.controller = controller
+        self.runtime_rdt = runtime_rdt or (lambda: False)
         controller.apply_classes()
 
     def pod_added(self, pod: Pod) -> None:
@@ -607,7 +627,33 @@ class RdtGroups:
         self.controller.remove_pod_group(pod)
 
     def container_assigned(self, container: ContainerInfo, assignment: Assignment) -> None:
-        self.controller.ensure_mon_group(container.pod, assignment.rdt_class)
+        return None
+
+    def adjustment(
+        self, container: ContainerInfo, assignment: Assignment
+    ) -> api.ContainerAdjustment | None:
+        plan = self.controller.monitor_container(
+            container.pod, container.id, assignment.rdt_class, runtime_rdt=self.runtime_rdt()
+        )
+        if plan is None or plan.clos_id is None:
+            return None
+        adjust = api.ContainerAdjustment()
+        rdt = adjust.linux.rdt
+        rdt.clos_id.value = plan.clos_id
+        rdt.clos_id.SetInParent()
+        rdt.enable_monitoring.value = True
+        rdt.enable_monitoring.SetInParent()
+        return adjust
+
+    def task_started(self, container: ContainerInfo, assignment: Assignment, pid: int) -> None:
+        try:
+            self.controller.task_started(container.pod, container.id, assignment.rdt_class, pid)
+        except ResmgrError as exc:
+            self.controller.log.warning("container not monitored", container=container.pretty,
+                                        error=str(exc))
+
+    def monitoring_samples(self, containers: Iterable[tuple[str, str | None]]) -> Any:
+        return self.controller.monitoring_samples(containers)
 
     def container_released(self, container: ContainerInfo) -> None:
         return None
@@ -658,6 +704,7 @@ def class_control_from_config(
     resctrl_root: str | None = None,
     cgroup_root: str | None = None,
     state_dir: str | None = None,
+    runtime_rdt: Callable[[], bool] | None = None,
 ) -> tuple[list[Controller], ClassSelector | None]:
     """Controllers and a class selector for the daemon config's ``control`` section.
 
@@ -665,6 +712,7 @@ def class_control_from_config(
     carry the class selection (``enable``, ...) and the class definitions.  Resctrl
     groups are made under `resctrl_root` and block I/O files written under `cgroup_root`
     only when those are given; without them the class names still go to the runtime.
+    `runtime_rdt` tells whether the runtime takes NRI's LinuxRdt (see `RdtGroups`).
     Nothing enabled and nothing defined: no selector and no controllers at all.
     """
     from nri_resmgr.control.blockio import BlockIOController
@@ -684,7 +732,7 @@ def class_control_from_config(
             rdt,
             state_dir=state_dir or tempfile.mkdtemp(prefix="nri-resmgr-state-"),
         )
-        controllers.append(RdtGroups(ctl))
+        controllers.append(RdtGroups(ctl, runtime_rdt=runtime_rdt))
         known_rdt = tuple(ctl.planned())
     known_blockio: tuple[str, ...] = tuple(blockio.classes)
     if cgroup_root and not blockio.runtime_classes:

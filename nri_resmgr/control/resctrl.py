@@ -56,10 +56,19 @@ last one touches files:
    `info/last_cmd_status`.  `ensure_pod_group(pod)` (RunPodSandbox) creates
    `nri-resmgr-pod-<uid>` for a pod annotated `node.koordinator.sh/resctrl`; its
    containers get that name as their RDT class (see `classes.select_classes`).
-   `remove_pod_group(pod)` (RemovePodSandbox) removes it.  With `monitorPods`,
-   `ensure_mon_group(pod, rdt_class)` makes `<class>/mon_groups/nri-resmgr-pod-<uid>` and
-   `read_counters(group)` reads `mon_data/mon_L3_NN/{llc_occupancy,mbm_total_bytes,
-   mbm_local_bytes}` per cache id.
+   `remove_pod_group(pod)` (RemovePodSandbox) removes it.  The annotation's keys match in
+   any letter case, as koordinator's Go decoder matches them (`LLC`, `llc`; `cacheid`,
+   `cacheID`); two keys for one field are refused.
+
+4. **Monitor** (with `monitorPods`): `monitor_container` (CreateContainer) decides where a
+   container's tasks are counted, at the earliest point the runtime allows: a pod's own
+   group counts it from the start; with NRI's `LinuxRdt` (v0.11+) and an RDT class the
+   runtime makes `<class>/mon_groups/<container id>` (`MonPlan.clos_id`: the adjustment
+   asks for ``enableMonitoring``); otherwise `ensure_mon_group` makes
+   `[<class>/]mon_groups/nri-resmgr-pod-<uid>` and `task_started` (PostStartContainer)
+   writes the task's PID into its `tasks`, also where a runtime that was asked made no
+   group.  `monitoring_samples` reads `mon_data/mon_L3_NN/{llc_occupancy,
+   mbm_total_bytes,mbm_local_bytes}` of every group that counts pods, for /metrics.
 
 Ownership: this daemon deletes only what it created.  Before each `mkdir` it records the
 group in a JSON file (`<state_dir>/resctrl-groups.json`, replaced atomically), so a crash
@@ -69,6 +78,14 @@ group nobody knows.  Pod groups also carry the `nri-resmgr-pod-` prefix.
 no longer exist, and never touches a directory that is not in the record, even one with our
 prefix.  A class directory that already existed is configured (the configuration names it)
 but not recorded, so it is never removed.
+
+The record is input like any other: a record that cannot be read or parsed (or is too
+large or too deeply nested) counts as empty, and an entry that does not have the shape of
+a group this daemon makes (the root itself, a traversal, an absolute path, another tool's
+name) is skipped; each with one log line.  A symlink on the way to a group is refused
+where the group would be read or removed, and that group alone stays.  A record that
+cannot be written (read-only, full) is kept in memory meanwhile, with one log line: the
+daemon runs on, and a restart then merely forgets those groups.
 """
 
 from __future__ import annotations
@@ -80,6 +97,7 @@ import json
 import math
 import os
 import re
+import stat
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -100,9 +118,13 @@ from nri_resmgr.model import AnnotationError, ConfigError, Pod, ResmgrError
 
 DEFAULT_ROOT = Path("/sys/fs/resctrl")
 RECORD_NAME = "resctrl-groups.json"
+#: A larger record is not one this daemon wrote (a thousand groups take about 80 KB).
+RECORD_MAX_BYTES = 1 << 20
 #: One AMD MBA unit is 1/8 GB/s.
 AMD_MBPS_PER_UNIT = 125
 MON_FEATURES = ("llc_occupancy", "mbm_total_bytes", "mbm_local_bytes")
+#: The root group's class label in metrics, as goresctrl (and so nri-plugins) names it.
+ROOT_CLASS_LABEL = "system/default"
 _T = TypeVar("_T")
 
 
@@ -313,6 +335,9 @@ def read_info(
 _PERCENT_RE = re.compile(r"(?:(\d+(?:\.\d+)?)-)?(\d+(?:\.\d+)?)%")
 _MASK_RE = re.compile(r"0[xX][0-9a-fA-F]+")
 _MB_RE = re.compile(r"(\d+(?:\.\d+)?)(%|MBps)")
+#: Widest capacity bitmask any resctrl takes: the kernel parses a CBM as an unsigned long
+#: (x86 CPUID reports at most 32 bits).  A machine's own `cbm_mask` is checked at plan time.
+MAX_CBM_BITS = 64
 
 
 def _check_cache_spec(text: str) -> str:
@@ -327,8 +352,14 @@ def _check_cache_spec(text: str) -> str:
             )
         return text
     if _MASK_RE.fullmatch(text):
-        if int(text, 16) == 0:
+        value = int(text, 16)
+        if value == 0:
             raise ValueError(f"cache allocation {text!r}: expected a non-zero bitmask")
+        if value.bit_length() > MAX_CBM_BITS:
+            raise ValueError(
+                f"cache allocation {text[:40]!r}: expected a bitmask of at most {MAX_CBM_BITS} "
+                f"bits (resctrl's widest); found {value.bit_length()} bits"
+            )
         return text.lower()
     raise ValueError(
         f"cache allocation {text!r}: expected a percentage (\"50%\"), a range (\"20-80%\") "
@@ -395,13 +426,26 @@ def _normalize_cache(value: Any) -> Any:
 
 
 def _normalize_mb(value: Any) -> Any:
+    """`"50%"` | `["50%", "2000MBps"]` | `{all: .., "1": ..}` -> `{key: [spec, ...]}`."""
     if value is None:
         return None
     if isinstance(value, str | list | tuple):
         value = {"all": value}
-    if isinstance(value, Mapping):
-        return {str(k): ([v] if isinstance(v, str) else list(v)) for k, v in value.items()}
-    return value
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            'memory bandwidth: expected "N%", "NMBps", a list of them, or a map from cache '
+            f"ids to those; found {value!r}"
+        )
+    out: dict[str, list[object]] = {}
+    for key, specs in value.items():
+        items = [specs] if isinstance(specs, str) else specs
+        if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+            raise ValueError(
+                f'memory bandwidth for {key}: expected "N%", "NMBps" or a list of them; '
+                f"found {specs!r}"
+            )
+        out[str(key)] = list(items)
+    return out
 
 
 class Allocation(_Model):
@@ -822,37 +866,68 @@ def _parse_percent(value: object, subject: str) -> int:
     return value
 
 
+def _fields(obj: object, names: Collection[str], *, subject: str, expected: str,
+            required: Collection[str] = ()) -> dict[str, object]:
+    """The members of JSON object `obj` by field name, keys matched as Go's encoding/json
+    matches them (koordinator decodes the annotation with it): case-insensitively, so
+    ``LLC``, ``llc`` and ``Llc`` all name ``llc``.  Where Go would quietly let a later key
+    overwrite an earlier one (``"LLC"`` and ``"llc"`` in one object), this refuses both, as
+    it refuses keys that name no field.  Case folding is Python's `str.casefold`, which
+    agrees with Go's folding on every character of the field names used here."""
+    _want(isinstance(obj, dict), subject, expected, obj)
+    assert isinstance(obj, dict)
+    by_fold = {name.casefold(): name for name in names}
+    out: dict[str, object] = {}
+    keys: dict[str, str] = {}
+    for key, value in obj.items():
+        name = by_fold.get(key.casefold())
+        if name is None:
+            raise AnnotationError(f"{subject}: expected {expected}; found key {key!r}")
+        if name in keys:
+            raise AnnotationError(
+                f"{subject}: expected one key for {name} (keys match case-insensitively); "
+                f"found {keys[name]!r} and {key!r}"
+            )
+        keys[name] = key
+        out[name] = value
+    missing = [n for n in required if n not in out]
+    if missing:
+        raise AnnotationError(f"{subject}: expected {expected}; found {obj!r}")
+    return out
+
+
 def _parse_per_cache(items: object, subject: str, key: str) -> dict[int, Any]:
     _want(isinstance(items, list), subject, "a list of {cacheID, " + key + "}", items)
     assert isinstance(items, list)
     out: dict[int, Any] = {}
     for i, item in enumerate(items):
         where = f"{subject}[{i}]"
-        _want(isinstance(item, dict) and set(item) == {"cacheID", key}, where,
-              f"an object with cacheID and {key}", item)
-        cid = item["cacheID"]
-        _want(_int(cid) and cid >= 0, f"{where}.cacheID", "a cache id", cid)
+        fields = _fields(item, ("cacheID", key), subject=where,
+                         expected=f"an object with cacheID and {key}",
+                         required=("cacheID", key))
+        cid = fields["cacheID"]
+        _want(_int(cid) and cid >= 0, f"{where}.cacheID", "a cache id", cid)  # type: ignore[operator]
+        assert isinstance(cid, int)
         _want(cid not in out, f"{where}.cacheID", "each cache id once", cid)
-        out[cid] = item[key]
+        out[cid] = fields[key]
     return out
 
 
 def _parse_section(
-    doc: dict[str, Any], name: str, key: str, example: str,
+    doc: Mapping[str, object], name: str, key: str, example: str,
     parse: Callable[[object, str], _T], subject: str,
 ) -> tuple[_T | None, dict[int, _T]]:
     """One resource of the annotation (``llc`` or ``mb``): its machine-wide ``schemata``
     value and its ``schemataPerCache`` values, each read with `parse`."""
-    section = doc.get(name)
-    if section is None:
+    raw = doc.get(name)
+    if raw is None:
         return None, {}
-    _want(isinstance(section, dict) and set(section) <= {"schemata", "schemataPerCache"},
-          f"{subject} {name}", "an object with schemata and/or schemataPerCache", section)
+    section = _fields(raw, ("schemata", "schemataPerCache"), subject=f"{subject} {name}",
+                      expected="an object with schemata and/or schemataPerCache")
     whole = None
     if "schemata" in section:
-        sch = section["schemata"]
-        _want(isinstance(sch, dict) and set(sch) == {key}, f"{subject} {name}.schemata",
-              example, sch)
+        sch = _fields(section["schemata"], (key,), subject=f"{subject} {name}.schemata",
+                      expected=example, required=(key,))
         whole = parse(sch[key], f"{subject} {name}.schemata.{key}")
     per: dict[int, _T] = {}
     if "schemataPerCache" in section:
@@ -869,8 +944,7 @@ def parse_pod_resctrl(value: str, *, subject: str) -> PodResctrl:
         doc = json.loads(value)
     except ValueError as exc:
         raise AnnotationError(f"{subject}: expected JSON; found {value[:80]!r} ({exc})") from exc
-    _want(isinstance(doc, dict) and set(doc) <= {"llc", "mb"}, subject,
-          "an object with llc and/or mb", doc)
+    doc = _fields(doc, ("llc", "mb"), subject=subject, expected="an object with llc and/or mb")
     llc_range, llc_per = _parse_section(
         doc, "llc", "range", '{"range": [start, end]}', _parse_range, subject
     )
@@ -922,6 +996,35 @@ class MonCounters:
 
 
 @dataclass(frozen=True, slots=True)
+class MonSample:
+    """One group's counters on one L3 cache id, labelled as nri-plugins labels them: the
+    control group (`rdt_class`; the root is ``system/default``) and the monitoring group
+    inside it (`rdt_mon_group`; "" for the control group's own counters)."""
+
+    rdt_class: str
+    rdt_mon_group: str
+    cache_id: int
+    llc_occupancy: int | None = None
+    mbm_total_bytes: int | None = None
+    mbm_local_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MonPlan:
+    """Where a new container's tasks will be counted (`RdtController.monitor_container`).
+
+    `group` is the group's path under the resctrl root.  With `clos_id` set the runtime
+    does it: the container's adjustment carries NRI's `LinuxRdt` (v0.11+) with that
+    ``closID`` and ``enableMonitoring``, and the OCI runtime makes ``<closID>/mon_groups/
+    <container id>`` and starts the task in it.  Otherwise the daemon writes the task's
+    PID into `group` at PostStartContainer (`RdtController.task_started`).
+    """
+
+    group: str
+    clos_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReconcileReport:
     removed: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()
@@ -929,11 +1032,15 @@ class ReconcileReport:
     foreign: tuple[str, ...] = ()
 
 
-def _write_once(path: Path, content: str, *, root: Path) -> None:
-    """Write `content` with a single write(2), as resctrl needs; report last_cmd_status."""
+def _write_once(path: Path, content: str, *, root: Path, append: bool = False) -> None:
+    """Write `content` with a single write(2), as resctrl needs; report last_cmd_status.
+
+    `append` for `tasks`: the kernel moves the task whatever the offset, and a synthetic
+    tree then keeps every PID written, as the kernel's file would list them."""
     data = content.encode("ascii")
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, flags, 0o644)
         try:
             written = os.write(fd, data)
         finally:
@@ -950,6 +1057,86 @@ def _write_once(path: Path, content: str, *, root: Path) -> None:
         raise ResmgrError(f"{path}: expected to write {len(data)} bytes; wrote {written}")
 
 
+_GROUP_SHAPES = {
+    GroupKind.CLASS: "<class>",
+    GroupKind.POD: f"{POD_GROUP_PREFIX}<pod uid>",
+    GroupKind.MON: f"[<class>/]mon_groups/{POD_GROUP_PREFIX}<pod uid>",
+}
+
+
+def _group_path(root: Path, rel: str) -> Path:
+    """The directory of group `rel` under `root` (resolved): strictly inside it, never
+    `root` itself, and reached without a symlink on the way (ResmgrError otherwise).
+
+    Checked with one lstat(2) per component below `root`, cheap enough for every read
+    of a scrape (a full `resolve` walks every component from /)."""
+    parts = rel.split("/")
+    if "\x00" in rel or any(part in ("", ".", "..") for part in parts):
+        raise ResmgrError(f"resctrl group {rel!r}: expected a relative path of names under "
+                          f"{root}; found an empty, '.', '..' or NUL component")
+    path = str(root)
+    for part in parts:
+        path = os.path.join(path, part)
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            break  # nothing below a missing component can lead elsewhere
+        if stat.S_ISLNK(mode):
+            raise ResmgrError(f"resctrl group {rel!r}: expected a directory strictly inside "
+                              f"{root}; found {path} is a symlink")
+    return root.joinpath(*parts)
+
+
+def _read_counter(path: str) -> int | None:
+    """A counter file's value; None when absent, unreadable or not a number
+    ("Unavailable"); never follows a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        text = os.read(fd, 64).strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return int(text) if text.isdigit() else None
+
+
+def _entry_problem(rel: object, meta: object) -> str | None:
+    """Why a record entry names no group this daemon makes (None: it does).
+
+    Shape and names only (no file system access: `owned` runs on every change); a
+    symlink on the way is caught where a group is read or removed (`_group_path`)."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("pod_uid", ""), str):
+        return f"expected {{kind, pod_uid}}; found {meta!r}"[:200]
+    try:
+        kind = GroupKind(str(meta.get("kind")))
+    except ValueError:
+        return f"expected kind class, pod or mon; found {meta.get('kind')!r}"[:200]
+    meta.setdefault("pod_uid", "")
+    if not isinstance(rel, str):
+        return f"expected a group path; found {rel!r}"[:200]
+    parts = rel.split("/")
+    own = POD_GROUP_PREFIX + meta["pod_uid"]
+    if kind is GroupKind.CLASS:
+        shaped = len(parts) == 1
+    elif kind is GroupKind.POD:
+        shaped = parts == [own]
+    else:
+        shaped = parts[-2:] == ["mon_groups", own] and len(parts) in (2, 3)
+    names = [p for p in parts if p != "mon_groups"] if kind is GroupKind.MON else parts
+    try:
+        for name in names:
+            validate_name(name, subject=f"{kind} group {rel!r}", error=ValueError)
+        if not shaped or (kind is not GroupKind.CLASS and not meta["pod_uid"]):
+            return f"expected {_GROUP_SHAPES[kind]} for a {kind} group of pod " \
+                   f"{meta['pod_uid']!r}"
+    except ValueError as exc:
+        return str(exc)[:300]
+    return None
+
+
 class RdtController:
     """resctrl groups under `root`: classes from config, pod groups, monitoring groups.
 
@@ -964,36 +1151,107 @@ class RdtController:
         *,
         state_dir: str | os.PathLike[str],
         info: ResctrlInfo | None = None,
+        log: Any = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.config = config if config is not None else RdtConfig()
         self.info = info if info is not None else read_info(self.root)
         self.record_path = Path(state_dir) / RECORD_NAME
+        if log is None:
+            from nri_resmgr.logs import get_logger  # logs -> config -> this module
+
+            log = get_logger("resctrl")
+        self.log = log
+        #: the groups, while the record cannot be written (None: the record is current)
+        self._unsaved: dict[str, dict[str, str]] | None = None
+        #: problems with the record already logged (each is logged once, not per read)
+        self._reported: set[str] = set()
         self._plans = plan_classes(self.info, self.config)
 
     # -- ownership record ---------------------------------------------------------------
 
+    @property
+    def persisted(self) -> bool:
+        """False while the record cannot be written and the groups live in memory only."""
+        return self._unsaved is None
+
+    def _warn_once(self, event: str, **details: str) -> None:
+        key = f"{event} {sorted(details.items())}"
+        if key not in self._reported:
+            self._reported.add(key)
+            self.log.warning(event, record=str(self.record_path), **details)
+
     def owned(self) -> dict[str, dict[str, str]]:
-        """Recorded groups: relative path -> {"kind": ..., "pod_uid": ...}."""
+        """Recorded groups: relative path -> {"kind": ..., "pod_uid": ...}.
+
+        A record that cannot be read, is not JSON, is too large or too deeply nested counts
+        as empty, and an entry that does not name a group this daemon makes (a traversal,
+        an absolute path, the root itself, a name of the wrong shape) is skipped; each
+        problem is logged once.  Nothing is deleted on the strength of such a record.
+        """
+        if self._unsaved is not None:
+            return {rel: dict(meta) for rel, meta in self._unsaved.items()}
         try:
-            doc = json.loads(self.record_path.read_text())
-        except FileNotFoundError:
+            with self.record_path.open("rb") as f:
+                data = f.read(RECORD_MAX_BYTES + 1)
+        except (FileNotFoundError, NotADirectoryError):
+            return {}  # never written (the state directory may not be one: see `_save`)
+        except OSError as exc:
+            self._warn_once("resctrl ownership record unreadable, taken as empty", error=str(exc))
             return {}
-        except ValueError as exc:
-            raise ResmgrError(
-                f"{self.record_path}: expected the JSON ownership record; found {exc}"
-            ) from exc
-        if doc.get("root") != str(self.root) or not isinstance(doc.get("groups"), dict):
+        if len(data) > RECORD_MAX_BYTES:
+            self._warn_once("resctrl ownership record too large, taken as empty",
+                            error=f"expected at most {RECORD_MAX_BYTES} bytes")
             return {}
-        groups: dict[str, dict[str, str]] = doc["groups"]
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            self._warn_once("resctrl ownership record corrupt, taken as empty",
+                            error=f"expected the JSON ownership record; found {reason}")
+            return {}
+        if not isinstance(doc, dict) or not isinstance(doc.get("groups"), dict):
+            self._warn_once("resctrl ownership record corrupt, taken as empty",
+                            error="expected an object with root and groups")
+            return {}
+        if doc.get("root") != str(self.root):
+            return {}  # another resctrl mount's record
+        groups: dict[str, dict[str, str]] = {}
+        for rel, meta in doc["groups"].items():
+            problem = _entry_problem(rel, meta)
+            if problem is not None:
+                self._warn_once("resctrl ownership record entry skipped", entry=repr(rel)[:120],
+                                error=problem)
+                continue
+            groups[rel] = {"kind": meta["kind"], "pod_uid": meta["pod_uid"]}
         return groups
 
     def _save(self, groups: Mapping[str, Mapping[str, str]]) -> None:
-        self.record_path.parent.mkdir(parents=True, exist_ok=True)
+        """Replace the record atomically; if that fails (read-only, full, not a directory),
+        keep the groups in memory and say so once: the daemon runs on, and a restart only
+        forgets the groups (they stay in place, never deleted unrecorded)."""
         tmp = self.record_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": 1, "root": str(self.root),
-                                   "groups": dict(sorted(groups.items()))}, indent=1))
-        os.replace(tmp, self.record_path)
+        text = json.dumps({"version": 1, "root": str(self.root),
+                           "groups": dict(sorted(groups.items()))}, indent=1)
+        try:
+            self.record_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(text)
+            os.replace(tmp, self.record_path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # a partial file left by ENOSPC
+            if self._unsaved is None:
+                self.log.warning(
+                    "resctrl ownership record not writable: groups kept in memory only",
+                    record=str(self.record_path), error=str(exc),
+                    consequence="after a restart this daemon's groups are left in place, "
+                    "not cleaned up",
+                )
+            self._unsaved = {rel: dict(meta) for rel, meta in groups.items()}
+            return
+        if self._unsaved is not None:
+            self.log.info("resctrl ownership record writable again", record=str(self.record_path))
+            self._unsaved = None
 
     def _record(self, rel: str, kind: GroupKind, pod_uid: str = "") -> None:
         groups = self.owned()
@@ -1041,7 +1299,7 @@ class RdtController:
         return True
 
     def _remove(self, rel: str) -> bool:
-        path = safe_join(self.root, *rel.split("/"))
+        path = _group_path(self.root, rel)
         if not path.is_dir():
             self._forget(rel)
             return False
@@ -1092,7 +1350,7 @@ class RdtController:
             writes.append((path, text))
         for rel, meta in sorted(self.owned().items()):
             if meta.get("kind") == GroupKind.CLASS and rel not in self._plans:
-                self._remove(rel)
+                self._remove_logged(rel)
         return writes
 
     # -- pod groups ---------------------------------------------------------------------
@@ -1122,9 +1380,18 @@ class RdtController:
         removed: list[str] = []
         for rel, meta in sorted(self.owned().items(), key=lambda kv: -kv[0].count("/")):
             mine = meta.get("pod_uid") == pod.uid
-            if mine and meta.get("kind") in (GroupKind.POD, GroupKind.MON) and self._remove(rel):
+            if mine and meta.get("kind") in (GroupKind.POD, GroupKind.MON) and \
+                    self._remove_logged(rel):
                 removed.append(rel)
         return removed
+
+    def _remove_logged(self, rel: str) -> bool:
+        """`_remove`, logging a group that will not go (one must not stop the rest)."""
+        try:
+            return self._remove(rel)
+        except ResmgrError as exc:
+            self.log.warning("resctrl group not removed", group=rel, error=str(exc))
+            return False
 
     # -- monitoring ---------------------------------------------------------------------
 
@@ -1147,24 +1414,133 @@ class RdtController:
 
     def read_counters(self, group: str = "") -> dict[int, MonCounters]:
         """Counters per L3 cache id of `group` (relative path; "" is the root group)."""
-        parts = [p for p in group.split("/") if p]
-        mon_data = safe_join(self.root, *parts, "mon_data")
+        base = self.root if group == "" else _group_path(self.root, group)
+        mon_data = os.path.join(base, "mon_data")
         out: dict[int, MonCounters] = {}
-        if not mon_data.is_dir():
+        try:
+            if not stat.S_ISDIR(os.lstat(mon_data).st_mode):
+                return out
+            domains = sorted((e.name, e.path) for e in os.scandir(mon_data)
+                             if e.is_dir(follow_symlinks=False))
+        except OSError:
             return out
-        for d in sorted(mon_data.iterdir()):
-            m = re.fullmatch(r"mon_L3_(\d+)", d.name)
-            if not m:
+        for name, path in domains:
+            m = re.fullmatch(r"mon_L3_(\d+)", name)
+            if m:
+                values = {f: _read_counter(os.path.join(path, f)) for f in MON_FEATURES}
+                out[int(m.group(1))] = MonCounters(**values)
+        return out
+
+    @property
+    def monitoring(self) -> bool:
+        """Pods are monitored: `monitorPods` is on and the machine has L3 monitoring."""
+        return self.config.monitor_pods and self.info.mon is not None
+
+    def monitor_container(
+        self, pod: Pod, container_id: str, rdt_class: str | None, *, runtime_rdt: bool
+    ) -> MonPlan | None:
+        """At CreateContainer: where the container's tasks will be counted (None: nowhere).
+
+        The earliest point wins: a pod in its own group is counted there from the start (its
+        class puts it there); with `runtime_rdt` (the runtime speaks NRI v0.11+) and an RDT
+        class, the runtime makes a monitoring group for the container and starts the task
+        in it; otherwise the pod's monitoring group is made now and the PID goes into it
+        once the task runs (`task_started`).
+        """
+        if not self.monitoring:
+            return None
+        own = pod_group_name(pod)
+        if rdt_class == own:
+            return MonPlan(group=own)
+        group = self._runtime_group(container_id, rdt_class)
+        if runtime_rdt and group is not None:
+            return MonPlan(group=group, clos_id=rdt_class)
+        rel = self.ensure_mon_group(pod, rdt_class)
+        return None if rel is None else MonPlan(group=rel)
+
+    def task_started(self, pod: Pod, container_id: str, rdt_class: str | None, pid: int
+                     ) -> str | None:
+        """At PostStartContainer: see the task counted; the group that counts it.
+
+        A pod in its own group needs nothing.  A task the runtime put in a group of its
+        own (`MonPlan.clos_id`) is left there; where the runtime did not (its OCI runtime
+        ignores ``enableMonitoring``: runc before 1.4, for one), or without NRI's LinuxRdt,
+        `pid` is written into the pod's monitoring group.  The PID must be one of this
+        daemon's PID namespace (run with ``hostPID``), else the kernel answers ESRCH.
+        """
+        if not self.monitoring:
+            return None
+        own = pod_group_name(pod)
+        if rdt_class == own:
+            return own
+        group = self._runtime_group(container_id, rdt_class)
+        if group is not None and pid in self._tasks(group):
+            return group
+        if pid <= 0:
+            raise ResmgrError(
+                f"pod {pod.namespace}/{pod.name} container {container_id}: expected the "
+                f"task's PID at PostStartContainer to monitor it; found {pid}"
+            )
+        rel = self.ensure_mon_group(pod, rdt_class)
+        if rel is None:
+            return None
+        path = safe_join(self.root, *rel.split("/"), "tasks")
+        _write_once(path, f"{pid}\n", root=self.root, append=True)
+        return rel
+
+    def _runtime_group(self, container_id: str, rdt_class: str | None) -> str | None:
+        """`<class>/mon_groups/<container id>`, the group an OCI runtime makes for
+        ``enableMonitoring``; None without a class (the runtime would then make a control
+        group per container) or for an id that is no usable name."""
+        if rdt_class is None:
+            return None
+        try:
+            cls = validate_name(rdt_class, subject="RDT class", error=ValueError)
+            cid = validate_name(container_id, subject="container id", error=ValueError)
+        except ValueError:
+            return None
+        return f"{cls}/mon_groups/{cid}"
+
+    def _tasks(self, group: str) -> set[int]:
+        try:
+            text = safe_join(self.root, *group.split("/"), "tasks").read_text()
+        except OSError:
+            return set()
+        return {int(t) for t in text.split() if t.isascii() and t.isdigit()}
+
+    def monitoring_samples(
+        self, containers: Iterable[tuple[str, str | None]] = ()
+    ) -> list[MonSample]:
+        """Counters of every group that counts pods, read now (for /metrics).
+
+        The root and the configured classes (their own counters, which include their
+        monitoring groups'), the pod groups and pod monitoring groups this daemon made, and
+        the per-container groups runtimes made for `containers` ((id, RDT class) pairs).
+        """
+        if not self.monitoring:
+            return []
+        groups: list[tuple[str, str, str]] = [(ROOT_CLASS_LABEL, "", "")]
+        groups += [(name, "", name) for name in self._plans]
+        for rel, meta in sorted(self.owned().items()):
+            parts = rel.split("/")
+            if meta["kind"] == GroupKind.POD:
+                groups.append((rel, "", rel))
+            elif meta["kind"] == GroupKind.MON:
+                cls = parts[0] if len(parts) == 3 else ROOT_CLASS_LABEL
+                groups.append((cls, parts[-1], rel))
+        for cid, rdt_class in containers:
+            rel_or_none = self._runtime_group(cid, rdt_class)
+            if rel_or_none is not None and rdt_class is not None:
+                groups.append((rdt_class, cid, rel_or_none))
+        out: list[MonSample] = []
+        seen: set[str] = set()
+        for cls, mon, rel in groups:
+            if rel in seen:
                 continue
-            values: dict[str, int | None] = {}
-            for feature in MON_FEATURES:
-                try:
-                    text = (d / feature).read_text().strip()
-                except OSError:
-                    values[feature] = None
-                    continue
-                values[feature] = int(text) if text.isdigit() else None
-            out[int(m.group(1))] = MonCounters(**values)
+            seen.add(rel)
+            for cache_id, c in self.read_counters(rel).items():
+                out.append(MonSample(cls, mon, cache_id, c.llc_occupancy, c.mbm_total_bytes,
+                                     c.mbm_local_bytes))
         return out
 
     # -- restart ------------------------------------------------------------------------
@@ -1180,7 +1556,8 @@ class RdtController:
                 continue
             if meta.get("pod_uid") in live:
                 kept.append(rel)
-            elif self._remove(rel):
+                continue
+            if self._remove_logged(rel):
                 removed.append(rel)
         foreign = sorted(
             p.name for p in self.root.iterdir()
