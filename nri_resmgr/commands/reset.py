@@ -1,0 +1,392 @@
+"""`nri-resmgr reset`: send every pinned container back to the full set; drop our RDT groups.
+
+Theory of operation
+-------------------
+Run after the daemon is gone (uninstall: `nri-resmgr uninstall` runs it, the Helm chart
+runs it when its DaemonSet is deleted; see docs/operations.md, "Uninstall").  It is a
+short-lived NRI plugin of its own (default ``99-resmgr-reset``, a name and index distinct
+from the daemon's, so it may connect while the daemon is still registered):
+
+1. read the host's allowed sets: the online CPUs (``sys/devices/system/cpu/online``) and
+   the memory nodes (``sys/devices/system/node/has_memory``, else ``node/online``, else
+   node 0 on a kernel without NUMA) under ``--sysfs-root``;
+2. connect to the runtime's NRI socket, register, and receive Synchronize (every pod and
+   container), replying with no updates;
+3. plan (`nri_resmgr.reset.plan_reset`: every live container whose cpuset is narrower
+   than the allowed set) and send the updates with UpdateContainers, whose reply names
+   the updates the runtime could not apply;
+4. disconnect, then remove the resctrl groups recorded in the daemon's ownership record
+   (``<state-dir>/resctrl-groups.json``; nothing else is touched): pod and monitoring
+   groups first, then class groups.  Removing a group moves its tasks to the root group.
+
+Steps 2-3 are bounded by ``--timeout``.  Exit status: 0 when every planned update was
+applied and every owned group removed, 1 when the runtime could not be reached or refused
+something (each failure is printed), 2 for a bad command line or an unreadable sysfs.
+
+While the daemon is still connected it would re-pin containers at its next event, so run
+this after the daemon has stopped (`uninstall` stops a pre-registered instance first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nri_api import api
+from nri_api.stub import OnClose, Plugin, RuntimeInfo
+from nri_resmgr.model import ResmgrError
+from nri_resmgr.reset import ResetPlan, plan_reset
+from nri_resmgr.topology.cpuset import CPUSet, IDSetError, NodeSet
+
+NAME = "reset"
+HELP = "send every pinned container back to all CPUs and memory nodes; remove our RDT groups"
+
+DEFAULT_INDEX = "99"
+DEFAULT_NAME = "resmgr-reset"
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_SOCKET = "/var/run/nri/nri.sock"
+ENABLE_HINT = (
+    "is NRI enabled in the runtime (`nri-resmgr enable-nri`, then restart it) and is "
+    "--socket the runtime's NRI socket?"
+)
+
+
+class ResetError(ResmgrError):
+    """The reset could not be done; the message says what and where."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--socket", default=DEFAULT_SOCKET, help=f"NRI socket path (default {DEFAULT_SOCKET})"
+    )
+    parser.add_argument(
+        "--plugin-index",
+        default=DEFAULT_INDEX,
+        help=f"two-digit plugin index (default {DEFAULT_INDEX})",
+    )
+    parser.add_argument(
+        "--plugin-name", default=DEFAULT_NAME, help=f"plugin name (default {DEFAULT_NAME})"
+    )
+    parser.add_argument("--sysfs-root", default="/", help="root directory holding sys/ (default /)")
+    parser.add_argument(
+        "--state-dir",
+        help="where the daemon's ownership records live (default /var/lib/nri-resmgr)",
+    )
+    parser.add_argument("--resctrl-root", help="resctrl mount point (default /sys/fs/resctrl)")
+    parser.add_argument("--no-resctrl", action="store_true", help="leave the resctrl groups alone")
+    parser.add_argument(
+        "--keep",
+        action="append",
+        default=[],
+        metavar="CONTAINER_ID",
+        help="leave this container's cpuset alone (repeatable)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds for connecting, synchronizing and updating (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="connect and show what would be reset, change nothing",
+    )
+    parser.add_argument(
+        "--verbose", "-v", action="store_true", help="also list the containers left alone, and why"
+    )
+
+
+# ---------------------------------------------------------------------------- sysfs
+
+
+def _read_list(path: Path, what: str) -> CPUSet:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ResetError(f"{path}: expected the list of {what}; found {exc}") from exc
+    try:
+        return CPUSet.parse(text)
+    except IDSetError as exc:
+        raise ResetError(
+            f"{path}: expected the list of {what}; found {text.strip()!r} ({exc})"
+        ) from exc
+
+
+def read_allowed_sets(sysfs_root: Path) -> tuple[CPUSet, NodeSet]:
+    """The host's online CPUs and memory nodes, from sysfs under `sysfs_root`."""
+    system = sysfs_root / "sys" / "devices" / "system"
+    cpus = _read_list(system / "cpu" / "online", "online CPUs")
+    node = system / "node"
+    for name in ("has_memory", "online"):
+        if (node / name).exists():
+            mems = _read_list(node / name, "memory nodes")
+            break
+    else:
+        # a kernel built without NUMA has no node directory: everything is node 0
+        mems = NodeSet([0]) if not node.exists() else NodeSet()
+    if not cpus:
+        raise ResetError(
+            f"{system / 'cpu' / 'online'}: expected at least one online CPU; found none"
+        )
+    if not mems:
+        raise ResetError(
+            f"{node}: expected has_memory or online listing the memory nodes; found neither"
+        )
+    return cpus, mems
+
+
+# ----------------------------------------------------------------------- the plugin
+
+
+class _Problems(logging.Handler):
+    """Collects the stub's warnings and errors, to tell the user why the runtime refused."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+class ResetPlugin(Plugin):
+    """Registers, takes Synchronize's view of the node, answers it with no updates."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.synced = asyncio.Event()
+        self.pods: list[api.PodSandbox] = []
+        self.containers: list[api.Container] = []
+        self.runtime_info: RuntimeInfo | None = None
+
+    def configure(self, config: str, runtime: RuntimeInfo) -> None:
+        self.runtime_info = runtime
+
+    def synchronize(
+        self, pods: Sequence[api.PodSandbox], containers: Sequence[api.Container]
+    ) -> None:
+        self.pods, self.containers = list(pods), list(containers)
+        self.synced.set()
+
+    # The runtime wants at least one event; this one changes nothing and cannot fail.
+    def remove_container(self, pod: api.PodSandbox, container: api.Container) -> None:
+        return None
+
+
+@dataclass(slots=True)
+class ResetOutcome:
+    """What happened on the node; `failures` non-empty means exit status 1."""
+
+    runtime: str = ""
+    plan: ResetPlan | None = None
+    failed_updates: list[str] = field(default_factory=list)
+    removed_groups: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def _connect(path: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except FileNotFoundError as exc:
+        sock.close()
+        raise ResetError(
+            f"NRI socket {path}: expected the runtime to listen there; "
+            f"found no such file ({ENABLE_HINT})"
+        ) from exc
+    except ConnectionRefusedError as exc:
+        sock.close()
+        raise ResetError(
+            f"NRI socket {path}: expected the runtime to accept a connection; "
+            "found nobody listening (a stale socket: is the runtime running?)"
+        ) from exc
+    except OSError as exc:
+        sock.close()
+        raise ResetError(f"NRI socket {path}: expected to connect; found {exc}") from exc
+    sock.setblocking(False)
+    return sock
+
+
+async def sync_and_reset(
+    *,
+    socket_path: str,
+    index: str,
+    name: str,
+    cpus: CPUSet,
+    mems: NodeSet,
+    keep: Sequence[str] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+    dry_run: bool = False,
+) -> ResetOutcome:
+    """Steps 2-3 of the module docstring; raises ResetError when the runtime fails us."""
+    problems = _Problems()
+    log = logging.getLogger(f"nri_resmgr.reset.{index}-{name}")
+    log.addHandler(problems)
+    log.propagate = False
+    outcome = ResetOutcome()
+    try:
+        plugin = ResetPlugin(
+            name=name,
+            idx=index,
+            connection=_connect(socket_path),
+            on_close=OnClose.EXIT,
+            logger=log,
+            environ={},
+        )
+    except ValueError as exc:
+        log.removeHandler(problems)
+        raise ResetError(f"reset plugin identity: {exc}") from exc
+    serving = asyncio.create_task(plugin.serve(), name="nri-resmgr-reset")
+    try:
+        try:
+            async with asyncio.timeout(timeout):
+                synced = asyncio.create_task(plugin.synced.wait())
+                await asyncio.wait({serving, synced}, return_when=asyncio.FIRST_COMPLETED)
+                synced.cancel()
+                if not plugin.synced.is_set():
+                    why = "; ".join(problems.messages) or "the connection closed"
+                    raise ResetError(
+                        f"runtime at {socket_path}: expected registration, "
+                        f"Configure and Synchronize; found: {why}"
+                    )
+                rt = plugin.runtime_info
+                if rt is not None:
+                    outcome.runtime = f"{rt.name} {rt.version} (NRI {rt.nri_version})"
+                plan = plan_reset(plugin.pods, plugin.containers, cpus=cpus, mems=mems, keep=keep)
+                outcome.plan = plan
+                if plan.updates and not dry_run:
+                    failed = await plugin.update_containers(plan.updates, timeout=timeout)
+                    outcome.failed_updates = [u.container_id for u in failed or ()]
+        except TimeoutError as exc:
+            step = "UpdateContainers" if outcome.plan is not None else "Synchronize"
+            raise ResetError(
+                f"runtime at {socket_path}: expected {step} within {timeout:g} s; found no answer"
+            ) from exc
+    finally:
+        await plugin.stop()
+        await asyncio.wait({serving}, timeout=5.0)
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        log.removeHandler(problems)
+    for cid in outcome.failed_updates:
+        outcome.failures.append(f"container {cid}: the runtime could not apply the reset")
+    return outcome
+
+
+# ------------------------------------------------------------------------- resctrl
+
+
+def remove_owned_rdt_groups(
+    *, resctrl_root: Path, state_dir: Path, dry_run: bool = False
+) -> list[str]:
+    """Remove the resctrl groups the daemon's ownership record lists; their names.
+
+    Nothing is read from resctrl when there is no record (no RDT was ever managed here).
+    """
+    from nri_resmgr.control.resctrl import RECORD_NAME, GroupKind, RdtConfig, RdtController
+
+    if not (state_dir / RECORD_NAME).exists():
+        return []
+    try:
+        ctl = RdtController(resctrl_root, RdtConfig(), state_dir=state_dir)
+        owned = ctl.owned()
+        if dry_run:
+            return sorted(owned)
+        # pod and monitoring groups of every pod (no pod is "live" for a reset) ...
+        removed = list(ctl.reconcile(()).removed)
+        # ... then the class groups: none is configured, so every owned one goes
+        ctl.apply_classes()
+        removed += [
+            rel
+            for rel, meta in owned.items()
+            if meta.get("kind") == GroupKind.CLASS and rel not in ctl.owned()
+        ]
+    except (ResmgrError, OSError) as exc:
+        raise ResetError(
+            f"resctrl groups under {resctrl_root} (record {state_dir / RECORD_NAME}): {exc}"
+        ) from exc
+    return removed
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def _print_outcome(outcome: ResetOutcome, *, dry_run: bool, verbose: bool) -> None:
+    plan = outcome.plan
+    if plan is None:
+        return
+    verb = "would reset" if dry_run else "reset"
+    total = len(plan.reset) + len(plan.kept)
+    print(
+        f"runtime {outcome.runtime or '(unknown)'}: {total} containers, "
+        f"{len(plan.reset)} pinned; allowed cpus {plan.cpus}, mems {plan.mems}"
+    )
+    failed = set(outcome.failed_updates)
+    for r in plan.reset:
+        mark = "FAILED " if r.container_id in failed else ""
+        print(
+            f"{mark}{verb} {r.subject} ({r.container_id[:12]}): cpus {r.cpus or '-'} -> "
+            f"{plan.cpus}, mems {r.mems or '-'} -> {plan.mems}"
+        )
+    if verbose:
+        for k in plan.kept:
+            print(f"left {k.subject} ({k.container_id[:12]}): {k.reason}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from nri_resmgr.daemon import DEFAULT_RESCTRL_ROOT, DEFAULT_STATE_DIR
+
+    started = time.monotonic()
+    try:
+        cpus, mems = read_allowed_sets(Path(args.sysfs_root))
+    except ResetError as exc:
+        print(f"reset: {exc}", file=sys.stderr)
+        return 2
+    try:
+        outcome = asyncio.run(
+            sync_and_reset(
+                socket_path=args.socket,
+                index=args.plugin_index,
+                name=args.plugin_name,
+                cpus=cpus,
+                mems=mems,
+                keep=args.keep,
+                timeout=args.timeout,
+                dry_run=args.dry_run,
+            )
+        )
+    except ResetError as exc:
+        print(f"reset: {exc}", file=sys.stderr)
+        return 1
+    _print_outcome(outcome, dry_run=args.dry_run, verbose=args.verbose)
+    if not args.no_resctrl:
+        try:
+            groups = remove_owned_rdt_groups(
+                resctrl_root=Path(args.resctrl_root or DEFAULT_RESCTRL_ROOT),
+                state_dir=Path(args.state_dir or DEFAULT_STATE_DIR),
+                dry_run=args.dry_run,
+            )
+        except ResetError as exc:
+            outcome.failures.append(str(exc))
+        else:
+            verb = "would remove" if args.dry_run else "removed"
+            for g in groups:
+                print(f"{verb} resctrl group {g}")
+    for failure in outcome.failures:
+        print(f"reset: {failure}", file=sys.stderr)
+    print(
+        f"done in {time.monotonic() - started:.2f} s"
+        + (" (dry run: nothing changed)" if args.dry_run else "")
+    )
+    return 1 if outcome.failures else 0
