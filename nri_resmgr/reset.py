@@ -35,18 +35,35 @@ containers by id.
   cgroup to write and the runtime would refuse.
 * A cpuset the runtime reports in a form that does not parse is reset too (it is not the
   full set, whatever it is), and the plan says so.
+
+When the Helm chart's DaemonSet pod terminates, its reset container must tell an uninstall
+(reset) from a restart (keep: the next daemon takes the containers over where they are).
+`termination_verdict` decides from a GET of the DaemonSet at SIGTERM, compared with one
+made at start-up:
+
+* 404, a ``deletionTimestamp``, or another UID (deleted and created anew): removed.
+  ``helm uninstall`` deletes the DaemonSet with background propagation, so it is already
+  gone when the kubelet stops the pods; with foreground propagation it still exists but
+  carries a ``deletionTimestamp``.
+* the same object, not being deleted: a rolling update, a pod deletion, a drain: keep.
+* 401 or 403 although the same request worked at start-up: ``helm uninstall`` deletes the
+  release's ServiceAccount and RBAC objects right after the DaemonSet, usually before the
+  pod is stopped, so the credentials failing now is itself the sign: removed.
+* anything else (no answer, a server error, or credentials that never worked): cannot
+  tell, keep, and say so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from nri_api import api
 from nri_api.builders import Update
 from nri_resmgr.topology.cpuset import CPUSet, IDSetError, NodeSet
 
-__all__ = ["ContainerReset", "ResetPlan", "plan_reset"]
+__all__ = ["ContainerReset", "ResetPlan", "plan_reset", "termination_verdict"]
 
 _LIVE_STATES = frozenset(
     {
@@ -148,3 +165,35 @@ def plan_reset(
     return ResetPlan(
         cpus=cpus, mems=mems, reset=tuple(reset), kept=tuple(kept), updates=tuple(updates)
     )
+
+
+def termination_verdict(
+    *, started_uid: str | None, status: int, daemonset: Mapping[str, Any] | None
+) -> tuple[bool, str]:
+    """Reset or keep at SIGTERM, and why (module docstring).
+
+    `started_uid` is the DaemonSet's UID read at start-up (None if that read failed);
+    `status` the HTTP status of the read at SIGTERM (0: no answer), `daemonset` its body.
+    """
+    if status == 404:
+        return True, "the DaemonSet is gone (uninstalled)"
+    if status in (401, 403):
+        if started_uid is None:
+            return False, (
+                f"cannot tell an uninstall from a restart: the API refused with {status} now "
+                "and at start-up (RBAC for get daemonsets missing?)"
+            )
+        return True, (
+            f"the API refuses the credentials that worked at start-up ({status}): the "
+            "release's ServiceAccount or RBAC are deleted (uninstalled)"
+        )
+    if status != 200 or daemonset is None:
+        return False, f"cannot tell an uninstall from a restart: the API answered {status}"
+    meta = daemonset.get("metadata") or {}
+    name = f"{meta.get('namespace', '?')}/{meta.get('name', '?')}"
+    stamp = meta.get("deletionTimestamp")
+    if stamp:
+        return True, f"DaemonSet {name} is being deleted (since {stamp})"
+    if started_uid is not None and meta.get("uid") != started_uid:
+        return True, f"DaemonSet {name} was deleted and created anew (uid {meta.get('uid')})"
+    return False, f"DaemonSet {name} still exists: a restart, not an uninstall"

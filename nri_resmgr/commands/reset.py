@@ -25,6 +25,15 @@ something (each failure is printed), 2 for a bad command line or an unreadable s
 
 While the daemon is still connected it would re-pin containers at its next event, so run
 this after the daemon has stopped (`uninstall` stops a pre-registered instance first).
+
+``--on-uninstall NAMESPACE/DAEMONSET`` is the Helm chart's mode (a second container in the
+daemon's pod): wait for SIGTERM, which the kubelet sends to every container of the pod at
+once when the pod is deleted; ask the API server whether that DaemonSet is gone or being
+deleted (`nri_resmgr.reset.termination_verdict`, which compares with a read made at
+start-up), and exit without touching anything if not (a rolling update or a pod deletion:
+the next daemon takes the containers over); else wait
+until the daemon container has exited (``--wait-port``: its HTTP port stops accepting
+connections, as the pod shares one network namespace), then reset as above.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import signal
 import socket
 import sys
 import time
@@ -104,6 +114,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verbose", "-v", action="store_true", help="also list the containers left alone, and why"
     )
+    helm = parser.add_argument_group(
+        "on uninstall",
+        "the Helm chart's mode: wait for SIGTERM, reset only if the DaemonSet is being removed",
+    )
+    helm.add_argument(
+        "--on-uninstall",
+        metavar="NAMESPACE/DAEMONSET",
+        help="wait for SIGTERM, then reset only if this DaemonSet is gone or being deleted",
+    )
+    helm.add_argument(
+        "--wait-port",
+        metavar="HOST:PORT",
+        help="before resetting, wait (up to --timeout) until nothing accepts connections "
+        "here (the daemon's HTTP port: it has exited)",
+    )
+    helm.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, else in-cluster)")
 
 
 # ---------------------------------------------------------------------------- sysfs
@@ -319,6 +345,97 @@ def remove_owned_rdt_groups(
     return removed
 
 
+# ---------------------------------------------------------------------- on uninstall
+
+
+def wait_for_termination() -> int:
+    """Block until SIGTERM or SIGINT arrives; the signal number.
+
+    The signals stay blocked afterwards: a second SIGTERM must not cut the reset short
+    (the kubelet's SIGKILL at the end of the grace period still ends everything).
+    """
+    wanted = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    return int(signal.sigwait(wanted))
+
+
+def wait_port_closed(endpoint: str, *, timeout: float) -> bool:
+    """Poll until nothing accepts connections at ``HOST:PORT``; False on timeout."""
+    host, sep, port = endpoint.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ResetError(
+            f"--wait-port: expected HOST:PORT such as 127.0.0.1:8891; found {endpoint!r}"
+        )
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=0.5):
+                pass
+        except OSError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+class DaemonSetProbe:
+    """Reads of one DaemonSet (``namespace/name``) through the API, for `termination_verdict`."""
+
+    def __init__(self, ref: str, *, kubeconfig: str | None) -> None:
+        import os
+
+        from nri_resmgr.kube import KubeClient, in_cluster_credentials, load_kubeconfig
+
+        namespace, sep, name = ref.partition("/")
+        if not (sep and namespace and name) or "/" in name:
+            raise ResetError(f"--on-uninstall: expected NAMESPACE/DAEMONSET; found {ref!r}")
+        self.ref = ref
+        self.path = f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}"
+        config = kubeconfig or os.environ.get("KUBECONFIG")
+        try:
+            creds = load_kubeconfig(config) if config else in_cluster_credentials()
+        except (OSError, ValueError, KeyError) as exc:
+            raise ResetError(
+                f"kubeconfig {config}: expected a readable kubeconfig; found {exc}"
+            ) from exc
+        if creds is None:
+            raise ResetError(
+                "--on-uninstall: expected in-cluster credentials or --kubeconfig; found neither"
+            )
+        self.client = KubeClient(creds, timeout=5.0)
+
+    def read(self) -> tuple[int, dict[str, Any] | None, str]:
+        """HTTP status (0: no answer), the object if 200, and the error text if not."""
+        from nri_resmgr.kube import KubeError
+
+        try:
+            return 200, self.client.request("GET", self.path), ""
+        except KubeError as exc:
+            return exc.status, None, str(exc)
+
+    def uid(self) -> str | None:
+        """The DaemonSet's UID now, None if it cannot be read (the reason is printed)."""
+        _, obj, error = self.read()
+        if obj is None:
+            print(
+                f"reset: DaemonSet {self.ref}: expected to read it at start-up; found "
+                f"{error}; an uninstall may not be recognised",
+                file=sys.stderr,
+                flush=True,
+            )
+            return None
+        uid = (obj.get("metadata") or {}).get("uid")
+        return str(uid) if uid else None
+
+    def verdict(self, started_uid: str | None) -> tuple[bool, str]:
+        """Reset (True) or keep, and why, from a read now compared with `started_uid`."""
+        from nri_resmgr.reset import termination_verdict
+
+        status, obj, error = self.read()
+        going, why = termination_verdict(started_uid=started_uid, status=status, daemonset=obj)
+        return going, (f"{why} ({error})" if error and not going else why)
+
+
 # ---------------------------------------------------------------------------- report
 
 
@@ -347,12 +464,42 @@ def _print_outcome(outcome: ResetOutcome, *, dry_run: bool, verbose: bool) -> No
 def run(args: argparse.Namespace) -> int:
     from nri_resmgr.daemon import DEFAULT_RESCTRL_ROOT, DEFAULT_STATE_DIR
 
-    started = time.monotonic()
     try:
         cpus, mems = read_allowed_sets(Path(args.sysfs_root))
     except ResetError as exc:
         print(f"reset: {exc}", file=sys.stderr)
         return 2
+    if args.on_uninstall:
+        try:
+            probe = DaemonSetProbe(args.on_uninstall, kubeconfig=args.kubeconfig)
+        except ResetError as exc:
+            print(f"reset: {exc}", file=sys.stderr)
+            return 2
+        started_uid = probe.uid()
+        print(
+            f"waiting for SIGTERM; then resetting if DaemonSet {args.on_uninstall} "
+            f"(uid {started_uid}) is being removed",
+            flush=True,
+        )
+        signum = wait_for_termination()
+        going, why = probe.verdict(started_uid)
+        print(f"{signal.Signals(signum).name}: {why}", flush=True)
+        if not going:
+            print("containers left to the next daemon")
+            return 0
+    if args.wait_port:
+        try:
+            gone = wait_port_closed(args.wait_port, timeout=args.timeout)
+        except ResetError as exc:
+            print(f"reset: {exc}", file=sys.stderr)
+            return 2
+        if not gone:
+            print(
+                f"reset: the daemon still listens at {args.wait_port} after "
+                f"{args.timeout:g} s; resetting anyway",
+                file=sys.stderr,
+            )
+    started = time.monotonic()
     try:
         outcome = asyncio.run(
             sync_and_reset(

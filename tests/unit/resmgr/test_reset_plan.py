@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nri_api import api
-from nri_resmgr.reset import plan_reset
+from nri_resmgr.reset import plan_reset, termination_verdict
 from nri_resmgr.topology.cpuset import CPUSet
 
 ALL_CPUS = CPUSet.parse("0-7")
@@ -138,3 +138,48 @@ def test_a_container_of_an_unknown_pod_is_still_reset() -> None:
 def test_empty_allowed_sets_are_refused(cpus: str, mems: str) -> None:
     with pytest.raises(ValueError, match="expected the host's"):
         plan_reset([_pod()], [], cpus=CPUSet.parse(cpus), mems=CPUSet.parse(mems))
+
+
+def _ds(uid: str = "u1", **meta: str) -> dict[str, dict[str, str]]:
+    return {"metadata": {"name": "nri-resmgr", "namespace": "kube-system", "uid": uid, **meta}}
+
+
+@pytest.mark.parametrize(
+    ("started", "status", "obj", "going", "why"),
+    [
+        ("u1", 200, _ds(), False, "still exists: a restart"),
+        (None, 200, _ds(), False, "still exists: a restart"),
+        ("u1", 200, _ds(deletionTimestamp="2026-11-23T18:00:00Z"), True, "being deleted"),
+        ("u1", 200, _ds("u2"), True, "created anew"),
+        ("u1", 404, None, True, "gone (uninstalled)"),
+        (None, 404, None, True, "gone (uninstalled)"),
+        ("u1", 401, None, True, "credentials that worked at start-up (401)"),
+        ("u1", 403, None, True, "credentials that worked at start-up (403)"),
+        (None, 403, None, False, "cannot tell"),
+        ("u1", 0, None, False, "cannot tell"),
+        ("u1", 500, None, False, "cannot tell"),
+    ],
+    ids=[
+        "restart",
+        "restart-no-uid",
+        "foreground",
+        "recreated",
+        "gone",
+        "gone-no-uid",
+        "revoked-401",
+        "revoked-403",
+        "never-allowed",
+        "no-answer",
+        "server-error",
+    ],
+)
+def test_termination_verdict(
+    started: str | None,
+    status: int,
+    obj: dict[str, dict[str, str]] | None,
+    going: bool,
+    why: str,
+) -> None:
+    got, reason = termination_verdict(started_uid=started, status=status, daemonset=obj)
+    assert got is going
+    assert why in reason
