@@ -19,9 +19,10 @@ from the daemon's, so it may connect while the daemon is still registered):
    (``<state-dir>/resctrl-groups.json``; nothing else is touched): pod and monitoring
    groups first, then class groups.  Removing a group moves its tasks to the root group.
 
-Steps 2-3 are bounded by ``--timeout``.  Exit status: 0 when every planned update was
-applied and every owned group removed, 1 when the runtime could not be reached or refused
-something (each failure is printed), 2 for a bad command line or an unreadable sysfs.
+Steps 2-3 are bounded by ``--timeout`` (which also covers ``--wait-port`` below).
+Exit status: 0 when every planned update was applied and every owned group removed, 1 when
+the runtime could not be reached or refused something (each failure is printed), 2 for a
+bad command line or an unreadable sysfs.
 
 While the daemon is still connected it would re-pin containers at its next event, so run
 this after the daemon has stopped (`uninstall` stops a pre-registered instance first).
@@ -126,7 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     helm.add_argument(
         "--wait-port",
         metavar="HOST:PORT",
-        help="before resetting, wait (up to --timeout) until nothing accepts connections "
+        help="before resetting, wait (up to half of --timeout) until nothing accepts connections "
         "here (the daemon's HTTP port: it has exited)",
     )
     helm.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, else in-cluster)")
@@ -487,16 +488,18 @@ def run(args: argparse.Namespace) -> int:
         if not going:
             print("containers left to the next daemon")
             return 0
+    budget_start = time.monotonic()
     if args.wait_port:
         try:
-            gone = wait_port_closed(args.wait_port, timeout=args.timeout)
+            # half the budget: the daemon exits within a second of its SIGTERM
+            gone = wait_port_closed(args.wait_port, timeout=args.timeout / 2)
         except ResetError as exc:
             print(f"reset: {exc}", file=sys.stderr)
             return 2
         if not gone:
             print(
                 f"reset: the daemon still listens at {args.wait_port} after "
-                f"{args.timeout:g} s; resetting anyway",
+                f"{args.timeout / 2:g} s; resetting anyway",
                 file=sys.stderr,
             )
     started = time.monotonic()
@@ -509,7 +512,7 @@ def run(args: argparse.Namespace) -> int:
                 cpus=cpus,
                 mems=mems,
                 keep=args.keep,
-                timeout=args.timeout,
+                timeout=max(args.timeout - (time.monotonic() - budget_start), 1.0),
                 dry_run=args.dry_run,
             )
         )
