@@ -53,7 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from nri_api import api
-from nri_api.stub import OnClose, Plugin, RuntimeInfo
+from nri_api.errors import ConnectionClosed, RPCError
+from nri_api.stub import OnClose, Plugin, RuntimeInfo, resolve_identity
 from nri_resmgr.model import ResmgrError
 from nri_resmgr.reset import ResetPlan, plan_reset
 from nri_resmgr.topology.cpuset import CPUSet, IDSetError, NodeSet
@@ -217,7 +218,6 @@ class ResetOutcome:
     runtime: str = ""
     plan: ResetPlan | None = None
     failed_updates: list[str] = field(default_factory=list)
-    removed_groups: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
 
@@ -256,23 +256,24 @@ async def sync_and_reset(
     dry_run: bool = False,
 ) -> ResetOutcome:
     """Steps 2-3 of the module docstring; raises ResetError when the runtime fails us."""
+    outcome = ResetOutcome()
+    try:
+        resolve_identity(name=name, idx=index, environ={}, argv0="")
+    except ValueError as exc:
+        raise ResetError(f"reset plugin identity: {exc}") from exc
+    sock = _connect(socket_path)
     problems = _Problems()
     log = logging.getLogger(f"nri_resmgr.reset.{index}-{name}")
     log.addHandler(problems)
     log.propagate = False
-    outcome = ResetOutcome()
-    try:
-        plugin = ResetPlugin(
-            name=name,
-            idx=index,
-            connection=_connect(socket_path),
-            on_close=OnClose.EXIT,
-            logger=log,
-            environ={},
-        )
-    except ValueError as exc:
-        log.removeHandler(problems)
-        raise ResetError(f"reset plugin identity: {exc}") from exc
+    plugin = ResetPlugin(
+        name=name,
+        idx=index,
+        connection=sock,
+        on_close=OnClose.EXIT,
+        logger=log,
+        environ={},
+    )
     serving = asyncio.create_task(plugin.serve(), name="nri-resmgr-reset")
     try:
         try:
@@ -292,7 +293,13 @@ async def sync_and_reset(
                 plan = plan_reset(plugin.pods, plugin.containers, cpus=cpus, mems=mems, keep=keep)
                 outcome.plan = plan
                 if plan.updates and not dry_run:
-                    failed = await plugin.update_containers(plan.updates, timeout=timeout)
+                    try:
+                        failed = await plugin.update_containers(plan.updates, timeout=timeout)
+                    except (RPCError, ConnectionClosed) as exc:
+                        raise ResetError(
+                            f"runtime at {socket_path}: expected UpdateContainers of "
+                            f"{len(plan.updates)} containers to be answered; found {exc}"
+                        ) from exc
                     outcome.failed_updates = [u.container_id for u in failed or ()]
         except TimeoutError as exc:
             step = "UpdateContainers" if outcome.plan is not None else "Synchronize"

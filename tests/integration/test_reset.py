@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from nri_api import api
+from nri_api.errors import RPCError, StatusCode
 from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime
 from nri_resmgr.commands.reset import (
@@ -226,6 +227,46 @@ def test_updates_the_runtime_could_not_apply_are_failures(base: Path) -> None:
         assert outcome.failures == ["container web-app: the runtime could not apply the reset"]
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_an_update_the_runtime_answers_with_an_error_is_reported(base: Path) -> None:
+    p = pod("web", QoSClass.BURSTABLE)
+    c = ctr(p, "app", cpu="500m", cpus="2-3", state=RUNNING)
+
+    def refuse(request: api.UpdateContainersRequest) -> list[api.ContainerUpdate]:
+        raise RPCError(StatusCode.UNKNOWN, "container web-app: cgroup write failed")
+
+    async def scenario() -> None:
+        sock = str(base / "nri.sock")
+        rt = FakeRuntime(pods=[p], containers=[c], update_result=refuse)
+        await rt.listen(sock)
+        with pytest.raises(ResetError) as err:
+            await sync_and_reset(
+                socket_path=sock,
+                index="99",
+                name="resmgr-reset",
+                cpus=CPUSet.parse("0-7"),
+                mems=CPUSet.parse("0"),
+                timeout=10,
+            )
+        await rt.close()
+        assert "expected UpdateContainers of 1 containers to be answered; found" in str(err.value)
+        assert "cgroup write failed" in str(err.value)
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_a_bad_identity_is_refused_before_connecting(base: Path) -> None:
+    with pytest.raises(ResetError, match="reset plugin identity: plugin index"):
+        asyncio.run(
+            sync_and_reset(
+                socket_path=str(base / "absent.sock"),
+                index="9",
+                name="resmgr-reset",
+                cpus=CPUSet.parse("0"),
+                mems=CPUSet.parse("0"),
+            )
+        )
 
 
 def test_a_runtime_that_never_synchronizes_is_bounded_by_the_timeout(base: Path) -> None:
