@@ -55,6 +55,7 @@ made at start-up:
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +64,7 @@ from nri_api import api
 from nri_api.builders import Update
 from nri_resmgr.topology.cpuset import CPUSet, IDSetError, NodeSet
 
-__all__ = ["ContainerReset", "ResetPlan", "plan_reset", "termination_verdict"]
+__all__ = ["ContainerReset", "ResetPlan", "Verdict", "plan_reset", "termination_verdict"]
 
 _LIVE_STATES = frozenset(
     {
@@ -167,33 +168,47 @@ def plan_reset(
     )
 
 
+class Verdict(enum.StrEnum):
+    """What the reset container does at SIGTERM."""
+
+    RESET = "reset"  # the DaemonSet is being removed: un-pin the node
+    KEEP = "keep"  # a restart: the next daemon takes the containers over
+    UNKNOWN = "unknown"  # cannot tell: touch nothing, and say so
+
+
 def termination_verdict(
     *, started_uid: str | None, status: int, daemonset: Mapping[str, Any] | None
-) -> tuple[bool, str]:
+) -> tuple[Verdict, str]:
     """Reset or keep at SIGTERM, and why (module docstring).
 
     `started_uid` is the DaemonSet's UID read at start-up (None if that read failed);
     `status` the HTTP status of the read at SIGTERM (0: no answer), `daemonset` its body.
     """
     if status == 404:
-        return True, "the DaemonSet is gone (uninstalled)"
+        return Verdict.RESET, "the DaemonSet is gone (uninstalled)"
     if status in (401, 403):
         if started_uid is None:
-            return False, (
+            return Verdict.UNKNOWN, (
                 f"cannot tell an uninstall from a restart: the API refused with {status} now "
                 "and at start-up (RBAC for get daemonsets missing?)"
             )
-        return True, (
+        return Verdict.RESET, (
             f"the API refuses the credentials that worked at start-up ({status}): the "
             "release's ServiceAccount or RBAC are deleted (uninstalled)"
         )
     if status != 200 or daemonset is None:
-        return False, f"cannot tell an uninstall from a restart: the API answered {status}"
+        return (
+            Verdict.UNKNOWN,
+            f"cannot tell an uninstall from a restart: the API answered {status}",
+        )
     meta = daemonset.get("metadata") or {}
     name = f"{meta.get('namespace', '?')}/{meta.get('name', '?')}"
     stamp = meta.get("deletionTimestamp")
     if stamp:
-        return True, f"DaemonSet {name} is being deleted (since {stamp})"
+        return Verdict.RESET, f"DaemonSet {name} is being deleted (since {stamp})"
     if started_uid is not None and meta.get("uid") != started_uid:
-        return True, f"DaemonSet {name} was deleted and created anew (uid {meta.get('uid')})"
-    return False, f"DaemonSet {name} still exists: a restart, not an uninstall"
+        return (
+            Verdict.RESET,
+            f"DaemonSet {name} was deleted and created anew (uid {meta.get('uid')})",
+        )
+    return Verdict.KEEP, f"DaemonSet {name} still exists: a restart, not an uninstall"

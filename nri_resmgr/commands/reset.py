@@ -56,7 +56,7 @@ from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError
 from nri_api.stub import OnClose, Plugin, RuntimeInfo, resolve_identity
 from nri_resmgr.model import ResmgrError
-from nri_resmgr.reset import ResetPlan, plan_reset
+from nri_resmgr.reset import ResetPlan, Verdict, plan_reset, termination_verdict
 from nri_resmgr.topology.cpuset import CPUSet, IDSetError, NodeSet
 
 NAME = "reset"
@@ -356,15 +356,23 @@ def remove_owned_rdt_groups(
 # ---------------------------------------------------------------------- on uninstall
 
 
-def wait_for_termination() -> int:
-    """Block until SIGTERM or SIGINT arrives; the signal number.
+#: the signals that end the reset container's wait
+TERMINATION = frozenset({signal.SIGTERM, signal.SIGINT})
 
-    The signals stay blocked afterwards: a second SIGTERM must not cut the reset short
-    (the kubelet's SIGKILL at the end of the grace period still ends everything).
+
+def block_termination() -> None:
+    """Hold SIGTERM/SIGINT pending from now on, for `wait_for_termination` to take.
+
+    Call it before announcing the wait: a signal that came earlier would otherwise kill
+    the process.  They stay blocked afterwards, so a second SIGTERM cannot cut the reset
+    short (the kubelet's SIGKILL at the end of the grace period still ends everything).
     """
-    wanted = {signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
-    return int(signal.sigwait(wanted))
+    signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATION)
+
+
+def wait_for_termination() -> int:
+    """Block until SIGTERM or SIGINT arrives (after `block_termination`); its number."""
+    return int(signal.sigwait(TERMINATION))
 
 
 def wait_port_closed(endpoint: str, *, timeout: float) -> bool:
@@ -435,13 +443,11 @@ class DaemonSetProbe:
         uid = (obj.get("metadata") or {}).get("uid")
         return str(uid) if uid else None
 
-    def verdict(self, started_uid: str | None) -> tuple[bool, str]:
-        """Reset (True) or keep, and why, from a read now compared with `started_uid`."""
-        from nri_resmgr.reset import termination_verdict
-
+    def verdict(self, started_uid: str | None) -> tuple[Verdict, str]:
+        """Reset, keep or unknown, and why, from a read now compared with `started_uid`."""
         status, obj, error = self.read()
-        going, why = termination_verdict(started_uid=started_uid, status=status, daemonset=obj)
-        return going, (f"{why} ({error})" if error and not going else why)
+        verdict, why = termination_verdict(started_uid=started_uid, status=status, daemonset=obj)
+        return verdict, (f"{why} ({error})" if error and verdict is Verdict.UNKNOWN else why)
 
 
 # ---------------------------------------------------------------------------- report
@@ -478,6 +484,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"reset: {exc}", file=sys.stderr)
         return 2
     if args.on_uninstall:
+        block_termination()
         try:
             probe = DaemonSetProbe(args.on_uninstall, kubeconfig=args.kubeconfig)
         except ResetError as exc:
@@ -490,11 +497,17 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         signum = wait_for_termination()
-        going, why = probe.verdict(started_uid)
+        verdict, why = probe.verdict(started_uid)
         print(f"{signal.Signals(signum).name}: {why}", flush=True)
-        if not going:
+        if verdict is Verdict.KEEP:
             print("containers left to the next daemon")
             return 0
+        if verdict is Verdict.UNKNOWN:
+            print(
+                "reset: nothing reset; run `nri-resmgr reset` on the node if this was an uninstall",
+                file=sys.stderr,
+            )
+            return 1
     budget_start = time.monotonic()
     if args.wait_port:
         try:

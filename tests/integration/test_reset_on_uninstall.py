@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +29,7 @@ from nri_api import api
 from nri_api.testing import FakeRuntime
 from nri_resmgr.commands.reset import DaemonSetProbe, ResetError
 from nri_resmgr.model import QoSClass
+from nri_resmgr.reset import Verdict
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests._support import REPO
 from tests.integration.test_daemon import SPEC, ctr, pod
@@ -75,13 +77,14 @@ def test_the_verdict_follows_the_daemonset(kube_cluster: Cluster, ds_name: str) 
     assert uid
     ref = f"default/{ds_name}"
     assert probe.verdict(uid) == (
-        False,
+        Verdict.KEEP,
         f"DaemonSet {ref} still exists: a restart, not an uninstall",
     )
     # foreground deletion: the object stays, marked, while its pods go first
     _delete(kube_cluster, ds_name, "Foreground")
-    going, why = probe.verdict(uid)
-    assert going and why.startswith(f"DaemonSet {ref} is being deleted (since 20"), why
+    verdict, why = probe.verdict(uid)
+    assert verdict is Verdict.RESET
+    assert why.startswith(f"DaemonSet {ref} is being deleted (since 20"), why
 
 
 def test_gone_or_created_anew_is_an_uninstall(kube_cluster: Cluster, ds_name: str) -> None:
@@ -89,12 +92,12 @@ def test_gone_or_created_anew_is_an_uninstall(kube_cluster: Cluster, ds_name: st
     uid = probe.uid()
     # what helm uninstall does: background propagation, the object is gone at once
     _delete(kube_cluster, ds_name, "Background")
-    assert probe.verdict(uid) == (True, "the DaemonSet is gone (uninstalled)")
+    assert probe.verdict(uid) == (Verdict.RESET, "the DaemonSet is gone (uninstalled)")
     kube_cluster.client.request(
         "POST", "/apis/apps/v1/namespaces/default/daemonsets", body=_daemonset(ds_name)
     )
-    going, why = probe.verdict(uid)
-    assert going and "was deleted and created anew" in why
+    verdict, why = probe.verdict(uid)
+    assert verdict is Verdict.RESET and "was deleted and created anew" in why
 
 
 def test_revoked_credentials_mean_uninstall_only_if_they_worked_before(
@@ -105,12 +108,14 @@ def test_revoked_credentials_mean_uninstall_only_if_they_worked_before(
     good = DaemonSetProbe(f"default/{ds_name}", kubeconfig=str(kube_cluster.kubeconfig()))
     revoked = DaemonSetProbe(f"default/{ds_name}", kubeconfig=str(bad))
     uid = good.uid()
-    going, why = revoked.verdict(uid)
-    assert going and "refuses the credentials that worked at start-up (401)" in why
+    verdict, why = revoked.verdict(uid)
+    assert verdict is Verdict.RESET
+    assert "refuses the credentials that worked at start-up (401)" in why
     # never worked: no evidence either way, keep
     assert revoked.uid() is None
-    going, why = revoked.verdict(None)
-    assert not going and why.startswith("cannot tell an uninstall from a restart")
+    verdict, why = revoked.verdict(None)
+    assert verdict is Verdict.UNKNOWN
+    assert why.startswith("cannot tell an uninstall from a restart")
 
 
 def test_a_bad_reference_is_refused(kube_cluster: Cluster) -> None:
@@ -219,3 +224,33 @@ def test_a_restart_leaves_every_container_alone(kube_cluster: Cluster, ds_name: 
     assert f"SIGTERM: DaemonSet default/{ds_name} still exists: a restart" in out
     assert "containers left to the next daemon" in out
     assert requests == []
+
+
+def test_an_unreachable_api_resets_nothing_and_says_so(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+        "clusters: [{name: t, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: t, user: {token: x}}]\n"
+        "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
+    )
+    write_sysfs(SPEC, tmp_path / "host")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nri_resmgr.cli", "reset", "--on-uninstall", "kube-system/x",
+         "--kubeconfig", str(kubeconfig), "--sysfs-root", str(tmp_path / "host"),
+         "--socket", str(tmp_path / "never-used.sock")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    lines: list[str] = []
+    while not any("waiting for SIGTERM" in ln for ln in lines):
+        line = proc.stdout.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+    proc.send_signal(signal.SIGTERM)
+    out = "".join(lines) + proc.stdout.read()
+    assert proc.wait(timeout=30) == 1, out
+    assert "expected to read it at start-up; found" in out
+    assert "SIGTERM: cannot tell an uninstall from a restart: the API answered 0" in out
+    assert "nothing reset" in out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nri_api import api
-from nri_resmgr.reset import plan_reset, termination_verdict
+from nri_resmgr.reset import Verdict, plan_reset, termination_verdict
 from nri_resmgr.topology.cpuset import CPUSet
 
 ALL_CPUS = CPUSet.parse("0-7")
@@ -145,19 +145,19 @@ def _ds(uid: str = "u1", **meta: str) -> dict[str, dict[str, str]]:
 
 
 @pytest.mark.parametrize(
-    ("started", "status", "obj", "going", "why"),
+    ("started", "status", "obj", "verdict", "why"),
     [
-        ("u1", 200, _ds(), False, "still exists: a restart"),
-        (None, 200, _ds(), False, "still exists: a restart"),
-        ("u1", 200, _ds(deletionTimestamp="2026-11-23T18:00:00Z"), True, "being deleted"),
-        ("u1", 200, _ds("u2"), True, "created anew"),
-        ("u1", 404, None, True, "gone (uninstalled)"),
-        (None, 404, None, True, "gone (uninstalled)"),
-        ("u1", 401, None, True, "credentials that worked at start-up (401)"),
-        ("u1", 403, None, True, "credentials that worked at start-up (403)"),
-        (None, 403, None, False, "cannot tell"),
-        ("u1", 0, None, False, "cannot tell"),
-        ("u1", 500, None, False, "cannot tell"),
+        ("u1", 200, _ds(), Verdict.KEEP, "still exists: a restart"),
+        (None, 200, _ds(), Verdict.KEEP, "still exists: a restart"),
+        ("u1", 200, _ds(deletionTimestamp="2026-11-23T18:00:00Z"), Verdict.RESET, "being deleted"),
+        ("u1", 200, _ds("u2"), Verdict.RESET, "created anew"),
+        ("u1", 404, None, Verdict.RESET, "gone (uninstalled)"),
+        (None, 404, None, Verdict.RESET, "gone (uninstalled)"),
+        ("u1", 401, None, Verdict.RESET, "credentials that worked at start-up (401)"),
+        ("u1", 403, None, Verdict.RESET, "credentials that worked at start-up (403)"),
+        (None, 403, None, Verdict.UNKNOWN, "cannot tell"),
+        ("u1", 0, None, Verdict.UNKNOWN, "cannot tell"),
+        ("u1", 500, None, Verdict.UNKNOWN, "cannot tell"),
     ],
     ids=[
         "restart",
@@ -177,9 +177,9 @@ def test_termination_verdict(
     started: str | None,
     status: int,
     obj: dict[str, dict[str, str]] | None,
-    going: bool,
+    verdict: Verdict,
     why: str,
 ) -> None:
     got, reason = termination_verdict(started_uid=started, status=status, daemonset=obj)
-    assert got is going
+    assert got is verdict
     assert why in reason
