@@ -341,15 +341,23 @@ def remove_owned_rdt_groups(
         removed = list(ctl.reconcile(()).removed)
         # ... then the class groups: none is configured, so every owned one goes
         ctl.apply_classes()
-        removed += [
-            rel
-            for rel, meta in owned.items()
-            if meta.get("kind") == GroupKind.CLASS and rel not in ctl.owned()
-        ]
+        left = ctl.owned()
     except (ResmgrError, OSError) as exc:
         raise ResetError(
             f"resctrl groups under {resctrl_root} (record {state_dir / RECORD_NAME}): {exc}"
         ) from exc
+    removed += [
+        rel
+        for rel, meta in owned.items()
+        if meta.get("kind") == GroupKind.CLASS and rel not in left
+    ]
+    if left:
+        # a group that would not go is logged by the controller and stays in the record
+        raise ResetError(
+            f"resctrl groups under {resctrl_root}: expected every recorded group removed; "
+            f"found {', '.join(sorted(left))} still recorded (removed: "
+            f"{', '.join(sorted(removed)) or 'none'})"
+        )
     return removed
 
 

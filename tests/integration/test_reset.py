@@ -178,6 +178,17 @@ def test_reset_sends_every_pinned_container_back_and_removes_owned_groups(
     assert remove_owned_rdt_groups(resctrl_root=root, state_dir=state) == []
 
 
+def test_a_group_that_will_not_go_is_a_named_failure(topology: Topology, base: Path) -> None:
+    pods, _ = _daemon_placed(topology, base)
+    root, state = base / "resctrl", base / "state"
+    group = f"nri-resmgr-pod-{pods[1].uid}"
+    (root / group / "stray").write_text("not resctrl's")  # rmdir now fails: ENOTEMPTY
+    with pytest.raises(ResetError) as err:
+        remove_owned_rdt_groups(resctrl_root=root, state_dir=state)
+    assert group in str(err.value)
+    assert str(root) in str(err.value)
+
+
 def test_no_record_means_resctrl_is_not_even_read(base: Path) -> None:
     # no resctrl tree at all: a node where RDT was never managed
     assert remove_owned_rdt_groups(resctrl_root=base / "absent", state_dir=base) == []
