@@ -484,8 +484,6 @@ def _print_outcome(outcome: ResetOutcome, *, dry_run: bool, verbose: bool) -> No
 
 
 def run(args: argparse.Namespace) -> int:
-    from nri_resmgr.daemon import DEFAULT_RESCTRL_ROOT, DEFAULT_STATE_DIR
-
     try:
         cpus, mems = read_allowed_sets(Path(args.sysfs_root))
     except ResetError as exc:
@@ -549,6 +547,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     _print_outcome(outcome, dry_run=args.dry_run, verbose=args.verbose)
     if not args.no_resctrl:
+        # the daemon's defaults; imported here: the chart's reset container idles until
+        # SIGTERM and need not hold the daemon's modules in memory meanwhile
+        from nri_resmgr.daemon import DEFAULT_RESCTRL_ROOT, DEFAULT_STATE_DIR
+
         try:
             groups = remove_owned_rdt_groups(
                 resctrl_root=Path(args.resctrl_root or DEFAULT_RESCTRL_ROOT),
