@@ -23,10 +23,14 @@ What the runtime tells us, and how we read it (kubelet computes, containerd pass
 
   (the systemd form may come as a full path, ``/kubepods.slice/kubepods-burstable.slice/
   kubepods-burstable-pod<uid>.slice``; only the last component counts).  When the parent
-  is not recognised (another orchestrator, a test) the class is estimated from the
-  resources, the way the kubelet derived them: no CPU request (shares ≤ 2), no quota and
-  no memory limit is BestEffort; a quota equal to the request and a memory limit is
-  Guaranteed; anything else is Burstable.
+  is not recognised (nerdctl, ``ctr``, another orchestrator, a test) the pod has no class
+  of its own: each *container's* class is estimated from that container's resources, the
+  way the kubelet would have derived it: no CPU request (shares ≤ 2), no quota and no
+  memory limit is BestEffort; a quota equal to the request and a memory limit is
+  Guaranteed; anything else is Burstable.  (The `Pod` value still carries an estimate,
+  from the sandbox's pod resources or the first container seen, for pod-level use; a
+  container's `qos_class` never inherits it: the pod may have been remembered at
+  RunPodSandbox, before any container, when there was nothing to estimate from.)
 
 * **CPU request** from CFS shares: the kubelet writes ``max(2, milli * 1024 / 1000)``, so
   the inverse is ``ceil(shares * 1000 / 1024)``, and the minimum of 2 shares means "no
@@ -60,6 +64,7 @@ was expected and what was found.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -95,6 +100,7 @@ __all__ = [
     "cpu_request_from_shares",
     "init_container_names",
     "pod_from_nri",
+    "pod_qos_is_known",
     "qos_class_from_cgroup_parent",
     "qos_class_from_request",
     "request_from_resources",
@@ -192,6 +198,11 @@ def qos_class_from_request(request: Request) -> QoSClass:
     ):
         return QoSClass.GUARANTEED
     return QoSClass.BURSTABLE
+
+
+def pod_qos_is_known(pod: Pod) -> bool:
+    """Whether `pod` sits in a kubelet pod cgroup, which names its QoS class."""
+    return qos_class_from_cgroup_parent(pod.cgroup_parent) is not None
 
 
 def _pod_qos(sandbox: api.PodSandbox, fallback: api.LinuxResources | None) -> QoSClass:
@@ -311,6 +322,11 @@ def container_from_nri(
         container.linux.resources if container.linux.HasField("resources") else None
     )
     request = request_from_resources(res)
+    if not pod_qos_is_known(pod):
+        # not a kubelet pod: the class is the container's own (module docstring)
+        own = qos_class_from_request(request)
+        if own is not pod.qos_class:
+            pod = dataclasses.replace(pod, qos_class=own)
     if pod.qos_class is QoSClass.GUARANTEED and request.memory_limit is not None:
         request = Request(
             cpu_request_milli=request.cpu_request_milli,

@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "install",
     "enable_nri",
     "uninstall",
+    "reset",
     "report",
 )
 

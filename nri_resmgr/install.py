@@ -10,13 +10,23 @@ ran `install`, running `nri_resmgr.cli.main(["run", ...])` in isolated mode.
 
 Every file we write carries a marker line; `uninstall` removes exactly the files that
 carry it and were written for that index, and nothing else.
+
+Removing the launcher does not stop the instance the runtime already started: the runtime
+never stops a launched plugin while it runs, and that instance would keep re-pinning
+containers at every event.  So `nri-resmgr uninstall` also stops it: `find_launched` finds
+the processes the kernel started from our launcher (argv exactly ``[interpreter, "-I",
+<launcher path>]``, what the shebang line produces; nothing else matches), and
+`stop_launched` sends them SIGTERM (the daemon exits at once) and, after a grace period,
+SIGKILL.  Only then does `uninstall` run `nri-resmgr reset`, so nothing re-pins after it.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,3 +126,70 @@ def uninstall(*, root: Path, index: str, name: str = DEFAULT_NAME) -> list[Path]
         path.unlink()
         removed.append(path)
     return removed
+
+
+def launcher_path(*, root: Path, index: str, name: str = DEFAULT_NAME) -> Path:
+    """Where `install` writes the launcher for this index and name."""
+    return _paths(root, index, name)[0]
+
+
+def _argv(proc: Path, pid: str) -> list[str]:
+    try:
+        raw = (proc / pid / "cmdline").read_bytes()
+    except OSError:  # gone meanwhile, or not ours to read
+        return []
+    return raw.decode("utf-8", "surrogateescape").split("\0")[:-1] if raw else []
+
+
+def find_launched(launcher: Path, *, proc: Path = Path("/proc")) -> list[int]:
+    """Pids of live processes started from `launcher` (argv ``[python, "-I", launcher]``)."""
+    want = os.path.normpath(str(launcher))
+    pids: list[int] = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        argv = _argv(proc, entry.name)
+        if len(argv) >= 3 and argv[1] == "-I" and os.path.normpath(argv[2]) == want:
+            pids.append(int(entry.name))
+    return sorted(pids)
+
+
+def _alive(pid: int, proc: Path) -> bool:
+    """True while `pid` runs (a zombie, exited but not yet reaped by the runtime, does not)."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+
+
+def stop_launched(pids: list[int], *, grace: float = 10.0, proc: Path = Path("/proc")) -> list[str]:
+    """SIGTERM `pids`, SIGKILL what still runs after `grace` seconds; what was done, per pid."""
+    results: dict[int, str] = {}
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            results[pid] = "already gone"
+        except PermissionError as exc:
+            raise ConfigError(
+                f"uninstall: the running pre-registered instance (pid {pid}): expected to "
+                f"stop it; found {exc} (run as root)"
+            ) from exc
+    waiting = [pid for pid in pids if pid not in results]
+    deadline = time.monotonic() + grace
+    while waiting and time.monotonic() < deadline:
+        waiting = [pid for pid in waiting if _alive(pid, proc)]
+        if waiting:
+            time.sleep(0.05)
+    for pid in pids:
+        if pid in results:
+            continue
+        results[pid] = "stopped (SIGTERM)"
+        if pid in waiting:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                results[pid] = f"killed (SIGKILL after {grace:g} s)"
+            except ProcessLookupError:
+                pass
+    return [f"pid {pid}: {results[pid]}" for pid in pids]

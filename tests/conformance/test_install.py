@@ -5,6 +5,8 @@ harness runtime's plugin and config directories. The adaptation then starts the 
 itself (empty environment but the NRI variables, socket on fd 3, stdout/stderr discarded)
 with the default 5 s registration timeout. The config file's policy (static, CPU 0
 reserved) reaches the daemon only through Configure, so the exact cpuset proves it arrived.
+`uninstall` then stops the launched instance and resets the container over the runtime's
+socket (issue 10 item 11).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import pytest
 
 from nri_resmgr.cli import main
+from nri_resmgr.install import find_launched
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.conformance.harness import FakeRuntime, make_container, make_pod, prune_empty
 
@@ -50,5 +53,19 @@ def test_installed_launcher_registers_and_gets_its_config(runtime: FakeRuntime) 
     assert reply["adjust"]["linux"]["resources"]["cpu"]["cpus"] == "1,5", text[-3000:]
     assert '"configuration from the runtime applied"' in text or \
         "configuration from the runtime applied" in text
-    assert main(["uninstall", "--index", "90", "--root", str(runtime.dir)]) == 0
+    # uninstall: the launched instance is stopped, then `reset` (an external plugin of the
+    # same runtime) sends the pinned container back to the whole machine
+    placed = make_container(db, name="postgres", id=pg["id"], cpu_request_millis=2000,
+                            cpu_limit_millis=2000, memory_limit=256 << 20,
+                            state="CONTAINER_RUNNING", cpuset_cpus="1,5")
+    runtime.set_state(pods=[db], containers=[placed])
+    assert len(find_launched(launcher)) == 1  # the instance the runtime started
+    runtime.updates()  # forget anything sent before
+    assert main(["uninstall", "--index", "90", "--root", str(runtime.dir),
+                 f"--reset-arg=--socket={runtime.socket}", f"--reset-arg=--sysfs-root={root}",
+                 f"--reset-arg=--state-dir={runtime.dir / 'state'}"]) == 0
     assert not launcher.exists()
+    assert find_launched(launcher) == []
+    updates = [u for call in runtime.updates() for u in call]
+    assert [(u["container_id"], u["linux"]["resources"]["cpu"]["cpus"],
+             u["linux"]["resources"]["cpu"]["mems"]) for u in updates] == [(pg["id"], "0-7", "0")]

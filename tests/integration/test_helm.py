@@ -45,7 +45,8 @@ def daemonset(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    (c,) = daemonset(docs)["spec"]["template"]["spec"]["containers"]
+    containers = daemonset(docs)["spec"]["template"]["spec"]["containers"]
+    (c,) = [c for c in containers if c["name"] == "nri-resmgr"]
     assert isinstance(c, dict)
     return c
 
@@ -63,8 +64,9 @@ def test_lint_render_and_validate_against_kubernetes_schemas(helm: str, values: 
     assert lint.returncode == 0, lint.stdout + lint.stderr
     docs = render(helm, values)
     kinds = sorted(d["kind"] for d in docs)
+    # the second Role/RoleBinding: the uninstall reset reads its DaemonSet (test_reset_helm)
     assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Role",
-                     "RoleBinding", "ServiceAccount"]
+                     "Role", "RoleBinding", "RoleBinding", "ServiceAccount"]
     for doc in docs:
         kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
 

@@ -30,7 +30,7 @@ def test_install_writes_launcher_and_config_then_uninstall_removes_exactly_them(
     assert os.path.isabs(sys.executable)
     assert stat.S_IMODE(launcher.stat().st_mode) == 0o755
     assert conf.read_text().endswith("policy: static\n")
-    assert main(["uninstall", "--index", "90", "--root", str(tmp_path)]) == 0
+    assert main(["uninstall", "--index", "90", "--root", str(tmp_path), "--no-reset"]) == 0
     assert not launcher.exists() and not conf.exists()
     assert foreign.exists()
 
