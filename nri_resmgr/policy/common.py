@@ -42,6 +42,7 @@ __all__ = [
     "TRUE_WORDS",
     "CPUAmount",
     "diff_updates",
+    "keep_order",
     "lowest_cpus",
     "namespace_matches",
     "one_thread_per_core",
@@ -311,6 +312,30 @@ def diff_updates(
         if (a.cpus, a.mems) != (b.cpus, b.mems):
             out.append(b)
     return tuple(out)
+
+
+def keep_order(claims: Mapping[ContainerID, CPUSet]) -> list[ContainerID]:
+    """The order in which a rebuild tries to keep exclusive placements where they are.
+
+    `claims` maps each container whose reported cpuset could be its own exclusive grant
+    to that cpuset.  Claims that overlap no other claim come first; then the claims
+    that do, smaller ones first, so that one container claiming many CPUs (a fail-open
+    creation, a hostile report) loses to the valid grants it covers.  Ties go by
+    container id, so the outcome does not depend on the order in which the runtime
+    lists containers.  A rebuild keeps a claim only while it is disjoint from the ones
+    kept before it: of two containers reporting the same CPUs, one keeps them and the
+    other moves.
+    """
+    holders: dict[int, int] = {}
+    for cpus in claims.values():
+        for cpu in cpus:
+            holders[cpu] = holders.get(cpu, 0) + 1
+
+    def key(cid: ContainerID) -> tuple[bool, int, str]:
+        cpus = claims[cid]
+        return (any(holders[cpu] > 1 for cpu in cpus), len(cpus), cid)
+
+    return sorted(claims, key=key)
 
 
 def differs_from_current(container: ContainerInfo, assignment: Assignment) -> bool:

@@ -59,7 +59,12 @@ from nri_resmgr.model import (
     Decision,
     PolicyState,
 )
-from nri_resmgr.policy.common import diff_updates, differs_from_current, one_thread_per_core
+from nri_resmgr.policy.common import (
+    diff_updates,
+    differs_from_current,
+    keep_order,
+    one_thread_per_core,
+)
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import (
@@ -76,6 +81,7 @@ from nri_resmgr.policy.topology_aware.scoring import (
 )
 from nri_resmgr.policy.topology_aware.supply import (
     Grant,
+    InvariantError,
     Offer,
     TopologyAwareState,
     check_addition,
@@ -280,22 +286,31 @@ class TopologyAwarePolicy:
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
         st = self.initial_state()
         notes: list[str] = []
+        unique: dict[ContainerID, ContainerInfo] = {}
+        for c in containers:
+            unique.setdefault(c.id, c)  # a container listed twice counts once, as first seen
+        containers = list(unique.values())
         requests: dict[ContainerID, ContainerRequest] = {}
         for c in containers:
             try:
                 requests[c.id] = container_request(c, self.config)
             except AnnotationError as exc:
-                notes.append(f"left untouched: {exc}")
-                requests[c.id] = _untouched()
+                notes.append(f"overcommitted: {exc}")
+                requests[c.id] = self._unreadable()
         holders = Counter(cpu for c in containers for cpu in (c.current_cpus or IDSet()))
         missing = self._missing_from_shared_views(containers, requests)
 
-        # 1. keep valid exclusive placements exactly (CPUs no other container reports)
+        # 1. keep valid exclusive placements exactly: claims no other claim overlaps
+        # first, then the conflicting ones, smaller first (`common.keep_order`); a claim
+        # is kept only while disjoint from those kept before it.  Other containers'
+        # cpusets (a shared one on every CPU after a fail-open) do not count against it.
+        claims: dict[ContainerID, CPUSet] = {}
         for c in containers:
-            shown = c.current_cpus or IDSet()
-            if any(holders[cpu] > 1 for cpu in shown):
-                continue
-            grant = self._reclaim(st, c, requests[c.id])
+            held = self._claim(c, requests[c.id])
+            if held is not None:
+                claims[c.id] = held
+        for cid in keep_order(claims):
+            grant = self._reclaim(st, unique[cid], requests[cid], claims[cid])
             if grant is not None:
                 st = st.with_grant(grant)
         # 2. place everyone else, hinted by where they are now
@@ -337,8 +352,9 @@ class TopologyAwarePolicy:
             try:
                 grant, _ = self._place(st, c, req, hint=hint, prefer=prefer)
             except AllocationError as exc:
-                notes.append(f"left untouched: {exc}")
-                grant, _ = self._place(st, c, _untouched(), hint=None, prefer=())
+                # it runs anyway: on shared CPUs, off everyone's exclusive ones
+                notes.append(f"overcommitted: {exc}")
+                grant = self._overcommit(st, c, req, hint=hint, notes=notes)
             st = st.with_grant(grant)
         rendered = render_all(self.tree, self.topology, st)
         updates = tuple(
@@ -346,6 +362,59 @@ class TopologyAwarePolicy:
         )
         reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
+
+    def _unreadable(self) -> ContainerRequest:
+        """The request of a running container whose annotations cannot be read.
+
+        Rebuild must account for it all the same: on shared CPUs (off every exclusive
+        grant), its demand not counted, its memory left alone (`_overcommit`).
+        """
+        return ContainerRequest(
+            kind=CPUKind.SHARED,
+            full=0,
+            shared_milli=0,
+            prefer_isolated=False,
+            hide_hyperthreads=False,
+            memory_kinds=ALL_MEMORY,
+            memory_bytes=0,
+            pin_cpu=self.config.options.pin_cpu,
+            pin_memory=False,
+        )
+
+    def _overcommit(
+        self,
+        state: TopologyAwareState,
+        c: ContainerInfo,
+        req: ContainerRequest,
+        *,
+        hint: int | None,
+        notes: list[str],
+    ) -> Grant:
+        """A grant for a running container that fits nowhere by its request (rebuild).
+
+        The runtime runs it whatever we decide, and leaving it where it is could leave
+        it on CPUs now exclusive to another container.  So it goes on the shared CPUs of
+        the best pool (its hint first) with no demand counted: it competes for shared
+        CPU time by its weight, and moves with the shared set from now on.  Reserved
+        requests stay on the reserved CPUs; only when no pool has a shared CPU at all is
+        it left untouched (named in `notes`).
+        """
+        kind = req.kind if req.kind in (CPUKind.RESERVED, CPUKind.NONE) else CPUKind.SHARED
+        loose = replace(
+            req,
+            kind=kind,
+            full=0,
+            shared_milli=0,
+            prefer_isolated=False,
+            memory_kinds=ALL_MEMORY,
+            memory_bytes=0,
+        )
+        try:
+            grant, _ = self._place(state, c, loose, hint=hint, prefer=())
+        except AllocationError as exc:
+            notes.append(f"left untouched: {exc}")
+            grant, _ = self._place(state, c, _untouched(), hint=None, prefer=())
+        return grant
 
     def _missing_from_shared_views(
         self, containers: Sequence[ContainerInfo], requests: Mapping[ContainerID, ContainerRequest]
@@ -368,10 +437,13 @@ class TopologyAwarePolicy:
             missing.update(pool.sharable - view)
         return missing
 
-    def _reclaim(
-        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
-    ) -> Grant | None:
-        """An exclusive grant of exactly `c.current_cpus`, if that is still valid."""
+    def _claim(self, c: ContainerInfo, req: ContainerRequest) -> CPUSet | None:
+        """The CPUs `c`'s report would hold as its exclusive grant, if it could be one.
+
+        Only the report's own shape is judged (an exclusive, pinned request; the right
+        size; CPUs of the tree); `_reclaim` judges it against the grants kept so far.
+        Under hide-hyperthreads one thread of each core is shown and whole cores held.
+        """
         shown = c.current_cpus
         if (
             shown is None
@@ -381,13 +453,17 @@ class TopologyAwarePolicy:
             or not shown <= self.tree.root.cpus
         ):
             return None
-        cur = shown
-        if req.hide_hyperthreads:
-            # one thread of each core is shown; the grant holds the whole cores
-            cores = self.topology.cores_of(shown)
-            if len(cores) != len(shown):
-                return None
-            cur = union(self.topology.core_cpus(k) for k in cores)
+        if not req.hide_hyperthreads:
+            return shown
+        cores = self.topology.cores_of(shown)
+        if len(cores) != len(shown):
+            return None
+        return union(self.topology.core_cpus(k) for k in cores)
+
+    def _reclaim(
+        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest, cur: CPUSet
+    ) -> Grant | None:
+        """An exclusive grant of `cur` (`_claim` of `c`), if that is still valid."""
         supply = supply_of(self.tree, state)
         root = self.tree.root
         if not cur.isdisjoint(supply.used):
@@ -423,7 +499,7 @@ class TopologyAwarePolicy:
             )
             try:
                 self._check_addition(state, grant)
-            except AssertionError:
+            except InvariantError:
                 continue
             return grant
         return None
