@@ -300,14 +300,15 @@ class TopologyAwarePolicy:
         holders = Counter(cpu for c in containers for cpu in (c.current_cpus or IDSet()))
         missing = self._missing_from_shared_views(containers, requests)
 
-        # 1. keep valid exclusive placements exactly: claims no other claim overlaps
-        # first, then the conflicting ones, smaller first (`common.keep_order`); a claim
-        # is kept only while disjoint from those kept before it.  Other containers'
-        # cpusets (a shared one on every CPU after a fail-open) do not count against it.
+        # 1. keep valid exclusive placements exactly: of the claims valid on their own,
+        # those no other such claim overlaps first, then the conflicting ones, smaller
+        # first (`common.keep_order`); a claim is kept only while it stays valid next to
+        # those kept before it.  Other containers' cpusets (a shared one on every CPU
+        # after a fail-open, a claim of the wrong size) do not count against it.
         claims: dict[ContainerID, CPUSet] = {}
         for c in containers:
             held = self._claim(c, requests[c.id])
-            if held is not None:
+            if held is not None and self._reclaim(st, c, requests[c.id], held) is not None:
                 claims[c.id] = held
         for cid in keep_order(claims):
             grant = self._reclaim(st, unique[cid], requests[cid], claims[cid])
