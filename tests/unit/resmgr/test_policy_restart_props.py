@@ -206,10 +206,10 @@ def exercise(p: RestartPolicy, t: Topology, data: st.DataObject) -> None:
         if how == "gone":
             continue
         cur = corrupt(how, before[c.id].cpus or None, t=t, others=shown, data=data)
-        reports.append(with_current(c, cur, before[c.id].mems or None) if cur else
-                       with_current(c, cur, None))  # fmt: skip
-    created = data.draw(st.lists(st.tuples(SPECS, st.sampled_from(FAIL_OPEN), st.booleans()),
-                                 max_size=6), "fail-open creations")  # fmt: skip
+        mems = before[c.id].mems or None if cur else None
+        reports.append(with_current(c, cur, mems))
+    creations = st.lists(st.tuples(SPECS, st.sampled_from(FAIL_OPEN), st.booleans()), max_size=6)
+    created = data.draw(creations, "fail-open creations")
     for i, (spec, how, bad) in enumerate(created):
         c = make(f"new{i}", spec, bad_annotation=bad and i % 3 == 0)
         reports.append(with_current(c, corrupt(how, None, t=t, others=[], data=data), None))
