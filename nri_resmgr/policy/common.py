@@ -318,22 +318,22 @@ def keep_order(claims: Mapping[ContainerID, CPUSet]) -> list[ContainerID]:
     """The order in which a rebuild tries to keep exclusive placements where they are.
 
     `claims` maps each container whose reported cpuset could be its own exclusive grant
-    to that cpuset.  Claims that overlap no other claim come first; then the claims
-    that do, smaller ones first, so that one container claiming many CPUs (a fail-open
-    creation, a hostile report) loses to the valid grants it covers.  Ties go by
-    container id, so the outcome does not depend on the order in which the runtime
-    lists containers.  A rebuild keeps a claim only while it is disjoint from the ones
-    kept before it: of two containers reporting the same CPUs, one keeps them and the
-    other moves.
+    to that cpuset, in the order the runtime listed them.  Claims that overlap no other
+    claim come first; then the claims that do, smaller ones first, so that one container
+    claiming many CPUs (a fail-open creation, a hostile report) loses to the valid grants
+    it covers; ties keep the runtime's order.  A rebuild keeps a claim only while it is
+    disjoint from the ones kept before it: of two containers reporting the same CPUs,
+    the first listed keeps them and the other moves.
     """
     holders: dict[int, int] = {}
     for cpus in claims.values():
         for cpu in cpus:
             holders[cpu] = holders.get(cpu, 0) + 1
+    position = {cid: i for i, cid in enumerate(claims)}
 
-    def key(cid: ContainerID) -> tuple[bool, int, str]:
+    def key(cid: ContainerID) -> tuple[bool, int, int]:
         cpus = claims[cid]
-        return (any(holders[cpu] > 1 for cpu in cpus), len(cpus), cid)
+        return (any(holders[cpu] > 1 for cpu in cpus), len(cpus), position[cid])
 
     return sorted(claims, key=key)
 
