@@ -34,7 +34,9 @@ kubelet's value never wins.  A real change (in-place resize) goes to `policy.upd
 Synchronize (a fresh start or a reconnect) throws the view away and rebuilds it from
 what the runtime reports: `policy.rebuild` keeps every valid placement where it is,
 fixes invalid ones, never grants a CPU exclusively twice, and the updates returned are
-only for containers that must move.
+only for containers that must move.  Every running container is accounted for: one
+listed twice counts once, and one whose current cpuset cannot be read is taken as one
+whose CPUs are unknown (placed, and moved), never skipped.
 
 Assignments of containers that a decision did not mention are tracked by the pipeline
 itself; a policy that can render its state (a `render(state)` method returning every

@@ -29,11 +29,16 @@ shared container when the shared pool changed; a shared creation or release is t
 O(1) in the number of containers, and the union of exclusive CPUs is carried from state
 to state rather than collected from every entry.
 
-``rebuild`` keeps an exclusive container on its current CPUs when they are still valid
-(the right count, online, not reserved, held by nobody else, whole cores under
-``full-pcpus-only``); others are re-picked, preferring their current CPUs; a container
-that cannot get exclusive CPUs any more falls back to the shared pool rather than failing
-the whole synchronization.
+``rebuild`` keeps an exclusive container on its current CPUs when they are a valid grant
+(the right count, online, not reserved, whole cores under ``full-pcpus-only``, leaving a
+shared CPU).  Claims that no other valid claim overlaps are kept first; then conflicting
+ones, smaller first, each only while disjoint from those kept (`common.keep_order`): so a
+container reporting every CPU (the runtime failed open) loses to the valid grants it
+covers, and of two reporting the same CPUs the first listed keeps them.  Others are
+re-picked, preferring their current CPUs; a container that cannot get exclusive CPUs any
+more falls back to the shared pool rather than failing the whole synchronization.  Every
+container whose rendering differs from its report gets an update, so after a rebuild no
+CPU exclusive to one container is in another's cpuset (the restart rule).
 """
 
 from __future__ import annotations

@@ -31,16 +31,24 @@ current pool and CPUs.
 
 ``rebuild`` reconstructs the state from what the runtime reports:
 
-1. every exclusive container whose current CPUs are still a valid grant (the right count,
-   usable, not reserved, reported for no other container, all isolated or all sharable as its
-   preference says, in a pool that can still give them up) is re-granted exactly those
-   CPUs, in the deepest such pool whose memory matches the current mems;
+1. every exclusive container whose current CPUs are a valid grant on their own (the
+   right count, usable, not reserved, all isolated or all sharable as its preference
+   says, in a pool that can give them up) is re-granted exactly those CPUs, in the
+   deepest such pool whose memory matches the current mems.  Claims no other valid claim
+   overlaps go first, then conflicting ones, smaller first (`common.keep_order`), each
+   only while it stays valid next to those kept: a claim of every CPU (a fail-open
+   creation, a shared container's cpuset) never makes a valid grant move;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
    then untouched), with the pool whose rendering matches their current cpuset/mems as
-   a hint (first in the sort key) and their current CPUs preferred when slicing;
+   a hint (first in the sort key) and their current CPUs preferred when slicing.  One
+   that fits nowhere by its request (or whose annotations are malformed) still runs: it
+   is *overcommitted* on the shared CPUs of the best pool with no demand counted
+   (`_overcommit`), named in the reason, rather than left where it is, which could be
+   on CPUs now exclusive to another;
 3. the decision's updates are the containers whose rendering differs from what the
-   runtime reports.  A container that cannot be placed at all is left untouched (kind
-   NONE) and named in the decision's reason, rather than failing the synchronization.
+   runtime reports.  So after a rebuild no CPU exclusive to one container is in the
+   cpuset of another (the restart rule), except for containers that opted out of
+   pinning (``cpu.preserve``, ``pinCPU: false``).
 """
 
 from __future__ import annotations
