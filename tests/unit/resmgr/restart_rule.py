@@ -67,13 +67,12 @@ def applied(containers: Sequence[ContainerInfo], decision: Decision) -> list[Con
     return out
 
 
-def exclusive_cpus(policy: RestartPolicy, decision: Decision) -> dict[ContainerID, CPUSet]:
-    """The CPUs each pinned container holds exclusively in the decision's state.
+def exclusive_cpus(policy: RestartPolicy, state: PolicyState) -> dict[ContainerID, CPUSet]:
+    """The CPUs each pinned container holds exclusively in `state`.
 
     A hide-hyperthreads grant holds whole cores though it shows one thread of each:
     the hidden siblings are its own too.
     """
-    state = decision.state
     if isinstance(policy, StaticPolicy):
         assert isinstance(state, StaticState)
         return {cid: e.exclusive for cid, e in state.entries.items() if e.exclusive}
@@ -107,7 +106,7 @@ def restart_violations(
 ) -> list[str]:
     """Every CPU exclusive to one container that is in another's final cpuset."""
     final = final_cpusets(containers, decision)
-    exclusive = exclusive_cpus(policy, decision)
+    exclusive = exclusive_cpus(policy, decision.state)
     skip = opted_out(policy, containers)
     problems = []
     for owner, cpus in sorted(exclusive.items()):

@@ -29,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from nri_api import api
 from nri_resmgr.model import (
     AllocationError,
     AnnotationError,
@@ -38,6 +39,7 @@ from nri_resmgr.model import (
     PolicyState,
     QoSClass,
 )
+from nri_resmgr.pipeline import Pipeline
 from nri_resmgr.policy.static import StaticPolicy, StaticState
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.preferences import (
@@ -47,16 +49,18 @@ from nri_resmgr.policy.topology_aware.preferences import (
     PREFER_ISOLATED,
     PREFER_SHARED,
 )
-from nri_resmgr.topology.cpuset import CPUSet, IDSet
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
 from tests.unit.resmgr.restart_rule import (
     RestartPolicy,
     applied,
+    exclusive_cpus,
     moved,
     render,
     restart_violations,
 )
+from tests.unit.resmgr.test_pipeline import QUIET, container, sandbox
 from tests.unit.resmgr.test_policy_static import check as check_static
 from tests.unit.resmgr.test_policy_support import ctr, topo, with_current
 
@@ -265,3 +269,72 @@ def test_synchronize_keeps_the_restart_rule(
 ) -> None:
     t = machine(machine_name)
     exercise(POLICIES[policy_name](t), t, data)
+
+
+# ---- the same through the pipeline, from NRI messages --------------------------------------
+
+#: cpuset texts a runtime may send: valid, empty, every CPU, ids that do not exist or are
+#: past the largest accepted, malformed
+CPUSET_TEXTS = st.sampled_from([
+    "", " ", "0-15", "0-15,99", "4,12", "5,13", "4", "1-3,9-11", "6-7,14-15", "0-9999",
+    "9000", "0-4294967295", "abc", "1-", "3-1", "1,,2", "-1",
+])  # fmt: skip
+SYNC_CONTAINERS = st.lists(
+    st.tuples(
+        st.sampled_from(["db", "db", "web", "gone"]),  # the pod ("gone": not reported)
+        st.integers(0, 7),  # name slot: a repeated (pod, slot) is a container listed twice
+        st.sampled_from([("2", "2"), ("1", "1"), ("500m", None), ("0", None)]),
+        CPUSET_TEXTS,
+        st.sampled_from([api.ContainerState.CONTAINER_RUNNING] * 3
+                        + [api.ContainerState.CONTAINER_CREATED,
+                           api.ContainerState.CONTAINER_STOPPED]),
+    ),
+    max_size=12,
+)  # fmt: skip
+
+
+def _parsed(text: str) -> CPUSet:
+    try:
+        return IDSet.parse(text)
+    except IDSetError:
+        return IDSet()
+
+
+@pytest.mark.parametrize("policy_name", ["static", "topology-aware"])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=SYNC_CONTAINERS)
+def test_pipeline_synchronize_never_raises_and_keeps_the_rule(
+    policy_name: str, specs: list[tuple[str, int, tuple[str, str | None], str, int]]
+) -> None:
+    t = topo(packages=2, nodes=2, cores=2, threads=2, memory="2G")
+    policy = POLICIES[policy_name](t)
+    p = Pipeline(policy, log=QUIET)
+    pods = {"db": sandbox("db"), "web": sandbox("web", guaranteed=False),
+            "gone": sandbox("gone")}  # fmt: skip
+    containers = []
+    for pod, slot, (cpu, limit), text, state in specs:
+        c = container(pods[pod], f"c{slot}", cpu=cpu, limit=limit, state=state)
+        c.linux.resources.cpu.cpus = text
+        containers.append(c)
+    updates = p.synchronize([pods["db"], pods["web"]], containers)
+
+    online = t.online_cpus()
+    final: dict[str, CPUSet] = {}
+    for c in containers:
+        final.setdefault(c.id, _parsed(c.linux.resources.cpu.cpus))
+    for u in updates:
+        cpus = IDSet.parse(u.linux.resources.cpu.cpus)
+        assert cpus <= online, f"{u.container_id}: {cpus} not online"
+        if cpus:
+            final[u.container_id] = cpus
+    managed = set(p.containers)
+    live = {
+        c.id for c in containers
+        if c.pod_sandbox_id != pods["gone"].id and c.state != api.ContainerState.CONTAINER_STOPPED
+    }  # fmt: skip
+    assert managed == live, "every running container of a known pod is accounted for"
+    for owner, cpus in exclusive_cpus(policy, p.state).items():
+        for other in managed - {owner}:
+            assert not cpus & final[other], (
+                f"{cpus & final[other]} exclusive to {owner} and in {other}'s {final[other]}"
+            )
