@@ -42,9 +42,9 @@ current pool and CPUs.
    then untouched), with the pool whose rendering matches their current cpuset/mems as
    a hint (first in the sort key) and their current CPUs preferred when slicing.  One
    that fits nowhere by its request (or whose annotations are malformed) still runs: it
-   is *overcommitted* on the shared CPUs of the best pool with no demand counted
-   (`_overcommit`), named in the reason, rather than left where it is, which could be
-   on CPUs now exclusive to another;
+   is *overcommitted* on the shared CPUs of the best pool with no demand counted (or on
+   the reserved CPUs when no pool has a shared CPU; `_overcommit`), named in the reason,
+   rather than left where it is, which could be on CPUs now exclusive to another;
 3. the decision's updates are the containers whose rendering differs from what the
    runtime reports.  So after a rebuild no CPU exclusive to one container is in the
    cpuset of another (the restart rule), except for containers that opted out of
@@ -121,20 +121,6 @@ def _as_shared(request: ContainerRequest) -> ContainerRequest:
         full=0,
         shared_milli=1000 * request.full + request.shared_milli,
         prefer_isolated=False,
-    )
-
-
-def _untouched() -> ContainerRequest:
-    return ContainerRequest(
-        kind=CPUKind.NONE,
-        full=0,
-        shared_milli=0,
-        prefer_isolated=False,
-        hide_hyperthreads=False,
-        memory_kinds=ALL_MEMORY,
-        memory_bytes=0,
-        pin_cpu=False,
-        pin_memory=False,
     )
 
 
@@ -405,8 +391,9 @@ class TopologyAwarePolicy:
         it on CPUs now exclusive to another container.  So it goes on the shared CPUs of
         the best pool (its hint first) with no demand counted: it competes for shared
         CPU time by its weight, and moves with the shared set from now on.  Reserved
-        requests stay on the reserved CPUs; only when no pool has a shared CPU at all is
-        it left untouched (named in `notes`).
+        requests stay on the reserved CPUs, and so does anyone when no pool has a shared
+        CPU at all (every usable CPU isolated): reserved CPUs are never exclusive.  Only a
+        container opted out of pinning is left untouched.
         """
         kind = req.kind if req.kind in (CPUKind.RESERVED, CPUKind.NONE) else CPUKind.SHARED
         loose = replace(
@@ -421,8 +408,9 @@ class TopologyAwarePolicy:
         try:
             grant, _ = self._place(state, c, loose, hint=hint, prefer=())
         except AllocationError as exc:
-            notes.append(f"left untouched: {exc}")
-            grant, _ = self._place(state, c, _untouched(), hint=None, prefer=())
+            notes.append(f"on the reserved CPUs: {exc}")
+            reserved = replace(loose, kind=CPUKind.RESERVED, pin_memory=False)
+            grant, _ = self._place(state, c, reserved, hint=None, prefer=())
         return grant
 
     def _missing_from_shared_views(

@@ -225,3 +225,16 @@ def test_synchronize_takes_a_container_listed_twice_once(make: PolicyMaker) -> N
     for u in updates:
         assert u.linux.resources.cpu.cpus in ("", {"db-a": "4,12", "db-b": "6,14"}[u.container_id])
     assert p.assignments[ContainerID("db-a")].cpus == IDSet.parse("4,12")
+
+
+def test_with_no_shared_cpu_at_all_a_shared_container_goes_to_the_reserved_ones() -> None:
+    """Every usable CPU isolated: the Burstable container cannot be placed by its request,
+    and it used to be left on 0-1 while CPU 1 was isolated for the Guaranteed one."""
+    t = topo(packages=1, nodes=1, cores=2, threads=1, memory="1G", isolated="1")
+    p = TopologyAwarePolicy(topology=t, config={"reservedResources": {"cpu": "cpuset:0"}})
+    cs = [ctr("s", pod="s", qos=BU, milli=100, cur="0-1"), ctr("g", pod="g", milli=1000)]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert restart_violations(p, cs, d) == []
+    assert final_cpusets(cs, d) == {cs[0].id: IDSet([0]), cs[1].id: IDSet([1])}
+    assert "on the reserved CPUs: pod default/s container s" in d.reason
