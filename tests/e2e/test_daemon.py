@@ -75,6 +75,8 @@ class Daemon:
     log: Path
     proc: Process | None = None
     starts: int = 0
+    #: where the daemon discovers the machine (a synthetic sysfs can mark CPUs isolated)
+    sysfs_root: str = "/"
 
     def start(self) -> Daemon:
         argv = [
@@ -82,7 +84,7 @@ class Daemon:
             "--config", str(self.config),
             "--socket", str(self.ctd.layout.nri_socket),
             "--plugin-index", "90", "--plugin-name", "resmgr",
-            "--sysfs-root", "/",
+            "--sysfs-root", self.sysfs_root,
             "--state-dir", str(self.ctd.layout.base / "resmgr-state"),
         ]  # fmt: skip
         self.proc = self.spawn(argv, self.log, python_env())
@@ -795,4 +797,51 @@ def test_kill9_fail_open_guaranteed_never_share_exclusive_cpus(
     assert holders == [holder], f"the valid holder keeps CPU 1: {after}"
     assert after[claimant.id] == {0}, "the claim of every CPU loses: on the shared pool"
     assert {cid: after[cid] for cid in before} == before, "nobody else moved"
+    assert d.proc is not None and d.proc.alive()
+
+
+def test_kill9_topology_aware_unplaceable_container_leaves_the_isolated_cpu(
+    containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
+) -> None:
+    """Issue 11 item 1 for topology-aware on the real runtime.
+
+    The daemon sees this machine with CPU 1 kernel-isolated (a synthetic sysfs of the
+    same shape) and CPU 0 reserved, so no pool has a shared CPU. While it is down, a
+    Burstable and a Guaranteed container are created (containerd fails open: 0-1).
+    Back, the Guaranteed one gets the isolated CPU 1; the Burstable one fits nowhere by
+    its request, and must still be moved off CPU 1 (to the reserved CPU 0) rather than
+    left where it is.
+    """
+    from nri_resmgr.topology.synthetic import write_sysfs
+
+    ctd = containerd
+    root = ctd.layout.base / "sysfs-isolated"
+    write_sysfs(
+        {"packages": 1, "nodes": 1, "cores": 2, "threads": 1, "memory": "1G", "isolated": "1"},
+        root,
+    )
+    d = daemon({"policy": "topology-aware",
+                "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}}})  # fmt: skip
+    d.sysfs_root = str(root)
+    d.start()
+    d.wait_synced(1)
+    sys_pod = cri.run_pod(ctd, "sys", qos=cri.QoS.BURSTABLE, namespace="kube-system")
+    k = cri.run_container(ctd, sys_pod, "agent", resources=cri.BURSTABLE_SMALL)
+    assert _cpus(ctd, k) == "0"
+
+    d.kill9()
+    web = cri.run_pod(ctd, "web", qos=cri.QoS.BURSTABLE)
+    b = cri.run_container(ctd, web, "app", resources=cri.BURSTABLE_SMALL)
+    db = cri.run_pod(ctd, "db", qos=cri.QoS.GUARANTEED)
+    g = cri.run_container(ctd, db, "pg", resources=cri.GUARANTEED_1CPU)
+    assert (_cpus(ctd, b), _cpus(ctd, g)) == ("0-1", "0-1")
+
+    d.start()
+    d.wait_synced(2)
+    cpus = _settled(ctd, [k, b, g])
+    table = {f"{c.pod.name}/{c.name}": sorted(cpus[c.id]) for c in (k, b, g)}
+    assert cpus[g.id] == {1}, f"the Guaranteed container gets the isolated CPU: {table}"
+    assert_no_double_exclusive(ctd, {"db/pg": g}, [k, b])
+    assert cpus[b.id] == {0}, f"the unplaceable one runs on the reserved CPU: {table}"
+    assert cpus[k.id] == {0}, f"the kube-system container did not move: {table}"
     assert d.proc is not None and d.proc.alive()
