@@ -42,10 +42,10 @@ __all__ = [
     "TRUE_WORDS",
     "CPUAmount",
     "diff_updates",
-    "keep_order",
     "lowest_cpus",
     "namespace_matches",
     "one_thread_per_core",
+    "order_claims",
     "parse_bool_annotation",
     "parse_cpu_amount",
     "parse_cpu_quantity",
@@ -314,7 +314,7 @@ def diff_updates(
     return tuple(out)
 
 
-def keep_order(claims: Mapping[ContainerID, CPUSet]) -> list[ContainerID]:
+def order_claims(claims: Mapping[ContainerID, CPUSet]) -> list[ContainerID]:
     """The order in which a rebuild tries to keep exclusive placements where they are.
 
     `claims` maps each container whose reported cpuset could be its own exclusive grant

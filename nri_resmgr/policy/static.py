@@ -32,7 +32,7 @@ to state rather than collected from every entry.
 ``rebuild`` keeps an exclusive container on its current CPUs when they are a valid grant
 (the right count, online, not reserved, whole cores under ``full-pcpus-only``, leaving a
 shared CPU).  Claims that no other valid claim overlaps are kept first; then conflicting
-ones, smaller first, each only while disjoint from those kept (`common.keep_order`): so a
+ones, smaller first, each only while disjoint from those kept (`common.order_claims`): so a
 container reporting every CPU (the runtime failed open) loses to the valid grants it
 covers, and of two reporting the same CPUs the first listed keeps them.  Others are
 re-picked, preferring their current CPUs; a container that cannot get exclusive CPUs any
@@ -64,8 +64,8 @@ from nri_resmgr.model import (
 from nri_resmgr.policy.common import (
     diff_updates,
     differs_from_current,
-    keep_order,
     lowest_cpus,
+    order_claims,
     parse_cpu_amount,
     take_cpus,
 )
@@ -369,14 +369,14 @@ class StaticPolicy:
         containers = list(by_id.values())
         counts = {c.id: self.exclusive_count(c) for c in containers}
         # phase 1: keep valid exclusive placements exactly where they are; claims no
-        # other claim overlaps first, then the conflicting ones (`common.keep_order`),
+        # other claim overlaps first, then the conflicting ones (`common.order_claims`),
         # each only while it is disjoint from those kept before it
         claims = {
             c.id: c.current_cpus
             for c in containers
             if c.current_cpus is not None and self._claim_valid(c.current_cpus, counts[c.id])
         }
-        for cid in keep_order(claims):
+        for cid in order_claims(claims):
             cur = claims[cid]
             taken = st.exclusive_cpus()
             if cur.isdisjoint(taken) and self.shared_base - taken - cur:

@@ -35,7 +35,7 @@ current pool and CPUs.
    right count, usable, not reserved, all isolated or all sharable as its preference
    says, in a pool that can give them up) is re-granted exactly those CPUs, in the
    deepest such pool whose memory matches the current mems.  Claims no other valid claim
-   overlaps go first, then conflicting ones, smaller first (`common.keep_order`), each
+   overlaps go first, then conflicting ones, smaller first (`common.order_claims`), each
    only while it stays valid next to those kept: a claim of every CPU (a fail-open
    creation, a shared container's cpuset) never makes a valid grant move;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
@@ -70,8 +70,8 @@ from nri_resmgr.model import (
 from nri_resmgr.policy.common import (
     diff_updates,
     differs_from_current,
-    keep_order,
     one_thread_per_core,
+    order_claims,
 )
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
@@ -296,7 +296,7 @@ class TopologyAwarePolicy:
 
         # 1. keep valid exclusive placements exactly: of the claims valid on their own,
         # those no other such claim overlaps first, then the conflicting ones, smaller
-        # first (`common.keep_order`); a claim is kept only while it stays valid next to
+        # first (`common.order_claims`); a claim is kept only while it stays valid next to
         # those kept before it.  Other containers' cpusets (a shared one on every CPU
         # after a fail-open, a claim of the wrong size) do not count against it.
         claims: dict[ContainerID, CPUSet] = {}
@@ -304,7 +304,7 @@ class TopologyAwarePolicy:
             held = self._claim(c, requests[c.id])
             if held is not None and self._reclaim(st, c, requests[c.id], held) is not None:
                 claims[c.id] = held
-        for cid in keep_order(claims):
+        for cid in order_claims(claims):
             grant = self._reclaim(st, unique[cid], requests[cid], claims[cid])
             if grant is not None:
                 st = st.with_grant(grant)
