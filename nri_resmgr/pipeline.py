@@ -34,7 +34,9 @@ kubelet's value never wins.  A real change (in-place resize) goes to `policy.upd
 Synchronize (a fresh start or a reconnect) throws the view away and rebuilds it from
 what the runtime reports: `policy.rebuild` keeps every valid placement where it is,
 fixes invalid ones, never grants a CPU exclusively twice, and the updates returned are
-only for containers that must move.
+only for containers that must move.  Every running container is accounted for: one
+listed twice counts once, and one whose current cpuset cannot be read is taken as one
+whose CPUs are unknown (placed, and moved), never skipped.
 
 Assignments of containers that a decision did not mention are tracked by the pipeline
 itself; a policy that can render its state (a `render(state)` method returning every
@@ -485,6 +487,9 @@ class Pipeline:
         for c in containers:
             if c.state not in _LIVE_STATES:
                 continue
+            if ContainerID(c.id) in choices:
+                self.log.warning("synchronize: container listed twice; first kept", id=c.id)
+                continue
             sandbox = by_id.get(c.pod_sandbox_id)
             if sandbox is None:
                 self.log.warning(
@@ -499,14 +504,7 @@ class Pipeline:
                     fallback_resources=c.linux.resources if c.HasField("linux") else None,
                 )
                 pods.setdefault(pod.id, pod)
-                try:
-                    info = adapter.container_from_nri(pods[pod.id], c)
-                except AnnotationError as exc:
-                    # a running container must be accounted for whatever its pod's
-                    # annotations say: take it as an app container rather than skip it
-                    self.log.warning("synchronize: init marker unreadable", id=c.id,
-                                     error=str(exc))
-                    info = adapter.container_from_nri(pods[pod.id], c, kind=ContainerKind.APP)
+                info = self._synchronized_container(pods[pod.id], c)
             except ResmgrError as exc:
                 self.log.warning("synchronize: container skipped", id=c.id, error=str(exc))
                 continue
@@ -521,6 +519,33 @@ class Pipeline:
             if c.state == api.ContainerState.CONTAINER_CREATED
         }
         return self._rebuild(pods, infos, choices, event="synchronize", unstarted=created)
+
+    def _synchronized_container(self, pod: Pod, c: api.Container) -> ContainerInfo:
+        """The domain value of a running container reported at Synchronize.
+
+        A running container must be accounted for whatever else its report says: with
+        unreadable init-container annotations it is taken as an app container, and with
+        an unreadable current cpuset (ids past the largest accepted) as one whose CPUs are
+        unknown, so that the policy places it (and moves it off CPUs it gives others).
+        Raises `ResmgrError` for what no placement can do without (no id, no linux part).
+        """
+        try:
+            return adapter.container_from_nri(pod, c)
+        except AnnotationError as exc:
+            self.log.warning("synchronize: init marker unreadable", id=c.id, error=str(exc))
+            return adapter.container_from_nri(pod, c, kind=ContainerKind.APP)
+        except ResmgrError as exc:
+            cpu = c.linux.resources.cpu if c.HasField("linux") else None
+            if cpu is None or not (cpu.cpus or cpu.mems):
+                raise
+            self.log.warning(
+                "synchronize: current cpuset unreadable; taken as unknown", id=c.id, error=str(exc)
+            )
+            blank = api.Container()
+            blank.CopyFrom(c)
+            blank.linux.resources.cpu.cpus = ""
+            blank.linux.resources.cpu.mems = ""
+            return self._synchronized_container(pod, blank)
 
     def adopt(self, previous: Pipeline) -> list[api.ContainerUpdate]:
         """Live reconfiguration: take over `previous`'s pods and containers.

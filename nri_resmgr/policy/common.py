@@ -45,6 +45,7 @@ __all__ = [
     "lowest_cpus",
     "namespace_matches",
     "one_thread_per_core",
+    "order_claims",
     "parse_bool_annotation",
     "parse_cpu_amount",
     "parse_cpu_quantity",
@@ -311,6 +312,30 @@ def diff_updates(
         if (a.cpus, a.mems) != (b.cpus, b.mems):
             out.append(b)
     return tuple(out)
+
+
+def order_claims(claims: Mapping[ContainerID, CPUSet]) -> list[ContainerID]:
+    """The order in which a rebuild tries to keep exclusive placements where they are.
+
+    `claims` maps each container whose reported cpuset could be its own exclusive grant
+    to that cpuset, in the order the runtime listed them.  Claims that overlap no other
+    claim come first; then the claims that do, smaller ones first, so that one container
+    claiming many CPUs (a fail-open creation, a hostile report) loses to the valid grants
+    it covers; ties keep the runtime's order.  A rebuild keeps a claim only while it is
+    disjoint from the ones kept before it: of two containers reporting the same CPUs,
+    the first listed keeps them and the other moves.
+    """
+    holders: dict[int, int] = {}
+    for cpus in claims.values():
+        for cpu in cpus:
+            holders[cpu] = holders.get(cpu, 0) + 1
+    position = {cid: i for i, cid in enumerate(claims)}
+
+    def key(cid: ContainerID) -> tuple[bool, int, int]:
+        cpus = claims[cid]
+        return (any(holders[cpu] > 1 for cpu in cpus), len(cpus), position[cid])
+
+    return sorted(claims, key=key)
 
 
 def differs_from_current(container: ContainerInfo, assignment: Assignment) -> bool:

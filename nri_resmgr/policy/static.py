@@ -29,11 +29,16 @@ shared container when the shared pool changed; a shared creation or release is t
 O(1) in the number of containers, and the union of exclusive CPUs is carried from state
 to state rather than collected from every entry.
 
-``rebuild`` keeps an exclusive container on its current CPUs when they are still valid
-(the right count, online, not reserved, held by nobody else, whole cores under
-``full-pcpus-only``); others are re-picked, preferring their current CPUs; a container
-that cannot get exclusive CPUs any more falls back to the shared pool rather than failing
-the whole synchronization.
+``rebuild`` keeps an exclusive container on its current CPUs when they are a valid grant
+(the right count, online, not reserved, whole cores under ``full-pcpus-only``, leaving a
+shared CPU).  Claims that no other valid claim overlaps are kept first; then conflicting
+ones, smaller first, each only while disjoint from those kept (`common.order_claims`): so a
+container reporting every CPU (the runtime failed open) loses to the valid grants it
+covers, and of two reporting the same CPUs the first listed keeps them.  Others are
+re-picked, preferring their current CPUs; a container that cannot get exclusive CPUs any
+more falls back to the shared pool rather than failing the whole synchronization.  Every
+container whose rendering differs from its report gets an update, so after a rebuild no
+CPU exclusive to one container is in another's cpuset (the restart rule).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from nri_resmgr.policy.common import (
     diff_updates,
     differs_from_current,
     lowest_cpus,
+    order_claims,
     parse_cpu_amount,
     take_cpus,
 )
@@ -357,27 +363,26 @@ class StaticPolicy:
 
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
         st = self.initial_state()
-        online_free = self.topology.online_cpus() - self.reserved
-        tpc = max(self.topology.threads_per_core(), 1)
-        pending: list[tuple[ContainerInfo, int]] = []
-        # phase 1: keep valid exclusive placements exactly where they are
+        by_id: dict[ContainerID, ContainerInfo] = {}
         for c in containers:
-            count = self.exclusive_count(c)
-            cur = c.current_cpus
-            if count == 0:
-                continue
-            valid = (
-                cur is not None
-                and len(cur) == count
-                and cur <= online_free
-                and cur.isdisjoint(st.exclusive_cpus())
-                and not (self.config.options.full_pcpus_only and not self._whole_cores(cur, tpc))
-                and bool(self.shared_base - st.exclusive_cpus() - cur)
-            )
-            if valid and cur is not None:
-                st = self._with(st, c.id, StaticEntry(cur, c.request.cpu_request_milli))
-            else:
-                pending.append((c, count))
+            by_id.setdefault(c.id, c)  # a container listed twice counts once, as first seen
+        containers = list(by_id.values())
+        counts = {c.id: self.exclusive_count(c) for c in containers}
+        # phase 1: keep valid exclusive placements exactly where they are; claims no
+        # other claim overlaps first, then the conflicting ones (`common.order_claims`),
+        # each only while it is disjoint from those kept before it
+        claims = {
+            c.id: c.current_cpus
+            for c in containers
+            if c.current_cpus is not None and self._claim_valid(c.current_cpus, counts[c.id])
+        }
+        for cid in order_claims(claims):
+            cur = claims[cid]
+            taken = st.exclusive_cpus()
+            if cur.isdisjoint(taken) and self.shared_base - taken - cur:
+                milli = by_id[cid].request.cpu_request_milli
+                st = self._with(st, cid, StaticEntry(cur, milli))
+        pending = [(c, counts[c.id]) for c in containers if counts[c.id] and c.id not in st.entries]
         # phase 2: re-pick the others, preferring their current CPUs; shared if impossible
         notes = []
         for c, count in pending:
@@ -392,14 +397,27 @@ class StaticPolicy:
             if c.id not in st.entries:
                 st = self._with(st, c.id, StaticEntry(IDSet(), c.request.cpu_request_milli))
         rendered = self.render(st)
-        by_id = {c.id: c for c in containers}
         updates = tuple(
             a for cid, a in sorted(rendered.items()) if differs_from_current(by_id[cid], a)
         )
         reason = "rebuilt" + ("; fell back to shared: " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
 
-    def _whole_cores(self, cpus: CPUSet, tpc: int) -> bool:
+    def _claim_valid(self, cpus: CPUSet, count: int) -> bool:
+        """Whether `cpus` could be the grant of a container entitled to `count` CPUs.
+
+        Judged on an otherwise empty machine: the right size, usable, whole cores where
+        required, and leaving the shared pool some CPU.
+        """
+        if count == 0 or len(cpus) != count:
+            return False
+        if not cpus <= self.topology.online_cpus() - self.reserved:
+            return False
+        if self.config.options.full_pcpus_only and not self._whole_cores(cpus):
+            return False
+        return bool(self.shared_base - cpus)
+
+    def _whole_cores(self, cpus: CPUSet) -> bool:
         return all(
             threads == self.topology.core_cpus(core)
             for core, threads in self.topology.cores_of(cpus).items()

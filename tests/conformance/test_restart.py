@@ -14,8 +14,10 @@ from typing import TypeVar
 
 import pytest
 
-from tests.conformance.harness import FakeRuntime, make_container, make_pod, version_key
+from nri_resmgr.topology.cpuset import IDSet
+from tests.conformance.harness import FakeRuntime, Json, make_container, make_pod, version_key
 from tests.conformance.plugins import RecorderHandle, attach_recorder
+from tests.conformance.test_daemon import TOPOLOGY_AWARE, attach_daemon, diagnostics, guaranteed
 
 pytestmark = pytest.mark.conformance
 
@@ -118,3 +120,62 @@ def test_go_stub_sees_runtime_stop(runtime: FakeRuntime) -> None:
         "Go stub on-close",
         lambda: runtime.call("go_plugin_events", name="ref")["closed"],
     )
+
+
+# -- the restart rule, with the real daemon ------------------------------------------------
+
+
+def _final(sync_updates: list[Json], reported: dict[str, str]) -> dict[str, frozenset[int]]:
+    """Each container's cpuset once the Synchronize updates are applied to the reports."""
+    final = dict(reported)
+    for u in sync_updates:
+        cpus = u.get("linux", {}).get("resources", {}).get("cpu", {}).get("cpus")
+        if cpus:
+            final[u["container_id"]] = cpus
+    return {cid: IDSet.parse(text).ids() for cid, text in final.items()}
+
+
+@pytest.mark.parametrize("nri_version", ["v0.12.2"])
+def test_daemon_restart_rule_after_fail_open_creations(runtime: FakeRuntime) -> None:
+    """Issue 11 items 1 and 4 through the real NRI library (topology-aware, 8 CPUs).
+
+    Shared containers fill the shared CPUs 1-7; while the daemon was down, two
+    Guaranteed containers were created without it (no cpuset, or every CPU), and a
+    BestEffort one claims every CPU next to a validly placed exclusive container. After
+    Synchronize, with its updates applied: the valid holder has not moved, and no CPU
+    exclusive to one container is in another container's cpuset.
+    """
+    web = make_pod(name="web-0", qos="burstable")
+    db = make_pod(name="db-0", qos="guaranteed")
+    be = make_pod(name="batch-0", qos="besteffort")
+    shared = [
+        make_container(web, name=f"w{i}", cpu_request_millis=1000,
+                       state="CONTAINER_RUNNING", cpuset_cpus="1-3,5-7")
+        for i in range(5)
+    ]  # fmt: skip
+    holder = guaranteed(db, "holder", 1, state="CONTAINER_RUNNING", cpuset_cpus="4")
+    late = [
+        guaranteed(db, "late-0", 2, state="CONTAINER_RUNNING", cpuset_cpus="0-7"),
+        guaranteed(db, "late-1", 2, state="CONTAINER_RUNNING"),
+    ]
+    claimant = make_container(be, name="claimant", cpu_request_millis=0,
+                              state="CONTAINER_RUNNING", cpuset_cpus="0-7")  # fmt: skip
+    containers = [*shared, holder, *late, claimant]
+    sync = attach_daemon(runtime, mode="external", pods=[web, db, be], containers=containers,
+                         policy=TOPOLOGY_AWARE)  # fmt: skip
+    assert sync is not None
+    reported = {
+        c["id"]: c["linux"]["resources"]["cpu"].get("cpus", "") for c in containers
+    }
+    final = _final(sync.updates, reported)
+    names = {c["id"]: c["name"] for c in containers}
+    table = "\n".join(f"  {names[cid]}: {sorted(cpus)}" for cid, cpus in final.items())
+    assert final[holder["id"]] == {4}, f"the valid holder moved:\n{table}"
+    exclusive = {c["id"]: final[c["id"]] for c in (holder, *late)}
+    assert [len(exclusive[c["id"]]) for c in late] == [2, 2], table
+    for owner, cpus in exclusive.items():
+        for other, now in final.items():
+            assert other == owner or not cpus & now, (
+                f"CPUs {sorted(cpus & now)} are exclusive to {names[owner]} and in "
+                f"{names[other]}'s cpuset:\n{table}\n{diagnostics(runtime)}"
+            )

@@ -75,6 +75,8 @@ class Daemon:
     log: Path
     proc: Process | None = None
     starts: int = 0
+    #: where the daemon discovers the machine (a synthetic sysfs can mark CPUs isolated)
+    sysfs_root: str = "/"
 
     def start(self) -> Daemon:
         argv = [
@@ -82,7 +84,7 @@ class Daemon:
             "--config", str(self.config),
             "--socket", str(self.ctd.layout.nri_socket),
             "--plugin-index", "90", "--plugin-name", "resmgr",
-            "--sysfs-root", "/",
+            "--sysfs-root", self.sysfs_root,
             "--state-dir", str(self.ctd.layout.base / "resmgr-state"),
         ]  # fmt: skip
         self.proc = self.spawn(argv, self.log, python_env())
@@ -694,3 +696,152 @@ def test_resync_during_slow_start_reaches_the_container(
         f"web/app runs on {cpus}, including CPU 1, exclusive to db/pg: the daemon's resync "
         "placed it on 0 while its StartContainer was in flight, and that update was lost"
     )
+
+
+# -- the restart rule ---------------------------------------------------------------------
+
+
+def _settled(ctd: Containerd, containers: list[cri.Container]) -> dict[str, frozenset[int]]:
+    """Every container's cpuset.cpus from the kernel, once they stop changing."""
+
+    def read() -> dict[str, frozenset[int]]:
+        return {c.id: cri.parse_cpus(_cpus(ctd, c)) for c in containers}
+
+    def steady() -> dict[str, frozenset[int]] | None:
+        first = read()
+        time.sleep(1.0)
+        return first if read() == first else None
+
+    found: dict[str, frozenset[int]] = cri.wait_for(
+        steady, timeout=30, what="cpusets to stop changing"
+    )
+    return found
+
+
+def _assert_restart_rule(
+    ctd: Containerd, live: list[tuple[cri.Container, cri.QoS]], d: Daemon
+) -> tuple[dict[str, frozenset[int]], list[cri.Container]]:
+    """The restart rule read back from the kernel (static on CPUs 0-1, CPU 0 reserved).
+
+    All shared containers run on one shared pool; a Guaranteed container whose cpuset
+    is not that pool holds its CPUs exclusively, and no other container may have any
+    of them. Returns the cpusets and the exclusive holders.
+    """
+    cpus = _settled(ctd, [c for c, _ in live])
+    table = "\n".join(
+        f"  {c.pod.name}/{c.name} {q.value}: {sorted(cpus[c.id])}" for c, q in live
+    )
+    pools = {cpus[c.id] for c, q in live if q is not cri.QoS.GUARANTEED}
+    assert len(pools) == 1, f"shared containers on different cpusets:\n{table}"
+    (shared,) = pools
+    holders = [c for c, q in live if q is cri.QoS.GUARANTEED and cpus[c.id] != shared]
+    assert_no_double_exclusive(
+        ctd,
+        {f"{c.pod.name}/{c.name}": c for c in holders},
+        [c for c, _ in live if c not in holders],
+    )
+    for c, _ in live:
+        assert cpus[c.id] and cpus[c.id] <= cri.online_cpus(), f"{table}\ndaemon log: {d.log}"
+    return cpus, holders
+
+
+def test_kill9_fail_open_guaranteed_never_share_exclusive_cpus(
+    containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
+) -> None:
+    """Issue 11, items 1 and 4, on the real runtime.
+
+    Shared containers fill the pool (0-1). With the daemon down, Guaranteed containers
+    are created: containerd fails open and they run on 0-1 too. Back, the daemon gives
+    one of them the free CPU 1 exclusively, and every other container (the shared ones,
+    and the Guaranteed one that no longer fits) must be moved off it. Then, down again,
+    a Guaranteed container created on every CPU claims CPU 1 as well: the valid holder
+    keeps it and the claimant is the one that moves.
+    """
+    ctd = containerd
+    d = _running_daemon(daemon, STATIC)
+    live: list[tuple[cri.Container, cri.QoS]] = []
+    for i in range(3):
+        pod = cri.run_pod(ctd, f"shared-{i}", qos=cri.QoS.BURSTABLE)
+        live.append((cri.run_container(ctd, pod, "app", resources=cri.BURSTABLE_SMALL),
+                     cri.QoS.BURSTABLE))  # fmt: skip
+    assert {_cpus(ctd, c) for c, _ in live} == {"0-1"}
+
+    d.kill9()
+    for i in range(2):
+        pod = cri.run_pod(ctd, f"late-{i}", qos=cri.QoS.GUARANTEED)
+        g = cri.run_container(ctd, pod, "app", resources=cri.GUARANTEED_1CPU)
+        assert _cpus(ctd, g) == "0-1", "without a plugin containerd leaves the cpuset alone"
+        live.append((g, cri.QoS.GUARANTEED))
+    pod = cri.run_pod(ctd, "shared-late", qos=cri.QoS.BESTEFFORT)
+    live.append((cri.run_container(ctd, pod, "app", resources=cri.BESTEFFORT),
+                 cri.QoS.BESTEFFORT))  # fmt: skip
+
+    d.start()
+    d.wait_synced(2)
+    cpus, holders = _assert_restart_rule(ctd, live, d)
+    assert len(holders) == 1 and cpus[holders[0].id] == {1}, (
+        f"one fail-open Guaranteed container gets the free CPU 1: {cpus}"
+    )
+    holder = holders[0]
+
+    d.kill9()
+    pod = cri.run_pod(ctd, "claimant", qos=cri.QoS.GUARANTEED)
+    claimant = cri.run_container(ctd, pod, "app", resources=cri.GUARANTEED_1CPU)
+    assert _cpus(ctd, claimant) == "0-1"
+    live.append((claimant, cri.QoS.GUARANTEED))
+    before = {c.id: cpus[c.id] for c, _ in live if c is not claimant}
+
+    d.start()
+    d.wait_synced(3)
+    after, holders = _assert_restart_rule(ctd, live, d)
+    assert holders == [holder], f"the valid holder keeps CPU 1: {after}"
+    assert after[claimant.id] == {0}, "the claim of every CPU loses: on the shared pool"
+    assert {cid: after[cid] for cid in before} == before, "nobody else moved"
+    assert d.proc is not None and d.proc.alive()
+
+
+def test_kill9_topology_aware_unplaceable_container_leaves_the_isolated_cpu(
+    containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
+) -> None:
+    """Issue 11 item 1 for topology-aware on the real runtime.
+
+    The daemon sees this machine with CPU 1 kernel-isolated (a synthetic sysfs of the
+    same shape) and CPU 0 reserved, so no pool has a shared CPU. While it is down, a
+    Burstable and a Guaranteed container are created (containerd fails open: 0-1).
+    Back, the Guaranteed one gets the isolated CPU 1; the Burstable one fits nowhere by
+    its request, and must still be moved off CPU 1 (to the reserved CPU 0) rather than
+    left where it is.
+    """
+    from nri_resmgr.topology.synthetic import write_sysfs
+
+    ctd = containerd
+    root = ctd.layout.base / "sysfs-isolated"
+    write_sysfs(
+        {"packages": 1, "nodes": 1, "cores": 2, "threads": 1, "memory": "1G", "isolated": "1"},
+        root,
+    )
+    d = daemon({"policy": "topology-aware",
+                "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}}})  # fmt: skip
+    d.sysfs_root = str(root)
+    d.start()
+    d.wait_synced(1)
+    sys_pod = cri.run_pod(ctd, "sys", qos=cri.QoS.BURSTABLE, namespace="kube-system")
+    k = cri.run_container(ctd, sys_pod, "agent", resources=cri.BURSTABLE_SMALL)
+    assert _cpus(ctd, k) == "0"
+
+    d.kill9()
+    web = cri.run_pod(ctd, "web", qos=cri.QoS.BURSTABLE)
+    b = cri.run_container(ctd, web, "app", resources=cri.BURSTABLE_SMALL)
+    db = cri.run_pod(ctd, "db", qos=cri.QoS.GUARANTEED)
+    g = cri.run_container(ctd, db, "pg", resources=cri.GUARANTEED_1CPU)
+    assert (_cpus(ctd, b), _cpus(ctd, g)) == ("0-1", "0-1")
+
+    d.start()
+    d.wait_synced(2)
+    cpus = _settled(ctd, [k, b, g])
+    table = {f"{c.pod.name}/{c.name}": sorted(cpus[c.id]) for c in (k, b, g)}
+    assert cpus[g.id] == {1}, f"the Guaranteed container gets the isolated CPU: {table}"
+    assert_no_double_exclusive(ctd, {"db/pg": g}, [k, b])
+    assert cpus[b.id] == {0}, f"the unplaceable one runs on the reserved CPU: {table}"
+    assert cpus[k.id] == {0}, f"the kube-system container did not move: {table}"
+    assert d.proc is not None and d.proc.alive()

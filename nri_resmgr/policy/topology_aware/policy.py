@@ -31,16 +31,24 @@ current pool and CPUs.
 
 ``rebuild`` reconstructs the state from what the runtime reports:
 
-1. every exclusive container whose current CPUs are still a valid grant (the right count,
-   usable, not reserved, reported for no other container, all isolated or all sharable as its
-   preference says, in a pool that can still give them up) is re-granted exactly those
-   CPUs, in the deepest such pool whose memory matches the current mems;
+1. every exclusive container whose current CPUs are a valid grant on their own (the
+   right count, usable, not reserved, all isolated or all sharable as its preference
+   says, in a pool that can give them up) is re-granted exactly those CPUs, in the
+   deepest such pool whose memory matches the current mems.  Claims no other valid claim
+   overlaps go first, then conflicting ones, smaller first (`common.order_claims`), each
+   only while it stays valid next to those kept: a claim of every CPU (a fail-open
+   creation, a shared container's cpuset) never makes a valid grant move;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
    then untouched), with the pool whose rendering matches their current cpuset/mems as
-   a hint (first in the sort key) and their current CPUs preferred when slicing;
+   a hint (first in the sort key) and their current CPUs preferred when slicing.  One
+   that fits nowhere by its request (or whose annotations are malformed) still runs: it
+   is *overcommitted* on the shared CPUs of the best pool with no demand counted (or on
+   the reserved CPUs when no pool has a shared CPU; `_overcommit`), named in the reason,
+   rather than left where it is, which could be on CPUs now exclusive to another;
 3. the decision's updates are the containers whose rendering differs from what the
-   runtime reports.  A container that cannot be placed at all is left untouched (kind
-   NONE) and named in the decision's reason, rather than failing the synchronization.
+   runtime reports.  So after a rebuild no CPU exclusive to one container is in the
+   cpuset of another (the restart rule), except for containers that opted out of
+   pinning (``cpu.preserve``, ``pinCPU: false``).
 """
 
 from __future__ import annotations
@@ -59,7 +67,12 @@ from nri_resmgr.model import (
     Decision,
     PolicyState,
 )
-from nri_resmgr.policy.common import diff_updates, differs_from_current, one_thread_per_core
+from nri_resmgr.policy.common import (
+    diff_updates,
+    differs_from_current,
+    one_thread_per_core,
+    order_claims,
+)
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import (
@@ -76,6 +89,7 @@ from nri_resmgr.policy.topology_aware.scoring import (
 )
 from nri_resmgr.policy.topology_aware.supply import (
     Grant,
+    InvariantError,
     Offer,
     TopologyAwareState,
     check_addition,
@@ -107,20 +121,6 @@ def _as_shared(request: ContainerRequest) -> ContainerRequest:
         full=0,
         shared_milli=1000 * request.full + request.shared_milli,
         prefer_isolated=False,
-    )
-
-
-def _untouched() -> ContainerRequest:
-    return ContainerRequest(
-        kind=CPUKind.NONE,
-        full=0,
-        shared_milli=0,
-        prefer_isolated=False,
-        hide_hyperthreads=False,
-        memory_kinds=ALL_MEMORY,
-        memory_bytes=0,
-        pin_cpu=False,
-        pin_memory=False,
     )
 
 
@@ -280,22 +280,32 @@ class TopologyAwarePolicy:
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
         st = self.initial_state()
         notes: list[str] = []
+        unique: dict[ContainerID, ContainerInfo] = {}
+        for c in containers:
+            unique.setdefault(c.id, c)  # a container listed twice counts once, as first seen
+        containers = list(unique.values())
         requests: dict[ContainerID, ContainerRequest] = {}
         for c in containers:
             try:
                 requests[c.id] = container_request(c, self.config)
             except AnnotationError as exc:
-                notes.append(f"left untouched: {exc}")
-                requests[c.id] = _untouched()
+                notes.append(f"overcommitted: {exc}")
+                requests[c.id] = self._unreadable()
         holders = Counter(cpu for c in containers for cpu in (c.current_cpus or IDSet()))
         missing = self._missing_from_shared_views(containers, requests)
 
-        # 1. keep valid exclusive placements exactly (CPUs no other container reports)
+        # 1. keep valid exclusive placements exactly: of the claims valid on their own,
+        # those no other such claim overlaps first, then the conflicting ones, smaller
+        # first (`common.order_claims`); a claim is kept only while it stays valid next to
+        # those kept before it.  Other containers' cpusets (a shared one on every CPU
+        # after a fail-open, a claim of the wrong size) do not count against it.
+        claims: dict[ContainerID, CPUSet] = {}
         for c in containers:
-            shown = c.current_cpus or IDSet()
-            if any(holders[cpu] > 1 for cpu in shown):
-                continue
-            grant = self._reclaim(st, c, requests[c.id])
+            held = self._claim(c, requests[c.id])
+            if held is not None and self._reclaim(st, c, requests[c.id], held) is not None:
+                claims[c.id] = held
+        for cid in order_claims(claims):
+            grant = self._reclaim(st, unique[cid], requests[cid], claims[cid])
             if grant is not None:
                 st = st.with_grant(grant)
         # 2. place everyone else, hinted by where they are now
@@ -337,8 +347,9 @@ class TopologyAwarePolicy:
             try:
                 grant, _ = self._place(st, c, req, hint=hint, prefer=prefer)
             except AllocationError as exc:
-                notes.append(f"left untouched: {exc}")
-                grant, _ = self._place(st, c, _untouched(), hint=None, prefer=())
+                # it runs anyway: on shared CPUs, off everyone's exclusive ones
+                notes.append(f"overcommitted: {exc}")
+                grant = self._overcommit(st, c, req, hint=hint, notes=notes)
             st = st.with_grant(grant)
         rendered = render_all(self.tree, self.topology, st)
         updates = tuple(
@@ -346,6 +357,61 @@ class TopologyAwarePolicy:
         )
         reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
+
+    def _unreadable(self) -> ContainerRequest:
+        """The request of a running container whose annotations cannot be read.
+
+        Rebuild must account for it all the same: on shared CPUs (off every exclusive
+        grant), its demand not counted, its memory left alone (`_overcommit`).
+        """
+        return ContainerRequest(
+            kind=CPUKind.SHARED,
+            full=0,
+            shared_milli=0,
+            prefer_isolated=False,
+            hide_hyperthreads=False,
+            memory_kinds=ALL_MEMORY,
+            memory_bytes=0,
+            pin_cpu=self.config.options.pin_cpu,
+            pin_memory=False,
+        )
+
+    def _overcommit(
+        self,
+        state: TopologyAwareState,
+        c: ContainerInfo,
+        req: ContainerRequest,
+        *,
+        hint: int | None,
+        notes: list[str],
+    ) -> Grant:
+        """A grant for a running container that fits nowhere by its request (rebuild).
+
+        The runtime runs it whatever we decide, and leaving it where it is could leave
+        it on CPUs now exclusive to another container.  So it goes on the shared CPUs of
+        the best pool (its hint first) with no demand counted: it competes for shared
+        CPU time by its weight, and moves with the shared set from now on.  Reserved
+        requests stay on the reserved CPUs, and so does anyone when no pool has a shared
+        CPU at all (every usable CPU isolated): reserved CPUs are never exclusive.  Only a
+        container opted out of pinning is left untouched.
+        """
+        kind = req.kind if req.kind in (CPUKind.RESERVED, CPUKind.NONE) else CPUKind.SHARED
+        loose = replace(
+            req,
+            kind=kind,
+            full=0,
+            shared_milli=0,
+            prefer_isolated=False,
+            memory_kinds=ALL_MEMORY,
+            memory_bytes=0,
+        )
+        try:
+            grant, _ = self._place(state, c, loose, hint=hint, prefer=())
+        except AllocationError as exc:
+            notes.append(f"on the reserved CPUs: {exc}")
+            reserved = replace(loose, kind=CPUKind.RESERVED, pin_memory=False)
+            grant, _ = self._place(state, c, reserved, hint=None, prefer=())
+        return grant
 
     def _missing_from_shared_views(
         self, containers: Sequence[ContainerInfo], requests: Mapping[ContainerID, ContainerRequest]
@@ -368,10 +434,13 @@ class TopologyAwarePolicy:
             missing.update(pool.sharable - view)
         return missing
 
-    def _reclaim(
-        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
-    ) -> Grant | None:
-        """An exclusive grant of exactly `c.current_cpus`, if that is still valid."""
+    def _claim(self, c: ContainerInfo, req: ContainerRequest) -> CPUSet | None:
+        """The CPUs `c`'s report would hold as its exclusive grant, if it could be one.
+
+        Only the report's own shape is judged (an exclusive, pinned request; the right
+        size; CPUs of the tree); `_reclaim` judges it against the grants kept so far.
+        Under hide-hyperthreads one thread of each core is shown and whole cores held.
+        """
         shown = c.current_cpus
         if (
             shown is None
@@ -381,13 +450,17 @@ class TopologyAwarePolicy:
             or not shown <= self.tree.root.cpus
         ):
             return None
-        cur = shown
-        if req.hide_hyperthreads:
-            # one thread of each core is shown; the grant holds the whole cores
-            cores = self.topology.cores_of(shown)
-            if len(cores) != len(shown):
-                return None
-            cur = union(self.topology.core_cpus(k) for k in cores)
+        if not req.hide_hyperthreads:
+            return shown
+        cores = self.topology.cores_of(shown)
+        if len(cores) != len(shown):
+            return None
+        return union(self.topology.core_cpus(k) for k in cores)
+
+    def _reclaim(
+        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest, cur: CPUSet
+    ) -> Grant | None:
+        """An exclusive grant of `cur` (`_claim` of `c`), if that is still valid."""
         supply = supply_of(self.tree, state)
         root = self.tree.root
         if not cur.isdisjoint(supply.used):
@@ -423,7 +496,7 @@ class TopologyAwarePolicy:
             )
             try:
                 self._check_addition(state, grant)
-            except AssertionError:
+            except InvariantError:
                 continue
             return grant
         return None

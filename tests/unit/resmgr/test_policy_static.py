@@ -208,8 +208,11 @@ def test_rebuild_falls_back_to_shared_when_out_of_cpus() -> None:
     p = StaticPolicy(topology=small(), config={"reservedSystemCPUs": "0"})
     d = p.rebuild([ctr("a", milli=14000, cur="1-7,9-15"), ctr("b", milli=2000, cur="1,9")])
     assert isinstance(d.state, StaticState)
-    assert not d.state.entries[ContainerID("p-b")].exclusive
-    assert "fell back to shared" in d.reason
+    # both claims are valid alone and overlap: the smaller one keeps its CPUs
+    # (common.order_claims), and the big one no longer fits
+    assert str(d.state.entries[ContainerID("p-b")].exclusive) == "1,9"
+    assert not d.state.entries[ContainerID("p-a")].exclusive
+    assert "fell back to shared: pod default/p container a" in d.reason
 
 
 # ---- properties ---------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def ctr(
     )
 
 
-def with_current(c: ContainerInfo, cpus: CPUSet, mems: NodeSet | None) -> ContainerInfo:
+def with_current(c: ContainerInfo, cpus: CPUSet | None, mems: NodeSet | None) -> ContainerInfo:
     """`c` as the runtime would report it after applying cpus/mems."""
     from dataclasses import replace
 

@@ -386,24 +386,6 @@ def test_rebuild_moves_overlapping_stale_and_wrong_kind() -> None:
     assert {cs[2].id, cs[3].id} <= moved and len(moved & {cs[0].id, cs[1].id}) >= 1
 
 
-def test_rebuild_leaves_unplaceable_containers_untouched() -> None:
-    p = TopologyAwarePolicy(topology=small(), config={})
-    cs = [
-        ctr("a", pod="a", milli=14000, cur="1-7,9-15"),
-        ctr("b", pod="b", milli=2000, cur="1,9", cur_mems="0"),
-        ctr("c", pod="c", qos=BE, ann={MEMORY_TYPE: "nope"}, cur="1-15"),
-    ]
-    d = p.rebuild(cs)
-    p.check(d.state)
-    assert "left untouched: pod default/a container a: no pool can fit" in d.reason
-    assert "left untouched: pod default/c container c: annotation memory-type" in d.reason
-    assert isinstance(d.state, TopologyAwareState)
-    assert d.state.grants[cs[0].id].kind is CPUKind.NONE
-    assert d.state.grants[cs[1].id].kind is CPUKind.EXCLUSIVE
-    assert str(d.state.grants[cs[1].id].exclusive) == "1,9"
-    assert d.updates == ()  # b kept its CPUs; a and c are left alone
-
-
 def test_invariant_checker_catches_broken_states() -> None:
     p = TopologyAwarePolicy(topology=small(), config={})
     s = p.allocate(p.initial_state(), ctr("a", pod="a", milli=2000)).state

@@ -1,0 +1,129 @@
+"""The restart rule as a checker the restart tests share (no tests here).
+
+The rule (docs/architecture.md, "State and restarts"): after any Synchronize, whatever
+the runtime reports, no CPU is exclusive to one container and in the cpuset of another;
+and a container whose reported cpuset conflicts with a valid exclusive grant is the one
+that moves.
+
+`final_cpusets` applies a rebuild's updates to the reported cpusets (an update with
+CPUs replaces the report; no update, or one without CPUs, leaves it), which is what the
+kernel holds once the runtime has applied them.  `restart_violations` lists every
+breach of the first half on that final picture.  Containers that opted out of CPU
+pinning (``cpu.preserve``, or ``pinCPU: false``) are left where they are by request and
+are not checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from nri_resmgr.model import (
+    AnnotationError,
+    Assignment,
+    ContainerID,
+    ContainerInfo,
+    Decision,
+    PolicyState,
+)
+from nri_resmgr.policy.static import StaticPolicy, StaticState
+from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
+from nri_resmgr.policy.topology_aware.preferences import container_request
+from nri_resmgr.topology.cpuset import CPUSet, IDSet
+
+RestartPolicy = StaticPolicy | TopologyAwarePolicy
+
+
+def render(policy: RestartPolicy, state: PolicyState) -> dict[ContainerID, Assignment]:
+    """Every container's assignment in `state`, for either policy."""
+    if isinstance(policy, StaticPolicy):
+        assert isinstance(state, StaticState)
+        return policy.render(state)
+    return policy.render(state)
+
+
+def final_cpusets(
+    containers: Sequence[ContainerInfo], decision: Decision
+) -> dict[ContainerID, CPUSet]:
+    """Each container's cpuset once the decision's updates are applied to the reports."""
+    final = {c.id: c.current_cpus or IDSet() for c in containers}
+    for u in decision.updates:
+        if u.cpus:
+            final[u.container_id] = u.cpus
+    return final
+
+
+def applied(containers: Sequence[ContainerInfo], decision: Decision) -> list[ContainerInfo]:
+    """`containers` as the runtime reports them once the decision's updates are applied."""
+    updates = {u.container_id: u for u in decision.updates}
+    out = []
+    for c in containers:
+        u = updates.get(c.id)
+        if u is not None:
+            c = replace(
+                c, current_cpus=u.cpus or c.current_cpus, current_mems=u.mems or c.current_mems
+            )
+        out.append(c)
+    return out
+
+
+def exclusive_cpus(policy: RestartPolicy, state: PolicyState) -> dict[ContainerID, CPUSet]:
+    """The CPUs each pinned container holds exclusively in `state`.
+
+    A hide-hyperthreads grant holds whole cores though it shows one thread of each:
+    the hidden siblings are its own too.
+    """
+    if isinstance(policy, StaticPolicy):
+        assert isinstance(state, StaticState)
+        return {cid: e.exclusive for cid, e in state.entries.items() if e.exclusive}
+    assert isinstance(state, TopologyAwareState)
+    return {
+        cid: g.exclusive for cid, g in state.grants.items() if g.exclusive and g.request.pin_cpu
+    }
+
+
+def opted_out(policy: RestartPolicy, containers: Sequence[ContainerInfo]) -> set[ContainerID]:
+    """Containers whose CPUs the policy leaves alone at their own request.
+
+    Decided from the containers and the configuration, not from the decision: a policy
+    that gives up on a container must not make it "opted out".
+    """
+    if isinstance(policy, StaticPolicy):
+        return set()
+    out = set()
+    for c in containers:
+        try:
+            request = container_request(c, policy.config)
+        except AnnotationError:
+            continue
+        if not request.pin_cpu:
+            out.add(c.id)
+    return out
+
+
+def restart_violations(
+    policy: RestartPolicy, containers: Sequence[ContainerInfo], decision: Decision
+) -> list[str]:
+    """Every CPU exclusive to one container that is in another's final cpuset."""
+    final = final_cpusets(containers, decision)
+    exclusive = exclusive_cpus(policy, decision.state)
+    skip = opted_out(policy, containers)
+    problems = []
+    for owner, cpus in sorted(exclusive.items()):
+        for other, now in sorted(final.items()):
+            if other == owner or other in skip:
+                continue
+            both = cpus & now
+            if both:
+                problems.append(f"cpus {both} are exclusive to {owner} and in {other}'s {now}")
+    return problems
+
+
+def moved(decision: Decision, containers: Sequence[ContainerInfo]) -> set[ContainerID]:
+    """The containers whose final cpuset differs from what they reported."""
+    final = final_cpusets(containers, decision)
+    return {c.id for c in containers if final[c.id] != (c.current_cpus or IDSet())}
+
+
+def reported(containers: Sequence[ContainerInfo]) -> Mapping[ContainerID, CPUSet]:
+    return {c.id: c.current_cpus or IDSet() for c in containers}
