@@ -26,7 +26,8 @@ does the same, so a plugin that waits for UpdateContainers inside a hook deadloc
 as it would there, until the request timeout, after which the runtime drops it.
 
 UpdateContainers requests are recorded (`update_requests`, `await rt.next_update()`);
-`update_result` decides which updates "failed".
+`update_result` decides which updates "failed"; the next `unanswered_updates` requests get
+no answer at all (the plugin's call times out).
 
 Usage::
 
@@ -193,6 +194,7 @@ class FakeRuntime:
         configure_before_reply: bool = False,
         update_result: Callable[[api.UpdateContainersRequest], Iterable[api.ContainerUpdate]]
         | None = None,
+        unanswered_updates: int = 0,
     ) -> None:
         self.nri_version = NRIVersion.parse(nri_version) if nri_version else None
         default_name, default_version = "fake-runtime", "0.0.0"
@@ -212,6 +214,8 @@ class FakeRuntime:
         self.auto_start = auto_start
         self.configure_before_reply = configure_before_reply
         self.update_result = update_result
+        #: how many of the next UpdateContainers requests are recorded but never answered
+        self.unanswered_updates = unanswered_updates
         self.valid_events = valid_events_mask(self.nri_version)
         #: Every UpdateContainers request received, in order.
         self.update_requests: list[api.UpdateContainersRequest] = []
@@ -326,6 +330,11 @@ class FakeRuntime:
             return reply
         if method == "UpdateContainers":
             request = api.UpdateContainersRequest.FromString(payload)
+            if self.unanswered_updates > 0:
+                self.unanswered_updates -= 1
+                self.update_requests.append(request)
+                self._updates.put_nowait(request)
+                await asyncio.Event().wait()  # until the connection closes
             if self.nri_version is None or self.nri_version < V0_12_2:
                 async with self._lock:
                     return self._on_update(request)
