@@ -127,8 +127,8 @@ BACKOFF_INITIAL: Final = 0.1
 BACKOFF_MAX: Final = 5.0
 
 #: Default bounds on Synchronize chunks (``more: true``) buffered before the last one.
-MAX_SYNC_CHUNKS: Final = 256
-MAX_SYNC_BYTES: Final = 64 << 20
+MAX_SYNC_CHUNKS: Final = 64
+MAX_SYNC_BYTES: Final = 32 << 20
 #: The longest Unix socket path: ``sockaddr_un.sun_path`` holds 108 bytes on Linux.
 MAX_SOCKET_PATH: Final = 108
 

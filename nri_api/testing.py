@@ -128,6 +128,7 @@ class _Peer:
     """One plugin connection, runtime side."""
 
     trunk: Trunk
+    writer: asyncio.StreamWriter | None = None
     registration: api.RegisterPluginRequest | None = None
     events: int = 0
     handshake: asyncio.Task[None] | None = None
@@ -257,7 +258,8 @@ class FakeRuntime:
                     writer,
                     server_conn=RUNTIME_SERVICE_CONN,
                     client_conn=PLUGIN_SERVICE_CONN,
-                )
+                ),
+                writer,
             )
 
         self._server = await asyncio.start_unix_server(accepted, path=path)
@@ -275,8 +277,8 @@ class FakeRuntime:
         self._attach(trunk)
         return theirs
 
-    def _attach(self, trunk: Trunk) -> None:
-        peer = _Peer(trunk=trunk)
+    def _attach(self, trunk: Trunk, writer: asyncio.StreamWriter | None = None) -> None:
+        peer = _Peer(trunk=trunk, writer=writer)
         self._peers.append(peer)
 
         async def handle(
@@ -285,6 +287,26 @@ class FakeRuntime:
             return await self._serve(peer, service, method, payload)
 
         trunk.serve(handle)
+
+    @property
+    def connected(self) -> bool:
+        """True while the current plugin connection is open."""
+        return self._current is not None and not self._current.trunk.closed
+
+    async def send_raw(self, data: bytes) -> None:
+        """Write `data` as is on the current connection (accepted by `listen`), bypassing
+        the mux and ttrpc framing: for protocol fuzzing.  Whole messages the trunk writes
+        are never split by it (both write in one call on the same event loop)."""
+        peer = self._peer()
+        if peer.writer is None:
+            raise ConnectionClosed("FakeRuntime.send_raw: only for connections from listen()")
+        if peer.trunk.closed:
+            raise ConnectionClosed("FakeRuntime.send_raw: the connection is closed")
+        try:
+            peer.writer.write(data)
+            await peer.writer.drain()
+        except (OSError, RuntimeError) as exc:
+            raise ConnectionClosed(f"FakeRuntime.send_raw: {exc}") from exc
 
     async def disconnect(self) -> None:
         """Close the current plugin connection (as a runtime restart would)."""

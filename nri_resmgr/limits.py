@@ -71,9 +71,9 @@ class Limits(BaseModel):
     #: deepest nesting of arrays and objects in a JSON annotation
     max_json_depth: int = Field(default=32, ge=1, le=500)
     #: Synchronize chunks (``more: true``) buffered before the last one arrives
-    max_sync_chunks: int = Field(default=256, ge=1)
+    max_sync_chunks: int = Field(default=64, ge=1)
     #: bytes of Synchronize chunks buffered before the last one arrives
-    max_sync_bytes: int = Field(default=64 << 20, ge=1)
+    max_sync_bytes: int = Field(default=32 << 20, ge=1)
     #: requests from the runtime being handled at once
     max_in_flight: int = Field(default=1024, ge=1)
     #: rejected ttrpc streams whose error reply is not written yet
