@@ -881,8 +881,17 @@ def _many_containers(count: int, *, note: str = "") -> list[api.Container]:
     ids=["chunks", "bytes"],
 )
 def test_endless_synchronize_chunks_close_the_connection_and_reconnect(
-    sock_path: str, caplog: pytest.LogCaptureFixture, bounds: dict[str, int], found: str
+    sock_path: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    bounds: dict[str, int],
+    found: str,
 ) -> None:
+    import nri_api.stub
+
+    trims: list[int] = []
+    monkeypatch.setattr(nri_api.stub, "_return_freed_memory", lambda: trims.append(1))
+
     async def body() -> None:
         containers = _many_containers(10, note="x" * 1000)
         async with FakeRuntime(pods=[POD], containers=containers, sync_chunk=1) as rt:
@@ -900,6 +909,8 @@ def test_endless_synchronize_chunks_close_the_connection_and_reconnect(
                 rt.containers = containers[:2]
                 await rt.wait_ready()
                 assert plugin.synced == (["pod1"], ["c0", "c1"])
+                # the dropped chunks' memory went back to the system, once
+                assert trims == [1]
         lost = [r.getMessage() for r in caplog.records if "connection to the runtime lost" in
                 r.getMessage()]
         assert len(lost) == 1
