@@ -436,7 +436,7 @@ class ResmgrPlugin(Plugin):
         self.health.registered = False
         self.health.synchronized = False
         self.health.reason = "connection to the runtime lost"
-        self.rlog.warning("connection to the runtime lost")
+        # the stub has logged the loss with its reason (one line per loss, not two)
 
     async def run_pod_sandbox(self, pod: api.PodSandbox) -> None:
         await self._handle("RunPodSandbox", lambda: self.pipeline.run_pod(pod))

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from nri_api import api
-from nri_api.errors import RPCError, StatusCode
+from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime, PluginRejected
 from nri_resmgr.config import Config, config_from_mapping
@@ -525,3 +525,46 @@ def test_a_missing_socket_is_explained_first_and_then_periodically(topology: Top
     with capture_logs() as logs:
         plugin.connect_failed(ConnectionRefusedError(111, "Connection refused"), 1)
     assert logs[0]["event"].startswith("cannot connect to the NRI socket; is the runtime")
+
+
+def test_configured_sync_bound_closes_with_one_line_and_the_daemon_carries_on(
+    topology: Topology, caplog: pytest.LogCaptureFixture
+) -> None:
+    from structlog.testing import capture_logs
+
+    db = pod("db", QoSClass.GUARANTEED)
+    running_state = api.ContainerState.CONTAINER_RUNNING
+    containers = [guaranteed(db, f"c{i}", "1", state=running_state) for i in range(5)]
+    config = config_from_mapping({**STATIC, "limits": {"maxSyncChunks": 2}})
+
+    async def scenario() -> None:
+        directory = tempfile.mkdtemp(prefix="nri-", dir="/tmp")
+        path = f"{directory}/nri.sock"
+        rt = FakeRuntime(pods=[db], containers=containers, sync_chunk=1)
+        plugin = ResmgrPlugin(
+            config=config, topology=topology, name="resmgr", idx="90", socket_path=path,
+            on_close=OnClose.RECONNECT,
+        )
+        await rt.listen(path)
+        task = asyncio.create_task(plugin.serve())
+        try:
+            with pytest.raises((RPCError, ConnectionClosed)):
+                await rt.wait_ready()  # 6 objects in chunks of 1: over the bound of 2
+            rt.sync_chunk = None
+            await rt.wait_ready()  # the reconnect, in one piece
+            assert plugin.health.ready
+            reply = await rt.create_container(db, guaranteed(db, "new", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "3,7"  # c0-c4 hold 1,5,2,6
+        finally:
+            await plugin.stop()
+            await asyncio.wait_for(task, 10)
+            await rt.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+    caplog.set_level("INFO")
+    with capture_logs() as logs:
+        run(scenario)
+    lines = [r.getMessage() for r in caplog.records] + [str(e.get("event")) for e in logs]
+    lost = [line for line in lines if "lost" in line]
+    assert len(lost) == 1, lost
+    assert "Synchronize: expected at most 2 chunks" in lost[0]
