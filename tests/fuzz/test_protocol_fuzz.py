@@ -206,7 +206,10 @@ async def _payload_case(run: Run, rng: random.Random, index: int, seeds: dict[st
     payload = seeds[method]
     for _ in range(rng.randint(1, 3)):
         payload = mutate(payload, rng)
-    await _call(run, index, "payload", method, payload)
+    error = await _call(run, index, "payload", method, payload)
+    decoded = not (isinstance(error, RPCError) and error.code is StatusCode.INTERNAL)
+    if method == "Synchronize" and isinstance(error, RPCError) and decoded:
+        run.finding(index, "payload", f"Synchronize failed: {error.message[:300]}")
 
 
 async def _hostile_case(run: Run, rng: random.Random, index: int) -> None:
@@ -241,16 +244,23 @@ async def _hostile_case(run: Run, rng: random.Random, index: int) -> None:
         message = api.StopContainerRequest(pod=pod, container=ctr)
     else:
         message = api.PostStartContainerRequest(pod=pod, container=ctr)
-    await _call(run, index, "hostile", method, message.SerializeToString())
+    error = await _call(run, index, "hostile", method, message.SerializeToString())
+    if method == "Synchronize" and isinstance(error, RPCError):
+        # one container's input must never fail the whole Synchronize
+        run.finding(index, "hostile", f"Synchronize failed: {error.message[:300]}")
 
 
-async def _call(run: Run, index: int, kind: str, method: str, payload: bytes) -> None:
+async def _call(
+    run: Run, index: int, kind: str, method: str, payload: bytes
+) -> BaseException | None:
+    """Send one request and judge the outcome; the error, if any."""
     error: BaseException | None = None
     try:
         await run.rt.call_raw(PLUGIN, method, payload, timeout=5.0)
     except (RPCError, ConnectionClosed, TimeoutError) as exc:
         error = exc
     _judge(run, index, kind, error)
+    return error
 
 
 def _wire_bytes(rng: random.Random, seeds: dict[str, bytes]) -> bytes:
