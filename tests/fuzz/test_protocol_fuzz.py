@@ -37,10 +37,12 @@ import struct
 import subprocess
 import sys
 import tempfile
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from google.protobuf.message import Message
 
 from nri_api import api
@@ -356,16 +358,22 @@ async def _run_cases(run: Run, cases: int) -> None:
         except Exception as exc:
             run.finding(index, kind, f"the daemon did not come back: {exc!r}")
             return
-        if kind == "payload":
-            await _payload_case(run, rng, index, seeds)
-        elif kind == "hostile":
-            await _hostile_case(run, rng, index)
-        elif kind == "wire":
-            await _wire_case(run, rng, index, seeds)
-        elif kind == "rejected":
-            await _rejected_case(run, rng, index)
-        else:
-            await _chunks_case(run, rng, index)
+        try:
+            if kind == "payload":
+                await _payload_case(run, rng, index, seeds)
+            elif kind == "hostile":
+                await _hostile_case(run, rng, index)
+            elif kind == "wire":
+                await _wire_case(run, rng, index, seeds)
+            elif kind == "rejected":
+                await _rejected_case(run, rng, index)
+            else:
+                await _chunks_case(run, rng, index)
+        except Exception as exc:  # the harness's own surprise: report it, go on
+            tail = "".join(traceback.format_exception(exc)[-3:])
+            run.finding(index, kind, f"unexpected {type(exc).__name__}: {exc!s:.200}\n{tail}")
+            if run.rt.connected:
+                await run.rt.disconnect()
         if run.proc.poll() is not None:
             run.finding(index, kind, f"the daemon exited with {run.proc.returncode}")
             return
@@ -414,6 +422,7 @@ async def _wait(proc: subprocess.Popen[bytes]) -> int:
     return await asyncio.get_running_loop().run_in_executor(None, proc.wait, 30)
 
 
+@pytest.mark.timeout(max(600, 300 + fuzz_cases(800) // 10))  # a long run takes its time
 def test_protocol_fuzz_against_the_daemon_process(tmp_path: Path) -> None:
     seed, cases = fuzz_seed(), fuzz_cases(800)
     directory = Path(tempfile.mkdtemp(prefix="nri-fz-", dir="/tmp"))  # AF_UNIX path limit
