@@ -568,3 +568,15 @@ def test_configured_sync_bound_closes_with_one_line_and_the_daemon_carries_on(
     lost = [line for line in lines if "lost" in line]
     assert len(lost) == 1, lost
     assert "Synchronize: expected at most 2 chunks" in lost[0]
+
+
+def test_protocol_limits_from_the_config_reach_the_stub(topology: Topology) -> None:
+    config = config_from_mapping({**STATIC, "limits": {
+        "maxRequestsInFlight": 7, "maxRejectedPending": 5, "maxSyncChunks": 3,
+        "maxSyncBytes": 4096,
+    }})
+    plugin = ResmgrPlugin(config=config, topology=topology, name="resmgr", idx="90",
+                          environ={})
+    assert (plugin.max_in_flight, plugin.max_rejected_pending, plugin.max_sync_chunks,
+            plugin.max_sync_bytes) == (7, 5, 3, 4096)
+    assert plugin.pipeline.limits is config.limits
