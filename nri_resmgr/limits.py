@@ -27,7 +27,7 @@ request only.  This module is pure: no IO.
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -109,8 +109,8 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-def load_annotation_json(text: str, *, where: str, limits: Limits = DEFAULT_LIMITS) -> object:
-    """Parse a JSON annotation value within `limits`.
+def load_annotation_json(text: str, *, where: str, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """Parse a JSON annotation value within `limits` (any JSON value, as `json.loads`).
 
     `where` names it in errors (``pod ns/name container c: annotation KEY``).  Raises
     `AnnotationError` when the value is larger than ``max_annotation_bytes``, nested
