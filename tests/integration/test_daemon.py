@@ -580,3 +580,49 @@ def test_protocol_limits_from_the_config_reach_the_stub(topology: Topology) -> N
     assert (plugin.max_in_flight, plugin.max_rejected_pending, plugin.max_sync_chunks,
             plugin.max_sync_bytes) == (7, 5, 3, 4096)
     assert plugin.pipeline.limits is config.limits
+
+
+def test_nested_resctrl_annotation_fails_one_pod_and_never_a_synchronize(
+    topology: Topology,
+) -> None:
+    from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
+
+    key = "node.koordinator.sh/resctrl"
+    good_spec = json.dumps({"llc": {"schemata": {"range": [20, 80]}}})
+    config = config_from_mapping({**STATIC, "control": {"rdt": {"enable": True, "partitions": {
+        "all": {"l3Allocation": "100%", "classes": {"gold": {"l3Allocation": "50-100%"}}}}}}})
+    bad, good, late = (pod(n, QoSClass.BURSTABLE) for n in ("bad", "good", "late"))
+    bad.annotations[key] = late.annotations[key] = "[" * 5000 + "]" * 5000
+    good.annotations[key] = good_spec
+    running_state = api.ContainerState.CONTAINER_RUNNING
+    containers = [ctr(bad, "a", cpu="500m", state=running_state),
+                  ctr(good, "b", cpu="500m", state=running_state)]
+
+    async def scenario() -> None:
+        base = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
+        root, sock = base / "resctrl", str(base / "nri.sock")
+        make_resctrl_tree(root, INTEL_SKX)
+        rt = FakeRuntime(pods=[bad, good], containers=containers)
+        await rt.listen(sock)
+        plugin = ResmgrPlugin(config=config, topology=topology, resctrl_root=str(root),
+                              state_dir=str(base / "state"), name="resmgr", idx="90",
+                              socket_path=sock, on_close=OnClose.EXIT)
+        task = asyncio.create_task(plugin.serve())
+        try:
+            await rt.wait_ready()  # was INTERNAL RecursionError: never ready
+            assert plugin.health.ready
+            assert (root / f"nri-resmgr-pod-{good.uid}").is_dir()  # the other pods' groups
+            with pytest.raises(RPCError) as err:
+                await rt.run_pod_sandbox(late)
+            assert err.value.code is not StatusCode.INTERNAL
+            assert err.value.message == (
+                f"pod default/late: annotation {key}: expected JSON nested at most 32 deep "
+                "(limits.maxJSONDepth), found 5000"
+            )
+        finally:
+            await plugin.stop()
+            await asyncio.wait_for(task, 10)
+            await rt.close()
+            shutil.rmtree(base, ignore_errors=True)
+
+    run(scenario)
