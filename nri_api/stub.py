@@ -15,7 +15,8 @@ A plugin is a `Plugin` subclass whose snake_case hooks are named after the NRI R
   the plugin never reconnects. Otherwise the stub connects to `socket_path` (external
   mode, default ``/var/run/nri/nri.sock``); with `OnClose.RECONNECT` it reconnects after
   a lost connection with capped exponential backoff (0.1 s doubling to 5 s), otherwise
-  `run()` returns 1.
+  `run()` returns 1. Each failed attempt calls `connect_failed(error, attempt)`.
+  A stop request (SIGTERM) is honoured at once, also while registration is under way.
 * **Registration.** Right after connecting the stub serves the Plugin service on mux
   conn 1 and sends `RegisterPlugin` on conn 2 under the registration timeout. The runtime
   may call Configure before that reply arrives; both run concurrently.
@@ -41,6 +42,18 @@ A plugin is a `Plugin` subclass whose snake_case hooks are named after the NRI R
   therefore returns None at once and the updates go out after the hook returns (failures
   are logged); called from anywhere else it waits and returns the failed updates. A task
   started by a hook counts as "inside" until that hook returns (a context variable).
+  A request that times out or fails is not resent (a newer decision may have replaced
+  it): the `updates_failed()` hook hears of it, so the plugin can re-assert what holds.
+* **Bounds.** A hostile or broken runtime cannot make the stub buffer or work without
+  end: more than `max_in_flight` requests at once, or `max_rejected_pending` malformed
+  requests awaiting their error reply, close the connection (see `nri_api.transport`);
+  so do more than `max_sync_chunks` Synchronize chunks or `max_sync_bytes` bytes
+  buffered before the last chunk (the buffers are dropped; the reconnect resynchronizes).
+  Each of these closes with one log line naming the bound. A second Configure on one
+  connection is refused with FAILED_PRECONDITION and the first one stays in force (the
+  runtime configures once; re-running `configure()` would reset a plugin's state under
+  containers that keep their resources). A socket path longer than the Unix limit of
+  108 bytes fails at construction.
 * **Logging** uses the stdlib `logging` module, logger ``nri_api.stub.<NN-name>`` unless
   `logger` is given. `run()` (which owns the process) sets up logging: to the file
   `log_file` or `$NRI_PLUGIN_LOG` if given, else to stderr (discarded in pre-registered
@@ -54,6 +67,7 @@ import asyncio
 import contextlib
 import contextvars
 import enum
+import functools
 import inspect
 import logging
 import os
@@ -71,7 +85,7 @@ from nri_api import api
 from nri_api.builders import Adjustment, Update
 from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import Event, NRIVersion, event_mask, events_in_mask, valid_events_mask
-from nri_api.transport import Trunk
+from nri_api.transport import MAX_IN_FLIGHT, MAX_REJECTED_PENDING, Trunk
 from nri_api.version import VersionSource, infer_runtime_nri_version
 
 __all__ = [
@@ -111,6 +125,12 @@ ENV_LOG_LEVEL: Final = "NRI_PLUGIN_LOG_LEVEL"
 
 BACKOFF_INITIAL: Final = 0.1
 BACKOFF_MAX: Final = 5.0
+
+#: Default bounds on Synchronize chunks (``more: true``) buffered before the last one.
+MAX_SYNC_CHUNKS: Final = 64
+MAX_SYNC_BYTES: Final = 32 << 20
+#: The longest Unix socket path: ``sockaddr_un.sun_path`` holds 108 bytes on Linux.
+MAX_SOCKET_PATH: Final = 108
 
 #: Event hooks and the event each subscribes to.
 HOOK_EVENTS: Final[Mapping[str, Event]] = {
@@ -350,6 +370,27 @@ def _updates(
     return out
 
 
+def _return_freed_memory() -> None:
+    """Give freed heap back to the system (glibc's malloc_trim; elsewhere a no-op).
+
+    Dropped Synchronize chunks are freed at once, but glibc keeps the pages: a daemon that
+    buffered 32 MiB of chunks (about 100 MiB in memory) would otherwise keep that RSS."""
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return
+    trim(0)
+
+
+def _error_text(exc: BaseException, timeout_text: str) -> str:
+    """An exception's text for a log line; `timeout_text` for a bare TimeoutError."""
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return timeout_text
+    return str(exc) or type(exc).__name__
+
+
 def _adjustment(value: object) -> api.ContainerAdjustment | None:
     if value is None:
         return None
@@ -372,11 +413,21 @@ class _Session:
         self.events = 0
         self.sync_pods: list[api.PodSandbox] = []
         self.sync_containers: list[api.Container] = []
+        self.sync_chunks = 0
+        self.sync_bytes = 0
+        #: chunks were dropped because a bound was exceeded
+        self.dropped_chunks = False
         self.outbox: asyncio.Queue[
             tuple[api.UpdateContainersRequest, asyncio.Future[list[api.ContainerUpdate]], float]
         ] = asyncio.Queue()
         self.sender: asyncio.Task[None] | None = None
         self.synchronized = False
+
+    def drop_sync(self) -> None:
+        """Forget buffered Synchronize chunks (a bound exceeded, or the connection closed)."""
+        self.sync_pods = []
+        self.sync_containers = []
+        self.sync_chunks = self.sync_bytes = 0
 
 
 class Plugin:
@@ -406,8 +457,16 @@ class Plugin:
         connection: socket.socket | None = None,
         environ: Mapping[str, str] | None = None,
         argv0: str | None = None,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        max_rejected_pending: int = MAX_REJECTED_PENDING,
+        max_sync_chunks: int = MAX_SYNC_CHUNKS,
+        max_sync_bytes: int = MAX_SYNC_BYTES,
     ) -> None:
         env = os.environ if environ is None else environ
+        self.max_in_flight = max_in_flight
+        self.max_rejected_pending = max_rejected_pending
+        self.max_sync_chunks = max_sync_chunks
+        self.max_sync_bytes = max_sync_bytes
         self.identity = resolve_identity(
             name=name, idx=idx, environ=env, argv0=sys.argv[0] if argv0 is None else argv0
         )
@@ -433,6 +492,13 @@ class Plugin:
                     f"found {fd_text!r}"
                 ) from exc
         self.socket_path = socket_path or DEFAULT_SOCKET_PATH
+        if self._socket_fd is None and connection is None:
+            size = len(os.fsencode(self.socket_path))
+            if size > MAX_SOCKET_PATH:
+                raise ValueError(
+                    f"NRI socket path: expected at most {MAX_SOCKET_PATH} bytes (the Unix "
+                    f"socket path limit), found {size}: {self.socket_path[:60]!r}..."
+                )
         self._session: _Session | None = None
         self._stop: asyncio.Event | None = None
         self._stop_requested = False
@@ -535,6 +601,19 @@ class Plugin:
 
     def on_close(self) -> NoResult:
         """Called after the connection to the runtime was lost (not after `stop()`)."""
+        return None
+
+    def updates_failed(
+        self, updates: Sequence[api.ContainerUpdate], error: BaseException
+    ) -> NoResult:
+        """Called when an `update_containers` request got no answer or an error (not when
+        the connection closed: the next Synchronize covers that).  The stub does not
+        resend it, as a newer decision may have replaced it; re-assert what holds now."""
+        return None
+
+    def connect_failed(self, error: OSError, attempt: int) -> NoResult:
+        """Called after each failed connection attempt (`attempt` counts from 1 and
+        restarts after a success), before the stub logs it and retries or gives up."""
         return None
 
     def run_pod_sandbox(self, pod: api.PodSandbox) -> NoResult:
@@ -706,29 +785,35 @@ class Plugin:
         self._idle = asyncio.Event()
         self._idle.set()
         backoff = BACKOFF_INITIAL
+        failures = 0
         try:
             while not self._stop.is_set():
                 try:
                     trunk = await self._open()
                 except OSError as exc:
+                    failures += 1
+                    await self._call_quietly(
+                        "connect_failed", functools.partial(self.connect_failed, exc, failures)
+                    )
                     if not self._may_reconnect():
                         self.log.error(
                             "plugin %s: cannot connect to %s: %s",
                             self.full_name,
-                            self.socket_path,
+                            self.endpoint,
                             exc,
                         )
                         return 1
                     self.log.info(
                         "plugin %s: cannot connect to %s (%s); retrying in %.1fs",
                         self.full_name,
-                        self.socket_path,
+                        self.endpoint,
                         exc,
                         backoff,
                     )
                     await self._sleep(backoff)
                     backoff = min(backoff * 2, BACKOFF_MAX)
                     continue
+                failures = 0
                 registered = await self._run_session(trunk)
                 if registered:
                     backoff = BACKOFF_INITIAL
@@ -740,7 +825,7 @@ class Plugin:
                 self.log.info(
                     "plugin %s: reconnecting to %s in %.1fs",
                     self.full_name,
-                    self.socket_path,
+                    self.endpoint,
                     backoff,
                 )
                 await self._sleep(backoff)
@@ -762,10 +847,23 @@ class Plugin:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), seconds)
 
+    @property
+    def endpoint(self) -> str:
+        """What the plugin connects through, for messages: a socket path or an fd."""
+        if self._connection is not None:
+            return "the socket given to the plugin"
+        if self._socket_fd is not None:
+            return f"the inherited socket fd {self._socket_fd} (${ENV_SOCKET})"
+        return self.socket_path
+
     async def _open(self) -> Trunk:
+        bounds = {
+            "max_in_flight": self.max_in_flight,
+            "max_rejected_pending": self.max_rejected_pending,
+        }
         if self._connection is not None:
             sock, self._connection = self._connection, None
-            return await Trunk.from_socket(sock)
+            return await Trunk.from_socket(sock, **bounds)
         if self._socket_fd is not None:
             if self._fd_used:
                 raise ConnectionClosed(
@@ -773,8 +871,8 @@ class Plugin:
                     "was already used and closed"
                 )
             self._fd_used = True
-            return await Trunk.from_fd(self._socket_fd)
-        return await Trunk.connect(self.socket_path)
+            return await Trunk.from_fd(self._socket_fd, **bounds)
+        return await Trunk.connect(self.socket_path, **bounds)
 
     async def _run_session(self, trunk: Trunk) -> bool:
         """Serve one connection until it closes; True if registration succeeded."""
@@ -790,18 +888,37 @@ class Plugin:
             request = api.RegisterPluginRequest(
                 plugin_name=self.name, plugin_idx=self.idx, NRI_version=STUB_NRI_VERSION
             )
-            try:
-                await trunk.call(
+            register = asyncio.create_task(
+                trunk.call(
                     api.RUNTIME_SERVICE,
                     "RegisterPlugin",
                     request.SerializeToString(),
                     timeout=DEFAULT_REGISTRATION_TIMEOUT,
                 )
+            )
+            # a stop request (SIGTERM) must not wait for the runtime's answer
+            await asyncio.wait({register, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if not register.done():
+                register.cancel()
+                with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
+                    await register
+            elif (exc := register.exception()) is not None:
+                if isinstance(exc, (RPCError, TimeoutError, ConnectionClosed)):
+                    self.log.error(
+                        "plugin %s: registration failed: %s",
+                        self.full_name,
+                        _error_text(
+                            exc,
+                            f"no reply to RegisterPlugin from {self.endpoint} within "
+                            f"{DEFAULT_REGISTRATION_TIMEOUT:g}s (the registration timeout)",
+                        ),
+                    )
+                    await trunk.close()
+                else:
+                    raise exc
+            else:
                 registered = True
                 self.log.info("plugin %s: registered", self.full_name)
-            except (RPCError, TimeoutError, ConnectionClosed) as exc:
-                self.log.error("plugin %s: registration failed: %s", self.full_name, exc)
-                await trunk.close()
             closed = asyncio.create_task(trunk.wait_closed())
             await asyncio.wait({closed, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             closed.cancel()
@@ -821,6 +938,10 @@ class Plugin:
             with contextlib.suppress(asyncio.CancelledError):
                 await session.sender
             self._fail_outbox(session)
+            had_chunks = session.sync_chunks > 0 or session.dropped_chunks
+            session.drop_sync()
+            if had_chunks:
+                _return_freed_memory()
             if self._session is session:
                 self._session = None
         return registered
@@ -855,11 +976,23 @@ class Plugin:
                     )
                 raise
             except Exception as exc:
-                self.log.warning("plugin %s: UpdateContainers failed: %s", self.full_name, exc)
+                self.log.warning(
+                    "plugin %s: UpdateContainers of %d update(s) failed: %s",
+                    self.full_name,
+                    len(request.update),
+                    _error_text(
+                        exc, f"no reply within {timeout:g}s (the update_containers timeout)"
+                    ),
+                )
                 if not future.done():
                     future.set_exception(exc)
                     # A deferred (in-hook) caller never awaits: do not warn about that.
                     future.exception()
+                if not isinstance(exc, ConnectionClosed):
+                    await self._call_quietly(
+                        "updates_failed",
+                        functools.partial(self.updates_failed, list(request.update), exc),
+                    )
                 continue
             if failed:
                 self.log.warning(
@@ -924,6 +1057,22 @@ class Plugin:
     async def _on_configure(self, request: api.ConfigureRequest) -> api.ConfigureResponse:
         session = self._session
         assert session is not None
+        if session.runtime is not None:
+            # The runtime configures a plugin once, right after registration (Go's stub
+            # does not guard against a second call at all).  Running the hook again would
+            # reset the plugin's state under containers that keep their resources, so the
+            # second Configure is refused and the first one stays in force.
+            self.log.warning(
+                "plugin %s: second Configure on one connection refused (runtime %s %s)",
+                self.full_name,
+                request.runtime_name,
+                request.runtime_version,
+            )
+            raise RPCError(
+                StatusCode.FAILED_PRECONDITION,
+                f"Configure: expected once per connection, found a second call; plugin "
+                f"{self.full_name} keeps the configuration of the first",
+            )
         inferred = infer_runtime_nri_version(
             nri_version=request.NRI_version,
             runtime_name=request.runtime_name,
@@ -977,12 +1126,29 @@ class Plugin:
     async def _on_synchronize(self, request: api.SynchronizeRequest) -> api.SynchronizeResponse:
         session = self._session
         assert session is not None
+        if request.more:
+            chunks = session.sync_chunks + 1
+            size = session.sync_bytes + request.ByteSize()
+            if chunks > self.max_sync_chunks or size > self.max_sync_bytes:
+                # the runtime must not make us buffer without end: drop the connection
+                # (and the chunks); the reconnect starts a fresh Synchronize
+                session.drop_sync()
+                session.dropped_chunks = True
+                error = RPCError(
+                    StatusCode.RESOURCE_EXHAUSTED,
+                    f"Synchronize: expected at most {self.max_sync_chunks} chunks and "
+                    f"{self.max_sync_bytes} bytes buffered before the last chunk, found "
+                    f"{chunks} chunks and {size} bytes; closing the connection",
+                )
+                await session.trunk.close(error)
+                raise error
+            session.sync_chunks, session.sync_bytes = chunks, size
         session.sync_pods.extend(request.pods)
         session.sync_containers.extend(request.containers)
         if request.more:
             return api.SynchronizeResponse(more=True)
-        pods, session.sync_pods = session.sync_pods, []
-        containers, session.sync_containers = session.sync_containers, []
+        pods, containers = session.sync_pods, session.sync_containers
+        session.drop_sync()
         updates = await _maybe_await(self.synchronize(pods, containers))
         reply = api.SynchronizeResponse(update=_updates("synchronize result", updates))
         session.synchronized = True

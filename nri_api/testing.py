@@ -26,7 +26,8 @@ does the same, so a plugin that waits for UpdateContainers inside a hook deadloc
 as it would there, until the request timeout, after which the runtime drops it.
 
 UpdateContainers requests are recorded (`update_requests`, `await rt.next_update()`);
-`update_result` decides which updates "failed".
+`update_result` decides which updates "failed"; the next `unanswered_updates` requests get
+no answer at all (the plugin's call times out).
 
 Usage::
 
@@ -127,6 +128,7 @@ class _Peer:
     """One plugin connection, runtime side."""
 
     trunk: Trunk
+    writer: asyncio.StreamWriter | None = None
     registration: api.RegisterPluginRequest | None = None
     events: int = 0
     handshake: asyncio.Task[None] | None = None
@@ -193,6 +195,7 @@ class FakeRuntime:
         configure_before_reply: bool = False,
         update_result: Callable[[api.UpdateContainersRequest], Iterable[api.ContainerUpdate]]
         | None = None,
+        unanswered_updates: int = 0,
     ) -> None:
         self.nri_version = NRIVersion.parse(nri_version) if nri_version else None
         default_name, default_version = "fake-runtime", "0.0.0"
@@ -212,6 +215,8 @@ class FakeRuntime:
         self.auto_start = auto_start
         self.configure_before_reply = configure_before_reply
         self.update_result = update_result
+        #: how many of the next UpdateContainers requests are recorded but never answered
+        self.unanswered_updates = unanswered_updates
         self.valid_events = valid_events_mask(self.nri_version)
         #: Every UpdateContainers request received, in order.
         self.update_requests: list[api.UpdateContainersRequest] = []
@@ -253,7 +258,8 @@ class FakeRuntime:
                     writer,
                     server_conn=RUNTIME_SERVICE_CONN,
                     client_conn=PLUGIN_SERVICE_CONN,
-                )
+                ),
+                writer,
             )
 
         self._server = await asyncio.start_unix_server(accepted, path=path)
@@ -271,8 +277,8 @@ class FakeRuntime:
         self._attach(trunk)
         return theirs
 
-    def _attach(self, trunk: Trunk) -> None:
-        peer = _Peer(trunk=trunk)
+    def _attach(self, trunk: Trunk, writer: asyncio.StreamWriter | None = None) -> None:
+        peer = _Peer(trunk=trunk, writer=writer)
         self._peers.append(peer)
 
         async def handle(
@@ -281,6 +287,26 @@ class FakeRuntime:
             return await self._serve(peer, service, method, payload)
 
         trunk.serve(handle)
+
+    @property
+    def connected(self) -> bool:
+        """True while the current plugin connection is open."""
+        return self._current is not None and not self._current.trunk.closed
+
+    async def send_raw(self, data: bytes) -> None:
+        """Write `data` as is on the current connection (accepted by `listen`), bypassing
+        the mux and ttrpc framing: for protocol fuzzing.  Whole messages the trunk writes
+        are never split by it (both write in one call on the same event loop)."""
+        peer = self._peer()
+        if peer.writer is None:
+            raise ConnectionClosed("FakeRuntime.send_raw: only for connections from listen()")
+        if peer.trunk.closed:
+            raise ConnectionClosed("FakeRuntime.send_raw: the connection is closed")
+        try:
+            peer.writer.write(data)
+            await peer.writer.drain()
+        except (OSError, RuntimeError) as exc:
+            raise ConnectionClosed(f"FakeRuntime.send_raw: {exc}") from exc
 
     async def disconnect(self) -> None:
         """Close the current plugin connection (as a runtime restart would)."""
@@ -326,6 +352,11 @@ class FakeRuntime:
             return reply
         if method == "UpdateContainers":
             request = api.UpdateContainersRequest.FromString(payload)
+            if self.unanswered_updates > 0:
+                self.unanswered_updates -= 1
+                self.update_requests.append(request)
+                self._updates.put_nowait(request)
+                await asyncio.Event().wait()  # until the connection closes
             if self.nri_version is None or self.nri_version < V0_12_2:
                 async with self._lock:
                     return self._on_update(request)

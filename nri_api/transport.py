@@ -16,10 +16,12 @@ Writes are whole ttrpc messages framed by `frame_message`, serialized by one loc
 drained. A call allocates its stream id and writes its Request under that same lock, so ids
 reach the peer in increasing order, as the Go server demands.
 
-Memory stays bounded against a misbehaving peer: the mux skips frames for other ConnIDs
-unbuffered and caps frame length, ttrpc discards oversized bodies unbuffered, and more than
-`max_in_flight` unanswered requests (Go's mux would overflow its 256-frame queue long
-before) is a `RemoteProtocolError`.
+Memory and work stay bounded against a misbehaving peer: the mux skips frames for other
+ConnIDs unbuffered and caps frame length, ttrpc discards oversized bodies unbuffered, more
+than `max_in_flight` unanswered requests (Go's mux would overflow its 256-frame queue long
+before) is a `RemoteProtocolError`, and so is more than `max_rejected_pending` rejected
+streams whose error reply is not written yet (each costs a write task: 100,000 bad headers,
+1 MB of input, would otherwise cost 154 MiB and 47 s of CPU before anything else is served).
 
 EOF, an OS error or a `RemoteProtocolError` from the peer closes the trunk: pending calls
 fail with `ConnectionClosed`, handler tasks are cancelled, the socket is closed, and
@@ -62,6 +64,10 @@ Handler = Callable[[str, str, bytes, float | None], Awaitable[bytes]]
 
 #: seconds a handler may run past the request's deadline before it is cut off
 DEADLINE_GRACE = 1.0
+#: default bound on requests being handled at once
+MAX_IN_FLIGHT: Final = 1024
+#: default bound on rejected streams whose error reply is not written yet
+MAX_REJECTED_PENDING: Final = 256
 
 _READ_SIZE: Final = 256 * 1024
 
@@ -76,7 +82,8 @@ class Trunk:
         *,
         server_conn: int = PLUGIN_SERVICE_CONN,
         client_conn: int = RUNTIME_SERVICE_CONN,
-        max_in_flight: int = 1024,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        max_rejected_pending: int = MAX_REJECTED_PENDING,
         deadline_grace: float = DEADLINE_GRACE,
     ) -> None:
         self._deadline_grace = deadline_grace
@@ -99,6 +106,8 @@ class Trunk:
         self._pending: dict[int, asyncio.Future[bytes]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._max_in_flight = max_in_flight
+        self._max_rejected_pending = max_rejected_pending
+        self._rejected_pending = 0
         self._closed = False
         self._close_reason: BaseException | None = None
         self._done = asyncio.Event()
@@ -113,7 +122,8 @@ class Trunk:
         *,
         server_conn: int = PLUGIN_SERVICE_CONN,
         client_conn: int = RUNTIME_SERVICE_CONN,
-        max_in_flight: int = 1024,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        max_rejected_pending: int = MAX_REJECTED_PENDING,
         deadline_grace: float = DEADLINE_GRACE,
     ) -> Trunk:
         """Connect to the NRI socket at `path` (e.g. /var/run/nri/nri.sock)."""
@@ -124,6 +134,7 @@ class Trunk:
             server_conn=server_conn,
             client_conn=client_conn,
             max_in_flight=max_in_flight,
+            max_rejected_pending=max_rejected_pending,
             deadline_grace=deadline_grace,
         )
 
@@ -134,7 +145,8 @@ class Trunk:
         *,
         server_conn: int = PLUGIN_SERVICE_CONN,
         client_conn: int = RUNTIME_SERVICE_CONN,
-        max_in_flight: int = 1024,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        max_rejected_pending: int = MAX_REJECTED_PENDING,
         deadline_grace: float = DEADLINE_GRACE,
     ) -> Trunk:
         """Wrap an already connected Unix stream socket (the trunk takes ownership)."""
@@ -145,13 +157,24 @@ class Trunk:
             server_conn=server_conn,
             client_conn=client_conn,
             max_in_flight=max_in_flight,
+            max_rejected_pending=max_rejected_pending,
             deadline_grace=deadline_grace,
         )
 
     @classmethod
-    async def from_fd(cls, fd: int) -> Trunk:
+    async def from_fd(
+        cls,
+        fd: int,
+        *,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        max_rejected_pending: int = MAX_REJECTED_PENDING,
+    ) -> Trunk:
         """Wrap an inherited socket fd (pre-registered plugins get fd 3), plugin side."""
-        return await cls.from_socket(socket.socket(fileno=fd))
+        return await cls.from_socket(
+            socket.socket(fileno=fd),
+            max_in_flight=max_in_flight,
+            max_rejected_pending=max_rejected_pending,
+        )
 
     # -- public API ------------------------------------------------------------------------
 
@@ -206,13 +229,14 @@ class Trunk:
                 self._pending.pop(stream_id, None)
                 self._client.forget(stream_id)
 
-    async def close(self) -> None:
+    async def close(self, reason: BaseException | None = None) -> None:
         """Close the trunk and wait until every task of it has finished.
 
+        `reason` becomes `close_reason` (default: a `ConnectionClosed` "closed locally").
         Called from inside a handler, it closes without waiting (the handler's own task is
         one of those to finish).
         """
-        self._shutdown(ConnectionClosed("the trunk was closed locally"))
+        self._shutdown(reason or ConnectionClosed("the trunk was closed locally"))
         if asyncio.current_task() not in self._tasks:
             await self.wait_closed()
 
@@ -271,14 +295,22 @@ class Trunk:
             if event is NEED_DATA or isinstance(event, TtrpcClosed):
                 return
             if isinstance(event, RequestReceived):
-                if len(self._server.active) > self._max_in_flight:
+                if self._server.active_count > self._max_in_flight:
                     raise RemoteProtocolError(
                         f"conn {self._server_conn}: expected at most {self._max_in_flight} "
                         f"unanswered requests, found {len(self._server.active)}"
                     )
                 self._track(self._loop.create_task(self._handle(event)))
             elif isinstance(event, StreamRejected):
-                self._spawn_write(self._server_conn, event.bytes_to_send)
+                if self._rejected_pending >= self._max_rejected_pending:
+                    raise RemoteProtocolError(
+                        f"conn {self._server_conn}: expected at most "
+                        f"{self._max_rejected_pending} rejected requests awaiting their error "
+                        f"reply, found {self._rejected_pending + 1} (last: stream "
+                        f"{event.stream_id}: {event.reason})"
+                    )
+                self._rejected_pending += 1
+                self._track(self._loop.create_task(self._write_rejection(event.bytes_to_send)))
             elif isinstance(event, ResponseReceived):
                 future = self._pending.get(event.stream_id)
                 if future is not None and not future.done():
@@ -291,8 +323,11 @@ class Trunk:
                 if future is not None and not future.done():
                     future.set_exception(event.to_exception())
 
-    def _spawn_write(self, conn_id: int, message: bytes) -> None:
-        self._track(self._loop.create_task(self._write(conn_id, message)))
+    async def _write_rejection(self, message: bytes) -> None:
+        try:
+            await self._write(self._server_conn, message)
+        finally:
+            self._rejected_pending -= 1
 
     def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)

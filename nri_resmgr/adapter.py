@@ -65,7 +65,6 @@ was expected and what was found.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -73,6 +72,7 @@ from typing import TypeVar
 
 from nri_api import api
 from nri_api.builders import Adjustment, Update
+from nri_resmgr.limits import DEFAULT_LIMITS, Limits, load_annotation_json
 from nri_resmgr.model import (
     ANNOTATION_DOMAIN,
     AnnotationError,
@@ -241,8 +241,14 @@ def pod_from_nri(
     )
 
 
-def init_container_names(pod: Pod) -> frozenset[str]:
-    """Names the pod's annotations declare as init containers (see the module docstring)."""
+def init_container_names(
+    pod: Pod, *, limits: Limits = DEFAULT_LIMITS, subject: str | None = None
+) -> frozenset[str]:
+    """Names the pod's annotations declare as init containers (see the module docstring).
+
+    The JSON annotation is read within `limits` (size and depth checked first); an
+    `AnnotationError` names `subject` (default: the pod).
+    """
     names: set[str] = set()
     listed = pod.annotations.get(INIT_CONTAINERS_ANNOTATION)
     if listed is not None:
@@ -252,18 +258,15 @@ def init_container_names(pod: Pod) -> frozenset[str]:
                 names.add(part)
     annotated = pod.annotations.get(RESOURCE_ANNOTATOR_ANNOTATION)
     if annotated is not None:
-        names |= _annotator_init_names(pod, annotated)
+        names |= _annotator_init_names(
+            subject or f"pod {pod.namespace}/{pod.name}", annotated, limits
+        )
     return frozenset(names)
 
 
-def _annotator_init_names(pod: Pod, text: str) -> set[str]:
-    where = (
-        f"pod {pod.namespace}/{pod.name}: annotation {RESOURCE_ANNOTATOR_ANNOTATION}"
-    )
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise AnnotationError(f"{where}: expected JSON, found {text[:60]!r} ({exc})") from exc
+def _annotator_init_names(subject: str, text: str, limits: Limits) -> set[str]:
+    where = f"{subject}: annotation {RESOURCE_ANNOTATOR_ANNOTATION}"
+    doc = load_annotation_json(text, where=where, limits=limits)
     if not isinstance(doc, Mapping):
         raise AnnotationError(f"{where}: expected a JSON object, found {type(doc).__name__}")
     inits = doc.get("initContainers") or []
@@ -286,13 +289,21 @@ def _annotator_init_names(pod: Pod, text: str) -> set[str]:
     return names
 
 
-def _parse_set(text: str, *, what: str, subject: str) -> CPUSet | None:
+def _parse_set(text: str, *, what: str, subject: str, limits: Limits) -> CPUSet | None:
+    if len(text) > limits.max_cpuset_length:
+        raise AdapterError(
+            f"{subject}: {what}: expected at most {limits.max_cpuset_length} characters "
+            f"(limits.maxCPUSetLength), found {len(text)} ({text[:40]!r}...)"
+        )
     if not text.strip():
         return None
     try:
-        return CPUSet.parse(text)
+        return CPUSet.parse(text, max_id=limits.max_cpu_id)
     except IDSetError as exc:
-        raise AdapterError(f"{subject}: {what} {text!r} is not a kernel id list: {exc}") from exc
+        raise AdapterError(
+            f"{subject}: {what} {text[:80]!r} is not a kernel id list within "
+            f"limits.maxCPUID={limits.max_cpu_id}: {exc}"
+        ) from exc
 
 
 def container_from_nri(
@@ -301,11 +312,13 @@ def container_from_nri(
     *,
     resources: api.LinuxResources | None = None,
     kind: ContainerKind | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> ContainerInfo:
     """The domain `ContainerInfo` of an NRI `Container` in its pod.
 
     `resources` overrides the container's own (UpdateContainer passes the new ones);
-    `kind` overrides init-container detection.
+    `kind` overrides init-container detection.  Cpusets and JSON annotations are read
+    within `limits`; exceeding one raises `AdapterError` / `AnnotationError`.
     """
     name = container.name or container.labels.get("io.kubernetes.container.name", "")
     if isinstance(pod, api.PodSandbox):
@@ -318,8 +331,10 @@ def container_from_nri(
         raise AdapterError(
             f"{subject}: expected a linux section (resources, cgroups path), found none"
         )
-    res = resources if resources is not None else (
-        container.linux.resources if container.linux.HasField("resources") else None
+    res = (
+        resources
+        if resources is not None
+        else (container.linux.resources if container.linux.HasField("resources") else None)
     )
     request = request_from_resources(res)
     if not pod_qos_is_known(pod):
@@ -337,10 +352,11 @@ def container_from_nri(
     current = container.linux.resources if container.linux.HasField("resources") else None
     cur_cpus = cur_mems = None
     if current is not None and current.HasField("cpu"):
-        cur_cpus = _parse_set(current.cpu.cpus, what="cpuset.cpus", subject=subject)
-        cur_mems = _parse_set(current.cpu.mems, what="cpuset.mems", subject=subject)
+        cur_cpus = _parse_set(current.cpu.cpus, what="cpuset.cpus", subject=subject, limits=limits)
+        cur_mems = _parse_set(current.cpu.mems, what="cpuset.mems", subject=subject, limits=limits)
     if kind is None:
-        kind = ContainerKind.INIT if name in init_container_names(pod) else ContainerKind.APP
+        init_names = init_container_names(pod, limits=limits, subject=subject)
+        kind = ContainerKind.INIT if name in init_names else ContainerKind.APP
     return ContainerInfo(
         id=ContainerID(container.id),
         name=name,

@@ -42,6 +42,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nri_resmgr.control.config import ControlConfig
+from nri_resmgr.limits import Limits
 from nri_resmgr.model import ConfigError
 
 __all__ = [
@@ -98,6 +99,7 @@ class Config(_Section):
     control: ControlConfig = Field(default_factory=ControlConfig)
     log: LogConfig = Field(default_factory=LogConfig)
     instrumentation: InstrumentationConfig = Field(default_factory=InstrumentationConfig)
+    limits: Limits = Field(default_factory=Limits)
 
     @field_validator("policy")
     @classmethod

@@ -38,6 +38,17 @@ pre-registered plugin receives its configuration file's content in
 config and the policy and pipeline are rebuilt from it before Synchronize.  A bad config
 fails Configure, and the runtime drops the plugin (better than running with defaults).
 
+Bounds: the ``limits`` section of the configuration (`nri_resmgr.limits.Limits`) bounds
+what one message or annotation may cost; its protocol part goes to the stub as constructor
+parameters, its input part to the pipeline's adapter.  An unsolicited update that gets no
+answer (`updates_failed`) is re-asserted with the container's current placement at the
+next event, at most `MAX_REASSERTS` times.
+
+Signals: SIGTERM and SIGINT stop the daemon (at once, also during registration); SIGHUP
+is logged and ignored (no reload on a signal).  A missing socket is retried with backoff
+and explained (NRI not enabled? ``nri-resmgr enable-nri``) at the first failure and then
+every `HINT_EVERY` attempts.
+
 Restarts: the runtime's Synchronize (on first connection and after every reconnect)
 rebuilds the pipeline state from the containers the runtime reports, so a restarted daemon
 keeps correctly placed containers where they are.
@@ -56,11 +67,11 @@ from typing import IO, TYPE_CHECKING, Any
 from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import NRIVersion
-from nri_api.stub import OnClose, Plugin, RuntimeInfo
+from nri_api.stub import DEFAULT_UPDATE_TIMEOUT, OnClose, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.logs import configure_logging, get_logger, route_stdlib_logging
 from nri_resmgr.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
-from nri_resmgr.model import CPUKind, ResmgrError
+from nri_resmgr.model import ContainerID, CPUKind, ResmgrError
 from nri_resmgr.pipeline import Pipeline, class_control_from_config
 from nri_resmgr.policy.registry import load_policy
 from nri_resmgr.topology.model import Topology
@@ -81,6 +92,10 @@ DEFAULT_PLUGIN_INDEX = "90"
 DEFAULT_RESCTRL_ROOT = "/sys/fs/resctrl"
 DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
 DEFAULT_STATE_DIR = "/var/lib/nri-resmgr"
+#: how often a container whose unsolicited update failed is re-asserted
+MAX_REASSERTS = 3
+#: a missing socket's hint is logged at the first failure and then every this many
+HINT_EVERY = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +174,11 @@ def build_pipeline(
         runtime_rdt=runtime_rdt,
     )
     return Pipeline(
-        pol, controllers=controllers, select_classes=selector, log=get_logger("pipeline")
+        pol,
+        controllers=controllers,
+        select_classes=selector,
+        log=get_logger("pipeline"),
+        limits=config.limits,
     )
 
 
@@ -179,7 +198,19 @@ class ResmgrPlugin(Plugin):
         health: HealthState | None = None,
         **kwargs: Any,
     ) -> None:
+        limits = config.limits
+        kwargs.setdefault("max_in_flight", limits.max_in_flight)
+        kwargs.setdefault("max_rejected_pending", limits.max_rejected_pending)
+        kwargs.setdefault("max_sync_chunks", limits.max_sync_chunks)
+        kwargs.setdefault("max_sync_bytes", limits.max_sync_bytes)
         super().__init__(**kwargs)
+        #: containers whose unsolicited update failed: re-asserted at the next event
+        #: (failed attempts so far); cleared by Synchronize, which places everything anew
+        self.reassert_pending: dict[ContainerID, int] = {}
+        #: the failed attempts of the containers of the last re-assert, while it is out
+        self._reasserted: dict[ContainerID, int] = {}
+        #: seconds an unsolicited update waits for the runtime's answer
+        self.update_timeout = DEFAULT_UPDATE_TIMEOUT
         self.topology = topology
         self.policy_override = policy_override
         self.resctrl_root = resctrl_root
@@ -242,7 +273,11 @@ class ResmgrPlugin(Plugin):
         error: str | None = None
         async with self.lock:
             try:
-                return fn()
+                result = fn()
+                if self.reassert_pending and event != "Synchronize":
+                    with contextlib.suppress(ConnectionClosed):
+                        await self._reassert()
+                return result
             except ResmgrError as exc:
                 error = type(exc).__name__
                 self.rlog.warning("event failed", nri_event=event, error=str(exc))
@@ -290,7 +325,6 @@ class ResmgrPlugin(Plugin):
         )
         return StateSnapshot(pools=pools, containers_by_kind=kinds)
 
-
     def apply_config(self, config: Config) -> list[api.ContainerUpdate]:
         """Live reload: a pipeline for `config` takes over every live container.
 
@@ -321,11 +355,43 @@ class ResmgrPlugin(Plugin):
             self.rlog.info("not connected: updates left to the next Synchronize")
             return []
 
+    def updates_failed(self, updates: Sequence[api.ContainerUpdate], error: BaseException) -> None:
+        """An unsolicited update got no answer: re-assert those containers at the next
+        event, at most `MAX_REASSERTS` times each (a reconnect's Synchronize does the rest)."""
+        for u in updates:
+            cid = ContainerID(u.container_id)
+            tries = self._reasserted.pop(cid, 0) + 1
+            if tries > MAX_REASSERTS:
+                self.reassert_pending.pop(cid, None)
+                self.rlog.warning(
+                    "update not confirmed; giving up until the next Synchronize",
+                    id=cid,
+                    attempts=tries,
+                    error=str(error) or type(error).__name__,
+                )
+            else:
+                self.reassert_pending[cid] = tries
+
+    async def _reassert(self) -> None:
+        """Send again the current placement of the containers whose update failed."""
+        pending, self.reassert_pending = self.reassert_pending, {}
+        updates = self.pipeline.reassert(pending)
+        self._reasserted = {
+            ContainerID(u.container_id): pending[ContainerID(u.container_id)] for u in updates
+        }
+        self.rlog.info(
+            "re-asserting placements after a failed update",
+            count=len(updates),
+            ids=",".join(sorted(self._reasserted)),
+        )
+        if updates:
+            await self.update_containers(updates, timeout=self.update_timeout)
+
     async def _send_later(self, updates: Sequence[api.ContainerUpdate], why: str) -> None:
         if not updates:
             return
         self.rlog.info("unsolicited updates queued", count=len(updates), reason=why)
-        await self.update_containers(updates)
+        await self.update_containers(updates, timeout=self.update_timeout)
 
     # -- hooks -----------------------------------------------------------------------
 
@@ -362,6 +428,8 @@ class ResmgrPlugin(Plugin):
     async def synchronize(
         self, pods: Sequence[api.PodSandbox], containers: Sequence[api.Container]
     ) -> list[api.ContainerUpdate]:
+        self.reassert_pending.clear()
+        self._reasserted.clear()
         updates: list[api.ContainerUpdate] = await self._handle(
             "Synchronize", lambda: self.pipeline.synchronize(pods, containers)
         )
@@ -369,11 +437,30 @@ class ResmgrPlugin(Plugin):
         self.health.reason = ""
         return updates
 
+    def connect_failed(self, error: OSError, attempt: int) -> None:
+        if attempt % HINT_EVERY != 1 or self.pre_registered:
+            return
+        if isinstance(error, FileNotFoundError):
+            self.rlog.warning(
+                "the NRI socket does not exist; usually NRI is not enabled in the runtime. "
+                "See what enabling it would change with: "
+                "nri-resmgr enable-nri --runtime containerd --dry-run",
+                socket=self.socket_path,
+                attempt=attempt,
+            )
+        else:
+            self.rlog.warning(
+                "cannot connect to the NRI socket; is the runtime running with NRI enabled?",
+                socket=self.socket_path,
+                error=str(error),
+                attempt=attempt,
+            )
+
     def on_close(self) -> None:
         self.health.registered = False
         self.health.synchronized = False
         self.health.reason = "connection to the runtime lost"
-        self.rlog.warning("connection to the runtime lost")
+        # the stub has logged the loss with its reason (one line per loss, not two)
 
     async def run_pod_sandbox(self, pod: api.PodSandbox) -> None:
         await self._handle("RunPodSandbox", lambda: self.pipeline.run_pod(pod))
@@ -445,8 +532,9 @@ def main(options: DaemonOptions) -> int:
 
     config = load_config(Path(options.config_path)) if options.config_path else Config()
     if options.log_file:
-        config = config.model_copy(update={"log": config.log.model_copy(
-            update={"file": options.log_file})})
+        config = config.model_copy(
+            update={"log": config.log.model_copy(update={"file": options.log_file})}
+        )
     log_file = configure_logging(config.log)
     route_stdlib_logging(config.log)
     log = get_logger("daemon")
@@ -483,6 +571,15 @@ def main(options: DaemonOptions) -> int:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, plugin.request_stop)
+            # SIGHUP would end the process without a word: log it and carry on
+            loop.add_signal_handler(
+                signal.SIGHUP,
+                lambda: log.warning(
+                    "SIGHUP ignored: the configuration is not reloaded on a signal; "
+                    "restart the daemon to read --config again (a ConfigMap or CRD "
+                    "configuration is applied live)"
+                ),
+            )
             return await _serve(plugin, plugin.config.instrumentation.http_endpoint, kube)
 
         try:

@@ -53,6 +53,7 @@ from typing import Any, Protocol
 
 from nri_api import api
 from nri_resmgr import adapter
+from nri_resmgr.limits import DEFAULT_LIMITS, Limits
 from nri_resmgr.model import (
     AnnotationError,
     Assignment,
@@ -155,8 +156,11 @@ class Pipeline:
         controllers: Sequence[Controller] = (),
         select_classes: ClassSelector | None = None,
         log: Any = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.policy = policy
+        #: bounds on cpusets and JSON annotations read from the runtime's messages
+        self.limits = limits
         self.controllers = tuple(controllers)
         self._select = select_classes or _no_classes
         if log is None:
@@ -325,7 +329,7 @@ class Pipeline:
     ) -> tuple[api.ContainerAdjustment, list[api.ContainerUpdate]]:
         """CreateContainer: the new container's adjustment and the updates of others."""
         pod = self._pod_of(sandbox, container)
-        info = adapter.container_from_nri(pod, container)
+        info = adapter.container_from_nri(pod, container, limits=self.limits)
         base = self.state
         if info.id in self.containers:
             # a repeated CreateContainer (e.g. after a failed attempt): start afresh, but
@@ -407,7 +411,7 @@ class Pipeline:
             )
             return []
         info = adapter.container_from_nri(
-            known.pod, container, resources=resources, kind=known.kind
+            known.pod, container, resources=resources, kind=known.kind, limits=self.limits
         )
         current = self.assignments.get(cid)
         if info.request == known.request:
@@ -508,10 +512,18 @@ class Pipeline:
             except ResmgrError as exc:
                 self.log.warning("synchronize: container skipped", id=c.id, error=str(exc))
                 continue
+            except Exception:
+                # one container's input must never fail the whole Synchronize (the
+                # runtime would drop us and every reconnect would fail the same way)
+                self.log.exception("synchronize: container skipped: internal error", id=c.id)
+                continue
             try:
                 choices[info.id] = self._select(info)
             except ResmgrError as exc:
                 self.log.warning("synchronize: classes not chosen", id=c.id, error=str(exc))
+                choices[info.id] = ClassChoice()
+            except Exception:
+                self.log.exception("synchronize: classes not chosen: internal error", id=c.id)
                 choices[info.id] = ClassChoice()
             infos.append(info)
         created = {
@@ -530,10 +542,12 @@ class Pipeline:
         Raises `ResmgrError` for what no placement can do without (no id, no linux part).
         """
         try:
-            return adapter.container_from_nri(pod, c)
+            return adapter.container_from_nri(pod, c, limits=self.limits)
         except AnnotationError as exc:
             self.log.warning("synchronize: init marker unreadable", id=c.id, error=str(exc))
-            return adapter.container_from_nri(pod, c, kind=ContainerKind.APP)
+            return adapter.container_from_nri(
+                pod, c, kind=ContainerKind.APP, limits=self.limits
+            )
         except ResmgrError as exc:
             cpu = c.linux.resources.cpu if c.HasField("linux") else None
             if cpu is None or not (cpu.cpus or cpu.mems):
@@ -618,6 +632,14 @@ class Pipeline:
             )
         return updates
 
+    def reassert(self, cids: Iterable[ContainerID]) -> list[api.ContainerUpdate]:
+        """Updates that re-send the current placement of those of `cids` still live."""
+        return _render_updates(
+            self.assignments[cid]
+            for cid in cids
+            if cid in self.containers and cid in self.assignments
+        )
+
     # -- reports ---------------------------------------------------------------------
 
     def snapshot(self) -> list[tuple[ContainerInfo, Assignment | None]]:
@@ -687,8 +709,14 @@ class RdtGroups:
         """After a restart: drop owned groups of pods that are gone, make the others."""
         live = list(pods)
         self.controller.reconcile([p.uid for p in live])
+        failed: list[str] = []
         for pod in live:
-            self.controller.ensure_pod_group(pod)
+            try:
+                self.controller.ensure_pod_group(pod)
+            except ResmgrError as exc:  # one pod's bad annotation must not stop the rest
+                failed.append(str(exc))
+        if failed:
+            raise ResmgrError("; ".join(failed))
 
 
 

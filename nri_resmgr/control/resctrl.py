@@ -114,6 +114,7 @@ from nri_resmgr.control.classes import (
     pod_group_name,
 )
 from nri_resmgr.control.names import RESERVED_NAMES, safe_join, validate_name
+from nri_resmgr.limits import load_annotation_json
 from nri_resmgr.model import AnnotationError, ConfigError, Pod, ResmgrError
 
 DEFAULT_ROOT = Path("/sys/fs/resctrl")
@@ -940,10 +941,7 @@ def _parse_section(
 
 def parse_pod_resctrl(value: str, *, subject: str) -> PodResctrl:
     """Parse the koordinator resctrl annotation JSON; AnnotationError names `subject`."""
-    try:
-        doc = json.loads(value)
-    except ValueError as exc:
-        raise AnnotationError(f"{subject}: expected JSON; found {value[:80]!r} ({exc})") from exc
+    doc = load_annotation_json(value, where=subject)
     doc = _fields(doc, ("llc", "mb"), subject=subject, expected="an object with llc and/or mb")
     llc_range, llc_per = _parse_section(
         doc, "llc", "range", '{"range": [start, end]}', _parse_range, subject

@@ -10,6 +10,7 @@ come from it), so the first 2-CPU exclusive grant is the whole core 1 = {1,5}.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from nri_api import api
-from nri_api.errors import RPCError
+from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime, PluginRejected
 from nri_resmgr.config import Config, config_from_mapping
@@ -365,5 +366,263 @@ def test_live_reconfigure_moves_only_what_must_move(topology: Topology) -> None:
                 await plugin.reconfigure(bad)
             assert plugin.config is new
             assert plugin.pipeline.assignments[ContainerID("db-pg")].cpus == CPUSet.parse("3,7")
+
+    run(scenario)
+
+
+# -- hostile input and protocol misuse (issue 11) ----------------------------------------
+
+NESTED = "[" * 5000 + "]" * 5000
+
+
+def test_nested_annotation_fails_one_create_and_never_a_synchronize(topology: Topology) -> None:
+    bad = pod("bad", QoSClass.GUARANTEED)
+    bad.annotations["noderesource.dev/resources"] = NESTED
+    good = pod("good", QoSClass.GUARANTEED)
+    running_state = api.ContainerState.CONTAINER_RUNNING
+    containers = [
+        guaranteed(bad, "old", "2", cpus="1,5", state=running_state),
+        guaranteed(good, "pg", "2", cpus="2,6", state=running_state),
+    ]
+
+    async def scenario() -> None:
+        async with running(topology, pods=[bad, good], containers=containers) as (rt, plugin, hs):
+            # the Synchronize went through; the bad pod's container is accounted for
+            assert hs.sync_updates == ()
+            assert plugin.health.ready
+            assert plugin.pipeline.assignments[ContainerID("bad-old")].cpus == CPUSet.parse("1,5")
+            with pytest.raises(RPCError) as err:
+                await rt.create_container(bad, guaranteed(bad, "new", "2"))
+            assert err.value.code is not StatusCode.INTERNAL
+            assert err.value.message == (
+                "pod default/bad container new: annotation noderesource.dev/resources: "
+                "expected JSON nested at most 32 deep (limits.maxJSONDepth), found 5000"
+            )
+            # and the node carries on: the next grant avoids both running containers
+            reply = await rt.create_container(good, guaranteed(good, "more", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "3,7"
+
+    run(scenario)
+
+
+def test_huge_cpuset_fails_one_create_at_once(topology: Topology) -> None:
+    async def scenario() -> None:
+        config = config_from_mapping({**STATIC, "limits": {"maxCPUID": 63}})
+        async with running(topology, config=config) as (rt, _plugin, _):
+            db = pod("db", QoSClass.GUARANTEED)
+            loop = asyncio.get_running_loop()
+            for cpus, found in (("0-9999999", "above 63"), ("0-64", "above 63"),
+                                ("1," * 9000, "expected at most 16384 characters")):
+                start = loop.time()
+                with pytest.raises(RPCError) as err:
+                    await rt.create_container(db, guaranteed(db, "pg", "2", cpus=cpus))
+                assert loop.time() - start < 0.5
+                assert err.value.code is not StatusCode.INTERNAL
+                assert err.value.message.startswith("pod default/db container pg: cpuset.cpus")
+                assert found in err.value.message
+            reply = await rt.create_container(db, guaranteed(db, "pg", "2", cpus="0-7"))
+            assert reply.adjust.linux.resources.cpu.cpus == "1,5"
+
+    run(scenario)
+
+
+def test_an_internal_error_for_one_container_skips_only_that_container(
+    topology: Topology, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nri_resmgr import adapter
+
+    real = adapter.container_from_nri
+
+    def broken(pod: Any, container: api.Container, **kw: Any) -> Any:
+        if container.id == "db-broken":
+            raise KeyError("a bug that only this container's input reaches")
+        return real(pod, container, **kw)
+
+    monkeypatch.setattr(adapter, "container_from_nri", broken)
+    db = pod("db", QoSClass.GUARANTEED)
+    running_state = api.ContainerState.CONTAINER_RUNNING
+    containers = [
+        guaranteed(db, "broken", "2", cpus="3,7", state=running_state),
+        guaranteed(db, "pg", "2", cpus="1,5", state=running_state),
+    ]
+
+    async def scenario() -> None:
+        async with running(topology, pods=[db], containers=containers) as (_rt, plugin, hs):
+            assert hs.sync_updates == ()
+            assert plugin.health.ready
+            assert set(plugin.pipeline.containers) == {ContainerID("db-pg")}
+
+    run(scenario)
+
+
+def test_a_second_configure_is_refused_and_grants_stay(topology: Topology) -> None:
+    async def scenario() -> None:
+        async with running(topology) as (rt, plugin, _):
+            db = pod("db", QoSClass.GUARANTEED)
+            reply = await rt.create_container(db, guaranteed(db, "pg", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "1,5"
+            with pytest.raises(RPCError) as err:
+                await rt.configure(config=json.dumps(STATIC))
+            assert err.value.code is StatusCode.FAILED_PRECONDITION
+            assert "expected once per connection" in err.value.message
+            # the state was not wiped: the next grant does not reuse 1,5
+            reply = await rt.create_container(db, guaranteed(db, "cache", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "2,6"
+            assert plugin.health.ready
+
+    run(scenario)
+
+
+def test_an_unanswered_update_is_reasserted_at_the_next_event(topology: Topology) -> None:
+    async def scenario() -> None:
+        runtime = FakeRuntime(unanswered_updates=1)
+        async with running(topology, runtime=runtime) as (rt, plugin, _):
+            plugin.update_timeout = 0.3
+            web = pod("web", QoSClass.BURSTABLE)
+            db = pod("db", QoSClass.GUARANTEED)
+            await rt.create_container(web, ctr(web, "app", cpu="500m"))
+            await rt.create_container(db, guaranteed(db, "pg", "2"))
+            assert await rt.remove_container(db, guaranteed(db, "pg", "2"))
+            lost = await rt.next_update()  # never answered
+            assert [(u.container_id, cpus_of(u)) for u in lost.update] == [("web-app", "0-7")]
+            for _ in range(50):
+                if plugin.reassert_pending:
+                    break
+                await asyncio.sleep(0.05)
+            assert plugin.reassert_pending == {ContainerID("web-app"): 1}
+            # the next event re-sends what holds now (not the stale request)
+            await rt.create_container(db, guaranteed(db, "cache", "2"))
+            again = await rt.next_update()
+            assert [(u.container_id, cpus_of(u)) for u in again.update] == [
+                ("web-app", "0,2-4,6-7")
+            ]
+            # answered this time: the next event sends nothing more
+            assert plugin.reassert_pending == {}
+            await rt.run_pod_sandbox(pod("other", QoSClass.BURSTABLE))
+            await asyncio.sleep(0.2)
+            assert len(rt.update_requests) == 2
+
+    run(scenario)
+
+
+def test_a_missing_socket_is_explained_first_and_then_periodically(topology: Topology) -> None:
+    from structlog.testing import capture_logs
+
+    plugin = ResmgrPlugin(
+        config=config_from_mapping(STATIC), topology=topology, name="resmgr", idx="90",
+        socket_path="/nonexistent/nri.sock", on_close=OnClose.RECONNECT, environ={},
+    )
+    missing = FileNotFoundError(2, "No such file or directory")
+    with capture_logs() as logs:
+        for attempt in range(1, 26):
+            plugin.connect_failed(missing, attempt)
+    assert [e["attempt"] for e in logs] == [1, 13, 25]
+    assert logs[0]["event"] == (
+        "the NRI socket does not exist; usually NRI is not enabled in the runtime. See what "
+        "enabling it would change with: nri-resmgr enable-nri --runtime containerd --dry-run"
+    )
+    assert logs[0]["socket"] == "/nonexistent/nri.sock"
+    with capture_logs() as logs:
+        plugin.connect_failed(ConnectionRefusedError(111, "Connection refused"), 1)
+    assert logs[0]["event"].startswith("cannot connect to the NRI socket; is the runtime")
+
+
+def test_configured_sync_bound_closes_with_one_line_and_the_daemon_carries_on(
+    topology: Topology, caplog: pytest.LogCaptureFixture
+) -> None:
+    from structlog.testing import capture_logs
+
+    db = pod("db", QoSClass.GUARANTEED)
+    running_state = api.ContainerState.CONTAINER_RUNNING
+    containers = [guaranteed(db, f"c{i}", "1", state=running_state) for i in range(5)]
+    config = config_from_mapping({**STATIC, "limits": {"maxSyncChunks": 2}})
+
+    async def scenario() -> None:
+        directory = tempfile.mkdtemp(prefix="nri-", dir="/tmp")
+        path = f"{directory}/nri.sock"
+        rt = FakeRuntime(pods=[db], containers=containers, sync_chunk=1)
+        plugin = ResmgrPlugin(
+            config=config, topology=topology, name="resmgr", idx="90", socket_path=path,
+            on_close=OnClose.RECONNECT,
+        )
+        await rt.listen(path)
+        task = asyncio.create_task(plugin.serve())
+        try:
+            with pytest.raises((RPCError, ConnectionClosed)):
+                await rt.wait_ready()  # 6 objects in chunks of 1: over the bound of 2
+            rt.sync_chunk = None
+            await rt.wait_ready()  # the reconnect, in one piece
+            assert plugin.health.ready
+            reply = await rt.create_container(db, guaranteed(db, "new", "2"))
+            assert reply.adjust.linux.resources.cpu.cpus == "3,7"  # c0-c4 hold 1,5,2,6
+        finally:
+            await plugin.stop()
+            await asyncio.wait_for(task, 10)
+            await rt.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+    caplog.set_level("INFO")
+    with capture_logs() as logs:
+        run(scenario)
+    lines = [r.getMessage() for r in caplog.records] + [str(e.get("event")) for e in logs]
+    lost = [line for line in lines if "lost" in line]
+    assert len(lost) == 1, lost
+    assert "Synchronize: expected at most 2 chunks" in lost[0]
+
+
+def test_protocol_limits_from_the_config_reach_the_stub(topology: Topology) -> None:
+    config = config_from_mapping({**STATIC, "limits": {
+        "maxRequestsInFlight": 7, "maxRejectedPending": 5, "maxSyncChunks": 3,
+        "maxSyncBytes": 4096,
+    }})
+    plugin = ResmgrPlugin(config=config, topology=topology, name="resmgr", idx="90",
+                          environ={})
+    assert (plugin.max_in_flight, plugin.max_rejected_pending, plugin.max_sync_chunks,
+            plugin.max_sync_bytes) == (7, 5, 3, 4096)
+    assert plugin.pipeline.limits is config.limits
+
+
+def test_nested_resctrl_annotation_fails_one_pod_and_never_a_synchronize(
+    topology: Topology,
+) -> None:
+    from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
+
+    key = "node.koordinator.sh/resctrl"
+    good_spec = json.dumps({"llc": {"schemata": {"range": [20, 80]}}})
+    config = config_from_mapping({**STATIC, "control": {"rdt": {"enable": True, "partitions": {
+        "all": {"l3Allocation": "100%", "classes": {"gold": {"l3Allocation": "50-100%"}}}}}}})
+    bad, good, late = (pod(n, QoSClass.BURSTABLE) for n in ("bad", "good", "late"))
+    bad.annotations[key] = late.annotations[key] = "[" * 5000 + "]" * 5000
+    good.annotations[key] = good_spec
+    running_state = api.ContainerState.CONTAINER_RUNNING
+    containers = [ctr(bad, "a", cpu="500m", state=running_state),
+                  ctr(good, "b", cpu="500m", state=running_state)]
+
+    async def scenario() -> None:
+        base = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
+        root, sock = base / "resctrl", str(base / "nri.sock")
+        make_resctrl_tree(root, INTEL_SKX)
+        rt = FakeRuntime(pods=[bad, good], containers=containers)
+        await rt.listen(sock)
+        plugin = ResmgrPlugin(config=config, topology=topology, resctrl_root=str(root),
+                              state_dir=str(base / "state"), name="resmgr", idx="90",
+                              socket_path=sock, on_close=OnClose.EXIT)
+        task = asyncio.create_task(plugin.serve())
+        try:
+            await rt.wait_ready()  # was INTERNAL RecursionError: never ready
+            assert plugin.health.ready
+            assert (root / f"nri-resmgr-pod-{good.uid}").is_dir()  # the other pods' groups
+            with pytest.raises(RPCError) as err:
+                await rt.run_pod_sandbox(late)
+            assert err.value.code is not StatusCode.INTERNAL
+            assert err.value.message == (
+                f"pod default/late: annotation {key}: expected JSON nested at most 32 deep "
+                "(limits.maxJSONDepth), found 5000"
+            )
+        finally:
+            await plugin.stop()
+            await asyncio.wait_for(task, 10)
+            await rt.close()
+            shutil.rmtree(base, ignore_errors=True)
 
     run(scenario)

@@ -17,7 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from nri_api import api
+from nri_api.errors import RPCError
 from nri_api.testing import FakeRuntime
 from tests._support import REPO
 
@@ -69,9 +72,24 @@ def test_preregistered_daemon_process(tmp_path: Path) -> None:
             res.cpu.period.SetInParent()
             res.memory.limit.value = 1 << 30
             res.memory.limit.SetInParent()
+            # SIGHUP killed the daemon without a word: now it is logged and ignored
+            proc.send_signal(signal.SIGHUP)
+            # a hostile cpuset fails that one request at once (was 2-3.7 s and 870 MiB)
+            hostile = api.Container()
+            hostile.CopyFrom(ctr)
+            hostile.linux.resources.cpu.cpus = "0-9999999"
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            with pytest.raises(RPCError) as err:
+                await rt.create_container(pod, hostile)
+            assert loop.time() - start < 1.0
+            assert err.value.message.startswith(
+                "pod default/db container pg: cpuset.cpus '0-9999999' is not a kernel id list"
+            )
             reply = await rt.create_container(pod, ctr)
             # the static policy from the Configure string, not the default topology-aware
             assert reply.adjust.linux.resources.cpu.cpus == "1,5"
+            assert proc.poll() is None
         finally:
             proc.send_signal(signal.SIGTERM)
             code = await asyncio.get_running_loop().run_in_executor(None, proc.wait, 30)
@@ -82,5 +100,26 @@ def test_preregistered_daemon_process(tmp_path: Path) -> None:
         assert [(e["container"], e["cpus"], e["kind"]) for e in creates] == [
             ("default/db/pg", "1,5", "exclusive")
         ]
+        assert [e["event"] for e in lines if "SIGHUP" in e.get("event", "")] == [
+            "SIGHUP ignored: the configuration is not reloaded on a signal; restart the "
+            "daemon to read --config again (a ConfigMap or CRD configuration is applied live)"
+        ]
 
     asyncio.run(asyncio.wait_for(scenario(), 90))
+
+
+def test_a_socket_path_beyond_the_unix_limit_is_refused_at_start(tmp_path: Path) -> None:
+    # was retried forever; now a clear error and the configuration-error exit status
+    path = "/tmp/" + "d" * 120 + "/nri.sock"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nri_resmgr.cli", "run", "--socket", path,
+         "--topology", "packages=1,nodes=1,cores=2,threads=1",
+         "--state-dir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "NRI_PLUGIN_SOCKET": ""},
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(
+        "nri-resmgr run: NRI socket path: expected at most 108 bytes (the Unix socket path "
+        "limit), found 134"
+    )

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 import pytest
 
 from nri_api import Adjustment, OnClose, Plugin, RPCError, RuntimeInfo, StatusCode, Update, api
+from nri_api.errors import ConnectionClosed
 from nri_api.events import Event, NRIVersion
 from nri_api.stub import ConfigureResult, CreateResult
 from nri_api.testing import FakeRuntime, PluginRejected, make_container, make_pod
@@ -860,5 +861,220 @@ def test_tasks_started_by_a_hook_wait_normally_once_it_returned(sock_path: str) 
                 assert isinstance(failed, list)
                 assert [u.container_id for u in failed] == ["b"]
                 assert [r.update[0].container_id for r in rt.update_requests] == ["a", "b"]
+
+    run(body)
+
+
+# -- bounds and misuse (issue 11 item 6, 7 and the Low items) ----------------------------
+
+
+def _many_containers(count: int, *, note: str = "") -> list[api.Container]:
+    return [
+        make_container(f"c{i}", pod=POD, name=f"n{i}", annotations={"note": note} if note else None)
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bounds", "found"),
+    [({"max_sync_chunks": 3}, "found 4 chunks"), ({"max_sync_bytes": 3000}, "bytes")],
+    ids=["chunks", "bytes"],
+)
+def test_endless_synchronize_chunks_close_the_connection_and_reconnect(
+    sock_path: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    bounds: dict[str, int],
+    found: str,
+) -> None:
+    import nri_api.stub
+
+    trims: list[int] = []
+    monkeypatch.setattr(nri_api.stub, "_return_freed_memory", lambda: trims.append(1))
+
+    async def body() -> None:
+        containers = _many_containers(10, note="x" * 1000)
+        async with FakeRuntime(pods=[POD], containers=containers, sync_chunk=1) as rt:
+            await rt.listen(sock_path)
+            plugin = Creator(
+                name="r", idx="10", socket_path=sock_path, on_close=OnClose.RECONNECT,
+                environ={}, **bounds,
+            )
+            async with serving(plugin):
+                with pytest.raises((ConnectionClosed, RPCError)):
+                    await rt.wait_ready()
+                assert plugin.sync_calls == 0
+                # the reconnect starts afresh; a Synchronize within the bounds goes through
+                rt.sync_chunk = None
+                rt.containers = containers[:2]
+                await rt.wait_ready()
+                assert plugin.synced == (["pod1"], ["c0", "c1"])
+                # the dropped chunks' memory went back to the system, once
+                assert trims == [1]
+        lost = [r.getMessage() for r in caplog.records if "connection to the runtime lost" in
+                r.getMessage()]
+        assert len(lost) == 1
+        assert "Synchronize: expected at most" in lost[0] and found in lost[0]
+
+    caplog.set_level("INFO")
+    run(body)
+
+
+def test_a_second_configure_is_refused(sock_path: str) -> None:
+    async def body() -> None:
+        async with FakeRuntime() as rt:
+            await rt.listen(sock_path)
+            plugin = Creator(name="c", idx="10", socket_path=sock_path, environ={})
+            async with serving(plugin):
+                await rt.wait_ready()
+                first = plugin.configured_runtime
+                with pytest.raises(RPCError) as info:
+                    await rt.configure("something else")
+                assert info.value.code is StatusCode.FAILED_PRECONDITION
+                assert info.value.message == (
+                    "Configure: expected once per connection, found a second call; plugin "
+                    "10-c keeps the configuration of the first"
+                )
+                assert plugin.config == "" and plugin.configured_runtime is first
+                assert plugin.ready
+
+    run(body)
+
+
+async def _silent_runtime(path: str) -> asyncio.AbstractServer:
+    """A listener that accepts and reads, and never answers (RegisterPlugin hangs)."""
+
+    async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while await reader.read(65536):
+                pass
+        writer.close()
+
+    return await asyncio.start_unix_server(accepted, path=path)
+
+
+def test_stop_during_registration_is_prompt(sock_path: str) -> None:
+    # was 5.2 s: the registration call ran to its timeout first
+    async def body() -> None:
+        server = await _silent_runtime(sock_path)
+        plugin = Creator(name="s", idx="10", socket_path=sock_path, environ={})
+        task = asyncio.create_task(plugin.serve())
+        await asyncio.sleep(0.3)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        plugin.request_stop()
+        assert await task == 0
+        assert loop.time() - start < 0.5
+        server.close()
+
+    run(body)
+
+
+def test_registration_timeout_names_what_was_waited_for(
+    sock_path: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nri_api.stub
+
+    monkeypatch.setattr(nri_api.stub, "DEFAULT_REGISTRATION_TIMEOUT", 0.2)
+
+    async def body() -> None:
+        server = await _silent_runtime(sock_path)
+        plugin = Creator(name="s", idx="10", socket_path=sock_path, environ={})
+        assert await plugin.serve() == 1
+        server.close()
+
+    run(body)
+    failed = [r.getMessage() for r in caplog.records if "registration failed" in r.getMessage()]
+    assert failed == [
+        f"plugin 10-s: registration failed: no reply to RegisterPlugin from {sock_path} "
+        "within 0.2s (the registration timeout)"
+    ]
+
+
+def test_an_unanswered_update_is_reported_with_its_timeout(
+    sock_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Hearing(Creator):
+        def __init__(self, **kwargs: object) -> None:
+            super().__init__(**kwargs)
+            self.failed: list[tuple[list[str], str]] = []
+
+        def updates_failed(
+            self, updates: Sequence[api.ContainerUpdate], error: BaseException
+        ) -> None:
+            self.failed.append(([u.container_id for u in updates], type(error).__name__))
+
+    async def body() -> None:
+        async with FakeRuntime(unanswered_updates=1) as rt:
+            await rt.listen(sock_path)
+            plugin = Hearing(name="u", idx="10", socket_path=sock_path, environ={})
+            async with serving(plugin):
+                await rt.wait_ready()
+                with pytest.raises(TimeoutError):
+                    await plugin.update_containers([Update("c1").set_cpuset("1")], timeout=0.2)
+                assert plugin.failed == [(["c1"], "TimeoutError")]
+                # the next one is answered
+                assert await plugin.update_containers([Update("c1").set_cpuset("1")]) == []
+                assert len(plugin.failed) == 1
+
+    run(body)
+    lines = [r.getMessage() for r in caplog.records if "UpdateContainers" in r.getMessage()]
+    assert lines == [
+        "plugin 10-u: UpdateContainers of 1 update(s) failed: no reply within 0.2s "
+        "(the update_containers timeout)"
+    ]
+
+
+def test_a_socket_path_beyond_the_unix_limit_is_refused() -> None:
+    # was retried forever (connect fails with "AF_UNIX path too long")
+    path = "/tmp/" + "d" * 100 + "/nri.sock"
+    with pytest.raises(ValueError) as info:
+        Creator(name="s", idx="10", socket_path=path, environ={})
+    assert str(info.value).startswith(
+        "NRI socket path: expected at most 108 bytes (the Unix socket path limit), found 114"
+    )
+    Creator(name="s", idx="10", socket_path="/tmp/" + "d" * 103, environ={})  # 108: fine
+
+
+def test_a_bad_inherited_fd_is_named_in_the_error(caplog: pytest.LogCaptureFixture) -> None:
+    fd = 999
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+    async def body() -> None:
+        plugin = Creator(name="s", idx="10", environ={"NRI_PLUGIN_SOCKET": str(fd)})
+        assert await plugin.serve() == 1
+
+    run(body)
+    errors = [r.getMessage() for r in caplog.records if "cannot connect" in r.getMessage()]
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        "plugin 10-s: cannot connect to the inherited socket fd 999 ($NRI_PLUGIN_SOCKET): "
+    )
+    assert "/var/run/nri/nri.sock" not in errors[0]
+
+
+def test_connect_failures_reach_the_hook(sock_path: str) -> None:
+    class Counting(Creator):
+        def __init__(self, **kwargs: object) -> None:
+            super().__init__(**kwargs)
+            self.attempts: list[tuple[int, str]] = []
+
+        def connect_failed(self, error: OSError, attempt: int) -> None:
+            self.attempts.append((attempt, type(error).__name__))
+
+    async def body() -> None:
+        plugin = Counting(
+            name="r", idx="10", socket_path=sock_path, on_close=OnClose.RECONNECT, environ={}
+        )
+        async with serving(plugin):
+            while len(plugin.attempts) < 3:
+                await asyncio.sleep(0.05)
+            async with FakeRuntime() as rt:
+                await rt.listen(sock_path)
+                await rt.wait_ready()
+        assert plugin.attempts[:3] == [
+            (1, "FileNotFoundError"), (2, "FileNotFoundError"), (3, "FileNotFoundError")
+        ]
 
     run(body)

@@ -403,6 +403,59 @@ def test_flood_of_unanswered_requests_is_a_protocol_error() -> None:
     run(main)
 
 
+def _rejected_headers(count: int) -> bytes:
+    """`count` ttrpc Request headers with even (client-illegal) stream ids, in one frame."""
+    body = b"".join(HEADER.pack(0, 2 * (i + 1), 1, 0) for i in range(count))
+    return struct.pack(">II", 1, len(body)) + body
+
+
+def test_flood_of_rejected_headers_closes_the_connection_at_once() -> None:
+    # 100,000 rejected headers (1 MB) spawned 100,000 write tasks: 154 MiB and 47 s of CPU
+    async def main() -> None:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        plugin = await Trunk.from_socket(a)
+        plugin.serve(echo_handler(b""))
+        b.setblocking(False)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await loop.sock_sendall(b, _rejected_headers(100_000))
+        async with asyncio.timeout(5):
+            await plugin.wait_closed()
+        assert loop.time() - start < 2.0
+        assert isinstance(plugin.close_reason, RemoteProtocolError)
+        assert str(plugin.close_reason).startswith(
+            "conn 1: expected at most 256 rejected requests awaiting their error reply, "
+            "found 257 (last: stream 514: StreamID must be odd"
+        )
+        b.close()
+
+    run(main)
+
+
+def test_rejected_headers_within_the_bound_are_all_answered() -> None:
+    async def main() -> None:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        plugin = await Trunk.from_socket(a, max_rejected_pending=50)
+        plugin.serve(echo_handler(b""))
+        peer = await RawPeer.open(b)
+        peer.conns[1]._pending.update(range(2, 102, 2))  # forged ids, as in request()
+        peer.writer.write(_rejected_headers(50))
+        replies = await peer.replies(1, count=50)
+        assert all(isinstance(r, ResponseReceived) for r in replies)
+        assert {r.stream_id for r in replies if isinstance(r, ResponseReceived)} == set(
+            range(2, 102, 2)
+        )
+        assert not plugin.closed
+        # and the connection still serves a good request
+        await peer.request(1, method="Echo", payload=b"ok")
+        (reply,) = (await peer.replies(1, count=51))[50:]
+        assert isinstance(reply, ResponseReceived) and reply.payload == b"ok"
+        await peer.close()
+        await plugin.wait_closed()
+
+    run(main)
+
+
 def test_from_fd_serves_the_plugin_side() -> None:
     async def main() -> None:
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)

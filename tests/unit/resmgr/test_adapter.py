@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from nri_api import api
 from nri_resmgr import adapter
 from nri_resmgr.adapter import AdapterError
+from nri_resmgr.limits import Limits
 from nri_resmgr.model import (
     AnnotationError,
     Assignment,
@@ -218,7 +221,9 @@ def test_init_container_detection(
 )
 def test_garbage_annotator_annotation_is_a_clear_error(value: str) -> None:
     sandbox = _sandbox(**{adapter.RESOURCE_ANNOTATOR_ANNOTATION: value})
-    with pytest.raises(AnnotationError, match=r"pod prod/web-0: annotation noderesource\.dev"):
+    with pytest.raises(
+        AnnotationError, match=r"pod prod/web-0 container app: annotation noderesource\.dev"
+    ):
         adapter.container_from_nri(sandbox, _container(_resources(shares=2)))
 
 
@@ -291,3 +296,74 @@ def test_update_for() -> None:
     assert u.linux.resources.cpu.cpus == "0-3,8-11"
     assert u.linux.resources.cpu.mems == "0"
     assert adapter.update_for(_assignment(CPUKind.NONE)) is None
+
+
+# -- bounds on hostile input (issue 11 items 2 and 3) -----------------------------------
+
+NESTED = "[" * 5000 + "]" * 5000
+
+
+def test_deeply_nested_annotator_annotation_is_a_clear_error() -> None:
+    # json.loads would recurse 5,000 deep and raise RecursionError, which no handler
+    # for bad input catches (CreateContainer answered INTERNAL)
+    sandbox = _sandbox(**{adapter.RESOURCE_ANNOTATOR_ANNOTATION: NESTED})
+    with pytest.raises(AnnotationError) as info:
+        adapter.container_from_nri(sandbox, _container(_resources(shares=2)))
+    assert str(info.value) == (
+        "pod prod/web-0 container app: annotation noderesource.dev/resources: expected "
+        "JSON nested at most 32 deep (limits.maxJSONDepth), found 5000"
+    )
+
+
+def test_oversized_annotator_annotation_is_refused_before_parsing() -> None:
+    value = '{"initContainers": [' + ",".join(['"x"'] * 1000) + "]}"
+    sandbox = _sandbox(**{adapter.RESOURCE_ANNOTATOR_ANNOTATION: value})
+    limits = Limits(max_annotation_bytes=1000)
+    with pytest.raises(AnnotationError, match=r"expected at most 1000 bytes .*found 4021"):
+        adapter.container_from_nri(sandbox, _container(_resources(shares=2)), limits=limits)
+    # within the default limits the same value is read
+    assert adapter.container_from_nri(sandbox, _container(_resources(shares=2)))
+
+
+def test_configured_json_depth_is_honoured() -> None:
+    value = '{"initContainers": [{"name": "app"}]}'  # depth 3
+    sandbox = _sandbox(**{adapter.RESOURCE_ANNOTATOR_ANNOTATION: value})
+    info = adapter.container_from_nri(sandbox, _container(_resources(shares=2)))
+    assert info.kind is ContainerKind.INIT
+    with pytest.raises(AnnotationError, match="nested at most 2 deep"):
+        adapter.container_from_nri(
+            sandbox, _container(_resources(shares=2)), limits=Limits(max_json_depth=2)
+        )
+
+
+def test_huge_cpuset_range_is_refused_at_once() -> None:
+    # was 2-3.7 s and 870 MiB of RSS for one CreateContainer
+    res = _resources(shares=2, cpus="0-9999999")
+    start = time.perf_counter()
+    with pytest.raises(AdapterError) as info:
+        adapter.container_from_nri(_sandbox(), _container(res))
+    assert time.perf_counter() - start < 0.1
+    text = str(info.value)
+    assert text.startswith("pod prod/web-0 container app: cpuset.cpus '0-9999999'")
+    assert "limits.maxCPUID=8191" in text and "above 8191" in text
+
+
+def test_configured_cpu_id_limit_is_honoured() -> None:
+    res = _resources(shares=2, cpus="0-15", mems="0")
+    assert adapter.container_from_nri(_sandbox(), _container(res)).current_cpus == CPUSet.parse(
+        "0-15"
+    )
+    with pytest.raises(AdapterError, match=r"cpuset\.cpus '0-15' .*maxCPUID=7"):
+        adapter.container_from_nri(_sandbox(), _container(res), limits=Limits(max_cpu_id=7))
+
+
+def test_overlong_cpuset_string_is_refused_before_parsing() -> None:
+    text = ",".join(["0-8191"] * 3000)  # 20,999 characters, 24.5 million ids to insert
+    start = time.perf_counter()
+    with pytest.raises(
+        AdapterError,
+        match=r"cpuset\.mems: expected at most 16384 characters \(limits\.maxCPUSetLength\), "
+        r"found 20999",
+    ):
+        adapter.container_from_nri(_sandbox(), _container(_resources(shares=2, mems=text)))
+    assert time.perf_counter() - start < 0.1
