@@ -33,15 +33,19 @@ are rejected so that a typo never passes silently.
 
 from __future__ import annotations
 
+import difflib
 import enum
+import reprlib
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nri_resmgr.control.config import ControlConfig
+from nri_resmgr.documents import load_document, parse_document
 from nri_resmgr.model import ConfigError
 
 __all__ = [
@@ -53,6 +57,9 @@ __all__ = [
     "config_from_mapping",
     "format_validation_error",
     "load_config",
+    "model_keys",
+    "short_repr",
+    "unknown_key_message",
     "validation_messages",
 ]
 
@@ -117,28 +124,112 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return out or "(document)"
 
 
-def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
+def _members(tp: Any) -> list[Any]:
+    """`tp` with unions, Optional and Annotated taken apart."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        return [m for arg in typing.get_args(tp) for m in _members(arg)]
+    if origin is typing.Annotated:
+        return _members(typing.get_args(tp)[0])
+    return [tp]
+
+
+def _step_into(tp: Any, part: int | str) -> Any:
+    """The type found at `part` (a key or an index) inside a value of type `tp`."""
+    for member in _members(tp):
+        if isinstance(member, type) and issubclass(member, BaseModel) and isinstance(part, str):
+            for name, info in member.model_fields.items():
+                if part in (name, info.alias):
+                    return info.annotation
+        origin = typing.get_origin(member)
+        args = typing.get_args(member)
+        if origin in (dict, Mapping) and isinstance(part, str) and len(args) == 2:
+            return args[1]
+        if origin in (tuple, list) and isinstance(part, int) and args:
+            return args[0]
+    return None
+
+
+def model_keys(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> list[str]:
+    """The document keys the mapping at `loc` inside `model` accepts (empty if unknown)."""
+    tp: Any = model
+    for part in loc:
+        if tp is None:
+            return []
+        tp = _step_into(tp, part)
+    for member in _members(tp):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            return [info.alias or name for name, info in member.model_fields.items()]
+    return []
+
+
+def unknown_key_message(key: object, known: list[str]) -> str:
+    """``unknown key K; expected one of A, B; did you mean B?`` (the parts that are known)."""
+    msg = f"unknown key {key}"
+    if known:
+        msg += f"; expected one of {', '.join(known)}"
+        text = str(key)
+        close = [k for k in known if k.lower() == text.lower()] or difflib.get_close_matches(
+            text, known, n=1, cutoff=0.6
+        )
+        if close:
+            msg += f"; did you mean {close[0]}?"
+    return msg
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = 60
+_SHORT.maxother = 60
+_SHORT.maxlevel = 2
+
+
+def short_repr(value: object) -> str:
+    """`repr` bounded in length and depth (inputs may be huge or deeply nested)."""
+    return _SHORT.repr(value)
+
+
+def format_validation_error(
+    exc: ValidationError, *, prefix: str = "", model: type[BaseModel] | None = None
+) -> str:
     """All problems on one line, separated by ``; `` (see `validation_messages`)."""
-    return "; ".join(validation_messages(exc, prefix=prefix))
+    return "; ".join(validation_messages(exc, prefix=prefix, model=model))
 
 
-def validation_messages(exc: ValidationError, *, prefix: str = "") -> list[str]:
-    """One message per problem: ``path.in.document: message, found VALUE``."""
+def validation_messages(
+    exc: ValidationError, *, prefix: str = "", model: type[BaseModel] | None = None
+) -> list[str]:
+    """One message per problem, ``path.in.document: expected ..., found VALUE``.
+
+    An unknown key is reported at the mapping that holds it, with the keys `model` accepts
+    there and the closest one: ``policyConfig: unknown key pinCPUs; expected one of ...;
+    did you mean pinCPU?``.  `prefix` is put before every path (``policyConfig``).
+    """
+
+    def where(loc: tuple[int | str, ...]) -> str:
+        path = _loc(loc)
+        if prefix:
+            path = prefix if path == "(document)" else f"{prefix}.{path}"
+        return path
+
     lines = []
     for err in exc.errors():
-        loc = _loc(tuple(err["loc"]))
-        if prefix:
-            loc = prefix if loc == "(document)" else f"{prefix}.{loc}"
-        msg = err["msg"]
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        found = err.get("input")
-        if err["type"] in ("missing", "extra_forbidden") or "found" in msg:
-            lines.append(f"{loc}: {msg}")
+        loc = tuple(err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden" and loc:
+            lines.append(
+                f"{where(loc[:-1])}: {unknown_key_message(loc[-1], model_keys(model, loc[:-1]))}"
+            )
+            continue
+        if err["type"] == "missing":
+            lines.append(f"{where(loc)}: expected a value, found none")
+            continue
+        if msg.startswith("Input should be "):
+            msg = "expected " + msg.removeprefix("Input should be ")
+            msg = msg.removesuffix(", unable to interpret input")
+        if "found" in msg:
+            lines.append(f"{where(loc)}: {msg}")
         else:
-            lines.append(f"{loc}: {msg}, found {found!r}")
+            lines.append(f"{where(loc)}: {msg}, found {short_repr(err.get('input'))}")
     return lines
 
 
@@ -148,27 +239,24 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, source: str = "<confi
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(
-            f"{source}: expected a mapping at the top of the document, found "
-            f"{type(data).__name__}"
+            f"{source}: expected a mapping at the top of the document, found {type(data).__name__}"
         )
     try:
         return Config.model_validate(dict(data))
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {format_validation_error(exc)}") from exc
+        raise ConfigError(f"{source}: {format_validation_error(exc, model=Config)}") from exc
 
 
 def load_config(source: Path | str) -> Config:
-    """A `Config` from a file (`Path`) or from document text (`str`), YAML or JSON."""
+    """A `Config` from a file (`Path`) or from document text (`str`), YAML or JSON.
+
+    Both are read and parsed through `nri_resmgr.documents` (regular files only, bounded
+    size, depth and numbers); every problem is a `ConfigError`.
+    """
     if isinstance(source, Path):
         name = str(source)
-        try:
-            text = source.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{name}: cannot read the configuration file: {exc}") from exc
+        data = load_document(source)
     else:
-        name, text = "<config>", source
-    try:
-        data = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{name}: not valid YAML or JSON: {exc}") from exc
+        name = "<config>"
+        data = parse_document(source, source=name)
     return config_from_mapping(data, source=name)
