@@ -70,6 +70,7 @@ from nri_resmgr.policy.registry import load_policy
 from nri_resmgr.topology.cpuset import MAX_ID
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.topology.render import summarize
 
 __all__ = [
     "ContainerSpec",
@@ -346,13 +347,17 @@ class StepResult:
 
 @dataclass(frozen=True, slots=True)
 class SimulationResult:
+    #: where the topology came from (a shipped machine's name, a path, ``spec:...``)
     topology: str
     policy: str
     steps: tuple[StepResult, ...]
+    #: its size, `nri_resmgr.topology.render.summarize`
+    machine: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "topology": self.topology,
+            "machine": self.machine,
             "policy": self.policy,
             "steps": [s.as_dict() for s in self.steps],
         }
@@ -800,7 +805,9 @@ def _simulate(
         log=log,
     )
     results = tuple(sim.run_step(i, step) for i, step in enumerate(scenario.steps))
-    return SimulationResult(topology=topology.source or "", policy=name, steps=results)
+    return SimulationResult(
+        topology=topology.source or "", policy=name, steps=results, machine=summarize(topology)
+    )
 
 
 def render_json(result: SimulationResult) -> str:
@@ -809,7 +816,8 @@ def render_json(result: SimulationResult) -> str:
 
 def render_table(result: SimulationResult) -> str:
     """A plain text table per step, for humans."""
-    lines = [f"topology: {result.topology}", f"policy:   {result.policy}", ""]
+    machine = f" ({result.machine})" if result.machine else ""
+    lines = [f"topology: {result.topology}{machine}", f"policy:   {result.policy}", ""]
     header = ("container", "kind", "cpus", "mems", "pool", "rdt", "blockio")
     for s in result.steps:
         lines.append(f"step {s.step}: {s.op}" + (f" {s.pod}" if s.pod else ""))
