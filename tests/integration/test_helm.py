@@ -35,15 +35,26 @@ def helm() -> str:
     env = dict(os.environ, GOBIN=str(cached.parent), CGO_ENABLED="0")
     out = subprocess.run(
         [go, "install", f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"],
-        env=env, capture_output=True, text=True, timeout=1800,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     require(out.returncode == 0, f"building helm {HELM_VERSION} failed: {out.stderr[-2000:]}")
     return str(cached)
 
 
 def render(helm: str, values: Path | None = None, *sets: str) -> list[dict[str, Any]]:
-    args = [helm, "template", "t", str(CHART), "--namespace", "kube-system",
-            "--kube-version", KUBE_VERSION]
+    args = [
+        helm,
+        "template",
+        "t",
+        str(CHART),
+        "--namespace",
+        "kube-system",
+        "--kube-version",
+        KUBE_VERSION,
+    ]
     if values is not None:
         args += ["-f", str(values)]
     for s in sets:
@@ -69,17 +80,37 @@ def values_files() -> Iterator[Path]:
     return iter(sorted(VALUES.glob("*.yaml")))
 
 
+def test_default_render_and_lint_need_no_flags(helm: str) -> None:
+    """`helm template charts/nri-resmgr` as a user first runs it: no --kube-version."""
+    lint = subprocess.run([helm, "lint", str(CHART)], capture_output=True, text=True, timeout=120)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    out = subprocess.run(
+        [helm, "template", "t", str(CHART)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    assert daemonset(docs)["metadata"]["name"] == "t-nri-resmgr"
+
+
 @pytest.mark.parametrize("values", list(values_files()), ids=lambda p: p.stem)
 def test_lint_render_and_validate_against_kubernetes_schemas(helm: str, values: Path) -> None:
     import kubernetes_validate
 
-    lint = subprocess.run([helm, "lint", str(CHART), "-f", str(values)],
-                          capture_output=True, text=True, timeout=120)
+    lint = subprocess.run(
+        [helm, "lint", str(CHART), "-f", str(values)], capture_output=True, text=True, timeout=120
+    )
     assert lint.returncode == 0, lint.stdout + lint.stderr
     docs = render(helm, values)
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Role",
-                     "RoleBinding", "ServiceAccount"]
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "DaemonSet",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+    ]
     for doc in docs:
         kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
 
@@ -145,7 +176,8 @@ def test_enable_nri_init_container_for_crio(helm: str) -> None:
     assert c["ports"][0]["containerPort"] == 9100
     assert "--plugin-index=45" in c["args"]
     assert "prometheus.io/scrape" not in daemonset(docs)["spec"]["template"]["metadata"].get(
-        "annotations", {})
+        "annotations", {}
+    )
 
 
 @pytest.mark.parametrize(
@@ -159,9 +191,19 @@ def test_enable_nri_init_container_for_crio(helm: str) -> None:
 )
 def test_schema_rejects_bad_values(helm: str, setting: str, message: str) -> None:
     out = subprocess.run(
-        [helm, "template", "t", str(CHART), "--kube-version", KUBE_VERSION, "--set-string"
-         if setting.startswith(("pluginIndex", "nri.")) else "--set", setting],
-        capture_output=True, text=True, timeout=120,
+        [
+            helm,
+            "template",
+            "t",
+            str(CHART),
+            "--kube-version",
+            KUBE_VERSION,
+            "--set-string" if setting.startswith(("pluginIndex", "nri.")) else "--set",
+            setting,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode != 0
     assert message in out.stderr
