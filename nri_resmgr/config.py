@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import difflib
 import enum
+import re
 import reprlib
+import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -58,6 +60,7 @@ __all__ = [
     "format_validation_error",
     "load_config",
     "model_keys",
+    "policy_config_problems",
     "short_repr",
     "unknown_key_message",
     "validation_messages",
@@ -231,6 +234,65 @@ def validation_messages(
         else:
             lines.append(f"{where(loc)}: {msg}, found {short_repr(err.get('input'))}")
     return lines
+
+
+#: ``reservedResources.cpu`` at the start of a policy's message, and what follows it
+_PATH_RE = re.compile(r"(?P<path>[A-Za-z_][\w.\[\]]*)(?::\s*|\s+(?:is\s+)?)(?P<rest>.*)", re.S)
+
+
+def _policy_model(policy: str, title: str) -> type[BaseModel] | None:
+    """The policy's pydantic model called `title` (for the keys an unknown key is not)."""
+    from importlib.metadata import entry_points
+
+    from nri_resmgr.policy.registry import ENTRY_POINT_GROUP
+
+    package = "nri_resmgr_dropin_"  # the modules drop-ins are imported as
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == policy:
+            package = ep.module.rpartition(".")[0] + "."
+    for name, module in list(sys.modules.items()):
+        if name.startswith(package):
+            found = getattr(module, title, None)
+            if isinstance(found, type) and issubclass(found, BaseModel):
+                return found
+    return None
+
+
+def policy_config_problems(
+    exc: ConfigError, *, policy: str, policy_config: Mapping[str, Any]
+) -> tuple[list[str], set[str]]:
+    """One line per problem in a policy's `ConfigError`, and the policyConfig keys at fault.
+
+    A policy validates its configuration itself and reports one error at a time, in its
+    own words: ``policy static: invalid configuration: <pydantic text>`` or ``policy
+    topology-aware: reservedResources.cpu: <problem>``.  Pydantic problems are reworded
+    like the daemon's own (`validation_messages`, prefix ``policyConfig``); a message that
+    starts with a key of `policy_config` gets the path ``policyConfig.KEY...``; a CPU list
+    error gives one line per bad element (`IDSetError.problems`).
+    """
+    from nri_resmgr.topology.cpuset import IDSetError
+
+    cause = exc.__cause__
+    if isinstance(cause, ValidationError):
+        model = _policy_model(policy, cause.title)
+        lines = validation_messages(cause, prefix="policyConfig", model=model)
+        return lines, {str(e["loc"][0]) for e in cause.errors() if e["loc"]}
+    message = str(exc)
+    if message.startswith("unknown policy"):
+        return [f"policy: {message}"], set()
+    if message.startswith(("policy drop-in", "policy plugin directory")) or (
+        message.startswith("policy '") and "defined twice" in message
+    ):
+        return [f"policyDirs: {message}"], set()
+    rest = message.removeprefix(f"policy {policy}: ")
+    m = _PATH_RE.fullmatch(rest)
+    key = m.group("path").split(".")[0].split("[")[0] if m else ""
+    if m is None or key not in policy_config:
+        return [f"policyConfig: {rest}"], set()
+    path = f"policyConfig.{m.group('path')}"
+    if isinstance(cause, IDSetError) and len(cause.problems) > 1:
+        return [f"{path}: {problem}" for problem in cause.problems], {key}
+    return [f"{path}: {m.group('rest')}"], {key}
 
 
 def config_from_mapping(data: Mapping[str, Any] | None, *, source: str = "<config>") -> Config:

@@ -61,7 +61,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from nri_api import api
 from nri_resmgr import adapter
-from nri_resmgr.config import Config, config_from_mapping, format_validation_error, short_repr
+from nri_resmgr.config import (
+    Config,
+    config_from_mapping,
+    format_validation_error,
+    policy_config_problems,
+    short_repr,
+)
 from nri_resmgr.documents import DocumentError, load_document
 from nri_resmgr.model import ConfigError, QoSClass, ResmgrError
 from nri_resmgr.pipeline import ClassSelector, Controller, Pipeline
@@ -764,7 +770,8 @@ def run_scenario(
             name, topology=topo, config=config.policy_config, plugin_dirs=config.policy_dirs
         )
     except ConfigError as exc:
-        raise ConfigError(f"policyConfig: {exc}") from exc
+        lines, _ = policy_config_problems(exc, policy=name, policy_config=config.policy_config)
+        raise ConfigError("; ".join(lines)) from exc
     with tempfile.TemporaryDirectory(prefix="nri-resmgr-sim-") as state_dir:
         controllers, selector = _class_control(
             config, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir

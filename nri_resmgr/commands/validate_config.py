@@ -21,25 +21,18 @@ to exist, but their code runs only when the configuration names a drop-in.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nri_resmgr.model import ConfigError, ResmgrError
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from nri_resmgr.config import Config
     from nri_resmgr.topology.model import Topology
 
 NAME = "validate-config"
 HELP = "check a configuration file; print every error with its path; exit 1 if any"
-
-#: ``reservedResources.cpu`` at the start of a policy's message, and what follows it
-_PATH_RE = re.compile(r"(?P<path>[A-Za-z_][\w.\[\]]*)(?::\s*|\s+(?:is\s+)?)(?P<rest>.*)", re.S)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,67 +66,20 @@ def _validate_root(data: dict[Any, Any], errors: list[str]) -> tuple[Config, set
             wrong |= keys
 
 
-def _config_model(exc_title: str, package: str) -> type[BaseModel] | None:
-    """The pydantic model named `exc_title` in a loaded module of `package` (a prefix)."""
-    from pydantic import BaseModel
-
-    for name, module in list(sys.modules.items()):
-        if name == package or name.startswith(package):
-            found = getattr(module, exc_title, None)
-            if isinstance(found, type) and issubclass(found, BaseModel):
-                return found
-    return None
-
-
-def _policy_problems(
-    exc: ConfigError, *, policy: str, doc: Mapping[str, Any], package: str
-) -> tuple[list[str], set[str]]:
-    """Lines for one policy error, and the policyConfig keys it is about."""
-    from pydantic import ValidationError
-
-    from nri_resmgr.config import validation_messages
-    from nri_resmgr.topology.cpuset import IDSetError
-
-    cause = exc.__cause__
-    if isinstance(cause, ValidationError):
-        model = _config_model(cause.title, package)
-        lines = validation_messages(cause, prefix="policyConfig", model=model)
-        return lines, {str(e["loc"][0]) for e in cause.errors() if e["loc"]}
-    message = str(exc)
-    if message.startswith("unknown policy"):
-        return [f"policy: {message}"], set()
-    if message.startswith(("policy drop-in", "policy plugin directory")) or (
-        message.startswith("policy '") and "defined twice" in message
-    ):
-        return [f"policyDirs: {message}"], set()
-    rest = message.removeprefix(f"policy {policy}: ")
-    m = _PATH_RE.fullmatch(rest)
-    key = m.group("path").split(".")[0].split("[")[0] if m else ""
-    if m is None or key not in doc:
-        return [f"policyConfig: {rest}"], set()
-    path = f"policyConfig.{m.group('path')}"
-    if isinstance(cause, IDSetError) and len(cause.problems) > 1:
-        return [f"{path}: {problem}" for problem in cause.problems], {key}
-    return [f"{path}: {m.group('rest')}"], {key}
-
-
 def _policy_errors(config: Config, topology: Topology, *, dirs_valid: bool) -> list[str]:
     """Every problem the policy finds in ``policyConfig`` (see the module docstring)."""
     from importlib.metadata import entry_points
 
+    from nri_resmgr.config import policy_config_problems
     from nri_resmgr.policy.registry import ENTRY_POINT_GROUP, load_policy
 
     errors: list[str] = []
     dirs: tuple[str, ...] = config.policy_dirs
-    # where the policy's own pydantic model lives (for the keys an unknown key is not)
-    package = "nri_resmgr_dropin_"
-    built_in = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    if config.policy in built_in:
+    if config.policy in {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}:
         for i, directory in enumerate(dirs):
             if not Path(directory).is_dir():
                 errors.append(f"policyDirs[{i}]: expected a directory, found {directory!r}")
         dirs = ()
-        package = built_in[config.policy].module.rpartition(".")[0] + "."
     elif not dirs_valid:
         return errors
     doc = dict(config.policy_config)
@@ -142,7 +88,7 @@ def _policy_errors(config: Config, topology: Topology, *, dirs_valid: bool) -> l
             load_policy(config.policy, topology=topology, config=doc, plugin_dirs=dirs)
             break
         except ConfigError as exc:
-            lines, keys = _policy_problems(exc, policy=config.policy, doc=doc, package=package)
+            lines, keys = policy_config_problems(exc, policy=config.policy, policy_config=doc)
             errors.extend(lines)
             if not keys & doc.keys():
                 break

@@ -299,8 +299,22 @@ def test_scenario_errors(doc: dict[str, Any], message: str) -> None:
 
 def test_bad_policy_config_names_policy_config() -> None:
     sc = load_scenario(scenario([], config={"reservedSystemCPUs": "0-99"}))
-    with pytest.raises(ConfigError, match=r"^policyConfig: policy static"):
+    with pytest.raises(ConfigError, match=r"^policyConfig\.reservedSystemCPUs: 0-99 includes"):
         run_scenario(sc, log=QUIET)
+
+
+def test_a_policys_pydantic_error_is_one_line_with_its_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by tests/fuzz/test_config_fuzz.py: the static policy quoted pydantic's text."""
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scenario([], config={"reservedSystemCPUs": {}, "pinCPUs": 1})))
+    assert main(["simulate", "--scenario", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "nri-resmgr simulate: policyConfig.reservedSystemCPUs: expected a valid string, found "
+        "{}; policyConfig: unknown key pinCPUs; expected one of reservedSystemCPUs, "
+        "reservedResources, options, pinMemory"
+    ]
 
 
 def test_table_output() -> None:
