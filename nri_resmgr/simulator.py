@@ -74,7 +74,7 @@ from nri_resmgr.pipeline import ClassSelector, Controller, Pipeline
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.registry import load_policy
 from nri_resmgr.topology.cpuset import MAX_ID
-from nri_resmgr.topology.load import load_topology
+from nri_resmgr.topology.load import load_topology, path_kind
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.render import summarize
 
@@ -726,7 +726,7 @@ def _resolve_topology(scenario: Scenario, override: str | None) -> Topology:
         )
     if isinstance(source, str) and override is None and scenario.base_dir:
         candidate = Path(scenario.base_dir) / source
-        if candidate.exists():
+        if path_kind(candidate) is not None:
             source = str(candidate)
     return load_topology(source)
 

@@ -46,6 +46,7 @@ __all__ = [
     "extract_archive",
     "load_topology",
     "parse_inline_spec",
+    "path_kind",
 ]
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.xz", ".txz", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2")
@@ -237,6 +238,17 @@ def _load_spec_file(path: Path, *, name: str | None = None) -> Topology:
 # ---- entry point ---------------------------------------------------------------------
 
 
+def path_kind(path: Path) -> str | None:
+    """``"dir"``, ``"file"`` or None: what `path` is, None also when it cannot be a path
+    (a name longer than the system allows, say: a long inline spec is not a path)."""
+    try:
+        if path.is_dir():
+            return "dir"
+        return "file" if path.is_file() else None
+    except OSError:
+        return None
+
+
 def load_topology(source: str | Path | Mapping[str, Any] | Topology) -> Topology:
     """A topology from a sysfs root, snapshot archive, spec file, inline spec or mapping."""
     if isinstance(source, Topology):
@@ -247,9 +259,10 @@ def load_topology(source: str | Path | Mapping[str, Any] | Topology) -> Topology
     if not text.strip():
         raise LoadError("topology source: expected a path or a spec, found an empty string")
     path = Path(text).expanduser()
-    if path.is_dir():
+    kind = path_kind(path)
+    if kind == "dir":
         return discover(_sysfs_root(path, origin=text))
-    if path.is_file():
+    if kind == "file":
         name = path.name.lower()
         if name.endswith(ARCHIVE_SUFFIXES):
             return _load_archive(path)
@@ -265,7 +278,7 @@ def load_topology(source: str | Path | Mapping[str, Any] | Topology) -> Topology
             parse_spec(spec, origin=f"inline spec {text!r}"), source=f"spec:{text}"
         )
     example = EXAMPLES_DIR / f"{text}.yaml"
-    if "/" not in text and example.is_file():
+    if "/" not in text and path_kind(example) == "file":
         return _load_spec_file(example, name=text)
     raise LoadError(
         f"topology source {text!r}: expected a sysfs directory, an archive, a spec file, an "

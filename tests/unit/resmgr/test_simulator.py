@@ -600,3 +600,14 @@ def test_hostile_scenario_files(
     assert main(["simulate", "--scenario", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_topology_name_too_long_for_a_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by tests/fuzz/test_config_fuzz.py: the scenario-relative lookup raised OSError."""
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scenario([], topology="exclude-cpuset:" + "0," * 3000 + "1")))
+    assert main(["simulate", "--scenario", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("nri-resmgr simulate: topology source 'exclude-cpuset:0,0,")
