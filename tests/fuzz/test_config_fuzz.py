@@ -146,7 +146,8 @@ def hostile_value(rng: random.Random) -> Any:
             [None] * 3,
             {"": None},
             {"pinCPUs": True, "bogus": {"x": 1}},
-            json.loads("[" * min(depth, 900) + "]" * min(depth, 900)),
+            # deeper in text (damage_text); as a value, shallow enough for json.dumps
+            json.loads("[" * min(depth, 400) + "]" * min(depth, 400)),
             {str(i): i for i in range(200)},
         ]
     )
