@@ -9,6 +9,10 @@ pre-registered daemon, ``run``, starts inside the runtime's registration timeout
 must not pay for the imports of the other commands).  Anything else (no command, an
 option first, an unknown name) builds the parser of every command, so help and errors
 list them all as before.
+
+``--version`` prints ``nri-resmgr VERSION`` (`nri_resmgr.__version__`, which is also the
+package's version).  A reader that closes the pipe early (``nri-resmgr topology | head``)
+ends the command quietly with status 1, not a BrokenPipeError traceback.
 """
 
 from __future__ import annotations
@@ -16,9 +20,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+
+from nri_resmgr import __version__
 
 COMMAND_MODULES = (
     "run",
@@ -63,6 +70,7 @@ def build_parser(
         prog="nri-resmgr",
         description="Node resource manager for Kubernetes over NRI.",
     )
+    parser.add_argument("--version", action="version", version=f"nri-resmgr {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     table: dict[str, ModuleType] = {}
     for mod in _load_commands(commands):
@@ -81,7 +89,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
-    result: int = table[args.command].run(args)
+    try:
+        result: int = table[args.command].run(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`nri-resmgr topology | head`): stop quietly, as cat does;
+        # stdout goes to /dev/null so the interpreter's last flush cannot fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 1
     return result
 
 

@@ -33,15 +33,21 @@ are rejected so that a typo never passes silently.
 
 from __future__ import annotations
 
+import difflib
 import enum
+import re
+import reprlib
+import sys
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nri_resmgr.control.config import ControlConfig
+from nri_resmgr.documents import load_document, parse_document
 from nri_resmgr.limits import Limits
 from nri_resmgr.model import ConfigError
 
@@ -54,6 +60,10 @@ __all__ = [
     "config_from_mapping",
     "format_validation_error",
     "load_config",
+    "model_keys",
+    "policy_config_problems",
+    "short_repr",
+    "unknown_key_message",
     "validation_messages",
 ]
 
@@ -119,29 +129,172 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return out or "(document)"
 
 
-def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
+def _members(tp: Any) -> list[Any]:
+    """`tp` with unions, Optional and Annotated taken apart."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        return [m for arg in typing.get_args(tp) for m in _members(arg)]
+    if origin is typing.Annotated:
+        return _members(typing.get_args(tp)[0])
+    return [tp]
+
+
+def _step_into(tp: Any, part: int | str) -> Any:
+    """The type found at `part` (a key or an index) inside a value of type `tp`."""
+    for member in _members(tp):
+        if isinstance(member, type) and issubclass(member, BaseModel) and isinstance(part, str):
+            for name, info in member.model_fields.items():
+                if part in (name, info.alias):
+                    return info.annotation
+        origin = typing.get_origin(member)
+        args = typing.get_args(member)
+        if origin in (dict, Mapping) and isinstance(part, str) and len(args) == 2:
+            return args[1]
+        if origin in (tuple, list) and isinstance(part, int) and args:
+            return args[0]
+    return None
+
+
+def model_keys(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> list[str]:
+    """The document keys the mapping at `loc` inside `model` accepts (empty if unknown)."""
+    tp: Any = model
+    for part in loc:
+        if tp is None:
+            return []
+        tp = _step_into(tp, part)
+    for member in _members(tp):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            return [info.alias or name for name, info in member.model_fields.items()]
+    return []
+
+
+def unknown_key_message(key: object, known: list[str]) -> str:
+    """``unknown key K; expected one of A, B; did you mean B?`` (the parts that are known)."""
+    msg = f"unknown key {key}"
+    if known:
+        msg += f"; expected one of {', '.join(known)}"
+        text = str(key)
+        close = [k for k in known if k.lower() == text.lower()] or difflib.get_close_matches(
+            text, known, n=1, cutoff=0.6
+        )
+        if close:
+            msg += f"; did you mean {close[0]}?"
+    return msg
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = 60
+_SHORT.maxother = 60
+_SHORT.maxlevel = 2
+
+
+def short_repr(value: object) -> str:
+    """`repr` bounded in length and depth (inputs may be huge or deeply nested)."""
+    return _SHORT.repr(value)
+
+
+def format_validation_error(
+    exc: ValidationError, *, prefix: str = "", model: type[BaseModel] | None = None
+) -> str:
     """All problems on one line, separated by ``; `` (see `validation_messages`)."""
-    return "; ".join(validation_messages(exc, prefix=prefix))
+    return "; ".join(validation_messages(exc, prefix=prefix, model=model))
 
 
-def validation_messages(exc: ValidationError, *, prefix: str = "") -> list[str]:
-    """One message per problem: ``path.in.document: message, found VALUE``."""
+def validation_messages(
+    exc: ValidationError, *, prefix: str = "", model: type[BaseModel] | None = None
+) -> list[str]:
+    """One message per problem, ``path.in.document: expected ..., found VALUE``.
+
+    An unknown key is reported at the mapping that holds it, with the keys `model` accepts
+    there and the closest one: ``policyConfig: unknown key pinCPUs; expected one of ...;
+    did you mean pinCPU?``.  `prefix` is put before every path (``policyConfig``).
+    """
+
+    def where(loc: tuple[int | str, ...]) -> str:
+        path = _loc(loc)
+        if prefix:
+            path = prefix if path == "(document)" else f"{prefix}.{path}"
+        return path
+
     lines = []
     for err in exc.errors():
-        loc = _loc(tuple(err["loc"]))
-        if prefix:
-            loc = prefix if loc == "(document)" else f"{prefix}.{loc}"
-        msg = err["msg"]
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        found = err.get("input")
-        if err["type"] in ("missing", "extra_forbidden") or "found" in msg:
-            lines.append(f"{loc}: {msg}")
+        loc = tuple(err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden" and loc:
+            lines.append(
+                f"{where(loc[:-1])}: {unknown_key_message(loc[-1], model_keys(model, loc[:-1]))}"
+            )
+            continue
+        if err["type"] == "missing":
+            lines.append(f"{where(loc)}: expected a value, found none")
+            continue
+        if msg.startswith("Input should be "):
+            msg = "expected " + msg.removeprefix("Input should be ")
+            msg = msg.removesuffix(", unable to interpret input")
+        if "found" in msg:
+            lines.append(f"{where(loc)}: {msg}")
         else:
-            lines.append(f"{loc}: {msg}, found {found!r}")
+            lines.append(f"{where(loc)}: {msg}, found {short_repr(err.get('input'))}")
     return lines
+
+
+#: ``reservedResources.cpu`` at the start of a policy's message, and what follows it
+_PATH_RE = re.compile(r"(?P<path>[A-Za-z_][\w.\[\]]*)(?::\s*|\s+(?:is\s+)?)(?P<rest>.*)", re.S)
+
+
+def _policy_model(policy: str, title: str) -> type[BaseModel] | None:
+    """The policy's pydantic model called `title` (for the keys an unknown key is not)."""
+    from importlib.metadata import entry_points
+
+    from nri_resmgr.policy.registry import ENTRY_POINT_GROUP
+
+    package = "nri_resmgr_dropin_"  # the modules drop-ins are imported as
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == policy:
+            package = ep.module.rpartition(".")[0] + "."
+    for name, module in list(sys.modules.items()):
+        if name.startswith(package):
+            found = getattr(module, title, None)
+            if isinstance(found, type) and issubclass(found, BaseModel):
+                return found
+    return None
+
+
+def policy_config_problems(
+    exc: ConfigError, *, policy: str, policy_config: Mapping[str, Any]
+) -> tuple[list[str], set[str]]:
+    """One line per problem in a policy's `ConfigError`, and the policyConfig keys at fault.
+
+    A policy validates its configuration itself and reports one error at a time, in its
+    own words: ``policy static: invalid configuration: <pydantic text>`` or ``policy
+    topology-aware: reservedResources.cpu: <problem>``.  Pydantic problems are reworded
+    like the daemon's own (`validation_messages`, prefix ``policyConfig``); a message that
+    starts with a key of `policy_config` gets the path ``policyConfig.KEY...``; a CPU list
+    error gives one line per bad element (`IDSetError.problems`).
+    """
+    from nri_resmgr.topology.cpuset import IDSetError
+
+    cause = exc.__cause__
+    if isinstance(cause, ValidationError):
+        model = _policy_model(policy, cause.title)
+        lines = validation_messages(cause, prefix="policyConfig", model=model)
+        return lines, {str(e["loc"][0]) for e in cause.errors() if e["loc"]}
+    message = str(exc)
+    if message.startswith("unknown policy"):
+        return [f"policy: {message}"], set()
+    if message.startswith(("policy drop-in", "policy plugin directory")) or (
+        message.startswith("policy '") and "defined twice" in message
+    ):
+        return [f"policyDirs: {message}"], set()
+    rest = message.removeprefix(f"policy {policy}: ")
+    m = _PATH_RE.fullmatch(rest)
+    key = m.group("path").split(".")[0].split("[")[0] if m else ""
+    if m is None or key not in policy_config:
+        return [f"policyConfig: {rest}"], set()
+    path = f"policyConfig.{m.group('path')}"
+    if isinstance(cause, IDSetError) and len(cause.problems) > 1:
+        return [f"{path}: {problem}" for problem in cause.problems], {key}
+    return [f"{path}: {m.group('rest')}"], {key}
 
 
 def config_from_mapping(data: Mapping[str, Any] | None, *, source: str = "<config>") -> Config:
@@ -150,27 +303,24 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, source: str = "<confi
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(
-            f"{source}: expected a mapping at the top of the document, found "
-            f"{type(data).__name__}"
+            f"{source}: expected a mapping at the top of the document, found {type(data).__name__}"
         )
     try:
         return Config.model_validate(dict(data))
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {format_validation_error(exc)}") from exc
+        raise ConfigError(f"{source}: {format_validation_error(exc, model=Config)}") from exc
 
 
 def load_config(source: Path | str) -> Config:
-    """A `Config` from a file (`Path`) or from document text (`str`), YAML or JSON."""
+    """A `Config` from a file (`Path`) or from document text (`str`), YAML or JSON.
+
+    Both are read and parsed through `nri_resmgr.documents` (regular files only, bounded
+    size, depth and numbers); every problem is a `ConfigError`.
+    """
     if isinstance(source, Path):
         name = str(source)
-        try:
-            text = source.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{name}: cannot read the configuration file: {exc}") from exc
+        data = load_document(source)
     else:
-        name, text = "<config>", source
-    try:
-        data = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{name}: not valid YAML or JSON: {exc}") from exc
+        name = "<config>"
+        data = parse_document(source, source=name)
     return config_from_mapping(data, source=name)

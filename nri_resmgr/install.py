@@ -52,13 +52,9 @@ class InstallPlan:
 
 def _paths(root: Path, index: str, name: str) -> tuple[Path, Path]:
     if not _IDX.match(index):
-        raise ConfigError(
-            f"install: plugin index {index!r} is invalid; expected two digits, e.g. 90"
-        )
+        raise ConfigError(f"plugin index {index!r} is invalid; expected two digits, e.g. 90")
     if not _NAME.match(name):
-        raise ConfigError(
-            f"install: plugin name {name!r} is invalid; expected characters [A-Za-z0-9_.+-]"
-        )
+        raise ConfigError(f"plugin name {name!r} is invalid; expected characters [A-Za-z0-9_.+-]")
     return root / PLUGIN_DIR / f"{index}-{name}", root / CONF_DIR / f"{index}-{name}.conf"
 
 
@@ -77,7 +73,7 @@ def plan_install(
     launcher, config = _paths(root, index, name)
     interpreter = python or sys.executable
     if not os.path.isabs(interpreter):
-        raise ConfigError(f"install: interpreter {interpreter!r} is not an absolute path")
+        raise ConfigError(f"interpreter {interpreter!r} is not an absolute path")
     # the policy travels in the config file (Configure), so a config edit is all it takes
     argv = ["run", "--log-file", log_file, *extra_args]
     launcher_text = (
@@ -101,7 +97,7 @@ def install(plan: InstallPlan) -> list[Path]:
     for path, marker in ((plan.launcher, MARKER), (plan.config, CONF_MARKER)):
         if path.exists() and marker not in path.read_text(encoding="utf-8", errors="replace"):
             raise ConfigError(
-                f"install: {path} exists and was not written by nri-resmgr; refusing to overwrite"
+                f"{path} exists and was not written by nri-resmgr; refusing to overwrite"
             )
     plan.launcher.parent.mkdir(parents=True, exist_ok=True)
     plan.config.parent.mkdir(parents=True, exist_ok=True)
@@ -120,9 +116,7 @@ def uninstall(*, root: Path, index: str, name: str = DEFAULT_NAME) -> list[Path]
         if not path.exists():
             continue
         if marker not in path.read_text(encoding="utf-8", errors="replace"):
-            raise ConfigError(
-                f"uninstall: {path} was not written by nri-resmgr; leaving it in place"
-            )
+            raise ConfigError(f"{path} was not written by nri-resmgr; leaving it in place")
         path.unlink()
         removed.append(path)
     return removed

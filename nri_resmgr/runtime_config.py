@@ -30,6 +30,17 @@ CRIO_DEFAULT_PATH = "/etc/crio/crio.conf.d/10-enable-nri.conf"
 _DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
 
 
+#: containerd configuration layouts that have the NRI table, and who writes them; a later
+#: layout is accepted too (containerd keeps the NRI table's name across layouts)
+LAYOUTS = {2: "containerd 1.7", 3: "containerd 2.0-2.2", 4: "containerd 2.3"}
+
+
+def _layouts() -> str:
+    """``version = 2 (containerd 1.7), version = 3 (...) ... or later``, from `LAYOUTS`."""
+    known = [f"version = {v} ({who})" for v, who in sorted(LAYOUTS.items())]
+    return ", ".join(known) + f", or a later version (at least {min(LAYOUTS)})"
+
+
 class Runtime(enum.StrEnum):
     CONTAINERD = "containerd"
     CRIO = "crio"
@@ -46,9 +57,7 @@ class NRISettings:
 
 def _check_duration(name: str, value: str | None) -> None:
     if value is not None and not _DURATION.match(value):
-        raise ConfigError(
-            f"enable-nri: {name} {value!r} is not a Go duration; expected e.g. '5s', '2500ms'"
-        )
+        raise ConfigError(f"{name} {value!r} is not a Go duration; expected e.g. '5s', '2500ms'")
 
 
 def enable_containerd(text: str, settings: NRISettings, *, path: str = "config.toml") -> str:
@@ -70,13 +79,10 @@ def enable_containerd(text: str, settings: NRISettings, *, path: str = "config.t
     if version is None:
         raise ConfigError(
             f"{path}: no 'version' key, so this is the version 1 layout, which predates NRI; "
-            "expected version = 2 (containerd 1.7) or version = 3 (containerd 2.x)"
+            f"expected {_layouts()}"
         )
-    if isinstance(version, bool) or not isinstance(version, int) or version < 2:
-        raise ConfigError(
-            f"{path}: version = {version!r}; expected 2 (containerd 1.7) or later "
-            "(3 for containerd 2.0-2.2, 4 for 2.3)"
-        )
+    if isinstance(version, bool) or not isinstance(version, int) or version < min(LAYOUTS):
+        raise ConfigError(f"{path}: version = {version!r}; expected {_layouts()}")
     plugins = doc.get("plugins")
     if plugins is None:
         plugins = tomlkit.table(is_super_table=True)

@@ -35,6 +35,12 @@ Steps:
   as the runtime reports them (their current cpusets), which shows which placements are
   kept and which are moved.
 
+Bounds: a scenario file is read through `nri_resmgr.documents` (size, depth, numbers);
+then at most `MAX_STEPS` steps, `MAX_CONTAINERS` containers created, `MAX_RESTARTS`
+restarts and `MAX_ROWS` container rows over all reports, and quantities of at most
+`MAX_CPU_MILLI` and `MAX_MEMORY`; beyond them the scenario is refused with a
+`ScenarioError` before any step runs, so no scenario costs more than seconds.
+
 Everything here is deterministic and in memory, except the optional RDT and block I/O
 controllers, which write under the directories given to them.
 """
@@ -51,18 +57,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from nri_api import api
 from nri_resmgr import adapter
-from nri_resmgr.config import Config, config_from_mapping, format_validation_error
+from nri_resmgr.config import (
+    Config,
+    config_from_mapping,
+    format_validation_error,
+    policy_config_problems,
+    short_repr,
+)
+from nri_resmgr.documents import DocumentError, load_document
 from nri_resmgr.model import ConfigError, QoSClass, ResmgrError
 from nri_resmgr.pipeline import ClassSelector, Controller, Pipeline
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.registry import load_policy
-from nri_resmgr.topology.load import load_topology
+from nri_resmgr.topology.cpuset import MAX_ID
+from nri_resmgr.topology.load import load_topology, path_kind
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.topology.render import summarize
 
 __all__ = [
     "ContainerSpec",
@@ -79,15 +93,42 @@ __all__ = [
     "run_scenario",
 ]
 
-_CPU_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m?)\s*$")
-_MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTPE]i?|k)?\s*$")
+_CPU_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*(m?)\s*$")
+_MEM_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([KMGTPE]i?|k)?\s*$")
 _MEM_UNITS = {
-    None: 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-    "E": 10**18, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50,
+    None: 1,
+    "k": 10**3,
+    "K": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 1 << 10,
+    "Mi": 1 << 20,
+    "Gi": 1 << 30,
+    "Ti": 1 << 40,
+    "Pi": 1 << 50,
     "Ei": 1 << 60,
 }
 QUOTA_PERIOD = 100_000
 MIN_QUOTA = 1000
+
+# Bounds on a scenario (docs/simulator.md).  They keep any scenario, mistaken or hostile,
+# to seconds and tens of megabytes: every step reports every live container, so the
+# output grows as steps times containers.
+#: steps in one scenario
+MAX_STEPS = 1000
+#: containers (init containers included) created over the whole scenario
+MAX_CONTAINERS = 256
+#: restart steps (each synchronizes every live container anew)
+MAX_RESTARTS = 100
+#: container rows over all steps' reports (each step reports every live container)
+MAX_ROWS = 10_000
+#: a CPU quantity, in millicores: the most CPUs a machine model can have
+MAX_CPU_MILLI = (MAX_ID + 1) * 1000
+#: a memory quantity, in bytes (NRI carries it as int64)
+MAX_MEMORY = (1 << 63) - 1
 
 
 class ScenarioError(ConfigError):
@@ -98,9 +139,15 @@ def parse_cpu(value: str | int | float, *, what: str) -> int:
     """A Kubernetes CPU quantity (``500m``, ``1``, ``1.5``) in millicores."""
     m = _CPU_RE.match(str(value))
     if m is None:
-        raise ScenarioError(f"{what}: expected a CPU quantity like 500m, 1 or 1.5, found {value!r}")
+        shown = short_repr(value)
+        raise ScenarioError(f"{what}: expected a CPU quantity like 500m, 1 or 1.5, found {shown}")
     number = float(m.group(1))
-    return int(number) if m.group(2) else round(number * 1000)
+    milli = int(number) if m.group(2) else round(number * 1000)
+    if milli > MAX_CPU_MILLI:
+        raise ScenarioError(
+            f"{what}: expected at most {MAX_CPU_MILLI // 1000} CPUs, found {short_repr(value)}"
+        )
+    return milli
 
 
 def parse_memory(value: str | int, *, what: str) -> int:
@@ -108,9 +155,15 @@ def parse_memory(value: str | int, *, what: str) -> int:
     m = _MEM_RE.match(str(value))
     if m is None:
         raise ScenarioError(
-            f"{what}: expected a memory quantity like 100M, 1Gi or 1048576, found {value!r}"
+            f"{what}: expected a memory quantity like 100M, 1Gi or 1048576, found "
+            f"{short_repr(value)}"
         )
-    return int(float(m.group(1)) * _MEM_UNITS[m.group(2)])
+    amount = int(float(m.group(1)) * _MEM_UNITS[m.group(2)])
+    if amount > MAX_MEMORY:
+        raise ScenarioError(
+            f"{what}: expected at most {MAX_MEMORY} bytes (2**63-1), found {short_repr(value)}"
+        )
+    return amount
 
 
 # ---- the scenario document --------------------------------------------------------------
@@ -191,6 +244,45 @@ class Scenario(_Doc):
     #: directory relative topology paths are resolved against
     base_dir: str = ""
 
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _few_steps(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple) and len(value) > MAX_STEPS:
+            raise ValueError(f"expected at most {MAX_STEPS} steps, found {len(value)}")
+        return value
+
+    @model_validator(mode="after")
+    def _few_containers(self) -> Scenario:
+        count = sum(
+            len(s.create.init_containers) + len(s.create.containers)
+            for s in self.steps
+            if s.create is not None
+        )
+        if count > MAX_CONTAINERS:
+            raise ValueError(
+                f"steps: expected at most {MAX_CONTAINERS} containers created over the "
+                f"scenario, found {count}"
+            )
+        live: dict[str, int] = {}
+        rows = 0
+        for s in self.steps:
+            if s.create is not None:
+                live[s.create.pod] = len(s.create.containers)
+            elif s.delete is not None:
+                live.pop(s.delete.pod, None)
+            rows += sum(live.values())
+        if rows > MAX_ROWS:
+            raise ValueError(
+                f"steps: expected at most {MAX_ROWS} container rows over all steps' reports "
+                f"(each step reports every live container), found {rows}"
+            )
+        restarts = sum(1 for s in self.steps if s.restart is not None)
+        if restarts > MAX_RESTARTS:
+            raise ValueError(
+                f"steps: expected at most {MAX_RESTARTS} restart steps, found {restarts}"
+            )
+        return self
+
 
 def load_scenario(source: Path | str | Mapping[str, Any]) -> Scenario:
     """A `Scenario` from a YAML/JSON file or an already parsed mapping."""
@@ -202,11 +294,9 @@ def load_scenario(source: Path | str | Mapping[str, Any]) -> Scenario:
         path = Path(source)
         name, base = str(path), str(path.parent)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ScenarioError(f"{path}: cannot read the scenario: {exc}") from exc
-        except yaml.YAMLError as exc:
-            raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
+            data = load_document(path)
+        except DocumentError as exc:
+            raise ScenarioError(str(exc)) from exc
     if not isinstance(data, Mapping):
         raise ScenarioError(f"{name}: expected a mapping, found {type(data).__name__}")
     data = dict(data)
@@ -214,7 +304,7 @@ def load_scenario(source: Path | str | Mapping[str, Any]) -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(f"{name}: {format_validation_error(exc)}") from exc
+        raise ScenarioError(f"{name}: {format_validation_error(exc, model=Scenario)}") from exc
 
 
 # ---- results --------------------------------------------------------------------------
@@ -263,13 +353,17 @@ class StepResult:
 
 @dataclass(frozen=True, slots=True)
 class SimulationResult:
+    #: where the topology came from (a shipped machine's name, a path, ``spec:...``)
     topology: str
     policy: str
     steps: tuple[StepResult, ...]
+    #: its size, `nri_resmgr.topology.render.summarize`
+    machine: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "topology": self.topology,
+            "machine": self.machine,
             "policy": self.policy,
             "steps": [s.as_dict() for s in self.steps],
         }
@@ -328,8 +422,11 @@ def pod_qos(spec: PodSpec) -> QoSClass:
 
 
 def _cgroup_parent(driver: str, qos: QoSClass, uid: str) -> str:
-    word = {QoSClass.GUARANTEED: "", QoSClass.BURSTABLE: "burstable",
-            QoSClass.BEST_EFFORT: "besteffort"}[qos]
+    word = {
+        QoSClass.GUARANTEED: "",
+        QoSClass.BURSTABLE: "burstable",
+        QoSClass.BEST_EFFORT: "besteffort",
+    }[qos]
     if driver == "systemd":
         mid = f"-{word}" if word else ""
         return f"kubepods{mid}-pod{uid.replace('-', '_')}.slice"
@@ -339,8 +436,10 @@ def _cgroup_parent(driver: str, qos: QoSClass, uid: str) -> str:
 
 def container_resources(c: ContainerSpec | UpdateSpec) -> api.LinuxResources:
     """The LinuxResources the kubelet computes for a container spec."""
-    spec = c if isinstance(c, ContainerSpec) else ContainerSpec(
-        name=c.container, requests=c.requests, limits=c.limits
+    spec = (
+        c
+        if isinstance(c, ContainerSpec)
+        else ContainerSpec(name=c.container, requests=c.requests, limits=c.limits)
     )
     cpu_req, cpu_lim, _mem_req, mem_lim = _effective(spec)
     res = api.LinuxResources()
@@ -414,19 +513,23 @@ class Simulator:
             name=spec.name,
             state=api.ContainerState.CONTAINER_CREATED,
         )
-        c.labels.update({
-            "io.kubernetes.container.name": spec.name,
-            "io.kubernetes.pod.name": pod.sandbox.name,
-            "io.kubernetes.pod.namespace": pod.sandbox.namespace,
-            "io.kubernetes.pod.uid": pod.sandbox.uid,
-        })
-        c.annotations.update({
-            "io.kubernetes.container.hash": _hexid("hash", spec.name)[:8],
-            "io.kubernetes.container.restartCount": "0",
-            "io.kubernetes.container.terminationMessagePath": "/dev/termination-log",
-            "io.kubernetes.container.terminationMessagePolicy": "File",
-            "io.kubernetes.pod.terminationGracePeriod": "30",
-        })
+        c.labels.update(
+            {
+                "io.kubernetes.container.name": spec.name,
+                "io.kubernetes.pod.name": pod.sandbox.name,
+                "io.kubernetes.pod.namespace": pod.sandbox.namespace,
+                "io.kubernetes.pod.uid": pod.sandbox.uid,
+            }
+        )
+        c.annotations.update(
+            {
+                "io.kubernetes.container.hash": _hexid("hash", spec.name)[:8],
+                "io.kubernetes.container.restartCount": "0",
+                "io.kubernetes.container.terminationMessagePath": "/dev/termination-log",
+                "io.kubernetes.container.terminationMessagePolicy": "File",
+                "io.kubernetes.pod.terminationGracePeriod": "30",
+            }
+        )
         parent = pod.sandbox.linux.cgroup_parent
         c.linux.cgroups_path = (
             f"{parent}:cri-containerd:{cid}" if self.driver == "systemd" else f"{parent}/{cid}"
@@ -505,11 +608,13 @@ class Simulator:
             namespace=spec.namespace,
         )
         sandbox.labels.update(spec.labels)
-        sandbox.labels.update({
-            "io.kubernetes.pod.name": spec.pod,
-            "io.kubernetes.pod.namespace": spec.namespace,
-            "io.kubernetes.pod.uid": uid,
-        })
+        sandbox.labels.update(
+            {
+                "io.kubernetes.pod.name": spec.pod,
+                "io.kubernetes.pod.namespace": spec.namespace,
+                "io.kubernetes.pod.uid": uid,
+            }
+        )
         sandbox.annotations.update(spec.annotations)
         if spec.init_containers:
             sandbox.annotations[adapter.INIT_CONTAINERS_ANNOTATION] = ",".join(
@@ -578,8 +683,12 @@ class Simulator:
                 out[key] = ContainerReport("", "", "", "", None, None)
             else:
                 out[key] = ContainerReport(
-                    cpus=str(a.cpus), mems=str(a.mems), kind=str(a.kind), pool=a.pool,
-                    rdt_class=a.rdt_class, blockio_class=a.blockio_class,
+                    cpus=str(a.cpus),
+                    mems=str(a.mems),
+                    kind=str(a.kind),
+                    pool=a.pool,
+                    rdt_class=a.rdt_class,
+                    blockio_class=a.blockio_class,
                 )
         return out
 
@@ -617,7 +726,7 @@ def _resolve_topology(scenario: Scenario, override: str | None) -> Topology:
         )
     if isinstance(source, str) and override is None and scenario.base_dir:
         candidate = Path(scenario.base_dir) / source
-        if candidate.exists():
+        if path_kind(candidate) is not None:
             source = str(candidate)
     return load_topology(source)
 
@@ -661,7 +770,8 @@ def run_scenario(
             name, topology=topo, config=config.policy_config, plugin_dirs=config.policy_dirs
         )
     except ConfigError as exc:
-        raise ConfigError(f"policyConfig: {exc}") from exc
+        lines, _ = policy_config_problems(exc, policy=name, policy_config=config.policy_config)
+        raise ConfigError("; ".join(lines)) from exc
     with tempfile.TemporaryDirectory(prefix="nri-resmgr-sim-") as state_dir:
         controllers, selector = _class_control(
             config, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir
@@ -702,7 +812,9 @@ def _simulate(
         log=log,
     )
     results = tuple(sim.run_step(i, step) for i, step in enumerate(scenario.steps))
-    return SimulationResult(topology=topology.source or "", policy=name, steps=results)
+    return SimulationResult(
+        topology=topology.source or "", policy=name, steps=results, machine=summarize(topology)
+    )
 
 
 def render_json(result: SimulationResult) -> str:
@@ -711,7 +823,8 @@ def render_json(result: SimulationResult) -> str:
 
 def render_table(result: SimulationResult) -> str:
     """A plain text table per step, for humans."""
-    lines = [f"topology: {result.topology}", f"policy:   {result.policy}", ""]
+    machine = f" ({result.machine})" if result.machine else ""
+    lines = [f"topology: {result.topology}{machine}", f"policy:   {result.policy}", ""]
     header = ("container", "kind", "cpus", "mems", "pool", "rdt", "blockio")
     for s in result.steps:
         lines.append(f"step {s.step}: {s.op}" + (f" {s.pod}" if s.pod else ""))

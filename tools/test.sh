@@ -9,5 +9,6 @@ python3 -m tests.build_peers
 python3 -m ruff check .
 python3 -m mypy nri_api nri_resmgr tests bench
 python3 -m mypy plugins.d/*.py examples/plugins/*.py
-lint-imports
+# by module, not by the lint-imports script: a --user install may leave that off PATH
+python3 -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 python3 -m pytest "$@"

@@ -40,9 +40,7 @@ def run(args: argparse.Namespace) -> int:
         configure_logging(LogConfig(format=LogFormat.CONSOLE), stream=sys.stderr)
         log = None
     else:
-        log = structlog.wrap_logger(
-            structlog.PrintLogger(), processors=[_drop]
-        )
+        log = structlog.wrap_logger(structlog.PrintLogger(), processors=[_drop])
     try:
         scenario = load_scenario(Path(args.scenario))
         config = load_config(Path(args.config)) if args.config else None
@@ -56,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
             log=log,
         )
     except ResmgrError as exc:
-        print(f"nri-resmgr simulate: {exc}", file=sys.stderr)
+        # one line whatever the message holds (a policy may quote a multi-line error)
+        print(f"nri-resmgr simulate: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     print(render_json(result) if args.output == "json" else render_table(result))
     return 0

@@ -1,13 +1,35 @@
-"""`nri-resmgr validate-config FILE`: every error, with its path in the document."""
+"""`nri-resmgr validate-config FILE`: every error, one per line, with its path in the document.
+
+Theory of operation: the file is read and parsed through `nri_resmgr.documents` (a regular
+file only, bounded in size, depth and numbers), so a hostile file ends in error lines, never
+a traceback or a hang.  The document is then checked in three passes, each of which goes on
+past its first error:
+
+1. the daemon's `Config` model: every problem pydantic finds, in this project's wording
+   (`nri_resmgr.config.validation_messages`); a top-level key that is wrong is set aside
+   and the rest is validated again, so an unknown key never hides the policy's errors;
+2. the ``control`` section's class definitions;
+3. the policy's own configuration, built against the machine (``--topology``, default this
+   machine's sysfs).  A policy reports one problem at a time, so a key found wrong is set
+   aside and the policy is built again; pydantic problems are reworded with their
+   ``policyConfig.`` path, and a CPU list gives one line per bad element.
+
+A built-in policy is built without importing ``policyDirs``: the directories are checked
+to exist, but their code runs only when the configuration names a drop-in.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nri_resmgr.model import ConfigError, ResmgrError
+
+if TYPE_CHECKING:
+    from nri_resmgr.config import Config
+    from nri_resmgr.topology.model import Topology
 
 NAME = "validate-config"
 HELP = "check a configuration file; print every error with its path; exit 1 if any"
@@ -23,29 +45,75 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sysfs-root", default="/", help="root of the sysfs to discover")
 
 
-def collect_errors(
-    data: Any, *, topology_source: str | None, sysfs_root: str
-) -> list[str]:
-    """All problems in an already parsed document (empty when it is valid)."""
+def _validate_root(data: dict[Any, Any], errors: list[str]) -> tuple[Config, set[str]]:
+    """The `Config` of `data` with every wrong top-level key set aside (and reported)."""
     from pydantic import ValidationError
 
     from nri_resmgr.config import Config, validation_messages
+
+    doc = dict(data)
+    wrong: set[str] = set()
+    while True:
+        try:
+            return Config.model_validate(doc), wrong
+        except ValidationError as exc:
+            errors.extend(validation_messages(exc, model=Config))
+            keys = {str(e["loc"][0]) for e in exc.errors() if e["loc"]} & set(map(str, doc))
+            if not keys:  # a problem of the document as a whole: nothing left to check
+                keys = set(map(str, doc))
+            for key in [k for k in doc if str(k) in keys]:
+                del doc[key]
+            wrong |= keys
+
+
+def _policy_errors(config: Config, topology: Topology, *, dirs_valid: bool) -> list[str]:
+    """Every problem the policy finds in ``policyConfig`` (see the module docstring)."""
+    from importlib.metadata import entry_points
+
+    from nri_resmgr.config import policy_config_problems
+    from nri_resmgr.policy.registry import ENTRY_POINT_GROUP, load_policy
+
+    errors: list[str] = []
+    dirs: tuple[str, ...] = config.policy_dirs
+    if config.policy in {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}:
+        for i, directory in enumerate(dirs):
+            if not Path(directory).is_dir():
+                errors.append(f"policyDirs[{i}]: expected a directory, found {directory!r}")
+        dirs = ()
+    elif not dirs_valid:
+        return errors
+    doc = dict(config.policy_config)
+    for _ in range(len(doc) + 1):
+        try:
+            load_policy(config.policy, topology=topology, config=doc, plugin_dirs=dirs)
+            break
+        except ConfigError as exc:
+            lines, keys = policy_config_problems(exc, policy=config.policy, policy_config=doc)
+            errors.extend(lines)
+            if not keys & doc.keys():
+                break
+            for key in keys:
+                doc.pop(key, None)
+    return errors
+
+
+def collect_errors(data: Any, *, topology_source: str | None, sysfs_root: str) -> list[str]:
+    """All problems in an already parsed document (empty when it is valid)."""
+    from nri_resmgr.pipeline import class_control_from_config
 
     if data is None:
         data = {}
     if not isinstance(data, dict):
         return [f"(document): expected a mapping, found {type(data).__name__}"]
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        return validation_messages(exc)
     errors: list[str] = []
-    from nri_resmgr.pipeline import class_control_from_config
-
-    try:
-        class_control_from_config(config.control)
-    except ConfigError as exc:
-        errors.append(str(exc))
+    config, wrong = _validate_root(data, errors)
+    if "control" not in wrong:
+        try:
+            class_control_from_config(config.control)
+        except ConfigError as exc:
+            errors.append(str(exc))
+    if wrong & {"policy", "policyConfig"}:
+        return errors
     try:
         if topology_source:
             from nri_resmgr.topology.load import load_topology
@@ -57,41 +125,28 @@ def collect_errors(
             topology = discover(Path(sysfs_root))
     except (ResmgrError, OSError, ValueError) as exc:
         return [*errors, f"(topology): cannot load the machine to check against: {exc}"]
-    from nri_resmgr.policy.registry import load_policy
+    return errors + _policy_errors(config, topology, dirs_valid="policyDirs" not in wrong)
 
-    try:
-        load_policy(config.policy, topology=topology, config=config.policy_config,
-                    plugin_dirs=config.policy_dirs)
-    except ConfigError as exc:
-        message = str(exc)
-        if message.startswith("unknown policy"):
-            message = f"policy: {message}"
-        elif not message.startswith(("policy", "policyConfig")):
-            message = f"policyConfig: {message}"
-        errors.append(message)
-    return errors
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
 
 
 def run(args: argparse.Namespace) -> int:
-    # imported here: the parser of every command is built for `nri-resmgr --help`
-    import yaml
+    from nri_resmgr.documents import DocumentError, load_document
 
     path = Path(args.file)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        print(f"{path}: cannot read: {exc}", file=sys.stderr)
-        return 1
-    try:
-        data = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError as exc:
-        print(f"{path}: not valid YAML or JSON: {exc}", file=sys.stderr)
-        return 1
-    errors = collect_errors(data, topology_source=args.topology, sysfs_root=args.sysfs_root)
-    for err in errors:
-        print(f"{path}: {err}", file=sys.stderr)
-    if errors:
-        print(f"{path}: {len(errors)} error(s)", file=sys.stderr)
+        data = load_document(path)
+    except DocumentError as exc:
+        errors = list(exc.problems)
+    else:
+        errors = collect_errors(data, topology_source=args.topology, sysfs_root=args.sysfs_root)
+    lines = [_one_line(err) for err in errors]
+    for line in lines:
+        print(f"{path}: {line}", file=sys.stderr)
+    if lines:
+        print(f"{path}: {len(lines)} error(s)", file=sys.stderr)
         return 1
     print(f"{path}: valid")
     return 0

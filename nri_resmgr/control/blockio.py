@@ -15,6 +15,9 @@ A block I/O class is a named set of limits from the configuration::
             throttleWriteIOPS: 500
             weight: 200                         # optional per-device weight
 
+Device paths and globs must lie under ``/dev/`` (no ``..``); byte rates are at most
+2**63-1 (the kernel's limits are 64-bit) and IOPS at most 2**32-1, so a configuration that
+names ``/etc/passwd`` or ``99999999999999999999999T`` fails validation, not a write.
 Devices are resolved once, when the controller is built, to `major:minor` numbers
 (`os.stat(...).st_rdev` of block devices; partitions are refused, throttling applies to
 whole disks).  A glob that matches nothing is skipped (a node may lack that kind of disk);
@@ -75,25 +78,33 @@ class CgroupVersion(enum.StrEnum):
     V2 = "v2"
 
 
-_SIZE_RE = re.compile(r"(\d+)\s*(?:([kKmMgGtT])i?)?[bB]?")
+_SIZE_RE = re.compile(r"(\d{1,20})\s*(?:([kKmMgGtT])i?)?[bB]?")
 _SCALE = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+#: the largest throttle in bytes/s: the kernel's limits are 64-bit (and all ones is "max")
+MAX_BPS = (1 << 63) - 1
+#: the largest throttle in I/O operations per second (the kernel keeps them in 32 bits)
+MAX_IOPS = (1 << 32) - 1
+#: where block devices live; a device path or glob elsewhere (/etc/passwd) is refused
+DEVICE_DIR = "/dev/"
 
 
 def parse_size(value: object) -> int:
-    """Bytes from an int or `"50M"` (k, M, G, T binary; optional `i` and `B`)."""
+    """Bytes from an int or `"50M"` (k, M, G, T binary; optional `i` and `B`), at most 2**63-1."""
     if isinstance(value, bool):
         raise ValueError(f"expected a byte count like 50M; found {value!r}")
+    n: int | None = None
     if isinstance(value, int):
-        if value <= 0:
-            raise ValueError(f"expected a positive byte count; found {value}")
-        return value
-    if isinstance(value, str):
+        n = value
+    elif isinstance(value, str):
         m = _SIZE_RE.fullmatch(value.strip())
         if m:
             n = int(m.group(1)) * _SCALE.get((m.group(2) or "").lower(), 1)
-            if n > 0:
-                return n
-    raise ValueError(f"expected a positive byte count like 50M or 1048576; found {value!r}")
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    if n is not None and n > MAX_BPS:
+        raise ValueError(f"expected a byte count of at most {MAX_BPS} (2**63-1); found {shown}")
+    if n is not None and n > 0:
+        return n
+    raise ValueError(f"expected a positive byte count like 50M or 1048576; found {shown}")
 
 
 class _Model(BaseModel):
@@ -109,8 +120,12 @@ class DeviceLimits(_Model):
     weight: int | None = Field(default=None, ge=10, le=1000)
     throttle_read_bps: int | None = Field(default=None, alias="throttleReadBps")
     throttle_write_bps: int | None = Field(default=None, alias="throttleWriteBps")
-    throttle_read_iops: int | None = Field(default=None, alias="throttleReadIOPS", gt=0)
-    throttle_write_iops: int | None = Field(default=None, alias="throttleWriteIOPS", gt=0)
+    throttle_read_iops: int | None = Field(
+        default=None, alias="throttleReadIOPS", gt=0, le=MAX_IOPS
+    )
+    throttle_write_iops: int | None = Field(
+        default=None, alias="throttleWriteIOPS", gt=0, le=MAX_IOPS
+    )
 
     @field_validator("throttle_read_bps", "throttle_write_bps", mode="before")
     @classmethod
@@ -123,14 +138,26 @@ class DeviceLimits(_Model):
         if not value:
             raise ValueError("expected at least one device path or glob")
         for path in value:
-            if not path.startswith("/") or "\x00" in path or "\n" in path:
-                raise ValueError(f"expected an absolute device path or glob; found {path!r}")
+            if not path.startswith(DEVICE_DIR) or "\x00" in path or "\n" in path:
+                raise ValueError(
+                    f"expected a block device path or glob under {DEVICE_DIR}; found {path!r}"
+                )
+            if ".." in path.split("/"):
+                raise ValueError(f"expected a device path without '..'; found {path!r}")
         return value
 
     @model_validator(mode="after")
     def _something(self) -> DeviceLimits:
-        if all(v is None for v in (self.weight, self.throttle_read_bps, self.throttle_write_bps,
-                                   self.throttle_read_iops, self.throttle_write_iops)):
+        if all(
+            v is None
+            for v in (
+                self.weight,
+                self.throttle_read_bps,
+                self.throttle_write_bps,
+                self.throttle_read_iops,
+                self.throttle_write_iops,
+            )
+        ):
             raise ValueError(
                 f"devices {', '.join(self.devices)}: expected a weight or a throttle; found none"
             )
@@ -186,19 +213,24 @@ def resolve_host_device(pattern: str, *, sys_root: str = "/sys") -> list[Device]
         try:
             st = os.stat(path)
         except FileNotFoundError as exc:
-            raise ConfigError(f"block I/O device {path}: expected it to exist; found no such "
-                              "file") from exc
+            raise ConfigError(
+                f"block I/O device {path}: expected it to exist; found no such file"
+            ) from exc
         if not stat.S_ISBLK(st.st_mode):
             if is_glob:
                 continue
-            raise ConfigError(f"block I/O device {path}: expected a block device; found "
-                              f"mode {stat.filemode(st.st_mode)}")
+            raise ConfigError(
+                f"block I/O device {path}: expected a block device; found "
+                f"mode {stat.filemode(st.st_mode)}"
+            )
         major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
         if Path(sys_root, "dev", "block", f"{major}:{minor}", "partition").exists():
             if is_glob:
                 continue
-            raise ConfigError(f"block I/O device {path} ({major}:{minor}): expected a whole "
-                              "disk, throttles and weights apply per disk; found a partition")
+            raise ConfigError(
+                f"block I/O device {path} ({major}:{minor}): expected a whole "
+                "disk, throttles and weights apply per disk; found a partition"
+            )
         found.append(Device(major, minor, path))
     return found
 
@@ -269,18 +301,28 @@ def plan_writes(
         if cls.weight is not None:
             default = f"default {cls.weight}" if weight_file == "io.weight" else str(cls.weight)
             writes.append((weight_file, default))
-        device_file = weight_file if version is CgroupVersion.V2 else (
-            weight_file.replace("weight", "weight_device"))
+        device_file = (
+            weight_file
+            if version is CgroupVersion.V2
+            else (weight_file.replace("weight", "weight_device"))
+        )
         writes.extend((device_file, f"{d.device.number} {d.weight}") for d in weighted)
-    throttled = [d for d in cls.devices
-                 if any(v is not None for v in (d.read_bps, d.write_bps, d.read_iops,
-                                                d.write_iops))]
+    throttled = [
+        d
+        for d in cls.devices
+        if any(v is not None for v in (d.read_bps, d.write_bps, d.read_iops, d.write_iops))
+    ]
     if version is CgroupVersion.V2:
         for d in throttled:
             fields = " ".join(
                 f"{key}={'max' if value is None else value}"
-                for key, value in (("rbps", d.read_bps), ("wbps", d.write_bps),
-                                   ("riops", d.read_iops), ("wiops", d.write_iops)))
+                for key, value in (
+                    ("rbps", d.read_bps),
+                    ("wbps", d.write_bps),
+                    ("riops", d.read_iops),
+                    ("wiops", d.write_iops),
+                )
+            )
             writes.append(("io.max", f"{d.device.number} {fields}"))
     else:
         for attr, filename in V1_THROTTLE_FILES:
@@ -298,23 +340,26 @@ def cgroup_relpath(cgroups_path: str) -> tuple[str, ...]:
     if len(parts) == 3 and not cgroups_path.startswith("/"):
         slice_name, prefix, name = parts
         if not slice_name.endswith(".slice") or "/" in cgroups_path:
-            raise ResmgrError(
-                f"cgroups path {cgroups_path!r}: expected SLICE.slice:PREFIX:NAME")
+            raise ResmgrError(f"cgroups path {cgroups_path!r}: expected SLICE.slice:PREFIX:NAME")
         comps: list[str] = []
         if slice_name != "-.slice":
             stem = slice_name[: -len(".slice")]
             words = stem.split("-")
             if any(not w for w in words):
-                raise ResmgrError(f"cgroups path {cgroups_path!r}: expected a slice name "
-                                  "without empty dash-separated words")
+                raise ResmgrError(
+                    f"cgroups path {cgroups_path!r}: expected a slice name "
+                    "without empty dash-separated words"
+                )
             comps = ["-".join(words[: i + 1]) + ".slice" for i in range(len(words))]
-        leaf = name if name.endswith(".slice") else (
-            f"{prefix}-{name}.scope" if prefix else f"{name}.scope")
+        leaf = (
+            name
+            if name.endswith(".slice")
+            else (f"{prefix}-{name}.scope" if prefix else f"{name}.scope")
+        )
         return (*comps, leaf)
     comps = [c for c in cgroups_path.split("/") if c]
     if not comps or any(c in (".", "..") for c in comps):
-        raise ResmgrError(
-            f"cgroups path {cgroups_path!r}: expected a path below the cgroup root")
+        raise ResmgrError(f"cgroups path {cgroups_path!r}: expected a path below the cgroup root")
     return tuple(comps)
 
 
@@ -332,7 +377,8 @@ def detect_version(root: Path) -> tuple[CgroupVersion, Path]:
         return CgroupVersion.V1, root / "blkio"
     raise ResmgrError(
         f"cgroup root {root}: expected a cgroup v2 mount (cgroup.controllers) or a v1 blkio "
-        "hierarchy (blkio.* files or a blkio/ directory); found neither")
+        "hierarchy (blkio.* files or a blkio/ directory); found neither"
+    )
 
 
 def _write_one(path: Path, content: str) -> None:
@@ -344,8 +390,9 @@ def _write_one(path: Path, content: str) -> None:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise ResmgrError(f"{path}: expected the kernel to accept {content!r}; found {exc}") \
-            from exc
+        raise ResmgrError(
+            f"{path}: expected the kernel to accept {content!r}; found {exc}"
+        ) from exc
 
 
 class BlockIOController:
@@ -394,13 +441,13 @@ class BlockIOController:
         cls = self.classes.get(class_name)
         if cls is None:
             known = ", ".join(sorted(self.classes)) or "(none configured)"
-            raise ResmgrError(
-                f"block I/O class {class_name!r}: expected one of {known}")
+            raise ResmgrError(f"block I/O class {class_name!r}: expected one of {known}")
         directory = self.cgroup_dir(cgroups_path)
         if not self.dry_run and not directory.is_dir():
             raise ResmgrError(
                 f"cgroup {directory} ({cgroups_path}): expected the runtime to have created "
-                "it; found no such directory")
+                "it; found no such directory"
+            )
         planned = plan_writes(cls, self.version, weight_file=self._weight_file(directory))
         writes = [(safe_join(directory, name), content) for name, content in planned]
         if not self.dry_run:

@@ -77,8 +77,9 @@ def parse_cpu_quantity(text: str, *, what: str) -> int:
     """A Kubernetes CPU quantity (``750m``, ``2``, ``0.5``) in millicores."""
     s = text.strip()
     try:
+        # float("1e400") is inf, which round() cannot convert: not a quantity either
         milli = int(s[:-1], 10) if s.endswith("m") else round(float(s) * 1000)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise ConfigError(
             f"{what}: {text!r} is not a CPU quantity; expected e.g. 750m, 2 or 1.5"
         ) from exc
@@ -98,6 +99,8 @@ class CPUAmount:
 def parse_cpu_amount(text: str | int | float, *, what: str) -> CPUAmount:
     """``cpuset:0-1`` (an explicit set) or a quantity such as ``750m``."""
     if isinstance(text, int | float):
+        if not math.isfinite(text):
+            raise ConfigError(f"{what}: {text!r} is not a CPU quantity; expected a finite number")
         return CPUAmount(milli=round(text * 1000))
     s = text.strip()
     if s.startswith("cpuset:"):

@@ -43,10 +43,11 @@ rule that applies:
 memory (DRAM caching PMEM in 2LM, HBM caching DRAM), not what the node itself is.
 
 Network devices.  Every ``sys/class/net/<name>`` with a ``device`` link is a physical
-device; ``device/numa_node`` (``-1`` means unknown) and the link's target (the PCI
-address) are recorded.  Only when ``root`` is ``/`` the link names come from netlink
-(pyroute2, so that the daemon sees the devices of its own network namespace); snapshot
-roots never touch the host.
+device; ``device/numa_node`` (``-1`` means unknown) and the PCI address are recorded: the
+nearest PCI function at or above the device (a virtio NIC's device is ``virtio0``, whose
+parent is the PCI function; its name is not an address).  Only when ``root`` is ``/``
+the link names come from netlink (pyroute2, so that the daemon sees the devices of its
+own network namespace); snapshot roots never touch the host.
 
 Missing files degrade to defaults; a file that is present but malformed raises
 `DiscoveryError` naming the file, what was expected and what was found.
@@ -70,6 +71,8 @@ _CPU_DIR = re.compile(r"cpu(\d+)")
 _NODE_DIR = re.compile(r"node(\d+)")
 _HUGEPAGES_DIR = re.compile(r"hugepages-(\d+)kB")
 _MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s*kB\s*$", re.MULTILINE)
+#: a PCI function: domain:bus:device.function (the domain may be wider than four digits)
+_PCI_ADDRESS = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
 
 class DiscoveryError(TopologyError):
@@ -204,7 +207,9 @@ def _discover_cpus(
     for cid, cdir in dirs.items():
         node = _cpu_node(cdir) if numa else default_node
         raw[cid] = _read_cpu(
-            cid, cdir, online_list=online_list,
+            cid,
+            cdir,
+            online_list=online_list,
             node=node if node is not None else node_of.get(cid, default_node),
         )
 
@@ -232,8 +237,10 @@ def _discover_cpus(
     cpus: dict[int, CPU] = {}
     for cid, r in raw.items():
         core_type = (
-            CoreType.PERFORMANCE if cid in p_cores
-            else CoreType.EFFICIENT if cid in e_cores
+            CoreType.PERFORMANCE
+            if cid in p_cores
+            else CoreType.EFFICIENT
+            if cid in e_cores
             else CoreType.NONE
         )
         cpus[cid] = CPU(
@@ -362,9 +369,7 @@ def _netlink_names() -> list[str] | None:
         return None
     try:
         with IPRoute() as ipr:
-            return sorted(
-                str(link.get_attr("IFLA_IFNAME")) for link in ipr.get_links()
-            )
+            return sorted(str(link.get_attr("IFLA_IFNAME")) for link in ipr.get_links())
     except Exception:  # netlink unavailable (seccomp, no CAP): fall back to sysfs
         return None
 
@@ -382,14 +387,33 @@ def _discover_netdevs(sys_dir: Path, *, use_netlink: bool) -> tuple[NetDevice, .
         dev = net / name / "device"
         if not os.path.lexists(dev):
             continue  # virtual device (lo, bridges, veths)
+        pci_dir = _pci_function(dev)
         node = _read_int(dev / "numa_node")
-        try:
-            pci = os.path.basename(os.readlink(dev))
-        except OSError:
-            pci = ""
-        out.append(NetDevice(name=name, node_id=node if node is not None and node >= 0 else None,
-                             pci_address=pci))
+        if node is None and pci_dir is not None:
+            node = _read_int(pci_dir / "numa_node")
+        out.append(
+            NetDevice(
+                name=name,
+                node_id=node if node is not None and node >= 0 else None,
+                pci_address=pci_dir.name if pci_dir is not None else "",
+            )
+        )
     return tuple(out)
+
+
+def _pci_function(dev: Path) -> Path | None:
+    """The PCI function a network device's ``device`` link leads to or sits below.
+
+    A NIC's ``device`` is its PCI function (``.../0000:3b:00.0``); a virtio NIC's is the
+    virtio device (``.../0000:00:03.0/virtio0``), a child of the PCI function, so the
+    nearest ancestor named like a PCI address is the one.  None for a device on no PCI
+    bus, or a link that does not resolve.
+    """
+    real = Path(os.path.realpath(dev))
+    for candidate in (real, *real.parents):
+        if _PCI_ADDRESS.fullmatch(candidate.name):
+            return candidate
+    return None
 
 
 # ---- entry point ---------------------------------------------------------------------
@@ -416,14 +440,18 @@ def discover(root: Path | str = "/", *, netlink: bool | None = None) -> Topology
         for c in _read_set(ndir / "cpulist") or IDSet():
             node_of.setdefault(c, nid)
     default_node = min(node_dirs) if node_dirs else 0
-    cpus = _discover_cpus(
-        sys_dir, node_of=node_of, default_node=default_node, numa=bool(node_dirs)
-    )
+    cpus = _discover_cpus(sys_dir, node_of=node_of, default_node=default_node, numa=bool(node_dirs))
 
     if not node_dirs:
         nodes = {
-            0: NumaNode(id=0, cpus=IDSet(cpus), memory_bytes=0, kind=MemoryKind.DRAM,
-                        distances=(), hugepages={})
+            0: NumaNode(
+                id=0,
+                cpus=IDSet(cpus),
+                memory_bytes=0,
+                kind=MemoryKind.DRAM,
+                distances=(),
+                hugepages={},
+            )
         }
     else:
         memory = {n: _meminfo_total(d / "meminfo") for n, d in node_dirs.items()}

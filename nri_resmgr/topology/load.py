@@ -13,18 +13,18 @@ Theory of operation: `load_topology(source)` looks at `source` and picks one way
 * an existing ``.yaml``, ``.yml`` or ``.json`` file holds a spec mapping;
 * a bare name like ``two-socket`` names a shipped machine,
   ``nri_resmgr/topology/machines/<name>.yaml`` (package data; ``examples/topologies`` in
-  the source tree points there);
+  the source tree points there); the topology's ``source`` is then that name;
 * any other string is an inline spec, either a YAML flow mapping
   (``{packages: 2, nodes: 2}``) or ``key=value`` pairs (``packages=2,nodes=2,cores=4``;
   CPU lists may contain commas: ``isolated=2-3,8,cores=4`` works).
 
-Errors are `LoadError` (a `TopologyError`) naming the source, what was expected and what
-was found; spec errors are `synthetic.SpecError`.
+Spec files and inline specs are parsed through `nri_resmgr.documents` (a regular file of
+bounded size, depth and numbers).  Errors are `LoadError` (a `TopologyError`) naming the
+source, what was expected and what was found; spec errors are `synthetic.SpecError`.
 """
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import tarfile
@@ -33,8 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from nri_resmgr.documents import DocumentError, load_document, parse_document
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.model import Topology, TopologyError
 from nri_resmgr.topology.synthetic import build_topology, parse_spec
@@ -47,6 +46,7 @@ __all__ = [
     "extract_archive",
     "load_topology",
     "parse_inline_spec",
+    "path_kind",
 ]
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.xz", ".txz", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2")
@@ -191,10 +191,10 @@ def parse_inline_spec(text: str) -> dict[str, Any]:
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
-            data = yaml.safe_load(stripped)
-        except yaml.YAMLError as exc:
+            data = parse_document(stripped, source="inline topology spec")
+        except DocumentError as exc:
             raise LoadError(
-                f"inline topology spec {text!r}: expected a YAML mapping: {exc}"
+                f"inline topology spec {text!r}: expected a YAML mapping: {'; '.join(exc.problems)}"
             ) from exc
         if not isinstance(data, dict):
             raise LoadError(f"inline topology spec {text!r}: expected a mapping, found {data!r}")
@@ -222,21 +222,31 @@ def parse_inline_spec(text: str) -> dict[str, Any]:
     return out
 
 
-def _load_spec_file(path: Path) -> Topology:
+def _load_spec_file(path: Path, *, name: str | None = None) -> Topology:
+    """A spec file, read through `nri_resmgr.documents` (bounded); `name` is its source."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise LoadError(f"{path}: cannot read the topology spec: {exc}") from exc
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise LoadError(f"{path}: expected a {path.suffix[1:].upper()} mapping: {exc}") from exc
+        data = load_document(path)
+    except DocumentError as exc:
+        raise LoadError(
+            f"{path}: expected a {path.suffix[1:].upper()} mapping: {'; '.join(exc.problems)}"
+        ) from exc
     if not isinstance(data, dict):
         raise LoadError(f"{path}: expected a mapping of spec fields, found {type(data).__name__}")
-    return build_topology(parse_spec(data, origin=str(path)), source=str(path))
+    return build_topology(parse_spec(data, origin=str(path)), source=name or str(path))
 
 
 # ---- entry point ---------------------------------------------------------------------
+
+
+def path_kind(path: Path) -> str | None:
+    """``"dir"``, ``"file"`` or None: what `path` is, None also when it cannot be a path
+    (a name longer than the system allows, say: a long inline spec is not a path)."""
+    try:
+        if path.is_dir():
+            return "dir"
+        return "file" if path.is_file() else None
+    except OSError:
+        return None
 
 
 def load_topology(source: str | Path | Mapping[str, Any] | Topology) -> Topology:
@@ -249,9 +259,10 @@ def load_topology(source: str | Path | Mapping[str, Any] | Topology) -> Topology
     if not text.strip():
         raise LoadError("topology source: expected a path or a spec, found an empty string")
     path = Path(text).expanduser()
-    if path.is_dir():
+    kind = path_kind(path)
+    if kind == "dir":
         return discover(_sysfs_root(path, origin=text))
-    if path.is_file():
+    if kind == "file":
         name = path.name.lower()
         if name.endswith(ARCHIVE_SUFFIXES):
             return _load_archive(path)
@@ -263,11 +274,12 @@ def load_topology(source: str | Path | Mapping[str, Any] | Topology) -> Topology
         )
     if isinstance(source, str) and ("=" in text or text.lstrip().startswith("{")):
         spec = parse_inline_spec(text)
-        return build_topology(parse_spec(spec, origin=f"inline spec {text!r}"),
-                              source=f"spec:{text}")
+        return build_topology(
+            parse_spec(spec, origin=f"inline spec {text!r}"), source=f"spec:{text}"
+        )
     example = EXAMPLES_DIR / f"{text}.yaml"
-    if "/" not in text and example.is_file():
-        return _load_spec_file(example)
+    if "/" not in text and path_kind(example) == "file":
+        return _load_spec_file(example, name=text)
     raise LoadError(
         f"topology source {text!r}: expected a sysfs directory, an archive, a spec file, an "
         f"example name or an inline spec like 'packages=2,cores=4', found no such file"

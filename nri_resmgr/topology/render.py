@@ -104,8 +104,7 @@ def to_dict(topo: Topology) -> dict[str, Any]:
         "numa_nodes": numa_nodes,
         "l3_caches": l3_caches,
         "netdevs": [
-            {"name": d.name, "node": d.node_id, "pci_address": d.pci_address}
-            for d in topo.netdevs
+            {"name": d.name, "node": d.node_id, "pci_address": d.pci_address} for d in topo.netdevs
         ],
         "package_tree": package_tree,
     }
@@ -144,16 +143,20 @@ def _node_label(topo: Topology, node: int) -> str:
     return f"node {node} ({', '.join(parts)})"
 
 
+def summarize(topo: Topology) -> str:
+    """``2 package(s), 2 die(s), 4 node(s), 8 core(s), 16 thread(s)``."""
+    return (
+        f"{len(topo.package_ids())} package(s), {len(topo.die_ids())} die(s), "
+        f"{len(topo.nodes)} node(s), {len(topo.core_ids())} core(s), "
+        f"{len(topo.online_cpus())} thread(s)"
+    )
+
+
 def render_tree(topo: Topology) -> str:
     """The topology as an indented tree, one line per element."""
     tree = _Tree()
     all_cpus = list(topo.cpus.values())
-    summary = (
-        f"machine{f' {topo.source}' if topo.source else ''}: {len(topo.package_ids())} "
-        f"package(s), {len(topo.die_ids())} die(s), {len(topo.nodes)} node(s), "
-        f"{len(topo.core_ids())} core(s), {len(topo.online_cpus())} thread(s)"
-    )
-    tree.lines.append(summary)
+    tree.lines.append(f"machine{f' {topo.source}' if topo.source else ''}: {summarize(topo)}")
     extras = []
     if topo.isolated_cpus():
         extras.append(f"isolated {topo.isolated_cpus()}")
@@ -205,7 +208,8 @@ def render_tree(topo: Topology) -> str:
                     clast = ci == len(children) - 1
                     if ckind == "mem":
                         tree.add(
-                            n_prefix, clast,
+                            n_prefix,
+                            clast,
                             f"memory {_node_label(topo, citem)}, distance "
                             f"{topo.distance(node, citem)}",
                         )
@@ -228,6 +232,7 @@ def _render_l3(
         ctype = threads[0].core_type
         tag = {CoreType.PERFORMANCE: " [P]", CoreType.EFFICIENT: " [E]"}.get(ctype, "")
         tree.add(
-            l_prefix, i == len(cores) - 1,
+            l_prefix,
+            i == len(cores) - 1,
             f"core {core}{tag}: " + ", ".join(_thread(t) for t in threads),
         )

@@ -103,8 +103,22 @@ def test_examples_are_short(example: str) -> None:
 # -- the guide ---------------------------------------------------------------------------
 
 
+def guide_file(name: str) -> str:
+    """The guide's block for examples/plugins/NAME, checked to be that file verbatim."""
+    code = guide_block(f"file examples/plugins/{name}")
+    assert code == (EXAMPLES / name).read_text(encoding="utf-8"), (
+        f"{GUIDE}: the block shown for examples/plugins/{name} differs from the file"
+    )
+    return code
+
+
+@pytest.mark.parametrize("name", ["pin.py", "test_pin.py"])
+def test_the_guide_shows_the_example_files_verbatim(name: str) -> None:
+    guide_file(name)
+
+
 def test_ten_line_plugin_from_the_guide(workdir: Path) -> None:
-    code = guide_block("ten-line-plugin")
+    code = guide_file("pin.py")
     assert len(code.splitlines()) <= 10
     script = workdir / "pin.py"
     script.write_text(code, encoding="utf-8")
@@ -128,14 +142,20 @@ def test_ten_line_plugin_from_the_guide(workdir: Path) -> None:
     run(body)
 
 
-def test_fake_runtime_example_from_the_guide() -> None:
-    plugin_code = guide_block("ten-line-plugin").replace("raise SystemExit", "# ")
-    namespace: dict[str, object] = {}
-    exec(compile(plugin_code, "ten-line-plugin", "exec"), namespace)
-    exec(compile(guide_block("fake-runtime-example"), "fake-runtime-example", "exec"), namespace)
-    test = namespace["test_pins"]
-    assert callable(test)
-    run(test)
+def test_the_guides_test_runs_under_pytest_as_written(workdir: Path) -> None:
+    """pin.py and test_pin.py copied from the guide, then the guide's pytest command."""
+    (workdir / "pin.py").write_text(guide_file("pin.py"), encoding="utf-8")
+    (workdir / "test_pin.py").write_text(guide_file("test_pin.py"), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_pin.py"],
+        cwd=workdir,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
 
 
 # -- logger ------------------------------------------------------------------------------

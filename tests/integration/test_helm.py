@@ -27,8 +27,16 @@ def helm() -> str:
 
 
 def render(helm: str, values: Path | None = None, *sets: str) -> list[dict[str, Any]]:
-    args = [helm, "template", "t", str(CHART), "--namespace", "kube-system",
-            "--kube-version", KUBE_VERSION]
+    args = [
+        helm,
+        "template",
+        "t",
+        str(CHART),
+        "--namespace",
+        "kube-system",
+        "--kube-version",
+        KUBE_VERSION,
+    ]
     if values is not None:
         args += ["-f", str(values)]
     for s in sets:
@@ -55,18 +63,40 @@ def values_files() -> Iterator[Path]:
     return iter(sorted(VALUES.glob("*.yaml")))
 
 
+def test_default_render_and_lint_need_no_flags(helm: str) -> None:
+    """`helm template charts/nri-resmgr` as a user first runs it: no --kube-version."""
+    lint = subprocess.run([helm, "lint", str(CHART)], capture_output=True, text=True, timeout=120)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    out = subprocess.run(
+        [helm, "template", "t", str(CHART)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    assert daemonset(docs)["metadata"]["name"] == "t-nri-resmgr"
+
+
 @pytest.mark.parametrize("values", list(values_files()), ids=lambda p: p.stem)
 def test_lint_render_and_validate_against_kubernetes_schemas(helm: str, values: Path) -> None:
     import kubernetes_validate
 
-    lint = subprocess.run([helm, "lint", str(CHART), "-f", str(values)],
-                          capture_output=True, text=True, timeout=120)
+    lint = subprocess.run(
+        [helm, "lint", str(CHART), "-f", str(values)], capture_output=True, text=True, timeout=120
+    )
     assert lint.returncode == 0, lint.stdout + lint.stderr
     docs = render(helm, values)
     kinds = sorted(d["kind"] for d in docs)
     # the second Role/RoleBinding: the uninstall reset reads its DaemonSet (test_reset_helm)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Role",
-                     "Role", "RoleBinding", "RoleBinding", "ServiceAccount"]
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "DaemonSet",
+        "Role",
+        "Role",
+        "RoleBinding",
+        "RoleBinding",
+        "ServiceAccount",
+    ]
     for doc in docs:
         kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
 
@@ -132,7 +162,8 @@ def test_enable_nri_init_container_for_crio(helm: str) -> None:
     assert c["ports"][0]["containerPort"] == 9100
     assert "--plugin-index=45" in c["args"]
     assert "prometheus.io/scrape" not in daemonset(docs)["spec"]["template"]["metadata"].get(
-        "annotations", {})
+        "annotations", {}
+    )
 
 
 @pytest.mark.parametrize(
@@ -146,9 +177,19 @@ def test_enable_nri_init_container_for_crio(helm: str) -> None:
 )
 def test_schema_rejects_bad_values(helm: str, setting: str, message: str) -> None:
     out = subprocess.run(
-        [helm, "template", "t", str(CHART), "--kube-version", KUBE_VERSION, "--set-string"
-         if setting.startswith(("pluginIndex", "nri.")) else "--set", setting],
-        capture_output=True, text=True, timeout=120,
+        [
+            helm,
+            "template",
+            "t",
+            str(CHART),
+            "--kube-version",
+            KUBE_VERSION,
+            "--set-string" if setting.startswith(("pluginIndex", "nri.")) else "--set",
+            setting,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode != 0
     assert message in out.stderr

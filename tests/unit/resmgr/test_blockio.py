@@ -22,8 +22,10 @@ from nri_resmgr.control.names import PathEscapeError
 from nri_resmgr.model import ConfigError, ResmgrError
 
 SYSTEMD = "kubepods-besteffort-pod0f3b4c1e_1111.slice:cri-containerd:abc123"
-SYSTEMD_DIR = ("kubepods.slice/kubepods-besteffort.slice/"
-               "kubepods-besteffort-pod0f3b4c1e_1111.slice/cri-containerd-abc123.scope")
+SYSTEMD_DIR = (
+    "kubepods.slice/kubepods-besteffort.slice/"
+    "kubepods-besteffort-pod0f3b4c1e_1111.slice/cri-containerd-abc123.scope"
+)
 PLAIN = "/kubepods/besteffort/pod0f3b4c1e-1111/abc123"
 
 DEVICES = {
@@ -45,8 +47,11 @@ CONFIG: dict[str, Any] = {
         "slowdisk": {
             "weight": 100,
             "devices": [
-                {"devices": ["/dev/sd*", "/dev/nvme*n1"], "throttleReadBps": "50M",
-                 "throttleWriteIOPS": 500},
+                {
+                    "devices": ["/dev/sd*", "/dev/nvme*n1"],
+                    "throttleReadBps": "50M",
+                    "throttleWriteIOPS": 500,
+                },
                 {"devices": ["/dev/vda"], "throttleWriteBps": 1048576, "weight": 200},
                 {"devices": ["/dev/sda"], "throttleReadIOPS": 1000},
             ],
@@ -82,9 +87,15 @@ V1_EXPECTED = [
     ("blkio.throttle.write_iops_device", "252:0 0"),
 ]
 V2_FILES = ("io.weight", "io.max", "cgroup.procs")
-V1_FILES = ("blkio.bfq.weight", "blkio.bfq.weight_device", "blkio.throttle.read_bps_device",
-            "blkio.throttle.write_bps_device", "blkio.throttle.read_iops_device",
-            "blkio.throttle.write_iops_device", "tasks")
+V1_FILES = (
+    "blkio.bfq.weight",
+    "blkio.bfq.weight_device",
+    "blkio.throttle.read_bps_device",
+    "blkio.throttle.write_bps_device",
+    "blkio.throttle.read_iops_device",
+    "blkio.throttle.write_iops_device",
+    "tasks",
+)
 
 
 def make_v2(root: Path, rel: str, files: Sequence[str] = V2_FILES) -> Path:
@@ -110,18 +121,20 @@ def make_v1(top: Path, rel: str, files: Sequence[str] = V1_FILES) -> Path:
 
 
 def ctl(root: Path, **kw: Any) -> BlockIOController:
-    return BlockIOController(root, BlockIOConfig.model_validate(CONFIG),
-                             resolve_device=fake_resolver, **kw)
+    return BlockIOController(
+        root, BlockIOConfig.model_validate(CONFIG), resolve_device=fake_resolver, **kw
+    )
 
 
 def listing(top: Path) -> dict[str, str]:
-    return {str(p.relative_to(top)): p.read_text() for p in sorted(top.rglob("*"))
-            if p.is_file()}
+    return {str(p.relative_to(top)): p.read_text() for p in sorted(top.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize(("cgroups_path", "rel"), [(SYSTEMD, SYSTEMD_DIR),
-                                                   (PLAIN, PLAIN.lstrip("/"))],
-                         ids=["systemd", "plain"])
+@pytest.mark.parametrize(
+    ("cgroups_path", "rel"),
+    [(SYSTEMD, SYSTEMD_DIR), (PLAIN, PLAIN.lstrip("/"))],
+    ids=["systemd", "plain"],
+)
 def test_v2_exact_writes_and_files(tmp_path: Path, cgroups_path: str, rel: str) -> None:
     d = make_v2(tmp_path, rel)
     c = ctl(tmp_path)
@@ -129,9 +142,11 @@ def test_v2_exact_writes_and_files(tmp_path: Path, cgroups_path: str, rel: str) 
     writes = c.apply(cgroups_path, "slowdisk")
     assert [(p.relative_to(d.resolve()).as_posix(), v) for p, v in writes] == V2_EXPECTED
     # a regular file keeps the last write; the kernel would keep one rule per device
-    assert listing(d) == {"io.weight": "252:0 200",
-                          "io.max": "252:0 rbps=max wbps=1048576 riops=max wiops=max",
-                          "cgroup.procs": ""}
+    assert listing(d) == {
+        "io.weight": "252:0 200",
+        "io.max": "252:0 rbps=max wbps=1048576 riops=max wiops=max",
+        "cgroup.procs": "",
+    }
 
 
 def test_v1_exact_writes_through_parent_root(tmp_path: Path) -> None:
@@ -165,19 +180,29 @@ def test_weight_without_weight_file_is_refused(tmp_path: Path, version: CgroupVe
     before = listing(tmp_path)
     with pytest.raises(ResmgrError) as info:
         ctl(tmp_path, version=version).apply("pod", "weighted")
-    files = "io.weight or io.bfq.weight" if version is CgroupVersion.V2 else (
-        "blkio.weight or blkio.bfq.weight")
+    files = (
+        "io.weight or io.bfq.weight"
+        if version is CgroupVersion.V2
+        else ("blkio.weight or blkio.bfq.weight")
+    )
     assert str(info.value) == (
         f"block I/O class weighted: expected a weight file ({files}; the io controller "
-        "with iocost or the BFQ scheduler); found neither")
+        "with iocost or the BFQ scheduler); found neither"
+    )
     assert listing(tmp_path) == before
 
 
 def test_throttle_only_class_on_v1_without_weight_files(tmp_path: Path) -> None:
-    d = make_v1(tmp_path, "pod", files=("blkio.throttle.read_bps_device",
-                                        "blkio.throttle.write_bps_device",
-                                        "blkio.throttle.read_iops_device",
-                                        "blkio.throttle.write_iops_device"))
+    d = make_v1(
+        tmp_path,
+        "pod",
+        files=(
+            "blkio.throttle.read_bps_device",
+            "blkio.throttle.write_bps_device",
+            "blkio.throttle.read_iops_device",
+            "blkio.throttle.write_iops_device",
+        ),
+    )
     writes = ctl(tmp_path).apply("/pod", "throttleonly")
     assert [(p.name, v) for p, v in writes] == [
         ("blkio.throttle.read_bps_device", "252:0 1073741824"),
@@ -193,15 +218,19 @@ def test_dry_run_writes_nothing_and_needs_no_cgroup(tmp_path: Path) -> None:
     before = listing(tmp_path)
     writes = ctl(tmp_path, dry_run=True).apply(SYSTEMD, "slowdisk")
     assert [(p.relative_to(tmp_path.resolve()).as_posix(), v) for p, v in writes] == [
-        (f"{SYSTEMD_DIR}/{name}", v) for name, v in V2_EXPECTED]
+        (f"{SYSTEMD_DIR}/{name}", v) for name, v in V2_EXPECTED
+    ]
     assert listing(tmp_path) == before
     assert not (tmp_path / "kubepods.slice").exists()
 
 
 def test_missing_cgroup_is_reported(tmp_path: Path) -> None:
     (tmp_path / "cgroup.controllers").write_text("io\n")
-    with pytest.raises(ResmgrError, match=r"cri-containerd-abc123\.scope \(kubepods-besteffort-"
-                       r".*\): expected the runtime to have created it; found no such directory"):
+    with pytest.raises(
+        ResmgrError,
+        match=r"cri-containerd-abc123\.scope \(kubepods-besteffort-"
+        r".*\): expected the runtime to have created it; found no such directory",
+    ):
         ctl(tmp_path).apply(SYSTEMD, "slowdisk")
 
 
@@ -210,15 +239,18 @@ def test_unknown_class(tmp_path: Path) -> None:
     with pytest.raises(ResmgrError) as info:
         ctl(tmp_path).apply("pod", "fast")
     assert str(info.value) == (
-        "block I/O class 'fast': expected one of slowdisk, throttleonly, weighted")
+        "block I/O class 'fast': expected one of slowdisk, throttleonly, weighted"
+    )
 
 
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
         (SYSTEMD, tuple(SYSTEMD_DIR.split("/"))),
-        ("kubepods-pod12_34.slice:crio:ff", ("kubepods.slice", "kubepods-pod12_34.slice",
-                                             "crio-ff.scope")),
+        (
+            "kubepods-pod12_34.slice:crio:ff",
+            ("kubepods.slice", "kubepods-pod12_34.slice", "crio-ff.scope"),
+        ),
         ("-.slice:docker:x", ("docker-x.scope",)),
         ("system.slice:containerd:abc", ("system.slice", "containerd-abc.scope")),
         ("/a/b/c", ("a", "b", "c")),
@@ -231,8 +263,17 @@ def test_cgroup_relpath(path: str, expected: tuple[str, ...]) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["../../etc", "/a/../../etc", "", "/", "a\x00b", "a\nb", "kube--x.slice:p:n",
-     "kube.slice:p:../../x", "notaslice:p:n"],
+    [
+        "../../etc",
+        "/a/../../etc",
+        "",
+        "/",
+        "a\x00b",
+        "a\nb",
+        "kube--x.slice:p:n",
+        "kube.slice:p:../../x",
+        "notaslice:p:n",
+    ],
 )
 def test_hostile_cgroup_paths_refused(tmp_path: Path, path: str) -> None:
     make_v2(tmp_path / "cg", "pod")
@@ -260,18 +301,66 @@ def test_symlink_out_of_root_refused(tmp_path: Path) -> None:
         ({"c": {"weight": 5}}, "greater than or equal to 10"),
         ({"c": {"weight": 1001}}, "less than or equal to 1000"),
         ({"c": {"devices": [{"devices": ["/dev/sda"]}]}}, "expected a weight or a throttle"),
-        ({"c": {"devices": [{"devices": ["sda"], "weight": 10}]}},
-         "expected an absolute device path or glob; found 'sda'"),
+        (
+            {"c": {"devices": [{"devices": ["sda"], "weight": 10}]}},
+            "expected a block device path or glob under /dev/; found 'sda'",
+        ),
+        (
+            {"c": {"devices": [{"devices": ["/etc/passwd"], "weight": 10}]}},
+            "expected a block device path or glob under /dev/; found '/etc/passwd'",
+        ),
+        (
+            {"c": {"devices": [{"devices": ["/dev/../etc/passwd"], "weight": 10}]}},
+            "expected a device path without '..'",
+        ),
+        (
+            {
+                "c": {
+                    "devices": [
+                        {"devices": ["/dev/sda"], "throttleReadBps": "99999999999999999999999T"}
+                    ]
+                }
+            },
+            "expected a positive byte count like 50M",
+        ),
+        (
+            {"c": {"devices": [{"devices": ["/dev/sda"], "throttleReadBps": "9999999999T"}]}},
+            "expected a byte count of at most 9223372036854775807",
+        ),
+        (
+            {"c": {"devices": [{"devices": ["/dev/sda"], "throttleWriteBps": 1 << 63}]}},
+            "expected a byte count of at most 9223372036854775807",
+        ),
+        (
+            {"c": {"devices": [{"devices": ["/dev/sda"], "throttleReadIOPS": 1 << 32}]}},
+            "less than or equal to 4294967295",
+        ),
         ({"c": {"devices": [{"devices": [], "weight": 10}]}}, "expected at least one device"),
-        ({"c": {"devices": [{"devices": ["/dev/sda"], "throttleReadBps": "fast"}]}},
-         "expected a positive byte count like 50M"),
-        ({"c": {"devices": [{"devices": ["/dev/sda"], "throttleReadIOPS": 0}]}},
-         "greater than 0"),
+        (
+            {"c": {"devices": [{"devices": ["/dev/sda"], "throttleReadBps": "fast"}]}},
+            "expected a positive byte count like 50M",
+        ),
+        ({"c": {"devices": [{"devices": ["/dev/sda"], "throttleReadIOPS": 0}]}}, "greater than 0"),
         ({"../x": {"weight": 10}}, "control.blockio.classes.../x: expected 1-64"),
         ({"c": {"wieght": 10}}, "Extra inputs are not permitted"),
     ],
-    ids=["weight-low", "weight-high", "empty-limits", "relative-path", "no-devices",
-         "bad-size", "zero-iops", "hostile-name", "typo"],
+    ids=[
+        "weight-low",
+        "weight-high",
+        "empty-limits",
+        "relative-path",
+        "not-under-dev",
+        "dotdot",
+        "rate-23-digits",
+        "rate-above-2**63",
+        "int-rate-above-2**63",
+        "iops-above-2**32",
+        "no-devices",
+        "bad-size",
+        "zero-iops",
+        "hostile-name",
+        "typo",
+    ],
 )
 def test_config_errors(classes: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ValueError) as info:
@@ -282,13 +371,16 @@ def test_config_errors(classes: dict[str, Any], fragment: str) -> None:
 def test_unknown_device_path_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "cgroup.controllers").write_text("")
     config = BlockIOConfig.model_validate(
-        {"classes": {"c": {"devices": [{"devices": ["/dev/nosuch"], "weight": 10}]}}})
+        {"classes": {"c": {"devices": [{"devices": ["/dev/nosuch"], "weight": 10}]}}}
+    )
     with pytest.raises(ConfigError, match=r"^block I/O device /dev/nosuch: expected it to exist"):
         BlockIOController(tmp_path, config, resolve_device=fake_resolver)
 
 
-@pytest.mark.parametrize(("text", "value"), [("50M", 52428800), ("1Gi", 1 << 30), ("10k", 10240),
-                                             ("512", 512), ("2MiB", 2 << 20), (7, 7)])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("50M", 52428800), ("1Gi", 1 << 30), ("10k", 10240), ("512", 512), ("2MiB", 2 << 20), (7, 7)],
+)
 def test_parse_size(text: object, value: int) -> None:
     assert parse_size(text) == value
 

@@ -32,15 +32,43 @@ ALL = {
 @pytest.mark.parametrize(
     ("present", "group", "file", "configure", "policy", "source"),
     [
-        pytest.param(list(ALL), "gpu", True, "policy: x", "none",
-                     "ConfigMap kube-system/nri-resmgr-config.node.w1", id="node-wins"),
-        pytest.param(list(ALL)[1:], "gpu", True, "", "static",
-                     "ConfigMap kube-system/nri-resmgr-config.group.gpu", id="group-next"),
-        pytest.param(list(ALL)[1:], None, True, "", "topology-aware",
-                     "ConfigMap kube-system/nri-resmgr-config.default", id="no-group-label"),
+        pytest.param(
+            list(ALL),
+            "gpu",
+            True,
+            "policy: x",
+            "none",
+            "ConfigMap kube-system/nri-resmgr-config.node.w1",
+            id="node-wins",
+        ),
+        pytest.param(
+            list(ALL)[1:],
+            "gpu",
+            True,
+            "",
+            "static",
+            "ConfigMap kube-system/nri-resmgr-config.group.gpu",
+            id="group-next",
+        ),
+        pytest.param(
+            list(ALL)[1:],
+            None,
+            True,
+            "",
+            "topology-aware",
+            "ConfigMap kube-system/nri-resmgr-config.default",
+            id="no-group-label",
+        ),
         pytest.param([], None, True, "policy: none", "static", "/etc/f.yaml", id="file"),
-        pytest.param([], None, False, "policy: none", "none", "ConfigureRequest.config",
-                     id="configure-string"),
+        pytest.param(
+            [],
+            None,
+            False,
+            "policy: none",
+            "none",
+            "ConfigureRequest.config",
+            id="configure-string",
+        ),
         pytest.param([], None, False, "", "topology-aware", "built-in defaults", id="defaults"),
     ],
 )
@@ -61,7 +89,10 @@ def test_precedence(
 
 def test_names_in_order() -> None:
     assert configmap_names("n", "g") == [
-        "nri-resmgr-config.node.n", "nri-resmgr-config.group.g", "nri-resmgr-config.default"]
+        "nri-resmgr-config.node.n",
+        "nri-resmgr-config.group.g",
+        "nri-resmgr-config.default",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -69,20 +100,28 @@ def test_names_in_order() -> None:
     [
         ("policy: [a\n", "not valid YAML"),
         ("log: {format: xml}\n", "log.format"),
-        ("polcy: none\n", "polcy: unknown key"),
+        ("polcy: none\n", "unknown key polcy; expected one of policy, "),
     ],
 )
 def test_broken_configmap_is_named(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as info:
-        resolve(configmaps={"nri-resmgr-config.default": cm("nri-resmgr-config.default", text)},
-                node="n", group=None, namespace="ns")
+        resolve(
+            configmaps={"nri-resmgr-config.default": cm("nri-resmgr-config.default", text)},
+            node="n",
+            group=None,
+            namespace="ns",
+        )
     assert "ConfigMap ns/nri-resmgr-config.default" in str(info.value)
 
 
 def test_configmap_without_key() -> None:
     with pytest.raises(ConfigError, match=r"no key 'config\.yaml'"):
-        resolve(configmaps={"nri-resmgr-config.default": {"data": {"other": "x"}}},
-                node="n", group=None, namespace="ns")
+        resolve(
+            configmaps={"nri-resmgr-config.default": {"data": {"other": "x"}}},
+            node="n",
+            group=None,
+            namespace="ns",
+        )
 
 
 def _resolved(policy: str, name: str) -> Resolved:

@@ -30,8 +30,18 @@ def test_dry_run_diff_is_exact_and_writes_nothing(
     target = tmp_path / sample
     original = (DATA / sample).read_text()
     target.write_text(original)
-    rc = main(["enable-nri", "--runtime", runtime, "--config", str(target),
-               "--request-timeout", "3s", "--dry-run"])
+    rc = main(
+        [
+            "enable-nri",
+            "--runtime",
+            runtime,
+            "--config",
+            str(target),
+            "--request-timeout",
+            "3s",
+            "--dry-run",
+        ]
+    )
     assert rc == 0
     assert capsys.readouterr().out == expected.format(p=target)
     assert target.read_text() == original
@@ -42,8 +52,20 @@ def test_written_file_keeps_everything_else(tmp_path: Path, sample: str) -> None
     target = tmp_path / "config.toml"
     original = (DATA / sample).read_text()
     target.write_text(original)
-    assert main(["enable-nri", "--runtime", "containerd", "--config", str(target),
-                 "--registration-timeout", "10s"]) == 0
+    assert (
+        main(
+            [
+                "enable-nri",
+                "--runtime",
+                "containerd",
+                "--config",
+                str(target),
+                "--registration-timeout",
+                "10s",
+            ]
+        )
+        == 0
+    )
     before = tomllib.loads(original)
     after = tomllib.loads(target.read_text())
     nri = after["plugins"].pop("io.containerd.nri.v1.nri")
@@ -60,7 +82,8 @@ def test_missing_file_is_created_in_v2_layout(tmp_path: Path) -> None:
     target = tmp_path / "etc" / "containerd" / "config.toml"
     assert main(["enable-nri", "--runtime", "containerd", "--config", str(target)]) == 0
     assert tomllib.loads(target.read_text()) == {
-        "version": 2, "plugins": {"io.containerd.nri.v1.nri": {"disable": False}}
+        "version": 2,
+        "plugins": {"io.containerd.nri.v1.nri": {"disable": False}},
     }
 
 
@@ -80,8 +103,12 @@ def test_crio_new_dropin(tmp_path: Path) -> None:
             "version = 2\nplugins = 3\n", NRISettings(), "'plugins' is a", id="plugins-scalar"
         ),
         pytest.param("version = [\n", NRISettings(), "not valid TOML", id="broken-toml"),
-        pytest.param("version = 2\n", NRISettings(request_timeout="2 seconds"), "not a Go duration",
-                     id="bad-duration"),
+        pytest.param(
+            "version = 2\n",
+            NRISettings(request_timeout="2 seconds"),
+            "not a Go duration",
+            id="bad-duration",
+        ),
     ],
 )
 def test_bad_input_is_refused_with_a_clear_message(
@@ -97,9 +124,33 @@ def test_command_reports_errors_without_traceback(
     target = tmp_path / "config.toml"
     target.write_text("[plugins]\n")
     assert main(["enable-nri", "--runtime", "containerd", "--config", str(target)]) == 1
-    assert "version 1 layout" in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines() == [
+        f"enable-nri: {target}: no 'version' key, so this is the version 1 layout, which "
+        "predates NRI; expected version = 2 (containerd 1.7), version = 3 (containerd "
+        "2.0-2.2), version = 4 (containerd 2.3), or a later version (at least 2)"
+    ]
     assert target.read_text() == "[plugins]\n"
 
 
 def test_diff_helper_empty_when_unchanged() -> None:
     assert unified_diff("a\n", "a\n", path="x") == ""
+
+
+def test_a_bad_duration_is_named_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "config.toml"
+    target.write_text("version = 3\n")
+    args = ["enable-nri", "--runtime", "containerd", "--config", str(target)]
+    assert main([*args, "--request-timeout", "2 seconds"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "enable-nri: request timeout '2 seconds' is not a Go duration; expected e.g. '5s', '2500ms'"
+    ]
+
+
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
+def test_every_layout_the_message_names_is_accepted(version: int) -> None:
+    """The refusal lists the accepted layouts; each of them (and a later one) is accepted."""
+    from nri_resmgr.runtime_config import LAYOUTS
+
+    assert set(LAYOUTS) == {2, 3, 4}
+    out = edit(Runtime.CONTAINERD, f"version = {version}\n", NRISettings(), path="c.toml")
+    assert f"version = {version}" in out and "disable = false" in out

@@ -22,8 +22,22 @@ def test_install_writes_launcher_and_config_then_uninstall_removes_exactly_them(
     foreign = tmp_path / "opt/nri/plugins/10-other"
     foreign.parent.mkdir(parents=True)
     foreign.write_text("#!/bin/sh\n")
-    assert main(["install", "--index", "90", "--root", str(tmp_path), "--config", str(cfg),
-                 "--log-file", str(tmp_path / "log")]) == 0
+    assert (
+        main(
+            [
+                "install",
+                "--index",
+                "90",
+                "--root",
+                str(tmp_path),
+                "--config",
+                str(cfg),
+                "--log-file",
+                str(tmp_path / "log"),
+            ]
+        )
+        == 0
+    )
     launcher = tmp_path / "opt/nri/plugins/90-resmgr"
     conf = tmp_path / "etc/nri/conf.d/90-resmgr.conf"
     assert launcher.read_text().startswith(f"#!{sys.executable} -I\n")
@@ -50,16 +64,23 @@ def test_launcher_runs_with_an_empty_environment(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--index", "9"], "expected two digits"),
-        (["--index", "90", "--name", "bad/name"], "expected characters"),
-        (["--index", "90", "--python", "python3"], "not an absolute path"),
+        (["--index", "9"], "install: plugin index '9' is invalid; expected two digits, e.g. 90"),
+        (
+            ["--index", "90", "--name", "bad/name"],
+            "install: plugin name 'bad/name' is invalid; expected characters [A-Za-z0-9_.+-]",
+        ),
+        (
+            ["--index", "90", "--python", "python3"],
+            "install: interpreter 'python3' is not an absolute path",
+        ),
     ],
 )
 def test_install_rejects_bad_arguments(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
+    """One line, with the command's prefix once (it was `install: install: ...`)."""
     assert main(["install", "--root", str(tmp_path), *args]) == 1
-    assert message in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines() == [message]
     assert not (tmp_path / "opt").exists()
 
 
@@ -72,4 +93,7 @@ def test_foreign_files_are_never_overwritten_or_removed(
     assert main(["install", "--index", "90", "--root", str(tmp_path)]) == 1
     assert "not written by nri-resmgr" in capsys.readouterr().err
     assert main(["uninstall", "--index", "90", "--root", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"uninstall: {launcher} was not written by nri-resmgr; leaving it in place"
+    ]
     assert launcher.read_text() == "#!/bin/sh\necho someone else's\n"

@@ -118,9 +118,9 @@ def test_limits_in_the_config() -> None:
 @pytest.mark.parametrize(
     ("limits", "fragment"),
     [
-        ({"maxJSONDepth": 0}, "c.yaml: limits.maxJSONDepth: Input should be greater than or"),
-        ({"maxSyncChunk": 4}, "c.yaml: limits.maxSyncChunk: unknown key"),
-        ({"maxCPUID": -1}, "c.yaml: limits.maxCPUID: Input should be greater than or equal"),
+        ({"maxJSONDepth": 0}, "c.yaml: limits.maxJSONDepth: expected greater than or equal to 1"),
+        ({"maxSyncChunk": 4}, "c.yaml: limits: unknown key maxSyncChunk; expected one of"),
+        ({"maxCPUID": -1}, "c.yaml: limits.maxCPUID: expected greater than or equal to 0"),
     ],
     ids=["zero-depth", "typo", "negative"],
 )

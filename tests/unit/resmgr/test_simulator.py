@@ -38,10 +38,12 @@ QUIET = structlog.wrap_logger(structlog.ReturnLogger())
 SMALL = {"packages": 1, "dies": 1, "nodes": 1, "cores": 4, "threads": 2, "memory": "4G"}
 
 
-def spec(name: str, req: dict[str, Any] | None = None, lim: dict[str, Any] | None = None
-         ) -> ContainerSpec:
-    return ContainerSpec(name=name, requests=Resources(**(req or {})),
-                         limits=Resources(**(lim or {})))
+def spec(
+    name: str, req: dict[str, Any] | None = None, lim: dict[str, Any] | None = None
+) -> ContainerSpec:
+    return ContainerSpec(
+        name=name, requests=Resources(**(req or {})), limits=Resources(**(lim or {}))
+    )
 
 
 @pytest.mark.parametrize(
@@ -71,8 +73,11 @@ def test_bad_quantities_are_clear_errors() -> None:
     [
         ((spec("a"),), (), QoSClass.BEST_EFFORT),
         ((spec("a", lim={"cpu": "1", "memory": "1G"}),), (), QoSClass.GUARANTEED),
-        ((spec("a", {"cpu": "1", "memory": "1G"}, {"cpu": "1", "memory": "1G"}),), (),
-         QoSClass.GUARANTEED),
+        (
+            (spec("a", {"cpu": "1", "memory": "1G"}, {"cpu": "1", "memory": "1G"}),),
+            (),
+            QoSClass.GUARANTEED,
+        ),
         ((spec("a", {"cpu": "500m"}, {"cpu": "1", "memory": "1G"}),), (), QoSClass.BURSTABLE),
         ((spec("a", lim={"cpu": "1", "memory": "1G"}), spec("b")), (), QoSClass.BURSTABLE),
         ((spec("a", lim={"cpu": "1", "memory": "1G"}),), (spec("i"),), QoSClass.BURSTABLE),
@@ -118,29 +123,57 @@ def test_adapter_reads_back_what_the_kubelet_wrote() -> None:
 
 
 def scenario(steps: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
-    return {"topology": SMALL, "policy": "static", "config": {"reservedSystemCPUs": "0"},
-            "steps": steps, **kw}
+    return {
+        "topology": SMALL,
+        "policy": "static",
+        "config": {"reservedSystemCPUs": "0"},
+        "steps": steps,
+        **kw,
+    }
 
 
-G2 = {"name": "c0", "requests": {"cpu": "2", "memory": "100M"},
-      "limits": {"cpu": "2", "memory": "100M"}}
+G2 = {
+    "name": "c0",
+    "requests": {"cpu": "2", "memory": "100M"},
+    "limits": {"cpu": "2", "memory": "100M"},
+}
 
 
 def test_json_output_shape() -> None:
-    sc = load_scenario(scenario([
-        {"create": {"pod": "pod0", "containers": [G2]}},
-        {"create": {"pod": "pod1", "containers": [{"name": "c0", "requests": {"cpu": "1"}}]}},
-        {"delete": {"pod": "pod0"}},
-    ]))
+    sc = load_scenario(
+        scenario(
+            [
+                {"create": {"pod": "pod0", "containers": [G2]}},
+                {
+                    "create": {
+                        "pod": "pod1",
+                        "containers": [{"name": "c0", "requests": {"cpu": "1"}}],
+                    }
+                },
+                {"delete": {"pod": "pod0"}},
+            ]
+        )
+    )
     doc = json.loads(render_json(run_scenario(sc, log=QUIET)))
     assert doc["policy"] == "static"
     assert [s["op"] for s in doc["steps"]] == ["create", "create", "delete"]
     first = doc["steps"][0]
     assert first == {
-        "step": 0, "op": "create", "pod": "pod0", "errors": [], "updates": {},
-        "containers": {"pod0/c0": {"cpus": "1,5", "mems": "", "kind": "exclusive",
-                                   "pool": "exclusive", "rdt_class": None,
-                                   "blockio_class": None}},
+        "step": 0,
+        "op": "create",
+        "pod": "pod0",
+        "errors": [],
+        "updates": {},
+        "containers": {
+            "pod0/c0": {
+                "cpus": "1,5",
+                "mems": "",
+                "kind": "exclusive",
+                "pool": "exclusive",
+                "rdt_class": None,
+                "blockio_class": None,
+            }
+        },
     }
     assert doc["steps"][1]["containers"]["pod1/c0"]["cpus"] == "0,2-4,6-7"
     assert doc["steps"][2]["updates"] == {"pod1/c0": "0-7"}
@@ -148,12 +181,20 @@ def test_json_output_shape() -> None:
 
 
 def test_errors_are_reported_and_the_simulation_continues() -> None:
-    huge = {**G2, "name": "big", "requests": {"cpu": "8", "memory": "1G"},
-            "limits": {"cpu": "8", "memory": "1G"}}
-    sc = load_scenario(scenario([
-        {"create": {"pod": "a", "containers": [huge, G2]}},
-        {"create": {"pod": "b", "containers": [G2]}},
-    ]))
+    huge = {
+        **G2,
+        "name": "big",
+        "requests": {"cpu": "8", "memory": "1G"},
+        "limits": {"cpu": "8", "memory": "1G"},
+    }
+    sc = load_scenario(
+        scenario(
+            [
+                {"create": {"pod": "a", "containers": [huge, G2]}},
+                {"create": {"pod": "b", "containers": [G2]}},
+            ]
+        )
+    )
     result = run_scenario(sc, log=QUIET)
     (err,) = result.steps[0].errors
     assert err.startswith("a/big: pod default/a container big: requested 8 exclusive CPUs")
@@ -162,22 +203,39 @@ def test_errors_are_reported_and_the_simulation_continues() -> None:
 
 
 def test_failed_init_container_blocks_the_app_containers() -> None:
-    huge = {"name": "init", "requests": {"cpu": "8", "memory": "1G"},
-            "limits": {"cpu": "8", "memory": "1G"}}
-    sc = load_scenario(scenario([
-        {"create": {"pod": "a", "init_containers": [huge], "containers": [G2]}},
-    ]))
+    huge = {
+        "name": "init",
+        "requests": {"cpu": "8", "memory": "1G"},
+        "limits": {"cpu": "8", "memory": "1G"},
+    }
+    sc = load_scenario(
+        scenario(
+            [
+                {"create": {"pod": "a", "init_containers": [huge], "containers": [G2]}},
+            ]
+        )
+    )
     step = run_scenario(sc, log=QUIET).steps[0]
     assert len(step.errors) == 1 and step.errors[0].startswith("a/init: ")
     assert dict(step.containers) == {}
 
 
 def test_update_step_resizes_in_place() -> None:
-    sc = load_scenario(scenario([
-        {"create": {"pod": "a", "containers": [G2]}},
-        {"update": {"pod": "a", "container": "c0", "requests": {"cpu": "4", "memory": "100M"},
-                    "limits": {"cpu": "4", "memory": "100M"}}},
-    ]))
+    sc = load_scenario(
+        scenario(
+            [
+                {"create": {"pod": "a", "containers": [G2]}},
+                {
+                    "update": {
+                        "pod": "a",
+                        "container": "c0",
+                        "requests": {"cpu": "4", "memory": "100M"},
+                        "limits": {"cpu": "4", "memory": "100M"},
+                    }
+                },
+            ]
+        )
+    )
     result = run_scenario(sc, log=QUIET)
     assert result.steps[0].containers["a/c0"].cpus == "1,5"
     assert result.steps[1].containers["a/c0"].cpus == "1-2,5-6"
@@ -185,12 +243,16 @@ def test_update_step_resizes_in_place() -> None:
 
 
 def test_restart_keeps_placements_and_state() -> None:
-    sc = load_scenario(scenario([
-        {"create": {"pod": "a", "containers": [G2]}},
-        {"create": {"pod": "b", "containers": [{"name": "c0", "requests": {"cpu": "1"}}]}},
-        {"restart": {}},
-        {"create": {"pod": "c", "containers": [G2]}},
-    ]))
+    sc = load_scenario(
+        scenario(
+            [
+                {"create": {"pod": "a", "containers": [G2]}},
+                {"create": {"pod": "b", "containers": [{"name": "c0", "requests": {"cpu": "1"}}]}},
+                {"restart": {}},
+                {"create": {"pod": "c", "containers": [G2]}},
+            ]
+        )
+    )
     result = run_scenario(sc, log=QUIET)
     assert result.steps[2].updates == {}
     assert result.steps[2].containers == result.steps[1].containers
@@ -198,8 +260,9 @@ def test_restart_keeps_placements_and_state() -> None:
 
 
 def test_cgroupfs_driver_gives_the_same_qos() -> None:
-    sc = load_scenario(scenario([{"create": {"pod": "a", "containers": [G2]}}],
-                                cgroupDriver="cgroupfs"))
+    sc = load_scenario(
+        scenario([{"create": {"pod": "a", "containers": [G2]}}], cgroupDriver="cgroupfs")
+    )
     assert run_scenario(sc, log=QUIET).steps[0].containers["a/c0"].kind == "exclusive"
 
 
@@ -218,9 +281,14 @@ def test_overrides_policy_and_config() -> None:
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
-        ({"steps": [{"create": {"pod": "a"}, "delete": {"pod": "a"}}]},
-         "expected exactly one of create, delete, update, restart"),
-        ({"steps": [{"create": {"pod": "a", "containerz": []}}]}, "containerz: unknown key"),
+        (
+            {"steps": [{"create": {"pod": "a"}, "delete": {"pod": "a"}}]},
+            "expected exactly one of create, delete, update, restart",
+        ),
+        (
+            {"steps": [{"create": {"pod": "a", "containerz": []}}]},
+            r"steps\[0\]\.create: unknown key containerz; expected one of pod, namespace, ",
+        ),
         ({"steps": [{"delete": {"pod": "ghost"}}]}, "delete: no pod 'ghost'"),
     ],
 )
@@ -231,8 +299,22 @@ def test_scenario_errors(doc: dict[str, Any], message: str) -> None:
 
 def test_bad_policy_config_names_policy_config() -> None:
     sc = load_scenario(scenario([], config={"reservedSystemCPUs": "0-99"}))
-    with pytest.raises(ConfigError, match=r"^policyConfig: policy static"):
+    with pytest.raises(ConfigError, match=r"^policyConfig\.reservedSystemCPUs: 0-99 includes"):
         run_scenario(sc, log=QUIET)
+
+
+def test_a_policys_pydantic_error_is_one_line_with_its_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by tests/fuzz/test_config_fuzz.py: the static policy quoted pydantic's text."""
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scenario([], config={"reservedSystemCPUs": {}, "pinCPUs": 1})))
+    assert main(["simulate", "--scenario", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "nri-resmgr simulate: policyConfig.reservedSystemCPUs: expected a valid string, found "
+        "{}; policyConfig: unknown key pinCPUs; expected one of reservedSystemCPUs, "
+        "reservedResources, options, pinMemory"
+    ]
 
 
 def test_table_output() -> None:
@@ -249,12 +331,24 @@ def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["simulate", "--scenario", str(path), "--output", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["steps"][0]["containers"]["a/c0"]["cpus"] == "1,5"
-    assert main(["simulate", "--scenario", str(path), "--topology",
-                 "packages=1,nodes=1,cores=2,threads=2", "--output", "json"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--scenario",
+                str(path),
+                "--topology",
+                "packages=1,nodes=1,cores=2,threads=2",
+                "--output",
+                "json",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["steps"][0]["containers"]["a/c0"]["cpus"] == "1,3"
     assert main(["simulate", "--scenario", str(tmp_path / "missing.yaml")]) == 2
-    assert "cannot read the scenario" in capsys.readouterr().err
+    assert "missing.yaml: cannot open: No such file" in capsys.readouterr().err
 
 
 def test_resctrl_root_drives_the_rdt_controller(tmp_path: Path) -> None:
@@ -262,15 +356,30 @@ def test_resctrl_root_drives_the_rdt_controller(tmp_path: Path) -> None:
 
     root = tmp_path / "resctrl"
     make_resctrl_tree(root, INTEL_SKX)
-    sc = load_scenario(scenario(
-        [{"create": {"pod": "a", "annotations": {"rdtclass.resource-policy.nri.io": "gold"},
-                     "containers": [G2]}}],
-        control={
-            "rdt": {"enable": True,
-                    "partitions": {"p": {"l3Allocation": "100%",
-                                         "classes": {"gold": {"l3Allocation": "50-100%"}}}}},
-        },
-    ))
+    sc = load_scenario(
+        scenario(
+            [
+                {
+                    "create": {
+                        "pod": "a",
+                        "annotations": {"rdtclass.resource-policy.nri.io": "gold"},
+                        "containers": [G2],
+                    }
+                }
+            ],
+            control={
+                "rdt": {
+                    "enable": True,
+                    "partitions": {
+                        "p": {
+                            "l3Allocation": "100%",
+                            "classes": {"gold": {"l3Allocation": "50-100%"}},
+                        }
+                    },
+                },
+            },
+        )
+    )
     result = run_scenario(sc, resctrl_root=str(root), log=QUIET)
     assert result.steps[0].containers["a/c0"].rdt_class == "gold"
     assert (root / "gold" / "schemata").is_file()
@@ -280,12 +389,20 @@ def test_cgroup_root_drives_the_block_io_controller(tmp_path: Path) -> None:
     root = tmp_path / "cgroup"
     root.mkdir()
     (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
-    sc = load_scenario(scenario(
-        [{"create": {"pod": "a",
-                     "annotations": {"blockioclass.resource-policy.nri.io/pod": "slow"},
-                     "containers": [G2, {"name": "other"}]}}],
-        control={"blockio": {"enable": True, "classes": {"slow": {"weight": 100}}}},
-    ))
+    sc = load_scenario(
+        scenario(
+            [
+                {
+                    "create": {
+                        "pod": "a",
+                        "annotations": {"blockioclass.resource-policy.nri.io/pod": "slow"},
+                        "containers": [G2, {"name": "other"}],
+                    }
+                }
+            ],
+            control={"blockio": {"enable": True, "classes": {"slow": {"weight": 100}}}},
+        )
+    )
     result = run_scenario(sc, cgroup_root=str(root), log=QUIET)
     step = result.steps[0]
     assert step.errors == ()
@@ -293,8 +410,7 @@ def test_cgroup_root_drives_the_block_io_controller(tmp_path: Path) -> None:
     written = {p.parent.name: p.read_text() for p in root.rglob("io.weight")}
     assert len(written) == 2
     assert set(written.values()) == {"default 100"}
-    assert all(name.startswith("cri-containerd-") and name.endswith(".scope")
-               for name in written)
+    assert all(name.startswith("cri-containerd-") and name.endswith(".scope") for name in written)
 
 
 # ---- properties: the runtime's view always matches the pipeline's ----------------------
@@ -349,12 +465,22 @@ def test_random_lifecycles_keep_runtime_and_pipeline_in_step(
     for i, (op, n) in enumerate(ops):
         if op == "guaranteed":
             q = {"cpu": str(n), "memory": "100M"}
-            sim.create(PodSpec(pod=f"p{i}", containers=(
-                ContainerSpec(name="c", requests=Resources(**q), limits=Resources(**q)),)))
+            sim.create(
+                PodSpec(
+                    pod=f"p{i}",
+                    containers=(
+                        ContainerSpec(name="c", requests=Resources(**q), limits=Resources(**q)),
+                    ),
+                )
+            )
             live.append(f"p{i}")
         elif op == "burstable":
-            sim.create(PodSpec(pod=f"p{i}", containers=(
-                ContainerSpec(name="c", requests=Resources(cpu=f"{n}m")),)))
+            sim.create(
+                PodSpec(
+                    pod=f"p{i}",
+                    containers=(ContainerSpec(name="c", requests=Resources(cpu=f"{n}m")),),
+                )
+            )
             live.append(f"p{i}")
         elif op == "delete" and live:
             sim.delete(DeleteSpec(pod=live.pop(n % len(live))))
@@ -366,3 +492,122 @@ def test_random_lifecycles_keep_runtime_and_pipeline_in_step(
             after = {cid: str(a.cpus) for cid, a in sim.pipeline.assignments.items()}
             assert after == before
         check_invariants(sim)
+
+
+def _pods(count: int, containers: int = 1) -> list[dict[str, Any]]:
+    return [
+        {
+            "create": {
+                "pod": f"p{i}",
+                "containers": [
+                    {"name": f"c{j}", "requests": {"cpu": "10m"}} for j in range(containers)
+                ],
+            }
+        }
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [
+        pytest.param(
+            [{"restart": {}}] * 1001,
+            "steps: expected at most 1000 steps, found 1001",
+            id="10001-steps",
+        ),
+        pytest.param(
+            _pods(33, 8),
+            "expected at most 256 containers created over the scenario, found 264",
+            id="too-many-containers",
+        ),
+        pytest.param(
+            _pods(1) + [{"restart": {}}] * 101,
+            "expected at most 100 restart steps, found 101",
+            id="too-many-restarts",
+        ),
+        pytest.param(
+            _pods(100, 2) + [{"restart": {}}] * 60,
+            "expected at most 10000 container rows",
+            id="too-many-rows",
+        ),
+    ],
+)
+def test_scenario_bounds(steps: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(scenario(steps))
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        pytest.param(
+            {"requests": {"cpu": "9" * 400}},
+            "requests.cpu: expected a CPU quantity",
+            id="cpu-400-digits",
+        ),
+        pytest.param(
+            {"requests": {"cpu": "99999999999"}},
+            "requests.cpu: expected at most 8192 CPUs",
+            id="cpu-huge",
+        ),
+        pytest.param(
+            {"limits": {"memory": "9" * 5000}},
+            "limits.memory: expected a memory quantity",
+            id="memory-5000-digits",
+        ),
+        pytest.param(
+            {"limits": {"memory": "99999999999Ei"}},
+            "limits.memory: expected at most 9223372036854775807 bytes",
+            id="memory-huge",
+        ),
+    ],
+)
+def test_huge_quantities_are_scenario_errors(resources: dict[str, Any], message: str) -> None:
+    sc = load_scenario(
+        scenario([{"create": {"pod": "a", "containers": [{"name": "c", **resources}]}}])
+    )
+    with pytest.raises(ScenarioError, match=message):
+        run_scenario(sc, log=QUIET)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            '{"steps": ' + "[" * 5000 + "]" * 5000 + "}",
+            "expected nesting at most 64 levels deep",
+            id="deep-json",
+        ),
+        pytest.param(
+            "steps:\n" + "".join("  " * i + "- \n" for i in range(1, 100)),
+            "expected nesting at most 64 levels deep",
+            id="deep-yaml",
+        ),
+        pytest.param(
+            '{"steps": [{"create": {"pod": "a", "containers": [{"name": "c", '
+            '"requests": {"cpu": 1e999}}]}}]}',
+            "expected a finite number, found inf",
+            id="inf-json",
+        ),
+    ],
+)
+def test_hostile_scenario_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(text)
+    assert main(["simulate", "--scenario", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_a_topology_name_too_long_for_a_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by tests/fuzz/test_config_fuzz.py: the scenario-relative lookup raised OSError."""
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scenario([], topology="exclude-cpuset:" + "0," * 3000 + "1")))
+    assert main(["simulate", "--scenario", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("nri-resmgr simulate: topology source 'exclude-cpuset:0,0,")

@@ -47,30 +47,64 @@ class Machine:
 MACHINES = [
     Machine(
         archive="desktop-1s-1n-20t",
-        packages=1, nodes=1, cpu_nodes=1, cores=10, threads=20, isolated="",
-        pmem_nodes="", distances=((10,),), package_nodes=("0",), l3_count=1,
-        efficient="", node0_mem_kib=65621548, node0_cpus="0-19", siblings_of_1="1,11",
+        packages=1,
+        nodes=1,
+        cpu_nodes=1,
+        cores=10,
+        threads=20,
+        isolated="",
+        pmem_nodes="",
+        distances=((10,),),
+        package_nodes=("0",),
+        l3_count=1,
+        efficient="",
+        node0_mem_kib=65621548,
+        node0_cpus="0-19",
+        siblings_of_1="1,11",
     ),
     Machine(
         archive="workstation-1s-1n-16t",
         # 4 P-cores with 2 threads (cpus 0-7) + 8 single-thread E-cores (cpus 8-15)
-        packages=1, nodes=1, cpu_nodes=1, cores=12, threads=16, isolated="",
-        pmem_nodes="", distances=((10,),), package_nodes=("0",), l3_count=1,
-        efficient="8-15", node0_mem_kib=40645580, node0_cpus="0-15",
+        packages=1,
+        nodes=1,
+        cpu_nodes=1,
+        cores=12,
+        threads=16,
+        isolated="",
+        pmem_nodes="",
+        distances=((10,),),
+        package_nodes=("0",),
+        l3_count=1,
+        efficient="8-15",
+        node0_mem_kib=40645580,
+        node0_cpus="0-15",
         siblings_of_1="0-1",
     ),
     Machine(
         archive="server-2s-4n-80t-snc",
-        packages=2, nodes=4, cpu_nodes=4, cores=40, threads=80, isolated="",
+        packages=2,
+        nodes=4,
+        cpu_nodes=4,
+        cores=40,
+        threads=80,
+        isolated="",
         pmem_nodes="",
         distances=((10, 11, 21, 21), (11, 10, 21, 21), (21, 21, 10, 11), (21, 21, 11, 10)),
-        package_nodes=("0-1", "2-3"), l3_count=2,
-        efficient="16-19,36-39,56-59,76-79", node0_mem_kib=48005604,
-        node0_cpus="0-2,5-6,10-12,15-16,40-42,45-46,50-52,55-56", siblings_of_1="1,41",
+        package_nodes=("0-1", "2-3"),
+        l3_count=2,
+        efficient="16-19,36-39,56-59,76-79",
+        node0_mem_kib=48005604,
+        node0_cpus="0-2,5-6,10-12,15-16,40-42,45-46,50-52,55-56",
+        siblings_of_1="1,41",
     ),
     Machine(
         archive="server-2s-4n-2pmem-112t-isolated",
-        packages=2, nodes=6, cpu_nodes=4, cores=56, threads=112, isolated="4-7,60-63",
+        packages=2,
+        nodes=6,
+        cpu_nodes=4,
+        cores=56,
+        threads=112,
+        isolated="4-7,60-63",
         pmem_nodes="4-5",
         distances=(
             (10, 21, 11, 21, 17, 28),
@@ -80,8 +114,13 @@ MACHINES = [
             (17, 28, 28, 28, 10, 28),
             (28, 28, 17, 28, 28, 10),
         ),
-        package_nodes=("0,2", "1,3"), l3_count=2, efficient="", node0_mem_kib=32372996,
-        node0_cpus="0-108:4", siblings_of_1="1,57", attach=((4, 0), (5, 2)),
+        package_nodes=("0,2", "1,3"),
+        l3_count=2,
+        efficient="",
+        node0_mem_kib=32372996,
+        node0_cpus="0-108:4",
+        siblings_of_1="1,57",
+        attach=((4, 0), (5, 2)),
     ),
 ]
 
@@ -110,8 +149,9 @@ def snapshot_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
 
 
 @pytest.fixture(params=MACHINES, ids=lambda m: m.archive)
-def machine(request: pytest.FixtureRequest, snapshot_root: Callable[[str], Path]
-            ) -> tuple[Machine, Topology]:
+def machine(
+    request: pytest.FixtureRequest, snapshot_root: Callable[[str], Path]
+) -> tuple[Machine, Topology]:
     m: Machine = request.param
     return m, discover(snapshot_root(m.archive))
 
@@ -211,18 +251,42 @@ def small_root(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("relpath", "content", "expected"),
     [
-        pytest.param("devices/system/cpu/cpu1/topology/core_id", "one\n",
-                     r"cpu1/topology/core_id: expected an integer, found 'one'", id="core-id"),
-        pytest.param("devices/system/cpu/isolated", "2-\n",
-                     r"cpu/isolated: expected a kernel id list", id="isolated-list"),
-        pytest.param("devices/system/node/node0/distance", "10 x\n",
-                     r"node0/distance: expected distances", id="distance-text"),
-        pytest.param("devices/system/node/node1/distance", "21 10 30\n",
-                     r"node1/distance: expected 2 distances .* found 3", id="distance-count"),
-        pytest.param("devices/system/node/node0/meminfo", "garbage\n",
-                     r"node0/meminfo: expected a line 'Node N MemTotal", id="meminfo"),
-        pytest.param("devices/system/cpu/cpu2/cache/index3/shared_cpu_list", "x\n",
-                     r"index3/shared_cpu_list: expected a kernel id list", id="cache-list"),
+        pytest.param(
+            "devices/system/cpu/cpu1/topology/core_id",
+            "one\n",
+            r"cpu1/topology/core_id: expected an integer, found 'one'",
+            id="core-id",
+        ),
+        pytest.param(
+            "devices/system/cpu/isolated",
+            "2-\n",
+            r"cpu/isolated: expected a kernel id list",
+            id="isolated-list",
+        ),
+        pytest.param(
+            "devices/system/node/node0/distance",
+            "10 x\n",
+            r"node0/distance: expected distances",
+            id="distance-text",
+        ),
+        pytest.param(
+            "devices/system/node/node1/distance",
+            "21 10 30\n",
+            r"node1/distance: expected 2 distances .* found 3",
+            id="distance-count",
+        ),
+        pytest.param(
+            "devices/system/node/node0/meminfo",
+            "garbage\n",
+            r"node0/meminfo: expected a line 'Node N MemTotal",
+            id="meminfo",
+        ),
+        pytest.param(
+            "devices/system/cpu/cpu2/cache/index3/shared_cpu_list",
+            "x\n",
+            r"index3/shared_cpu_list: expected a kernel id list",
+            id="cache-list",
+        ),
     ],
 )
 def test_malformed_file_is_named(
@@ -330,3 +394,35 @@ def test_daemon_lists_network_devices_from_sysfs(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(disc, "_netlink_names", boom)
     topo = load_daemon_topology(DaemonOptions(sysfs_root="/"))
     assert topo.source == "sysfs:/"
+
+
+def test_netdev_pci_address_is_the_pci_function_not_the_virtio_device(
+    small_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A virtio NIC's ``device`` is ``virtio0``, a child of its PCI function."""
+    root = small_root / "vm"
+    write_sysfs({"packages": 1, "nodes": 1, "cores": 2, "netdevs": [{"name": "eno1"}]}, root)
+    sys_dir = root / "sys"
+    func = sys_dir / "devices" / "pci0000:00" / "0000:00:03.0"
+    (func / "virtio0" / "net" / "eth0").mkdir(parents=True)
+    (func / "numa_node").write_text("0\n")
+    (func / "virtio0" / "net" / "eth0" / "device").symlink_to("../../../virtio0")
+    (sys_dir / "class" / "net" / "eth0").symlink_to(
+        "../../devices/pci0000:00/0000:00:03.0/virtio0/net/eth0"
+    )
+    platform = sys_dir / "devices" / "platform" / "soc" / "eth9"
+    (platform / "net" / "end0").mkdir(parents=True)
+    (platform / "net" / "end0" / "device").symlink_to("../../../eth9")
+    (sys_dir / "class" / "net" / "end0").symlink_to("../../devices/platform/soc/eth9/net/end0")
+
+    topo = discover(root)
+    assert [(d.name, d.pci_address, d.node_id) for d in topo.netdevs] == [
+        ("end0", "", None),
+        ("eno1", "0000:10:00.0", None),
+        ("eth0", "0000:00:03.0", 0),
+    ]
+    from nri_resmgr.topology.render import render_tree
+
+    tree = render_tree(topo)
+    assert "netdev eth0 (0000:00:03.0)" in tree
+    assert "virtio0" not in tree

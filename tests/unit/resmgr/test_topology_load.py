@@ -18,6 +18,7 @@ from nri_resmgr.topology.load import (
     load_topology,
     parse_inline_spec,
 )
+from nri_resmgr.topology.model import TopologyError
 from nri_resmgr.topology.synthetic import SpecError, build_topology, write_sysfs
 
 SMALL = {"packages": 2, "nodes": 1, "cores": 2, "threads": 2, "memory": "1G"}
@@ -68,19 +69,26 @@ def test_archive_with_one_top_directory(tmp_path: Path) -> None:
     [
         pytest.param(_info("/etc/evil"), "has an absolute path", id="absolute"),
         pytest.param(_info("sys/../../evil"), "has a '..' component", id="dotdot"),
-        pytest.param(_info("sys/x", tarfile.SYMTYPE, "/etc/passwd"),
-                     "symbolic link to the absolute path '/etc/passwd'", id="abs-symlink"),
-        pytest.param(_info("sys/x", tarfile.SYMTYPE, "../../etc"),
-                     "symbolic link to '../../etc', outside the archive", id="escaping-symlink"),
-        pytest.param(_info("sys/x", tarfile.LNKTYPE, "../outside"),
-                     "hard link to '../outside', outside the archive", id="escaping-hardlink"),
+        pytest.param(
+            _info("sys/x", tarfile.SYMTYPE, "/etc/passwd"),
+            "symbolic link to the absolute path '/etc/passwd'",
+            id="abs-symlink",
+        ),
+        pytest.param(
+            _info("sys/x", tarfile.SYMTYPE, "../../etc"),
+            "symbolic link to '../../etc', outside the archive",
+            id="escaping-symlink",
+        ),
+        pytest.param(
+            _info("sys/x", tarfile.LNKTYPE, "../outside"),
+            "hard link to '../outside', outside the archive",
+            id="escaping-hardlink",
+        ),
         pytest.param(_info("sys/dev", tarfile.CHRTYPE), "is a device", id="device"),
         pytest.param(_info("sys/fifo", tarfile.FIFOTYPE), "is a device, FIFO", id="fifo"),
     ],
 )
-def test_unsafe_members_are_refused(
-    tmp_path: Path, member: tarfile.TarInfo, why: str
-) -> None:
+def test_unsafe_members_are_refused(tmp_path: Path, member: tarfile.TarInfo, why: str) -> None:
     ok = _info("sys/devices/system/cpu/online")
     archive = _make_archive(
         tmp_path / "bad.tar.gz",
@@ -151,8 +159,10 @@ def test_spec_file_errors_name_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("packages=2,nodes=2,cores=4,threads=2",
-         {"packages": "2", "nodes": "2", "cores": "4", "threads": "2"}),
+        (
+            "packages=2,nodes=2,cores=4,threads=2",
+            {"packages": "2", "nodes": "2", "cores": "4", "threads": "2"},
+        ),
         ("cores=4,isolated=2-3,8,threads=1", {"cores": "4", "isolated": "2-3,8", "threads": "1"}),
         ("packages=2 cores=4", {"packages": "2", "cores": "4"}),
         ("{packages: 2, nodes: 2}", {"packages": 2, "nodes": 2}),
@@ -229,3 +239,14 @@ def test_server_224t_shape() -> None:
     assert [len(t.cores_of(t.package_cpus(p))) for p in t.package_ids()] == [56, 56]
     assert t.package_nodes(1) == IDSet([2, 3])
     assert t.siblings(0) == IDSet([0, 112])
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["x" * 5000, "packages=1,cores=4,isolated=" + ",".join(str(i) for i in range(0, 4000, 3))],
+    ids=["long-name", "long-inline-spec"],
+)
+def test_a_source_too_long_for_a_path_is_not_an_os_error(text: str) -> None:
+    """Found by tests/fuzz/test_config_fuzz.py: ENAMETOOLONG escaped as an OSError."""
+    with pytest.raises(TopologyError):  # LoadError, or SpecError for the spec's CPU list
+        load_topology(text)
