@@ -149,7 +149,9 @@ def test_full_state_dir_keeps_groups_in_memory_until_space_returns(
     assert ctl.persisted
     record = json.loads((state / "resctrl-groups.json").read_text())
     assert sorted(record["groups"]) == ["gold", f"nri-resmgr-pod-{UID_B}"]
-    assert ctl.log.events("info") == ["resctrl ownership record writable again"]
+    log = ctl.log
+    assert isinstance(log, Log)
+    assert log.events("info") == ["resctrl ownership record writable again"]
 
 
 def test_state_dir_below_a_file_keeps_groups_in_memory(tmp_path: Path) -> None:
