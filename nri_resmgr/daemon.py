@@ -58,10 +58,11 @@ from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import NRIVersion
 from nri_api.stub import OnClose, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
+from nri_resmgr.control.wiring import class_control_from_config
 from nri_resmgr.logs import configure_logging, get_logger, route_stdlib_logging
 from nri_resmgr.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
 from nri_resmgr.model import CPUKind, ResmgrError
-from nri_resmgr.pipeline import Pipeline, class_control_from_config
+from nri_resmgr.pipeline import Pipeline
 from nri_resmgr.policy.registry import load_policy
 from nri_resmgr.topology.model import Topology
 
@@ -135,7 +136,7 @@ def build_pipeline(
     RDT groups are managed under `resctrl_root` (default /sys/fs/resctrl when
     ``control.rdt.enable``), block I/O files under `cgroup_root` (default /sys/fs/cgroup
     when ``control.blockio.enable``).  `runtime_rdt` tells whether the connected runtime
-    takes NRI's LinuxRdt adjustment (RDT monitoring, see `pipeline.RdtGroups`).
+    takes NRI's LinuxRdt adjustment (RDT monitoring, see `control.wiring.RdtGroups`).
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT

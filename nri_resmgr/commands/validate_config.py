@@ -40,7 +40,7 @@ def collect_errors(
     except ValidationError as exc:
         return validation_messages(exc)
     errors: list[str] = []
-    from nri_resmgr.pipeline import class_control_from_config
+    from nri_resmgr.control.wiring import class_control_from_config
 
     try:
         class_control_from_config(config.control)
