@@ -14,7 +14,8 @@ Every event follows the same steps:
 2. **decide**: ask the `ClassSelector` for the container's RDT and block I/O classes and
    the policy for a `Decision` (pure; may raise `AllocationError` / `AnnotationError`);
 3. **render** the decision as a `ContainerAdjustment` and `ContainerUpdate`\\ s;
-4. let the **controllers** do their out-of-band work (resctrl groups, block I/O files);
+4. let the **controllers** do their out-of-band work (resctrl groups, block I/O files),
+   through the hooks `nri_resmgr.control.hooks.Controller` declares;
 5. **commit**: only now are the policy state, the container table and the assignments
    replaced.  An exception in steps 1-4 leaves the pipeline exactly as it was, and the
    daemon turns it into an RPC error whose message reaches the runtime.
