@@ -75,7 +75,7 @@ class RdtController:
     """resctrl groups under `root`: classes from config, pod groups, monitoring groups.
 
     Construct with an `info` (from `read_info`) or let it be read from `root`.  The
-    ownership record lives in `state_dir` (see the module docstring).
+    ownership record lives in `state_dir` (see the package docstring).
     """
 
     def __init__(

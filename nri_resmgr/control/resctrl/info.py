@@ -151,7 +151,7 @@ def read_info(
     mba_mbps: bool | None = None,
     mb_unit: MBUnit | None = None,
 ) -> ResctrlInfo:
-    """Describe the resctrl hardware under `root` (see the module docstring).
+    """Describe the resctrl hardware under `root` (see the package docstring).
 
     `mba_mbps` overrides the mount table; `mb_unit` overrides the unit detection.
     """
