@@ -69,14 +69,17 @@ from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import NRIVersion
 from nri_api.stub import DEFAULT_UPDATE_TIMEOUT, OnClose, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
+from nri_resmgr.control.wiring import class_control_from_config
 from nri_resmgr.logs import configure_logging, get_logger, route_stdlib_logging
 from nri_resmgr.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
 from nri_resmgr.model import ContainerID, CPUKind, ResmgrError
-from nri_resmgr.pipeline import Pipeline, class_control_from_config
+from nri_resmgr.pipeline import Pipeline
 from nri_resmgr.policy.registry import load_policy
 from nri_resmgr.topology.model import Topology
 
 if TYPE_CHECKING:
+    from nri_resmgr.control.resctrl.monitor import MonSample
+
     # imported by `main` only when there is a node name (the Kubernetes side is on):
     # the pre-registered daemon starts inside the runtime's registration timeout
     from nri_resmgr.kube_agent import KubeSide
@@ -150,7 +153,7 @@ def build_pipeline(
     RDT groups are managed under `resctrl_root` (default /sys/fs/resctrl when
     ``control.rdt.enable``), block I/O files under `cgroup_root` (default /sys/fs/cgroup
     when ``control.blockio.enable``).  `runtime_rdt` tells whether the connected runtime
-    takes NRI's LinuxRdt adjustment (RDT monitoring, see `pipeline.RdtGroups`).
+    takes NRI's LinuxRdt adjustment (RDT monitoring, see `control.wiring.RdtGroups`).
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
@@ -244,18 +247,17 @@ class ResmgrPlugin(Plugin):
         runtime = self.runtime
         return runtime is not None and runtime.nri_version >= LINUX_RDT_SINCE
 
-    def rdt_samples(self) -> list[Any]:
-        """RDT monitoring counters read now, for /metrics (see `RdtController.
+    def rdt_samples(self) -> list[MonSample]:
+        """RDT monitoring counters read now, for /metrics (see `Controller.
         monitoring_samples`); empty without RDT monitoring."""
         containers = [(str(i.id), a.rdt_class if a else None) for i, a in self.pipeline.snapshot()]
+        out: list[MonSample] = []
         for ctl in self.pipeline.controllers:
-            read = getattr(ctl, "monitoring_samples", None)
-            if callable(read):
-                try:
-                    return list(read(containers))
-                except (ResmgrError, OSError) as exc:
-                    self.rlog.warning("RDT counters not read", error=str(exc))
-        return []
+            try:
+                out.extend(ctl.monitoring_samples(containers))
+            except (ResmgrError, OSError) as exc:
+                self.rlog.warning("RDT counters not read", controller=ctl.name, error=str(exc))
+        return out
 
     # -- plumbing --------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator, MutableMapping
-from typing import IO, Any, TextIO
+from typing import IO, Any, Protocol, TextIO
 
 from nri_resmgr.config import LogConfig, LogFormat
 
@@ -61,7 +61,13 @@ def _hidden_modules(names: tuple[str, ...]) -> Iterator[None]:
 with _hidden_modules(_STRUCTLOG_EXTRAS):
     import structlog
 
-__all__ = ["configure_logging", "get_logger", "level_filter", "route_stdlib_logging"]
+__all__ = [
+    "EventLog",
+    "configure_logging",
+    "get_logger",
+    "level_filter",
+    "route_stdlib_logging",
+]
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -72,6 +78,19 @@ _LEVELS = {
     "critical": logging.CRITICAL,
     "exception": logging.ERROR,
 }
+
+
+class EventLog(Protocol):
+    """What a component needs of its logger: one structured line per event, with
+    key/values (a structlog logger from `get_logger` is one)."""
+
+    def info(self, event: str, **kw: object) -> object: ...
+
+    def warning(self, event: str, **kw: object) -> object: ...
+
+    def exception(self, event: str, **kw: object) -> object:
+        """An error line with the traceback of the exception being handled."""
+        ...
 
 
 def get_logger(component: str) -> Any:

@@ -14,7 +14,8 @@ Every event follows the same steps:
 2. **decide**: ask the `ClassSelector` for the container's RDT and block I/O classes and
    the policy for a `Decision` (pure; may raise `AllocationError` / `AnnotationError`);
 3. **render** the decision as a `ContainerAdjustment` and `ContainerUpdate`\\ s;
-4. let the **controllers** do their out-of-band work (resctrl groups, block I/O files);
+4. let the **controllers** do their out-of-band work (resctrl groups, block I/O files),
+   through the hooks `nri_resmgr.control.hooks.Controller` declares;
 5. **commit**: only now are the policy state, the container table and the assignments
    replaced.  An exception in steps 1-4 leaves the pipeline exactly as it was, and the
    daemon turns it into an RPC error whose message reaches the runtime.
@@ -47,12 +48,12 @@ reports always show what the policy believes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from nri_api import api
 from nri_resmgr import adapter
+from nri_resmgr.control.hooks import ClassChoice, ClassSelector, Controller
 from nri_resmgr.limits import DEFAULT_LIMITS, Limits
 from nri_resmgr.model import (
     AnnotationError,
@@ -70,12 +71,16 @@ from nri_resmgr.model import (
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.topology.cpuset import IDSet
 
+if TYPE_CHECKING:
+    from nri_resmgr.logs import EventLog
+
 __all__ = [
     "ClassChoice",
     "ClassSelector",
     "Controller",
     "Pipeline",
     "PipelineError",
+    "inherit_classes",
 ]
 
 #: container states that hold resources (CREATED, PAUSED, RUNNING)
@@ -92,45 +97,26 @@ class PipelineError(ResmgrError):
     """An event the pipeline cannot handle (e.g. a container of an unknown pod)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClassChoice:
-    """The RDT and block I/O classes chosen for a container (None: runtime default)."""
-
-    rdt_class: str | None = None
-    blockio_class: str | None = None
-
-
-#: picks the classes of a container; raises AnnotationError on a bad annotation
-ClassSelector = Callable[[ContainerInfo], ClassChoice]
-
-
-class Controller(Protocol):
-    """Out-of-band work on accepted decisions (resctrl groups, block I/O files).
-
-    Each hook may raise `ResmgrError`; for `pod_added` and `container_assigned` that
-    fails the event and nothing is committed.  The removal hooks are best effort.
-    Optional hooks are called when a controller has them:
-    ``adjustment(container, assignment)`` at CreateContainer, after ``container_assigned``:
-    a `ContainerAdjustment` merged into the reply (or None);
-    ``container_started(container, assignment)`` at PostStartContainer (the container's
-    cgroup exists now: runtimes create it when the task is created, at StartContainer);
-    ``task_started(container, assignment, pid)`` right after it, with the task's PID; and
-    ``synchronized(pods)`` after Synchronize (restart cleanup).
-    """
-
-    name: str
-
-    def pod_added(self, pod: Pod) -> None: ...
-
-    def pod_removed(self, pod: Pod) -> None: ...
-
-    def container_assigned(self, container: ContainerInfo, assignment: Assignment) -> None: ...
-
-    def container_released(self, container: ContainerInfo) -> None: ...
-
-
 def _no_classes(_container: ContainerInfo) -> ClassChoice:
     return ClassChoice()
+
+
+def inherit_classes(new: Assignment, old: Assignment | ClassChoice | None) -> Assignment:
+    """`new`, with each class it leaves unset taken from `old` (None: nothing to take).
+
+    The one rule for "keep the old class": a policy decides CPUs and memory, not classes,
+    so its assignments inherit the classes chosen at creation (or, for a new container,
+    the `ClassChoice`).  Unset is None *or* the empty string: "" is no class name
+    (`names.validate_name` refuses it), and sending it would make the runtime look for a
+    class called "".  A class unset on both sides stays None.
+    """
+    if old is None:
+        old = ClassChoice()
+    return dataclasses.replace(
+        new,
+        rdt_class=new.rdt_class or old.rdt_class or None,
+        blockio_class=new.blockio_class or old.blockio_class or None,
+    )
 
 
 def _cpuset_only(a: Assignment) -> Assignment:
@@ -155,19 +141,19 @@ class Pipeline:
         *,
         controllers: Sequence[Controller] = (),
         select_classes: ClassSelector | None = None,
-        log: Any = None,
+        log: EventLog | None = None,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
-        self.policy = policy
+        self.policy: Policy = policy
         #: bounds on cpusets and JSON annotations read from the runtime's messages
         self.limits = limits
-        self.controllers = tuple(controllers)
-        self._select = select_classes or _no_classes
+        self.controllers: tuple[Controller, ...] = tuple(controllers)
+        self._select: ClassSelector = select_classes or _no_classes
         if log is None:
             from nri_resmgr.logs import get_logger
 
             log = get_logger("pipeline")
-        self.log = log
+        self.log: EventLog = log
         self.state: PolicyState = policy.initial_state()
         self.pods: dict[PodID, Pod] = {}
         self.containers: dict[ContainerID, ContainerInfo] = {}
@@ -179,7 +165,7 @@ class Pipeline:
         self.unconfirmed: set[ContainerID] = set()
         #: block I/O classes we apply ourselves are not the runtime's to resolve: sending
         #: the name would make a runtime without its own class config fail the container
-        self.runtime_blockio = not any(c.name == "blockio" for c in self.controllers)
+        self.runtime_blockio: bool = not any(c.name == "blockio" for c in self.controllers)
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -192,27 +178,9 @@ class Pipeline:
             return None
         return rendered
 
-    def _with_classes(self, a: Assignment, choice: ClassChoice) -> Assignment:
-        return dataclasses.replace(
-            a,
-            rdt_class=a.rdt_class if a.rdt_class is not None else choice.rdt_class,
-            blockio_class=(
-                a.blockio_class if a.blockio_class is not None else choice.blockio_class
-            ),
-        )
-
     def _merge_update(self, update: Assignment) -> Assignment:
         """An update from the policy keeps the classes the container already has."""
-        old = self.assignments.get(update.container_id)
-        if old is None:
-            return update
-        return dataclasses.replace(
-            update,
-            rdt_class=update.rdt_class if update.rdt_class is not None else old.rdt_class,
-            blockio_class=(
-                update.blockio_class if update.blockio_class is not None else old.blockio_class
-            ),
-        )
+        return inherit_classes(update, self.assignments.get(update.container_id))
 
     def _commit(
         self,
@@ -240,14 +208,7 @@ class Pipeline:
         if rendered is not None:
             for cid, a in rendered.items():
                 if cid in self.containers:
-                    old = self.assignments.get(cid)
-                    self.assignments[cid] = (
-                        dataclasses.replace(
-                            a,
-                            rdt_class=a.rdt_class or (old.rdt_class if old else None),
-                            blockio_class=a.blockio_class or (old.blockio_class if old else None),
-                        )
-                    )
+                    self.assignments[cid] = inherit_classes(a, self.assignments.get(cid))
 
     def _note_updates(self, updates: Iterable[Assignment]) -> None:
         """Remember updates aimed at containers that have not started yet."""
@@ -255,13 +216,14 @@ class Pipeline:
             if u.container_id in self.unstarted:
                 self.unconfirmed.add(u.container_id)
 
-    def _log_decision(
-        self, event: str, container: ContainerInfo, a: Assignment | None, reason: str
+    def _log_line(
+        self, event: str, *, name: str, cid: str, a: Assignment | None, reason: str
     ) -> None:
+        """The one structured line per decision: container, CPUs, memory, classes, reason."""
         self.log.info(
             event,
-            container=f"{container.pod.namespace}/{container.pod.name}/{container.name}",
-            id=container.id,
+            container=name,
+            id=cid,
             cpus=str(a.cpus) if a is not None else "",
             mems=str(a.mems) if a is not None else "",
             kind=str(a.kind) if a is not None else "",
@@ -271,21 +233,26 @@ class Pipeline:
             reason=reason,
         )
 
-    def _log_update(self, event: str, u: Assignment, reason: str) -> None:
-        c = self.containers.get(u.container_id)
-        name = f"{c.pod.namespace}/{c.pod.name}/{c.name}" if c else u.container_id
-        self.log.info(
-            event,
-            container=name,
-            id=u.container_id,
-            cpus=str(u.cpus),
-            mems=str(u.mems),
-            kind=str(u.kind),
-            pool=u.pool,
-            rdt=u.rdt_class,
-            blockio=u.blockio_class,
-            reason=reason,
-        )
+    def _log_decision(
+        self, event: str, container: ContainerInfo, a: Assignment | None, reason: str
+    ) -> None:
+        name = f"{container.pod.namespace}/{container.pod.name}/{container.name}"
+        self._log_line(event, name=name, cid=container.id, a=a, reason=reason)
+
+    def _log_consequences(
+        self, cause: ContainerInfo, updates: Iterable[Assignment], reason: str
+    ) -> None:
+        """One "update" line per container that `cause`'s decision moved."""
+        for u in updates:
+            c = self.containers.get(u.container_id)
+            name = f"{c.pod.namespace}/{c.pod.name}/{c.name}" if c else u.container_id
+            self._log_line(
+                "update",
+                name=name,
+                cid=u.container_id,
+                a=u,
+                reason=f"consequence of {cause.pretty}: {reason}",
+            )
 
     def _pod_of(self, sandbox: api.PodSandbox, container: api.Container | None) -> Pod:
         known = self.pods.get(PodID(sandbox.id))
@@ -342,7 +309,7 @@ class Pipeline:
                 f"{info.pretty}: policy {self.policy.name} returned no assignment for a new "
                 "container; expected one"
             )
-        subject = self._with_classes(decision.assignment, choice)
+        subject = inherit_classes(decision.assignment, choice)
         others = [self._merge_update(u) for u in decision.updates if u.container_id != info.id]
         adjust = adapter.adjustment_for(
             subject if self.runtime_blockio else dataclasses.replace(subject, blockio_class=None)
@@ -350,8 +317,7 @@ class Pipeline:
         updates = _render_updates(others)
         for ctl in self.controllers:
             ctl.container_assigned(info, subject)
-            extra = getattr(ctl, "adjustment", None)
-            more = extra(info, subject) if callable(extra) else None
+            more = ctl.adjustment(info, subject)
             if more is not None:
                 adjust.MergeFrom(more)
         self.pods.setdefault(pod.id, pod)
@@ -361,8 +327,7 @@ class Pipeline:
         self.unconfirmed.discard(info.id)
         self._note_updates(others)
         self._log_decision("create", info, self.assignments.get(info.id, subject), decision.reason)
-        for u in others:
-            self._log_update("update", u, f"consequence of {info.pretty}: {decision.reason}")
+        self._log_consequences(info, others, decision.reason)
         return adjust, updates
 
     def started(
@@ -382,12 +347,8 @@ class Pipeline:
             self.unconfirmed.discard(cid)
             return []
         for ctl in self.controllers:
-            hook = getattr(ctl, "container_started", None)
-            if callable(hook):
-                hook(info, a)
-            task_hook = getattr(ctl, "task_started", None)
-            if callable(task_hook):
-                task_hook(info, a, container.pid)
+            ctl.container_started(info, a)
+            ctl.task_started(info, a, container.pid)
         if cid not in self.unconfirmed:
             return []
         self.unconfirmed.discard(cid)
@@ -422,11 +383,7 @@ class Pipeline:
         decision = self.policy.update(self.state, info)
         subject = decision.assignment
         if subject is not None:
-            old = self.assignments.get(cid)
-            subject = self._with_classes(
-                subject,
-                ClassChoice(old.rdt_class, old.blockio_class) if old else ClassChoice(),
-            )
+            subject = inherit_classes(subject, self.assignments.get(cid))
         others = [self._merge_update(u) for u in decision.updates if u.container_id != cid]
         out = _render_updates(([subject] if subject is not None else []) + others)
         if subject is not None:
@@ -436,8 +393,7 @@ class Pipeline:
         self._commit(decision, subject=subject, updates=others)
         self._note_updates(([subject] if subject is not None else []) + others)
         self._log_decision("update", info, self.assignments.get(cid), decision.reason)
-        for u in others:
-            self._log_update("update", u, f"consequence of {info.pretty}: {decision.reason}")
+        self._log_consequences(info, others, decision.reason)
         return out
 
     def _release(self, cid: ContainerID, *, event: str) -> list[api.ContainerUpdate]:
@@ -459,8 +415,7 @@ class Pipeline:
         self._commit(decision, updates=others)
         self._note_updates(others)
         self._log_decision(event, info, None, decision.reason)
-        for u in others:
-            self._log_update("update", u, f"consequence of {info.pretty}: {decision.reason}")
+        self._log_consequences(info, others, decision.reason)
         return updates
 
     def stop(self, sandbox: api.PodSandbox, container: api.Container) -> list[api.ContainerUpdate]:
@@ -527,8 +482,7 @@ class Pipeline:
                 choices[info.id] = ClassChoice()
             infos.append(info)
         created = {
-            ContainerID(c.id) for c in containers
-            if c.state == api.ContainerState.CONTAINER_CREATED
+            ContainerID(c.id) for c in containers if c.state == api.ContainerState.CONTAINER_CREATED
         }
         return self._rebuild(pods, infos, choices, event="synchronize", unstarted=created)
 
@@ -583,8 +537,12 @@ class Pipeline:
                 ClassChoice(a.rdt_class, a.blockio_class) if a is not None else ClassChoice()
             )
         return self._rebuild(
-            dict(previous.pods), infos, choices, event="reconfigure",
-            unstarted=previous.unstarted, unconfirmed=previous.unconfirmed,
+            dict(previous.pods),
+            infos,
+            choices,
+            event="reconfigure",
+            unstarted=previous.unstarted,
+            unconfirmed=previous.unconfirmed,
         )
 
     def _rebuild(
@@ -611,13 +569,12 @@ class Pipeline:
                 rdt_class=choice.rdt_class,
                 blockio_class=choice.blockio_class,
             )
+        live = list(pods.values())
         for ctl in self.controllers:
-            hook = getattr(ctl, "synchronized", None)
-            if callable(hook):
-                try:
-                    hook(list(pods.values()))
-                except ResmgrError as exc:
-                    self.log.warning("controller failed", controller=ctl.name, error=str(exc))
+            try:
+                ctl.synchronized(live)
+            except ResmgrError as exc:
+                self.log.warning("controller failed", controller=ctl.name, error=str(exc))
         movers = [self._merge_update(u) for u in decision.updates]
         updates = _render_updates(movers)
         self._commit(decision, updates=movers, full=True)
@@ -627,9 +584,7 @@ class Pipeline:
         for info in infos:
             a = self.assignments[info.id]
             moved = any(u.container_id == info.id for u in movers)
-            self._log_decision(
-                event, info, a, "moved: " + decision.reason if moved else "kept"
-            )
+            self._log_decision(event, info, a, "moved: " + decision.reason if moved else "kept")
         return updates
 
     def reassert(self, cids: Iterable[ContainerID]) -> list[api.ContainerUpdate]:
@@ -645,156 +600,3 @@ class Pipeline:
     def snapshot(self) -> list[tuple[ContainerInfo, Assignment | None]]:
         """Every live container with its assignment, in creation order."""
         return [(c, self.assignments.get(cid)) for cid, c in self.containers.items()]
-
-
-
-class RdtGroups:
-    """`Controller` over H8's `RdtController`: class groups, pod groups, monitoring.
-
-    `runtime_rdt` says whether the connected runtime takes NRI's `LinuxRdt` adjustment
-    (v0.11+): then a monitored container with an RDT class gets ``closID`` and
-    ``enableMonitoring`` and its runtime starts the task in a monitoring group; otherwise
-    (and where the runtime did not) its PID goes into the pod's monitoring group at
-    PostStartContainer.  Monitoring failures there are logged, not raised: the event's
-    other work (reasserting updates) must go on.
-    """
-
-    name = "rdt"
-
-    def __init__(self, controller: Any, *, runtime_rdt: Callable[[], bool] | None = None
-                 ) -> None:
-        self.controller = controller
-        self.runtime_rdt = runtime_rdt or (lambda: False)
-        controller.apply_classes()
-
-    def pod_added(self, pod: Pod) -> None:
-        self.controller.ensure_pod_group(pod)
-
-    def pod_removed(self, pod: Pod) -> None:
-        self.controller.remove_pod_group(pod)
-
-    def container_assigned(self, container: ContainerInfo, assignment: Assignment) -> None:
-        return None
-
-    def adjustment(
-        self, container: ContainerInfo, assignment: Assignment
-    ) -> api.ContainerAdjustment | None:
-        plan = self.controller.monitor_container(
-            container.pod, container.id, assignment.rdt_class, runtime_rdt=self.runtime_rdt()
-        )
-        if plan is None or plan.clos_id is None:
-            return None
-        adjust = api.ContainerAdjustment()
-        rdt = adjust.linux.rdt
-        rdt.clos_id.value = plan.clos_id
-        rdt.clos_id.SetInParent()
-        rdt.enable_monitoring.value = True
-        rdt.enable_monitoring.SetInParent()
-        return adjust
-
-    def task_started(self, container: ContainerInfo, assignment: Assignment, pid: int) -> None:
-        try:
-            self.controller.task_started(container.pod, container.id, assignment.rdt_class, pid)
-        except ResmgrError as exc:
-            self.controller.log.warning("container not monitored", container=container.pretty,
-                                        error=str(exc))
-
-    def monitoring_samples(self, containers: Iterable[tuple[str, str | None]]) -> Any:
-        return self.controller.monitoring_samples(containers)
-
-    def container_released(self, container: ContainerInfo) -> None:
-        return None
-
-    def synchronized(self, pods: Iterable[Pod]) -> None:
-        """After a restart: drop owned groups of pods that are gone, make the others."""
-        live = list(pods)
-        self.controller.reconcile([p.uid for p in live])
-        failed: list[str] = []
-        for pod in live:
-            try:
-                self.controller.ensure_pod_group(pod)
-            except ResmgrError as exc:  # one pod's bad annotation must not stop the rest
-                failed.append(str(exc))
-        if failed:
-            raise ResmgrError("; ".join(failed))
-
-
-
-class BlockIOFiles:
-    """`Controller` over H8's `BlockIOController`: writes a class into a container cgroup.
-
-    Block I/O settings go into the container's own cgroup, which the runtime creates with
-    the task (at StartContainer, after CreateContainer); so they are applied once the
-    container has started (PostStartContainer), through the optional `container_started`
-    hook.
-    """
-
-    name = "blockio"
-
-    def __init__(self, controller: Any) -> None:
-        self.controller = controller
-
-    def pod_added(self, pod: Pod) -> None:
-        return None
-
-    def pod_removed(self, pod: Pod) -> None:
-        return None
-
-    def container_assigned(self, container: ContainerInfo, assignment: Assignment) -> None:
-        return None
-
-    def container_released(self, container: ContainerInfo) -> None:
-        return None
-
-    def container_started(self, container: ContainerInfo, assignment: Assignment) -> None:
-        if assignment.blockio_class is not None:
-            self.controller.apply(container.cgroups_path, assignment.blockio_class)
-
-
-def class_control_from_config(
-    control: Any,
-    *,
-    resctrl_root: str | None = None,
-    cgroup_root: str | None = None,
-    state_dir: str | None = None,
-    runtime_rdt: Callable[[], bool] | None = None,
-) -> tuple[list[Controller], ClassSelector | None]:
-    """Controllers and a class selector for the daemon config's ``control`` section.
-
-    `control` is `nri_resmgr.control.config.ControlConfig`: ``rdt`` and ``blockio`` each
-    carry the class selection (``enable``, ...) and the class definitions.  Resctrl
-    groups are made under `resctrl_root` and block I/O files written under `cgroup_root`
-    only when those are given; without them the class names still go to the runtime.
-    `runtime_rdt` tells whether the runtime takes NRI's LinuxRdt (see `RdtGroups`).
-    Nothing enabled and nothing defined: no selector and no controllers at all.
-    """
-    from nri_resmgr.control.blockio import BlockIOController
-    from nri_resmgr.control.classes import select_classes as choose
-    from nri_resmgr.control.resctrl import RdtController
-
-    rdt, blockio = control.rdt, control.blockio
-    if not (rdt.enable or blockio.enable or rdt.partitions or blockio.classes):
-        return [], None
-    controllers: list[Controller] = []
-    known_rdt: tuple[str, ...] = tuple(rdt.class_names())
-    if resctrl_root is not None:
-        import tempfile
-
-        ctl = RdtController(
-            resctrl_root,
-            rdt,
-            state_dir=state_dir or tempfile.mkdtemp(prefix="nri-resmgr-state-"),
-        )
-        controllers.append(RdtGroups(ctl, runtime_rdt=runtime_rdt))
-        known_rdt = tuple(ctl.planned())
-    known_blockio: tuple[str, ...] = tuple(blockio.classes)
-    if cgroup_root and not blockio.runtime_classes:
-        bctl = BlockIOController(cgroup_root, blockio)
-        controllers.append(BlockIOFiles(bctl))
-        known_blockio = tuple(bctl.class_names)
-
-    def select(container: ContainerInfo) -> ClassChoice:
-        got = choose(container, control, known_rdt=known_rdt, known_blockio=known_blockio)
-        return ClassChoice(rdt_class=got.rdt_class, blockio_class=got.blockio_class)
-
-    return controllers, select

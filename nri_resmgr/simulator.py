@@ -735,7 +735,7 @@ def _class_control(
     config: Config, *, resctrl_root: str | None, cgroup_root: str | None, state_dir: str
 ) -> tuple[list[Controller], ClassSelector | None]:
     """Controllers and class selection from the ``control`` section."""
-    from nri_resmgr.pipeline import class_control_from_config
+    from nri_resmgr.control.wiring import class_control_from_config
 
     return class_control_from_config(
         config.control, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir

@@ -99,7 +99,7 @@ def _policy_errors(config: Config, topology: Topology, *, dirs_valid: bool) -> l
 
 def collect_errors(data: Any, *, topology_source: str | None, sysfs_root: str) -> list[str]:
     """All problems in an already parsed document (empty when it is valid)."""
-    from nri_resmgr.pipeline import class_control_from_config
+    from nri_resmgr.control.wiring import class_control_from_config
 
     if data is None:
         data = {}

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from nri_resmgr.control.blockio import BlockIOConfig
 from nri_resmgr.control.classes import ClassConfig
-from nri_resmgr.control.resctrl import RdtConfig
+from nri_resmgr.control.resctrl.config import RdtConfig
 
 
 class ControlConfig(ClassConfig):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -23,7 +24,7 @@ from nri_resmgr.model import (
     PolicyState,
     ResmgrError,
 )
-from nri_resmgr.pipeline import ClassChoice, Pipeline
+from nri_resmgr.pipeline import ClassChoice, Controller, Pipeline, inherit_classes
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.simulator import ContainerSpec, Resources, container_resources
 from nri_resmgr.topology.cpuset import CPUSet
@@ -92,11 +93,18 @@ def sandbox(
 
 
 def container(
-    pod: api.PodSandbox, name: str, *, cpu: str = "1", limit: str | None = "1", cpus: str = "",
+    pod: api.PodSandbox,
+    name: str,
+    *,
+    cpu: str = "1",
+    limit: str | None = "1",
+    cpus: str = "",
     state: int = api.ContainerState.CONTAINER_RUNNING,
 ) -> api.Container:
     c = api.Container(
-        id=f"{pod.name}-{name}", pod_sandbox_id=pod.id, name=name,
+        id=f"{pod.name}-{name}",
+        pod_sandbox_id=pod.id,
+        name=name,
         state=state,  # type: ignore[arg-type]
     )
     c.linux.cgroups_path = f"x:cri-containerd:{c.id}"
@@ -159,7 +167,7 @@ def test_class_selection_error_leaves_state_unchanged() -> None:
     assert p.assignments[ContainerID("p0-a")].rdt_class == "gold"
 
 
-class FailingController:
+class FailingController(Controller):
     name = "failing"
 
     def __init__(self) -> None:
@@ -272,9 +280,7 @@ def test_synchronize_skips_stopped_and_orphans_and_bad_input() -> None:
 
 def static_pipeline() -> Pipeline:
     topo = build_topology({"packages": 1, "nodes": 1, "cores": 4, "threads": 2})
-    return Pipeline(
-        StaticPolicy(topology=topo, config={"reservedSystemCPUs": "0"}), log=QUIET
-    )
+    return Pipeline(StaticPolicy(topology=topo, config={"reservedSystemCPUs": "0"}), log=QUIET)
 
 
 def test_static_shared_pool_shrinks_and_grows() -> None:
@@ -347,9 +353,7 @@ def test_adopt_keeps_valid_placements_and_moves_invalid_ones() -> None:
     old.create(db, container(db, "cache", cpu="2", limit="2"))  # 2,6
     topo = build_topology({"packages": 1, "nodes": 1, "cores": 4, "threads": 2})
     # the new configuration reserves core 1 too: pg's CPUs are no longer allowed
-    new = Pipeline(
-        StaticPolicy(topology=topo, config={"reservedSystemCPUs": "0-1,4-5"}), log=QUIET
-    )
+    new = Pipeline(StaticPolicy(topology=topo, config={"reservedSystemCPUs": "0-1,4-5"}), log=QUIET)
     updates = new.adopt(old)
     moved = {u.container_id: u.linux.resources.cpu.cpus for u in updates}
     assert "db-cache" not in moved
@@ -382,3 +386,167 @@ def test_synchronize_accounts_for_containers_with_garbage_pod_annotations() -> N
     assert p.synchronize([db], [a]) == []
     assert p.assignments[ContainerID("db-a")].cpus == CPUSet.parse("1,5")
     assert p.containers[ContainerID("db-a")].kind is ContainerKind.APP
+
+
+# -- class inheritance: one rule, "" counts as unset ---------------------------------
+
+
+def _a(cid: str, rdt: str | None, blockio: str | None) -> Assignment:
+    return Assignment(
+        ContainerID(cid),
+        CPUSet([1]),
+        CPUSet([0]),
+        CPUKind.SHARED,
+        rdt_class=rdt,
+        blockio_class=blockio,
+    )
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "expected"),
+    [
+        ((None, None), ("gold", "slow"), ("gold", "slow")),
+        (("silver", "fast"), ("gold", "slow"), ("silver", "fast")),
+        (("", ""), ("gold", "slow"), ("gold", "slow")),
+        (("", None), (None, None), (None, None)),
+        (("silver", None), None, ("silver", None)),
+        ((None, ""), None, (None, None)),
+    ],
+    ids=[
+        "unset-inherits",
+        "set-wins",
+        "empty-inherits",
+        "empty-over-none-is-none",
+        "no-old",
+        "empty-without-old-is-none",
+    ],
+)
+def test_inherit_classes(
+    new: tuple[str | None, str | None],
+    old: tuple[str | None, str | None] | None,
+    expected: tuple[str | None, str | None],
+) -> None:
+    got = inherit_classes(_a("c", *new), None if old is None else ClassChoice(*old))
+    assert (got.rdt_class, got.blockio_class) == expected
+    assert got.cpus == CPUSet([1]) and got.kind is CPUKind.SHARED  # only classes change
+    if old is not None:  # an old assignment counts as its classes
+        assert inherit_classes(_a("c", *new), _a("c", *old)) == got
+
+
+class EmptyClassPolicy(CountingPolicy):
+    """Answers with "" classes, and re-sends every other container with "" classes."""
+
+    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
+        d = super().allocate(state, container)
+        assert isinstance(d.state, CountState) and d.assignment is not None
+        others = tuple(
+            dataclasses.replace(self._a(cid, cpu), rdt_class="", blockio_class="")
+            for cid, cpu in d.state.held.items()
+            if cid != container.id
+        )
+        subject = dataclasses.replace(d.assignment, rdt_class="", blockio_class="")
+        return Decision(d.state, subject, updates=others, reason=d.reason)
+
+
+def _gold(_c: ContainerInfo) -> ClassChoice:
+    return ClassChoice(rdt_class="gold", blockio_class="slow")
+
+
+def test_empty_class_from_the_policy_takes_the_chosen_class_at_create() -> None:
+    p = Pipeline(EmptyClassPolicy(), select_classes=_gold, log=QUIET)
+    s = sandbox()
+    adjust, _ = p.create(s, container(s, "a"))
+    assert adjust.linux.resources.rdt_class.value == "gold"
+    assert adjust.linux.resources.blockio_class.value == "slow"
+    a = p.assignments[ContainerID("p0-a")]
+    assert (a.rdt_class, a.blockio_class) == ("gold", "slow")
+
+
+def test_empty_class_in_a_policy_update_keeps_the_container_s_class() -> None:
+    classes = iter(["gold", "silver"])
+
+    def select(_c: ContainerInfo) -> ClassChoice:
+        return ClassChoice(rdt_class=next(classes))
+
+    p = Pipeline(EmptyClassPolicy(), select_classes=select, log=QUIET)
+    s = sandbox()
+    p.create(s, container(s, "a"))
+    p.create(s, container(s, "b"))  # its decision re-sends "a" with "" classes
+    assert p.assignments[ContainerID("p0-a")].rdt_class == "gold"
+    assert p.assignments[ContainerID("p0-b")].rdt_class == "silver"
+
+
+# -- controller hooks: typed members, each called at its event --------------------------
+
+
+class RecordingController(Controller):
+    """Overrides every hook but the pod ones (those keep the no-op defaults)."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def container_assigned(self, container: ContainerInfo, assignment: Assignment) -> None:
+        self.seen.append(f"assigned {container.name}")
+
+    def adjustment(
+        self, container: ContainerInfo, assignment: Assignment
+    ) -> api.ContainerAdjustment | None:
+        self.seen.append(f"adjustment {container.name}")
+        extra = api.ContainerAdjustment()
+        extra.annotations["recorded"] = assignment.rdt_class or "-"
+        return extra
+
+    def container_started(self, container: ContainerInfo, assignment: Assignment) -> None:
+        self.seen.append(f"started {container.name} {assignment.cpus}")
+
+    def task_started(self, container: ContainerInfo, assignment: Assignment, pid: int) -> None:
+        self.seen.append(f"task {container.name} {pid}")
+
+    def container_released(self, container: ContainerInfo) -> None:
+        self.seen.append(f"released {container.name}")
+
+    def synchronized(self, pods: Sequence[Pod]) -> None:
+        self.seen.append("synchronized " + ",".join(p.name for p in pods))
+
+
+def test_every_hook_is_called_at_its_event() -> None:
+    ctl = RecordingController()
+    p = Pipeline(CountingPolicy(), controllers=[ctl], select_classes=_gold, log=QUIET)
+    s = sandbox()
+    p.run_pod(s)  # pod_added: the default no-op
+    c = container(s, "a")
+    c.pid = 4242
+    adjust, _ = p.create(s, c)
+    assert adjust.annotations["recorded"] == "gold"  # merged into the reply
+    p.started(s, c)
+    p.synchronize([s], [c])
+    p.stop(s, c)
+    p.remove_pod(s)
+    assert ctl.seen == [
+        "assigned a",
+        "adjustment a",
+        "started a 0",
+        "task a 4242",
+        "synchronized p0",
+        "released a",
+    ]
+    assert list(ctl.monitoring_samples([("p0-a", "gold")])) == []  # the default
+
+
+def test_consequences_are_logged_once_per_moved_container() -> None:
+    lines: list[dict[str, Any]] = []
+
+    def capture(_l: Any, _m: str, event: Any) -> Any:
+        lines.append(dict(event))
+        raise structlog.DropEvent
+
+    log = structlog.wrap_logger(structlog.ReturnLogger(), processors=[capture])
+    p = Pipeline(EmptyClassPolicy(), select_classes=_gold, log=log)
+    s = sandbox()
+    p.create(s, container(s, "a"))
+    p.create(s, container(s, "b"))
+    update = [line for line in lines if line["event"] == "update"]
+    assert [(u["container"], u["id"], u["rdt"]) for u in update] == [("ns/p0/a", "p0-a", "gold")]
+    assert update[0]["reason"] == "consequence of pod ns/p0 container b: counted"

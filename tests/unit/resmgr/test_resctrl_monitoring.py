@@ -16,6 +16,7 @@ from nri_resmgr.control.resctrl import (
     RdtController,
     read_info,
 )
+from nri_resmgr.control.resctrl.monitor import sample_groups
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.model import Pod, PodID, QoSClass, ResmgrError
 
@@ -169,4 +170,27 @@ def test_samples_label_groups_as_nri_plugins_does(ctl: RdtController) -> None:
         MonSample("gold", CID, 1, None, 42, 41),
         MonSample("gold", f"nri-resmgr-pod-{UID}", 0, 30, 32, 31),
         MonSample("system/default", "", 0, 10, 12, 11),
+    ]
+
+
+def test_sample_groups_lists_each_group_once_in_a_fixed_order() -> None:
+    """The pure half of `monitoring_samples`: which groups, labelled how, each path once
+    (a container listed twice, or a runtime group under a class, is read once)."""
+    pod_group = f"nri-resmgr-pod-{UID}"
+    owned = {
+        "gold": {"kind": "class", "pod_uid": ""},
+        pod_group: {"kind": "pod", "pod_uid": UID},
+        f"gold/mon_groups/{pod_group}": {"kind": "mon", "pod_uid": UID},
+        f"mon_groups/{pod_group}": {"kind": "mon", "pod_uid": UID},
+    }
+    got = sample_groups(
+        ["gold"], owned, [(CID, "gold"), (CID, "gold"), ("x", None), ("../bad", "gold")]
+    )
+    assert got == [
+        ("system/default", "", ""),
+        ("gold", "", "gold"),
+        ("gold", pod_group, f"gold/mon_groups/{pod_group}"),
+        ("system/default", pod_group, f"mon_groups/{pod_group}"),
+        (pod_group, "", pod_group),
+        ("gold", CID, f"gold/mon_groups/{CID}"),
     ]

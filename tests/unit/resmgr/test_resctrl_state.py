@@ -53,6 +53,9 @@ class Log:
     def info(self, event: str, **details: Any) -> None:
         self.lines.append(("info", event, details))
 
+    def exception(self, event: str, **details: Any) -> None:
+        self.lines.append(("exception", event, details))
+
     def events(self, level: str = "warning") -> list[str]:
         return [e for lv, e, _ in self.lines if lv == level]
 
@@ -149,7 +152,9 @@ def test_full_state_dir_keeps_groups_in_memory_until_space_returns(
     assert ctl.persisted
     record = json.loads((state / "resctrl-groups.json").read_text())
     assert sorted(record["groups"]) == ["gold", f"nri-resmgr-pod-{UID_B}"]
-    assert ctl.log.events("info") == ["resctrl ownership record writable again"]
+    log = ctl.log
+    assert isinstance(log, Log)
+    assert log.events("info") == ["resctrl ownership record writable again"]
 
 
 def test_state_dir_below_a_file_keeps_groups_in_memory(tmp_path: Path) -> None:

@@ -1,0 +1,94 @@
+"""What the pipeline asks of a controller, and of the class selection.
+
+Theory of operation: the pipeline (`nri_resmgr.pipeline`) decides; a *controller* does the
+out-of-band work an accepted decision needs (resctrl groups, block I/O files, see
+`wiring`).  `Controller` declares every hook the pipeline calls, each with a default that
+does nothing, so a controller inherits the class and overrides only the hooks it needs;
+the pipeline calls every hook on every controller, with no lookup by name.
+
+When the hooks run, per NRI event:
+
+- RunPodSandbox: `pod_added`; RemovePodSandbox: `pod_removed` (best effort);
+- CreateContainer: `container_assigned`, then `adjustment`, whose `ContainerAdjustment`
+  (or None) is merged into the reply; a `ResmgrError` from either fails the event and
+  nothing is committed;
+- PostStartContainer: `container_started` (the container's cgroup exists now: runtimes
+  create it with the task, at StartContainer), then `task_started` with the task's PID;
+- StopContainer / RemoveContainer / RemovePodSandbox: `container_released` (best effort);
+- Synchronize and live reconfiguration: `synchronized` with the live pods (restart
+  cleanup; best effort);
+- a /metrics scrape: `monitoring_samples` with the live (container id, RDT class) pairs.
+
+A `ClassSelector` picks a container's RDT and block I/O classes (`ClassChoice`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from nri_resmgr.control.classes import ClassChoice
+from nri_resmgr.model import ContainerInfo
+
+if TYPE_CHECKING:
+    from nri_api import api
+    from nri_resmgr.control.resctrl.monitor import MonSample
+    from nri_resmgr.model import Assignment, Pod
+
+__all__ = ["ClassChoice", "ClassSelector", "Controller"]
+
+#: picks the classes of a container (`classes.select_classes` with the configuration);
+#: raises AnnotationError on a bad annotation
+ClassSelector = Callable[[ContainerInfo], ClassChoice]
+
+
+class Controller(Protocol):
+    """Out-of-band work on accepted decisions; every hook defaults to doing nothing.
+
+    Subclass it and override what the controller needs (module docstring: when each
+    hook runs).  A hook may raise `ResmgrError`; see the module docstring for which
+    events that fails and which hooks are best effort.
+    """
+
+    #: names the controller in logs ("rdt", "blockio")
+    name: str
+
+    def pod_added(self, pod: Pod) -> None:
+        """RunPodSandbox: set up pod-level state (a pod's resctrl group)."""
+        return None
+
+    def pod_removed(self, pod: Pod) -> None:
+        """RemovePodSandbox: tear down pod-level state."""
+        return None
+
+    def container_assigned(self, container: ContainerInfo, assignment: Assignment) -> None:
+        """CreateContainer (and UpdateContainer's new assignment): before the commit."""
+        return None
+
+    def adjustment(
+        self, container: ContainerInfo, assignment: Assignment
+    ) -> api.ContainerAdjustment | None:
+        """CreateContainer, after `container_assigned`: more for the reply, or None."""
+        return None
+
+    def container_started(self, container: ContainerInfo, assignment: Assignment) -> None:
+        """PostStartContainer: the container's cgroup exists now."""
+        return None
+
+    def task_started(self, container: ContainerInfo, assignment: Assignment, pid: int) -> None:
+        """PostStartContainer, after `container_started`: the task runs with `pid`."""
+        return None
+
+    def container_released(self, container: ContainerInfo) -> None:
+        """The container's resources were released (stop, remove, or with its pod)."""
+        return None
+
+    def synchronized(self, pods: Sequence[Pod]) -> None:
+        """After Synchronize or a reconfiguration: the pods that live now."""
+        return None
+
+    def monitoring_samples(
+        self, containers: Iterable[tuple[str, str | None]]
+    ) -> Sequence[MonSample]:
+        """Counters read now, for /metrics; `containers` are (id, RDT class) pairs."""
+        return ()

@@ -1,0 +1,160 @@
+"""The class controllers the pipeline drives, built from the daemon's ``control`` section.
+
+Theory of operation: `class_control_from_config` turns `ControlConfig` into the
+`Controller`s (`hooks`) and the `ClassSelector` a `Pipeline` takes.  `RdtGroups` adapts
+`resctrl.RdtController` (class groups, pod groups, monitoring) and `BlockIOFiles` adapts
+`blockio.BlockIOController` (a class's files in a container's cgroup) to the hooks.
+Without a resctrl root or a cgroup root the class *names* still go to the runtime, and
+nothing here writes; with them, the controllers write when their hooks run.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from nri_api import api
+from nri_resmgr.control.hooks import ClassSelector, Controller
+from nri_resmgr.model import Assignment, ContainerInfo, Pod, ResmgrError
+
+if TYPE_CHECKING:
+    from nri_resmgr.control.blockio import BlockIOController
+    from nri_resmgr.control.config import ControlConfig
+    from nri_resmgr.control.resctrl import MonSample, RdtController
+
+__all__ = ["BlockIOFiles", "RdtGroups", "class_control_from_config"]
+
+
+class RdtGroups(Controller):
+    """`Controller` over `RdtController`: class groups, pod groups, monitoring.
+
+    `runtime_rdt` says whether the connected runtime takes NRI's `LinuxRdt` adjustment
+    (v0.11+): then a monitored container with an RDT class gets ``closID`` and
+    ``enableMonitoring`` and its runtime starts the task in a monitoring group; otherwise
+    (and where the runtime did not) its PID goes into the pod's monitoring group at
+    PostStartContainer.  Monitoring failures there are logged, not raised: the event's
+    other work (reasserting updates) must go on.
+    """
+
+    name = "rdt"
+
+    def __init__(
+        self, controller: RdtController, *, runtime_rdt: Callable[[], bool] | None = None
+    ) -> None:
+        self.controller: RdtController = controller
+        self.runtime_rdt: Callable[[], bool] = runtime_rdt or (lambda: False)
+        controller.apply_classes()
+
+    def pod_added(self, pod: Pod) -> None:
+        self.controller.ensure_pod_group(pod)
+
+    def pod_removed(self, pod: Pod) -> None:
+        self.controller.remove_pod_group(pod)
+
+    def adjustment(
+        self, container: ContainerInfo, assignment: Assignment
+    ) -> api.ContainerAdjustment | None:
+        plan = self.controller.monitor_container(
+            container.pod, container.id, assignment.rdt_class, runtime_rdt=self.runtime_rdt()
+        )
+        if plan is None or plan.clos_id is None:
+            return None
+        adjust = api.ContainerAdjustment()
+        rdt = adjust.linux.rdt
+        rdt.clos_id.value = plan.clos_id
+        rdt.clos_id.SetInParent()
+        rdt.enable_monitoring.value = True
+        rdt.enable_monitoring.SetInParent()
+        return adjust
+
+    def task_started(self, container: ContainerInfo, assignment: Assignment, pid: int) -> None:
+        try:
+            self.controller.task_started(container.pod, container.id, assignment.rdt_class, pid)
+        except ResmgrError as exc:
+            self.controller.log.warning(
+                "container not monitored", container=container.pretty, error=str(exc)
+            )
+
+    def monitoring_samples(
+        self, containers: Iterable[tuple[str, str | None]]
+    ) -> Sequence[MonSample]:
+        return self.controller.monitoring_samples(containers)
+
+    def synchronized(self, pods: Sequence[Pod]) -> None:
+        """After a restart: drop owned groups of pods that are gone, make the others."""
+        self.controller.reconcile([p.uid for p in pods])
+        failed: list[str] = []
+        for pod in pods:
+            try:
+                self.controller.ensure_pod_group(pod)
+            except ResmgrError as exc:  # one pod's bad annotation must not stop the rest
+                failed.append(str(exc))
+        if failed:
+            raise ResmgrError("; ".join(failed))
+
+
+class BlockIOFiles(Controller):
+    """`Controller` over `BlockIOController`: writes a class into a container cgroup.
+
+    Block I/O settings go into the container's own cgroup, which the runtime creates with
+    the task (at StartContainer, after CreateContainer); so they are applied once the
+    container has started (PostStartContainer), in `container_started`.
+    """
+
+    name = "blockio"
+
+    def __init__(self, controller: BlockIOController) -> None:
+        self.controller: BlockIOController = controller
+
+    def container_started(self, container: ContainerInfo, assignment: Assignment) -> None:
+        if assignment.blockio_class is not None:
+            self.controller.apply(container.cgroups_path, assignment.blockio_class)
+
+
+def class_control_from_config(
+    control: ControlConfig,
+    *,
+    resctrl_root: str | None = None,
+    cgroup_root: str | None = None,
+    state_dir: str | None = None,
+    runtime_rdt: Callable[[], bool] | None = None,
+) -> tuple[list[Controller], ClassSelector | None]:
+    """Controllers and a class selector for the daemon config's ``control`` section.
+
+    ``control.rdt`` and ``control.blockio`` each carry the class selection (``enable``,
+    ...) and the class definitions.  Resctrl groups are made under `resctrl_root` (the
+    ownership record in `state_dir`, else in a new temporary directory) and block I/O
+    files written under `cgroup_root` only when those are given; without them the class
+    names still go to the runtime.  `runtime_rdt` tells whether the runtime takes NRI's
+    LinuxRdt (see `RdtGroups`).  Nothing enabled and nothing defined: no selector and no
+    controllers at all.
+    """
+    from nri_resmgr.control.blockio import BlockIOController
+    from nri_resmgr.control.classes import select_classes
+    from nri_resmgr.control.resctrl import RdtController
+
+    rdt, blockio = control.rdt, control.blockio
+    if not (rdt.enable or blockio.enable or rdt.partitions or blockio.classes):
+        return [], None
+    controllers: list[Controller] = []
+    known_rdt: tuple[str, ...] = tuple(rdt.class_names())
+    if resctrl_root is not None:
+        import tempfile  # only when a record may need a home (about 3 ms of import)
+
+        ctl = RdtController(
+            resctrl_root,
+            rdt,
+            state_dir=state_dir or tempfile.mkdtemp(prefix="nri-resmgr-state-"),
+        )
+        controllers.append(RdtGroups(ctl, runtime_rdt=runtime_rdt))
+        known_rdt = tuple(ctl.planned())
+    known_blockio: tuple[str, ...] = tuple(blockio.classes)
+    if cgroup_root and not blockio.runtime_classes:
+        bctl = BlockIOController(cgroup_root, blockio)
+        controllers.append(BlockIOFiles(bctl))
+        known_blockio = tuple(bctl.class_names)
+    select: ClassSelector = functools.partial(
+        select_classes, config=control, known_rdt=known_rdt, known_blockio=known_blockio
+    )
+    return controllers, select
