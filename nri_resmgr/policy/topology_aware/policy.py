@@ -7,7 +7,7 @@ configuration: `config.resolve_config` fixes the usable and reserved CPUs,
 For each container `preferences.container_request` decides *what* it gets (shared,
 exclusive, isolated, mixed, reserved, or untouched; which memory kinds).  `_place` then
 decides *where*: every candidate pool makes an offer against the current immutable state
-(`supply.make_offer`), pools that cannot fit are dropped, and the rest are ranked by the
+(`offers.make_offer`), pools that cannot fit are dropped, and the rest are ranked by the
 sort key documented in `scoring`.  (Offers are built in the order of the best key each
 pool could reach, `scoring.key_bound`, and no more are built once none of the remaining
 pools can win: same winner, usually one offer instead of one per pool.)  The best offer's
@@ -15,7 +15,7 @@ grant is added to a new state; the decision's updates are every other container 
 rendered CPUs or memory nodes differ between the old and the new state
 (`common.diff_updates`), which covers shared pools that shrank or grew anywhere in the
 tree.  Only the containers whose rendering *can* differ are rendered for that diff
-(`supply.render_changed`): the subject and the shared users of pools whose shared set
+(`rendering.render_changed`): the subject and the shared users of pools whose shared set
 changed, so a decision costs what it changes, not what is running (docs/policies.md,
 "Performance").
 
@@ -74,12 +74,15 @@ from nri_resmgr.policy.common import (
     order_claims,
 )
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
+from nri_resmgr.policy.topology_aware.invariants import check_addition, check_invariants
+from nri_resmgr.policy.topology_aware.offers import Offer, exact_offer, make_offer
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import (
     ALL_MEMORY,
     ContainerRequest,
     container_request,
 )
+from nri_resmgr.policy.topology_aware.rendering import render_all, render_changed
 from nri_resmgr.policy.topology_aware.scoring import (
     OfferKey,
     affinity_by_pool,
@@ -87,18 +90,7 @@ from nri_resmgr.policy.topology_aware.scoring import (
     key_bound,
     offer_key,
 )
-from nri_resmgr.policy.topology_aware.supply import (
-    Grant,
-    InvariantError,
-    Offer,
-    TopologyAwareState,
-    check_addition,
-    check_invariants,
-    make_offer,
-    render_all,
-    render_changed,
-    supply_of,
-)
+from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
 
@@ -139,15 +131,15 @@ class TopologyAwarePolicy:
     # ---- helpers -----------------------------------------------------------------------
 
     def initial_state(self) -> TopologyAwareState:
-        return TopologyAwareState(grants={})
+        return TopologyAwareState.empty(self.tree)
 
     def check(self, state: PolicyState) -> None:
-        """`supply.check_invariants` for this policy's tree."""
-        check_invariants(self.tree, self.topology, _own(state))
+        """`invariants.check_invariants` of `state`."""
+        check_invariants(self.topology, _own(state))
 
     def render(self, state: PolicyState) -> dict[ContainerID, Any]:
         """Every container's assignment in `state`."""
-        return render_all(self.tree, self.topology, _own(state))
+        return render_all(self.topology, _own(state))
 
     def _candidates(self, request: ContainerRequest) -> list[Pool]:
         if request.kind is CPUKind.RESERVED:
@@ -165,7 +157,7 @@ class TopologyAwarePolicy:
         hint: int | None,
         prefer: Sequence[CPUSet],
     ) -> tuple[Grant, str]:
-        supply = supply_of(self.tree, state)
+        supply = state.supply
         opts = self.config.options
         affinities = affinity_by_pool(
             state,
@@ -224,10 +216,7 @@ class TopologyAwarePolicy:
         best = best_offer(offers, hint=hint, affinities=affinities)
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
-        message = (
-            f"{container.pretty}: no pool can fit {request.describe()}; "
-            + "; ".join(reasons)
-        )
+        message = f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)
         if request.kind is CPUKind.EXCLUSIVE and opts.fallback_to_shared:
             shared = _as_shared(request)
             grant, where = self._place(state, container, shared, hint=hint, prefer=prefer)
@@ -237,7 +226,7 @@ class TopologyAwarePolicy:
     def _decide(
         self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID, reason: str
     ) -> Decision:
-        before, after = render_changed(self.tree, self.topology, old, new, (cid,))
+        before, after = render_changed(self.topology, old, new, (cid,))
         return Decision(
             state=new,
             assignment=after[cid],
@@ -260,7 +249,7 @@ class TopologyAwarePolicy:
         if container_id not in st.grants:
             return Decision(state=st, reason="unknown container; nothing to release")
         new = st.without(container_id)
-        before, after = render_changed(self.tree, self.topology, st, new, (container_id,))
+        before, after = render_changed(self.topology, st, new, (container_id,))
         return Decision(state=new, updates=diff_updates(before, after), reason="released")
 
     def update(self, state: PolicyState, container: ContainerInfo) -> Decision:
@@ -314,7 +303,7 @@ class TopologyAwarePolicy:
         if self.config.options.fallback_to_shared:
             # one that fell back to shared earlier stays shared: it runs on a cpuset that
             # is not its own whole CPUs (wrong size, or exactly some pool's shared set)
-            supply = supply_of(self.tree, st)
+            supply = st.supply
             for c in pending:
                 req = requests[c.id]
                 cur = c.current_cpus
@@ -351,7 +340,7 @@ class TopologyAwarePolicy:
                 notes.append(f"overcommitted: {exc}")
                 grant = self._overcommit(st, c, req, hint=hint, notes=notes)
             st = st.with_grant(grant)
-        rendered = render_all(self.tree, self.topology, st)
+        rendered = render_all(self.topology, st)
         updates = tuple(
             rendered[c.id] for c in containers if differs_from_current(c, rendered[c.id])
         )
@@ -461,7 +450,7 @@ class TopologyAwarePolicy:
         self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest, cur: CPUSet
     ) -> Grant | None:
         """An exclusive grant of `cur` (`_claim` of `c`), if that is still valid."""
-        supply = supply_of(self.tree, state)
+        supply = state.supply
         root = self.tree.root
         if not cur.isdisjoint(supply.used):
             return None
@@ -475,40 +464,29 @@ class TopologyAwarePolicy:
             ]
             pools = matching or pools
         for index in pools:
-            offer = make_offer(
+            offer = exact_offer(
                 tree=self.tree,
-                topology=self.topology,
                 supply=supply,
                 pool=self.tree.pools[index],
                 container_id=c.id,
                 pod_id=c.pod.id,
                 namespace=c.namespace,
-                request=replace(req, full=0, kind=CPUKind.NONE),
-                prefer=(),
-            )
-            if not isinstance(offer, Offer):
-                continue
-            grant = replace(
-                offer.grant,
-                kind=CPUKind.ISOLATED if isolated else CPUKind.EXCLUSIVE,
-                exclusive=cur,
                 request=req,
+                kind=CPUKind.ISOLATED if isolated else CPUKind.EXCLUSIVE,
+                cpus=cur,
             )
-            try:
-                self._check_addition(state, grant)
-            except InvariantError:
-                continue
-            return grant
+            if isinstance(offer, Offer) and not self._check_addition(state, offer.grant):
+                return offer.grant
         return None
 
-    def _check_addition(self, state: TopologyAwareState, grant: Grant) -> None:
-        """Raise unless `state` plus `grant` keeps the invariants; `state` must keep them.
+    def _check_addition(self, state: TopologyAwareState, grant: Grant) -> tuple[str, ...]:
+        """What `state` plus `grant` breaks of the invariants; `state` must keep them.
 
         Rebuild's first step starts from the empty state and adds a grant only once this
-        passes, so the precondition holds there; the check then costs O(pools), not
-        O(containers kept so far) (`supply.check_addition`).
+        finds nothing, so the precondition holds there; the check then costs O(pools),
+        not O(containers kept so far) (`invariants.check_addition`).
         """
-        check_addition(self.tree, self.topology, state, grant)
+        return check_addition(self.topology, state, grant)
 
     def _hint(
         self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
@@ -516,7 +494,7 @@ class TopologyAwarePolicy:
         """The deepest pool whose rendering for `req` matches what `c` has now."""
         if c.current_cpus is None and c.current_mems is None:
             return None
-        supply = supply_of(self.tree, state)
+        supply = state.supply
         for index in self.tree.deepest_containing(IDSet()):
             pool = self.tree.pools[index]
             cpu_ok = True
