@@ -13,7 +13,7 @@ pool could reach, `scoring.key_bound`, and no more are built once none of the re
 pools can win: same winner, usually one offer instead of one per pool.)  The best offer's
 grant is added to a new state; the decision's updates are every other container whose
 rendered CPUs or memory nodes differ between the old and the new state
-(`common.diff_updates`), which covers shared pools that shrank or grew anywhere in the
+(`decide.diff_updates`), which covers shared pools that shrank or grew anywhere in the
 tree.  Only the containers whose rendering *can* differ are rendered for that diff
 (`rendering.render_changed`): the subject and the shared users of pools whose shared set
 changed, so a decision costs what it changes, not what is running (docs/policies.md,
@@ -61,17 +61,18 @@ from typing import Any, ClassVar
 from nri_resmgr.model import (
     AllocationError,
     AnnotationError,
+    Assignment,
     ContainerID,
     ContainerInfo,
     CPUKind,
     Decision,
-    PolicyState,
 )
-from nri_resmgr.policy.common import (
-    diff_updates,
+from nri_resmgr.policy.common import one_thread_per_core, order_claims
+from nri_resmgr.policy.decide import (
+    decide,
+    decide_release,
     differs_from_current,
-    one_thread_per_core,
-    order_claims,
+    nothing_to_release,
 )
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
 from nri_resmgr.policy.topology_aware.invariants import check_addition, check_invariants
@@ -133,13 +134,19 @@ class TopologyAwarePolicy:
     def initial_state(self) -> TopologyAwareState:
         return TopologyAwareState.empty(self.tree)
 
-    def check(self, state: PolicyState) -> None:
+    def check(self, state: TopologyAwareState) -> None:
         """`invariants.check_invariants` of `state`."""
-        check_invariants(self.topology, _own(state))
+        check_invariants(self.topology, state)
 
-    def render(self, state: PolicyState) -> dict[ContainerID, Any]:
+    def render(self, state: TopologyAwareState) -> dict[ContainerID, Assignment]:
         """Every container's assignment in `state`."""
-        return render_all(self.topology, _own(state))
+        return render_all(self.topology, state)
+
+    def _render_changed(
+        self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID
+    ) -> tuple[dict[ContainerID, Assignment], dict[ContainerID, Assignment]]:
+        """The policy's `decide.RenderChanged`: `rendering.render_changed` for `cid`."""
+        return render_changed(self.topology, old, new, (cid,))
 
     def _candidates(self, request: ContainerRequest) -> list[Pool]:
         if request.kind is CPUKind.RESERVED:
@@ -223,50 +230,43 @@ class TopologyAwarePolicy:
             return grant, f"{where} (fallbackToShared: {message})"
         raise AllocationError(message)
 
-    def _decide(
-        self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID, reason: str
-    ) -> Decision:
-        before, after = render_changed(self.topology, old, new, (cid,))
-        return Decision(
-            state=new,
-            assignment=after[cid],
-            updates=diff_updates(before, after, skip={cid}),
-            reason=reason,
-        )
-
     # ---- the protocol ------------------------------------------------------------------
 
-    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
-        st = _own(state)
-        if container.id in st.grants:
-            return self.update(st, container)
+    def allocate(
+        self, state: TopologyAwareState, container: ContainerInfo
+    ) -> Decision[TopologyAwareState]:
+        if container.id in state.grants:
+            return self.update(state, container)
         request = container_request(container, self.config)
-        grant, reason = self._place(st, container, request, hint=None, prefer=())
-        return self._decide(st, st.with_grant(grant), container.id, reason)
+        grant, reason = self._place(state, container, request, hint=None, prefer=())
+        new = state.with_grant(grant)
+        return decide(self._render_changed, state, new, container.id, reason)
 
-    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
-        st = _own(state)
-        if container_id not in st.grants:
-            return Decision(state=st, reason="unknown container; nothing to release")
-        new = st.without(container_id)
-        before, after = render_changed(self.topology, st, new, (container_id,))
-        return Decision(state=new, updates=diff_updates(before, after), reason="released")
+    def release(
+        self, state: TopologyAwareState, container_id: ContainerID
+    ) -> Decision[TopologyAwareState]:
+        if container_id not in state.grants:
+            return nothing_to_release(state)
+        new = state.without(container_id)
+        return decide_release(self._render_changed, state, new, container_id)
 
-    def update(self, state: PolicyState, container: ContainerInfo) -> Decision:
-        st = _own(state)
-        old = st.grants.get(container.id)
+    def update(
+        self, state: TopologyAwareState, container: ContainerInfo
+    ) -> Decision[TopologyAwareState]:
+        old = state.grants.get(container.id)
         if old is None:
-            return self.allocate(st, container)
+            return self.allocate(state, container)
         request = container_request(container, self.config)
         if request == old.request:
-            return self._decide(st, st, container.id, "unchanged")
-        without = st.without(container.id)
+            return decide(self._render_changed, state, state, container.id, "unchanged")
+        without = state.without(container.id)
         grant, reason = self._place(
             without, container, request, hint=old.pool, prefer=[old.exclusive]
         )
-        return self._decide(st, without.with_grant(grant), container.id, f"updated: {reason}")
+        new = without.with_grant(grant)
+        return decide(self._render_changed, state, new, container.id, f"updated: {reason}")
 
-    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
+    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[TopologyAwareState]:
         st = self.initial_state()
         notes: list[str] = []
         unique: dict[ContainerID, ContainerInfo] = {}
@@ -514,11 +514,3 @@ class TopologyAwarePolicy:
             if cpu_ok and mem_ok:
                 return index
         return None
-
-
-def _own(state: PolicyState) -> TopologyAwareState:
-    if not isinstance(state, TopologyAwareState):
-        raise TypeError(
-            f"topology-aware policy: expected TopologyAwareState, found {type(state).__name__}"
-        )
-    return state

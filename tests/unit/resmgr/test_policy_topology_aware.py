@@ -24,7 +24,6 @@ from nri_resmgr.model import (
     ContainerInfo,
     ContainerKind,
     CPUKind,
-    PolicyState,
     QoSClass,
 )
 from nri_resmgr.policy.topology_aware import (
@@ -76,7 +75,7 @@ class Case:
 
 def run(case: Case) -> dict[str, tuple[CPUKind, str, str, str]]:
     p = TopologyAwarePolicy(topology=case.topology or small(), config=case.config)
-    s: PolicyState = p.initial_state()
+    s = p.initial_state()
     got = {}
     for c in case.containers:
         d = p.allocate(s, c)
@@ -242,7 +241,7 @@ def test_memory_request_filters_small_pools() -> None:
 
 def test_slicing_a_node_updates_containers_of_its_ancestors() -> None:
     p = TopologyAwarePolicy(topology=small(), config={})
-    s: PolicyState = p.initial_state()
+    s = p.initial_state()
     big = ctr("big", pod="big", qos=BU, milli=4500)  # too big for a node: package1
     x1 = ctr("x1", pod="x1", milli=2000)
     x2 = ctr("x2", pod="x2", milli=2000)
@@ -390,7 +389,7 @@ def test_config_errors(config: Mapping[str, Any], message: str) -> None:
 
 def test_rebuild_keeps_valid_placements_without_updates() -> None:
     p = TopologyAwarePolicy(topology=small(), config={})
-    s: PolicyState = p.initial_state()
+    s = p.initial_state()
     cs = [
         ctr("s", pod="s", qos=BU, milli=200),
         ctr("x", pod="x", milli=2000),

@@ -29,10 +29,9 @@ from nri_resmgr.model import (
     ContainerInfo,
     CPUKind,
     Decision,
-    PolicyState,
     QoSClass,
 )
-from nri_resmgr.policy.common import diff_updates, take_cores, take_cpus
+from nri_resmgr.policy.common import take_cores, take_cpus
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.invariants import check_addition, invariant_problems
 from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
@@ -121,24 +120,10 @@ class PlainPolicy(TopologyAwarePolicy):
     def _check_addition(self, state: TopologyAwareState, grant: Grant) -> tuple[str, ...]:
         return invariant_problems(self.topology, state.with_grant(grant))
 
-    def _decide(
-        self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID, reason: str
-    ) -> Decision:
-        before, after = render_all_plain(self, old), render_all_plain(self, new)
-        return Decision(
-            state=new,
-            assignment=after[cid],
-            updates=diff_updates(before, after, skip={cid}),
-            reason=reason,
-        )
-
-    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
-        assert isinstance(state, TopologyAwareState)
-        if container_id not in state.grants:
-            return Decision(state=state, reason="unknown container; nothing to release")
-        new = state.without(container_id)
-        updates = diff_updates(render_all_plain(self, state), render_all_plain(self, new))
-        return Decision(state=new, updates=updates, reason="released")
+    def _render_changed(
+        self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID
+    ) -> tuple[dict[ContainerID, Assignment], dict[ContainerID, Assignment]]:
+        return render_all_plain(self, old), render_all_plain(self, new)
 
 
 def same(fast: Decision, plain: Decision) -> None:
@@ -170,7 +155,7 @@ def compare(
 ) -> None:
     fast = TopologyAwarePolicy(topology=topology, config=config)
     plain = PlainPolicy(topology=topology, config=config)
-    s: PolicyState = fast.initial_state()
+    s = fast.initial_state()
     live: dict[str, ContainerInfo] = {}
     for op in ops:
         c = make(op)
@@ -186,12 +171,12 @@ def compare(
             assert not isinstance(d, str)
         else:
             continue
+        assert isinstance(d.state, TopologyAwareState)
         s = d.state
-        assert isinstance(s, TopologyAwareState)
         # the supply kept grant by grant is the supply derived from every grant
         assert s.supply == supply_from_scratch(fast.tree, s.grants.values())
     rendered = fast.render(s)
-    assert rendered == render_all_plain(fast, s)  # type: ignore[arg-type]
+    assert rendered == render_all_plain(fast, s)
     reported = [with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in live.values()]
     d = run(fast, plain, lambda p: p.rebuild(reported))
     assert not isinstance(d, str)
@@ -250,7 +235,7 @@ def test_check_addition_equals_the_full_check(
     s = p.initial_state()
     for op in ops:
         try:
-            s = p.allocate(s, make(op)).state  # type: ignore[assignment]
+            s = p.allocate(s, make(op)).state
         except AllocationError:
             continue
     p.check(s)
