@@ -60,7 +60,7 @@ from nri_resmgr.config import Config, config_from_mapping, format_validation_err
 from nri_resmgr.model import ConfigError, QoSClass, ResmgrError
 from nri_resmgr.pipeline import ClassSelector, Controller, Pipeline
 from nri_resmgr.policy.base import Policy
-from nri_resmgr.policy.registry import load_policy
+from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
 

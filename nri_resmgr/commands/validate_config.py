@@ -57,7 +57,7 @@ def collect_errors(
             topology = discover(Path(sysfs_root))
     except (ResmgrError, OSError, ValueError) as exc:
         return [*errors, f"(topology): cannot load the machine to check against: {exc}"]
-    from nri_resmgr.policy.registry import load_policy
+    from nri_resmgr.policy_registry import load_policy
 
     try:
         load_policy(config.policy, topology=topology, config=config.policy_config,
