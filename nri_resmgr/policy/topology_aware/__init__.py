@@ -3,8 +3,9 @@
 Modules, in reading order: `config` (keys and defaults), `pools` (the pool tree),
 `preferences` (what a container asks for), `state` (grants and the supply they leave),
 `offers` (what a pool would grant), `rendering` (grants to assignments), `invariants`
-(what must hold after every decision), `scoring` (the documented sort key), `policy`
-(the `Policy` protocol: placement and rebuild).
+(what must hold after every decision), `scoring` (the documented sort key), `reports`
+(what a rebuild reads from the runtime's reports), `policy` (the `Policy[S]` protocol:
+placement and rebuild).
 """
 
 from nri_resmgr.policy.topology_aware.config import TopologyAwareConfig

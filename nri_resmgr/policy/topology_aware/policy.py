@@ -84,6 +84,12 @@ from nri_resmgr.policy.topology_aware.preferences import (
     container_request,
 )
 from nri_resmgr.policy.topology_aware.rendering import render_all, render_changed
+from nri_resmgr.policy.topology_aware.reports import (
+    claim_of,
+    hint_for,
+    missing_from_shared_views,
+    unreadable_request,
+)
 from nri_resmgr.policy.topology_aware.scoring import (
     OfferKey,
     affinity_by_pool,
@@ -279,9 +285,9 @@ class TopologyAwarePolicy:
                 requests[c.id] = container_request(c, self.config)
             except AnnotationError as exc:
                 notes.append(f"overcommitted: {exc}")
-                requests[c.id] = self._unreadable()
+                requests[c.id] = unreadable_request(pin_cpu=self.config.options.pin_cpu)
         holders = Counter(cpu for c in containers for cpu in (c.current_cpus or IDSet()))
-        missing = self._missing_from_shared_views(containers, requests)
+        missing = missing_from_shared_views(self.tree, containers, requests)
 
         # 1. keep valid exclusive placements exactly: of the claims valid on their own,
         # those no other such claim overlaps first, then the conflicting ones, smaller
@@ -290,7 +296,7 @@ class TopologyAwarePolicy:
         # after a fail-open, a claim of the wrong size) do not count against it.
         claims: dict[ContainerID, CPUSet] = {}
         for c in containers:
-            held = self._claim(c, requests[c.id])
+            held = claim_of(self.tree, self.topology, c, requests[c.id])
             if held is not None and self._reclaim(st, c, requests[c.id], held) is not None:
                 claims[c.id] = held
         for cid in order_claims(claims):
@@ -324,7 +330,7 @@ class TopologyAwarePolicy:
         )
         for c in pending:
             req = requests[c.id]
-            hint = self._hint(st, c, req)
+            hint = hint_for(self.topology, st, c, req)
             mine = union(
                 self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
                 for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus
@@ -346,24 +352,6 @@ class TopologyAwarePolicy:
         )
         reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
-
-    def _unreadable(self) -> ContainerRequest:
-        """The request of a running container whose annotations cannot be read.
-
-        Rebuild must account for it all the same: on shared CPUs (off every exclusive
-        grant), its demand not counted, its memory left alone (`_overcommit`).
-        """
-        return ContainerRequest(
-            kind=CPUKind.SHARED,
-            full=0,
-            shared_milli=0,
-            prefer_isolated=False,
-            hide_hyperthreads=False,
-            memory_kinds=ALL_MEMORY,
-            memory_bytes=0,
-            pin_cpu=self.config.options.pin_cpu,
-            pin_memory=False,
-        )
 
     def _overcommit(
         self,
@@ -402,54 +390,10 @@ class TopologyAwarePolicy:
             grant, _ = self._place(state, c, reserved, hint=None, prefer=())
         return grant
 
-    def _missing_from_shared_views(
-        self, containers: Sequence[ContainerInfo], requests: Mapping[ContainerID, ContainerRequest]
-    ) -> Counter[int]:
-        """Per CPU, how many shared/mixed containers' cpusets lack it though their pool has it.
-
-        A shared view is its pool's sharable CPUs minus every exclusive CPU; a CPU missing
-        from it is somebody's exclusive CPU.  That is how a mixed container's own whole CPUs
-        are told apart from the shared part of its cpuset.
-        """
-        missing: Counter[int] = Counter()
-        for c in containers:
-            req = requests[c.id]
-            view = (c.current_cpus or IDSet()) & self.tree.root.cpus
-            if not view or req.kind not in (CPUKind.SHARED, CPUKind.MIXED):
-                continue
-            if req.hide_hyperthreads or not req.pin_cpu:
-                continue
-            pool = self.tree.pools[self.tree.deepest_containing(view)[0]]
-            missing.update(pool.sharable - view)
-        return missing
-
-    def _claim(self, c: ContainerInfo, req: ContainerRequest) -> CPUSet | None:
-        """The CPUs `c`'s report would hold as its exclusive grant, if it could be one.
-
-        Only the report's own shape is judged (an exclusive, pinned request; the right
-        size; CPUs of the tree); `_reclaim` judges it against the grants kept so far.
-        Under hide-hyperthreads one thread of each core is shown and whole cores held.
-        """
-        shown = c.current_cpus
-        if (
-            shown is None
-            or req.kind is not CPUKind.EXCLUSIVE
-            or not req.pin_cpu
-            or len(shown) != req.full
-            or not shown <= self.tree.root.cpus
-        ):
-            return None
-        if not req.hide_hyperthreads:
-            return shown
-        cores = self.topology.cores_of(shown)
-        if len(cores) != len(shown):
-            return None
-        return union(self.topology.core_cpus(k) for k in cores)
-
     def _reclaim(
         self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest, cur: CPUSet
     ) -> Grant | None:
-        """An exclusive grant of `cur` (`_claim` of `c`), if that is still valid."""
+        """An exclusive grant of `cur` (`reports.claim_of` `c`), if that is still valid."""
         supply = state.supply
         root = self.tree.root
         if not cur.isdisjoint(supply.used):
@@ -487,30 +431,3 @@ class TopologyAwarePolicy:
         not O(containers kept so far) (`invariants.check_addition`).
         """
         return check_addition(self.topology, state, grant)
-
-    def _hint(
-        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
-    ) -> int | None:
-        """The deepest pool whose rendering for `req` matches what `c` has now."""
-        if c.current_cpus is None and c.current_mems is None:
-            return None
-        supply = state.supply
-        for index in self.tree.deepest_containing(IDSet()):
-            pool = self.tree.pools[index]
-            cpu_ok = True
-            if req.pin_cpu and c.current_cpus is not None:
-                if req.kind is CPUKind.SHARED:
-                    shared = supply.shared[index]
-                    if req.hide_hyperthreads:
-                        shared = one_thread_per_core(self.topology, shared)
-                    cpu_ok = shared == c.current_cpus
-                else:
-                    cpu_ok = c.current_cpus <= pool.cpus
-            mem_ok = (
-                not req.pin_memory
-                or c.current_mems is None
-                or pool.mems_of(req.memory_kinds) == c.current_mems
-            )
-            if cpu_ok and mem_ok:
-                return index
-        return None
