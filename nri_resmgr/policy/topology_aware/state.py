@@ -83,17 +83,6 @@ class TopologyAwareState(PolicyState):
         """The state with no grants."""
         return cls(grants={}, tree=tree, supply=supply_from_scratch(tree, ()))
 
-    @classmethod
-    def of(cls, tree: PoolTree, grants: Mapping[ContainerID, Grant]) -> TopologyAwareState:
-        """The state holding `grants`, its supply derived from all of them."""
-        return cls(
-            grants=dict(grants), tree=tree, supply=supply_from_scratch(tree, grants.values())
-        )
-
-    def used(self) -> CPUSet:
-        """CPUs held exclusively by some container."""
-        return self.supply.used
-
     def with_grant(self, grant: Grant) -> TopologyAwareState:
         """This state with `grant` added (replacing the container's previous one)."""
         grants = {**self.grants, grant.container_id: grant}
