@@ -246,7 +246,7 @@ def _policy_model(policy: str, title: str) -> type[BaseModel] | None:
     """The policy's pydantic model called `title` (for the keys an unknown key is not)."""
     from importlib.metadata import entry_points
 
-    from nri_resmgr.policy.registry import ENTRY_POINT_GROUP
+    from nri_resmgr.policy_registry import ENTRY_POINT_GROUP
 
     package = "nri_resmgr_dropin_"  # the modules drop-ins are imported as
     for ep in entry_points(group=ENTRY_POINT_GROUP):

@@ -74,7 +74,7 @@ from nri_resmgr.logs import configure_logging, get_logger, route_stdlib_logging
 from nri_resmgr.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
 from nri_resmgr.model import ContainerID, CPUKind, ResmgrError
 from nri_resmgr.pipeline import Pipeline
-from nri_resmgr.policy.registry import load_policy
+from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.topology.model import Topology
 
 if TYPE_CHECKING:

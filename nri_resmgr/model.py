@@ -14,7 +14,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NewType
+from typing import Generic, NewType
+
+from typing_extensions import TypeVar
 
 from nri_resmgr.topology.cpuset import CPUSet, NodeSet
 
@@ -140,11 +142,15 @@ class PolicyState:
     __slots__ = ()
 
 
+#: the state type a decision carries (a policy's own; plain `Decision` is any state's)
+StateT_co = TypeVar("StateT_co", bound=PolicyState, covariant=True, default=PolicyState)
+
+
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(Generic[StateT_co]):
     """A policy's answer: apply all of it, or none of it."""
 
-    state: PolicyState
+    state: StateT_co
     #: the subject container's assignment (create, update), None for releases
     assignment: Assignment | None = None
     #: other containers whose cpus/mems/classes must change as a consequence

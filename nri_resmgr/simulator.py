@@ -72,7 +72,7 @@ from nri_resmgr.documents import DocumentError, load_document
 from nri_resmgr.model import ConfigError, QoSClass, ResmgrError
 from nri_resmgr.pipeline import ClassSelector, Controller, Pipeline
 from nri_resmgr.policy.base import Policy
-from nri_resmgr.policy.registry import load_policy
+from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.topology.cpuset import MAX_ID
 from nri_resmgr.topology.load import load_topology, path_kind
 from nri_resmgr.topology.model import Topology

@@ -2,7 +2,8 @@
 
 Theory of operation: this file shows how small a policy can be.  The registry imports
 every ``*.py`` file in a configured plugin directory (``plugins.d/`` here) and picks up
-each class that has a ``name`` and the five methods of `nri_resmgr.policy.base.Policy`.
+each class that has a ``name`` and the five methods of `nri_resmgr.policy.base.Policy`,
+here ``Policy[SpreadState]``: every method takes and returns this policy's own state.
 
 The policy counts containers per NUMA node (nodes with CPUs only).  A new container goes
 to the node with the fewest containers, ties broken by the lower node id, and is pinned
@@ -69,8 +70,7 @@ class SpreadPolicy:
         best = min(self.nodes, key=lambda n: (load[n], n))
         return SpreadState(node_of={**node_of, cid: best})
 
-    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
-        assert isinstance(state, SpreadState)
+    def allocate(self, state: SpreadState, container: ContainerInfo) -> Decision[SpreadState]:
         known = container.id in state.node_of
         new = state if known else self._place(state.node_of, container.id)
         node = new.node_of[container.id]
@@ -78,15 +78,14 @@ class SpreadPolicy:
             state=new, assignment=self._assign(container.id, node), reason=f"node{node}"
         )
 
-    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
-        assert isinstance(state, SpreadState)
+    def release(self, state: SpreadState, container_id: ContainerID) -> Decision[SpreadState]:
         rest = {k: v for k, v in state.node_of.items() if k != container_id}
         return Decision(state=SpreadState(node_of=rest), reason="released")
 
-    def update(self, state: PolicyState, container: ContainerInfo) -> Decision:
+    def update(self, state: SpreadState, container: ContainerInfo) -> Decision[SpreadState]:
         return self.allocate(state, container)
 
-    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
+    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[SpreadState]:
         node_of: dict[ContainerID, int] = {}
         moved = []
         for c in containers:

@@ -71,7 +71,7 @@ def _policy_errors(config: Config, topology: Topology, *, dirs_valid: bool) -> l
     from importlib.metadata import entry_points
 
     from nri_resmgr.config import policy_config_problems
-    from nri_resmgr.policy.registry import ENTRY_POINT_GROUP, load_policy
+    from nri_resmgr.policy_registry import ENTRY_POINT_GROUP, load_policy
 
     errors: list[str] = []
     dirs: tuple[str, ...] = config.policy_dirs

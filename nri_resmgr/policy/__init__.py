@@ -1,6 +1,9 @@
-"""Resource policies: pure functions of (state, event) -> Decision."""
+"""Resource policies: pure functions of (state, event) -> Decision.
+
+`base.Policy` is the contract, `decide` the decision plumbing the policies share,
+`common` the placement helpers; loading a policy by name is `nri_resmgr.policy_registry`.
+"""
 
 from nri_resmgr.policy.base import Policy, PolicyFactory
-from nri_resmgr.policy.registry import PolicySource, available_policies, load_policy
 
-__all__ = ["Policy", "PolicyFactory", "PolicySource", "available_policies", "load_policy"]
+__all__ = ["Policy", "PolicyFactory"]

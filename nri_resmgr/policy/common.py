@@ -1,14 +1,7 @@
-"""Helpers the policies share: quantities, annotations, CPU picking, update diffs.
+"""Helpers the policies share: quantities, annotations, CPU picking, rebuild order.
 
-Theory of operation: every policy in this package keeps, in its immutable state, enough
-to *render* the `Assignment` of every container it knows (a pure function of the state).
-A decision is then computed the same way everywhere: build the next state (the offer),
-render the containers in the old and in the new state, and report as `updates` exactly
-the other containers whose rendered CPUs or memory nodes differ (`diff_updates`).  To keep
-a decision's cost proportional to what it changes, the policies render only the
-containers whose rendering *can* differ (the subject, and the users of any shared set
-that changed) rather than all of them; their tests keep the render-everything diff as
-the oracle.
+Theory of operation: these are the pieces of placement logic more than one policy
+needs; the decision plumbing (renderings in, a `Decision` out) is `policy.decide`.
 
 `take_cpus` is the CPU picker, modelled on the kubelet's `takeByTopology`
 (pkg/kubelet/cm/cpumanager/cpu_assignment.go): it takes whole free packages, then whole
@@ -41,7 +34,6 @@ from nri_resmgr.topology.model import Topology
 __all__ = [
     "TRUE_WORDS",
     "CPUAmount",
-    "diff_updates",
     "lowest_cpus",
     "namespace_matches",
     "one_thread_per_core",
@@ -300,23 +292,6 @@ def take_cores(
     return union(whole[:cores])
 
 
-def diff_updates(
-    old: Mapping[ContainerID, Assignment],
-    new: Mapping[ContainerID, Assignment],
-    *,
-    skip: Collection[ContainerID] = (),
-) -> tuple[Assignment, ...]:
-    """New assignments of containers present in both maps whose CPUs or mems changed."""
-    out = []
-    for cid in sorted(new):
-        if cid in skip or cid not in old:
-            continue
-        a, b = old[cid], new[cid]
-        if (a.cpus, a.mems) != (b.cpus, b.mems):
-            out.append(b)
-    return tuple(out)
-
-
 def order_claims(claims: Mapping[ContainerID, CPUSet]) -> list[ContainerID]:
     """The order in which a rebuild tries to keep exclusive placements where they are.
 
@@ -339,16 +314,6 @@ def order_claims(claims: Mapping[ContainerID, CPUSet]) -> list[ContainerID]:
         return (any(holders[cpu] > 1 for cpu in cpus), len(cpus), position[cid])
 
     return sorted(claims, key=key)
-
-
-def differs_from_current(container: ContainerInfo, assignment: Assignment) -> bool:
-    """Whether applying `assignment` would change what the runtime reports now.
-
-    Empty CPU / memory sets in an assignment mean "leave alone", so they never differ.
-    """
-    if assignment.cpus and assignment.cpus != container.current_cpus:
-        return True
-    return bool(assignment.mems and assignment.mems != container.current_mems)
 
 
 def all_cpus(assignments: Iterable[Assignment], kinds: Collection[CPUKind]) -> CPUSet:

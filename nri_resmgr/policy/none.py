@@ -63,28 +63,20 @@ class NonePolicy:
     def initial_state(self) -> NoneState:
         return NoneState()
 
-    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
-        st = _own(state)
+    def allocate(self, state: NoneState, container: ContainerInfo) -> Decision[NoneState]:
         return Decision(
-            state=NoneState(st.containers | {container.id}),
+            state=NoneState(state.containers | {container.id}),
             assignment=_untouched(container.id),
             reason="none policy: not pinned",
         )
 
-    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
-        st = _own(state)
-        return Decision(state=NoneState(st.containers - {container_id}), reason="released")
+    def release(self, state: NoneState, container_id: ContainerID) -> Decision[NoneState]:
+        return Decision(state=NoneState(state.containers - {container_id}), reason="released")
 
-    def update(self, state: PolicyState, container: ContainerInfo) -> Decision:
+    def update(self, state: NoneState, container: ContainerInfo) -> Decision[NoneState]:
         return self.allocate(state, container)
 
-    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
+    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[NoneState]:
         return Decision(
             state=NoneState(frozenset(c.id for c in containers)), reason="none policy: rebuilt"
         )
-
-
-def _own(state: PolicyState) -> NoneState:
-    if not isinstance(state, NoneState):
-        raise TypeError(f"none policy: expected NoneState, found {type(state).__name__}")
-    return state

@@ -23,11 +23,12 @@ Theory of operation (kubelet semantics, pkg/kubelet/cm/cpumanager/policy_static.
 
 The state records, per container, the exclusive CPUs it holds (empty for shared ones).
 Assignments are rendered from it; when the shared pool shrinks or grows, every shared
-container's rendering changes and `common.diff_updates` reports each as an update.  A
+container's rendering changes and `decide.diff_updates` reports each as an update.  A
 decision renders only what can change (`_render_changed`): the subject, plus every
 shared container when the shared pool changed; a shared creation or release is thus
-O(1) in the number of containers, and the union of exclusive CPUs is carried from state
-to state rather than collected from every entry.
+O(1) in the number of containers, and the union of exclusive CPUs (`StaticState.held`,
+built with the state) is carried from state to state rather than collected from every
+entry.
 
 ``rebuild`` keeps an exclusive container on its current CPUs when they are a valid grant
 (the right count, online, not reserved, whole cores under ``full-pcpus-only``, leaving a
@@ -61,13 +62,12 @@ from nri_resmgr.model import (
     PolicyState,
     QoSClass,
 )
-from nri_resmgr.policy.common import (
-    diff_updates,
+from nri_resmgr.policy.common import lowest_cpus, order_claims, parse_cpu_amount, take_cpus
+from nri_resmgr.policy.decide import (
+    decide,
+    decide_release,
     differs_from_current,
-    lowest_cpus,
-    order_claims,
-    parse_cpu_amount,
-    take_cpus,
+    nothing_to_release,
 )
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import Topology
@@ -111,29 +111,21 @@ class StaticEntry:
     request_milli: int
 
 
-class _ExclusiveMemo:
-    """The union of a state's exclusive CPUs, filled in on first use (or by `_with`).
-
-    A state is immutable, so the union never goes stale; keeping it saves a pass over
-    every container each time the shared pool or the free CPUs are needed.
-    """
-
-    __slots__ = ("cpus",)
-
-    def __init__(self, cpus: CPUSet | None = None) -> None:
-        self.cpus = cpus
-
-
 @dataclass(frozen=True, slots=True)
 class StaticState(PolicyState):
     entries: Mapping[ContainerID, StaticEntry]
-    #: derived (see `exclusive_cpus`); not part of the value
-    memo: _ExclusiveMemo = field(default_factory=_ExclusiveMemo, compare=False, repr=False)
+    #: the union of the entries' exclusive CPUs, derived when the state is built (`of`,
+    #: `StaticPolicy._with`) so that the shared pool and the free CPUs need no pass over
+    #: every container; not part of the value
+    held: CPUSet = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, entries: Mapping[ContainerID, StaticEntry]) -> StaticState:
+        """The state holding `entries`."""
+        return cls(entries=dict(entries), held=union(e.exclusive for e in entries.values()))
 
     def exclusive_cpus(self) -> CPUSet:
-        if self.memo.cpus is None:
-            self.memo.cpus = union(e.exclusive for e in self.entries.values())
-        return self.memo.cpus
+        return self.held
 
 
 class StaticPolicy:
@@ -232,7 +224,8 @@ class StaticPolicy:
         Only `cid`'s entry differs between the two states, and any other container's
         rendering depends on its own entry and on the shared pool alone: so the others
         can change only when the shared pool did, and then exactly the shared ones do.
-        `diff_updates` over these maps equals it over `render` of both states.
+        `diff_updates` over these maps equals it over `render` of both states.  This is
+        the policy's `decide.RenderChanged`.
         """
         shared_old, shared_new = self.shared_pool(old), self.shared_pool(new)
         cids = [cid]
@@ -250,7 +243,7 @@ class StaticPolicy:
     # ---- the protocol ------------------------------------------------------------------
 
     def initial_state(self) -> StaticState:
-        return StaticState(entries={})
+        return StaticState.of({})
 
     def exclusive_count(self, container: ContainerInfo) -> int:
         """Exclusive CPUs the container is entitled to (0: shared pool)."""
@@ -302,66 +295,53 @@ class StaticPolicy:
         # the union of exclusive CPUs, carried over: grown by the new entry's CPUs, and
         # collected again only when an entry holding exclusive CPUs goes away (two
         # entries of a broken state may hold the same CPU)
-        known = state.memo.cpus
-        cpus: CPUSet | None
-        if known is None or (dropped is not None and dropped.exclusive):
-            cpus = None
+        if dropped is not None and dropped.exclusive:
+            held = union(e.exclusive for e in entries.values())
         elif entry is not None and entry.exclusive:
-            cpus = known | entry.exclusive
+            held = state.held | entry.exclusive
         else:
-            cpus = known
-        return replace(state, entries=entries, memo=_ExclusiveMemo(cpus))
+            held = state.held
+        return StaticState(entries=entries, held=held)
 
-    def _decide(
-        self, old: StaticState, new: StaticState, cid: ContainerID, reason: str
-    ) -> Decision:
-        before, after = self._render_changed(old, new, cid)
-        return Decision(
-            state=new,
-            assignment=after[cid],
-            updates=diff_updates(before, after, skip={cid}),
-            reason=reason,
-        )
-
-    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
-        st = _own(state)
-        if container.id in st.entries:
-            return self.update(st, container)
+    def allocate(self, state: StaticState, container: ContainerInfo) -> Decision[StaticState]:
+        if container.id in state.entries:
+            return self.update(state, container)
         count = self.exclusive_count(container)
         if count == 0:
             entry = StaticEntry(IDSet(), container.request.cpu_request_milli)
-            new = self._with(st, container.id, entry)
-            return self._decide(st, new, container.id, "shared pool")
-        cpus = self._pick(st, container, count, IDSet())
-        new = self._with(st, container.id, StaticEntry(cpus, container.request.cpu_request_milli))
-        return self._decide(st, new, container.id, f"{count} exclusive CPUs")
+            new = self._with(state, container.id, entry)
+            return decide(self._render_changed, state, new, container.id, "shared pool")
+        cpus = self._pick(state, container, count, IDSet())
+        new = self._with(
+            state, container.id, StaticEntry(cpus, container.request.cpu_request_milli)
+        )
+        return decide(self._render_changed, state, new, container.id, f"{count} exclusive CPUs")
 
-    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
-        st = _own(state)
-        if container_id not in st.entries:
-            return Decision(state=st, reason="unknown container; nothing to release")
-        new = self._with(st, container_id, None)
-        updates = diff_updates(*self._render_changed(st, new, container_id))
-        return Decision(state=new, updates=updates, reason="released")
+    def release(self, state: StaticState, container_id: ContainerID) -> Decision[StaticState]:
+        if container_id not in state.entries:
+            return nothing_to_release(state)
+        new = self._with(state, container_id, None)
+        return decide_release(self._render_changed, state, new, container_id)
 
-    def update(self, state: PolicyState, container: ContainerInfo) -> Decision:
-        st = _own(state)
-        entry = st.entries.get(container.id)
+    def update(self, state: StaticState, container: ContainerInfo) -> Decision[StaticState]:
+        entry = state.entries.get(container.id)
         if entry is None:
-            return self.allocate(st, container)
+            return self.allocate(state, container)
         count = self.exclusive_count(container)
         if count == len(entry.exclusive):
             new = self._with(
-                st, container.id, replace(entry, request_milli=container.request.cpu_request_milli)
+                state,
+                container.id,
+                replace(entry, request_milli=container.request.cpu_request_milli),
             )
-            return self._decide(st, new, container.id, "unchanged")
-        without = self._with(st, container.id, None)
+            return decide(self._render_changed, state, new, container.id, "unchanged")
+        without = self._with(state, container.id, None)
         cpus = self._pick(without, container, count, entry.exclusive) if count else IDSet()
         entry = StaticEntry(cpus, container.request.cpu_request_milli)
         new = self._with(without, container.id, entry)
-        return self._decide(st, new, container.id, "resized")
+        return decide(self._render_changed, state, new, container.id, "resized")
 
-    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
+    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[StaticState]:
         st = self.initial_state()
         by_id: dict[ContainerID, ContainerInfo] = {}
         for c in containers:
@@ -422,9 +402,3 @@ class StaticPolicy:
             threads == self.topology.core_cpus(core)
             for core, threads in self.topology.cores_of(cpus).items()
         )
-
-
-def _own(state: PolicyState) -> StaticState:
-    if not isinstance(state, StaticState):
-        raise TypeError(f"static policy: expected StaticState, found {type(state).__name__}")
-    return state

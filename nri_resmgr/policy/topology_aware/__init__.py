@@ -1,20 +1,19 @@
 """The topology-aware policy (nri-plugins' model, re-designed as pure functions).
 
 Modules, in reading order: `config` (keys and defaults), `pools` (the pool tree),
-`preferences` (what a container asks for), `supply` (state, grants, offers, rendering,
-invariants), `scoring` (the documented sort key), `policy` (the `Policy` protocol).
+`preferences` (what a container asks for), `state` (grants and the supply they leave),
+`offers` (what a pool would grant), `rendering` (grants to assignments), `invariants`
+(what must hold after every decision), `scoring` (the documented sort key), `reports`
+(what a rebuild reads from the runtime's reports), `policy` (the `Policy[S]` protocol:
+placement and rebuild).
 """
 
 from nri_resmgr.policy.topology_aware.config import TopologyAwareConfig
+from nri_resmgr.policy.topology_aware.invariants import InvariantError, check_invariants
 from nri_resmgr.policy.topology_aware.policy import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest, container_request
-from nri_resmgr.policy.topology_aware.supply import (
-    Grant,
-    InvariantError,
-    TopologyAwareState,
-    check_invariants,
-)
+from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState
 
 __all__ = [
     "ContainerRequest",

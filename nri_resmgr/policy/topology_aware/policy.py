@@ -7,15 +7,15 @@ configuration: `config.resolve_config` fixes the usable and reserved CPUs,
 For each container `preferences.container_request` decides *what* it gets (shared,
 exclusive, isolated, mixed, reserved, or untouched; which memory kinds).  `_place` then
 decides *where*: every candidate pool makes an offer against the current immutable state
-(`supply.make_offer`), pools that cannot fit are dropped, and the rest are ranked by the
+(`offers.make_offer`), pools that cannot fit are dropped, and the rest are ranked by the
 sort key documented in `scoring`.  (Offers are built in the order of the best key each
 pool could reach, `scoring.key_bound`, and no more are built once none of the remaining
 pools can win: same winner, usually one offer instead of one per pool.)  The best offer's
 grant is added to a new state; the decision's updates are every other container whose
 rendered CPUs or memory nodes differ between the old and the new state
-(`common.diff_updates`), which covers shared pools that shrank or grew anywhere in the
+(`decide.diff_updates`), which covers shared pools that shrank or grew anywhere in the
 tree.  Only the containers whose rendering *can* differ are rendered for that diff
-(`supply.render_changed`): the subject and the shared users of pools whose shared set
+(`rendering.render_changed`): the subject and the shared users of pools whose shared set
 changed, so a decision costs what it changes, not what is running (docs/policies.md,
 "Performance").
 
@@ -61,24 +61,34 @@ from typing import Any, ClassVar
 from nri_resmgr.model import (
     AllocationError,
     AnnotationError,
+    Assignment,
     ContainerID,
     ContainerInfo,
     CPUKind,
     Decision,
-    PolicyState,
 )
-from nri_resmgr.policy.common import (
-    diff_updates,
+from nri_resmgr.policy.common import one_thread_per_core, order_claims
+from nri_resmgr.policy.decide import (
+    decide,
+    decide_release,
     differs_from_current,
-    one_thread_per_core,
-    order_claims,
+    nothing_to_release,
 )
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
+from nri_resmgr.policy.topology_aware.invariants import check_addition, check_invariants
+from nri_resmgr.policy.topology_aware.offers import Offer, exact_offer, make_offer
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import (
     ALL_MEMORY,
     ContainerRequest,
     container_request,
+)
+from nri_resmgr.policy.topology_aware.rendering import render_all, render_changed
+from nri_resmgr.policy.topology_aware.reports import (
+    claim_of,
+    hint_for,
+    missing_from_shared_views,
+    unreadable_request,
 )
 from nri_resmgr.policy.topology_aware.scoring import (
     OfferKey,
@@ -87,18 +97,7 @@ from nri_resmgr.policy.topology_aware.scoring import (
     key_bound,
     offer_key,
 )
-from nri_resmgr.policy.topology_aware.supply import (
-    Grant,
-    InvariantError,
-    Offer,
-    TopologyAwareState,
-    check_addition,
-    check_invariants,
-    make_offer,
-    render_all,
-    render_changed,
-    supply_of,
-)
+from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
 
@@ -139,15 +138,21 @@ class TopologyAwarePolicy:
     # ---- helpers -----------------------------------------------------------------------
 
     def initial_state(self) -> TopologyAwareState:
-        return TopologyAwareState(grants={})
+        return TopologyAwareState.empty(self.tree)
 
-    def check(self, state: PolicyState) -> None:
-        """`supply.check_invariants` for this policy's tree."""
-        check_invariants(self.tree, self.topology, _own(state))
+    def check(self, state: TopologyAwareState) -> None:
+        """`invariants.check_invariants` of `state`."""
+        check_invariants(self.topology, state)
 
-    def render(self, state: PolicyState) -> dict[ContainerID, Any]:
+    def render(self, state: TopologyAwareState) -> dict[ContainerID, Assignment]:
         """Every container's assignment in `state`."""
-        return render_all(self.tree, self.topology, _own(state))
+        return render_all(self.topology, state)
+
+    def _render_changed(
+        self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID
+    ) -> tuple[dict[ContainerID, Assignment], dict[ContainerID, Assignment]]:
+        """The policy's `decide.RenderChanged`: `rendering.render_changed` for `cid`."""
+        return render_changed(self.topology, old, new, (cid,))
 
     def _candidates(self, request: ContainerRequest) -> list[Pool]:
         if request.kind is CPUKind.RESERVED:
@@ -165,7 +170,7 @@ class TopologyAwarePolicy:
         hint: int | None,
         prefer: Sequence[CPUSet],
     ) -> tuple[Grant, str]:
-        supply = supply_of(self.tree, state)
+        supply = state.supply
         opts = self.config.options
         affinities = affinity_by_pool(
             state,
@@ -224,60 +229,50 @@ class TopologyAwarePolicy:
         best = best_offer(offers, hint=hint, affinities=affinities)
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
-        message = (
-            f"{container.pretty}: no pool can fit {request.describe()}; "
-            + "; ".join(reasons)
-        )
+        message = f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)
         if request.kind is CPUKind.EXCLUSIVE and opts.fallback_to_shared:
             shared = _as_shared(request)
             grant, where = self._place(state, container, shared, hint=hint, prefer=prefer)
             return grant, f"{where} (fallbackToShared: {message})"
         raise AllocationError(message)
 
-    def _decide(
-        self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID, reason: str
-    ) -> Decision:
-        before, after = render_changed(self.tree, self.topology, old, new, (cid,))
-        return Decision(
-            state=new,
-            assignment=after[cid],
-            updates=diff_updates(before, after, skip={cid}),
-            reason=reason,
-        )
-
     # ---- the protocol ------------------------------------------------------------------
 
-    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
-        st = _own(state)
-        if container.id in st.grants:
-            return self.update(st, container)
+    def allocate(
+        self, state: TopologyAwareState, container: ContainerInfo
+    ) -> Decision[TopologyAwareState]:
+        if container.id in state.grants:
+            return self.update(state, container)
         request = container_request(container, self.config)
-        grant, reason = self._place(st, container, request, hint=None, prefer=())
-        return self._decide(st, st.with_grant(grant), container.id, reason)
+        grant, reason = self._place(state, container, request, hint=None, prefer=())
+        new = state.with_grant(grant)
+        return decide(self._render_changed, state, new, container.id, reason)
 
-    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
-        st = _own(state)
-        if container_id not in st.grants:
-            return Decision(state=st, reason="unknown container; nothing to release")
-        new = st.without(container_id)
-        before, after = render_changed(self.tree, self.topology, st, new, (container_id,))
-        return Decision(state=new, updates=diff_updates(before, after), reason="released")
+    def release(
+        self, state: TopologyAwareState, container_id: ContainerID
+    ) -> Decision[TopologyAwareState]:
+        if container_id not in state.grants:
+            return nothing_to_release(state)
+        new = state.without(container_id)
+        return decide_release(self._render_changed, state, new, container_id)
 
-    def update(self, state: PolicyState, container: ContainerInfo) -> Decision:
-        st = _own(state)
-        old = st.grants.get(container.id)
+    def update(
+        self, state: TopologyAwareState, container: ContainerInfo
+    ) -> Decision[TopologyAwareState]:
+        old = state.grants.get(container.id)
         if old is None:
-            return self.allocate(st, container)
+            return self.allocate(state, container)
         request = container_request(container, self.config)
         if request == old.request:
-            return self._decide(st, st, container.id, "unchanged")
-        without = st.without(container.id)
+            return decide(self._render_changed, state, state, container.id, "unchanged")
+        without = state.without(container.id)
         grant, reason = self._place(
             without, container, request, hint=old.pool, prefer=[old.exclusive]
         )
-        return self._decide(st, without.with_grant(grant), container.id, f"updated: {reason}")
+        new = without.with_grant(grant)
+        return decide(self._render_changed, state, new, container.id, f"updated: {reason}")
 
-    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
+    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[TopologyAwareState]:
         st = self.initial_state()
         notes: list[str] = []
         unique: dict[ContainerID, ContainerInfo] = {}
@@ -290,9 +285,9 @@ class TopologyAwarePolicy:
                 requests[c.id] = container_request(c, self.config)
             except AnnotationError as exc:
                 notes.append(f"overcommitted: {exc}")
-                requests[c.id] = self._unreadable()
+                requests[c.id] = unreadable_request(pin_cpu=self.config.options.pin_cpu)
         holders = Counter(cpu for c in containers for cpu in (c.current_cpus or IDSet()))
-        missing = self._missing_from_shared_views(containers, requests)
+        missing = missing_from_shared_views(self.tree, containers, requests)
 
         # 1. keep valid exclusive placements exactly: of the claims valid on their own,
         # those no other such claim overlaps first, then the conflicting ones, smaller
@@ -301,7 +296,7 @@ class TopologyAwarePolicy:
         # after a fail-open, a claim of the wrong size) do not count against it.
         claims: dict[ContainerID, CPUSet] = {}
         for c in containers:
-            held = self._claim(c, requests[c.id])
+            held = claim_of(self.tree, self.topology, c, requests[c.id])
             if held is not None and self._reclaim(st, c, requests[c.id], held) is not None:
                 claims[c.id] = held
         for cid in order_claims(claims):
@@ -314,7 +309,7 @@ class TopologyAwarePolicy:
         if self.config.options.fallback_to_shared:
             # one that fell back to shared earlier stays shared: it runs on a cpuset that
             # is not its own whole CPUs (wrong size, or exactly some pool's shared set)
-            supply = supply_of(self.tree, st)
+            supply = st.supply
             for c in pending:
                 req = requests[c.id]
                 cur = c.current_cpus
@@ -335,7 +330,7 @@ class TopologyAwarePolicy:
         )
         for c in pending:
             req = requests[c.id]
-            hint = self._hint(st, c, req)
+            hint = hint_for(self.topology, st, c, req)
             mine = union(
                 self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
                 for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus
@@ -351,30 +346,12 @@ class TopologyAwarePolicy:
                 notes.append(f"overcommitted: {exc}")
                 grant = self._overcommit(st, c, req, hint=hint, notes=notes)
             st = st.with_grant(grant)
-        rendered = render_all(self.tree, self.topology, st)
+        rendered = render_all(self.topology, st)
         updates = tuple(
             rendered[c.id] for c in containers if differs_from_current(c, rendered[c.id])
         )
         reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
-
-    def _unreadable(self) -> ContainerRequest:
-        """The request of a running container whose annotations cannot be read.
-
-        Rebuild must account for it all the same: on shared CPUs (off every exclusive
-        grant), its demand not counted, its memory left alone (`_overcommit`).
-        """
-        return ContainerRequest(
-            kind=CPUKind.SHARED,
-            full=0,
-            shared_milli=0,
-            prefer_isolated=False,
-            hide_hyperthreads=False,
-            memory_kinds=ALL_MEMORY,
-            memory_bytes=0,
-            pin_cpu=self.config.options.pin_cpu,
-            pin_memory=False,
-        )
 
     def _overcommit(
         self,
@@ -413,55 +390,11 @@ class TopologyAwarePolicy:
             grant, _ = self._place(state, c, reserved, hint=None, prefer=())
         return grant
 
-    def _missing_from_shared_views(
-        self, containers: Sequence[ContainerInfo], requests: Mapping[ContainerID, ContainerRequest]
-    ) -> Counter[int]:
-        """Per CPU, how many shared/mixed containers' cpusets lack it though their pool has it.
-
-        A shared view is its pool's sharable CPUs minus every exclusive CPU; a CPU missing
-        from it is somebody's exclusive CPU.  That is how a mixed container's own whole CPUs
-        are told apart from the shared part of its cpuset.
-        """
-        missing: Counter[int] = Counter()
-        for c in containers:
-            req = requests[c.id]
-            view = (c.current_cpus or IDSet()) & self.tree.root.cpus
-            if not view or req.kind not in (CPUKind.SHARED, CPUKind.MIXED):
-                continue
-            if req.hide_hyperthreads or not req.pin_cpu:
-                continue
-            pool = self.tree.pools[self.tree.deepest_containing(view)[0]]
-            missing.update(pool.sharable - view)
-        return missing
-
-    def _claim(self, c: ContainerInfo, req: ContainerRequest) -> CPUSet | None:
-        """The CPUs `c`'s report would hold as its exclusive grant, if it could be one.
-
-        Only the report's own shape is judged (an exclusive, pinned request; the right
-        size; CPUs of the tree); `_reclaim` judges it against the grants kept so far.
-        Under hide-hyperthreads one thread of each core is shown and whole cores held.
-        """
-        shown = c.current_cpus
-        if (
-            shown is None
-            or req.kind is not CPUKind.EXCLUSIVE
-            or not req.pin_cpu
-            or len(shown) != req.full
-            or not shown <= self.tree.root.cpus
-        ):
-            return None
-        if not req.hide_hyperthreads:
-            return shown
-        cores = self.topology.cores_of(shown)
-        if len(cores) != len(shown):
-            return None
-        return union(self.topology.core_cpus(k) for k in cores)
-
     def _reclaim(
         self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest, cur: CPUSet
     ) -> Grant | None:
-        """An exclusive grant of `cur` (`_claim` of `c`), if that is still valid."""
-        supply = supply_of(self.tree, state)
+        """An exclusive grant of `cur` (`reports.claim_of` `c`), if that is still valid."""
+        supply = state.supply
         root = self.tree.root
         if not cur.isdisjoint(supply.used):
             return None
@@ -475,72 +408,26 @@ class TopologyAwarePolicy:
             ]
             pools = matching or pools
         for index in pools:
-            offer = make_offer(
+            offer = exact_offer(
                 tree=self.tree,
-                topology=self.topology,
                 supply=supply,
                 pool=self.tree.pools[index],
                 container_id=c.id,
                 pod_id=c.pod.id,
                 namespace=c.namespace,
-                request=replace(req, full=0, kind=CPUKind.NONE),
-                prefer=(),
-            )
-            if not isinstance(offer, Offer):
-                continue
-            grant = replace(
-                offer.grant,
-                kind=CPUKind.ISOLATED if isolated else CPUKind.EXCLUSIVE,
-                exclusive=cur,
                 request=req,
+                kind=CPUKind.ISOLATED if isolated else CPUKind.EXCLUSIVE,
+                cpus=cur,
             )
-            try:
-                self._check_addition(state, grant)
-            except InvariantError:
-                continue
-            return grant
+            if isinstance(offer, Offer) and not self._check_addition(state, offer.grant):
+                return offer.grant
         return None
 
-    def _check_addition(self, state: TopologyAwareState, grant: Grant) -> None:
-        """Raise unless `state` plus `grant` keeps the invariants; `state` must keep them.
+    def _check_addition(self, state: TopologyAwareState, grant: Grant) -> tuple[str, ...]:
+        """What `state` plus `grant` breaks of the invariants; `state` must keep them.
 
         Rebuild's first step starts from the empty state and adds a grant only once this
-        passes, so the precondition holds there; the check then costs O(pools), not
-        O(containers kept so far) (`supply.check_addition`).
+        finds nothing, so the precondition holds there; the check then costs O(pools),
+        not O(containers kept so far) (`invariants.check_addition`).
         """
-        check_addition(self.tree, self.topology, state, grant)
-
-    def _hint(
-        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
-    ) -> int | None:
-        """The deepest pool whose rendering for `req` matches what `c` has now."""
-        if c.current_cpus is None and c.current_mems is None:
-            return None
-        supply = supply_of(self.tree, state)
-        for index in self.tree.deepest_containing(IDSet()):
-            pool = self.tree.pools[index]
-            cpu_ok = True
-            if req.pin_cpu and c.current_cpus is not None:
-                if req.kind is CPUKind.SHARED:
-                    shared = supply.shared[index]
-                    if req.hide_hyperthreads:
-                        shared = one_thread_per_core(self.topology, shared)
-                    cpu_ok = shared == c.current_cpus
-                else:
-                    cpu_ok = c.current_cpus <= pool.cpus
-            mem_ok = (
-                not req.pin_memory
-                or c.current_mems is None
-                or pool.mems_of(req.memory_kinds) == c.current_mems
-            )
-            if cpu_ok and mem_ok:
-                return index
-        return None
-
-
-def _own(state: PolicyState) -> TopologyAwareState:
-    if not isinstance(state, TopologyAwareState):
-        raise TypeError(
-            f"topology-aware policy: expected TopologyAwareState, found {type(state).__name__}"
-        )
-    return state
+        return check_addition(self.topology, state, grant)

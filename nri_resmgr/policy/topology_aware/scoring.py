@@ -1,7 +1,7 @@
 """Choosing among offers: one documented sort key instead of a comparison chain.
 
 Theory of operation: every pool that *can* serve a request makes an `Offer`
-(`supply.make_offer`); pools that cannot are filtered out before sorting (that is the
+(`offers.make_offer`); pools that cannot are filtered out before sorting (that is the
 "fits" component of the key: failing pools never compete).  The remaining offers are
 sorted by `offer_key`, a tuple compared left to right, smallest first:
 
@@ -40,9 +40,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from nri_resmgr.model import CPUKind, PodID
+from nri_resmgr.policy.topology_aware.offers import Offer
 from nri_resmgr.policy.topology_aware.pools import Pool
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
-from nri_resmgr.policy.topology_aware.supply import Offer, Supply, TopologyAwareState
+from nri_resmgr.policy.topology_aware.state import Supply, TopologyAwareState
 
 __all__ = ["OfferKey", "affinity", "affinity_by_pool", "best_offer", "key_bound", "offer_key"]
 
@@ -120,7 +121,7 @@ def key_bound(
     `request.full` free isolated CPUs (and, for a mixed request, some shared CPUs), and
     a sliced offer meets it only when there is no preference.  The headroom is its largest
     possible value, since an offer takes at least `request.full` CPUs, from the shared set
-    or from the free isolated CPUs (`supply.make_offer`).
+    or from the free isolated CPUs (`offers.make_offer`).
     """
     i = pool.index
     shared = 1000 * len(supply.shared[i]) - supply.demand[i] - request.shared_milli

@@ -39,6 +39,7 @@ def render(policy: RestartPolicy, state: PolicyState) -> dict[ContainerID, Assig
     if isinstance(policy, StaticPolicy):
         assert isinstance(state, StaticState)
         return policy.render(state)
+    assert isinstance(state, TopologyAwareState)
     return policy.render(state)
 
 

@@ -40,6 +40,7 @@ from nri_resmgr.model import (
     QoSClass,
 )
 from nri_resmgr.pipeline import Pipeline
+from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.static import StaticPolicy, StaticState
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.preferences import (
@@ -172,6 +173,7 @@ def check(p: RestartPolicy, state: PolicyState) -> None:
         assert isinstance(state, StaticState)
         check_static(p, state)
     else:
+        assert isinstance(state, TopologyAwareState)
         p.check(state)
 
 
@@ -184,18 +186,20 @@ def holds_exclusive(p: RestartPolicy, state: PolicyState, cid: ContainerID) -> b
 
 
 def exercise(p: RestartPolicy, t: Topology, data: st.DataObject) -> None:
-    # 1. the daemon runs: valid placements
-    s: PolicyState = p.initial_state()
+    # 1. the daemon runs: valid placements (stepped as the pipeline does: through the
+    # erased `Policy` view, which hands each policy back the states it made)
+    q: Policy = p
+    s: PolicyState = q.initial_state()
     live: dict[str, ContainerInfo] = {}
     history = data.draw(st.lists(st.tuples(st.integers(0, 9), SPECS), max_size=20), "history")
     for slot, spec in history:
         name = f"c{slot}"
         if name in live:
-            s = p.release(s, live.pop(name).id).state
+            s = q.release(s, live.pop(name).id).state
             continue
         c = make(name, spec)
         try:
-            s = p.allocate(s, c).state
+            s = q.allocate(s, c).state
         except (AllocationError, AnnotationError):
             continue
         live[name] = c

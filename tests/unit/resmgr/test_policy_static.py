@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,15 +12,13 @@ from hypothesis import strategies as st
 
 from nri_resmgr.model import (
     AllocationError,
+    Assignment,
     ConfigError,
     ContainerID,
     ContainerInfo,
     CPUKind,
-    Decision,
-    PolicyState,
     QoSClass,
 )
-from nri_resmgr.policy.common import diff_updates
 from nri_resmgr.policy.static import StaticPolicy, StaticState
 from nri_resmgr.topology.cpuset import IDSet, union
 from nri_resmgr.topology.model import Topology
@@ -155,11 +154,17 @@ def test_allocation_errors(config: Mapping[str, Any], request_milli: int, messag
 @pytest.mark.parametrize(
     ("config", "fragment"),
     [
-        pytest.param({"reservedSystemCPUs": "0", "reservedResources": {"cpu": "1"}},
-                     "both reservedSystemCPUs and reservedResources.cpu", id="both"),
+        pytest.param(
+            {"reservedSystemCPUs": "0", "reservedResources": {"cpu": "1"}},
+            "both reservedSystemCPUs and reservedResources.cpu",
+            id="both",
+        ),
         pytest.param({"reservedSystemCPUs": "0,99"}, "not online", id="offline"),
-        pytest.param({"reservedResources": {"cpu": "lots"}},
-                     "reservedResources.cpu: 'lots' is not a CPU quantity", id="bad-quantity"),
+        pytest.param(
+            {"reservedResources": {"cpu": "lots"}},
+            "reservedResources.cpu: 'lots' is not a CPU quantity",
+            id="bad-quantity",
+        ),
         pytest.param({"options": {"bogus": True}}, "bogus", id="unknown-option"),
         pytest.param({"reservedSystemCPUs": "0-15"}, "all online CPUs", id="all-reserved"),
     ],
@@ -186,6 +191,21 @@ def test_update_same_size_keeps_cpus_and_resize_moves() -> None:
     assert str(same.assignment.cpus) == "1,9"
     grown = p.update(s, ctr("a", milli=4000))
     assert grown.assignment is not None and len(grown.assignment.cpus) == 4
+
+
+def test_a_decision_writes_nothing_into_the_state_it_is_given() -> None:
+    """The union of exclusive CPUs is built with a state, not filled in behind it."""
+    p = StaticPolicy(topology=small(), config={})
+    s = p.initial_state()
+    frozen = pickle.dumps(s)
+    p.allocate(s, ctr("b", pod="b", qos=QoSClass.BURSTABLE, milli=500))
+    p.allocate(s, ctr("c", pod="c", milli=1000))
+    assert pickle.dumps(s) == frozen
+    s = p.release(p.allocate(s, ctr("a", pod="a", milli=2000)).state, ContainerID("a-a")).state
+    frozen = pickle.dumps(s)
+    p.allocate(s, ctr("c", pod="c", milli=1000))
+    assert pickle.dumps(s) == frozen
+    assert s.exclusive_cpus() == IDSet()
 
 
 def test_rebuild_keeps_valid_and_repicks_overlapping() -> None:
@@ -298,7 +318,7 @@ def exercise(topology: Topology, ops: list[tuple[bool, int, int, QoSClass]], ful
     assert again.updates == ()
     assert again.state == s
     for c in list(live.values()):
-        s = p.release(s, c.id).state  # type: ignore[assignment]
+        s = p.release(s, c.id).state
     assert s == p.initial_state()
 
 
@@ -308,24 +328,10 @@ def exercise(topology: Topology, ops: list[tuple[bool, int, int, QoSClass]], ful
 class PlainStatic(StaticPolicy):
     """Decisions found by rendering every container before and after (the test oracle)."""
 
-    def _decide(
-        self, old: StaticState, new: StaticState, cid: ContainerID, reason: str
-    ) -> Decision:
-        before, after = self.render(old), self.render(new)
-        return Decision(
-            state=new,
-            assignment=after[cid],
-            updates=diff_updates(before, after, skip={cid}),
-            reason=reason,
-        )
-
-    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
-        assert isinstance(state, StaticState)
-        if container_id not in state.entries:
-            return Decision(state=state, reason="unknown container; nothing to release")
-        new = self._with(state, container_id, None)
-        updates = diff_updates(self.render(state), self.render(new))
-        return Decision(state=new, updates=updates, reason="released")
+    def _render_changed(
+        self, old: StaticState, new: StaticState, cid: ContainerID
+    ) -> tuple[dict[ContainerID, Assignment], dict[ContainerID, Assignment]]:
+        return self.render(old), self.render(new)
 
 
 @pytest.mark.parametrize("name", list(SPECS))
@@ -343,7 +349,7 @@ def test_decisions_equal_the_render_everything_diff(
     }
     t = topo(**SPECS[name])
     fast, plain = StaticPolicy(topology=t, config=config), PlainStatic(topology=t, config=config)
-    s: PolicyState = fast.initial_state()
+    s = fast.initial_state()
     live: dict[str, ContainerInfo] = {}
     for create, slot, milli, qos in ops:
         name = f"c{slot}"

@@ -9,6 +9,7 @@ plus a CPU-less PMEM node 2 attached to node0, and kernel-isolated CPUs 3 and 7.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,7 +24,6 @@ from nri_resmgr.model import (
     ContainerInfo,
     ContainerKind,
     CPUKind,
-    PolicyState,
     QoSClass,
 )
 from nri_resmgr.policy.topology_aware import (
@@ -31,6 +31,7 @@ from nri_resmgr.policy.topology_aware import (
     TopologyAwarePolicy,
     TopologyAwareState,
 )
+from nri_resmgr.policy.topology_aware.invariants import check_addition, invariant_problems
 from nri_resmgr.policy.topology_aware.preferences import (
     ALL_MEMORY as ALL,
 )
@@ -74,7 +75,7 @@ class Case:
 
 def run(case: Case) -> dict[str, tuple[CPUKind, str, str, str]]:
     p = TopologyAwarePolicy(topology=case.topology or small(), config=case.config)
-    s: PolicyState = p.initial_state()
+    s = p.initial_state()
     got = {}
     for c in case.containers:
         d = p.allocate(s, c)
@@ -101,8 +102,11 @@ CASES = {
     ),
     "shared-containers-spread-over-leaves": Case(
         [ctr("a", pod="a", qos=BE), ctr("b", pod="b", qos=BE), ctr("c", pod="c", qos=BE)],
-        {"a": (SH, "node1", "2-3,10-11", "1"), "b": (SH, "node2", "4-5,12-13", "2"),
-         "c": (SH, "node3", "6-7,14-15", "3")},
+        {
+            "a": (SH, "node1", "2-3,10-11", "1"),
+            "b": (SH, "node2", "4-5,12-13", "2"),
+            "c": (SH, "node3", "6-7,14-15", "3"),
+        },
     ),
     "colocate-pods-keeps-a-pod-together": Case(
         [ctr("a", qos=BE), ctr("b", qos=BE)],
@@ -140,14 +144,16 @@ CASES = {
         {"a": (SH, "node1", "2-3,10-11", "1")},
     ),
     "prefer-shared-config": Case(
-        [ctr("a", milli=2000)], {"a": (SH, "node1", "2-3,10-11", "1")},
+        [ctr("a", milli=2000)],
+        {"a": (SH, "node1", "2-3,10-11", "1")},
         config={"preferSharedCPUs": True},
     ),
     "kube-system-runs-on-reserved": Case(
         [ctr("a", ns="kube-system", qos=BU, milli=100)], {"a": (RES, "node0", "0", "0")}
     ),
     "reserved-namespace-glob": Case(
-        [ctr("a", ns="infra-logs", qos=BE)], {"a": (RES, "node0", "0,8", "0")},
+        [ctr("a", ns="infra-logs", qos=BE)],
+        {"a": (RES, "node0", "0,8", "0")},
         config={"reservedPoolNamespaces": ["infra-*"], "reservedResources": {"cpu": "2"}},
     ),
     "prefer-reserved-false-opts-out": Case(
@@ -164,7 +170,8 @@ CASES = {
         config={"reservedResources": {"cpu": "cpuset:6-7"}},
     ),
     "available-resources-limit-the-machine": Case(
-        [ctr("a", milli=2000)], {"a": (EX, "node1", "2,10", "1")},
+        [ctr("a", milli=2000)],
+        {"a": (EX, "node1", "2,10", "1")},
         config={"availableResources": {"cpu": "exclude-cpuset:4-7,12-15"}},
     ),
     "cpu-preserve-leaves-cpus-alone": Case(
@@ -174,21 +181,26 @@ CASES = {
         [ctr("a", milli=2000, ann={MEMORY_PRESERVE: "true"})], {"a": (EX, "node1", "2,10", "")}
     ),
     "hide-hyperthreads": Case(
-        [ctr("a", pod="a", milli=1000, ann={HIDE_HYPERTHREADS: "true"}),
-         ctr("b", pod="b", milli=2000, ann={HIDE_HYPERTHREADS: "true"})],
+        [
+            ctr("a", pod="a", milli=1000, ann={HIDE_HYPERTHREADS: "true"}),
+            ctr("b", pod="b", milli=2000, ann={HIDE_HYPERTHREADS: "true"}),
+        ],
         # a holds core 2,10 and sees 2; b needs two whole cores: no node can spare them
         {"a": (EX, "node1", "2", "1"), "b": (EX, "package1", "4,6", "2-3")},
     ),
     "pin-nothing": Case(
-        [ctr("a", milli=2000)], {"a": (EX, "node1", "", "")},
+        [ctr("a", milli=2000)],
+        {"a": (EX, "node1", "", "")},
         config={"pinCPU": False, "pinMemory": False},
     ),
     "one-cpu-prefers-isolated": Case(
         [ctr("a", milli=1000)], {"a": (ISO, "node1", "3", "1")}, topology=MEM
     ),
     "isolated-preference-off-by-config": Case(
-        [ctr("a", milli=1000)], {"a": (EX, "node0", "4", "0,2")},
-        config={"preferIsolatedCPUs": False}, topology=MEM,
+        [ctr("a", milli=1000)],
+        {"a": (EX, "node0", "4", "0,2")},
+        config={"preferIsolatedCPUs": False},
+        topology=MEM,
     ),
     "two-cpus-isolated-only-if-annotated": Case(
         [ctr("a", pod="a", milli=2000), ctr("b", pod="b", milli=2000, ann={PREFER_ISOLATED: "1"})],
@@ -196,17 +208,22 @@ CASES = {
         topology=MEM,
     ),
     "default-memory-includes-attached-pmem": Case(
-        [ctr("a", qos=BE, ann={})], {"a": (SH, "node0", "1,4-5", "0,2")}, topology=MEM,
+        [ctr("a", qos=BE, ann={})],
+        {"a": (SH, "node0", "1,4-5", "0,2")},
+        topology=MEM,
         config={"reservedResources": {"cpu": "cpuset:0"}},
     ),
     "memory-type-pmem-picks-the-pmem-pool": Case(
-        [ctr("a", qos=BE, ann={MEMORY_TYPE: "pmem"})], {"a": (SH, "node0", "1,4-5", "2")},
-        topology=MEM, config={"reservedResources": {"cpu": "cpuset:0"}},
+        [ctr("a", qos=BE, ann={MEMORY_TYPE: "pmem"})],
+        {"a": (SH, "node0", "1,4-5", "2")},
+        topology=MEM,
+        config={"reservedResources": {"cpu": "cpuset:0"}},
     ),
     "memory-type-list": Case(
         [ctr("a", qos=BE, ann={MEMORY_TYPE: "dram, PMEM"})],
         {"a": (SH, "node0", "1,4-5", "0,2")},
-        topology=MEM, config={"reservedResources": {"cpu": "cpuset:0"}},
+        topology=MEM,
+        config={"reservedResources": {"cpu": "cpuset:0"}},
     ),
 }
 
@@ -224,7 +241,7 @@ def test_memory_request_filters_small_pools() -> None:
 
 def test_slicing_a_node_updates_containers_of_its_ancestors() -> None:
     p = TopologyAwarePolicy(topology=small(), config={})
-    s: PolicyState = p.initial_state()
+    s = p.initial_state()
     big = ctr("big", pod="big", qos=BU, milli=4500)  # too big for a node: package1
     x1 = ctr("x1", pod="x1", milli=2000)
     x2 = ctr("x2", pod="x2", milli=2000)
@@ -275,14 +292,14 @@ def test_update_keeps_unchanged_and_moves_resized() -> None:
         pytest.param(
             ctr("c", qos=BE, ann={MEMORY_TYPE: "dram,hbmx"}),
             AnnotationError,
-            'pod default/p container c: annotation memory-type.resource-policy.nri.io has '
+            "pod default/p container c: annotation memory-type.resource-policy.nri.io has "
             'unknown type "hbmx"; expected one of dram, pmem, hbm, mixed',
             id="memory-type",
         ),
         pytest.param(
             ctr("c", milli=2000, ann={f"{PREFER_SHARED}/container.c": "maybe"}),
             AnnotationError,
-            'pod default/p container c: annotation prefer-shared-cpus.resource-policy.nri.io '
+            "pod default/p container c: annotation prefer-shared-cpus.resource-policy.nri.io "
             'has value "maybe"; expected true or false',
             id="bad-bool",
         ),
@@ -327,21 +344,38 @@ def test_a_shared_pool_is_never_emptied_and_fallback_to_shared() -> None:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        pytest.param({"reservedResources": {"cpu": "0"}},
-                     "reservedResources.cpu is '0'; expected a non-zero CPU amount", id="zero"),
+        pytest.param(
+            {"reservedResources": {"cpu": "0"}},
+            "reservedResources.cpu is '0'; expected a non-zero CPU amount",
+            id="zero",
+        ),
         pytest.param({"reservedResources": {}}, "reservedResources.cpu is required", id="absent"),
-        pytest.param({"reservedResources": {"cpu": "cpuset:0-99"}},
-                     "includes CPUs 16-99 outside the available CPUs 0-15", id="outside"),
-        pytest.param({"availableResources": {"cpu": "0-3"}},
-                     "availableResources.cpu is '0-3'; expected cpuset:LIST or "
-                     "exclude-cpuset:LIST", id="available-form"),
-        pytest.param({"availableResources": {"cpu": "cpuset:99"}},
-                     "leaves no online CPU", id="available-empty"),
+        pytest.param(
+            {"reservedResources": {"cpu": "cpuset:0-99"}},
+            "includes CPUs 16-99 outside the available CPUs 0-15",
+            id="outside",
+        ),
+        pytest.param(
+            {"availableResources": {"cpu": "0-3"}},
+            "availableResources.cpu is '0-3'; expected cpuset:LIST or exclude-cpuset:LIST",
+            id="available-form",
+        ),
+        pytest.param(
+            {"availableResources": {"cpu": "cpuset:99"}},
+            "leaves no online CPU",
+            id="available-empty",
+        ),
         pytest.param({"pinCpu": True}, "pinCpu: Extra inputs are not permitted", id="typo"),
-        pytest.param({"colocatePods": "often"}, "colocatePods: Input should be a valid boolean",
-                     id="bad-bool"),
-        pytest.param({"reservedResources": {"cpu": "cpuset:0-15"}},
-                     "takes every available CPU", id="all-reserved"),
+        pytest.param(
+            {"colocatePods": "often"},
+            "colocatePods: Input should be a valid boolean",
+            id="bad-bool",
+        ),
+        pytest.param(
+            {"reservedResources": {"cpu": "cpuset:0-15"}},
+            "takes every available CPU",
+            id="all-reserved",
+        ),
     ],
 )
 def test_config_errors(config: Mapping[str, Any], message: str) -> None:
@@ -355,9 +389,13 @@ def test_config_errors(config: Mapping[str, Any], message: str) -> None:
 
 def test_rebuild_keeps_valid_placements_without_updates() -> None:
     p = TopologyAwarePolicy(topology=small(), config={})
-    s: PolicyState = p.initial_state()
-    cs = [ctr("s", pod="s", qos=BU, milli=200), ctr("x", pod="x", milli=2000),
-          ctr("k", pod="k", ns="kube-system", qos=BE), ctr("m", pod="m", milli=1500)]
+    s = p.initial_state()
+    cs = [
+        ctr("s", pod="s", qos=BU, milli=200),
+        ctr("x", pod="x", milli=2000),
+        ctr("k", pod="k", ns="kube-system", qos=BE),
+        ctr("m", pod="m", milli=1500),
+    ]
     for c in cs:
         s = p.allocate(s, c).state
     r = p.render(s)
@@ -400,6 +438,41 @@ def test_invariant_checker_catches_broken_states() -> None:
     )
     with pytest.raises(InvariantError, match="node1: shared set is empty"):
         p.check(starved)
+
+
+def test_a_decision_writes_nothing_into_the_state_it_is_given() -> None:
+    """The supply is part of a state when it is built: deciding against a state (its
+    supply read for offers, rendering and the invariants) leaves that state as it was,
+    down to the last derived figure."""
+    p = TopologyAwarePolicy(topology=small(), config={})
+    s = p.initial_state()
+    for c in (ctr("a", pod="a", milli=2000), ctr("b", pod="b", qos=BU, milli=500)):
+        frozen = pickle.dumps(s)
+        d = p.allocate(s, c)
+        assert pickle.dumps(s) == frozen
+        assert isinstance(d.state, TopologyAwareState)
+        s = d.state
+    frozen = pickle.dumps(s)
+    p.check(s)
+    p.release(s, ContainerID("a-a"))
+    p.rebuild([with_current(ctr("a", pod="a", milli=2000), IDSet.parse("2,10"), None)])
+    assert pickle.dumps(s) == frozen
+
+
+def test_invariant_problems_are_returned_not_raised() -> None:
+    """The invariants are a list of problems; only `check_invariants` raises."""
+    p = TopologyAwarePolicy(topology=small(), config={})
+    s = p.allocate(p.initial_state(), ctr("a", pod="a", milli=2000)).state
+    assert isinstance(s, TopologyAwareState)
+    assert invariant_problems(p.topology, s) == ()
+    grant = next(iter(s.grants.values()))
+    twin = replace(grant, container_id=ContainerID("twin"))
+    assert check_addition(p.topology, s, twin) == (
+        "cpu 2 is exclusive to both a-a and twin",
+        "cpu 10 is exclusive to both a-a and twin",
+    )
+    moved = replace(twin, exclusive=IDSet.parse("4,12"))
+    assert check_addition(p.topology, s, moved) == ("twin: exclusive 4,12 outside pool node1",)
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,6 @@ from nri_resmgr.model import (
     AllocationError,
     ContainerInfo,
     ContainerKind,
-    PolicyState,
     QoSClass,
 )
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
@@ -114,7 +113,7 @@ def make(op: Op) -> ContainerInfo:
 
 def exercise(topology: Topology, config: Mapping[str, object], ops: list[Op]) -> None:
     p = TopologyAwarePolicy(topology=topology, config=config)
-    s: PolicyState = p.initial_state()
+    s = p.initial_state()
     live: dict[str, ContainerInfo] = {}
     for op in ops:
         c = make(op)

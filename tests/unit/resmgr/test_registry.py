@@ -8,8 +8,8 @@ import pytest
 
 from nri_resmgr.model import ConfigError, CPUKind
 from nri_resmgr.policy.none import NonePolicy
-from nri_resmgr.policy.registry import available_policies, load_policy
 from nri_resmgr.policy.static import StaticPolicy
+from nri_resmgr.policy_registry import available_policies, load_policy
 from tests._support import REPO
 from tests.unit.resmgr.test_policy_support import ctr, small
 

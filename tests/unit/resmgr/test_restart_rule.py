@@ -15,6 +15,7 @@ import structlog
 
 from nri_resmgr.model import ContainerID, ContainerInfo, CPUKind, PolicyState, QoSClass
 from nri_resmgr.pipeline import Pipeline
+from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.preferences import MEMORY_TYPE
@@ -54,9 +55,10 @@ POLICIES = [pytest.param(static, id="static"), pytest.param(topology_aware, id="
 
 def placed(p: RestartPolicy, containers: list[ContainerInfo]) -> list[ContainerInfo]:
     """`containers` allocated in order, reported where the policy put them."""
-    s: PolicyState = p.initial_state()
+    q: Policy = p  # the erased view the pipeline steps policies through
+    s: PolicyState = q.initial_state()
     for c in containers:
-        s = p.allocate(s, c).state
+        s = q.allocate(s, c).state
     r = render(p, s)
     return [with_current(c, r[c.id].cpus, r[c.id].mems) for c in containers]
 
@@ -110,14 +112,15 @@ def test_a_container_that_fits_nowhere_is_moved_off_exclusive_cpus() -> None:
 def _twenty_five(p: RestartPolicy) -> list[ContainerInfo]:
     """25 exclusive containers placed with a history (3 of 28 gone), and one shared."""
     every = [ctr(f"x{i:02}", pod=f"x{i:02}", milli=2000) for i in range(28)]
-    s: PolicyState = p.initial_state()
+    q: Policy = p  # the erased view the pipeline steps policies through
+    s: PolicyState = q.initial_state()
     for c in every:
-        s = p.allocate(s, c).state
+        s = q.allocate(s, c).state
     gone = every[1::10]
     for c in gone:
-        s = p.release(s, c.id).state
+        s = q.release(s, c.id).state
     claimant = ctr("claimant", pod="claimant", qos=BE)
-    s = p.allocate(s, claimant).state
+    s = q.allocate(s, claimant).state
     r = render(p, s)
     live = [c for c in every if c not in gone] + [claimant]
     return [with_current(c, r[c.id].cpus, r[c.id].mems) for c in live]

@@ -15,7 +15,7 @@ from nri_resmgr import adapter
 from nri_resmgr.cli import main
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.model import ConfigError, ContainerID, QoSClass, Request
-from nri_resmgr.policy.registry import load_policy
+from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.simulator import (
     ContainerSpec,
     DeleteSpec,

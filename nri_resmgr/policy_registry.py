@@ -1,7 +1,10 @@
 """Finding policies by name: built-ins through entry points, drop-ins from directories.
 
 Theory of operation: a policy is anything that satisfies `nri_resmgr.policy.base.Policy`
-and is built as ``Factory(topology=..., config=...)``.  Two sources are searched:
+and is built as ``Factory(topology=..., config=...)``.  Finding one imports code (entry
+points, files from the configured directories), so this lives outside the pure
+`nri_resmgr.policy` package: a policy is only its placement logic, and the package
+imports nothing that loads code.  Two sources are searched:
 
 1. the ``nri_resmgr.policies`` entry-point group (this package's ``none``, ``static``
    and ``topology-aware``, and any installed distribution that adds to the group);

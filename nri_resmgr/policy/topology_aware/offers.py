@@ -1,0 +1,233 @@
+"""Offers: what one pool would grant one container, computed against a state's supply.
+
+Theory of operation: `make_offer` answers, against the immutable `Supply` of a state,
+what one pool would give a request (or a short reason why it cannot); an `Offer`
+carries the would-be `Grant` plus the figures the sort key (`scoring`) compares.
+Committing an offer is just adding its grant to the state (`with_grant`); nothing is
+mutated anywhere, and an unchosen offer is simply dropped.
+
+Shared requests must fit every touched pool's shared set (the supply rule of `state`);
+whole CPUs are taken from the pool's free isolated CPUs when preferred, else sliced off
+its shared set, and when slicing would leave a pool below without enough shared CPUs a
+second try keeps those aside (`_keepers`).  `exact_offer` is the rebuild's question:
+what would `pool` grant if the container kept exactly the CPUs it holds now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nri_resmgr.model import ContainerID, CPUKind, PodID
+from nri_resmgr.policy.common import take_cores, take_cpus
+from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
+from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
+from nri_resmgr.policy.topology_aware.state import Grant, Supply
+from nri_resmgr.topology.cpuset import CPUSet, IDSet
+from nri_resmgr.topology.model import Topology
+
+__all__ = ["Offer", "exact_offer", "make_offer"]
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One pool's answer to one request: the grant, and figures for the sort key."""
+
+    pool: Pool
+    grant: Grant
+    #: the container's preference for isolated CPUs was met (or there was none)
+    preference_met: bool
+    #: millicores of shared capacity the pool keeps after the grant (isolated: free
+    #: isolated CPUs x 1000)
+    headroom: int
+    #: containers already living in exactly this pool
+    population: int
+
+
+def _fits_memory(tree: PoolTree, supply: Supply, pool: Pool, req: ContainerRequest) -> str:
+    kinds = ",".join(sorted(k.value for k in req.memory_kinds))
+    if req.pin_memory and not pool.mems_of(req.memory_kinds):
+        return f"no {kinds} memory"
+    if req.memory_bytes:
+        if req.memory_bytes > pool.memory_of(req.memory_kinds):
+            return f"only {pool.memory_of(req.memory_kinds)} bytes of {kinds} memory"
+        for a in tree.ancestors(pool.index):
+            cap = sum(tree.pools[a].memory_bytes.values())
+            if supply.memory[a] + req.memory_bytes > cap:
+                return f"{tree.pools[a].name} has {cap - supply.memory[a]} bytes of memory free"
+    return ""
+
+
+def _shared_check(tree: PoolTree, supply: Supply, pool: Pool, taken: CPUSet, extra: int) -> str:
+    """Can `taken` be sliced off and `extra` milli be added to `pool`? "" if so."""
+    ancestors = set(tree.ancestors(pool.index))
+    taken_ids = taken.ids()
+    for q in tree.pools:
+        touched = q.index in ancestors or not q.cpus.isdisjoint(taken)
+        if not touched:
+            continue
+        shared = supply.shared[q.index]
+        # only the size of what is left matters: count it without building a set
+        left = len(shared.ids() - taken_ids) if taken_ids else len(shared)
+        if q.sharable and not left:
+            return f"taking {taken} would empty the shared CPUs {shared} of {q.name}"
+        need = supply.demand[q.index] + (extra if q.index in ancestors else 0)
+        if need > 1000 * left:
+            free = 1000 * left - supply.demand[q.index]
+            what = f"after taking {taken} " if taken else ""
+            return f"{q.name} has {free}m free on {left} shared CPUs {what}".rstrip()
+    return ""
+
+
+def _keepers(tree: PoolTree, topology: Topology, supply: Supply, pool: Pool, extra: int) -> CPUSet:
+    """Shared CPUs under `pool` to leave alone so that no pool below it runs dry.
+
+    Bottom-up, every pool keeps enough of its shared CPUs for its shared demand (plus
+    `extra` in `pool` itself), and at least one if it has shared CPUs at all, choosing
+    threads of already broken cores first.
+    """
+
+    def kept(q: Pool) -> set[int]:
+        out: set[int] = set()
+        for child in q.children:
+            out |= kept(tree.pools[child])
+        demand = supply.demand[q.index] + (extra if q is pool else 0)
+        need = max(-(-demand // 1000), 1 if q.sharable else 0)
+        shared = supply.shared[q.index]
+        # keep threads of cores that are already broken; whole cores are worth more
+        spare = sorted(
+            shared.ids() - out,
+            key=lambda c: (topology.siblings(c) <= shared, -c),
+        )
+        while len(out) < need and spare:
+            out.add(spare.pop(0))
+        return out
+
+    return IDSet(kept(pool))
+
+
+def make_offer(
+    *,
+    tree: PoolTree,
+    topology: Topology,
+    supply: Supply,
+    pool: Pool,
+    container_id: ContainerID,
+    pod_id: PodID,
+    namespace: str,
+    request: ContainerRequest,
+    prefer: Sequence[CPUSet],
+) -> Offer | str:
+    """What `pool` would grant `request`, or a short reason why it cannot."""
+    problem = _fits_memory(tree, supply, pool, request)
+    if problem:
+        return problem
+
+    def offer(kind: CPUKind, exclusive: CPUSet, met: bool, headroom: int) -> Offer:
+        grant = Grant(
+            container_id=container_id,
+            pod_id=pod_id,
+            namespace=namespace,
+            pool=pool.index,
+            kind=kind,
+            exclusive=exclusive,
+            request=request,
+        )
+        return Offer(
+            pool=pool,
+            grant=grant,
+            preference_met=met,
+            headroom=headroom,
+            population=supply.population[pool.index],
+        )
+
+    shared_now = supply.shared[pool.index]
+    if request.kind in (CPUKind.NONE, CPUKind.RESERVED):
+        return offer(request.kind, IDSet(), True, 0)
+    if request.kind is CPUKind.SHARED:
+        if not shared_now:
+            return "no shared CPUs"
+        problem = _shared_check(tree, supply, pool, IDSet(), request.shared_milli)
+        if problem:
+            return problem
+        headroom = 1000 * len(shared_now) - supply.demand[pool.index] - request.shared_milli
+        return offer(CPUKind.SHARED, IDSet(), True, headroom)
+
+    # whole CPUs: isolated first when preferred, else sliced off the shared set;
+    # hide-hyperthreads takes `full` whole cores and shows one thread of each
+    mixed = request.shared_milli > 0
+
+    def take(available: CPUSet) -> CPUSet | None:
+        if request.hide_hyperthreads:
+            first = prefer[0] if prefer else IDSet()
+            return take_cores(topology, available, request.full, prefer=first)
+        return take_cpus(topology, available, request.full, prefer=prefer)
+
+    if request.prefer_isolated and (shared_now or not mixed):
+        free_iso = pool.isolated - supply.used
+        iso = take(free_iso)
+        if iso is not None:
+            problem = _shared_check(tree, supply, pool, IDSet(), request.shared_milli)
+            if not problem:
+                kind = CPUKind.MIXED if mixed else CPUKind.ISOLATED
+                return offer(kind, iso, True, 1000 * (len(free_iso) - len(iso)))
+    taken = take(shared_now)
+    if taken is None:
+        return f"only {len(shared_now)} shared CPUs to slice from"
+    problem = _shared_check(tree, supply, pool, taken, request.shared_milli)
+    if problem:
+        # second try: leave every pool below enough shared CPUs for its own containers
+        keep = _keepers(tree, topology, supply, pool, request.shared_milli)
+        retry = take(shared_now - keep)
+        if retry is None or _shared_check(tree, supply, pool, retry, request.shared_milli):
+            return problem
+        taken = retry
+    headroom = 1000 * len(shared_now - taken) - supply.demand[pool.index] - request.shared_milli
+    kind = CPUKind.MIXED if mixed else CPUKind.EXCLUSIVE
+    return offer(kind, taken, not request.prefer_isolated, headroom)
+
+
+def exact_offer(
+    *,
+    tree: PoolTree,
+    supply: Supply,
+    pool: Pool,
+    container_id: ContainerID,
+    pod_id: PodID,
+    namespace: str,
+    request: ContainerRequest,
+    kind: CPUKind,
+    cpus: CPUSet,
+) -> Offer | str:
+    """What `pool` would grant `request` by keeping exactly `cpus`, or why it cannot.
+
+    Rebuild's offer for a container whose reported CPUs could be its exclusive grant
+    (`kind` ISOLATED or EXCLUSIVE); only the memory is checked here.  Whether the CPUs
+    are free and the pools keep their shared CPUs is the invariants' question
+    (`invariants.check_addition`).
+    """
+    problem = _fits_memory(tree, supply, pool, request)
+    if problem:
+        return problem
+    isolated = kind is CPUKind.ISOLATED
+    if isolated:
+        headroom = 1000 * (len(pool.isolated - supply.used) - len(cpus))
+    else:
+        shared = supply.shared[pool.index]
+        headroom = 1000 * len(shared - cpus) - supply.demand[pool.index]
+    grant = Grant(
+        container_id=container_id,
+        pod_id=pod_id,
+        namespace=namespace,
+        pool=pool.index,
+        kind=kind,
+        exclusive=cpus,
+        request=request,
+    )
+    return Offer(
+        pool=pool,
+        grant=grant,
+        preference_met=isolated == request.prefer_isolated,
+        headroom=headroom,
+        population=supply.population[pool.index],
+    )

@@ -1,0 +1,123 @@
+"""What a rebuild reads from the runtime's reports, one container at a time.
+
+Theory of operation: at Synchronize the runtime reports each container's current
+cpuset and memory nodes (`ContainerInfo.current_cpus/current_mems`), which may be
+anything: valid placements, a fail-open creation on every CPU, stale or foreign CPUs.
+`policy.TopologyAwarePolicy.rebuild` decides from them; these pure functions are the
+readings it takes: the exclusive grant a report could be (`claim_of`), the pool whose
+rendering matches a report (`hint_for`), the CPUs shared views lack, which tells a mixed
+container's own CPUs apart (`missing_from_shared_views`), and the request standing in
+for a container whose annotations cannot be read (`unreadable_request`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from nri_resmgr.model import ContainerID, ContainerInfo, CPUKind
+from nri_resmgr.policy.common import one_thread_per_core
+from nri_resmgr.policy.topology_aware.pools import PoolTree
+from nri_resmgr.policy.topology_aware.preferences import ALL_MEMORY, ContainerRequest
+from nri_resmgr.policy.topology_aware.state import TopologyAwareState
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
+from nri_resmgr.topology.model import Topology
+
+__all__ = ["claim_of", "hint_for", "missing_from_shared_views", "unreadable_request"]
+
+
+def unreadable_request(*, pin_cpu: bool) -> ContainerRequest:
+    """The request of a running container whose annotations cannot be read.
+
+    Rebuild must account for it all the same: on shared CPUs (off every exclusive
+    grant), its demand not counted, its memory left alone (`_overcommit`).
+    """
+    return ContainerRequest(
+        kind=CPUKind.SHARED,
+        full=0,
+        shared_milli=0,
+        prefer_isolated=False,
+        hide_hyperthreads=False,
+        memory_kinds=ALL_MEMORY,
+        memory_bytes=0,
+        pin_cpu=pin_cpu,
+        pin_memory=False,
+    )
+
+
+def missing_from_shared_views(
+    tree: PoolTree,
+    containers: Sequence[ContainerInfo],
+    requests: Mapping[ContainerID, ContainerRequest],
+) -> Counter[int]:
+    """Per CPU, how many shared/mixed containers' cpusets lack it though their pool has it.
+
+    A shared view is its pool's sharable CPUs minus every exclusive CPU; a CPU missing
+    from it is somebody's exclusive CPU.  That is how a mixed container's own whole CPUs
+    are told apart from the shared part of its cpuset.
+    """
+    missing: Counter[int] = Counter()
+    for c in containers:
+        req = requests[c.id]
+        view = (c.current_cpus or IDSet()) & tree.root.cpus
+        if not view or req.kind not in (CPUKind.SHARED, CPUKind.MIXED):
+            continue
+        if req.hide_hyperthreads or not req.pin_cpu:
+            continue
+        pool = tree.pools[tree.deepest_containing(view)[0]]
+        missing.update(pool.sharable - view)
+    return missing
+
+
+def claim_of(
+    tree: PoolTree, topology: Topology, c: ContainerInfo, req: ContainerRequest
+) -> CPUSet | None:
+    """The CPUs `c`'s report would hold as its exclusive grant, if it could be one.
+
+    Only the report's own shape is judged (an exclusive, pinned request; the right
+    size; CPUs of the tree); `_reclaim` judges it against the grants kept so far.
+    Under hide-hyperthreads one thread of each core is shown and whole cores held.
+    """
+    shown = c.current_cpus
+    if (
+        shown is None
+        or req.kind is not CPUKind.EXCLUSIVE
+        or not req.pin_cpu
+        or len(shown) != req.full
+        or not shown <= tree.root.cpus
+    ):
+        return None
+    if not req.hide_hyperthreads:
+        return shown
+    cores = topology.cores_of(shown)
+    if len(cores) != len(shown):
+        return None
+    return union(topology.core_cpus(k) for k in cores)
+
+
+def hint_for(
+    topology: Topology, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
+) -> int | None:
+    """The deepest pool whose rendering for `req` in `state` matches what `c` has now."""
+    if c.current_cpus is None and c.current_mems is None:
+        return None
+    tree, supply = state.tree, state.supply
+    for index in tree.deepest_containing(IDSet()):
+        pool = tree.pools[index]
+        cpu_ok = True
+        if req.pin_cpu and c.current_cpus is not None:
+            if req.kind is CPUKind.SHARED:
+                shared = supply.shared[index]
+                if req.hide_hyperthreads:
+                    shared = one_thread_per_core(topology, shared)
+                cpu_ok = shared == c.current_cpus
+            else:
+                cpu_ok = c.current_cpus <= pool.cpus
+        mem_ok = (
+            not req.pin_memory
+            or c.current_mems is None
+            or pool.mems_of(req.memory_kinds) == c.current_mems
+        )
+        if cpu_ok and mem_ok:
+            return index
+    return None

@@ -1,0 +1,176 @@
+"""The topology-aware state: grants, and the supply derived from them.
+
+Theory of operation: the state (`TopologyAwareState`) is the set of `Grant`s, one per
+container: the pool it lives in, its CPU kind, the exclusive CPUs it holds (EXCLUSIVE,
+ISOLATED, or the whole-CPU part of MIXED), and its `ContainerRequest`.  Everything else
+is derived from the grants and the fixed `PoolTree`, as the state's `Supply`:
+
+- ``used``: all CPUs held exclusively (sliced from shared sets or taken from isolated);
+- a pool's **shared set** is ``pool.sharable - used``; it shrinks when exclusive CPUs are
+  sliced from the pool or from any pool overlapping it (ancestors, descendants);
+- a pool's **shared demand** is the millicores of the SHARED and MIXED grants living in
+  its subtree; the supply rule is ``demand(P) <= 1000 * |shared(P)|`` for every pool P:
+  a container living in P runs on P's shared set, so it loads P and every ancestor, but
+  no descendant;
+- **memory demand** is likewise summed over a subtree and must stay within the memory
+  of the pool's nodes; **population** counts the containers living in exactly a pool.
+
+The supply is a declared field of the state, built when the state is built and never
+written afterwards: `TopologyAwareState.empty(tree)` starts with the empty supply, and
+`with_grant`/`without` derive the next state's supply from this one and the one grant
+that changed, in O(pools) (`supply_from_scratch` is the plain derivation the tests
+compare it with).  The state carries the tree it was built for, so no caller can pair
+a supply with another tree.  Neither the tree nor the supply is part of the value: two
+states are equal when their grants are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from nri_resmgr.model import ContainerID, CPUKind, PodID, PolicyState
+from nri_resmgr.policy.topology_aware.pools import PoolTree
+from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
+from nri_resmgr.topology.cpuset import CPUSet, union
+
+__all__ = ["SHARED_USERS", "Grant", "Supply", "TopologyAwareState", "supply_from_scratch"]
+
+#: kinds whose grants consume shared capacity of their pool
+SHARED_USERS = (CPUKind.SHARED, CPUKind.MIXED)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one container holds."""
+
+    container_id: ContainerID
+    pod_id: PodID
+    namespace: str
+    pool: int
+    kind: CPUKind
+    exclusive: CPUSet
+    request: ContainerRequest
+
+    @property
+    def shared_milli(self) -> int:
+        return self.request.shared_milli if self.kind in SHARED_USERS else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Supply:
+    """Derived per-pool figures of one state (indexed by pool number)."""
+
+    used: CPUSet
+    shared: tuple[CPUSet, ...]
+    demand: tuple[int, ...]
+    memory: tuple[int, ...]
+    population: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyAwareState(PolicyState):
+    """The grants, with the supply they leave in `tree` (module docstring)."""
+
+    grants: Mapping[ContainerID, Grant]
+    #: the pool tree the supply is derived for; not part of the value
+    tree: PoolTree = field(compare=False, repr=False)
+    #: derived from `grants` and `tree` when the state is built; not part of the value
+    supply: Supply = field(compare=False, repr=False)
+
+    @classmethod
+    def empty(cls, tree: PoolTree) -> TopologyAwareState:
+        """The state with no grants."""
+        return cls(grants={}, tree=tree, supply=supply_from_scratch(tree, ()))
+
+    def with_grant(self, grant: Grant) -> TopologyAwareState:
+        """This state with `grant` added (replacing the container's previous one)."""
+        grants = {**self.grants, grant.container_id: grant}
+        supply = self.supply
+        old = self.grants.get(grant.container_id)
+        if old is not None:
+            supply = _retract(self.tree, supply, old, grants.values())
+        supply = _extend(self.tree, supply, grant)
+        return TopologyAwareState(grants=grants, tree=self.tree, supply=supply)
+
+    def without(self, cid: ContainerID) -> TopologyAwareState:
+        """This state without the grant of `cid` (the same state when it has none)."""
+        grants = dict(self.grants)
+        old = grants.pop(cid, None)
+        if old is None:
+            return TopologyAwareState(grants=grants, tree=self.tree, supply=self.supply)
+        # copied once more: a dict with a deleted slot would make every later copy
+        # (`with_grant`) take CPython's slow per-item path
+        grants = dict(grants)
+        supply = _retract(self.tree, self.supply, old, grants.values())
+        return TopologyAwareState(grants=grants, tree=self.tree, supply=supply)
+
+
+def _used(grants: Iterable[Grant]) -> CPUSet:
+    return union(g.exclusive for g in grants)
+
+
+def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
+    """The per-pool figures of `grants`, derived from every one of them."""
+    grants = list(grants)
+    used = _used(grants)
+    n = len(tree.pools)
+    own_demand = [0] * n
+    own_memory = [0] * n
+    population = [0] * n
+    for g in grants:
+        own_demand[g.pool] += g.shared_milli
+        own_memory[g.pool] += g.request.memory_bytes
+        population[g.pool] += 1
+    demand = [0] * n
+    memory = [0] * n
+    for p in tree.pools:
+        for a in tree.ancestors(p.index):
+            demand[a] += own_demand[p.index]
+            memory[a] += own_memory[p.index]
+    return Supply(
+        used=used,
+        shared=tuple(p.sharable - used for p in tree.pools),
+        demand=tuple(demand),
+        memory=tuple(memory),
+        population=tuple(population),
+    )
+
+
+def _adjust(tree: PoolTree, supply: Supply, grant: Grant, used: CPUSet, sign: int) -> Supply:
+    """`supply` with `grant`'s demand, memory and population added (sign 1) or taken
+    away (-1), and the shared sets of the pools its exclusive CPUs touch re-derived from
+    `used`: the same figures `supply_from_scratch` would find, in O(pools)."""
+    demand = list(supply.demand)
+    memory = list(supply.memory)
+    population = list(supply.population)
+    for a in tree.ancestors(grant.pool):
+        demand[a] += sign * grant.shared_milli
+        memory[a] += sign * grant.request.memory_bytes
+    population[grant.pool] += sign
+    shared = supply.shared
+    if grant.exclusive:
+        shared = tuple(
+            p.sharable - used if not p.cpus.isdisjoint(grant.exclusive) else shared[p.index]
+            for p in tree.pools
+        )
+    return Supply(
+        used=used,
+        shared=shared,
+        demand=tuple(demand),
+        memory=tuple(memory),
+        population=tuple(population),
+    )
+
+
+def _extend(tree: PoolTree, supply: Supply, grant: Grant) -> Supply:
+    used = supply.used | grant.exclusive if grant.exclusive else supply.used
+    return _adjust(tree, supply, grant, used, 1)
+
+
+def _retract(tree: PoolTree, supply: Supply, grant: Grant, rest: Iterable[Grant]) -> Supply:
+    """`supply` without `grant`; `rest` are the remaining grants.  Exclusive CPUs are
+    re-collected from `rest`: a (broken) state may hold a CPU twice, and subtracting
+    would then lose it."""
+    used = _used(rest) if grant.exclusive else supply.used
+    return _adjust(tree, supply, grant, used, -1)
