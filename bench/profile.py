@@ -54,7 +54,7 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("reading: Trunk._read_loop (recv + mux + ttrpc parse)", "_read_loop"),
     ("  Trunk._process (mux + ttrpc parse)", "_process"),
     ("handling: Trunk._handle (task per request)", "_handle"),
-    ("  stub _dispatch (decode, hook, encode)", "_dispatch"),
+    ("  stub dispatch (decode, hook, encode)", "dispatch"),
     ("    the plugin's create_container hook", "create_container"),
     ("  Trunk._write (frame + send)", "_write"),
     ("logging calls", "_log"),

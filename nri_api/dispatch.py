@@ -161,7 +161,7 @@ class Hooks:
 
 
 class Plugged(Protocol):
-    """What dispatch needs of the plugin besides its hooks."""
+    """What dispatch needs of the plugin besides its hooks (the `Plugin` is both)."""
 
     log: logging.Logger
     implemented_events: int
@@ -246,9 +246,9 @@ def _adjustment(value: object) -> api.ContainerAdjustment | None:
 class Dispatcher:
     """Serves the Plugin service: decodes a request, calls the hook, encodes the response."""
 
-    def __init__(self, plugin: Hooks, plugged: Plugged, link: Connection) -> None:
-        self._plugin = plugin
-        self._plugged = plugged
+    def __init__(self, *, hooks: Hooks, owner: Plugged, link: Connection) -> None:
+        self._plugin = hooks
+        self._plugged = owner
         self._link = link
         own: dict[str, _Handler] = {
             "Configure": self._on_configure,
@@ -261,14 +261,15 @@ class Dispatcher:
             "UpdatePodSandbox": self._on_update_pod_sandbox,
             "ValidateContainerAdjustment": self._on_validate,
         }
-        needed = {r.method for r in PLUGIN_RPCS if r.event not in SIMPLE_EVENTS}
+        shared = (Shape.POD_EVENT, Shape.CONTAINER_EVENT)
+        needed = {r.method for r in PLUGIN_RPCS if r.shape not in shared}
         if set(own) != needed:
             raise RuntimeError(
                 f"nri_api dispatch: expected a handler for each of {sorted(needed)}, "
                 f"found handlers for {sorted(own)}"
             )
         self._methods: dict[str, tuple[RPC, _Handler]] = {
-            r.method: (r, own[r.method] if r.method in own else self._simple_handler(r))
+            r.method: (r, self._simple_handler(r) if r.shape in shared else own[r.method])
             for r in PLUGIN_RPCS
         }
 

@@ -40,7 +40,7 @@ import re
 import signal
 import socket
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -235,7 +235,7 @@ class Plugin(Hooks):
             connection=connection,
             socket_fd=None if connection is not None else socket_fd_from_env(env),
         )
-        self._dispatcher = Dispatcher(self, self, self._link)
+        self._dispatcher = Dispatcher(hooks=self, owner=self, link=self._link)
 
     # -- identity and state ----------------------------------------------------------------
 
@@ -411,7 +411,8 @@ class Plugin(Hooks):
         """
         return await self._link.serve(self._dispatch)
 
-    async def _dispatch(
+    def _dispatch(
         self, service: str, method: str, payload: bytes, deadline: float | None
-    ) -> bytes:
-        return await self._dispatcher.dispatch(service, method, payload, deadline)
+    ) -> Awaitable[bytes]:
+        # the dispatcher's coroutine itself, not one more wrapped around it (the hot path)
+        return self._dispatcher.dispatch(service, method, payload, deadline)

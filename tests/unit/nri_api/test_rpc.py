@@ -100,3 +100,20 @@ def _record(method: str, shape: Shape, hook: str | None, event: Event | None) ->
 def test_check_table_rejects_inconsistent_records(records: list[RPC], found: str) -> None:
     with pytest.raises(ValueError, match=found.replace("[", r"\[").replace("]", r"\]")):
         rpc.check_table(records)
+
+
+def test_a_record_whose_shape_needs_a_handler_of_its_own_fails_at_construction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import nri_api.dispatch
+    from nri_api import Plugin
+
+    class Creator(Plugin):
+        def create_container(self, pod: object, container: object) -> None:
+            return None
+
+    Creator(name="t", idx="10", environ={})  # the real table: every handler is there
+    extra = RPC("Frobnicate", api_pb2.Empty, api_pb2.Empty, Shape.LIFECYCLE, "frobnicate")
+    monkeypatch.setattr(nri_api.dispatch, "PLUGIN_RPCS", (*PLUGIN_RPCS, extra))
+    with pytest.raises(RuntimeError, match=r"expected a handler for each of .*'Frobnicate'"):
+        Creator(name="t", idx="10", environ={})
