@@ -5,15 +5,20 @@ Theory of operation
 A plugin is a `Plugin` subclass whose snake_case hooks are named after the NRI RPCs
 (`create_container`, `stop_container`, `run_pod_sandbox`, ...). Hooks may be plain or
 `async` functions; an awaitable result is awaited. The stub owns everything else, in
-three parts:
+four modules below this one:
 
-* `Plugin` (this module): identity, logging, the public surface (`run`, `serve`, `stop`,
-  `update_containers`, `main`) and the connection-side hooks (`on_close`,
-  `connect_failed`, `updates_failed`).
 * `nri_api.connection`: connect, register, reconnect with backoff, the outbox of
-  unsolicited updates, and the bounds on what a runtime can make the plugin buffer.
+  unsolicited updates, the registration timeout.
+* `nri_api.session`: the state of one connection and the bounds kept per connection
+  (Synchronize chunks, a second Configure), and the gate that holds unsolicited updates
+  back while a hook runs.
 * `nri_api.dispatch`: request -> hook -> response, the subscription mask, Synchronize
-  chunking; every per-RPC fact comes from the one table in `nri_api.rpc`.
+  chunking hidden from the plugin; every per-RPC fact comes from the table in
+  `nri_api.rpc`.
+
+This module has the public `Plugin`: identity, logging, `run` / `serve` / `stop` /
+`update_containers` / `main`, and the connection-side hooks (`on_close`,
+`connect_failed`, `updates_failed`).
 
 * **Identity.** `name` and `idx` come from the arguments, else `NRI_PLUGIN_NAME` and
   `NRI_PLUGIN_IDX`, else the executable's name ``NN-name`` (a ``.py`` suffix is
@@ -23,7 +28,7 @@ three parts:
 * **Unsolicited updates.** `update_containers()` called from inside a hook returns None
   at once and the updates go out after the hook returns (failures are logged and reach
   `updates_failed()`); called from anywhere else it waits and returns the failed
-  updates. Why, and what counts as "inside": `nri_api.connection`.
+  updates. Why, and what counts as "inside": `nri_api.connection` and `nri_api.session`.
 * **Logging** uses the stdlib `logging` module, logger ``nri_api.stub.<NN-name>`` unless
   `logger` is given. `run()` (which owns the process) sets up logging: to the file
   `log_file` or `$NRI_PLUGIN_LOG` if given, else to stderr (discarded in pre-registered
