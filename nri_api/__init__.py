@@ -2,8 +2,10 @@
 
 Layers (each usable on its own): `nri_api.mux` (the NRI connection multiplexer),
 `nri_api.ttrpc` (ttrpc framing), `nri_api.api` (the NRI protobuf messages), the asyncio
-shell `nri_api.transport`, and the plugin stub `nri_api.stub`. `nri_api.testing` has a
-runtime-side peer for testing plugins. A plugin in a few lines::
+shell `nri_api.transport`, and the plugin stub `nri_api.stub` (built on `nri_api.rpc`, the
+table of the Plugin service's RPCs, `nri_api.session`, `nri_api.connection` and
+`nri_api.dispatch`). `nri_api.testing` has a runtime-side peer for testing plugins.
+A plugin in a few lines::
 
     from nri_api import Adjustment, Plugin
 

@@ -62,6 +62,7 @@ from nri_api.events import (
     valid_events_mask,
 )
 from nri_api.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN
+from nri_api.rpc import EVENT_RPCS, POD_EVENTS, SIMPLE_EVENTS
 from nri_api.transport import Trunk
 
 __all__ = ["FakeRuntime", "Handshake", "PluginRejected", "make_container", "make_pod"]
@@ -88,25 +89,6 @@ _CONTAINERD_FOR_NRI: Final = {
     "v0.12.2": "2.4.0",
 }
 
-_SIMPLE_RPC: Final = {
-    Event.RUN_POD_SANDBOX: ("RunPodSandbox", api.RunPodSandboxRequest),
-    Event.STOP_POD_SANDBOX: ("StopPodSandbox", api.StopPodSandboxRequest),
-    Event.REMOVE_POD_SANDBOX: ("RemovePodSandbox", api.RemovePodSandboxRequest),
-    Event.POST_UPDATE_POD_SANDBOX: ("PostUpdatePodSandbox", api.PostUpdatePodSandboxRequest),
-    Event.POST_CREATE_CONTAINER: ("PostCreateContainer", api.PostCreateContainerRequest),
-    Event.START_CONTAINER: ("StartContainer", api.StartContainerRequest),
-    Event.POST_START_CONTAINER: ("PostStartContainer", api.PostStartContainerRequest),
-    Event.POST_UPDATE_CONTAINER: ("PostUpdateContainer", api.PostUpdateContainerRequest),
-    Event.REMOVE_CONTAINER: ("RemoveContainer", api.RemoveContainerRequest),
-}
-_POD_ONLY: Final = frozenset(
-    {
-        Event.RUN_POD_SANDBOX,
-        Event.STOP_POD_SANDBOX,
-        Event.REMOVE_POD_SANDBOX,
-        Event.POST_UPDATE_POD_SANDBOX,
-    }
-)
 _NAME: Final = re.compile(r"^[a-zA-Z0-9_.+-]+$")
 
 
@@ -552,7 +534,7 @@ class FakeRuntime:
         From v0.12.0 the dedicated RPC is tried first and StateChange used on
         UNIMPLEMENTED; before, StateChange only. Returns whether the plugin was called.
         """
-        if event not in _SIMPLE_RPC:
+        if event not in SIMPLE_EVENTS:
             raise ValueError(f"event {event.name}: expected a simple (no-reply) event")
         if event is Event.POST_UPDATE_POD_SANDBOX and (
             self.nri_version is None or self.nri_version < V0_10_0
@@ -563,19 +545,17 @@ class FakeRuntime:
             return False
         ctr = container if container is not None else api.Container()
         if has_dedicated_event_rpcs(self.nri_version):
-            method, request_type = _SIMPLE_RPC[event]
+            rpc = EVENT_RPCS[event]
             request: Message = (
-                request_type(pod=pod)
-                if event in _POD_ONLY
-                else request_type(pod=pod, container=ctr)  # type: ignore[call-arg]
+                rpc.request(pod=pod) if event in POD_EVENTS else rpc.request(pod=pod, container=ctr)
             )
             try:
-                await self._call(peer, method, request, api.Empty)
+                await self._call(peer, rpc.method, request, api.Empty)
                 return True
             except RPCError as exc:
                 if exc.code is not StatusCode.UNIMPLEMENTED:
                     raise
-        await self.state_change(event, pod, None if event in _POD_ONLY else ctr)
+        await self.state_change(event, pod, None if event in POD_EVENTS else ctr)
         return True
 
     async def state_change(

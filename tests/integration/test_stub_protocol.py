@@ -259,10 +259,12 @@ def test_fake_runtime_rejects_a_mask_beyond_its_version(sock_path: str) -> None:
             await rt.listen(sock_path)
 
             class Liar(Creator):
-                async def _on_configure(
-                    self, request: api.ConfigureRequest
-                ) -> api.ConfigureResponse:
-                    return api.ConfigureResponse(events=0x2008)
+                async def _dispatch(
+                    self, service: str, method: str, payload: bytes, deadline: float | None
+                ) -> bytes:
+                    if method == "Configure":
+                        return api.ConfigureResponse(events=0x2008).SerializeToString()
+                    return await super()._dispatch(service, method, payload, deadline)
 
             plugin = Liar(name="l", idx="10", socket_path=sock_path, environ={})
             async with serving(plugin):
@@ -887,18 +889,22 @@ def test_endless_synchronize_chunks_close_the_connection_and_reconnect(
     bounds: dict[str, int],
     found: str,
 ) -> None:
-    import nri_api.stub
+    import nri_api.connection
 
     trims: list[int] = []
-    monkeypatch.setattr(nri_api.stub, "_return_freed_memory", lambda: trims.append(1))
+    monkeypatch.setattr(nri_api.connection, "_return_freed_memory", lambda: trims.append(1))
 
     async def body() -> None:
         containers = _many_containers(10, note="x" * 1000)
         async with FakeRuntime(pods=[POD], containers=containers, sync_chunk=1) as rt:
             await rt.listen(sock_path)
             plugin = Creator(
-                name="r", idx="10", socket_path=sock_path, on_close=OnClose.RECONNECT,
-                environ={}, **bounds,
+                name="r",
+                idx="10",
+                socket_path=sock_path,
+                on_close=OnClose.RECONNECT,
+                environ={},
+                **bounds,
             )
             async with serving(plugin):
                 with pytest.raises((ConnectionClosed, RPCError)):
@@ -911,8 +917,11 @@ def test_endless_synchronize_chunks_close_the_connection_and_reconnect(
                 assert plugin.synced == (["pod1"], ["c0", "c1"])
                 # the dropped chunks' memory went back to the system, once
                 assert trims == [1]
-        lost = [r.getMessage() for r in caplog.records if "connection to the runtime lost" in
-                r.getMessage()]
+        lost = [
+            r.getMessage()
+            for r in caplog.records
+            if "connection to the runtime lost" in r.getMessage()
+        ]
         assert len(lost) == 1
         assert "Synchronize: expected at most" in lost[0] and found in lost[0]
 
@@ -973,9 +982,9 @@ def test_stop_during_registration_is_prompt(sock_path: str) -> None:
 def test_registration_timeout_names_what_was_waited_for(
     sock_path: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import nri_api.stub
+    import nri_api.connection
 
-    monkeypatch.setattr(nri_api.stub, "DEFAULT_REGISTRATION_TIMEOUT", 0.2)
+    monkeypatch.setattr(nri_api.connection, "DEFAULT_REGISTRATION_TIMEOUT", 0.2)
 
     async def body() -> None:
         server = await _silent_runtime(sock_path)
@@ -1074,7 +1083,9 @@ def test_connect_failures_reach_the_hook(sock_path: str) -> None:
                 await rt.listen(sock_path)
                 await rt.wait_ready()
         assert plugin.attempts[:3] == [
-            (1, "FileNotFoundError"), (2, "FileNotFoundError"), (3, "FileNotFoundError")
+            (1, "FileNotFoundError"),
+            (2, "FileNotFoundError"),
+            (3, "FileNotFoundError"),
         ]
 
     run(body)

@@ -31,7 +31,7 @@ def test_summary_is_in_microseconds() -> None:
 
 RAW = """\
 process 1:"python";<module> (noop.py:1);_run_once (/usr/lib/python3.11/asyncio/base_events.py:1845);select (/usr/lib/python3.11/selectors.py:451) 70
-process 1:"python";<module> (noop.py:1);_run_once (/usr/lib/python3.11/asyncio/base_events.py:1845);_handle (/w/nri_api/transport.py:292);_dispatch (/w/nri_api/stub.py:882) 20
+process 1:"python";<module> (noop.py:1);_run_once (/usr/lib/python3.11/asyncio/base_events.py:1845);_handle (/w/nri_api/transport.py:292);dispatch (/w/nri_api/dispatch.py:282) 20
 process 1:"python";<module> (noop.py:1);_run_once (/usr/lib/python3.11/asyncio/base_events.py:1845);_read_loop (/w/nri_api/transport.py:229);_process (/w/nri_api/transport.py:245);next_event (/w/nri_api/mux.py:80) 10
 """  # noqa: E501
 
@@ -46,7 +46,7 @@ def test_profile_drops_epoll_waits_and_splits_by_layer() -> None:
     }
     steps = summary["steps"]
     assert steps["handling: Trunk._handle (task per request)"] == 20  # type: ignore[index]
-    assert steps["  stub _dispatch (decode, hook, encode)"] == 20  # type: ignore[index]
+    assert steps["  stub dispatch (decode, hook, encode)"] == 20  # type: ignore[index]
     assert steps["reading: Trunk._read_loop (recv + mux + ttrpc parse)"] == 10  # type: ignore[index]
 
 
