@@ -90,10 +90,12 @@ def build_image() -> Image:
         tmp.mkdir(parents=True)
         started = time.monotonic()
         proc = subprocess.run(
-            ["sh", str(SCRIPT), "-t", f"{REPOSITORY}:{image.tag}",
-             "-o", str(tmp / archive.name)],
-            cwd=REPO, capture_output=True, text=True, timeout=1800,
-        )  # fmt: skip
+            ["sh", str(SCRIPT), "-t", f"{REPOSITORY}:{image.tag}", "-o", str(tmp / archive.name)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         if proc.returncode != 0:
             raise ImageBuildError(
                 f"tools/build-image.sh exited with {proc.returncode}: {proc.stderr[-3000:]}"

@@ -29,8 +29,7 @@ from tests.e2e.containerd import CACHE, Containerd, log_time
 from tests.e2e_kube.image import Image
 
 PLUGIN = "90-resmgr"
-CONFIG = {"policy": "topology-aware",
-          "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}}}  # fmt: skip
+CONFIG = {"policy": "topology-aware", "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}}}
 #: the chart's securityContext of the daemon container (templates/daemonset.yaml)
 LOCKED_DOWN = {
     "readonly_rootfs": True,
@@ -99,12 +98,19 @@ def _record_startup(ctd: Containerd, image: Image, seconds: float) -> None:
     out = CACHE / "latency"
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "image-startup.jsonl", "a") as f:
-        f.write(json.dumps({
-            "what": "image: container start to NRI synchronized",
-            "containerd": ctd.release.version, "image": image.ref,
-            "image_bytes": image.size, "seconds": round(seconds, 3),
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }) + "\n")  # fmt: skip
+        f.write(
+            json.dumps(
+                {
+                    "what": "image: container start to NRI synchronized",
+                    "containerd": ctd.release.version,
+                    "image": image.ref,
+                    "image_bytes": image.size,
+                    "seconds": round(seconds, 3),
+                    "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+            )
+            + "\n"
+        )
 
 
 def test_daemon_in_the_image_registers_and_places_containers(
@@ -122,27 +128,45 @@ def test_daemon_in_the_image_registers_and_places_containers(
     state = tmp_path / "state"
     state.mkdir()
     pod = cri.run_pod(ctd, "nri-resmgr", namespace="kube-system")
-    daemon = _create(ctd, pod, _image_container(
-        pod, nri_image, "nri-resmgr",
-        args=["run", "--config=/etc/nri-resmgr/config.yaml",
-              "--socket=/var/run/nri/nri.sock", "--plugin-index=90", "--plugin-name=resmgr",
-              "--sysfs-root=/host", "--state-dir=/var/lib/nri-resmgr"],
-        mounts=[
-            {"container_path": "/etc/nri-resmgr", "host_path": str(config_dir),
-             "readonly": True},
-            {"container_path": "/var/run/nri", "host_path": str(ctd.layout.base)},
-            {"container_path": "/host/sys", "host_path": "/sys", "readonly": True},
-            {"container_path": "/var/lib/nri-resmgr", "host_path": str(state)},
-        ],
-        security=LOCKED_DOWN,
-    ))  # fmt: skip
+    daemon = _create(
+        ctd,
+        pod,
+        _image_container(
+            pod,
+            nri_image,
+            "nri-resmgr",
+            args=[
+                "run",
+                "--config=/etc/nri-resmgr/config.yaml",
+                "--socket=/var/run/nri/nri.sock",
+                "--plugin-index=90",
+                "--plugin-name=resmgr",
+                "--sysfs-root=/host",
+                "--state-dir=/var/lib/nri-resmgr",
+            ],
+            mounts=[
+                {
+                    "container_path": "/etc/nri-resmgr",
+                    "host_path": str(config_dir),
+                    "readonly": True,
+                },
+                {"container_path": "/var/run/nri", "host_path": str(ctd.layout.base)},
+                {"container_path": "/host/sys", "host_path": "/sys", "readonly": True},
+                {"container_path": "/var/lib/nri-resmgr", "host_path": str(state)},
+            ],
+            security=LOCKED_DOWN,
+        ),
+    )
     started = time.time()
     cri.start_container(ctd, daemon)
     synced = cri.wait_for(
-        lambda: _synchronized_at(ctd)
-        or (_state(ctd, daemon)["state"] == "CONTAINER_EXITED" and "exited"),
-        timeout=60, what="the daemon in the image to register with containerd's NRI",
-    )  # fmt: skip
+        lambda: (
+            _synchronized_at(ctd)
+            or (_state(ctd, daemon)["state"] == "CONTAINER_EXITED" and "exited")
+        ),
+        timeout=60,
+        what="the daemon in the image to register with containerd's NRI",
+    )
     assert synced != "exited", (
         f"the daemon container exited:\n{_container_log(ctd, pod, 'nri-resmgr')[-3000:]}"
     )
@@ -177,21 +201,36 @@ def test_enable_nri_init_command_in_the_image(
     toml = host_etc / "config.toml"
     toml.write_text('version = 2\n[plugins."io.containerd.nri.v1.nri"]\n  disable = true\n')
     pod = cri.run_pod(ctd, "enable-nri", namespace="kube-system")
-    init = _create(ctd, pod, _image_container(
-        pod, nri_image, "enable-nri",
-        # the chart's init container command (templates/daemonset.yaml)
-        command=["/bin/sh", "-c",
-                 "nri-resmgr enable-nri --runtime containerd "
-                 "--config /host/etc/containerd/config.toml --registration-timeout 15s"],
-        mounts=[{"container_path": "/host/etc/containerd", "host_path": str(host_etc)}],
-        security={**LOCKED_DOWN, "capabilities": {"drop_capabilities": ["ALL"],
-                                                  "add_capabilities": ["DAC_OVERRIDE"]}},
-    ))  # fmt: skip
+    init = _create(
+        ctd,
+        pod,
+        _image_container(
+            pod,
+            nri_image,
+            "enable-nri",
+            # the chart's init container command (templates/daemonset.yaml)
+            command=[
+                "/bin/sh",
+                "-c",
+                "nri-resmgr enable-nri --runtime containerd "
+                "--config /host/etc/containerd/config.toml --registration-timeout 15s",
+            ],
+            mounts=[{"container_path": "/host/etc/containerd", "host_path": str(host_etc)}],
+            security={
+                **LOCKED_DOWN,
+                "capabilities": {
+                    "drop_capabilities": ["ALL"],
+                    "add_capabilities": ["DAC_OVERRIDE"],
+                },
+            },
+        ),
+    )
     cri.start_container(ctd, init)
     status = cri.wait_for(
         lambda: (s := _state(ctd, init))["state"] == "CONTAINER_EXITED" and s,
-        timeout=60, what="the enable-nri container to finish",
-    )  # fmt: skip
+        timeout=60,
+        what="the enable-nri container to finish",
+    )
     log = _container_log(ctd, pod, "enable-nri")
     assert status["exitCode"] == 0, f"enable-nri failed:\n{log}"
     text = toml.read_text()
