@@ -46,10 +46,9 @@ PLUGIN = "90-resmgr"
 
 
 def _require_two_cpus() -> None:
-    require(
-        cri.online_cpus() == frozenset({0, 1}),
-        f"the scenarios are sized for CPUs 0-1; this machine has {sorted(cri.online_cpus())}",
-    )
+    # like tests/e2e: another CPU count is a different test, not a missing prerequisite
+    if cri.online_cpus() != frozenset({0, 1}):
+        pytest.skip(f"sized for CPUs 0-1; this machine has {sorted(cri.online_cpus())}")
 
 
 # -- fixtures ----------------------------------------------------------------------------
