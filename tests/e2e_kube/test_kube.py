@@ -454,6 +454,62 @@ def test_helm_upgrade_applies_config_live_and_refuses_a_broken_one(
     _helm_upgrade(node, nri_image, {})
 
 
+def test_enable_nri_init_container_on_the_node(
+    installed: Any, node: Node, nri_image: Image
+) -> None:
+    """The chart's `enable-nri` init container (nri.enableInit) edits the runtime config
+    on the host path it mounts; here a private copy with NRI off."""
+    host_dir = node.base / "host-etc-containerd"
+    host_dir.mkdir()
+    toml = host_dir / "config.toml"
+    toml.write_text('version = 2\n[plugins."io.containerd.nri.v1.nri"]\n  disable = true\n')
+    doc = values(
+        node,
+        nri_image,
+        nri={"enableInit": True, "configPath": str(toml), "registrationTimeout": "15s"},
+    )
+    path = node.base / "init-values.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    chart = str(REPO / "charts" / "nri-resmgr")
+    node.run(
+        "helm",
+        "upgrade",
+        RELEASE,
+        chart,
+        "--namespace",
+        NAMESPACE,
+        "-f",
+        str(path),
+        "--wait",
+        "--timeout",
+        "180s",
+        timeout=240,
+    )
+    node.kubectl("-n", NAMESPACE, "rollout", "status", "daemonset/nri-resmgr", "--timeout=180s")
+    (pod,) = [p for p in daemon_pods(node) if p["status"].get("initContainerStatuses")]
+    (init,) = pod["status"]["initContainerStatuses"]
+    assert init["state"]["terminated"]["exitCode"] == 0, init
+    text = toml.read_text()
+    assert "disable = false" in text and 'plugin_registration_timeout = "15s"' in text, text
+    # back to the values the other scenarios use
+    path.write_text(yaml.safe_dump(values(node, nri_image)))
+    node.run(
+        "helm",
+        "upgrade",
+        RELEASE,
+        chart,
+        "--namespace",
+        NAMESPACE,
+        "-f",
+        str(path),
+        "--wait",
+        "--timeout",
+        "180s",
+        timeout=240,
+    )
+    node.kubectl("-n", NAMESPACE, "rollout", "status", "daemonset/nri-resmgr", "--timeout=180s")
+
+
 def test_node_resource_topology_object(installed: Any, node: Node) -> None:
     nrt = node.wait_for(
         lambda: (
