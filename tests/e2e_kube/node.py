@@ -12,7 +12,7 @@ Theory of operation
 3. one iptables DNAT rule (a private nat chain) for the `kubernetes` Service address
    10.96.0.1:443 -> the API server: the one thing kube-proxy would do that a pod's
    in-cluster client needs; there is no kube-proxy;
-4. containerd 2.3.7 (tests/e2e build) with NRI on at a private socket, Debian's runc and
+4. containerd 2.3.7 or 1.7.35 (tests/e2e build) with NRI on at a private socket, Debian's runc and
    Debian's CNI plugins (bridge, host-local, loopback) with a private conflist, the e2e
    pause and busybox images imported into `k8s.io`;
 5. kube-controller-manager and kube-scheduler, and the kubelet (cgroupfs driver,
@@ -332,6 +332,7 @@ def _logs_tail(base: Path, n: int = 40) -> str:
 @contextlib.contextmanager
 def kube_node(
     *,
+    release: ctdmod.Release,
     ctd_bins: dict[str, Path],
     crictl: Path,
     images: Sequence[Path],
@@ -362,7 +363,7 @@ def kube_node(
             stack.enter_context(_service_nat(api_port))
             kubeconfig = cluster.kubeconfig()
 
-            ctd = ctdmod.Containerd(ctdmod.CONTAINERD_2, ctd_bins, crictl, ctdmod.Layout(base))
+            ctd = ctdmod.Containerd(release, ctd_bins, crictl, ctdmod.Layout(base))
             _write_cni(base)
             ctd.start()
             stack.callback(ctd.cleanup)

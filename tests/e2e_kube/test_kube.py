@@ -55,7 +55,10 @@ def _require_two_cpus() -> None:
 
 
 @pytest.fixture(scope="module")
-def node(e2e_host: str, crictl_bin: Path, image_archives: list[Path]) -> Iterator[Node]:
+def node(
+    e2e_host: str, release: ctdmod.Release, crictl_bin: Path, image_archives: list[Path]
+) -> Iterator[Node]:
+    """The node, once per containerd release (ids ctd1.7 and ctd2, like tests/e2e)."""
     _require_two_cpus()
     require(
         Path("/usr/lib/cni/bridge").exists(),
@@ -64,9 +67,9 @@ def node(e2e_host: str, crictl_bin: Path, image_archives: list[Path]) -> Iterato
     go = require_go()
     k8s = build_node_components()
     helm = build_helm()
-    bins = ctdmod.build(ctdmod.CONTAINERD_2, go)
+    bins = ctdmod.build(release, go)
     with kube_node(
-        ctd_bins=bins, crictl=crictl_bin, images=image_archives, k8s=k8s, helm=helm
+        release=release, ctd_bins=bins, crictl=crictl_bin, images=image_archives, k8s=k8s, helm=helm
     ) as n:
         yield n
 
@@ -688,7 +691,7 @@ def test_pod_startup_latency_without_and_with_the_plugin(node: Node, nri_image: 
         )
     record = {
         "what": f"pod create to Running, {STARTUP_PODS} Burstable pods one at a time, "
-        "real kubelet v1.34.4 + containerd 2.3.7",
+        f"real kubelet v1.34.4 + containerd {node.ctd.release.version}",
         "without_plugin": {
             "p50": round(_percentile(without, 50), 3),
             "p99": round(_percentile(without, 99), 3),
