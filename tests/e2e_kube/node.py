@@ -89,36 +89,26 @@ def _bridge() -> Iterator[None]:
         _sh("ip", "link", "del", BRIDGE, check=False)
 
 
+def _remove_service_nat() -> None:
+    _sh("iptables", "-w", "-t", "nat", "-D", "PREROUTING", "-j", NAT_CHAIN, check=False)
+    _sh("iptables", "-w", "-t", "nat", "-F", NAT_CHAIN, check=False)
+    _sh("iptables", "-w", "-t", "nat", "-X", NAT_CHAIN, check=False)
+
+
 @contextlib.contextmanager
 def _service_nat(api_port: int) -> Iterator[None]:
+    _remove_service_nat()  # what a killed earlier run left
     _sh("iptables", "-w", "-t", "nat", "-N", NAT_CHAIN)
     try:
         _sh(
-            "iptables",
-            "-w",
-            "-t",
-            "nat",
-            "-A",
-            NAT_CHAIN,
-            "-s",
-            SUBNET,
-            "-d",
-            SERVICE_IP,
-            "-p",
-            "tcp",
-            "--dport",
-            "443",
-            "-j",
-            "DNAT",
-            "--to-destination",
-            f"{GATEWAY}:{api_port}",
-        )
+            "iptables", "-w", "-t", "nat", "-A", NAT_CHAIN, "-s", SUBNET, "-d", SERVICE_IP,
+            "-p", "tcp", "--dport", "443", "-j", "DNAT",
+            "--to-destination", f"{GATEWAY}:{api_port}",
+        )  # fmt: skip
         _sh("iptables", "-w", "-t", "nat", "-I", "PREROUTING", "-j", NAT_CHAIN)
         yield
     finally:
-        _sh("iptables", "-w", "-t", "nat", "-D", "PREROUTING", "-j", NAT_CHAIN, check=False)
-        _sh("iptables", "-w", "-t", "nat", "-F", NAT_CHAIN, check=False)
-        _sh("iptables", "-w", "-t", "nat", "-X", NAT_CHAIN, check=False)
+        _remove_service_nat()
 
 
 def _iptables_chains() -> set[tuple[str, str]]:
