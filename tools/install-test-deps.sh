@@ -3,7 +3,7 @@
 # Installs only what is missing, only as root with apt-get; otherwise says what is missing
 # and leaves it to the tests to skip (or, under NRI_RESMGR_STRICT=1, fail) with a reason.
 set -uo pipefail
-want=(runc etcd-server busybox-static openssl)
+want=(runc etcd-server busybox-static openssl mmdebstrap buildah containernetworking-plugins iptables)
 missing=()
 for pkg in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -16,7 +16,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ import yaml
 
 from nri_resmgr.kube import KubeClient, KubeCredentials, KubeError
 from tests._support import REPO, require, require_go
+from tests.k8s.components import VERSION_LDFLAGS
 
 MODULE = Path(__file__).resolve().parent / "apiserver"
 CACHE = REPO / ".cache" / "k8s"
@@ -35,6 +36,7 @@ def _digest() -> str:
     h = hashlib.sha256()
     for name in ("go.mod", "go.sum", "main.go"):
         h.update((MODULE / name).read_bytes())
+    h.update(" ".join(VERSION_LDFLAGS).encode())
     return h.hexdigest()[:16]
 
 
@@ -47,8 +49,14 @@ def build_kube_apiserver() -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = binary.with_suffix(".tmp")
     env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=readonly")
-    out = subprocess.run([go, "build", "-o", str(tmp), "."], cwd=MODULE, env=env,
-                         capture_output=True, text=True, timeout=3600)
+    out = subprocess.run(
+        [go, "build", "-ldflags", " ".join(VERSION_LDFLAGS), "-o", str(tmp), "."],
+        cwd=MODULE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     require(out.returncode == 0, f"building kube-apiserver failed: {out.stderr[-3000:]}")
     tmp.rename(binary)
     return binary
@@ -69,15 +77,26 @@ class Cluster:
 
     def kubeconfig(self) -> Path:
         path = self.dir / "kubeconfig"
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "t", "cluster": {"server": self.creds.server,
-                                                   "certificate-authority": self.creds.ca_file}}],
-            "users": [{"name": "t", "user": {"token": TOKEN}}],
-            "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
-            "current-context": "t",
-        }))
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "t",
+                            "cluster": {
+                                "server": self.creds.server,
+                                "certificate-authority": self.creds.ca_file,
+                            },
+                        }
+                    ],
+                    "users": [{"name": "t", "user": {"token": TOKEN}}],
+                    "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
+                    "current-context": "t",
+                }
+            )
+        )
         return path
 
     def apply_yaml(self, path: Path) -> None:
@@ -112,8 +131,9 @@ def _wait_ready(client: KubeClient, procs: list[subprocess.Popen[bytes]], log: P
     while time.monotonic() < deadline:
         for p in procs:
             if p.poll() is not None:
-                raise RuntimeError(f"control plane process exited ({p.args!r}); log:\n"
-                                   f"{log.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"control plane process exited ({p.args!r}); log:\n{log.read_text()[-3000:]}"
+                )
         try:
             client.request("GET", "/readyz")
             client.request("GET", "/api/v1/namespaces/default")
@@ -125,8 +145,17 @@ def _wait_ready(client: KubeClient, procs: list[subprocess.Popen[bytes]], log: P
 
 
 @contextlib.contextmanager
-def control_plane(workdir: Path) -> Iterator[Cluster]:
-    """Start etcd and kube-apiserver in `workdir`; stop both afterwards."""
+def control_plane(
+    workdir: Path, *, address: str = "127.0.0.1", authorization: str = "AlwaysAllow",
+    service_accounts: bool = False,
+    extra_args: Sequence[str] = (),
+) -> Iterator[Cluster]:  # fmt: skip
+    """Start etcd and kube-apiserver in `workdir`; stop both afterwards.
+
+    The defaults serve object tests: AlwaysAllow and no ServiceAccount admission. A real
+    node (tests/e2e_kube) asks for `authorization="Node,RBAC"`, `service_accounts=True`
+    (pods get their projected token), an `address` its pods can reach, and `extra_args`.
+    """
     etcd = shutil.which("etcd") or "/usr/bin/etcd"
     require(os.path.exists(etcd), "etcd is not installed (Debian package etcd-server)")
     openssl = shutil.which("openssl")
@@ -137,46 +166,73 @@ def control_plane(workdir: Path) -> Iterator[Cluster]:
     client_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
     log = workdir / "control-plane.log"
     key = workdir / "sa.key"
-    subprocess.run([openssl, "genrsa", "-out", str(key), "2048"], check=True,
-                   capture_output=True)
+    subprocess.run([openssl, "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
     (workdir / "tokens.csv").write_text(f'{TOKEN},admin,admin,"system:masters"\n')
     procs: list[subprocess.Popen[bytes]] = []
     with open(log, "ab") as out:
         try:
-            procs.append(subprocess.Popen(
-                [etcd, "--data-dir", str(workdir / "etcd"), "--name", "t",
-                 "--listen-client-urls", f"http://127.0.0.1:{client_port}",
-                 "--advertise-client-urls", f"http://127.0.0.1:{client_port}",
-                 "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-                 "--initial-cluster", f"t=http://127.0.0.1:{peer_port}"],
-                stdout=out, stderr=subprocess.STDOUT,
-                env=dict(os.environ, ETCD_UNSUPPORTED_ARCH=os.uname().machine),
-            ))
-            procs.append(subprocess.Popen(
-                [str(apiserver),
-                 f"--etcd-servers=http://127.0.0.1:{client_port}",
-                 "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-                 f"--secure-port={api_port}", f"--cert-dir={workdir / 'certs'}",
-                 f"--token-auth-file={workdir / 'tokens.csv'}",
-                 "--authorization-mode=AlwaysAllow",
-                 f"--service-account-key-file={key}",
-                 f"--service-account-signing-key-file={key}",
-                 "--service-account-issuer=https://kubernetes.default.svc",
-                 "--service-cluster-ip-range=10.96.0.0/24",
-                 "--enable-priority-and-fairness=false",
-                 "--disable-admission-plugins=ServiceAccount",
-                 "--storage-backend=etcd3", "--v=1"],
-                stdout=out, stderr=subprocess.STDOUT,
-            ))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        etcd,
+                        "--data-dir",
+                        str(workdir / "etcd"),
+                        "--name",
+                        "t",
+                        "--listen-client-urls",
+                        f"http://127.0.0.1:{client_port}",
+                        "--advertise-client-urls",
+                        f"http://127.0.0.1:{client_port}",
+                        "--listen-peer-urls",
+                        f"http://127.0.0.1:{peer_port}",
+                        "--initial-advertise-peer-urls",
+                        f"http://127.0.0.1:{peer_port}",
+                        "--initial-cluster",
+                        f"t=http://127.0.0.1:{peer_port}",
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=dict(os.environ, ETCD_UNSUPPORTED_ARCH=os.uname().machine),
+                )
+            )
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(apiserver),
+                        f"--etcd-servers=http://127.0.0.1:{client_port}",
+                        f"--bind-address={address}",
+                        f"--advertise-address={address}",
+                        f"--secure-port={api_port}",
+                        f"--cert-dir={workdir / 'certs'}",
+                        f"--token-auth-file={workdir / 'tokens.csv'}",
+                        f"--authorization-mode={authorization}",
+                        f"--service-account-key-file={key}",
+                        f"--service-account-signing-key-file={key}",
+                        "--service-account-issuer=https://kubernetes.default.svc",
+                        "--service-cluster-ip-range=10.96.0.0/24",
+                        "--enable-priority-and-fairness=false",
+                        *(
+                            []
+                            if service_accounts
+                            else ["--disable-admission-plugins=ServiceAccount"]
+                        ),
+                        "--storage-backend=etcd3",
+                        "--v=1",
+                        *extra_args,
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
             cert = workdir / "certs" / "apiserver.crt"
             deadline = time.monotonic() + 120
             while not cert.exists() and time.monotonic() < deadline:
                 if procs[1].poll() is not None:
                     break
                 time.sleep(0.2)
-            creds = KubeCredentials(server=f"https://127.0.0.1:{api_port}", token=TOKEN,
-                                    ca_file=str(cert))
+            creds = KubeCredentials(
+                server=f"https://{address}:{api_port}", token=TOKEN, ca_file=str(cert)
+            )
             client = KubeClient(creds, timeout=30)
             _wait_ready(client, procs, log)
             yield Cluster(client=client, creds=creds, dir=workdir)

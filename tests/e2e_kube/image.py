@@ -1,0 +1,107 @@
+"""The nri-resmgr container image, built by tools/build-image.sh and cached by content.
+
+The archive lands in `.cache/image/<key>/nri-resmgr.oci.tar`, where the key hashes every
+input of the build that can change what runs: the Containerfile, its ignore file, the
+build script, pyproject.toml and the package sources. (README.md goes in too, as the
+wheel's long description; it is left out of the key so that editing the docs does not
+rebuild the image.) A second call with the same sources returns the cached archive
+without running the build (about two minutes).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests._support import REPO, require
+
+CACHE = REPO / ".cache" / "image"
+SCRIPT = REPO / "tools" / "build-image.sh"
+#: where the test image is stored in containerd; the chart gets it through
+#: image.repository / image.tag (a name without a registry means docker.io/library/)
+REPOSITORY = "nri-resmgr"
+_INPUTS = ("Containerfile", ".containerignore", "tools/build-image.sh", "pyproject.toml")
+_SOURCES = ("nri_api", "nri_resmgr")
+
+
+class ImageBuildError(RuntimeError):
+    """tools/build-image.sh failed; the message carries the tail of its output."""
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    archive: Path
+    repository: str
+    tag: str
+    seconds: float  # how long the build took (0 when it came from the cache)
+
+    @property
+    def ref(self) -> str:
+        """The full reference containerd stores after `ctr images import`."""
+        return f"docker.io/library/{self.repository}:{self.tag}"
+
+    @property
+    def size(self) -> int:
+        """Bytes of the archive (the compressed layers plus a few KB of JSON)."""
+        return self.archive.stat().st_size
+
+
+def _sources() -> list[Path]:
+    files = [REPO / name for name in _INPUTS]
+    for top in _SOURCES:
+        for path in (REPO / top).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                files.append(path)
+    return sorted(files)
+
+
+def image_key() -> str:
+    h = hashlib.sha256()
+    for path in _sources():
+        h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def build_image() -> Image:
+    """Build (once per source tree) the image as an OCI archive and return it."""
+    require(os.geteuid() == 0, "building the image needs root (mmdebstrap, buildah)")
+    for tool in ("mmdebstrap", "buildah"):
+        require(shutil.which(tool), f"{tool} is not installed (Debian package {tool})")
+    key = image_key()
+    out = CACHE / key
+    archive = out / "nri-resmgr.oci.tar"
+    image = Image(archive, REPOSITORY, f"test-{key}", 0.0)
+    if archive.exists():
+        return image
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if archive.exists():
+            return image
+        tmp = out.with_name(out.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        started = time.monotonic()
+        proc = subprocess.run(
+            ["sh", str(SCRIPT), "-t", f"{REPOSITORY}:{image.tag}", "-o", str(tmp / archive.name)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        if proc.returncode != 0:
+            raise ImageBuildError(
+                f"tools/build-image.sh exited with {proc.returncode}: {proc.stderr[-3000:]}"
+            )
+        seconds = round(time.monotonic() - started, 1)
+        (tmp / "BUILD.json").write_text(json.dumps({"seconds": seconds}))
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+    return Image(archive, REPOSITORY, image.tag, seconds)

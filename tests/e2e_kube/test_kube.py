@@ -1,0 +1,710 @@
+"""nri-resmgr deployed by its Helm chart on a real single-node Kubernetes (tests/e2e_kube/node.py).
+
+The node runs a real kubelet, scheduler and controller manager (v1.34.4) on containerd
+2.3.7. The chart is installed with the README's "Deploy on a cluster" commands (the test
+runs that block; see `test_readme_deploy_commands`), with values pointing at the image
+from tools/build-image.sh and the node's private NRI socket, and the static policy with
+CPU 0 reserved, which on this 2-CPU machine class gives:
+
+* Burstable and BestEffort pods share CPUs 0-1; a Guaranteed pod with 1 CPU gets CPU 1
+  alone and the shared pods shrink to CPU 0; deleting it gives CPU 1 back;
+* everything is read from the kernel: the container's cpuset cgroup (`cpuset.cpus`,
+  `cpuset.mems`), found through its init pid.
+
+Every scenario drives the cluster with kubectl/helm only, as an operator would; crictl is
+used only to find a container's pid for the cgroup read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests._support import REPO, require, require_go
+from tests.e2e import containerd as ctdmod
+from tests.e2e import cri
+from tests.e2e.containerd import TEST_IMAGE
+from tests.e2e_kube.image import Image
+from tests.e2e_kube.node import Node, kube_node
+from tests.k8s.components import build_helm, build_node_components
+
+README = REPO / "README.md"
+NAMESPACE = "kube-system"
+RELEASE = "nri-resmgr"
+SA = f"system:serviceaccount:{NAMESPACE}:{RELEASE}"
+LABEL = "app.kubernetes.io/name=nri-resmgr"
+PLUGIN = "90-resmgr"
+
+
+def _require_two_cpus() -> None:
+    # like tests/e2e: another CPU count is a different test, not a missing prerequisite
+    if cri.online_cpus() != frozenset({0, 1}):
+        pytest.skip(f"sized for CPUs 0-1; this machine has {sorted(cri.online_cpus())}")
+
+
+# -- fixtures ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def node(
+    e2e_host: str, release: ctdmod.Release, crictl_bin: Path, image_archives: list[Path]
+) -> Iterator[Node]:
+    """The node, once per containerd release (ids ctd1.7 and ctd2, like tests/e2e)."""
+    _require_two_cpus()
+    require(
+        Path("/usr/lib/cni/bridge").exists(),
+        "Debian's containernetworking-plugins is not installed (/usr/lib/cni/bridge)",
+    )
+    go = require_go()
+    k8s = build_node_components()
+    helm = build_helm()
+    bins = ctdmod.build(release, go)
+    with kube_node(
+        release=release, ctd_bins=bins, crictl=crictl_bin, images=image_archives, k8s=k8s, helm=helm
+    ) as n:
+        yield n
+
+
+def values(node: Node, image: Image, **extra: Any) -> dict[str, Any]:
+    """The chart values for this node: the test image, the private NRI socket and state
+    dir, the static policy with CPU 0 reserved, node reporting on."""
+    doc: dict[str, Any] = {
+        "image": {"repository": image.repository, "tag": image.tag, "pullPolicy": "Never"},
+        "hostPaths": {"nriSocketDir": str(node.ctd.layout.base)},
+        "stateDir": str(node.base / "nri-resmgr-state"),
+        "policy": "static",
+        # null removes the chart's topology-aware defaults
+        "policyConfig": {
+            "reservedSystemCPUs": "0",
+            "reservedResources": None,
+            "pinCPU": None,
+            "pinMemory": True,
+        },
+        "nodeResourceTopology": {"enable": True, "interval": 5},
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "log": {"level": "info", "format": "json"},
+    }
+    for key, value in extra.items():
+        doc[key] = value
+    return doc
+
+
+def readme_deploy_block() -> str:
+    """The shell block of the README's "Deploy on a cluster" section that the test runs."""
+    text = README.read_text()
+    section = text.split("## Deploy on a cluster", 1)[1].split("\n## ", 1)[0]
+    m = re.search(r"<!-- tested: tests/e2e_kube -->\s*```sh\n(.*?)```", section, re.S)
+    assert m, 'README: no tested ```sh block in "Deploy on a cluster"'
+    return m.group(1)
+
+
+BUILD_LINE = "tools/build-image.sh -t nri-resmgr:$TAG -o nri-resmgr.oci.tar"
+
+
+@pytest.fixture(scope="module")
+def installed(node: Node, nri_image: Image) -> Iterator[subprocess.CompletedProcess[str]]:
+    """The README's deploy block, run in a work dir as an operator would run it."""
+    block = readme_deploy_block()
+    lines = [ln for ln in block.splitlines() if ln.strip() and not ln.startswith("#")]
+    # the image build is the one `nri_image` ran (tools/build-image.sh, cached by content)
+    assert lines[0] == BUILD_LINE, f"README's first deploy command changed: {lines[0]!r}"
+    work = node.base / "operator"
+    work.mkdir()
+    (work / "charts").symlink_to(REPO / "charts")
+    (work / "nri-resmgr.oci.tar").symlink_to(nri_image.archive)
+    (work / "values.yaml").write_text(yaml.safe_dump(values(node, nri_image)))
+    script = "set -eux\n" + "\n".join(lines[1:]) + "\n"
+    r = subprocess.run(
+        ["sh", "-c", script],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**node.env, "TAG": nri_image.tag},
+        timeout=600,
+    )
+    assert r.returncode == 0, f"README deploy block failed:\n{r.stdout}\n{r.stderr}"
+    try:
+        yield r
+    finally:
+        node.run(
+            "helm",
+            "uninstall",
+            RELEASE,
+            "--namespace",
+            NAMESPACE,
+            "--wait",
+            check=False,
+            timeout=180,
+        )
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def pod_manifest(
+    name: str,
+    *,
+    cpu: str | None = None,
+    memory: str | None = None,
+    limits: bool = True,
+    annotations: dict[str, str] | None = None,
+    resize: bool = False,
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if cpu or memory:
+        req = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+        resources = {"requests": req, **({"limits": req} if limits else {})}
+    container: dict[str, Any] = {
+        "name": "c",
+        "image": TEST_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["/bin/sleep", "2147483647"],
+        "resources": resources,
+    }
+    if resize:
+        container["resizePolicy"] = [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
+        "spec": {
+            "containers": [container],
+            "terminationGracePeriodSeconds": 0,
+            "restartPolicy": "Never",
+        },
+    }
+
+
+def run_pod(node: Node, name: str, **kw: Any) -> dict[str, Any]:
+    node.apply(pod_manifest(name, **kw))
+    return wait_running(node, name)
+
+
+def wait_running(node: Node, name: str, namespace: str = "default") -> dict[str, Any]:
+    def running() -> dict[str, Any] | None:
+        pod = node.get("pod", "-n", namespace, name)
+        return pod if pod["status"].get("phase") == "Running" else None
+
+    try:
+        pod: dict[str, Any] = node.wait_for(running, timeout=120, what=f"pod {name} Running")
+    except AssertionError:
+        described = node.kubectl("describe", "pod", "-n", namespace, name, check=False)
+        raise AssertionError(f"pod {name} not Running:\n{described.stdout}") from None
+    return pod
+
+
+def delete_pods(node: Node, *names: str) -> None:
+    if names:
+        node.kubectl(
+            "delete",
+            "pod",
+            "-n",
+            "default",
+            "--wait=true",
+            "--timeout=60s",
+            "--ignore-not-found",
+            *names,
+        )
+
+
+def container_pid(node: Node, pod: dict[str, Any], index: int = 0) -> int:
+    cid = pod["status"]["containerStatuses"][index]["containerID"].split("://", 1)[1]
+    info = json.loads(node.ctd.crictl("inspect", "-o", "json", cid).stdout)
+    return int(info["info"]["pid"])
+
+
+def cpuset(node: Node, name: str, namespace: str = "default") -> tuple[str, str]:
+    """(cpuset.cpus, cpuset.mems) of the pod's first container, from the kernel."""
+    pod = node.get("pod", "-n", namespace, name)
+    pid = container_pid(node, pod)
+    cpus = cri.read_cgroup(pid, "cpuset", "cpuset.cpus")
+    mems = cri.read_cgroup(pid, "cpuset", "cpuset.mems")
+    status = Path(f"/proc/{pid}/status").read_text()
+    allowed = re.search(r"Cpus_allowed_list:\s*(\S+)", status)
+    assert allowed and allowed.group(1) == cpus, (
+        f"pod {name}: cgroup cpuset.cpus {cpus!r} but its process may run on "
+        f"{allowed.group(1) if allowed else '?'!r}"
+    )
+    return cpus, mems
+
+
+def wait_cpus(node: Node, name: str, want: str, *, timeout: float = 60) -> None:
+    node.wait_for(
+        lambda: cpuset(node, name)[0] == want,
+        timeout=timeout,
+        what=f"pod {name} cpuset.cpus == {want!r} (now {cpuset(node, name)[0]!r})",
+    )
+
+
+def daemon_pods(node: Node) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = node.get("pods", "-n", NAMESPACE, "-l", LABEL)["items"]
+    return items
+
+
+def daemon_log(node: Node) -> str:
+    r = node.kubectl("logs", "-n", NAMESPACE, "-l", LABEL, "--tail=60", check=False)
+    return r.stdout + r.stderr
+
+
+def events_for(node: Node, kind: str, name: str, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = node.get(
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        f"involvedObject.kind={kind},involvedObject.name={name}",
+    )["items"]
+    return items
+
+
+@pytest.fixture(autouse=True)
+def _no_pods_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each scenario starts on a node with no workload pods, whatever the last one did."""
+    yield
+    if "node" in request.fixturenames:
+        node: Node = request.getfixturevalue("node")
+        node.kubectl(
+            "delete", "pods", "-n", "default", "--all", "--wait=true", "--timeout=120s", check=False
+        )
+
+
+# -- scenarios ---------------------------------------------------------------------------
+
+
+def test_readme_deploy_commands(installed: subprocess.CompletedProcess[str], node: Node) -> None:
+    out = installed.stdout
+    assert 'daemon set "nri-resmgr" successfully rolled out' in out, out
+    assert "nri_resmgr_" in out, f"no nri-resmgr metrics in the README's metrics check:\n{out}"
+    assert f"name: {node.name}" in out and "zones:" in out, (
+        f"no NodeResourceTopology for {node.name} in the README's check:\n{out}"
+    )
+    (ds_pod,) = daemon_pods(node)
+    ready = {c["type"]: c["status"] for c in ds_pod["status"]["conditions"]}
+    assert ready["Ready"] == "True", ds_pod["status"]
+    logs = node.ctd.log_text()
+    assert PLUGIN in logs and "synchronized" in logs, "containerd never synchronized 90-resmgr"
+
+
+def test_guaranteed_exclusive_shared_rest_and_give_back(installed: Any, node: Node) -> None:
+    run_pod(node, "burstable", cpu="100m", memory="32Mi", limits=False)
+    run_pod(node, "besteffort")
+    assert cpuset(node, "burstable") == ("0-1", "0")
+    assert cpuset(node, "besteffort")[0] == "0-1"
+    run_pod(node, "guaranteed", cpu="1", memory="64Mi")
+    assert cpuset(node, "guaranteed") == ("1", "0"), daemon_log(node)
+    # the shared pods are updated in place: CPU 1 is no longer theirs
+    wait_cpus(node, "burstable", "0")
+    wait_cpus(node, "besteffort", "0")
+    delete_pods(node, "guaranteed")
+    wait_cpus(node, "burstable", "0-1")
+    wait_cpus(node, "besteffort", "0-1")
+    delete_pods(node, "burstable", "besteffort")
+
+
+def test_in_place_resize_changes_the_cpuset(installed: Any, node: Node) -> None:
+    # 1500m is not a whole CPU: shared CPUs; resized to 1 CPU it becomes exclusive
+    run_pod(node, "resized", cpu="1500m", memory="64Mi", resize=True)
+    assert cpuset(node, "resized")[0] == "0-1"
+    node.kubectl(
+        "patch",
+        "pod",
+        "resized",
+        "--subresource",
+        "resize",
+        "-p",
+        json.dumps(
+            {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "c",
+                            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
+                        }
+                    ]
+                }
+            }
+        ),
+    )
+    wait_cpus(node, "resized", "1", timeout=90)
+    node.wait_for(
+        lambda: (
+            node.get("pod", "resized")["status"]["containerStatuses"][0]["resources"]
+            == {
+                "requests": {"cpu": "1", "memory": "64Mi"},
+                "limits": {"cpu": "1", "memory": "64Mi"},
+            }
+        ),
+        timeout=60,
+        what="the kubelet to report the resize done",
+    )
+    delete_pods(node, "resized")
+
+
+def test_bad_annotation_is_shown_in_describe(installed: Any, node: Node) -> None:
+    node.apply(
+        pod_manifest(
+            "badly-annotated",
+            cpu="100m",
+            limits=False,
+            annotations={"noderesource.dev/resources": "{not json"},
+        )
+    )
+
+    def failed() -> str | None:
+        text = node.kubectl("describe", "pod", "badly-annotated").stdout
+        return text if "noderesource.dev/resources" in text and "expected JSON" in text else None
+
+    text = node.wait_for(failed, timeout=90, what="the annotation error in kubectl describe")
+    assert "Failed" in text or "CreateContainerError" in text, text
+    delete_pods(node, "badly-annotated")
+
+
+def test_daemon_pod_deleted_is_replaced_without_moving_containers(
+    installed: Any, node: Node
+) -> None:
+    run_pod(node, "keeper", cpu="1", memory="64Mi")
+    run_pod(node, "sharer")
+    assert cpuset(node, "keeper")[0] == "1" and cpuset(node, "sharer")[0] == "0"
+    (old,) = daemon_pods(node)
+    node.kubectl("delete", "pod", "-n", NAMESPACE, old["metadata"]["name"], "--wait=true")
+
+    def replaced() -> bool:
+        pods = daemon_pods(node)
+        return any(
+            p["metadata"]["uid"] != old["metadata"]["uid"]
+            and any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in p["status"].get("conditions") or []
+            )
+            for p in pods
+        )
+
+    node.wait_for(replaced, timeout=120, what="a new Ready nri-resmgr pod")
+    assert cpuset(node, "keeper")[0] == "1" and cpuset(node, "sharer")[0] == "0", (
+        "a running container moved when the daemon restarted"
+    )
+    delete_pods(node, "keeper")
+    run_pod(node, "next", cpu="1", memory="64Mi")
+    assert cpuset(node, "next")[0] == "1", daemon_log(node)
+    wait_cpus(node, "sharer", "0")
+    delete_pods(node, "next", "sharer")
+
+
+def _helm_upgrade(node: Node, image: Image, policy_config: dict[str, Any]) -> None:
+    doc = values(node, image)
+    doc["policyConfig"] = {**doc["policyConfig"], **policy_config}
+    path = node.base / "upgrade-values.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    node.run(
+        "helm",
+        "upgrade",
+        RELEASE,
+        str(REPO / "charts" / "nri-resmgr"),
+        "--namespace",
+        NAMESPACE,
+        "-f",
+        str(path),
+        timeout=180,
+    )
+
+
+def _config_events(node: Node, reason: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in events_for(node, "ConfigMap", "nri-resmgr-config.default", NAMESPACE)
+        if e.get("reason") == reason
+    ]
+
+
+def test_helm_upgrade_applies_config_live_and_refuses_a_broken_one(
+    installed: Any, node: Node, nri_image: Image
+) -> None:
+    applied_before = len(_config_events(node, "ConfigApplied"))
+    (ds_pod,) = daemon_pods(node)
+    _helm_upgrade(node, nri_image, {"reservedSystemCPUs": "1"})
+    node.wait_for(
+        lambda: len(_config_events(node, "ConfigApplied")) > applied_before,
+        timeout=120,
+        what="a ConfigApplied Event after helm upgrade",
+    )
+    run_pod(node, "after-upgrade", cpu="1", memory="64Mi")
+    assert cpuset(node, "after-upgrade")[0] == "0", (
+        f"with CPU 1 reserved the exclusive CPU must be 0:\n{daemon_log(node)}"
+    )
+    delete_pods(node, "after-upgrade")
+
+    _helm_upgrade(node, nri_image, {"reservedSystemCPUs": "7"})
+    rejected = node.wait_for(
+        lambda: _config_events(node, "ConfigRejected"),
+        timeout=120,
+        what="a ConfigRejected Event for CPU 7",
+    )
+    assert any("7" in e["message"] for e in rejected), rejected
+    run_pod(node, "after-broken", cpu="1", memory="64Mi")
+    assert cpuset(node, "after-broken")[0] == "0", "the previous configuration must stay"
+    delete_pods(node, "after-broken")
+    (same,) = daemon_pods(node)
+    assert same["metadata"]["uid"] == ds_pod["metadata"]["uid"], "applied live, no restart"
+    _helm_upgrade(node, nri_image, {})
+
+
+def test_enable_nri_init_container_on_the_node(
+    installed: Any, node: Node, nri_image: Image
+) -> None:
+    """The chart's `enable-nri` init container (nri.enableInit) edits the runtime config
+    on the host path it mounts; here a private copy with NRI off."""
+    host_dir = node.base / "host-etc-containerd"
+    host_dir.mkdir()
+    toml = host_dir / "config.toml"
+    toml.write_text('version = 2\n[plugins."io.containerd.nri.v1.nri"]\n  disable = true\n')
+    doc = values(
+        node,
+        nri_image,
+        nri={"enableInit": True, "configPath": str(toml), "registrationTimeout": "15s"},
+    )
+    path = node.base / "init-values.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    chart = str(REPO / "charts" / "nri-resmgr")
+    node.run(
+        "helm",
+        "upgrade",
+        RELEASE,
+        chart,
+        "--namespace",
+        NAMESPACE,
+        "-f",
+        str(path),
+        "--wait",
+        "--timeout",
+        "180s",
+        timeout=240,
+    )
+    node.kubectl("-n", NAMESPACE, "rollout", "status", "daemonset/nri-resmgr", "--timeout=180s")
+    (pod,) = [p for p in daemon_pods(node) if p["status"].get("initContainerStatuses")]
+    (init,) = pod["status"]["initContainerStatuses"]
+    assert init["state"]["terminated"]["exitCode"] == 0, init
+    text = toml.read_text()
+    assert "disable = false" in text and 'plugin_registration_timeout = "15s"' in text, text
+    # back to the values the other scenarios use
+    path.write_text(yaml.safe_dump(values(node, nri_image)))
+    node.run(
+        "helm",
+        "upgrade",
+        RELEASE,
+        chart,
+        "--namespace",
+        NAMESPACE,
+        "-f",
+        str(path),
+        "--wait",
+        "--timeout",
+        "180s",
+        timeout=240,
+    )
+    node.kubectl("-n", NAMESPACE, "rollout", "status", "daemonset/nri-resmgr", "--timeout=180s")
+
+
+def test_node_resource_topology_object(installed: Any, node: Node) -> None:
+    nrt = node.wait_for(
+        lambda: (
+            node.kubectl(
+                "get",
+                "noderesourcetopologies.topology.node.k8s.io",
+                node.name,
+                "-o",
+                "json",
+                check=False,
+            ).stdout
+        ),
+        timeout=60,
+        what=f"NodeResourceTopology {node.name}",
+    )
+    doc = json.loads(nrt)
+    zones = doc["zones"]
+    assert zones, doc
+    names = {z["name"] for z in zones}
+    assert any(z.get("type") for z in zones), zones
+    cpu = [r for z in zones for r in z.get("resources") or [] if r["name"] == "cpu"]
+    assert cpu, f"no cpu resource in any zone: {names}"
+
+
+#: the chart's documented least-privilege set (templates/rbac.yaml, with node reporting on)
+LEAST_PRIVILEGE = {
+    ("nodes", frozenset({"get", "list", "watch"})),
+    ("events", frozenset({"create", "patch"})),
+    (
+        "noderesourcetopologies.topology.node.k8s.io",
+        frozenset({"create", "get", "list", "update", "patch"}),
+    ),
+}
+IN_NAMESPACE = {
+    ("configmaps", frozenset({"get", "list", "watch"})),
+    ("configmaps/status", frozenset({"update", "patch"})),
+}
+#: what every authenticated identity may do (system:basic-user and friends)
+EVERYONE = {
+    "selfsubjectreviews.authentication.k8s.io",
+    "selfsubjectaccessreviews.authorization.k8s.io",
+    "selfsubjectrulesreviews.authorization.k8s.io",
+}
+
+
+def _can_i(node: Node, token: str, namespace: str) -> set[tuple[str, frozenset[str]]]:
+    out = node.kubectl("--token", token, "auth", "can-i", "--list", "-n", namespace).stdout
+    rules = set()
+    for line in out.splitlines()[1:]:
+        # Resources  Non-Resource URLs  Resource Names  Verbs, e.g. "nodes  []  []  [get list]"
+        m = re.match(r"(\S+)\s.*\[([^\]]*)\]\s*$", line)
+        if m is None or m.group(1).startswith("["):  # non-resource URLs
+            continue
+        if m.group(1) not in EVERYONE:
+            rules.add((m.group(1), frozenset(m.group(2).split())))
+    return rules
+
+
+def test_service_account_has_exactly_the_documented_rights(installed: Any, node: Node) -> None:
+    token = node.kubectl("create", "token", RELEASE, "-n", NAMESPACE).stdout.strip()
+    assert _can_i(node, token, NAMESPACE) == LEAST_PRIVILEGE | IN_NAMESPACE
+    assert _can_i(node, token, "default") == LEAST_PRIVILEGE
+    denied = node.kubectl(
+        "--token", token, "auth", "can-i", "delete", "pods", "-n", NAMESPACE, check=False
+    )
+    assert denied.stdout.strip() == "no"
+
+
+def test_helm_uninstall_removes_everything_and_pods_keep_running(
+    installed: Any, node: Node
+) -> None:
+    run_pod(node, "survivor", cpu="1", memory="64Mi")
+    before = cpuset(node, "survivor")
+    pid = container_pid(node, node.get("pod", "survivor"))
+    node.run("helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", timeout=180)
+    node.wait_for(lambda: not daemon_pods(node), timeout=120, what="the daemon pod gone")
+    for kind in ("daemonset", "configmap", "serviceaccount", "role", "rolebinding"):
+        left = node.kubectl(
+            "get",
+            kind,
+            "-n",
+            NAMESPACE,
+            "-l",
+            f"app.kubernetes.io/instance={RELEASE}",
+            "-o",
+            "name",
+        ).stdout
+        assert not left.strip(), f"helm uninstall left {left}"
+    for kind in ("clusterrole", "clusterrolebinding"):
+        left = node.kubectl(
+            "get", kind, "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name"
+        ).stdout
+        assert not left.strip(), f"helm uninstall left {left}"
+    time.sleep(2)
+    assert wait_running(node, "survivor")
+    assert container_pid(node, node.get("pod", "survivor")) == pid, "the pod was restarted"
+    assert cpuset(node, "survivor") == before
+    delete_pods(node, "survivor")
+    with contextlib.suppress(AssertionError):
+        node.kubectl("get", "pods", "-A")
+
+
+# -- measurement -------------------------------------------------------------------------
+
+STARTUP_PODS = 30
+
+
+def _pod_startup_seconds(node: Node, prefix: str) -> list[float]:
+    """Create STARTUP_PODS Burstable pods one after another through the API; for each,
+    seconds from the create request to the first read that shows phase Running."""
+    client = node.cluster.client
+    base = "/api/v1/namespaces/default/pods"
+    out = []
+    for i in range(STARTUP_PODS):
+        name = f"{prefix}-{i}"
+        started = time.monotonic()
+        client.request(
+            "POST", base, body=pod_manifest(name, cpu="50m", memory="16Mi", limits=False)
+        )
+        while True:
+            phase = (client.request("GET", f"{base}/{name}").get("status") or {}).get("phase")
+            if phase == "Running":
+                break
+            assert phase in (None, "Pending"), f"pod {name}: phase {phase}"
+            assert time.monotonic() - started < 120, f"pod {name} not Running in 120 s"
+            time.sleep(0.02)
+        out.append(time.monotonic() - started)
+    node.kubectl("delete", "pods", "-n", "default", "--all", "--wait=true", "--timeout=180s")
+    return out
+
+
+def _percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def test_pod_startup_latency_without_and_with_the_plugin(node: Node, nri_image: Image) -> None:
+    """Pod creation to Running through the real kubelet, 30 pods each, same node and run:
+    first with no NRI plugin, then with the chart installed. Recorded, not asserted."""
+    node.run(
+        "helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", check=False, timeout=180
+    )
+    node.wait_for(lambda: not daemon_pods(node), timeout=120, what="no plugin at first")
+    without = _pod_startup_seconds(node, "bare")
+    path = node.base / "bench-values.yaml"
+    path.write_text(yaml.safe_dump(values(node, nri_image)))
+    node.run(
+        "helm",
+        "install",
+        RELEASE,
+        str(REPO / "charts" / "nri-resmgr"),
+        "--namespace",
+        NAMESPACE,
+        "-f",
+        str(path),
+        "--wait",
+        "--timeout",
+        "180s",
+        timeout=240,
+    )
+    try:
+        with_plugin = _pod_startup_seconds(node, "managed")
+        assert f"managed-{STARTUP_PODS - 1}" in daemon_log(node), (
+            f"the plugin did not see the last pod:\n{daemon_log(node)}"
+        )
+    finally:
+        node.run(
+            "helm",
+            "uninstall",
+            RELEASE,
+            "--namespace",
+            NAMESPACE,
+            "--wait",
+            check=False,
+            timeout=180,
+        )
+    record = {
+        "what": f"pod create to Running, {STARTUP_PODS} Burstable pods one at a time, "
+        f"real kubelet v1.34.4 + containerd {node.ctd.release.version}",
+        "without_plugin": {
+            "p50": round(_percentile(without, 50), 3),
+            "p99": round(_percentile(without, 99), 3),
+        },
+        "with_nri_resmgr": {
+            "p50": round(_percentile(with_plugin, 50), 3),
+            "p99": round(_percentile(with_plugin, 99), 3),
+        },
+        "load1": round(float(Path("/proc/loadavg").read_text().split()[0]), 2),
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    out = ctdmod.CACHE / "latency"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "kube-pod-startup.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+    print(json.dumps(record))
