@@ -1,15 +1,16 @@
-"""Build every Go peer the test suite drives, before pytest starts.
+"""Build every peer the test suite drives, before pytest starts.
 
 Theory of operation: the suite drives real programs built from their Go modules (the NRI
-runtime library at each release, containerd and crictl, kube-apiserver, helm). Each build
-function caches its binary under `.cache/` keyed by its sources, so a warm run costs a
-few stat calls. On a new machine the builds take most of the first run (about 20 minutes
-on 2 cores), and a cold build inside a test would count against that test's timeout
-(pytest-timeout, 600 s) and compete with the tests around it. `tools/test.sh` therefore
-runs ``python3 -m tests.build_peers`` first; the tests then find the binaries built.
+runtime library at each release, containerd and crictl, kube-apiserver, helm, the kubelet
+and its peers) and the nri-resmgr image. Each build function caches its result under
+`.cache/` keyed by its sources, so a warm run costs a few stat calls. On a new machine the
+builds take most of the first run (about 35 minutes on 2 cores), and a cold build inside a
+test would count against that test's timeout (pytest-timeout, 600 s) and compete with the
+tests around it. `tools/test.sh` therefore runs ``python3 -m tests.build_peers`` first; the
+tests then find everything built.
 
-A build that cannot run here (no Go, a failed build) is reported and the next one goes on:
-the tests that need it skip or, under NRI_RESMGR_STRICT=1, fail with the reason.
+A build that cannot run here (no Go, no root, a failed build) is reported and the next one
+goes on: the tests that need it skip or, under NRI_RESMGR_STRICT=1, fail with the reason.
 """
 
 from __future__ import annotations
@@ -26,12 +27,21 @@ import pytest
 from tests._support import go_binary
 from tests.conformance.harness import VERSIONS, build_harness
 from tests.e2e import containerd as ctd
+from tests.e2e_kube.image import ImageBuildError, build_image
 from tests.k8s.cluster import build_kube_apiserver
+from tests.k8s.components import ComponentBuildError, build_node_components
 from tests.peers import build_helm
 
 #: what a build that cannot run here raises: require()'s skip or strict-mode failure, a
 #: failed or timed-out command
-NOT_BUILT = (pytest.skip.Exception, pytest.fail.Exception, OSError, subprocess.SubprocessError)
+NOT_BUILT = (
+    pytest.skip.Exception,
+    pytest.fail.Exception,
+    OSError,
+    subprocess.SubprocessError,
+    ComponentBuildError,
+    ImageBuildError,
+)
 
 
 def builds(go: str) -> list[tuple[str, Callable[[], object]]]:
@@ -41,6 +51,8 @@ def builds(go: str) -> list[tuple[str, Callable[[], object]]]:
     ]
     steps += [(r.name, partial(ctd.build, r, go)) for r in ctd.RELEASES.values()]
     steps += [("kube-apiserver", build_kube_apiserver), ("helm", build_helm)]
+    steps += [("kubelet, scheduler, controller manager, kubectl", build_node_components)]
+    steps += [("nri-resmgr image", build_image)]
     return steps
 
 

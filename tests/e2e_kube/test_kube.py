@@ -35,7 +35,8 @@ from tests.e2e import cri
 from tests.e2e.containerd import TEST_IMAGE
 from tests.e2e_kube.image import Image
 from tests.e2e_kube.node import Node, kube_node
-from tests.k8s.components import build_helm, build_node_components
+from tests.k8s.components import build_node_components
+from tests.peers import build_helm
 
 README = REPO / "README.md"
 NAMESPACE = "kube-system"

@@ -100,27 +100,3 @@ def build_node_components() -> dict[str, Path]:
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
     return paths
-
-
-HELM_VERSION = "v3.19.0"
-
-
-def build_helm() -> Path:
-    """The real helm (pinned like tests/integration/test_helm.py), built into .cache/bin."""
-    cached = REPO / ".cache" / "bin" / "helm"
-    if cached.exists():
-        return cached
-    go = require_go()
-    env = dict(os.environ, GOBIN=str(cached.parent), CGO_ENABLED="0")
-    proc = subprocess.run(
-        [go, "install", f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    if proc.returncode != 0:
-        raise ComponentBuildError(
-            f"go install of helm {HELM_VERSION} failed: {proc.stderr[-2000:]}"
-        )
-    return cached
