@@ -67,7 +67,7 @@ def node(
     )
     go = require_go()
     k8s = build_node_components()
-    helm = build_helm()
+    helm = Path(build_helm())
     bins = ctdmod.build(release, go)
     with kube_node(
         release=release, ctd_bins=bins, crictl=crictl_bin, images=image_archives, k8s=k8s, helm=helm
