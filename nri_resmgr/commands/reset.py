@@ -12,7 +12,7 @@ from the daemon's, so it may connect while the daemon is still registered):
    node 0 on a kernel without NUMA) under ``--sysfs-root``;
 2. connect to the runtime's NRI socket, register, and receive Synchronize (every pod and
    container), replying with no updates;
-3. plan (`nri_resmgr.reset.plan_reset`: every live container whose cpuset is narrower
+3. plan (`nri_resmgr.ops.reset.plan_reset`: every live container whose cpuset is narrower
    than the allowed set) and send the updates with UpdateContainers, whose reply names
    the updates the runtime could not apply;
 4. disconnect, then remove the resctrl groups recorded in the daemon's ownership record
@@ -30,7 +30,7 @@ this after the daemon has stopped (`uninstall` stops a pre-registered instance f
 ``--on-uninstall NAMESPACE/DAEMONSET`` is the Helm chart's mode (a second container in the
 daemon's pod): wait for SIGTERM, which the kubelet sends to every container of the pod at
 once when the pod is deleted; ask the API server whether that DaemonSet is gone or being
-deleted (`nri_resmgr.reset.termination_verdict`, which compares with a read made at
+deleted (`nri_resmgr.ops.reset.termination_verdict`, which compares with a read made at
 start-up), and exit without touching anything if not (a rolling update or a pod deletion:
 the next daemon takes the containers over); else wait
 until the daemon container has exited (``--wait-port``: its HTTP port stops accepting
@@ -56,7 +56,7 @@ from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError
 from nri_api.stub import OnClose, Plugin, RuntimeInfo, resolve_identity
 from nri_resmgr.model import ResmgrError
-from nri_resmgr.reset import ResetPlan, Verdict, plan_reset, termination_verdict
+from nri_resmgr.ops.reset import ResetPlan, Verdict, plan_reset, termination_verdict
 from nri_resmgr.topology.cpuset import CPUSet, IDSetError, NodeSet
 
 NAME = "reset"
@@ -408,7 +408,7 @@ class DaemonSetProbe:
     def __init__(self, ref: str, *, kubeconfig: str | None) -> None:
         import os
 
-        from nri_resmgr.kube import KubeClient, in_cluster_credentials, load_kubeconfig
+        from nri_resmgr.kube.client import KubeClient, in_cluster_credentials, load_kubeconfig
 
         namespace, sep, name = ref.partition("/")
         if not (sep and namespace and name) or "/" in name:
@@ -430,7 +430,7 @@ class DaemonSetProbe:
 
     def read(self) -> tuple[int, dict[str, Any] | None, str]:
         """HTTP status (0: no answer), the object if 200, and the error text if not."""
-        from nri_resmgr.kube import KubeError
+        from nri_resmgr.kube.client import KubeError
 
         try:
             return 200, self.client.request("GET", self.path), ""
@@ -549,7 +549,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_resctrl:
         # the daemon's defaults; imported here: the chart's reset container idles until
         # SIGTERM and need not hold the daemon's modules in memory meanwhile
-        from nri_resmgr.daemon import DEFAULT_RESCTRL_ROOT, DEFAULT_STATE_DIR
+        from nri_resmgr.runtime.daemon import DEFAULT_RESCTRL_ROOT, DEFAULT_STATE_DIR
 
         try:
             groups = remove_owned_rdt_groups(

@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from nri_resmgr.daemon import (
+    from nri_resmgr.runtime.daemon import (
         DEFAULT_PLUGIN_INDEX,
         DEFAULT_PLUGIN_NAME,
         DaemonOptions,

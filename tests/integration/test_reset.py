@@ -35,8 +35,8 @@ from nri_resmgr.commands.reset import (
 )
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
-from nri_resmgr.daemon import ResmgrPlugin
 from nri_resmgr.model import QoSClass
+from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import write_sysfs

@@ -70,11 +70,11 @@ from nri_api.events import NRIVersion
 from nri_api.stub import DEFAULT_UPDATE_TIMEOUT, OnClose, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.control.wiring import class_control_from_config
-from nri_resmgr.logs import configure_logging, get_logger, route_stdlib_logging
-from nri_resmgr.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
 from nri_resmgr.model import ContainerID, CPUKind, ResmgrError
-from nri_resmgr.pipeline import Pipeline
+from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
+from nri_resmgr.ops.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
 from nri_resmgr.policy_registry import load_policy
+from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.model import Topology
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
 
     # imported by `main` only when there is a node name (the Kubernetes side is on):
     # the pre-registered daemon starts inside the runtime's registration timeout
-    from nri_resmgr.kube_agent import KubeSide
+    from nri_resmgr.kube.agent import KubeSide
 
 __all__ = ["DaemonOptions", "ResmgrPlugin", "build_pipeline", "load_daemon_topology", "main"]
 
@@ -565,7 +565,7 @@ def main(options: DaemonOptions) -> int:
 
         kube: KubeSide | None = None
         if options.node_name:
-            from nri_resmgr.kube_agent import build_kube_side
+            from nri_resmgr.kube.agent import build_kube_side
 
             kube = build_kube_side(plugin, options, log=log)
 
