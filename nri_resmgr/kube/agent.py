@@ -303,7 +303,7 @@ class KubeSide:
 
 
 def build_kube_side(plugin: Any, options: Any, *, log: Any) -> KubeSide | None:
-    """The Kubernetes side for `options` (a DaemonOptions), or None when it is off.
+    """The Kubernetes side for `options` (`runtime.process.DaemonOptions`), or None when it is off.
 
     Needs a node name (`--node-name`, or $NODE_NAME through the command) and credentials
     (`--kubeconfig`, or the in-cluster service account).  The first configuration is read

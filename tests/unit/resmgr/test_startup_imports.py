@@ -44,7 +44,7 @@ NOT_BEFORE_REGISTRATION = (
     "colorama",
     # link names come from socket.if_nameindex (topology/discover.py)
     "pyroute2",
-    # the Kubernetes side is off without a node name (runtime/daemon.py)
+    # the Kubernetes side is off without a node name (runtime/process.py)
     "nri_resmgr.kube",
     "nri_resmgr.kube.agent",
     "nri_resmgr.kube.client",
