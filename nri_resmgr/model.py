@@ -1,6 +1,6 @@
 """Domain values: what the policies see of pods and containers, and what they decide.
 
-Theory of operation: the adapter (`nri_resmgr.adapter`) turns NRI protobuf messages into
+Theory of operation: the adapter (`nri_resmgr.runtime.adapter`) turns NRI protobuf messages into
 these frozen values at the wire edge; nothing below the adapter sees protobuf.  A policy
 receives a `ContainerInfo` (the container, its pod, its effective annotations and its
 resource `Request`) and answers with a `Decision`: the `Assignment` of the subject

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from nri_resmgr.model import ConfigError
-from nri_resmgr.runtime_config import (
+from nri_resmgr.ops.runtime_config import (
     CONTAINERD_DEFAULT_PATH,
     CRIO_DEFAULT_PATH,
     NRISettings,

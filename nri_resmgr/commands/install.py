@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from nri_resmgr.install import DEFAULT_LOG_FILE, DEFAULT_NAME, install, plan_install
 from nri_resmgr.model import ConfigError
+from nri_resmgr.ops.install import DEFAULT_LOG_FILE, DEFAULT_NAME, install, plan_install
 
 NAME = "install"
 HELP = "write the launcher /opt/nri/plugins/NN-resmgr and /etc/nri/conf.d/NN-resmgr.conf"

@@ -12,7 +12,7 @@ from the daemon's, so it may connect while the daemon is still registered):
    node 0 on a kernel without NUMA) under ``--sysfs-root``;
 2. connect to the runtime's NRI socket, register, and receive Synchronize (every pod and
    container), replying with no updates;
-3. plan (`nri_resmgr.reset.plan_reset`: every live container whose cpuset is narrower
+3. plan (`nri_resmgr.ops.reset.plan_reset`: every live container whose cpuset is narrower
    than the allowed set) and send the updates with UpdateContainers, whose reply names
    the updates the runtime could not apply;
 4. disconnect, then remove the resctrl groups recorded in the daemon's ownership record
@@ -30,11 +30,12 @@ this after the daemon has stopped (`uninstall` stops a pre-registered instance f
 ``--on-uninstall NAMESPACE/DAEMONSET`` is the Helm chart's mode (a second container in the
 daemon's pod): wait for SIGTERM, which the kubelet sends to every container of the pod at
 once when the pod is deleted; ask the API server whether that DaemonSet is gone or being
-deleted (`nri_resmgr.reset.termination_verdict`, which compares with a read made at
+deleted (`nri_resmgr.ops.reset.termination_verdict`, which compares with a read made at
 start-up), and exit without touching anything if not (a rolling update or a pod deletion:
 the next daemon takes the containers over); else wait
 until the daemon container has exited (``--wait-port``: its HTTP port stops accepting
-connections, as the pod shares one network namespace), then reset as above.
+connections, as the pod shares one network namespace), then reset as above.  The waiting
+and asking live in `nri_resmgr.kube.uninstall`.
 """
 
 from __future__ import annotations
@@ -55,8 +56,14 @@ from typing import Any
 from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError
 from nri_api.stub import OnClose, Plugin, RuntimeInfo, resolve_identity
+from nri_resmgr.kube.uninstall import (
+    DaemonSetProbe,
+    block_termination,
+    wait_for_termination,
+    wait_port_closed,
+)
 from nri_resmgr.model import ResmgrError
-from nri_resmgr.reset import ResetPlan, Verdict, plan_reset, termination_verdict
+from nri_resmgr.ops.reset import ResetError, ResetPlan, Verdict, plan_reset
 from nri_resmgr.topology.cpuset import CPUSet, IDSetError, NodeSet
 
 NAME = "reset"
@@ -70,10 +77,6 @@ ENABLE_HINT = (
     "is NRI enabled in the runtime (`nri-resmgr enable-nri`, then restart it) and is "
     "--socket the runtime's NRI socket?"
 )
-
-
-class ResetError(ResmgrError):
-    """The reset could not be done; the message says what and where."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -361,103 +364,6 @@ def remove_owned_rdt_groups(
     return removed
 
 
-# ---------------------------------------------------------------------- on uninstall
-
-
-#: the signals that end the reset container's wait
-TERMINATION = frozenset({signal.SIGTERM, signal.SIGINT})
-
-
-def block_termination() -> None:
-    """Hold SIGTERM/SIGINT pending from now on, for `wait_for_termination` to take.
-
-    Call it before announcing the wait: a signal that came earlier would otherwise kill
-    the process.  They stay blocked afterwards, so a second SIGTERM cannot cut the reset
-    short (the kubelet's SIGKILL at the end of the grace period still ends everything).
-    """
-    signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATION)
-
-
-def wait_for_termination() -> int:
-    """Block until SIGTERM or SIGINT arrives (after `block_termination`); its number."""
-    return int(signal.sigwait(TERMINATION))
-
-
-def wait_port_closed(endpoint: str, *, timeout: float) -> bool:
-    """Poll until nothing accepts connections at ``HOST:PORT``; False on timeout."""
-    host, sep, port = endpoint.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ResetError(
-            f"--wait-port: expected HOST:PORT such as 127.0.0.1:8891; found {endpoint!r}"
-        )
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=0.5):
-                pass
-        except OSError:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-
-
-class DaemonSetProbe:
-    """Reads of one DaemonSet (``namespace/name``) through the API, for `termination_verdict`."""
-
-    def __init__(self, ref: str, *, kubeconfig: str | None) -> None:
-        import os
-
-        from nri_resmgr.kube import KubeClient, in_cluster_credentials, load_kubeconfig
-
-        namespace, sep, name = ref.partition("/")
-        if not (sep and namespace and name) or "/" in name:
-            raise ResetError(f"--on-uninstall: expected NAMESPACE/DAEMONSET; found {ref!r}")
-        self.ref = ref
-        self.path = f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}"
-        config = kubeconfig or os.environ.get("KUBECONFIG")
-        try:
-            creds = load_kubeconfig(config) if config else in_cluster_credentials()
-        except (OSError, ValueError, KeyError) as exc:
-            raise ResetError(
-                f"kubeconfig {config}: expected a readable kubeconfig; found {exc}"
-            ) from exc
-        if creds is None:
-            raise ResetError(
-                "--on-uninstall: expected in-cluster credentials or --kubeconfig; found neither"
-            )
-        self.client = KubeClient(creds, timeout=5.0)
-
-    def read(self) -> tuple[int, dict[str, Any] | None, str]:
-        """HTTP status (0: no answer), the object if 200, and the error text if not."""
-        from nri_resmgr.kube import KubeError
-
-        try:
-            return 200, self.client.request("GET", self.path), ""
-        except KubeError as exc:
-            return exc.status, None, str(exc)
-
-    def uid(self) -> str | None:
-        """The DaemonSet's UID now, None if it cannot be read (the reason is printed)."""
-        _, obj, error = self.read()
-        if obj is None:
-            print(
-                f"reset: DaemonSet {self.ref}: expected to read it at start-up; found "
-                f"{error}; an uninstall may not be recognised",
-                file=sys.stderr,
-                flush=True,
-            )
-            return None
-        uid = (obj.get("metadata") or {}).get("uid")
-        return str(uid) if uid else None
-
-    def verdict(self, started_uid: str | None) -> tuple[Verdict, str]:
-        """Reset, keep or unknown, and why, from a read now compared with `started_uid`."""
-        status, obj, error = self.read()
-        verdict, why = termination_verdict(started_uid=started_uid, status=status, daemonset=obj)
-        return verdict, (f"{why} ({error})" if error and verdict is Verdict.UNKNOWN else why)
-
-
 # ---------------------------------------------------------------------------- report
 
 
@@ -549,7 +455,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_resctrl:
         # the daemon's defaults; imported here: the chart's reset container idles until
         # SIGTERM and need not hold the daemon's modules in memory meanwhile
-        from nri_resmgr.daemon import DEFAULT_RESCTRL_ROOT, DEFAULT_STATE_DIR
+        from nri_resmgr.runtime.daemon import DEFAULT_RESCTRL_ROOT, DEFAULT_STATE_DIR
 
         try:
             groups = remove_owned_rdt_groups(

@@ -61,12 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from nri_resmgr.daemon import (
-        DEFAULT_PLUGIN_INDEX,
-        DEFAULT_PLUGIN_NAME,
-        DaemonOptions,
-        main,
-    )
+    from nri_resmgr.runtime.daemon import DEFAULT_PLUGIN_INDEX, DEFAULT_PLUGIN_NAME
+    from nri_resmgr.runtime.process import DaemonOptions, main
 
     name = args.plugin_name or os.environ.get("NRI_PLUGIN_NAME") or DEFAULT_PLUGIN_NAME
     idx = args.plugin_index or os.environ.get("NRI_PLUGIN_IDX") or DEFAULT_PLUGIN_INDEX

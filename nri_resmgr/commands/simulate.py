@@ -33,8 +33,10 @@ def run(args: argparse.Namespace) -> int:
     import structlog
 
     from nri_resmgr.config import LogConfig, LogFormat, load_config
-    from nri_resmgr.logs import configure_logging
-    from nri_resmgr.simulator import load_scenario, render_json, render_table, run_scenario
+    from nri_resmgr.ops.logs import configure_logging
+    from nri_resmgr.simulator.results import render_json, render_table
+    from nri_resmgr.simulator.run import run_scenario
+    from nri_resmgr.simulator.scenario import load_scenario
 
     if args.log:
         configure_logging(LogConfig(format=LogFormat.CONSOLE), stream=sys.stderr)

@@ -14,14 +14,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from nri_resmgr.install import (
+from nri_resmgr.model import ConfigError
+from nri_resmgr.ops.install import (
     DEFAULT_NAME,
     find_launched,
     launcher_path,
     stop_launched,
     uninstall,
 )
-from nri_resmgr.model import ConfigError
 
 NAME = "uninstall"
 HELP = (

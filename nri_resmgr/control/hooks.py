@@ -1,6 +1,6 @@
 """What the pipeline asks of a controller, and of the class selection.
 
-Theory of operation: the pipeline (`nri_resmgr.pipeline`) decides; a *controller* does the
+Theory of operation: the pipeline (`nri_resmgr.runtime.pipeline`) decides; a *controller* does the
 out-of-band work an accepted decision needs (resctrl groups, block I/O files, see
 `wiring`).  `Controller` declares every hook the pipeline calls, each with a default that
 does nothing, so a controller inherits the class and overrides only the hooks it needs;

@@ -16,7 +16,7 @@ import json
 import pytest
 
 from nri_resmgr.cli import main
-from nri_resmgr.install import find_launched
+from nri_resmgr.ops.install import find_launched
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.conformance.harness import FakeRuntime, make_container, make_pod, prune_empty
 

@@ -26,9 +26,9 @@ from nri_api.testing import FakeRuntime
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.resctrl import parse_pod_resctrl
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
-from nri_resmgr.daemon import ResmgrPlugin, build_pipeline
 from nri_resmgr.model import ResmgrError
-from nri_resmgr.pipeline import Pipeline
+from nri_resmgr.runtime.daemon import ResmgrPlugin, build_pipeline
+from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.synthetic import build_topology
 from tests.fuzz._hostile import (
     fuzz_cases,

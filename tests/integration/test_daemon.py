@@ -25,9 +25,10 @@ from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime, PluginRejected
 from nri_resmgr.config import Config, config_from_mapping
-from nri_resmgr.daemon import ResmgrPlugin
 from nri_resmgr.model import ContainerID, QoSClass, ResmgrError
-from nri_resmgr.simulator import ContainerSpec, Resources, container_resources
+from nri_resmgr.runtime.daemon import ResmgrPlugin
+from nri_resmgr.simulator.kubelet import container_resources
+from nri_resmgr.simulator.scenario import ContainerSpec, Resources
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.model import Topology
@@ -429,7 +430,7 @@ def test_huge_cpuset_fails_one_create_at_once(topology: Topology) -> None:
 def test_an_internal_error_for_one_container_skips_only_that_container(
     topology: Topology, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nri_resmgr import adapter
+    from nri_resmgr.runtime import adapter
 
     real = adapter.container_from_nri
 

@@ -18,11 +18,12 @@ import pytest
 from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime
 from nri_resmgr.config import Config
-from nri_resmgr.daemon import DaemonOptions, ResmgrPlugin
-from nri_resmgr.kube_agent import build_kube_side
-from nri_resmgr.logs import get_logger
+from nri_resmgr.kube.agent import build_kube_side
+from nri_resmgr.kube.report import NRT_PATH
 from nri_resmgr.model import QoSClass
-from nri_resmgr.report import NRT_PATH
+from nri_resmgr.ops.logs import get_logger
+from nri_resmgr.runtime.daemon import ResmgrPlugin
+from nri_resmgr.runtime.process import DaemonOptions
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
 from tests._support import REPO

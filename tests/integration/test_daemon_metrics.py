@@ -8,8 +8,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nri_api.errors import RPCError
-from nri_resmgr.metrics import serve_http
 from nri_resmgr.model import QoSClass
+from nri_resmgr.ops.metrics import serve_http
 from nri_resmgr.topology.model import Topology
 from tests.integration.test_daemon import ctr, guaranteed, pod, running
 from tests.integration.test_daemon import topology as topology

@@ -25,9 +25,9 @@ from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
-from nri_resmgr.daemon import ResmgrPlugin
-from nri_resmgr.metrics import serve_http
 from nri_resmgr.model import QoSClass
+from nri_resmgr.ops.metrics import serve_http
+from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.model import Topology
 from tests._support import REPO
 from tests.integration.test_daemon import ctr, guaranteed, pod

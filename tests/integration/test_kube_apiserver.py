@@ -9,11 +9,17 @@ from pathlib import Path
 import pytest
 
 from nri_resmgr.config import Config
-from nri_resmgr.config_source import LiveConfig, Outcome
-from nri_resmgr.kube import KubeClient, load_kubeconfig
-from nri_resmgr.kube_agent import ConfigWatcher, wait_until
-from nri_resmgr.metrics import PoolSnapshot, StateSnapshot
-from nri_resmgr.report import NRT_PATH, ClassReporter, PoolReporter, ReportManager, TopologyReporter
+from nri_resmgr.kube.agent import ConfigWatcher, wait_until
+from nri_resmgr.kube.client import KubeClient, load_kubeconfig
+from nri_resmgr.kube.config_source import LiveConfig, Outcome
+from nri_resmgr.kube.report import (
+    NRT_PATH,
+    ClassReporter,
+    PoolReporter,
+    ReportManager,
+    TopologyReporter,
+)
+from nri_resmgr.ops.metrics import PoolSnapshot, StateSnapshot
 from nri_resmgr.topology.synthetic import build_topology
 from tests._support import REPO
 from tests.k8s.cluster import Cluster

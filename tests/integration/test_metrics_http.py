@@ -6,7 +6,7 @@ import asyncio
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from nri_resmgr.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
+from nri_resmgr.ops.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
 
 
 async def _get(port: int, path: str) -> tuple[int, bytes]:

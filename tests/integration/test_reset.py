@@ -28,15 +28,15 @@ from nri_api.errors import RPCError, StatusCode
 from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime
 from nri_resmgr.commands.reset import (
-    ResetError,
     read_allowed_sets,
     remove_owned_rdt_groups,
     sync_and_reset,
 )
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
-from nri_resmgr.daemon import ResmgrPlugin
 from nri_resmgr.model import QoSClass
+from nri_resmgr.ops.reset import ResetError
+from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import write_sysfs

@@ -27,9 +27,9 @@ import pytest
 
 from nri_api import api
 from nri_api.testing import FakeRuntime
-from nri_resmgr.commands.reset import DaemonSetProbe, ResetError
+from nri_resmgr.kube.uninstall import DaemonSetProbe
 from nri_resmgr.model import QoSClass
-from nri_resmgr.reset import Verdict
+from nri_resmgr.ops.reset import ResetError, Verdict
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests._support import REPO
 from tests.integration.test_daemon import SPEC, ctr, pod

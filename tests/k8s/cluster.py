@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from nri_resmgr.kube import KubeClient, KubeCredentials, KubeError
+from nri_resmgr.kube.client import KubeClient, KubeCredentials, KubeError
 from tests._support import REPO, require, require_go
 from tests.k8s.components import VERSION_LDFLAGS
 

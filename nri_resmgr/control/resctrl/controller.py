@@ -43,7 +43,7 @@ from nri_resmgr.control.resctrl.plan import plan_classes, plan_pod_group
 from nri_resmgr.model import AnnotationError, Pod, ResmgrError
 
 if TYPE_CHECKING:
-    from nri_resmgr.logs import EventLog  # logs -> config -> this package
+    from nri_resmgr.ops.logs import EventLog  # logs -> config -> this package
 
 
 def _write_once(path: Path, content: str, *, root: Path, append: bool = False) -> None:
@@ -92,7 +92,7 @@ class RdtController:
         self.info = info if info is not None else read_info(self.root)
         self.record_path = Path(state_dir) / RECORD_NAME
         if log is None:
-            from nri_resmgr.logs import get_logger  # logs -> config -> this module
+            from nri_resmgr.ops.logs import get_logger  # logs -> config -> this module
 
             log = get_logger("resctrl")
         self.log: EventLog = log

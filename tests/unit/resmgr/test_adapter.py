@@ -7,8 +7,6 @@ import time
 import pytest
 
 from nri_api import api
-from nri_resmgr import adapter
-from nri_resmgr.adapter import AdapterError
 from nri_resmgr.limits import Limits
 from nri_resmgr.model import (
     AnnotationError,
@@ -19,6 +17,8 @@ from nri_resmgr.model import (
     QoSClass,
     Request,
 )
+from nri_resmgr.runtime import adapter
+from nri_resmgr.runtime.adapter import AdapterError
 from nri_resmgr.topology.cpuset import CPUSet
 
 UID = "0c3b2a4e-1f6d-4b8a-9a33-5d1b2e7c9f10"

@@ -12,11 +12,12 @@ import pytest
 import structlog
 
 from nri_api import api
-from nri_resmgr import adapter
 from nri_resmgr.model import ContainerID, CPUKind, QoSClass, Request
-from nri_resmgr.pipeline import Pipeline
 from nri_resmgr.policy.static import StaticPolicy
-from nri_resmgr.simulator import ContainerSpec, Resources, container_resources
+from nri_resmgr.runtime import adapter
+from nri_resmgr.runtime.pipeline import Pipeline
+from nri_resmgr.simulator.kubelet import container_resources
+from nri_resmgr.simulator.scenario import ContainerSpec, Resources
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.synthetic import build_topology
 

@@ -10,8 +10,8 @@ import pytest
 import structlog
 
 from nri_resmgr.config import Config, LogConfig, LogFormat, config_from_mapping, load_config
-from nri_resmgr.logs import configure_logging, get_logger
 from nri_resmgr.model import ConfigError
+from nri_resmgr.ops.logs import configure_logging, get_logger
 
 
 def test_defaults() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nri_resmgr.config import Config
-from nri_resmgr.config_source import (
+from nri_resmgr.kube.config_source import (
     LiveConfig,
     Outcome,
     Resolved,
@@ -183,8 +183,8 @@ def test_watcher_relist_takes_nulls_as_empty(
 ) -> None:
     from typing import cast
 
-    from nri_resmgr.kube import KubeClient
-    from nri_resmgr.kube_agent import ConfigWatcher
+    from nri_resmgr.kube.agent import ConfigWatcher
+    from nri_resmgr.kube.client import KubeClient
 
     api = NullyApiServer(items)
     watcher = ConfigWatcher(cast(KubeClient, api), node="w1", namespace="kube-system")

@@ -9,7 +9,7 @@ import pytest
 
 from nri_resmgr.cli import main
 from nri_resmgr.model import ConfigError
-from nri_resmgr.runtime_config import NRISettings, Runtime, edit, unified_diff
+from nri_resmgr.ops.runtime_config import NRISettings, Runtime, edit, unified_diff
 
 DATA = Path(__file__).parent / "data"
 
@@ -149,7 +149,7 @@ def test_a_bad_duration_is_named_once(tmp_path: Path, capsys: pytest.CaptureFixt
 @pytest.mark.parametrize("version", [2, 3, 4, 5])
 def test_every_layout_the_message_names_is_accepted(version: int) -> None:
     """The refusal lists the accepted layouts; each of them (and a later one) is accepted."""
-    from nri_resmgr.runtime_config import LAYOUTS
+    from nri_resmgr.ops.runtime_config import LAYOUTS
 
     assert set(LAYOUTS) == {2, 3, 4}
     out = edit(Runtime.CONTAINERD, f"version = {version}\n", NRISettings(), path="c.toml")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nri_resmgr.cli import main
-from nri_resmgr.install import plan_install
+from nri_resmgr.ops.install import plan_install
 
 
 def test_install_writes_launcher_and_config_then_uninstall_removes_exactly_them(

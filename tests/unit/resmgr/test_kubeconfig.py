@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nri_resmgr.kube import KubeError, load_kubeconfig
+from nri_resmgr.kube.client import KubeError, load_kubeconfig
 
 FULL = """\
 apiVersion: v1

@@ -24,9 +24,10 @@ from nri_resmgr.model import (
     PolicyState,
     ResmgrError,
 )
-from nri_resmgr.pipeline import ClassChoice, Controller, Pipeline, inherit_classes
 from nri_resmgr.policy.static import StaticPolicy
-from nri_resmgr.simulator import ContainerSpec, Resources, container_resources
+from nri_resmgr.runtime.pipeline import ClassChoice, Controller, Pipeline, inherit_classes
+from nri_resmgr.simulator.kubelet import container_resources
+from nri_resmgr.simulator.scenario import ContainerSpec, Resources
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.synthetic import build_topology
 

@@ -39,7 +39,6 @@ from nri_resmgr.model import (
     PolicyState,
     QoSClass,
 )
-from nri_resmgr.pipeline import Pipeline
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.static import StaticPolicy, StaticState
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
@@ -50,6 +49,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
     PREFER_ISOLATED,
     PREFER_SHARED,
 )
+from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from nri_resmgr.metrics import PoolSnapshot, StateSnapshot
-from nri_resmgr.report import (
+from nri_resmgr.kube.report import (
     NRT_PATH,
     ClassReporter,
     PoolReporter,
@@ -18,6 +17,7 @@ from nri_resmgr.report import (
     merge_reports,
     merge_value,
 )
+from nri_resmgr.ops.metrics import PoolSnapshot, StateSnapshot
 from nri_resmgr.topology.synthetic import build_topology
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nri_api import api
-from nri_resmgr.reset import Verdict, plan_reset, termination_verdict
+from nri_resmgr.ops.reset import Verdict, plan_reset, termination_verdict
 from nri_resmgr.topology.cpuset import CPUSet
 
 ALL_CPUS = CPUSet.parse("0-7")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from nri_resmgr.cli import main
-from nri_resmgr.install import find_launched, install, plan_install, stop_launched
+from nri_resmgr.ops.install import find_launched, install, plan_install, stop_launched
 
 #: the launcher's body replaced by a stand-in daemon: runs until SIGTERM, then exits 0;
 #: it says it is ready (handler installed) by writing the file next to the launcher

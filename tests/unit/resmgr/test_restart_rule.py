@@ -14,11 +14,11 @@ import pytest
 import structlog
 
 from nri_resmgr.model import ContainerID, ContainerInfo, CPUKind, PolicyState, QoSClass
-from nri_resmgr.pipeline import Pipeline
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.preferences import MEMORY_TYPE
+from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from tests.unit.resmgr.restart_rule import (

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-from nri_resmgr.simulator import SimulationResult, load_scenario, run_scenario
+from nri_resmgr.simulator.results import SimulationResult
+from nri_resmgr.simulator.run import run_scenario
+from nri_resmgr.simulator.scenario import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.yaml"))

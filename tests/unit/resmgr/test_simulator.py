@@ -11,26 +11,23 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nri_resmgr import adapter
 from nri_resmgr.cli import main
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.model import ConfigError, ContainerID, QoSClass, Request
 from nri_resmgr.policy_registry import load_policy
-from nri_resmgr.simulator import (
+from nri_resmgr.runtime import adapter
+from nri_resmgr.simulator.kubelet import Simulator, container_resources, pod_qos
+from nri_resmgr.simulator.results import render_json, render_table
+from nri_resmgr.simulator.run import run_scenario
+from nri_resmgr.simulator.scenario import (
     ContainerSpec,
     DeleteSpec,
     PodSpec,
     Resources,
     ScenarioError,
-    Simulator,
-    container_resources,
     load_scenario,
     parse_cpu,
     parse_memory,
-    pod_qos,
-    render_json,
-    render_table,
-    run_scenario,
 )
 from nri_resmgr.topology.synthetic import build_topology
 

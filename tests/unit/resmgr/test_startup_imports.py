@@ -38,17 +38,18 @@ sys.exit(main(sys.argv[1:]))
 
 #: never needed before registration (on the launcher's path: no node name, no --topology)
 NOT_BEFORE_REGISTRATION = (
-    # structlog imports these only to offer them as exception formatters (logs.py)
+    # structlog imports these only to offer them as exception formatters (ops/logs.py)
     "rich",
     "better_exceptions",
     "colorama",
     # link names come from socket.if_nameindex (topology/discover.py)
     "pyroute2",
-    # the Kubernetes side is off without a node name (daemon.py)
-    "nri_resmgr.kube_agent",
+    # the Kubernetes side is off without a node name (runtime/process.py)
     "nri_resmgr.kube",
-    "nri_resmgr.report",
-    "nri_resmgr.config_source",
+    "nri_resmgr.kube.agent",
+    "nri_resmgr.kube.client",
+    "nri_resmgr.kube.report",
+    "nri_resmgr.kube.config_source",
     # --topology only
     "nri_resmgr.topology.load",
     "nri_resmgr.topology.synthetic",
@@ -60,8 +61,8 @@ NOT_BEFORE_REGISTRATION = (
     "nri_resmgr.commands.enable_nri",
     "nri_resmgr.commands.uninstall",
     "nri_resmgr.simulator",
-    "nri_resmgr.runtime_config",
-    "nri_resmgr.install",
+    "nri_resmgr.ops.runtime_config",
+    "nri_resmgr.ops.install",
     "tomlkit",
 )
 
@@ -96,7 +97,7 @@ def test_run_imports_nothing_it_does_not_need_before_registering(tmp_path: Path)
         ["run", "--log-file", str(tmp_path / "log"), "--state-dir", str(tmp_path)]
     )
     # the probe ran where the daemon connects: the daemon and its policy were loaded
-    assert {"nri_resmgr.daemon", "nri_resmgr.policy.topology_aware.policy"} <= modules
+    assert {"nri_resmgr.runtime.daemon", "nri_resmgr.policy.topology_aware.policy"} <= modules
     assert sorted(modules.intersection(NOT_BEFORE_REGISTRATION)) == []
 
 
@@ -121,7 +122,7 @@ def test_structlog_is_imported_without_rich_and_rich_still_imports_later() -> No
         pytest.skip("rich is not installed")
     code = (
         "import sys\n"
-        "import nri_resmgr.logs\n"
+        "import nri_resmgr.ops.logs\n"
         "assert 'structlog' in sys.modules\n"
         "assert 'rich' not in sys.modules, 'structlog pulled in rich'\n"
         "import rich.console\n"  # hidden only while structlog itself was imported

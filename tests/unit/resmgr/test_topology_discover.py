@@ -386,7 +386,7 @@ def test_netlink_is_asked_for_the_host_root_unless_told_not_to(
 def test_daemon_lists_network_devices_from_sysfs(monkeypatch: pytest.MonkeyPatch) -> None:
     """The daemon never pays pyroute2's import inside the runtime's registration window."""
     import nri_resmgr.topology.discover as disc
-    from nri_resmgr.daemon import DaemonOptions, load_daemon_topology
+    from nri_resmgr.runtime.process import DaemonOptions, load_daemon_topology
 
     def boom() -> None:
         raise AssertionError("the daemon must not ask netlink")

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from nri_resmgr.metrics import StateSnapshot
+from nri_resmgr.ops.metrics import StateSnapshot
 from nri_resmgr.topology.model import Topology
 
 NRT_GROUP = "topology.node.k8s.io"

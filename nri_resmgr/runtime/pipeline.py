@@ -10,7 +10,7 @@ awaits, so the asyncio daemon serializes events simply by calling it from its ha
 
 Every event follows the same steps:
 
-1. **adapt** the NRI messages into domain values (`nri_resmgr.adapter`);
+1. **adapt** the NRI messages into domain values (`nri_resmgr.runtime.adapter`);
 2. **decide**: ask the `ClassSelector` for the container's RDT and block I/O classes and
    the policy for a `Decision` (pure; may raise `AllocationError` / `AnnotationError`);
 3. **render** the decision as a `ContainerAdjustment` and `ContainerUpdate`\\ s;
@@ -52,7 +52,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from nri_api import api
-from nri_resmgr import adapter
 from nri_resmgr.control.hooks import ClassChoice, ClassSelector, Controller
 from nri_resmgr.limits import DEFAULT_LIMITS, Limits
 from nri_resmgr.model import (
@@ -69,10 +68,11 @@ from nri_resmgr.model import (
     ResmgrError,
 )
 from nri_resmgr.policy.base import Policy
+from nri_resmgr.runtime import adapter
 from nri_resmgr.topology.cpuset import IDSet
 
 if TYPE_CHECKING:
-    from nri_resmgr.logs import EventLog
+    from nri_resmgr.ops.logs import EventLog
 
 __all__ = [
     "ClassChoice",
@@ -150,7 +150,7 @@ class Pipeline:
         self.controllers: tuple[Controller, ...] = tuple(controllers)
         self._select: ClassSelector = select_classes or _no_classes
         if log is None:
-            from nri_resmgr.logs import get_logger
+            from nri_resmgr.ops.logs import get_logger
 
             log = get_logger("pipeline")
         self.log: EventLog = log

@@ -44,14 +44,12 @@ parameters, its input part to the pipeline's adapter.  An unsolicited update tha
 answer (`updates_failed`) is re-asserted with the container's current placement at the
 next event, at most `MAX_REASSERTS` times.
 
-Signals: SIGTERM and SIGINT stop the daemon (at once, also during registration); SIGHUP
-is logged and ignored (no reload on a signal).  A missing socket is retried with backoff
-and explained (NRI not enabled? ``nri-resmgr enable-nri``) at the first failure and then
-every `HINT_EVERY` attempts.
-
 Restarts: the runtime's Synchronize (on first connection and after every reconnect)
 rebuilds the pipeline state from the containers the runtime reports, so a restarted daemon
 keeps correctly placed containers where they are.
+
+The process around the plugin (options, logging, topology, signals, the HTTP endpoint, the
+Kubernetes side) is `nri_resmgr.runtime.process`.
 """
 
 from __future__ import annotations
@@ -60,31 +58,25 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import NRIVersion
-from nri_api.stub import DEFAULT_UPDATE_TIMEOUT, OnClose, Plugin, RuntimeInfo
+from nri_api.stub import DEFAULT_UPDATE_TIMEOUT, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.control.wiring import class_control_from_config
-from nri_resmgr.logs import configure_logging, get_logger, route_stdlib_logging
-from nri_resmgr.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
 from nri_resmgr.model import ContainerID, CPUKind, ResmgrError
-from nri_resmgr.pipeline import Pipeline
+from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
+from nri_resmgr.ops.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot
 from nri_resmgr.policy_registry import load_policy
+from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.model import Topology
 
 if TYPE_CHECKING:
     from nri_resmgr.control.resctrl.monitor import MonSample
 
-    # imported by `main` only when there is a node name (the Kubernetes side is on):
-    # the pre-registered daemon starts inside the runtime's registration timeout
-    from nri_resmgr.kube_agent import KubeSide
-
-__all__ = ["DaemonOptions", "ResmgrPlugin", "build_pipeline", "load_daemon_topology", "main"]
+__all__ = ["ResmgrPlugin", "build_pipeline"]
 
 DEFAULT_PLUGIN_NAME = "resmgr"
 #: NRI releases before this one never synchronize pre-registered plugins
@@ -99,43 +91,6 @@ DEFAULT_STATE_DIR = "/var/lib/nri-resmgr"
 MAX_REASSERTS = 3
 #: a missing socket's hint is logged at the first failure and then every this many
 HINT_EVERY = 12
-
-
-@dataclass(frozen=True, slots=True)
-class DaemonOptions:
-    """What the command line decides (anything None: the config or the default)."""
-
-    policy: str | None = None
-    config_path: str | None = None
-    socket_path: str | None = None
-    plugin_index: str | None = None
-    plugin_name: str | None = None
-    sysfs_root: str | None = None
-    topology: str | None = None
-    resctrl_root: str | None = None
-    cgroup_root: str | None = None
-    state_dir: str | None = None
-    log_file: str | None = None
-    #: Kubernetes side: configuration objects and node reports (off without a node name)
-    node_name: str | None = None
-    namespace: str = "kube-system"
-    kubeconfig: str | None = None
-    node_resource_topology: bool = False
-    report_interval: float = 30.0
-
-
-def load_daemon_topology(options: DaemonOptions) -> Topology:
-    """`--topology` if given (spec, file, archive), else discovery under `--sysfs-root`."""
-    if options.topology:
-        from nri_resmgr.topology.load import load_topology
-
-        return load_topology(options.topology)
-    from nri_resmgr.topology.discover import discover
-
-    # No policy reads network devices, and importing pyroute2 for their netlink names
-    # costs about 0.2 s of the runtime's 5 s registration window: the daemon lists them
-    # from sysfs. `nri-resmgr topology` still asks netlink.
-    return discover(Path(options.sysfs_root or "/"), netlink=False)
 
 
 def build_pipeline(
@@ -506,89 +461,3 @@ class ResmgrPlugin(Plugin):
             "RemoveContainer", lambda: self.pipeline.remove(pod, container)
         )
         await self._send_later(updates, f"container {container.name} removed")
-
-
-async def _serve(plugin: ResmgrPlugin, endpoint: str, kube: KubeSide | None = None) -> int:
-    server = None
-    if endpoint:
-        host, _, port = endpoint.rpartition(":")
-        server = await serve_http(
-            plugin.metrics, plugin.health, host=host or "0.0.0.0", port=int(port)
-        )
-    side = asyncio.create_task(kube.run()) if kube is not None else None
-    try:
-        return await plugin.serve()
-    finally:
-        if side is not None and kube is not None:
-            kube.stop()
-            side.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await side
-        if server is not None:
-            server.close()
-
-
-def main(options: DaemonOptions) -> int:
-    """Build everything from `options`, then serve until stopped; the process exit code."""
-    import signal
-
-    config = load_config(Path(options.config_path)) if options.config_path else Config()
-    if options.log_file:
-        config = config.model_copy(
-            update={"log": config.log.model_copy(update={"file": options.log_file})}
-        )
-    log_file = configure_logging(config.log)
-    route_stdlib_logging(config.log)
-    log = get_logger("daemon")
-    try:
-        topology = load_daemon_topology(options)
-        plugin = ResmgrPlugin(
-            config=config,
-            topology=topology,
-            policy_override=options.policy,
-            resctrl_root=options.resctrl_root,
-            cgroup_root=options.cgroup_root,
-            state_dir=options.state_dir,
-            name=options.plugin_name,
-            idx=options.plugin_index,
-            socket_path=options.socket_path,
-            on_close=OnClose.RECONNECT,
-            log_file=config.log.file,
-        )
-        log.info(
-            "starting",
-            policy=options.policy or config.policy,
-            topology=topology.source,
-            plugin=plugin.full_name,
-            pre_registered=plugin.pre_registered,
-        )
-
-        kube: KubeSide | None = None
-        if options.node_name:
-            from nri_resmgr.kube_agent import build_kube_side
-
-            kube = build_kube_side(plugin, options, log=log)
-
-        async def run() -> int:
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, plugin.request_stop)
-            # SIGHUP would end the process without a word: log it and carry on
-            loop.add_signal_handler(
-                signal.SIGHUP,
-                lambda: log.warning(
-                    "SIGHUP ignored: the configuration is not reloaded on a signal; "
-                    "restart the daemon to read --config again (a ConfigMap or CRD "
-                    "configuration is applied live)"
-                ),
-            )
-            return await _serve(plugin, plugin.config.instrumentation.http_endpoint, kube)
-
-        try:
-            return asyncio.run(run())
-        finally:
-            if plugin.log_handle is not None:
-                plugin.log_handle.close()
-    finally:
-        if log_file is not None:
-            log_file.close()

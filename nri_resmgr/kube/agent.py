@@ -30,7 +30,8 @@ from typing import Any
 
 from nri_api.errors import ConnectionClosed
 from nri_resmgr.config import Config
-from nri_resmgr.config_source import (
+from nri_resmgr.kube.client import KubeClient, KubeError, in_cluster_credentials, load_kubeconfig
+from nri_resmgr.kube.config_source import (
     DEFAULT_PREFIX,
     GROUP_LABEL,
     LiveConfig,
@@ -40,9 +41,8 @@ from nri_resmgr.config_source import (
     configmap_names,
     resolve,
 )
-from nri_resmgr.kube import KubeClient, KubeError, in_cluster_credentials, load_kubeconfig
+from nri_resmgr.kube.report import PoolReporter, ReportManager, TopologyReporter
 from nri_resmgr.model import ConfigError
-from nri_resmgr.report import PoolReporter, ReportManager, TopologyReporter
 
 
 class ConfigWatcher:
@@ -303,7 +303,7 @@ class KubeSide:
 
 
 def build_kube_side(plugin: Any, options: Any, *, log: Any) -> KubeSide | None:
-    """The Kubernetes side for `options` (a DaemonOptions), or None when it is off.
+    """The Kubernetes side for `options` (`runtime.process.DaemonOptions`), or None when it is off.
 
     Needs a node name (`--node-name`, or $NODE_NAME through the command) and credentials
     (`--kubeconfig`, or the in-cluster service account).  The first configuration is read

@@ -62,9 +62,22 @@ from typing import Any
 
 from nri_api import api
 from nri_api.builders import Update
+from nri_resmgr.model import ResmgrError
 from nri_resmgr.topology.cpuset import CPUSet, IDSetError, NodeSet
 
-__all__ = ["ContainerReset", "ResetPlan", "Verdict", "plan_reset", "termination_verdict"]
+__all__ = [
+    "ContainerReset",
+    "ResetError",
+    "ResetPlan",
+    "Verdict",
+    "plan_reset",
+    "termination_verdict",
+]
+
+
+class ResetError(ResmgrError):
+    """The reset could not be done; the message says what and where."""
+
 
 _LIVE_STATES = frozenset(
     {

@@ -1,0 +1,99 @@
+"""What a simulation reports, per container and per step, and its JSON and table renderings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# ---- results --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerReport:
+    cpus: str
+    mems: str
+    kind: str
+    pool: str
+    rdt_class: str | None
+    blockio_class: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cpus": self.cpus,
+            "mems": self.mems,
+            "kind": self.kind,
+            "pool": self.pool,
+            "rdt_class": self.rdt_class,
+            "blockio_class": self.blockio_class,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    step: int
+    op: str
+    pod: str | None
+    errors: tuple[str, ...]
+    #: containers (pod/name) that received an update during this step, with the new cpus
+    updates: Mapping[str, str]
+    containers: Mapping[str, ContainerReport]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "op": self.op,
+            "pod": self.pod,
+            "errors": list(self.errors),
+            "updates": dict(self.updates),
+            "containers": {k: v.as_dict() for k, v in self.containers.items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationResult:
+    #: where the topology came from (a shipped machine's name, a path, ``spec:...``)
+    topology: str
+    policy: str
+    steps: tuple[StepResult, ...]
+    #: its size, `nri_resmgr.topology.render.summarize`
+    machine: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "topology": self.topology,
+            "machine": self.machine,
+            "policy": self.policy,
+            "steps": [s.as_dict() for s in self.steps],
+        }
+
+
+def render_json(result: SimulationResult) -> str:
+    return json.dumps(result.as_dict(), indent=2)
+
+
+def render_table(result: SimulationResult) -> str:
+    """A plain text table per step, for humans."""
+    machine = f" ({result.machine})" if result.machine else ""
+    lines = [f"topology: {result.topology}{machine}", f"policy:   {result.policy}", ""]
+    header = ("container", "kind", "cpus", "mems", "pool", "rdt", "blockio")
+    for s in result.steps:
+        lines.append(f"step {s.step}: {s.op}" + (f" {s.pod}" if s.pod else ""))
+        for e in s.errors:
+            lines.append(f"  error: {e}")
+        for k, v in s.updates.items():
+            lines.append(f"  updated: {k} -> {v}")
+        rows = [header] + [
+            (k, r.kind, r.cpus, r.mems, r.pool, r.rdt_class or "-", r.blockio_class or "-")
+            for k, r in s.containers.items()
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        if len(rows) > 1:
+            for row in rows:
+                cells = (col.ljust(w) for col, w in zip(row, widths, strict=True))
+                lines.append(("  " + "  ".join(cells)).rstrip())
+        else:
+            lines.append("  (no containers)")
+        lines.append("")
+    return "\n".join(lines)

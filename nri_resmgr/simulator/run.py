@@ -1,0 +1,125 @@
+"""Putting it together: a scenario's topology, policy and controllers, and every step run."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nri_resmgr.config import (
+    Config,
+    config_from_mapping,
+    policy_config_problems,
+)
+from nri_resmgr.model import ConfigError
+from nri_resmgr.policy.base import Policy
+from nri_resmgr.policy_registry import load_policy
+from nri_resmgr.runtime.pipeline import ClassSelector, Controller
+from nri_resmgr.simulator.kubelet import Simulator
+from nri_resmgr.simulator.results import SimulationResult
+from nri_resmgr.simulator.scenario import Scenario, ScenarioError
+from nri_resmgr.topology.load import load_topology, path_kind
+from nri_resmgr.topology.model import Topology
+from nri_resmgr.topology.render import summarize
+
+# ---- putting it together --------------------------------------------------------------
+
+
+def _resolve_topology(scenario: Scenario, override: str | None) -> Topology:
+    source: str | dict[str, Any] | None = override if override is not None else scenario.topology
+    if source is None:
+        raise ScenarioError(
+            "scenario: expected a topology (in the scenario or with --topology), found none"
+        )
+    if isinstance(source, str) and override is None and scenario.base_dir:
+        candidate = Path(scenario.base_dir) / source
+        if path_kind(candidate) is not None:
+            source = str(candidate)
+    return load_topology(source)
+
+
+def _class_control(
+    config: Config, *, resctrl_root: str | None, cgroup_root: str | None, state_dir: str
+) -> tuple[list[Controller], ClassSelector | None]:
+    """Controllers and class selection from the ``control`` section."""
+    from nri_resmgr.control.wiring import class_control_from_config
+
+    return class_control_from_config(
+        config.control, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir
+    )
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    topology: str | None = None,
+    policy: str | None = None,
+    config: Config | None = None,
+    resctrl_root: str | None = None,
+    cgroup_root: str | None = None,
+    log: Any = None,
+) -> SimulationResult:
+    """Run every step of `scenario`; later steps run even when earlier ones had errors.
+
+    `topology`, `policy` and `config` (a daemon `Config`) override the scenario's own.
+    """
+    topo = _resolve_topology(scenario, topology)
+    if config is None:
+        doc: dict[str, Any] = {"policyConfig": scenario.config, "control": scenario.control}
+        if scenario.policy:
+            doc["policy"] = scenario.policy
+        config = config_from_mapping(doc, source="scenario")
+    name = policy or config.policy
+    if policy is None and scenario.policy and "policy" not in config.model_fields_set:
+        name = scenario.policy
+    try:
+        pol = load_policy(
+            name, topology=topo, config=config.policy_config, plugin_dirs=config.policy_dirs
+        )
+    except ConfigError as exc:
+        lines, _ = policy_config_problems(exc, policy=name, policy_config=config.policy_config)
+        raise ConfigError("; ".join(lines)) from exc
+    with tempfile.TemporaryDirectory(prefix="nri-resmgr-sim-") as state_dir:
+        controllers, selector = _class_control(
+            config, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir
+        )
+        return _simulate(
+            scenario,
+            topology=topo,
+            policy=pol,
+            name=name,
+            controllers=controllers,
+            selector=selector,
+            cgroup_root=cgroup_root,
+            log=log,
+        )
+
+
+def _simulate(
+    scenario: Scenario,
+    *,
+    topology: Topology,
+    policy: Policy,
+    name: str,
+    controllers: Sequence[Controller],
+    selector: ClassSelector | None,
+    cgroup_root: str | None,
+    log: Any,
+) -> SimulationResult:
+    if log is None:
+        import structlog
+
+        log = structlog.get_logger().bind(component="pipeline")
+    sim = Simulator(
+        policy=policy,
+        cgroup_driver=scenario.cgroup_driver,
+        controllers=controllers,
+        select_classes=selector,
+        cgroup_root=cgroup_root,
+        log=log,
+    )
+    results = tuple(sim.run_step(i, step) for i, step in enumerate(scenario.steps))
+    return SimulationResult(
+        topology=topology.source or "", policy=name, steps=results, machine=summarize(topology)
+    )
