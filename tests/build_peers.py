@@ -26,6 +26,7 @@ import pytest
 from tests._support import go_binary
 from tests.conformance.harness import VERSIONS, build_harness
 from tests.e2e import containerd as ctd
+from tests.e2e import crio
 from tests.k8s.cluster import build_kube_apiserver
 from tests.peers import build_helm
 
@@ -40,6 +41,7 @@ def builds(go: str) -> list[tuple[str, Callable[[], object]]]:
         (f"NRI runtime library {v}", partial(build_harness, v)) for v in VERSIONS
     ]
     steps += [(r.name, partial(ctd.build, r, go)) for r in ctd.RELEASES.values()]
+    steps += [(f"CRI-O {crio.CRIO.version} (crio, load-image, pinns)", partial(crio.build, go))]
     steps += [("kube-apiserver", build_kube_apiserver), ("helm", build_helm)]
     return steps
 

@@ -99,6 +99,10 @@ class Container:
 CGROUP_TOP = "nri-resmgr-e2e"
 
 
+#: host network, a PID namespace per container (the kubelet's default), pod IPC
+NAMESPACES = {"network": 2, "pid": 1, "ipc": 0}
+
+
 def _pod_cgroup_parent(qos: QoS, uid: str) -> str:
     if qos is QoS.GUARANTEED:
         return f"/{CGROUP_TOP}/kubepods/pod{uid}"
@@ -124,7 +128,7 @@ def run_pod(
         "labels": {"app": name},
         "linux": {
             "cgroup_parent": cgroup_parent,
-            "security_context": {"namespace_options": {"network": 2, "pid": 1, "ipc": 0}},
+            "security_context": {"namespace_options": NAMESPACES},
         },
     }
     path = ctd.layout.base / "specs" / f"pod-{name}-{uid[:8]}.json"
@@ -149,7 +153,12 @@ def container_config(
         "annotations": dict(annotations or {}),
         "labels": {"container": name},
         "log_path": f"{name}.log",
-        "linux": {"resources": resources.linux(), "security_context": {}},
+        # the kubelet repeats the pod's namespace options for each container; CRI-O
+        # refuses a pod-level PID namespace in a pod without an infra container
+        "linux": {
+            "resources": resources.linux(),
+            "security_context": {"namespace_options": NAMESPACES},
+        },
     }
 
 
