@@ -151,7 +151,15 @@ def container_config(
         "image": {"image": TEST_IMAGE},
         "command": command or ["/bin/sleep", "2147483647"],
         "annotations": dict(annotations or {}),
-        "labels": {"container": name},
+        # the kubelet's labels: CRI-O names the NRI container from this one (containerd
+        # from the CRI metadata), so without it a CRI-O container has no name
+        "labels": {
+            "container": name,
+            "io.kubernetes.container.name": name,
+            "io.kubernetes.pod.name": pod.name,
+            "io.kubernetes.pod.namespace": pod.namespace,
+            "io.kubernetes.pod.uid": pod.uid,
+        },
         "log_path": f"{name}.log",
         # the kubelet repeats the pod's namespace options for each container; CRI-O
         # refuses a pod-level PID namespace in a pod without an infra container
