@@ -1,6 +1,7 @@
 """The peers through a real containerd (crictl), one at a time on one containerd.
 
-Usage: python -m bench.containerd_rt [--release containerd-2] [--levels 10,100,1000]
+Usage: python -m bench.containerd_rt [--release containerd-2|containerd-1.7|crio]
+                                     [--levels 10,100,1000]
                                      [--samples 30] [--rounds 3] [--startup-reps 5]
                                      [--request-timeout 120s] [--cri-timeout 120]
                                      [--peer-budget 90] [--out FILE]
@@ -65,6 +66,7 @@ from bench.stats import percentile, summary_us
 from tests._support import go_binary
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
+from tests.e2e import crio as criomod
 from tests.e2e.images import build_images
 
 DAEMON = Path(__file__).resolve().parent / "plugins" / "resmgr.py"
@@ -337,16 +339,22 @@ def private_containerd(
     go = go_binary()
     if go is None:
         raise RuntimeError("bench: no Go toolchain to build containerd")
-    release = ctdmod.RELEASES[release_name]
-    bins = ctdmod.build(release, go)
     crictl = ctdmod.build(ctdmod.CRI_TOOLS, go)["crictl"]
     images = build_images(
         ctdmod.CACHE / "images", sandbox_ref=ctdmod.SANDBOX_IMAGE, test_ref=ctdmod.TEST_IMAGE
     )
     base = Path(tempfile.mkdtemp(prefix="bc-", dir="/tmp"))
-    ctd = ctdmod.Containerd(
-        release, bins, crictl, ctdmod.Layout(base), request_timeout=request_timeout
-    )
+    ctd: ctdmod.Containerd
+    if release_name == criomod.CRIO.name:  # the same bench on CRI-O (tests/e2e/crio.py)
+        ctd = criomod.Crio(
+            criomod.build(go), crictl, ctdmod.Layout(base), request_timeout=request_timeout
+        )
+    else:
+        release = ctdmod.RELEASES[release_name]
+        bins = ctdmod.build(release, go)
+        ctd = ctdmod.Containerd(
+            release, bins, crictl, ctdmod.Layout(base), request_timeout=request_timeout
+        )
     work = base / "work"
     work.mkdir()
     try:
@@ -558,7 +566,12 @@ def table(result: dict[str, Any]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--release", default="containerd-2", choices=sorted(ctdmod.RELEASES))
+    ap.add_argument(
+        "--release",
+        default="containerd-2",
+        choices=sorted([*ctdmod.RELEASES, criomod.CRIO.name]),
+        help="a containerd release, or crio (CRI-O 1.36, tests/e2e/crio.py)",
+    )
     ap.add_argument("--levels", default="10,100,1000")
     ap.add_argument("--samples", type=int, default=30, help="probes per peer and level")
     ap.add_argument("--rounds", type=int, default=3, help="turns per peer and level")
