@@ -70,7 +70,7 @@ from tests.e2e import crio as criomod
 from tests.e2e.images import build_images
 
 DAEMON = Path(__file__).resolve().parent / "plugins" / "resmgr.py"
-PEERS = ("none", "go-noop", "nri-plugins", "nri-resmgr")
+PEERS: tuple[str, ...] = ("none", "go-noop", "nri-plugins", "nri-resmgr")
 PLUGINS = PEERS[1:]
 PREREGISTERED = ("go-noop", "nri-resmgr")
 PROBE = cri.Resources(cpu_request=10, memory_request=16 << 20)
@@ -565,6 +565,7 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main() -> int:
+    global PEERS, PLUGINS  # --skip narrows these; the run and the tables iterate over them
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument(
         "--release",
@@ -594,8 +595,16 @@ def main() -> int:
         help="probe time per peer, level and round, s, after which that peer stops early",
     )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--skip", default="", help="peers to leave out, comma-separated (e.g. nri-plugins)"
+    )
     ap.add_argument("--out", default="bench/out/containerd.json")
     ns = ap.parse_args()
+    skip = {x for x in ns.skip.split(",") if x}
+    if not skip <= set(PLUGINS):
+        ap.error(f"--skip takes plugins among {', '.join(PLUGINS)}; got {ns.skip!r}")
+    PEERS = tuple(p for p in PEERS if p not in skip)
+    PLUGINS = PEERS[1:]
     if os.geteuid() != 0:
         print("bench.containerd_rt: containerd and runc need root", file=sys.stderr)
         return 2
