@@ -213,7 +213,19 @@ def run_container(
     return c
 
 
+def stop_now(ctd: Containerd, pod_id: str | None = None) -> None:
+    """Stop the containers (of one pod, or all) without a grace period.
+
+    The test image's `sleep` is PID 1 and ignores SIGTERM. StopPodSandbox on containerd
+    does not wait; CRI-O waits the container's stop timeout (30 s) before it kills.
+    """
+    ids = ctd.crictl("ps", "-a", "-q", *(("--pod", pod_id) if pod_id else ())).stdout.split()
+    if ids:
+        ctd.crictl("stop", "--timeout", "0", *ids, check=False)
+
+
 def remove_pod(ctd: Containerd, pod: Pod) -> None:
+    stop_now(ctd, pod.id)
     ctd.crictl("stopp", pod.id)
     ctd.crictl("rmp", pod.id)
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from nri_resmgr import cli
 from tests.e2e import containerd as ctd
+from tests.e2e import cri
 from tests.e2e.containerd import Containerd, Layout, Release
 
 #: CRI-O's Makefile tags (hack/*_tag.sh) as they come out on this host, plus the graph
@@ -235,6 +236,10 @@ class Crio(Containerd):
 
     def ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         raise ctd.ContainerdError("CRI-O has no ctr; use crictl")
+
+    def remove_all_pods(self) -> None:
+        cri.stop_now(self)  # CRI-O's StopPodSandbox would wait 30 s per pod
+        super().remove_all_pods()
 
     def cleanup(self) -> None:
         """Remove every pod, stop CRI-O, then reap conmons and mounts it left."""
