@@ -504,9 +504,9 @@ def table(result: dict[str, Any]) -> str:
     rows = [
         f"**crictl create through {rel}, ms (wall clock), p50 / p99**",
         "",
-        "| live | no plugin | Go stub no-op | nri-plugins | nri-resmgr | NRI cost p50: "
-        "Go no-op / nri-plugins / nri-resmgr | load |",
-        "|---|---|---|---|---|---|---|",
+        f"| live | no plugin | {' | '.join(PLUGINS)} | NRI cost p50: "
+        f"{' / '.join(PLUGINS)} | load |",
+        "|---|---|" + "---|" * len(PLUGINS) + "---|---|",
     ]
     for n, r in result["levels"].items():
         cells = [_cell(r[p], result.get("samples")) for p in PEERS]
@@ -519,12 +519,12 @@ def table(result: dict[str, Any]) -> str:
         "",
         f"**Synchronize through {rel} (containerd's log), ms, median (range)**",
         "",
-        "| live | Go stub no-op | nri-plugins | nri-resmgr | nri-resmgr / nri-plugins |",
-        "|---|---|---|---|---|",
+        f"| live | {' | '.join(PLUGINS)} | nri-resmgr / nri-plugins |",
+        "|---|" + "---|" * len(PLUGINS) + "---|",
     ]
     for n, r in result["levels"].items():
         s = r["sync_ms"]
-        ours, theirs = s["nri-resmgr"], s["nri-plugins"]
+        ours, theirs = s.get("nri-resmgr", []), s.get("nri-plugins", [])
         ratio = (
             f"{percentile(ours, 50) / max(percentile(theirs, 50), 1e-3):.2g}"
             if ours and theirs
@@ -539,15 +539,19 @@ def table(result: dict[str, Any]) -> str:
         "",
         "**Resident memory (VmRSS) after the probes, MiB**",
         "",
-        "| live | Go stub no-op | nri-plugins | nri-resmgr | nri-resmgr / nri-plugins |",
-        "|---|---|---|---|---|",
+        f"| live | {' | '.join(PLUGINS)} | nri-resmgr / nri-plugins |",
+        "|---|" + "---|" * len(PLUGINS) + "---|",
     ]
     for n, r in result["levels"].items():
         m = r["rss_kib"]
         rows.append(
             f"| {n:>5} | "
             + " | ".join(f"{m[p] / 1024:.1f}" for p in PLUGINS)
-            + (f" | {m['nri-resmgr'] / m['nri-plugins']:.2g} |" if m["nri-plugins"] else " | n/a |")
+            + (
+                f" | {m['nri-resmgr'] / m['nri-plugins']:.2g} |"
+                if m.get("nri-plugins") and "nri-resmgr" in m
+                else " | n/a |"
+            )
         )
     st = result["startup_ms"]
     rows += [
