@@ -1,7 +1,8 @@
-"""Fixtures of the e2e suite: prerequisites, cached builds, images, a private containerd.
+"""Fixtures of the e2e suite: prerequisites, cached builds, images, a private runtime.
 
-Every test here is marked `e2e` and parametrised over the containerd releases in
-`containerd.CONTAINERD_RELEASES` (ids `ctd1.7` and `ctd2`). Prerequisites are checked with
+Every test here is marked `e2e` and parametrised over `RUNTIMES`: the containerd releases
+in `containerd.CONTAINERD_RELEASES` (ids `ctd1.7` and `ctd2`) and CRI-O (`crio.CRIO`, id
+`crio`, a `crio.Crio` behind the same `containerd` fixture). Prerequisites are checked with
 `require`, so a laptop without root skips with a reason and CI (NRI_RESMGR_STRICT=1)
 fails. Missing Debian packages (runc, busybox-static) are installed when running as root.
 """
