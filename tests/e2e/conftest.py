@@ -212,13 +212,7 @@ def containerd(
 
 
 def _pod_parents(ctd: ctdmod.Containerd) -> list[str]:
-    import json
-
-    out = []
-    for spec in (ctd.layout.base / "specs").glob("pod-*.json"):
-        with contextlib.suppress(ValueError, KeyError, OSError):
-            out.append(json.loads(spec.read_text())["linux"]["cgroup_parent"])
-    return out
+    return criomod.pod_parents(ctd.layout)
 
 
 # -- plugin processes --------------------------------------------------------------------

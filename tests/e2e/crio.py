@@ -248,6 +248,15 @@ class Crio(Containerd):
                 self.remove_all_pods()
         self.stop()
         _kill_conmons(self.layout)
+        # a container outlives its killed conmon: reap by cgroup, then rmdir the leaves
+        # (the e2e fixture does the same; the bench relies on this)
+        for parent in pod_parents(self.layout):
+            cri.kill_cgroup_tree("cpuset", parent)
+            for controller in os.listdir(cri.CGROUP_ROOT):
+                top = cri.CGROUP_ROOT / controller / parent.lstrip("/")
+                for leaf in sorted(top.glob("crio-*/"), reverse=True):
+                    with contextlib.suppress(OSError):
+                        leaf.rmdir()
         ctd._unmount_under(self.layout.base)
 
 
@@ -261,6 +270,17 @@ def _archive_ref(archive: Path) -> str:
         assert f is not None, f"{archive}: no index.json"
         index = json.load(f)
     return str(index["manifests"][0]["annotations"]["io.containerd.image.name"])
+
+
+def pod_parents(layout: Layout) -> list[str]:
+    """The cgroup parents of the pods `cri.run_pod` made here (from their specs)."""
+    import json
+
+    out = []
+    for spec in (layout.base / "specs").glob("pod-*.json"):
+        with contextlib.suppress(ValueError, KeyError, OSError):
+            out.append(str(json.loads(spec.read_text())["linux"]["cgroup_parent"]))
+    return out
 
 
 def _kill_conmons(layout: Layout) -> None:
