@@ -147,6 +147,8 @@ monitor_cgroup = "pod"
 pause_image = "{ctd.SANDBOX_IMAGE}"
 pause_command = ""
 signature_policy = "{b}/policy.json"
+signature_policy_dir = "{b}/policies"
+namespaced_auth_dir = "{b}/auth"
 big_files_temporary_dir = "{b}/tmp"
 
 [crio.network]
