@@ -1,6 +1,7 @@
 """The peers through a real containerd (crictl), one at a time on one containerd.
 
-Usage: python -m bench.containerd_rt [--release containerd-2] [--levels 10,100,1000]
+Usage: python -m bench.containerd_rt [--release containerd-2|containerd-1.7|crio]
+                                     [--levels 10,100,1000]
                                      [--samples 30] [--rounds 3] [--startup-reps 5]
                                      [--request-timeout 120s] [--cri-timeout 120]
                                      [--peer-budget 90] [--out FILE]
@@ -65,10 +66,11 @@ from bench.stats import percentile, summary_us
 from tests._support import go_binary
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
+from tests.e2e import crio as criomod
 from tests.e2e.images import build_images
 
 DAEMON = Path(__file__).resolve().parent / "plugins" / "resmgr.py"
-PEERS = ("none", "go-noop", "nri-plugins", "nri-resmgr")
+PEERS: tuple[str, ...] = ("none", "go-noop", "nri-plugins", "nri-resmgr")
 PLUGINS = PEERS[1:]
 PREREGISTERED = ("go-noop", "nri-resmgr")
 PROBE = cri.Resources(cpu_request=10, memory_request=16 << 20)
@@ -337,16 +339,22 @@ def private_containerd(
     go = go_binary()
     if go is None:
         raise RuntimeError("bench: no Go toolchain to build containerd")
-    release = ctdmod.RELEASES[release_name]
-    bins = ctdmod.build(release, go)
     crictl = ctdmod.build(ctdmod.CRI_TOOLS, go)["crictl"]
     images = build_images(
         ctdmod.CACHE / "images", sandbox_ref=ctdmod.SANDBOX_IMAGE, test_ref=ctdmod.TEST_IMAGE
     )
     base = Path(tempfile.mkdtemp(prefix="bc-", dir="/tmp"))
-    ctd = ctdmod.Containerd(
-        release, bins, crictl, ctdmod.Layout(base), request_timeout=request_timeout
-    )
+    ctd: ctdmod.Containerd
+    if release_name == criomod.CRIO.name:  # the same bench on CRI-O (tests/e2e/crio.py)
+        ctd = criomod.Crio(
+            criomod.build(go), crictl, ctdmod.Layout(base), request_timeout=request_timeout
+        )
+    else:
+        release = ctdmod.RELEASES[release_name]
+        bins = ctdmod.build(release, go)
+        ctd = ctdmod.Containerd(
+            release, bins, crictl, ctdmod.Layout(base), request_timeout=request_timeout
+        )
     work = base / "work"
     work.mkdir()
     try:
@@ -496,9 +504,9 @@ def table(result: dict[str, Any]) -> str:
     rows = [
         f"**crictl create through {rel}, ms (wall clock), p50 / p99**",
         "",
-        "| live | no plugin | Go stub no-op | nri-plugins | nri-resmgr | NRI cost p50: "
-        "Go no-op / nri-plugins / nri-resmgr | load |",
-        "|---|---|---|---|---|---|---|",
+        f"| live | no plugin | {' | '.join(PLUGINS)} | NRI cost p50: "
+        f"{' / '.join(PLUGINS)} | load |",
+        "|---|---|" + "---|" * len(PLUGINS) + "---|---|",
     ]
     for n, r in result["levels"].items():
         cells = [_cell(r[p], result.get("samples")) for p in PEERS]
@@ -511,12 +519,12 @@ def table(result: dict[str, Any]) -> str:
         "",
         f"**Synchronize through {rel} (containerd's log), ms, median (range)**",
         "",
-        "| live | Go stub no-op | nri-plugins | nri-resmgr | nri-resmgr / nri-plugins |",
-        "|---|---|---|---|---|",
+        f"| live | {' | '.join(PLUGINS)} | nri-resmgr / nri-plugins |",
+        "|---|" + "---|" * len(PLUGINS) + "---|",
     ]
     for n, r in result["levels"].items():
         s = r["sync_ms"]
-        ours, theirs = s["nri-resmgr"], s["nri-plugins"]
+        ours, theirs = s.get("nri-resmgr", []), s.get("nri-plugins", [])
         ratio = (
             f"{percentile(ours, 50) / max(percentile(theirs, 50), 1e-3):.2g}"
             if ours and theirs
@@ -531,15 +539,19 @@ def table(result: dict[str, Any]) -> str:
         "",
         "**Resident memory (VmRSS) after the probes, MiB**",
         "",
-        "| live | Go stub no-op | nri-plugins | nri-resmgr | nri-resmgr / nri-plugins |",
-        "|---|---|---|---|---|",
+        f"| live | {' | '.join(PLUGINS)} | nri-resmgr / nri-plugins |",
+        "|---|" + "---|" * len(PLUGINS) + "---|",
     ]
     for n, r in result["levels"].items():
         m = r["rss_kib"]
         rows.append(
             f"| {n:>5} | "
             + " | ".join(f"{m[p] / 1024:.1f}" for p in PLUGINS)
-            + (f" | {m['nri-resmgr'] / m['nri-plugins']:.2g} |" if m["nri-plugins"] else " | n/a |")
+            + (
+                f" | {m['nri-resmgr'] / m['nri-plugins']:.2g} |"
+                if m.get("nri-plugins") and "nri-resmgr" in m
+                else " | n/a |"
+            )
         )
     st = result["startup_ms"]
     rows += [
@@ -557,8 +569,14 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main() -> int:
+    global PEERS, PLUGINS  # --skip narrows these; the run and the tables iterate over them
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--release", default="containerd-2", choices=sorted(ctdmod.RELEASES))
+    ap.add_argument(
+        "--release",
+        default="containerd-2",
+        choices=sorted([*ctdmod.RELEASES, criomod.CRIO.name]),
+        help="a containerd release, or crio (CRI-O 1.36, tests/e2e/crio.py)",
+    )
     ap.add_argument("--levels", default="10,100,1000")
     ap.add_argument("--samples", type=int, default=30, help="probes per peer and level")
     ap.add_argument("--rounds", type=int, default=3, help="turns per peer and level")
@@ -581,8 +599,16 @@ def main() -> int:
         help="probe time per peer, level and round, s, after which that peer stops early",
     )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--skip", default="", help="peers to leave out, comma-separated (e.g. nri-plugins)"
+    )
     ap.add_argument("--out", default="bench/out/containerd.json")
     ns = ap.parse_args()
+    skip = {x for x in ns.skip.split(",") if x}
+    if not skip <= set(PLUGINS):
+        ap.error(f"--skip takes plugins among {', '.join(PLUGINS)}; got {ns.skip!r}")
+    PEERS = tuple(p for p in PEERS if p not in skip)
+    PLUGINS = PEERS[1:]
     if os.geteuid() != 0:
         print("bench.containerd_rt: containerd and runc need root", file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ import pytest
 from tests._support import go_binary
 from tests.conformance.harness import VERSIONS, build_harness
 from tests.e2e import containerd as ctd
+from tests.e2e import crio
 from tests.e2e_kube.image import ImageBuildError, build_image
 from tests.k8s.cluster import build_kube_apiserver
 from tests.k8s.components import ComponentBuildError, build_node_components
@@ -50,6 +51,7 @@ def builds(go: str) -> list[tuple[str, Callable[[], object]]]:
         (f"NRI runtime library {v}", partial(build_harness, v)) for v in VERSIONS
     ]
     steps += [(r.name, partial(ctd.build, r, go)) for r in ctd.RELEASES.values()]
+    steps += [(f"CRI-O {crio.CRIO.version} (crio, load-image, pinns)", partial(crio.build, go))]
     steps += [("kube-apiserver", build_kube_apiserver), ("helm", build_helm)]
     steps += [("kubelet, scheduler, controller manager, kubectl", build_node_components)]
     steps += [("nri-resmgr image", build_image)]

@@ -1,7 +1,8 @@
-"""Fixtures of the e2e suite: prerequisites, cached builds, images, a private containerd.
+"""Fixtures of the e2e suite: prerequisites, cached builds, images, a private runtime.
 
-Every test here is marked `e2e` and parametrised over the containerd releases in
-`containerd.CONTAINERD_RELEASES` (ids `ctd1.7` and `ctd2`). Prerequisites are checked with
+Every test here is marked `e2e` and parametrised over `RUNTIMES`: the containerd releases
+in `containerd.CONTAINERD_RELEASES` (ids `ctd1.7` and `ctd2`) and CRI-O (`crio.CRIO`, id
+`crio`, a `crio.Crio` behind the same `containerd` fixture). Prerequisites are checked with
 `require`, so a laptop without root skips with a reason and CI (NRI_RESMGR_STRICT=1)
 fails. Missing Debian packages (runc, busybox-static) are installed when running as root.
 """
@@ -24,9 +25,12 @@ import pytest
 from tests._support import REPO, go_binary, require
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
+from tests.e2e import crio as criomod
 from tests.e2e.images import BUSYBOX, build_images
 
-RELEASE_IDS = {"containerd-1.7": "ctd1.7", "containerd-2": "ctd2"}
+RELEASE_IDS = {"containerd-1.7": "ctd1.7", "containerd-2": "ctd2", "crio": "crio"}
+#: every runtime the suite runs on: the containerd releases and CRI-O
+RUNTIMES = (*ctdmod.CONTAINERD_RELEASES, criomod.CRIO)
 SETUP = Path(__file__).resolve().parent / "setup.sh"
 
 
@@ -104,11 +108,11 @@ def image_archives(e2e_host: str) -> list[Path]:
 
 @pytest.fixture(
     scope="session",
-    params=[r.name for r in ctdmod.CONTAINERD_RELEASES],
-    ids=[RELEASE_IDS[r.name] for r in ctdmod.CONTAINERD_RELEASES],
+    params=[r.name for r in RUNTIMES],
+    ids=[RELEASE_IDS[r.name] for r in RUNTIMES],
 )
 def release(request: pytest.FixtureRequest) -> ctdmod.Release:
-    return ctdmod.RELEASES[str(request.param)]
+    return next(r for r in RUNTIMES if r.name == request.param)
 
 
 @pytest.fixture(scope="session")
@@ -121,7 +125,11 @@ def containerd_bins(
     e2e_host: str, release: ctdmod.Release, _built: dict[str, dict[str, Path]]
 ) -> dict[str, Path]:
     if release.name not in _built:
-        _built[release.name] = ctdmod.build(release, e2e_host)
+        if release is criomod.CRIO:
+            require(criomod.CONMON.exists(), f"{criomod.CONMON} (Debian's conmon) is not installed")
+            _built[release.name] = criomod.build(e2e_host)
+        else:
+            _built[release.name] = ctdmod.build(release, e2e_host)
     return _built[release.name]
 
 
@@ -171,14 +179,19 @@ def containerd(
     marker = request.node.get_closest_marker("request_timeout")
     timeout = str(marker.args[0]) if marker else "2s"
     reg_marker = request.node.get_closest_marker("registration_timeout")
-    ctd = ctdmod.Containerd(
-        release,
-        containerd_bins,
-        crictl_bin,
-        ctdmod.Layout(short_tmp),
-        request_timeout=timeout,
-        registration_timeout=str(reg_marker.args[0]) if reg_marker else "5s",
-    )
+    registration = str(reg_marker.args[0]) if reg_marker else "5s"
+    layout = ctdmod.Layout(short_tmp)
+    ctd: ctdmod.Containerd
+    if release is criomod.CRIO:
+        ctd = criomod.Crio(
+            containerd_bins, crictl_bin, layout,
+            request_timeout=timeout, registration_timeout=registration,
+        )  # fmt: skip
+    else:
+        ctd = ctdmod.Containerd(
+            release, containerd_bins, crictl_bin, layout,
+            request_timeout=timeout, registration_timeout=registration,
+        )  # fmt: skip
     tracked = Cgroups()
     try:
         ctd.start()
@@ -199,13 +212,7 @@ def containerd(
 
 
 def _pod_parents(ctd: ctdmod.Containerd) -> list[str]:
-    import json
-
-    out = []
-    for spec in (ctd.layout.base / "specs").glob("pod-*.json"):
-        with contextlib.suppress(ValueError, KeyError, OSError):
-            out.append(json.loads(spec.read_text())["linux"]["cgroup_parent"])
-    return out
+    return criomod.pod_parents(ctd.layout)
 
 
 # -- plugin processes --------------------------------------------------------------------

@@ -51,6 +51,11 @@ class Release:
     version: str  # its version, without the leading v
     commands: tuple[str, ...]  # command package paths
     ldflags: tuple[str, ...]
+    #: a cgo build (CRI-O: seccomp, containers/storage) with these tags instead of _TAGS;
+    #: part of the cache key only when set, so the containerd keys stay as they were
+    cgo_tags: str | None = None
+    #: wrapper files besides go.mod, go.sum and tools.go (e.g. a helper command's source)
+    sources: tuple[str, ...] = ()
 
 
 def _containerd_ldflags(pkg: str, version: str) -> tuple[str, ...]:
@@ -105,6 +110,13 @@ class BuildError(RuntimeError):
     """`go build` failed; the message carries the tail of its output."""
 
 
+def _recipe(release: Release) -> tuple[dict[str, str], str]:
+    """The build environment and tags of `release`."""
+    if release.cgo_tags is None:
+        return _BUILD_ENV, _TAGS
+    return {**_BUILD_ENV, "CGO_ENABLED": "1"}, release.cgo_tags
+
+
 def _go_version(go: str) -> str:
     return subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout
 
@@ -113,13 +125,14 @@ def cache_key(release: Release, go: str) -> str:
     """Hash of everything that decides the binaries: go.mod, go.sum, recipe, Go."""
     h = hashlib.sha256()
     wrapper = BUILD_DIR / release.name
-    for f in ("go.mod", "go.sum", "tools.go"):
+    for f in ("go.mod", "go.sum", "tools.go", *release.sources):
         h.update(f.encode() + b"\0" + (wrapper / f).read_bytes() + b"\0")
+    env, tags = _recipe(release)
     recipe = {
         "commands": release.commands,
         "ldflags": release.ldflags,
-        "env": _BUILD_ENV,
-        "tags": _TAGS,
+        "env": env,
+        "tags": tags,
         "go": _go_version(go),
     }
     h.update(json.dumps(recipe, sort_keys=True).encode())
@@ -144,11 +157,12 @@ def build(release: Release, go: str, *, log: Path | None = None) -> dict[str, Pa
         tmp = out.with_name(out.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        env = {**os.environ, **_BUILD_ENV}
+        build_env, tags = _recipe(release)
+        env = {**os.environ, **build_env}
         env["PATH"] = f"{Path(go).parent}:{env.get('PATH', '')}"
         started = time.monotonic()
         cmd = [
-            go, "build", "-trimpath", "-tags", _TAGS,
+            go, "build", "-trimpath", "-tags", tags,
             "-ldflags", " ".join(("-s", "-w", *release.ldflags)),
             "-o", str(tmp) + "/", *release.commands,
         ]  # fmt: skip
@@ -390,10 +404,6 @@ class Containerd:
             layout.bin, layout.base / "cni-bin", layout.base / "cni-conf",
         ):  # fmt: skip
             d.mkdir(parents=True, exist_ok=True)
-        # containerd finds the shim on PATH; give it exactly the one we built.
-        shim = layout.bin / "containerd-shim-runc-v2"
-        if not shim.exists():
-            shim.symlink_to(binaries["containerd-shim-runc-v2"])
         layout.runc_wrapper.write_text(
             "#!/bin/sh\n"
             f"flag='{layout.slow_runc_flag}'\n"
@@ -403,17 +413,28 @@ class Containerd:
             f"exec '{_runc()}' \"$@\"\n"
         )
         layout.runc_wrapper.chmod(0o755)
-        layout.config.write_text(
-            render_config(
-                release,
-                layout,
-                request_timeout=request_timeout,
-                registration_timeout=registration_timeout,
-            )
-        )
+        self.write_config()
         (layout.base / "crictl.yaml").write_text(
             f"runtime-endpoint: {layout.endpoint}\nimage-endpoint: {layout.endpoint}\ntimeout: 30\n"
         )
+
+    def write_config(self) -> None:
+        """The runtime's configuration (a subclass runs another runtime: tests/e2e/crio.py)."""
+        # containerd finds the shim on PATH; give it exactly the one we built.
+        shim = self.layout.bin / "containerd-shim-runc-v2"
+        if not shim.exists():
+            shim.symlink_to(self.binaries["containerd-shim-runc-v2"])
+        self.layout.config.write_text(
+            render_config(
+                self.release,
+                self.layout,
+                request_timeout=self.request_timeout,
+                registration_timeout=self.registration_timeout,
+            )
+        )
+
+    def command(self) -> list[str]:
+        return [str(self.binaries["containerd"]), "--config", str(self.layout.config)]
 
     # -- process -------------------------------------------------------------------
 
@@ -427,7 +448,7 @@ class Containerd:
         self.layout.nri_socket.unlink(missing_ok=True)
         logf = open(self.layout.log, "ab")  # noqa: SIM115 - owned by the child
         self.proc = subprocess.Popen(
-            [str(self.binaries["containerd"]), "--config", str(self.layout.config)],
+            self.command(),
             stdout=logf,
             stderr=subprocess.STDOUT,
             env=self.env(),

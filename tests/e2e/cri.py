@@ -99,6 +99,10 @@ class Container:
 CGROUP_TOP = "nri-resmgr-e2e"
 
 
+#: host network, a PID namespace per container (the kubelet's default), pod IPC
+NAMESPACES = {"network": 2, "pid": 1, "ipc": 0}
+
+
 def _pod_cgroup_parent(qos: QoS, uid: str) -> str:
     if qos is QoS.GUARANTEED:
         return f"/{CGROUP_TOP}/kubepods/pod{uid}"
@@ -124,7 +128,7 @@ def run_pod(
         "labels": {"app": name},
         "linux": {
             "cgroup_parent": cgroup_parent,
-            "security_context": {"namespace_options": {"network": 2, "pid": 1, "ipc": 0}},
+            "security_context": {"namespace_options": NAMESPACES},
         },
     }
     path = ctd.layout.base / "specs" / f"pod-{name}-{uid[:8]}.json"
@@ -147,9 +151,22 @@ def container_config(
         "image": {"image": TEST_IMAGE},
         "command": command or ["/bin/sleep", "2147483647"],
         "annotations": dict(annotations or {}),
-        "labels": {"container": name},
+        # the kubelet's labels: CRI-O names the NRI container from this one (containerd
+        # from the CRI metadata), so without it a CRI-O container has no name
+        "labels": {
+            "container": name,
+            "io.kubernetes.container.name": name,
+            "io.kubernetes.pod.name": pod.name,
+            "io.kubernetes.pod.namespace": pod.namespace,
+            "io.kubernetes.pod.uid": pod.uid,
+        },
         "log_path": f"{name}.log",
-        "linux": {"resources": resources.linux(), "security_context": {}},
+        # the kubelet repeats the pod's namespace options for each container; CRI-O
+        # refuses a pod-level PID namespace in a pod without an infra container
+        "linux": {
+            "resources": resources.linux(),
+            "security_context": {"namespace_options": NAMESPACES},
+        },
     }
 
 
@@ -196,7 +213,19 @@ def run_container(
     return c
 
 
+def stop_now(ctd: Containerd, pod_id: str | None = None) -> None:
+    """Stop the containers (of one pod, or all) without a grace period.
+
+    The test image's `sleep` is PID 1 and ignores SIGTERM. StopPodSandbox on containerd
+    does not wait; CRI-O waits the container's stop timeout (30 s) before it kills.
+    """
+    ids = ctd.crictl("ps", "-a", "-q", *(("--pod", pod_id) if pod_id else ())).stdout.split()
+    if ids:
+        ctd.crictl("stop", "--timeout", "0", *ids, check=False)
+
+
 def remove_pod(ctd: Containerd, pod: Pod) -> None:
+    stop_now(ctd, pod.id)
     ctd.crictl("stopp", pod.id)
     ctd.crictl("rmp", pod.id)
 

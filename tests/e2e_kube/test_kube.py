@@ -550,6 +550,9 @@ LEAST_PRIVILEGE = {
 IN_NAMESPACE = {
     ("configmaps", frozenset({"get", "list", "watch"})),
     ("configmaps/status", frozenset({"update", "patch"})),
+    # the reset-on-uninstall container reads its own DaemonSet, and only that one
+    # (templates/reset-on-uninstall.yaml)
+    (f"daemonsets.apps/{RELEASE}", frozenset({"get"})),
 }
 #: what every authenticated identity may do (system:basic-user and friends)
 EVERYONE = {
@@ -563,12 +566,16 @@ def _can_i(node: Node, token: str, namespace: str) -> set[tuple[str, frozenset[s
     out = node.kubectl("--token", token, "auth", "can-i", "--list", "-n", namespace).stdout
     rules = set()
     for line in out.splitlines()[1:]:
-        # Resources  Non-Resource URLs  Resource Names  Verbs, e.g. "nodes  []  []  [get list]"
-        m = re.match(r"(\S+)\s.*\[([^\]]*)\]\s*$", line)
+        # Resources  Non-Resource URLs  Resource Names  Verbs, e.g. "nodes  []  []  [get list]";
+        # a rule limited to named objects is kept as "resource/name"
+        m = re.match(r"(\S+)\s+\[[^\]]*\]\s+\[([^\]]*)\]\s+\[([^\]]*)\]\s*$", line)
         if m is None or m.group(1).startswith("["):  # non-resource URLs
             continue
-        if m.group(1) not in EVERYONE:
-            rules.add((m.group(1), frozenset(m.group(2).split())))
+        resource, names, verbs = m.group(1), m.group(2).split(), frozenset(m.group(3).split())
+        if resource in EVERYONE:
+            continue
+        for key in [f"{resource}/{n}" for n in names] or [resource]:
+            rules.add((key, verbs))
     return rules
 
 

@@ -81,3 +81,35 @@ def test_log_cursor_reads_only_new_lines_and_fails_on_sync_errors(tmp_path: Path
         f.write('time="2026-11-23T07:00:03Z" msg="failed to synchronize plugin: deadline"\n')
     with pytest.raises(RuntimeError, match="failed to synchronize plugin: deadline"):
         cursor.wait_for("never", timeout=5)
+
+
+def test_containerd_rt_table_renders_without_a_skipped_peer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--skip nri-plugins` (as on the CRI-O run): the tables drop its column instead of
+    failing with KeyError on the missing peer."""
+    from bench import containerd_rt as rt
+
+    monkeypatch.setattr(rt, "PEERS", ("none", "go-noop", "nri-resmgr"))
+    monkeypatch.setattr(rt, "PLUGINS", ("go-noop", "nri-resmgr"))
+    probe = {"n": 3, "p50_us": 2000.0, "p99_us": 3000.0, "mean_us": 2100.0, "over_2s": 0,
+             "failed": 0, "errors": []}  # fmt: skip
+    result = {
+        "release": "crio 1.36.3",
+        "samples": 3,
+        "levels": {
+            "10": {
+                "none": probe, "go-noop": probe, "nri-resmgr": probe,
+                "sync_ms": {"go-noop": [1.0], "nri-resmgr": [2.0]},
+                "sync_errors": {"go-noop": [], "nri-resmgr": []},
+                "rss_kib": {"go-noop": 1024, "nri-resmgr": 2048},
+                "load": "load 1 on 2 CPUs",
+            }
+        },
+        "startup_ms": {"external": {"go-noop": [1.0], "nri-resmgr": [2.0]},
+                       "preregistered": {"nri-resmgr": [3.0]}},
+    }  # fmt: skip
+    text = rt.table(result)
+    assert "nri-plugins |" not in text.replace("nri-resmgr / nri-plugins |", "")
+    assert "| live | no plugin | go-noop | nri-resmgr |" in text
+    assert "|    10 | 1.0 | 2.0 | n/a |" in text
