@@ -53,9 +53,6 @@ PREREG_REGISTRATION_TIMEOUT = "20s"
 STATIC = {"policy": "static", "policyConfig": {"reservedSystemCPUs": "0"}}
 TOPOLOGY_AWARE = {"policy": "topology-aware", "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}}}  # noqa: E501
 
-pytestmark = pytest.mark.skipif(
-    not (REPO / "nri_resmgr" / "daemon.py").exists(), reason="the daemon has not landed"
-)
 
 
 def _require_two_cpus() -> None:
