@@ -366,6 +366,33 @@ def test_rebuild_keeps_valid_placements_without_updates() -> None:
     assert d.state == s
 
 
+def test_rebuild_keeps_a_fallback_container_shared_when_a_shared_one_reports_its_cpus() -> None:
+    """A Hypothesis example (1s1n4c2t, fallbackToShared): rebuilding moved a shared one.
+
+    CPU 0 is reserved; x takes 1-3,5-7 exclusively, which leaves CPU 4 shared, so f falls
+    back to shared on 4, next to s.  f's cpuset {4} has the size of its request, so it
+    is a valid claim on its own, and the smaller one: kept first, it made x's claim
+    empty the shared CPUs, x went shared on 1-3,5-7 and s moved there with it.  s
+    reports CPU 4 too: the claim nobody else reports is the one to keep first.
+    """
+    t = build_topology({"packages": 1, "nodes": 1, "cores": 4, "threads": 2, "memory": "4G"})
+    p = TopologyAwarePolicy(topology=t, config={"fallbackToShared": True})
+    s: PolicyState = p.initial_state()
+    cs = [ctr("x", pod="x", milli=6000), ctr("f", pod="f", milli=1000), ctr("s", pod="s")]
+    for c in cs:
+        s = p.allocate(s, c).state
+    r = p.render(s)
+    assert [(str(r[c.id].cpus), r[c.id].kind) for c in cs] == [
+        ("1-3,5-7", CPUKind.EXCLUSIVE),
+        ("4", CPUKind.SHARED),
+        ("4", CPUKind.SHARED),
+    ]
+    d = p.rebuild([with_current(c, r[c.id].cpus, r[c.id].mems) for c in cs])
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state == s
+
+
 def test_rebuild_moves_overlapping_stale_and_wrong_kind() -> None:
     p = TopologyAwarePolicy(topology=small(), config={})
     cs = [
