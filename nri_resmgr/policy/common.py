@@ -318,7 +318,10 @@ def diff_updates(
 
 
 def order_claims(
-    claims: Mapping[ContainerID, CPUSet], *, others: Iterable[CPUSet] = ()
+    claims: Mapping[ContainerID, CPUSet],
+    *,
+    others: Iterable[CPUSet] = (),
+    shared_like: Collection[ContainerID] = (),
 ) -> list[ContainerID]:
     """The order in which a rebuild tries to keep exclusive placements where they are.
 
@@ -330,9 +333,11 @@ def order_claims(
     everyone sharing it.  Then claims that overlap only other containers' cpusets; then
     claims that overlap other claims, so that one container claiming many CPUs (a
     fail-open creation, a hostile report) loses to the valid grants it covers.  Within
-    each group smaller claims go first and ties keep the runtime's order.  A rebuild
-    keeps a claim only while it is disjoint from the ones kept before it: of two
-    containers reporting the same CPUs, the first listed keeps them and the other moves.
+    each group the claims the policy names `shared_like` (its CPUs are exactly a shared
+    set the others would leave) go last, then smaller claims first; ties keep the
+    runtime's order.  A rebuild keeps a claim only while it is disjoint from the ones
+    kept before it: of two containers reporting the same CPUs, the first listed keeps
+    them and the other moves.
     """
     holders: dict[int, int] = {}
     for cpus in claims.values():
@@ -341,10 +346,16 @@ def order_claims(
     seen = union(others)
     position = {cid: i for i, cid in enumerate(claims)}
 
-    def key(cid: ContainerID) -> tuple[bool, bool, int, int]:
+    def key(cid: ContainerID) -> tuple[bool, bool, bool, int, int]:
         cpus = claims[cid]
         contested = any(holders[cpu] > 1 for cpu in cpus)
-        return (contested, not cpus.isdisjoint(seen), len(cpus), position[cid])
+        return (
+            contested,
+            not cpus.isdisjoint(seen),
+            cid in shared_like,
+            len(cpus),
+            position[cid],
+        )
 
     return sorted(claims, key=key)
 

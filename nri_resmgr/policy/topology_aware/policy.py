@@ -317,7 +317,8 @@ class TopologyAwarePolicy:
             for c in containers
             if c.id not in claims and c.current_cpus is not None and _pins_cpus(requests[c.id])
         ]
-        for cid in order_claims(claims, others=others):
+        shared_like = self._shared_like(claims, others)
+        for cid in order_claims(claims, others=others, shared_like=shared_like):
             grant = self._reclaim(st, unique[cid], requests[cid], claims[cid])
             if grant is not None:
                 st = st.with_grant(grant)
@@ -446,6 +447,32 @@ class TopologyAwarePolicy:
             pool = self.tree.pools[self.tree.deepest_containing(view)[0]]
             missing.update(pool.sharable - view)
         return missing
+
+    def _shared_like(
+        self, claims: Mapping[ContainerID, CPUSet], others: Sequence[CPUSet]
+    ) -> set[ContainerID]:
+        """The claims that are exactly some pool's shared CPUs next to the clear claims.
+
+        A clear claim overlaps no other claim and no other container's cpuset, as an
+        exclusive grant rendered as it is does.  A claim that is exactly the CPUs the
+        clear claims (other than itself) leave shared in some pool is what a container
+        that fell back to shared (``fallbackToShared``) reports when that shared set has
+        its count of CPUs: a valid claim on its own, which must not take the CPUs of
+        the grants that left them shared (`common.order_claims` keeps it after them).
+        """
+        holders = Counter(cpu for cpus in claims.values() for cpu in cpus)
+        seen = union(others)
+        clear = union(
+            cpus
+            for cpus in claims.values()
+            if cpus.isdisjoint(seen) and all(holders[cpu] == 1 for cpu in cpus)
+        )
+        out = set()
+        for cid, cpus in claims.items():
+            rest = clear - cpus
+            if any(pool.sharable - rest == cpus for pool in self.tree.pools):
+                out.add(cid)
+        return out
 
     def _claim(self, c: ContainerInfo, req: ContainerRequest) -> CPUSet | None:
         """The CPUs `c`'s report would hold as its exclusive grant, if it could be one.
