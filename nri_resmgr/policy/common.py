@@ -292,26 +292,45 @@ def take_cores(
     return union(whole[:cores])
 
 
-def order_claims(claims: Mapping[ContainerID, CPUSet]) -> list[ContainerID]:
+def order_claims(
+    claims: Mapping[ContainerID, CPUSet],
+    *,
+    others: Iterable[CPUSet] = (),
+    shared_like: Collection[ContainerID] = (),
+) -> list[ContainerID]:
     """The order in which a rebuild tries to keep exclusive placements where they are.
 
     `claims` maps each container whose reported cpuset could be its own exclusive grant
-    to that cpuset, in the order the runtime listed them.  Claims that overlap no other
-    claim come first; then the claims that do, smaller ones first, so that one container
-    claiming many CPUs (a fail-open creation, a hostile report) loses to the valid grants
-    it covers; ties keep the runtime's order.  A rebuild keeps a claim only while it is
-    disjoint from the ones kept before it: of two containers reporting the same CPUs,
-    the first listed keeps them and the other moves.
+    to that cpuset, in the order the runtime listed them; `others` are the cpusets the
+    other pinned containers report.  Claims that overlap no other report come first: an
+    exclusive grant rendered as it is shows its CPUs to nobody else, while a cpuset that
+    only has the size of a claim (a container that fell back to shared) is shown to
+    everyone sharing it.  Then claims that overlap only other containers' cpusets; then
+    claims that overlap other claims, so that one container claiming many CPUs (a
+    fail-open creation, a hostile report) loses to the valid grants it covers.  Within
+    each group the claims the policy names `shared_like` (its CPUs are exactly a shared
+    set the others would leave) go last, then smaller claims first; ties keep the
+    runtime's order.  A rebuild keeps a claim only while it is disjoint from the ones
+    kept before it: of two containers reporting the same CPUs, the first listed keeps
+    them and the other moves.
     """
     holders: dict[int, int] = {}
     for cpus in claims.values():
         for cpu in cpus:
             holders[cpu] = holders.get(cpu, 0) + 1
+    seen = union(others)
     position = {cid: i for i, cid in enumerate(claims)}
 
-    def key(cid: ContainerID) -> tuple[bool, int, int]:
+    def key(cid: ContainerID) -> tuple[bool, bool, bool, int, int]:
         cpus = claims[cid]
-        return (any(holders[cpu] > 1 for cpu in cpus), len(cpus), position[cid])
+        contested = any(holders[cpu] > 1 for cpu in cpus)
+        return (
+            contested,
+            not cpus.isdisjoint(seen),
+            cid in shared_like,
+            len(cpus),
+            position[cid],
+        )
 
     return sorted(claims, key=key)
 

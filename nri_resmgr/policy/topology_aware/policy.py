@@ -34,10 +34,12 @@ current pool and CPUs.
 1. every exclusive container whose current CPUs are a valid grant on their own (the
    right count, usable, not reserved, all isolated or all sharable as its preference
    says, in a pool that can give them up) is re-granted exactly those CPUs, in the
-   deepest such pool whose memory matches the current mems.  Claims no other valid claim
-   overlaps go first, then conflicting ones, smaller first (`common.order_claims`), each
-   only while it stays valid next to those kept: a claim of every CPU (a fail-open
-   creation, a shared container's cpuset) never makes a valid grant move;
+   deepest such pool whose memory matches the current mems.  Claims no other report
+   overlaps go first, then those another container's cpuset overlaps, then those another
+   claim overlaps, smaller first (`common.order_claims`), each only while it stays valid
+   next to those kept: a claim of every CPU (a fail-open creation, a shared container's
+   cpuset) never makes a valid grant move, and a container that fell back to shared on
+   exactly its count of CPUs does not take them from the grant that left them shared;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
    then untouched), with the pool whose rendering matches their current cpuset/mems as
    a hint (first in the sort key) and their current CPUs preferred when slicing.  One
@@ -121,6 +123,11 @@ def _as_shared(request: ContainerRequest) -> ContainerRequest:
         shared_milli=1000 * request.full + request.shared_milli,
         prefer_isolated=False,
     )
+
+
+def _pins_cpus(request: ContainerRequest) -> bool:
+    """Whether the policy decides the CPUs of a container with `request` (not opted out)."""
+    return request.pin_cpu and request.kind is not CPUKind.NONE
 
 
 class TopologyAwarePolicy:
@@ -290,16 +297,23 @@ class TopologyAwarePolicy:
         missing = missing_from_shared_views(self.tree, containers, requests)
 
         # 1. keep valid exclusive placements exactly: of the claims valid on their own,
-        # those no other such claim overlaps first, then the conflicting ones, smaller
-        # first (`common.order_claims`); a claim is kept only while it stays valid next to
+        # those no other report overlaps first, then those only other pinned containers'
+        # cpusets overlap, then the ones overlapping other claims, smaller first
+        # (`common.order_claims`); a claim is kept only while it stays valid next to
         # those kept before it.  Other containers' cpusets (a shared one on every CPU
-        # after a fail-open, a claim of the wrong size) do not count against it.
+        # after a fail-open, a claim of the wrong size) only order it, never drop it.
         claims: dict[ContainerID, CPUSet] = {}
         for c in containers:
             held = claim_of(self.tree, self.topology, c, requests[c.id])
             if held is not None and self._reclaim(st, c, requests[c.id], held) is not None:
                 claims[c.id] = held
-        for cid in order_claims(claims):
+        others = [
+            c.current_cpus
+            for c in containers
+            if c.id not in claims and c.current_cpus is not None and _pins_cpus(requests[c.id])
+        ]
+        shared_like = self._shared_like(claims, others)
+        for cid in order_claims(claims, others=others, shared_like=shared_like):
             grant = self._reclaim(st, unique[cid], requests[cid], claims[cid])
             if grant is not None:
                 st = st.with_grant(grant)
@@ -389,6 +403,32 @@ class TopologyAwarePolicy:
             reserved = replace(loose, kind=CPUKind.RESERVED, pin_memory=False)
             grant, _ = self._place(state, c, reserved, hint=None, prefer=())
         return grant
+
+    def _shared_like(
+        self, claims: Mapping[ContainerID, CPUSet], others: Sequence[CPUSet]
+    ) -> set[ContainerID]:
+        """The claims that are exactly some pool's shared CPUs next to the clear claims.
+
+        A clear claim overlaps no other claim and no other container's cpuset, as an
+        exclusive grant rendered as it is does.  A claim that is exactly the CPUs the
+        clear claims (other than itself) leave shared in some pool is what a container
+        that fell back to shared (``fallbackToShared``) reports when that shared set has
+        its count of CPUs: a valid claim on its own, which must not take the CPUs of
+        the grants that left them shared (`common.order_claims` keeps it after them).
+        """
+        holders = Counter(cpu for cpus in claims.values() for cpu in cpus)
+        seen = union(others)
+        clear = union(
+            cpus
+            for cpus in claims.values()
+            if cpus.isdisjoint(seen) and all(holders[cpu] == 1 for cpu in cpus)
+        )
+        out = set()
+        for cid, cpus in claims.items():
+            rest = clear - cpus
+            if any(pool.sharable - rest == cpus for pool in self.tree.pools):
+                out.add(cid)
+        return out
 
     def _reclaim(
         self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest, cur: CPUSet

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from nri_api import api
@@ -307,6 +307,13 @@ def _parsed(text: str) -> CPUSet:
 @pytest.mark.parametrize("policy_name", ["static", "topology-aware"])
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs=SYNC_CONTAINERS)
+@example(  # listed twice: stopped on every CPU, then running on the CPUs db-c0 had
+    specs=[
+        ("db", 0, ("2", "2"), "", api.ContainerState.CONTAINER_RUNNING),
+        ("web", 0, ("2", "2"), "0-15", api.ContainerState.CONTAINER_STOPPED),
+        ("web", 0, ("2", "2"), "4,12", api.ContainerState.CONTAINER_RUNNING),
+    ]
+)
 def test_pipeline_synchronize_never_raises_and_keeps_the_rule(
     policy_name: str, specs: list[tuple[str, int, tuple[str, str | None], str, int]]
 ) -> None:
@@ -325,7 +332,10 @@ def test_pipeline_synchronize_never_raises_and_keeps_the_rule(
     online = t.online_cpus()
     final: dict[str, CPUSet] = {}
     for c in containers:
-        final.setdefault(c.id, _parsed(c.linux.resources.cpu.cpus))
+        # a container listed twice runs on the cpuset of its first live listing (the one
+        # Synchronize keeps); a stopped listing's cpuset is on no running task
+        if c.state != api.ContainerState.CONTAINER_STOPPED:
+            final.setdefault(c.id, _parsed(c.linux.resources.cpu.cpus))
     for u in updates:
         cpus = IDSet.parse(u.linux.resources.cpu.cpus)
         assert cpus <= online, f"{u.container_id}: {cpus} not online"

@@ -404,6 +404,68 @@ def test_rebuild_keeps_valid_placements_without_updates() -> None:
     assert d.state == s
 
 
+def test_rebuild_keeps_a_fallback_container_shared_when_a_shared_one_reports_its_cpus() -> None:
+    """A Hypothesis example (1s1n4c2t, fallbackToShared): rebuilding moved a shared one.
+
+    CPU 0 is reserved; x takes 1-3,5-7 exclusively, which leaves CPU 4 shared, so f falls
+    back to shared on 4, next to s.  f's cpuset {4} has the size of its request, so it
+    is a valid claim on its own, and the smaller one: kept first, it made x's claim
+    empty the shared CPUs, x went shared on 1-3,5-7 and s moved there with it.  s
+    reports CPU 4 too: the claim nobody else reports is the one to keep first.
+    """
+    t = build_topology({"packages": 1, "nodes": 1, "cores": 4, "threads": 2, "memory": "4G"})
+    p = TopologyAwarePolicy(topology=t, config={"fallbackToShared": True})
+    s = p.initial_state()
+    cs = [ctr("x", pod="x", milli=6000), ctr("f", pod="f", milli=1000), ctr("s", pod="s")]
+    for c in cs:
+        s = p.allocate(s, c).state
+    r = p.render(s)
+    assert [(str(r[c.id].cpus), r[c.id].kind) for c in cs] == [
+        ("1-3,5-7", CPUKind.EXCLUSIVE),
+        ("4", CPUKind.SHARED),
+        ("4", CPUKind.SHARED),
+    ]
+    d = p.rebuild([with_current(c, r[c.id].cpus, r[c.id].mems) for c in cs])
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state == s
+
+
+def test_rebuild_keeps_fallback_containers_shared_when_they_are_pools_shared_sets() -> None:
+    """Siblings of the example above on two nodes, found with a targeted generator.
+
+    1 package x 2 nodes x 3 cores (node0 = 0-2, node1 = 3-5), CPU 0 reserved: x takes
+    1,3-4 in the root; f falls back to node0's shared CPU 2, g to node1's shared CPU 5,
+    next to s.  Nobody else reports f's {2}: kept first (the smaller claim), it emptied
+    node0's shared CPUs for x, and x and s moved.  {2} is node0's sharable CPUs minus
+    x's claim, the one claim no other report overlaps (g's {5} is s's cpuset too): a
+    shared set, kept after the claims that are not.
+    """
+    t = build_topology({"packages": 1, "nodes": 2, "cores": 3, "threads": 1, "memory": "2G"})
+    p = TopologyAwarePolicy(topology=t, config={"fallbackToShared": True})
+    cs = [
+        ctr("s", pod="s"),
+        ctr("x", pod="x", milli=3000),
+        ctr("f", pod="f", milli=1000),
+        ctr("g", pod="g", milli=1000),
+    ]
+    for n in (3, 4):  # without g, then with it
+        s = p.initial_state()
+        for c in cs[:n]:
+            s = p.allocate(s, c).state
+        r = p.render(s)
+        assert [(str(r[c.id].cpus), r[c.id].kind) for c in cs[:n]] == [
+            ("5", CPUKind.SHARED),
+            ("1,3-4", CPUKind.EXCLUSIVE),
+            ("2", CPUKind.SHARED),
+            ("5", CPUKind.SHARED),
+        ][:n]
+        d = p.rebuild([with_current(c, r[c.id].cpus, r[c.id].mems) for c in cs[:n]])
+        p.check(d.state)
+        assert d.updates == (), d.reason
+        assert d.state == s
+
+
 def test_rebuild_moves_overlapping_stale_and_wrong_kind() -> None:
     p = TopologyAwarePolicy(topology=small(), config={})
     cs = [
