@@ -133,13 +133,7 @@ def make_offer(
             exclusive=exclusive,
             request=request,
         )
-        return Offer(
-            pool=pool,
-            grant=grant,
-            preference_met=met,
-            headroom=headroom,
-            population=supply.population[pool.index],
-        )
+        return _offer(supply=supply, pool=pool, grant=grant, met=met, headroom=headroom)
 
     shared_now = supply.shared[pool.index]
     if request.kind in (CPUKind.NONE, CPUKind.RESERVED):
@@ -224,10 +218,16 @@ def exact_offer(
         exclusive=cpus,
         request=request,
     )
+    met = isolated == request.prefer_isolated
+    return _offer(supply=supply, pool=pool, grant=grant, met=met, headroom=headroom)
+
+
+def _offer(*, supply: Supply, pool: Pool, grant: Grant, met: bool, headroom: int) -> Offer:
+    """`grant` as an offer of `pool`, with the pool's population from `supply`."""
     return Offer(
         pool=pool,
         grant=grant,
-        preference_met=isolated == request.prefer_isolated,
+        preference_met=met,
         headroom=headroom,
         population=supply.population[pool.index],
     )
