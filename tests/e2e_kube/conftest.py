@@ -1,8 +1,10 @@
 """Fixtures of the image and real-node suite.
 
 Everything here is marked `e2e`. The containerd fixtures are the e2e suite's own (the same
-cached builds, private paths and cleanup); `nri_image` builds the image once per source
-tree (tests/e2e_kube/image.py).
+cached builds, private paths and cleanup), but `release` here covers the containerd
+releases only: the node and the image tests drive containerd (`ctr images import`, its
+shim, its CRI config), so CRI-O, which tests/e2e also runs, is not a runtime of theirs.
+`nri_image` builds the image once per source tree (tests/e2e_kube/image.py).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import containerd as ctdmod
 from tests.e2e.conftest import (  # noqa: F401 - fixtures re-exported to this directory
+    RELEASE_IDS,
     _built,
     containerd,
     containerd_bins,
@@ -19,7 +23,6 @@ from tests.e2e.conftest import (  # noqa: F401 - fixtures re-exported to this di
     e2e_host,
     image_archives,
     processes,
-    release,
     short_tmp,
 )
 from tests.e2e_kube.image import Image, build_image
@@ -35,6 +38,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(TIMEOUT))
+
+
+@pytest.fixture(
+    scope="session",
+    params=[r.name for r in ctdmod.CONTAINERD_RELEASES],
+    ids=[RELEASE_IDS[r.name] for r in ctdmod.CONTAINERD_RELEASES],
+)
+def release(request: pytest.FixtureRequest) -> ctdmod.Release:
+    """The containerd releases (the e2e suite's fixture of this name also covers CRI-O)."""
+    return next(r for r in ctdmod.CONTAINERD_RELEASES if r.name == request.param)
 
 
 @pytest.fixture(scope="session")
