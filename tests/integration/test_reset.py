@@ -12,6 +12,7 @@ to CPUs 0-7 and memory node 0, and the daemon's resctrl groups must be gone.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -59,6 +60,16 @@ CONFIG = {
         }
     },
 }
+
+
+#: the reset every test here runs: CPUs 0-7 and node 0 are the whole machine
+reset_all = functools.partial(
+    sync_and_reset,
+    index="99",
+    name="resmgr-reset",
+    cpus=CPUSet.parse("0-7"),
+    mems=CPUSet.parse("0"),
+)
 
 
 @pytest.fixture
@@ -148,12 +159,8 @@ def test_reset_sends_every_pinned_container_back_and_removes_owned_groups(
         sock = str(base / "nri.sock")
         rt = FakeRuntime(pods=pods, containers=containers)
         await rt.listen(sock)
-        outcome = await sync_and_reset(
+        outcome = await reset_all(
             socket_path=sock,
-            index="99",
-            name="resmgr-reset",
-            cpus=CPUSet.parse("0-7"),
-            mems=CPUSet.parse("0"),
             timeout=10,
         )
         await rt.close()
@@ -201,12 +208,8 @@ def test_dry_run_sends_nothing(topology: Topology, base: Path) -> None:
         sock = str(base / "nri.sock")
         rt = FakeRuntime(pods=pods, containers=containers)
         await rt.listen(sock)
-        outcome = await sync_and_reset(
+        outcome = await reset_all(
             socket_path=sock,
-            index="99",
-            name="resmgr-reset",
-            cpus=CPUSet.parse("0-7"),
-            mems=CPUSet.parse("0"),
             timeout=10,
             dry_run=True,
         )
@@ -225,12 +228,8 @@ def test_updates_the_runtime_could_not_apply_are_failures(base: Path) -> None:
         sock = str(base / "nri.sock")
         rt = FakeRuntime(pods=[p], containers=[c], update_result=lambda req: list(req.update))
         await rt.listen(sock)
-        outcome = await sync_and_reset(
+        outcome = await reset_all(
             socket_path=sock,
-            index="99",
-            name="resmgr-reset",
-            cpus=CPUSet.parse("0-7"),
-            mems=CPUSet.parse("0"),
             timeout=10,
         )
         await rt.close()
@@ -252,12 +251,8 @@ def test_an_update_the_runtime_answers_with_an_error_is_reported(base: Path) -> 
         rt = FakeRuntime(pods=[p], containers=[c], update_result=refuse)
         await rt.listen(sock)
         with pytest.raises(ResetError) as err:
-            await sync_and_reset(
+            await reset_all(
                 socket_path=sock,
-                index="99",
-                name="resmgr-reset",
-                cpus=CPUSet.parse("0-7"),
-                mems=CPUSet.parse("0"),
                 timeout=10,
             )
         await rt.close()
@@ -288,12 +283,8 @@ def test_a_runtime_that_never_synchronizes_is_bounded_by_the_timeout(base: Path)
         loop = asyncio.get_running_loop()
         start = loop.time()
         with pytest.raises(ResetError, match=r"expected Synchronize within 0.5 s"):
-            await sync_and_reset(
+            await reset_all(
                 socket_path=sock,
-                index="99",
-                name="resmgr-reset",
-                cpus=CPUSet.parse("0-7"),
-                mems=CPUSet.parse("0"),
                 timeout=0.5,
             )
         assert loop.time() - start < 5
@@ -310,12 +301,8 @@ def test_a_runtime_that_refuses_the_plugin_is_reported(base: Path) -> None:
         rt.valid_events = 0x1  # RunPodSandbox only: our RemoveContainer subscription fails
         await rt.listen(sock)
         with pytest.raises(ResetError) as err:
-            await sync_and_reset(
+            await reset_all(
                 socket_path=sock,
-                index="99",
-                name="resmgr-reset",
-                cpus=CPUSet.parse("0-7"),
-                mems=CPUSet.parse("0"),
                 timeout=10,
             )
         await rt.close()
