@@ -418,6 +418,27 @@ def _helm_upgrade(node: Node, image: Image, policy_config: dict[str, Any]) -> No
     )
 
 
+def _upgrade_and_roll_out(node: Node, doc: dict[str, Any]) -> None:
+    """`helm upgrade --wait` with the values `doc`, then the DaemonSet's rollout."""
+    path = node.base / "rollout-values.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    node.run(
+        "helm",
+        "upgrade",
+        RELEASE,
+        str(REPO / "charts" / "nri-resmgr"),
+        "--namespace",
+        NAMESPACE,
+        "-f",
+        str(path),
+        "--wait",
+        "--timeout",
+        "180s",
+        timeout=240,
+    )
+    node.kubectl("-n", NAMESPACE, "rollout", "status", "daemonset/nri-resmgr", "--timeout=180s")
+
+
 def _config_events(node: Node, reason: str) -> list[dict[str, Any]]:
     return [
         e
@@ -472,46 +493,14 @@ def test_enable_nri_init_container_on_the_node(
         nri_image,
         nri={"enableInit": True, "configPath": str(toml), "registrationTimeout": "15s"},
     )
-    path = node.base / "init-values.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    chart = str(REPO / "charts" / "nri-resmgr")
-    node.run(
-        "helm",
-        "upgrade",
-        RELEASE,
-        chart,
-        "--namespace",
-        NAMESPACE,
-        "-f",
-        str(path),
-        "--wait",
-        "--timeout",
-        "180s",
-        timeout=240,
-    )
-    node.kubectl("-n", NAMESPACE, "rollout", "status", "daemonset/nri-resmgr", "--timeout=180s")
+    _upgrade_and_roll_out(node, doc)
     (pod,) = [p for p in daemon_pods(node) if p["status"].get("initContainerStatuses")]
     (init,) = pod["status"]["initContainerStatuses"]
     assert init["state"]["terminated"]["exitCode"] == 0, init
     text = toml.read_text()
     assert "disable = false" in text and 'plugin_registration_timeout = "15s"' in text, text
     # back to the values the other scenarios use
-    path.write_text(yaml.safe_dump(values(node, nri_image)))
-    node.run(
-        "helm",
-        "upgrade",
-        RELEASE,
-        chart,
-        "--namespace",
-        NAMESPACE,
-        "-f",
-        str(path),
-        "--wait",
-        "--timeout",
-        "180s",
-        timeout=240,
-    )
-    node.kubectl("-n", NAMESPACE, "rollout", "status", "daemonset/nri-resmgr", "--timeout=180s")
+    _upgrade_and_roll_out(node, values(node, nri_image))
 
 
 def test_node_resource_topology_object(installed: Any, node: Node) -> None:
