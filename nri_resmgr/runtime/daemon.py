@@ -66,9 +66,10 @@ from nri_api.events import NRIVersion
 from nri_api.stub import DEFAULT_UPDATE_TIMEOUT, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.control.wiring import class_control_from_config
-from nri_resmgr.model import ContainerID, CPUKind, ResmgrError
+from nri_resmgr.model import ConfigError, ContainerID, CPUKind, ResmgrError
 from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
 from nri_resmgr.ops.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot
+from nri_resmgr.policy.sched_classes import policy_nri_requirements
 from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.model import Topology
@@ -202,6 +203,24 @@ class ResmgrPlugin(Plugin):
         runtime = self.runtime
         return runtime is not None and runtime.nri_version >= LINUX_RDT_SINCE
 
+    def _check_runtime_fields(self, pipeline: Pipeline, runtime: RuntimeInfo | None) -> None:
+        """Refuse a configuration whose adjustments the runtime's NRI release would drop
+        (a scheduling class on a runtime without NRI's LinuxScheduler): `ConfigError`."""
+        if runtime is None:
+            return
+        missing = policy_nri_requirements(pipeline.policy)
+        have = (runtime.nri_version.major, runtime.nri_version.minor, runtime.nri_version.patch)
+        lacking = [r for r in missing if have < r.since]
+        if lacking:
+            raise ConfigError(
+                f"configuration: policy {pipeline.policy.name} sets "
+                + "; ".join(r.describe() for r in lacking)
+                + f"; expected a runtime whose NRI release has them, found {runtime.name} "
+                f"{runtime.version} with NRI {runtime.nri_version} "
+                f"({runtime.nri_version_source}), which would drop them silently. Remove "
+                "the scheduling classes or upgrade the runtime"
+            )
+
     def rdt_samples(self) -> list[MonSample]:
         """RDT monitoring counters read now, for /metrics (see `Controller.
         monitoring_samples`); empty without RDT monitoring."""
@@ -291,6 +310,7 @@ class ResmgrPlugin(Plugin):
         `ResmgrError` when the configuration cannot be applied; nothing changes then.
         """
         pipeline = self._build(config)
+        self._check_runtime_fields(pipeline, self.runtime)
         updates = pipeline.adopt(self.pipeline)
         if config.log != self.config.log:
             self._route_logs(config)
@@ -366,10 +386,17 @@ class ResmgrPlugin(Plugin):
             nri_version=str(runtime.nri_version),
             config_bytes=len(config),
         )
-        if config.strip():
+        if not config.strip():
+            try:
+                self._check_runtime_fields(self.pipeline, runtime)
+            except ResmgrError as exc:
+                self.rlog.error("configuration not supported by the runtime", error=str(exc))
+                raise RPCError(StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+        else:
             try:
                 new = load_config(config)
                 pipeline = self._build(new)
+                self._check_runtime_fields(pipeline, runtime)
             except ResmgrError as exc:
                 self.metrics.config_reloads.labels(outcome="error").inc()
                 self.rlog.error("configuration from the runtime rejected", error=str(exc))
