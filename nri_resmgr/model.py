@@ -154,6 +154,46 @@ class Pod:
     cgroup_parent: str = ""
 
 
+class HintSource(enum.StrEnum):
+    """Where a topology hint comes from (``topologyhints`` annotation types)."""
+
+    DEVICES = "devices"
+    MOUNTS = "mounts"
+    TEST = "test"  # injected by the test.topologyhints annotation
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyHint:
+    """The locality of one device or mount a container gets: CPUs and/or NUMA nodes.
+
+    `provider` names what it came from (a sysfs device path, or the annotation's key).
+    """
+
+    provider: str
+    source: HintSource
+    cpus: CPUSet = field(default_factory=CPUSet)
+    nodes: NodeSet = field(default_factory=NodeSet)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRef:
+    """A Linux device given to a container (NRI ``LinuxDevice``): ``c`` or ``b``, numbers."""
+
+    path: str
+    type: str
+    major: int
+    minor: int
+
+
+@dataclass(frozen=True, slots=True)
+class MountRef:
+    """A mount given to a container: host source, container destination, read-only."""
+
+    source: str
+    destination: str
+    read_only: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerInfo:
     """One container as a policy sees it."""
@@ -168,6 +208,11 @@ class ContainerInfo:
     #: cpuset the runtime reports for it now (Synchronize, UpdateContainer), if any
     current_cpus: CPUSet | None = None
     current_mems: NodeSet | None = None
+    #: devices and mounts the runtime gives it (CreateContainer), for topology hints
+    devices: tuple[DeviceRef, ...] = ()
+    mounts: tuple[MountRef, ...] = ()
+    #: the locality of those devices and mounts, resolved by the shell from sysfs
+    topology_hints: tuple[TopologyHint, ...] = ()
 
     @property
     def namespace(self) -> str:
