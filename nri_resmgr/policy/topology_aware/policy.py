@@ -82,6 +82,12 @@ from nri_resmgr.policy.sched_classes import (
     with_scheduling,
 )
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
+from nri_resmgr.policy.topology_aware.hints import (
+    check_strict,
+    container_hints,
+    hinted_pool,
+    pick_preference,
+)
 from nri_resmgr.policy.topology_aware.invariants import check_addition, check_invariants
 from nri_resmgr.policy.topology_aware.offers import Offer, exact_offer, make_offer
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
@@ -264,11 +270,19 @@ class TopologyAwarePolicy:
             return self.update(state, container)
         request = container_request(container, self.config)
         scheduling = self.scheduling.resolve(container)
-        grant, reason = self._place(state, container, request, hint=None, prefer=())
-        new = state.with_grant(grant)
-        return with_scheduling(
-            decide(self._render_changed, state, new, container.id, reason), scheduling
+        hints = container_hints(container, self.topology)
+        grant, reason = self._place(
+            state,
+            container,
+            request,
+            hint=hinted_pool(self.tree, hints),
+            prefer=pick_preference(hints),
         )
+        new = state.with_grant(grant)
+        decision = decide(self._render_changed, state, new, container.id, reason)
+        if decision.assignment is not None:
+            check_strict(container, hints, decision.assignment)
+        return with_scheduling(decision, scheduling)
 
     def release(
         self, state: TopologyAwareState, container_id: ContainerID
