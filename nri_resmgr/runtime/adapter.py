@@ -81,6 +81,8 @@ from nri_resmgr.model import (
     ContainerInfo,
     ContainerKind,
     CPUKind,
+    DeviceRef,
+    MountRef,
     Pod,
     PodID,
     QoSClass,
@@ -99,6 +101,7 @@ __all__ = [
     "container_from_nri",
     "cpu_limit_from_quota",
     "cpu_request_from_shares",
+    "devices_and_mounts",
     "init_container_names",
     "io_priority_for",
     "pod_from_nri",
@@ -360,6 +363,7 @@ def container_from_nri(
     if kind is None:
         init_names = init_container_names(pod, limits=limits, subject=subject)
         kind = ContainerKind.INIT if name in init_names else ContainerKind.APP
+    devices, mounts = devices_and_mounts(container)
     return ContainerInfo(
         id=ContainerID(container.id),
         name=name,
@@ -370,7 +374,27 @@ def container_from_nri(
         cgroups_path=container.linux.cgroups_path,
         current_cpus=cur_cpus,
         current_mems=cur_mems,
+        devices=devices,
+        mounts=mounts,
     )
+
+
+def devices_and_mounts(
+    container: api.Container,
+) -> tuple[tuple[DeviceRef, ...], tuple[MountRef, ...]]:
+    """The container's Linux devices (``c``/``b`` with numbers) and its mounts (host
+    source, destination, read-only when mounted ``ro``), for topology hints."""
+    devices = tuple(
+        DeviceRef(path=d.path, type=d.type, major=d.major, minor=d.minor)
+        for d in (container.linux.devices if container.HasField("linux") else ())
+        if d.type in ("c", "b")
+    )
+    mounts = tuple(
+        MountRef(source=m.source, destination=m.destination, read_only="ro" in m.options)
+        for m in container.mounts
+        if m.source
+    )
+    return devices, mounts
 
 
 def _render(builder: _B, assignment: Assignment) -> tuple[_B, bool]:
