@@ -46,6 +46,8 @@ KEY = SCHEDULING_CLASS_ANNOTATION
 
 # their test17 configuration, as written there
 TEST17: Mapping[str, Any] = {
+    "preferIsolatedCPUs": False,  # their helm-config default
+    "colocatePods": False,
     "schedulingClasses": [
         {"name": "realtime", "policy": "fifo", "priority": 42},
         {"name": "highprio", "policy": "fifo", "priority": 10},
