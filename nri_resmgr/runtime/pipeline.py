@@ -10,7 +10,9 @@ awaits, so the asyncio daemon serializes events simply by calling it from its ha
 
 Every event follows the same steps:
 
-1. **adapt** the NRI messages into domain values (`nri_resmgr.runtime.adapter`);
+1. **adapt** the NRI messages into domain values (`nri_resmgr.runtime.adapter`); at
+   CreateContainer the injected `resolve_hints` (the daemon's sysfs lookup) adds the
+   topology hints of the container's devices and mounts;
 2. **decide**: ask the `ClassSelector` for the container's RDT and block I/O classes and
    the policy for a `Decision` (pure; may raise `AllocationError` / `AnnotationError`);
 3. **render** the decision as a `ContainerAdjustment` and `ContainerUpdate`\\ s;
