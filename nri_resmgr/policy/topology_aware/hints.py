@@ -76,8 +76,9 @@ TEST_HINTS = f"test.topologyhints.{ANNOTATION_DOMAIN}"
 STRICT_HINTS = f"strict.topologyhints.{ANNOTATION_DOMAIN}"
 PICK_BY_HINTS = f"pick-resources-by-hints.{ANNOTATION_DOMAIN}"
 
-#: the longest test hint annotation read
+#: the longest test hint annotation read, and its deepest nesting
 MAX_TEST_HINTS_LENGTH = 16384
+MAX_DEPTH = 4
 _TYPES = {
     "devices": frozenset({HintSource.DEVICES}),
     "mounts": frozenset({HintSource.MOUNTS}),
@@ -129,19 +130,50 @@ def _sources(container: ContainerInfo) -> frozenset[HintSource]:
     return frozenset(out)
 
 
-def _ids(container: ContainerInfo, where: str, value: object) -> IDSet:
+def _ids(container: ContainerInfo, where: str, value: object, known: IDSet) -> IDSet:
+    text = str(value)
+    shown = repr(text if len(text) <= 40 else text[:37] + "...")
     try:
-        return IDSet.parse(str(value))
+        ids = IDSet.parse(text)
     except IDSetError as exc:
         raise AnnotationError(
-            f"{container.pretty}: annotation {TEST_HINTS}: {where} is {value!r}; expected a "
+            f"{container.pretty}: annotation {TEST_HINTS}: {where} is {shown}; expected a "
             f"kernel id list such as 0-3,8: {exc}"
         ) from exc
+    if not ids <= known:
+        raise AnnotationError(
+            f"{container.pretty}: annotation {TEST_HINTS}: {where} is {shown}; expected "
+            f"ids of this machine ({known}), found {ids - known} beyond"
+        )
+    return ids
+
+
+def _check_depth(text: str) -> None:
+    """Raise `yaml.YAMLError` when the first document nests deeper than `MAX_DEPTH` (the
+    composer recurses; the parser, walked here, does not)."""
+    loader = yaml.BaseLoader(text)
+    depth = 0
+    try:
+        while True:
+            event = loader.get_event()
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise yaml.YAMLError(f"nested deeper than {MAX_DEPTH} levels")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            elif isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):
+                return
+    finally:
+        loader.dispose()
 
 
 def _first_yaml_document(container: ContainerInfo, text: str) -> object:
-    loader = yaml.SafeLoader(text)
+    """The first YAML document of `text`, every scalar a string (`yaml.BaseLoader`: no
+    numbers to convert, which also keeps a 10,000-digit "number" a string)."""
+    loader = yaml.BaseLoader(text)
     try:
+        _check_depth(text)
         node = loader.get_node() if loader.check_node() else None
         return loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
@@ -185,15 +217,18 @@ def _test_hints(container: ContainerInfo, topology: Topology) -> list[Hint]:
                 f"fields {sorted(unknown)}; expected CPUs, NUMAs, Sockets (and Provider)"
             )
         provider = str(fields.get("provider") or name)
-        cpus = _ids(container, f"{name}.CPUs", fields["cpus"]) if fields.get("cpus") else IDSet()
-        nodes = (
-            _ids(container, f"{name}.NUMAs", fields["numas"]) if fields.get("numas") else IDSet()
-        )
-        sockets = (
-            _ids(container, f"{name}.Sockets", fields["sockets"])
-            if fields.get("sockets")
+        known = {
+            "cpus": IDSet(topology.cpus),
+            "numas": IDSet(topology.nodes),
+            "sockets": IDSet(c.package_id for c in topology.cpus.values()),
+        }
+        ids = {
+            key: _ids(container, f"{name}.{label}", fields[key], known[key])
+            if fields.get(key)
             else IDSet()
-        )
+            for key, label in (("cpus", "CPUs"), ("numas", "NUMAs"), ("sockets", "Sockets"))
+        }
+        cpus, nodes, sockets = ids["cpus"], ids["numas"], ids["sockets"]
         if sockets:
             cpus = cpus or IDSet(c.id for c in topology.cpus.values() if c.package_id in sockets)
         out.append(_complete(provider, cpus, nodes, topology))
@@ -202,10 +237,11 @@ def _test_hints(container: ContainerInfo, topology: Topology) -> list[Hint]:
 
 def _complete(provider: str, cpus: CPUSet, nodes: NodeSet, topology: Topology) -> Hint:
     """A hint with both its CPUs and its nodes (each derived from the other if absent)."""
+    cpus, nodes = cpus & IDSet(topology.cpus), nodes & IDSet(topology.nodes)
     if not cpus:
-        cpus = union(topology.node_cpus(n) for n in nodes if n in topology.nodes)
+        cpus = union(topology.node_cpus(n) for n in nodes)
     if not nodes:
-        nodes = IDSet(topology.cpus[c].node_id for c in cpus if c in topology.cpus)
+        nodes = IDSet(topology.cpus[c].node_id for c in cpus)
     return Hint(provider=provider, cpus=cpus, nodes=nodes)
 
 

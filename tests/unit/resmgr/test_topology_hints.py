@@ -166,8 +166,14 @@ def test_pick_by_hints_takes_the_hinted_cpus() -> None:
         ("[1, 2]", r"expected a mapping of hint names"),
         ("{a: 3}", r"hint 'a': expected a mapping"),
         ("{a: {NUMAs: x}}", r"a.NUMAs is 'x'; expected a kernel id list"),
+        ("{a: {NUMAs: [1, 2]}}", r"a.NUMAs is \"\['1', '2'\]\"; expected a kernel id list"),
         ("{a: {Cores: 1}}", r"hint 'a' has unknown fields \['cores'\]"),
         ("{a: [", r"expected YAML"),
+        ("[" * 5000, r"expected YAML"),  # deeper than the composer's recursion
+        ("{a: " * 3000, r"expected YAML"),
+        ("{a: {NUMAs: " + "1" * 5000 + "}}", r"a.NUMAs is '1{37}\.\.\.'; expected a kernel id"),
+        ("{a: {NUMAs: 0-8191}}", r"a.NUMAs is '0-8191'; expected ids of this machine \(0-3\)"),
+        ("{a: {CPUs: '16'}}", r"a.CPUs is '16'; expected ids of this machine \(0-15\)"),
     ],
 )
 def test_malformed_test_hints_fail_the_container(value: str, message: str) -> None:
