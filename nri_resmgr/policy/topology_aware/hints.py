@@ -151,21 +151,16 @@ def _ids(container: ContainerInfo, where: str, value: object, known: IDSet) -> I
 def _check_depth(text: str) -> None:
     """Raise `yaml.YAMLError` when the first document nests deeper than `MAX_DEPTH` (the
     composer recurses; the parser, walked here, does not)."""
-    loader = yaml.BaseLoader(text)
     depth = 0
-    try:
-        while True:
-            event = loader.get_event()
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise yaml.YAMLError(f"nested deeper than {MAX_DEPTH} levels")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-            elif isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):
-                return
-    finally:
-        loader.dispose()
+    for event in yaml.parse(text, Loader=yaml.BaseLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise yaml.YAMLError(f"nested deeper than {MAX_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.DocumentEndEvent):
+            return
 
 
 def _first_yaml_document(container: ContainerInfo, text: str) -> object:
