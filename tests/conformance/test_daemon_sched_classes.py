@@ -18,12 +18,13 @@ import pytest
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.conformance.harness import (
     FakeRuntime,
+    RuntimeCallError,
     make_container,
     make_pod,
     prune_empty,
     version_key,
 )
-from tests.conformance.test_daemon import DAEMON, IDX, NAME, SPEC, diagnostics
+from tests.conformance.test_daemon import DAEMON, IDX, NAME, SPEC, attach_daemon, diagnostics
 
 pytestmark = pytest.mark.conformance
 
@@ -135,4 +136,36 @@ def test_scheduling_classes_reach_the_runtime_or_the_config_is_refused(
     reply = prune_empty(
         runtime.create_container(batch, make_container(batch, name="job", cpu_request_millis=0))
     )
+    assert reply["adjust"]["linux"]["scheduler"] == {"policy": "SCHED_OTHER", "nice": 10}
+
+
+def test_preregistered_with_classes(runtime: FakeRuntime) -> None:
+    """Pre-registered, the refusal is a plugin that fails Configure: up to NRI v0.6 that
+    fails the runtime's whole NRI start (like any broken pre-registered plugin, see
+    test_errors.py), from v0.8 the plugin is left out; v0.11+ carry the class."""
+    policy = {
+        "policy": "topology-aware",
+        "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}, **CLASSES},
+    }
+    version = version_key(runtime.version)
+    refusal = (
+        "failed to configure plugin: rpc error: code = InvalidArgument desc = configuration: "
+        "policy topology-aware sets LinuxScheduler (NRI v0.11.0+"
+    )
+    if version < (0, 8, 0):
+        with pytest.raises(RuntimeCallError) as err:
+            attach_daemon(runtime, mode="preregistered", policy=policy)
+        assert err.value.message.startswith(refusal), err.value.message
+        return
+    attach_daemon(runtime, mode="preregistered", policy=policy)
+    pod = make_pod(name="batch-0", qos="besteffort")
+    runtime.run_pod(pod)
+    reply = prune_empty(
+        runtime.create_container(pod, make_container(pod, name="job", cpu_request_millis=0))
+    )
+    if version < (0, 11, 0):
+        assert "scheduler" not in reply.get("adjust", {}).get("linux", {})
+        warning = f'warn: failed to start pre-installed NRI plugin "resmgr": {refusal}'
+        assert any(line.startswith(warning) for line in runtime.logs()), runtime.logs()
+        return
     assert reply["adjust"]["linux"]["scheduler"] == {"policy": "SCHED_OTHER", "nice": 10}
