@@ -56,6 +56,78 @@ class MemoryKind(enum.StrEnum):
     CXL = "cxl"
 
 
+class SchedPolicy(enum.StrEnum):
+    """A Linux scheduling policy (sched_setscheduler(2)); names as nri-plugins spells them."""
+
+    NONE = "none"
+    OTHER = "other"
+    FIFO = "fifo"
+    RR = "rr"
+    BATCH = "batch"
+    ISO = "iso"
+    IDLE = "idle"
+    DEADLINE = "deadline"
+
+
+class SchedFlag(enum.StrEnum):
+    """A Linux scheduling flag (SCHED_FLAG_RESET_ON_FORK is ``reset-on-fork``, ...)."""
+
+    RESET_ON_FORK = "reset-on-fork"
+    RECLAIM = "reclaim"
+    DL_OVERRUN = "dl-overrun"
+    KEEP_POLICY = "keep-policy"
+    KEEP_PARAMS = "keep-params"
+    UTIL_CLAMP_MIN = "util-clamp-min"
+    UTIL_CLAMP_MAX = "util-clamp-max"
+
+
+class IOClass(enum.StrEnum):
+    """A Linux I/O scheduling class (ioprio_set(2), ionice(1))."""
+
+    NONE = "none"
+    RT = "rt"
+    BE = "be"
+    IDLE = "idle"
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingClass:
+    """A named set of scheduling and I/O priority attributes a container is given at creation.
+
+    Unset attributes (None, no flags) are not sent: the runtime's defaults stay.
+    `runtime`, `deadline` and `period` are passed on as configured (SCHED_DEADLINE).
+    """
+
+    name: str
+    policy: SchedPolicy | None = None
+    priority: int | None = None
+    nice: int | None = None
+    flags: tuple[SchedFlag, ...] = ()
+    runtime: int | None = None
+    deadline: int | None = None
+    period: int | None = None
+    io_class: IOClass | None = None
+    io_priority: int | None = None
+
+    @property
+    def sets_scheduler(self) -> bool:
+        """Whether the class sets any scheduler attribute (NRI's LinuxScheduler)."""
+        return (
+            self.policy is not None
+            or self.priority is not None
+            or self.nice is not None
+            or bool(self.flags)
+            or self.runtime is not None
+            or self.deadline is not None
+            or self.period is not None
+        )
+
+    @property
+    def sets_io_priority(self) -> bool:
+        """Whether the class sets the I/O priority (NRI's LinuxIOPriority)."""
+        return self.io_class is not None or self.io_priority is not None
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """A container's resource request, as estimated from the runtime's view of it.
@@ -82,6 +154,46 @@ class Pod:
     cgroup_parent: str = ""
 
 
+class HintSource(enum.StrEnum):
+    """Where a topology hint comes from (``topologyhints`` annotation types)."""
+
+    DEVICES = "devices"
+    MOUNTS = "mounts"
+    TEST = "test"  # injected by the test.topologyhints annotation
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyHint:
+    """The locality of one device or mount a container gets: CPUs and/or NUMA nodes.
+
+    `provider` names what it came from (a sysfs device path, or the annotation's key).
+    """
+
+    provider: str
+    source: HintSource
+    cpus: CPUSet = field(default_factory=CPUSet)
+    nodes: NodeSet = field(default_factory=NodeSet)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRef:
+    """A Linux device given to a container (NRI ``LinuxDevice``): ``c`` or ``b``, numbers."""
+
+    path: str
+    type: str
+    major: int
+    minor: int
+
+
+@dataclass(frozen=True, slots=True)
+class MountRef:
+    """A mount given to a container: host source, container destination, read-only."""
+
+    source: str
+    destination: str
+    read_only: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerInfo:
     """One container as a policy sees it."""
@@ -96,6 +208,11 @@ class ContainerInfo:
     #: cpuset the runtime reports for it now (Synchronize, UpdateContainer), if any
     current_cpus: CPUSet | None = None
     current_mems: NodeSet | None = None
+    #: devices and mounts the runtime gives it (CreateContainer), for topology hints
+    devices: tuple[DeviceRef, ...] = ()
+    mounts: tuple[MountRef, ...] = ()
+    #: the locality of those devices and mounts, resolved by the shell from sysfs
+    topology_hints: tuple[TopologyHint, ...] = ()
 
     @property
     def namespace(self) -> str:
@@ -134,6 +251,8 @@ class Assignment:
     pool: str = ""
     rdt_class: str | None = None
     blockio_class: str | None = None
+    #: scheduling and I/O priority, set once at creation (None: the runtime's defaults)
+    scheduling: SchedulingClass | None = None
 
 
 class PolicyState:

@@ -81,11 +81,14 @@ from nri_resmgr.model import (
     ContainerInfo,
     ContainerKind,
     CPUKind,
+    DeviceRef,
+    MountRef,
     Pod,
     PodID,
     QoSClass,
     Request,
     ResmgrError,
+    SchedulingClass,
 )
 from nri_resmgr.topology.cpuset import CPUSet, IDSetError
 
@@ -98,12 +101,15 @@ __all__ = [
     "container_from_nri",
     "cpu_limit_from_quota",
     "cpu_request_from_shares",
+    "devices_and_mounts",
     "init_container_names",
+    "io_priority_for",
     "pod_from_nri",
     "pod_qos_is_known",
     "qos_class_from_cgroup_parent",
     "qos_class_from_request",
     "request_from_resources",
+    "scheduler_for",
     "update_for",
 ]
 
@@ -357,6 +363,7 @@ def container_from_nri(
     if kind is None:
         init_names = init_container_names(pod, limits=limits, subject=subject)
         kind = ContainerKind.INIT if name in init_names else ContainerKind.APP
+    devices, mounts = devices_and_mounts(container)
     return ContainerInfo(
         id=ContainerID(container.id),
         name=name,
@@ -367,7 +374,27 @@ def container_from_nri(
         cgroups_path=container.linux.cgroups_path,
         current_cpus=cur_cpus,
         current_mems=cur_mems,
+        devices=devices,
+        mounts=mounts,
     )
+
+
+def devices_and_mounts(
+    container: api.Container,
+) -> tuple[tuple[DeviceRef, ...], tuple[MountRef, ...]]:
+    """The container's Linux devices (``c``/``b`` with numbers) and its mounts (host
+    source, destination, read-only when mounted ``ro``), for topology hints."""
+    devices = tuple(
+        DeviceRef(path=d.path, type=d.type, major=d.major, minor=d.minor)
+        for d in (container.linux.devices if container.HasField("linux") else ())
+        if d.type in ("c", "b")
+    )
+    mounts = tuple(
+        MountRef(source=m.source, destination=m.destination, read_only="ro" in m.options)
+        for m in container.mounts
+        if m.source
+    )
+    return devices, mounts
 
 
 def _render(builder: _B, assignment: Assignment) -> tuple[_B, bool]:
@@ -389,10 +416,47 @@ def _render(builder: _B, assignment: Assignment) -> tuple[_B, bool]:
     return builder, touched
 
 
+def scheduler_for(sc: SchedulingClass) -> api.LinuxScheduler:
+    """NRI's `LinuxScheduler` (v0.11.0+) of a scheduling class; unset attributes stay 0.
+
+    Names map by spelling: policy ``fifo`` is ``SCHED_FIFO``, flag ``reset-on-fork`` is
+    ``SCHED_FLAG_RESET_ON_FORK``; an unset policy is ``SCHED_NONE``.
+    """
+    return api.LinuxScheduler(
+        policy=f"SCHED_{(sc.policy or 'none').upper()}",
+        nice=sc.nice or 0,
+        priority=sc.priority or 0,
+        flags=["SCHED_FLAG_" + f.upper().replace("-", "_") for f in sc.flags],
+        runtime=sc.runtime or 0,
+        deadline=sc.deadline or 0,
+        period=sc.period or 0,
+    )
+
+
+def io_priority_for(sc: SchedulingClass) -> api.LinuxIOPriority:
+    """NRI's `LinuxIOPriority` (v0.10.0+) of a scheduling class (class ``be`` is
+    ``IOPRIO_CLASS_BE``; unset: ``IOPRIO_CLASS_NONE``, priority 0)."""
+    return api.LinuxIOPriority(
+        **{"class": f"IOPRIO_CLASS_{(sc.io_class or 'none').upper()}"},
+        priority=sc.io_priority or 0,
+    )
+
+
 def adjustment_for(assignment: Assignment) -> api.ContainerAdjustment:
-    """The `ContainerAdjustment` for a new container (CPUKind.NONE: no cpuset fields)."""
+    """The `ContainerAdjustment` for a new container (CPUKind.NONE: no cpuset fields).
+
+    A scheduling class sets ``linux.scheduler`` and/or ``linux.io_priority``, only the
+    parts the class sets (`SchedulingClass.sets_scheduler` / ``sets_io_priority``).
+    """
     builder, _ = _render(Adjustment(), assignment)
-    return builder.build()
+    adjust = builder.build()
+    sc = assignment.scheduling
+    if sc is not None:
+        if sc.sets_scheduler:
+            adjust.linux.scheduler.CopyFrom(scheduler_for(sc))
+        if sc.sets_io_priority:
+            adjust.linux.io_priority.CopyFrom(io_priority_for(sc))
+    return adjust
 
 
 def update_for(assignment: Assignment) -> api.ContainerUpdate | None:

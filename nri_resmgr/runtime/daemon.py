@@ -66,11 +66,20 @@ from nri_api.events import NRIVersion
 from nri_api.stub import DEFAULT_UPDATE_TIMEOUT, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.control.wiring import class_control_from_config
-from nri_resmgr.model import ContainerID, CPUKind, ResmgrError
+from nri_resmgr.model import (
+    ConfigError,
+    ContainerID,
+    ContainerInfo,
+    CPUKind,
+    ResmgrError,
+    TopologyHint,
+)
 from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
 from nri_resmgr.ops.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot
+from nri_resmgr.policy.sched_classes import policy_nri_requirements
 from nri_resmgr.policy_registry import load_policy
-from nri_resmgr.runtime.pipeline import Pipeline
+from nri_resmgr.runtime.pipeline import HintResolver, Pipeline
+from nri_resmgr.topology.devices import topology_hints
 from nri_resmgr.topology.model import Topology
 
 if TYPE_CHECKING:
@@ -102,8 +111,12 @@ def build_pipeline(
     cgroup_root: str | None = None,
     state_dir: str | None = None,
     runtime_rdt: Callable[[], bool] | None = None,
+    sysfs_root: str | None = None,
 ) -> Pipeline:
     """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
+
+    With `sysfs_root`, a new container's devices and mounts are resolved to topology
+    hints from the sysfs under it (`topology.devices`).
 
     RDT groups are managed under `resctrl_root` (default /sys/fs/resctrl when
     ``control.rdt.enable``), block I/O files under `cgroup_root` (default /sys/fs/cgroup
@@ -137,7 +150,15 @@ def build_pipeline(
         select_classes=selector,
         log=get_logger("pipeline"),
         limits=config.limits,
+        resolve_hints=_hint_resolver(sysfs_root) if sysfs_root is not None else None,
     )
+
+
+def _hint_resolver(root: str) -> HintResolver:
+    def resolve(info: ContainerInfo) -> tuple[TopologyHint, ...]:
+        return topology_hints(root, devices=info.devices, mounts=info.mounts)
+
+    return resolve
 
 
 class ResmgrPlugin(Plugin):
@@ -152,6 +173,7 @@ class ResmgrPlugin(Plugin):
         resctrl_root: str | None = None,
         cgroup_root: str | None = None,
         state_dir: str | None = None,
+        sysfs_root: str | None = None,
         metrics: Metrics | None = None,
         health: HealthState | None = None,
         **kwargs: Any,
@@ -174,6 +196,8 @@ class ResmgrPlugin(Plugin):
         self.resctrl_root = resctrl_root
         self.cgroup_root = cgroup_root
         self.state_dir = state_dir
+        #: where devices' and mounts' locality is read (None: no topology hints)
+        self.sysfs_root = sysfs_root
         self.metrics = metrics or Metrics()
         # pool and container gauges are computed when scraped, not after every event:
         # a snapshot walks every live container, which must stay off the event path
@@ -196,11 +220,30 @@ class ResmgrPlugin(Plugin):
             cgroup_root=self.cgroup_root,
             state_dir=self.state_dir,
             runtime_rdt=self._runtime_has_linux_rdt,
+            sysfs_root=self.sysfs_root,
         )
 
     def _runtime_has_linux_rdt(self) -> bool:
         runtime = self.runtime
         return runtime is not None and runtime.nri_version >= LINUX_RDT_SINCE
+
+    def _check_runtime_fields(self, pipeline: Pipeline, runtime: RuntimeInfo | None) -> None:
+        """Refuse a configuration whose adjustments the runtime's NRI release would drop
+        (a scheduling class on a runtime without NRI's LinuxScheduler): `ConfigError`."""
+        if runtime is None:
+            return
+        missing = policy_nri_requirements(pipeline.policy)
+        have = (runtime.nri_version.major, runtime.nri_version.minor, runtime.nri_version.patch)
+        lacking = [r for r in missing if have < r.since]
+        if lacking:
+            raise ConfigError(
+                f"configuration: policy {pipeline.policy.name} sets "
+                + "; ".join(r.describe() for r in lacking)
+                + f"; expected a runtime whose NRI release has them, found {runtime.name} "
+                f"{runtime.version} with NRI {runtime.nri_version} "
+                f"({runtime.nri_version_source}), which would drop them silently. Remove "
+                "the scheduling classes or upgrade the runtime"
+            )
 
     def rdt_samples(self) -> list[MonSample]:
         """RDT monitoring counters read now, for /metrics (see `Controller.
@@ -291,6 +334,7 @@ class ResmgrPlugin(Plugin):
         `ResmgrError` when the configuration cannot be applied; nothing changes then.
         """
         pipeline = self._build(config)
+        self._check_runtime_fields(pipeline, self.runtime)
         updates = pipeline.adopt(self.pipeline)
         if config.log != self.config.log:
             self._route_logs(config)
@@ -366,10 +410,17 @@ class ResmgrPlugin(Plugin):
             nri_version=str(runtime.nri_version),
             config_bytes=len(config),
         )
-        if config.strip():
+        if not config.strip():
+            try:
+                self._check_runtime_fields(self.pipeline, runtime)
+            except ResmgrError as exc:
+                self.rlog.error("configuration not supported by the runtime", error=str(exc))
+                raise RPCError(StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+        else:
             try:
                 new = load_config(config)
                 pipeline = self._build(new)
+                self._check_runtime_fields(pipeline, runtime)
             except ResmgrError as exc:
                 self.metrics.config_reloads.labels(outcome="error").inc()
                 self.rlog.error("configuration from the runtime rejected", error=str(exc))

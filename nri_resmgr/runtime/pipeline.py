@@ -10,7 +10,9 @@ awaits, so the asyncio daemon serializes events simply by calling it from its ha
 
 Every event follows the same steps:
 
-1. **adapt** the NRI messages into domain values (`nri_resmgr.runtime.adapter`);
+1. **adapt** the NRI messages into domain values (`nri_resmgr.runtime.adapter`); at
+   CreateContainer the injected `resolve_hints` (the daemon's sysfs lookup) adds the
+   topology hints of the container's devices and mounts;
 2. **decide**: ask the `ClassSelector` for the container's RDT and block I/O classes and
    the policy for a `Decision` (pure; may raise `AllocationError` / `AnnotationError`);
 3. **render** the decision as a `ContainerAdjustment` and `ContainerUpdate`\\ s;
@@ -48,7 +50,7 @@ reports always show what the policy believes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from nri_api import api
@@ -66,6 +68,7 @@ from nri_resmgr.model import (
     PodID,
     PolicyState,
     ResmgrError,
+    TopologyHint,
 )
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.runtime import adapter
@@ -78,6 +81,7 @@ __all__ = [
     "ClassChoice",
     "ClassSelector",
     "Controller",
+    "HintResolver",
     "Pipeline",
     "PipelineError",
     "inherit_classes",
@@ -91,6 +95,10 @@ _LIVE_STATES = frozenset(
         api.ContainerState.CONTAINER_RUNNING,
     }
 )
+
+
+#: ``resolve_hints(container)``: the locality of its devices and mounts (sysfs, IO)
+HintResolver = Callable[[ContainerInfo], tuple[TopologyHint, ...]]
 
 
 class PipelineError(ResmgrError):
@@ -143,8 +151,11 @@ class Pipeline:
         select_classes: ClassSelector | None = None,
         log: EventLog | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        resolve_hints: HintResolver | None = None,
     ) -> None:
         self.policy: Policy = policy
+        #: the shell's sysfs lookup of a new container's device and mount locality
+        self.resolve_hints = resolve_hints
         #: bounds on cpusets and JSON annotations read from the runtime's messages
         self.limits = limits
         self.controllers: tuple[Controller, ...] = tuple(controllers)
@@ -297,6 +308,8 @@ class Pipeline:
         """CreateContainer: the new container's adjustment and the updates of others."""
         pod = self._pod_of(sandbox, container)
         info = adapter.container_from_nri(pod, container, limits=self.limits)
+        if self.resolve_hints is not None and (info.devices or info.mounts):
+            info = dataclasses.replace(info, topology_hints=self.resolve_hints(info))
         base = self.state
         if info.id in self.containers:
             # a repeated CreateContainer (e.g. after a failed attempt): start afresh, but

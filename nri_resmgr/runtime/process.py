@@ -113,6 +113,8 @@ def main(options: DaemonOptions) -> int:
             resctrl_root=options.resctrl_root,
             cgroup_root=options.cgroup_root,
             state_dir=options.state_dir,
+            # device locality comes from the machine's sysfs, not from a --topology file
+            sysfs_root=options.sysfs_root or (None if options.topology else "/"),
             name=options.plugin_name,
             idx=options.plugin_index,
             socket_path=options.socket_path,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -237,6 +237,26 @@ class TopologySpec(BaseModel):
         )
 
 
+class PCIDeviceSpec(BaseModel):
+    """A PCI function on a NUMA node, with the device nodes a container may be given.
+
+    `char` / `block` are ``MAJOR:MINOR`` of a character device (under the function's
+    ``misc/NAME``) and a block device (``nvme/nvme0/NAME``); `node` None writes
+    ``numa_node`` -1 (not NUMA-aware); `local_cpus` defaults to the node's CPUs.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pci: str = Field(pattern=r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    node: int | None = None
+    local_cpus: IDList | None = None
+    char: str | None = Field(default=None, pattern=r"^[1-9][0-9]*:[0-9]+$")
+    block: str | None = Field(default=None, pattern=r"^[1-9][0-9]*:[0-9]+$")
+    #: block devices this one is built on (``slaves/``), by their names
+    slaves: tuple[str, ...] = ()
+
+
 def _format_errors(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
@@ -363,11 +383,18 @@ def _group(topo: Topology, key: str) -> dict[int, CPUSet]:
     return {k: IDSet(v) for k, v in acc.items()}
 
 
-def write_sysfs(source: Topology | TopologySpec | Mapping[str, Any], root: Path | str) -> Topology:
+def write_sysfs(
+    source: Topology | TopologySpec | Mapping[str, Any],
+    root: Path | str,
+    *,
+    devices: Sequence[PCIDeviceSpec | Mapping[str, Any]] = (),
+) -> Topology:
     """Write the sysfs files `discover()` reads for a topology (or spec) under ``root/sys``.
 
     Returns the topology written.  For topologies with canonical ids (those built by
     `build_topology` or `discover`), ``discover(root)`` returns an equal topology.
+    `devices` adds PCI functions with device nodes (`write_pci_devices`), which
+    `topology.devices` resolves to topology hints.
     """
     topo = source if isinstance(source, Topology) else build_topology(source)
     sys_dir = Path(root) / "sys"
@@ -469,4 +496,54 @@ def write_sysfs(source: Topology | TopologySpec | Mapping[str, Any], root: Path 
         _put(ndir / "ifindex", str(i + 2))
         _link(ndir / "device", "../../../" + pci)
         _link(sys_dir / "class" / "net" / dev.name, f"../../devices/{bus}/{pci}/net/{dev.name}")
+    write_pci_devices(topo, root, devices)
     return topo
+
+
+def write_pci_devices(
+    topo: Topology, root: Path | str, devices: Sequence[PCIDeviceSpec | Mapping[str, Any]]
+) -> None:
+    """Write PCI functions and their device nodes under ``root/sys`` (see `PCIDeviceSpec`).
+
+    ``sys/devices/pci0000:BB/ADDR/{numa_node,local_cpulist}``; a char device under
+    ``ADDR/misc/NAME`` and a block device under ``ADDR/nvme/nvme0/NAME``, each with its
+    ``dev`` file and its ``sys/dev/{char,block}/MAJOR:MINOR`` symlink.
+    """
+    sys_dir = Path(root) / "sys"
+    specs = [
+        d if isinstance(d, PCIDeviceSpec) else PCIDeviceSpec.model_validate(d) for d in devices
+    ]
+    block_dirs: dict[str, str] = {}
+    for d in specs:
+        bus = f"pci0000:{d.pci.split(':')[1]}"
+        rel = f"devices/{bus}/{d.pci}"
+        pdir = sys_dir / rel
+        _put(pdir / "numa_node", str(d.node if d.node is not None else -1))
+        if d.local_cpus is not None:
+            cpus = IDSet.parse(d.local_cpus)
+        else:
+            cpus = topo.node_cpus(d.node) if d.node is not None else IDSet()
+        if cpus:
+            _put(pdir / "local_cpulist", str(cpus))
+        if d.char is not None:
+            cdir = f"{rel}/misc/{d.name}"
+            _put(sys_dir / cdir / "dev", d.char)
+            _link(sys_dir / "dev" / "char" / d.char, f"../../{cdir}")
+        if d.block is not None:
+            bdir = f"{rel}/nvme/nvme0/{d.name}"
+            _put(sys_dir / bdir / "dev", d.block)
+            _link(sys_dir / "dev" / "block" / d.block, f"../../{bdir}")
+            block_dirs[d.name] = bdir
+    for d in specs:
+        if d.slaves and d.name in block_dirs:
+            for slave in d.slaves:
+                if slave not in block_dirs:
+                    raise SpecError(
+                        f"devices {d.name}: slave {slave!r} is not a block device of the "
+                        f"spec; expected one of {sorted(block_dirs)}"
+                    )
+                depth = block_dirs[d.name].count("/") + 2
+                _link(
+                    sys_dir / block_dirs[d.name] / "slaves" / slave,
+                    "../" * depth + block_dirs[slave],
+                )

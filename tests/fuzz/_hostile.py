@@ -43,6 +43,11 @@ ANNOTATION_KEYS: Final = (
     f"memory-type.{DOMAIN}",
     f"rdtclass.{DOMAIN}",
     f"blockioclass.{DOMAIN}",
+    f"scheduling-class.{DOMAIN}",
+    f"topologyhints.{DOMAIN}",
+    f"strict.topologyhints.{DOMAIN}",
+    f"test.topologyhints.{DOMAIN}",
+    f"pick-resources-by-hints.{DOMAIN}",
 )
 
 

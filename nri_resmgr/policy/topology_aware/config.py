@@ -27,6 +27,9 @@ pinCPU                     true        render ``cpuset.cpus``
 pinMemory                  true        render ``cpuset.mems``
 fallbackToShared           false       exclusive (not mixed) request that fits nowhere
                                        -> shared
+schedulingClasses          ``[]``      named scheduling / I/O priority classes
+namespaceSchedulingClasses ``{}``      namespace -> default class
+podQoSSchedulingClasses    ``{}``      QoS class -> default class (`sched_classes`)
 =========================  ==========  ===================================================
 """
 
@@ -40,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.policy.sched_classes import SchedulingClassSpec
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 from nri_resmgr.topology.model import Topology
 
@@ -73,6 +77,15 @@ class TopologyAwareConfig(BaseModel):
     pin_cpu: bool = Field(default=True, alias="pinCPU")
     pin_memory: bool = Field(default=True, alias="pinMemory")
     fallback_to_shared: bool = Field(default=False, alias="fallbackToShared")
+    scheduling_classes: tuple[SchedulingClassSpec, ...] = Field(
+        default=(), alias="schedulingClasses"
+    )
+    namespace_scheduling_classes: dict[str, str] = Field(
+        default_factory=dict, alias="namespaceSchedulingClasses"
+    )
+    pod_qos_scheduling_classes: dict[str, str] = Field(
+        default_factory=dict, alias="podQoSSchedulingClasses"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,7 +76,18 @@ from nri_resmgr.policy.decide import (
     differs_from_current,
     nothing_to_release,
 )
+from nri_resmgr.policy.sched_classes import (
+    SchedulingClasses,
+    build_scheduling_classes,
+    with_scheduling,
+)
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
+from nri_resmgr.policy.topology_aware.hints import (
+    check_strict,
+    container_hints,
+    hinted_pool,
+    pick_preference,
+)
 from nri_resmgr.policy.topology_aware.invariants import check_addition, check_invariants
 from nri_resmgr.policy.topology_aware.offers import Offer, exact_offer, make_offer
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
@@ -140,6 +151,13 @@ class TopologyAwarePolicy:
         self.config: ResolvedConfig = resolve_config(topology, config)
         self.tree: PoolTree = build_pool_tree(
             topology, available=self.config.available, reserved=self.config.reserved
+        )
+        opts = self.config.options
+        self.scheduling: SchedulingClasses = build_scheduling_classes(
+            opts.scheduling_classes,
+            namespaces=opts.namespace_scheduling_classes,
+            qos=opts.pod_qos_scheduling_classes,
+            where="policy topology-aware",
         )
 
     # ---- helpers -----------------------------------------------------------------------
@@ -251,9 +269,20 @@ class TopologyAwarePolicy:
         if container.id in state.grants:
             return self.update(state, container)
         request = container_request(container, self.config)
-        grant, reason = self._place(state, container, request, hint=None, prefer=())
+        scheduling = self.scheduling.resolve(container)
+        hints = container_hints(container, self.topology)
+        grant, reason = self._place(
+            state,
+            container,
+            request,
+            hint=hinted_pool(self.tree, hints),
+            prefer=pick_preference(hints),
+        )
         new = state.with_grant(grant)
-        return decide(self._render_changed, state, new, container.id, reason)
+        decision = decide(self._render_changed, state, new, container.id, reason)
+        if decision.assignment is not None:
+            check_strict(container, hints, decision.assignment)
+        return with_scheduling(decision, scheduling)
 
     def release(
         self, state: TopologyAwareState, container_id: ContainerID

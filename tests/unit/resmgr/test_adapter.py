@@ -14,6 +14,8 @@ from nri_resmgr.model import (
     ContainerID,
     ContainerKind,
     CPUKind,
+    DeviceRef,
+    MountRef,
     QoSClass,
     Request,
 )
@@ -367,3 +369,23 @@ def test_overlong_cpuset_string_is_refused_before_parsing() -> None:
     ):
         adapter.container_from_nri(_sandbox(), _container(_resources(shares=2, mems=text)))
     assert time.perf_counter() - start < 0.1
+
+
+def test_devices_and_mounts_reach_the_policy() -> None:
+    c = _container(_resources(shares=1024))
+    c.linux.devices.add(path="/dev/dri/card0", type="c", major=226, minor=0)
+    c.linux.devices.add(path="/dev/nvme0n1", type="b", major=259, minor=0)
+    c.linux.devices.add(path="/dev/fifo", type="p", major=0, minor=0)  # no locality
+    c.mounts.add(destination="/data", source="/mnt/fast", options=["rbind", "rw"])
+    c.mounts.add(destination="/cfg", source="/etc/app", options=["rbind", "ro"])
+    c.mounts.add(destination="/proc", type="proc")  # no source: no locality
+    info = adapter.container_from_nri(_sandbox(), c)
+    assert info.devices == (
+        DeviceRef("/dev/dri/card0", "c", 226, 0),
+        DeviceRef("/dev/nvme0n1", "b", 259, 0),
+    )
+    assert info.mounts == (
+        MountRef("/mnt/fast", "/data", read_only=False),
+        MountRef("/etc/app", "/cfg", read_only=True),
+    )
+    assert info.topology_hints == ()  # the shell resolves them (pipeline.resolve_hints)
