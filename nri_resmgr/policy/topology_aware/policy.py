@@ -85,6 +85,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
     ContainerRequest,
     container_request,
 )
+from nri_resmgr.policy.topology_aware.priority import PriorityCPUs, priority_cpus
 from nri_resmgr.policy.topology_aware.rendering import render_all, render_changed
 from nri_resmgr.policy.topology_aware.reports import (
     claim_of,
@@ -141,6 +142,7 @@ class TopologyAwarePolicy:
         self.tree: PoolTree = build_pool_tree(
             topology, available=self.config.available, reserved=self.config.reserved
         )
+        self.priorities: PriorityCPUs = priority_cpus(topology)
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -198,6 +200,7 @@ class TopologyAwarePolicy:
                         request=request,
                         hinted=pool.index == hint,
                         affinity_score=affinities.get(pool.index, 0),
+                        priorities=self.priorities,
                     ),
                     pool,
                 )
@@ -221,6 +224,7 @@ class TopologyAwarePolicy:
                 namespace=container.namespace,
                 request=request,
                 prefer=prefer,
+                priorities=self.priorities,
             )
             if isinstance(got, Offer):
                 offers.append(got)
@@ -237,7 +241,8 @@ class TopologyAwarePolicy:
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
         message = f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)
-        if request.kind is CPUKind.EXCLUSIVE and opts.fallback_to_shared:
+        fallback = opts.fallback_to_shared and not request.require_isolated
+        if request.kind is CPUKind.EXCLUSIVE and fallback:
             shared = _as_shared(request)
             grant, where = self._place(state, container, shared, hint=hint, prefer=prefer)
             return grant, f"{where} (fallbackToShared: {message})"
@@ -440,6 +445,8 @@ class TopologyAwarePolicy:
             return None
         isolated = cur <= root.isolated
         if not (isolated and req.prefer_isolated) and not cur <= root.sharable:
+            return None
+        if req.require_isolated and not isolated:
             return None
         pools = self.tree.deepest_containing(cur)
         if req.pin_memory and c.current_mems is not None:

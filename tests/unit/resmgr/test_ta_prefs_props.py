@@ -1,0 +1,83 @@
+"""Property tests: the allocator's invariants hold with the ta-prefs annotations.
+
+Random create/delete sequences as in `test_policy_topology_aware_props` (invariants after
+every step, updates = the containers whose rendering changed, a rebuild from our own
+rendering moves nobody, releasing everything gives the initial state), on machines with
+E-cores and isolated CPUs, with ``prefer-cpu-priority`` and ``require-isolated-cpus``
+among the annotations.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nri_resmgr.model import QoSClass
+from nri_resmgr.policy.topology_aware.preferences import (
+    HIDE_HYPERTHREADS,
+    PREFER_ISOLATED,
+    PREFER_SHARED,
+    REQUIRE_ISOLATED,
+)
+from nri_resmgr.policy.topology_aware.priority import PREFER_CPU_PRIORITY
+from nri_resmgr.topology.synthetic import build_topology
+from tests.unit.resmgr.test_policy_topology_aware_props import Op, exercise
+
+GU = QoSClass.GUARANTEED
+MACHINES = {
+    "hybrid-isolated": {
+        "packages": 1,
+        "nodes": 2,
+        "cores": 4,
+        "threads": 2,
+        "memory": "2G",
+        "efficient_cpus": "2-3,6-7,10-11,14-15",
+        "isolated": "1,9",
+    },
+    "n4c16-e-node": {
+        "packages": 2,
+        "nodes": 2,
+        "cores": 2,
+        "threads": 2,
+        "memory": "2G",
+        "efficient_cpus": "4-5,12-13",
+        "isolated": "7,15",
+    },
+}
+
+BOOL = st.sampled_from(["true", "false"])
+PREFS = st.fixed_dictionaries(
+    {},
+    optional={
+        PREFER_CPU_PRIORITY: st.sampled_from(["high", "normal", "low", "default"]),
+        REQUIRE_ISOLATED: BOOL,
+        PREFER_ISOLATED: BOOL,
+        PREFER_SHARED: BOOL,
+        HIDE_HYPERTHREADS: BOOL,
+    },
+)
+
+OPS = st.lists(
+    st.builds(
+        Op,
+        create=st.booleans() | st.just(True),
+        slot=st.integers(0, 9),
+        qos=st.sampled_from([GU, GU, QoSClass.BURSTABLE, QoSClass.BEST_EFFORT]),
+        milli=st.sampled_from([0, 250, 1000, 1500, 2000, 3000]),
+        system=st.just(False),
+        init=st.just(False),
+        memory=st.just(0),
+        annotations=PREFS,
+    ),
+    max_size=20,
+)
+
+
+@pytest.mark.parametrize("name", list(MACHINES))
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, fallback=st.booleans())
+def test_sequences_with_priorities_and_required_isolation(
+    name: str, ops: list[Op], fallback: bool
+) -> None:
+    exercise(build_topology(MACHINES[name]), {"fallbackToShared": fallback}, ops)
