@@ -181,14 +181,7 @@ class TopologyAwarePolicy:
     ) -> tuple[Grant, str]:
         supply = state.supply
         opts = self.config.options
-        affinities = affinity_by_pool(
-            state,
-            len(self.tree.pools),
-            pod_id=container.pod.id,
-            namespace=container.namespace,
-            colocate_pods=opts.colocate_pods,
-            colocate_namespaces=opts.colocate_namespaces,
-        )
+        affinities = affinity_by_pool(state, self.tree, container_id=container.id, request=request)
         # offers in the order of the best key each pool could reach; once the best offer
         # so far beats the bound of the next pool it beats all the rest (scoring.key_bound)
         bounded = sorted(

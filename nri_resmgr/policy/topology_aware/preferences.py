@@ -30,7 +30,9 @@ scope (``/container.NAME`` before ``/pod`` before bare) gives the value, ``requi
 winning a tie; when it is the one and the request ends up isolated, a pool without
 enough free isolated CPUs makes no offer, so the container fails rather than being
 sliced shared CPUs (and ``fallbackToShared`` does not apply).  A Guaranteed container's
-``prefer-cpu-priority`` (`priority`) picks P- or E-cores.
+``prefer-cpu-priority`` (`priority`) picks P- or E-cores.  The pod's ``affinity`` and
+``anti-affinity`` annotations (and the implicit ``colocatePods``/``colocateNamespaces``
+rules) become the request's `affinity.Affinity` rules.
 
 ``memory-type`` takes a comma list of ``dram``, ``pmem``, ``hbm``, ``mixed`` (= all
 three); without it a container may use every kind its pool has (nri-plugins' default).
@@ -54,6 +56,12 @@ from nri_resmgr.model import (
     QoSClass,
 )
 from nri_resmgr.policy.common import namespace_matches, parse_bool_annotation
+from nri_resmgr.policy.topology_aware.affinity import (
+    Affinity,
+    Subject,
+    container_affinities,
+    subject_of,
+)
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig
 from nri_resmgr.policy.topology_aware.priority import CPUPriority, parse_cpu_priority
 
@@ -111,6 +119,10 @@ class ContainerRequest:
     cpu_priority: CPUPriority = CPUPriority.NONE
     #: ``require-isolated-cpus``: whole CPUs only from the isolated ones, or fail
     require_isolated: bool = False
+    #: the container as affinity expressions of others see it (`affinity`)
+    subject: Subject | None = None
+    #: its affinity and anti-affinity rules, explicit or implicit (`affinity`)
+    affinities: tuple[Affinity, ...] = ()
 
     def describe(self) -> str:
         """``2 exclusive CPUs + 500m shared`` and the like, for messages."""
@@ -189,6 +201,12 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     iso_annotated, strict = isolation_preference(container)
     shared_annotated = parse_bool_annotation(container, PREFER_SHARED)
     kinds = parse_memory_types(container) or ALL_MEMORY
+    rules = container_affinities(
+        container,
+        colocate_pods=opts.colocate_pods,
+        colocate_namespaces=opts.colocate_namespaces,
+    )
+    subject = subject_of(container)
 
     qos = container.qos_class
     # nri-plugins reads the priority of Guaranteed containers only
@@ -213,6 +231,8 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
             pin_memory=opts.pin_memory and not mem_preserve,
             cpu_priority=priority,
             require_isolated=strict and isolated and full > 0,
+            subject=subject,
+            affinities=rules,
         )
 
     if cpu_preserve:

@@ -3,8 +3,8 @@
 Random create/delete sequences as in `test_policy_topology_aware_props` (invariants after
 every step, updates = the containers whose rendering changed, a rebuild from our own
 rendering moves nobody, releasing everything gives the initial state), on machines with
-E-cores and isolated CPUs, with ``prefer-cpu-priority`` and ``require-isolated-cpus``
-among the annotations.
+E-cores and isolated CPUs, with ``prefer-cpu-priority``, ``require-isolated-cpus`` and
+affinity/anti-affinity among the annotations.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nri_resmgr.model import QoSClass
+from nri_resmgr.policy.topology_aware.affinity import AFFINITY, ANTI_AFFINITY
 from nri_resmgr.policy.topology_aware.preferences import (
     HIDE_HYPERTHREADS,
     PREFER_ISOLATED,
@@ -47,6 +48,13 @@ MACHINES = {
 }
 
 BOOL = st.sampled_from(["true", "false"])
+#: simple-form affinities between the slots' containers (c0 .. c9)
+PAIRS = st.dictionaries(
+    st.sampled_from([f"c{i}" for i in range(10)]),
+    st.lists(st.sampled_from([f"c{i}" for i in range(10)]), min_size=1, max_size=3),
+    min_size=1,
+    max_size=3,
+).map(lambda d: "\n".join(f"{k}: [{', '.join(v)}]" for k, v in d.items()))
 PREFS = st.fixed_dictionaries(
     {},
     optional={
@@ -55,6 +63,8 @@ PREFS = st.fixed_dictionaries(
         PREFER_ISOLATED: BOOL,
         PREFER_SHARED: BOOL,
         HIDE_HYPERTHREADS: BOOL,
+        AFFINITY: PAIRS,
+        ANTI_AFFINITY: PAIRS,
     },
 )
 
@@ -76,8 +86,13 @@ OPS = st.lists(
 
 @pytest.mark.parametrize("name", list(MACHINES))
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=OPS, fallback=st.booleans())
-def test_sequences_with_priorities_and_required_isolation(
-    name: str, ops: list[Op], fallback: bool
+@given(ops=OPS, fallback=st.booleans(), colocate=st.booleans())
+def test_sequences_with_priorities_isolation_and_affinities(
+    name: str, ops: list[Op], fallback: bool, colocate: bool
 ) -> None:
-    exercise(build_topology(MACHINES[name]), {"fallbackToShared": fallback}, ops)
+    config = {
+        "fallbackToShared": fallback,
+        "colocatePods": colocate,
+        "colocateNamespaces": colocate,
+    }
+    exercise(build_topology(MACHINES[name]), config, ops)
