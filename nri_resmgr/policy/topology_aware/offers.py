@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nri_resmgr.model import ContainerID, CPUKind, PodID
-from nri_resmgr.policy.common import take_cores, take_cpus
+from nri_resmgr.policy.common import take_cpus
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.policy.topology_aware.priority import (
@@ -179,13 +179,10 @@ def make_offer(
         return offer(CPUKind.SHARED, IDSet(), True, headroom)
 
     # whole CPUs: isolated first when preferred, else sliced off the shared set;
-    # hide-hyperthreads takes `full` whole cores and shows one thread of each
+    # (hide-hyperthreads changes only what is shown: `rendering`, as nri-plugins does)
     mixed = request.shared_milli > 0
 
     def take(available: CPUSet) -> CPUSet | None:
-        if request.hide_hyperthreads:
-            first = prefer[0] if prefer else IDSet()
-            return take_cores(topology, available, request.full, prefer=first)
         return take_cpus(topology, available, request.full, prefer=prefer)
 
     if request.prefer_isolated and (shared_now or not mixed):

@@ -302,7 +302,7 @@ class TopologyAwarePolicy:
         # after a fail-open, a claim of the wrong size) only order it, never drop it.
         claims: dict[ContainerID, CPUSet] = {}
         for c in containers:
-            held = claim_of(self.tree, self.topology, c, requests[c.id])
+            held = claim_of(self.tree, self.topology, c, requests[c.id], holders=holders)
             if held is not None and self._reclaim(st, c, requests[c.id], held) is not None:
                 claims[c.id] = held
         others = [
@@ -331,7 +331,14 @@ class TopologyAwarePolicy:
                     one_thread_per_core(self.topology, v) if req.hide_hyperthreads else v
                     for v in supply.shared
                 ]
-                if len(cur) != req.full or cur in views:
+                if req.hide_hyperthreads and cur <= self.tree.root.cpus:
+                    # N CPUs show as one thread on each of N / threads-per-core .. N cores
+                    cores = len(self.topology.cores_of(cur))
+                    tpc = self.topology.threads_per_core()
+                    wrong = not (cores <= req.full <= tpc * cores)
+                else:
+                    wrong = len(cur) != req.full
+                if wrong or cur in views:
                     requests[c.id] = _as_shared(req)
         pending.sort(
             key=lambda c: (
@@ -347,7 +354,9 @@ class TopologyAwarePolicy:
                 self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
                 for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus
             )
-            lonely = IDSet(cpu for cpu in mine if holders[cpu] <= 1)
+            # in nobody else's cpuset (a hidden sibling counts only if no one sees it)
+            own = c.current_cpus or IDSet()
+            lonely = IDSet(cpu for cpu in mine if holders[cpu] - (cpu in own) == 0)
             # a mixed container's own CPUs are the ones other shared views lack
             evidence = IDSet(cpu for cpu in lonely if missing[cpu])
             prefer = [evidence, lonely]

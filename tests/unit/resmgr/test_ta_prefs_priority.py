@@ -1,4 +1,4 @@
-"""CPU priority (``prefer-cpu-priority``) and ``require-isolated-cpus`` in topology-aware.
+"""CPU priority, ``require-isolated-cpus`` and ``hide-hyperthreads`` in topology-aware.
 
 Machines are nri-plugins' n4c16 in our numbering (2 packages x 2 NUMA nodes x 2 cores x
 2 threads: node0 = 0-1,8-9, node1 = 2-3,10-11, node2 = 4-5,12-13, node3 = 6-7,14-15;
@@ -16,10 +16,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nri_resmgr.model import AllocationError, AnnotationError, ContainerInfo, CPUKind, QoSClass
+from nri_resmgr.model import (
+    AllocationError,
+    AnnotationError,
+    ContainerID,
+    ContainerInfo,
+    CPUKind,
+    QoSClass,
+)
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.preferences import (
+    HIDE_HYPERTHREADS,
     PREFER_ISOLATED,
+    PREFER_RESERVED,
     REQUIRE_ISOLATED,
     container_request,
 )
@@ -28,6 +37,7 @@ from nri_resmgr.policy.topology_aware.priority import (
     CPUPriority,
     priority_cpus,
 )
+from nri_resmgr.policy.topology_aware.reports import claim_of
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import build_topology
@@ -235,3 +245,97 @@ def test_a_lone_request_gets_its_class_whenever_one_node_has_room(
     )
     if roomy:
         assert d.assignment.cpus <= classes, (d.assignment, classes)
+
+
+# ---- hide-hyperthreads ---------------------------------------------------------------------
+
+
+def test_hide_hyperthreads_shows_one_thread_of_the_cpus_granted() -> None:
+    """n4c16/test00-basic-placement, pod1 (three of its four 3-CPU containers; c2 hides)."""
+    ann = {f"{HIDE_HYPERTHREADS}/container.pod1c2": "true"}
+    t = machine()
+    p, s, got = place(t, [ctr(f"pod1c{i}", pod="pod1", milli=3000, ann=ann) for i in range(3)])
+    assert [len(got[f"pod1c{i}"]) for i in range(3)] == [3, 3, 2]
+    assert len(t.cores_of(got["pod1c2"])) == 2
+    grant = s.grants[ContainerID("pod1-pod1c2")]
+    assert len(grant.exclusive) == 3  # the hidden thread is held, not shared
+    nodes = [t.nodes_of(got[f"pod1c{i}"]) for i in range(3)]
+    assert all(a.isdisjoint(b) for i, a in enumerate(nodes) for b in nodes[i + 1 :])
+    shared = p.render(s)
+    assert all(
+        grant.exclusive.isdisjoint(a.cpus) for cid, a in shared.items() if cid != grant.container_id
+    )
+
+
+def test_hide_hyperthreads_on_reserved_cpus() -> None:
+    """n4c16/test11-reserved-cpu-annotations, pod2: reserved 10-11 (one core) shows 10."""
+    t = build_topology({**N4C16, "threads": 2})
+    # their cpu10/cpu11 are one core; ours are 5 and 13
+    config = {
+        "availableResources": {"cpu": "cpuset:4-5,12-13"},
+        "reservedResources": {"cpu": "cpuset:5,13"},
+    }
+    ann = {f"{PREFER_RESERVED}/pod": "true", f"{HIDE_HYPERTHREADS}/pod": "true"}
+    _, _, got = place(t, [ctr("c0", pod="pod2", milli=100, ann=ann)], config)
+    assert got["c0"] == IDSet([5])
+
+
+def test_rebuild_keeps_a_hide_hyperthreads_grant_from_its_report() -> None:
+    """Its report shows 2 of the 3 CPUs held: the rebuild finds the hidden one, not the
+    thread a shared container sees, and moves nobody."""
+    ann = {HIDE_HYPERTHREADS: "true"}
+    p, s, _ = place(
+        machine(),
+        [
+            ctr("h", pod="h", milli=3000, ann=ann),
+            ctr("s", pod="s", qos=QoSClass.BURSTABLE, milli=100),
+        ],
+    )
+    r = p.render(s)
+    reports = [
+        with_current(
+            ctr("h", pod="h", milli=3000, ann=ann),
+            r[ContainerID("h-h")].cpus,
+            r[ContainerID("h-h")].mems,
+        ),
+        with_current(
+            ctr("s", pod="s", qos=QoSClass.BURSTABLE, milli=100),
+            r[ContainerID("s-s")].cpus,
+            r[ContainerID("s-s")].mems,
+        ),
+    ]
+    d = p.rebuild(reports)
+    p.check(d.state)
+    assert d.state.grants[ContainerID("h-h")].exclusive == s.grants[ContainerID("h-h")].exclusive
+    assert d.updates == (), d.reason
+
+
+def test_a_hide_hyperthreads_claim_takes_hidden_threads_nobody_sees() -> None:
+    p = TopologyAwarePolicy(topology=machine(), config={})
+    c = with_current(ctr("h", milli=3000, ann={HIDE_HYPERTHREADS: "true"}), IDSet([2, 3]), None)
+    req = container_request(c, p.config)
+    assert claim_of(p.tree, p.topology, c, req) == IDSet([2, 3, 10])
+    # a shared container's cpuset shows 10: the hidden thread is 11
+    assert claim_of(p.tree, p.topology, c, req, holders={10: 1}) == IDSet([2, 3, 11])
+    # too few hidden threads (or more shown cores than CPUs) is no claim
+    two = with_current(c, IDSet([2, 3, 4, 5]), None)
+    assert claim_of(p.tree, p.topology, two, req) is None
+
+
+def test_rebuild_of_a_mixed_hide_hyperthreads_container_moves_nobody_the_second_time() -> None:
+    """Its report shows threads of many cores; a hidden sibling another container's
+    cpuset holds is not its own, so the second rebuild keeps the other one where it is
+    (found by test_rebuild_from_arbitrary_cpusets_is_valid[pmem-hbm])."""
+    t = build_topology(
+        {"packages": 1, "nodes": 2, "cores": 3, "threads": 2, "memory": "2G",
+         "extra_memory_nodes": [{"kind": "pmem", "memory": "8G", "attach": 0},
+                                {"kind": "hbm", "memory": "1G", "attach": 1}]}
+    )  # fmt: skip
+    p = TopologyAwarePolicy(topology=t, config={})
+    c0 = with_current(ctr("c0", pod="pod0", cid="c0"), IDSet(), None)
+    c1 = ctr("c1", pod="pod1", milli=1500, ann={HIDE_HYPERTHREADS: "true"}, cid="c1")
+    d = p.rebuild([c0, with_current(c1, IDSet([0, 1, 2, 3]), None)])
+    r = p.render(d.state)
+    again = p.rebuild([with_current(c, r[c.id].cpus, r[c.id].mems) for c in (c0, c1)])
+    p.check(again.state)
+    assert again.updates == (), again.reason
