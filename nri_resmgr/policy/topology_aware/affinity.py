@@ -45,7 +45,7 @@ from __future__ import annotations
 import enum
 import fnmatch
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -112,28 +112,28 @@ class Subject:
     pod_name: str
     pod_labels: tuple[tuple[str, str], ...] = ()
 
-    def lookup(self, key: str) -> str | None:
-        """The value of one (non-joint) key, or None when the subject has none."""
-        parts = key.strip("/").split("/")
-        if parts[0] == "pod" and len(parts) > 1:
-            pod = {
-                "name": self.pod_name,
-                "namespace": self.namespace,
-                "qosclass": self.qos_class,
-                "id": self.pod_id,
-                "uid": self.pod_uid,
-            }
-            if parts[1] == "labels":
-                return dict(self.pod_labels).get("/".join(parts[2:]))
-            return pod.get(parts[1]) if len(parts) == 2 else None
-        own = {
+    #: every key this subject has, normalized (``pod/labels/app``), to its value
+    _index: Mapping[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # container labels and tags are not carried by NRI's view here: never present
+        index = {
             "name": self.name,
             "namespace": self.namespace,
             "qosclass": self.qos_class,
             "id": self.id,
+            "pod/name": self.pod_name,
+            "pod/namespace": self.namespace,
+            "pod/qosclass": self.qos_class,
+            "pod/id": self.pod_id,
+            "pod/uid": self.pod_uid,
         }
-        # container labels and tags are not carried by NRI's view here: never present
-        return own.get(parts[0]) if len(parts) == 1 else None
+        index.update((f"pod/labels/{k}", v) for k, v in self.pod_labels)
+        object.__setattr__(self, "_index", index)
+
+    def lookup(self, key: str) -> str | None:
+        """The value of one normalized (non-joint) key, or None when there is none."""
+        return self._index.get(key)
 
 
 def _split_keys(key: str) -> tuple[list[str], str]:
@@ -160,15 +160,23 @@ class Expression:
     key: str
     op: Operator
     values: tuple[str, ...] = ()
+    #: `key` split into its (joint) keys, each normalized, and the joint value separator
+    _parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _vsep: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        keys, vsep = _split_keys(self.key)
+        parts = tuple("/".join(p for p in k.split("/") if p) for k in keys)
+        object.__setattr__(self, "_parts", parts)
+        object.__setattr__(self, "_vsep", vsep)
 
     def value_of(self, subject: Subject) -> str | None:
-        keys, vsep = _split_keys(self.key)
-        if len(keys) == 1:
-            return subject.lookup(keys[0])
-        found = [subject.lookup(k) for k in keys]
+        if len(self._parts) == 1:
+            return subject.lookup(self._parts[0])
+        found = [subject.lookup(k) for k in self._parts]
         if all(v is None for v in found):
             return None
-        return vsep.join(v or "" for v in found)
+        return self._vsep.join(v or "" for v in found)
 
     def evaluate(self, subject: Subject) -> bool:
         op = self.op
@@ -380,14 +388,27 @@ def pool_weights(
     `others` are (container id, pool index, subject) of the containers placed; the
     container itself and containers without a subject never count.
     """
-    rules = tuple(rules)
+    # (AlwaysTrue expressions, as in the implicit rules, are not evaluated at all)
+    tests = [
+        (
+            None if r.scope.op is Operator.ALWAYS_TRUE else r.scope,
+            None if r.match.op is Operator.ALWAYS_TRUE else r.match,
+            r.weight,
+        )
+        for r in rules
+    ]
     out: dict[int, int] = {}
-    if not rules:
+    if not tests:
         return out
     for cid, pool, subject in others:
         if cid == self_id or subject is None:
             continue
-        w = sum(r.weight_for(subject) for r in rules)
+        w = 0
+        for scope, match, weight in tests:
+            if (scope is None or scope.evaluate(subject)) and (
+                match is None or match.evaluate(subject)
+            ):
+                w += weight
         if w:
             out[pool] = out.get(pool, 0) + w
     return out
