@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nri_resmgr.model import QoSClass
+from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.affinity import AFFINITY, ANTI_AFFINITY
 from nri_resmgr.policy.topology_aware.preferences import (
     HIDE_HYPERTHREADS,
@@ -22,8 +23,10 @@ from nri_resmgr.policy.topology_aware.preferences import (
     REQUIRE_ISOLATED,
 )
 from nri_resmgr.policy.topology_aware.priority import PREFER_CPU_PRIORITY
+from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.synthetic import build_topology
-from tests.unit.resmgr.test_policy_topology_aware_props import Op, exercise
+from tests.unit.resmgr.test_policy_support import with_current
+from tests.unit.resmgr.test_policy_topology_aware_props import Op, exercise, make
 
 GU = QoSClass.GUARANTEED
 MACHINES = {
@@ -96,3 +99,30 @@ def test_sequences_with_priorities_isolation_and_affinities(
         "colocateNamespaces": colocate,
     }
     exercise(build_topology(MACHINES[name]), config, ops)
+
+
+@pytest.mark.parametrize("name", list(MACHINES))
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, data=st.data())
+def test_rebuild_from_arbitrary_cpusets_with_preferences(
+    name: str, ops: list[Op], data: st.DataObject
+) -> None:
+    """Whatever the runtime reports, the rebuilt state keeps the invariants, and once its
+    updates are applied a second rebuild changes nothing (unless someone was
+    overcommitted or left untouched)."""
+    t = build_topology(MACHINES[name])
+    p = TopologyAwarePolicy(topology=t, config={})
+    cpus = sorted(t.online_cpus())
+    containers = {}
+    for op in ops:
+        c = make(op)
+        cur = data.draw(st.sets(st.sampled_from(cpus), max_size=6))
+        containers[c.id] = with_current(c, IDSet(cur), None)
+    d = p.rebuild(list(containers.values()))
+    p.check(d.state)
+    rendered = p.render(d.state)
+    if "left untouched" not in d.reason and "overcommitted" not in d.reason:
+        applied = [
+            with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in containers.values()
+        ]
+        assert p.rebuild(applied).updates == (), d.reason
