@@ -27,6 +27,9 @@ pinCPU                     true        render ``cpuset.cpus``
 pinMemory                  true        render ``cpuset.mems``
 fallbackToShared           false       exclusive (not mixed) request that fits nowhere
                                        -> shared
+defaultCPUPriority         ``none``    ``high``, ``normal``, ``low`` or ``none``: the CPU
+                                       priority of containers not annotated with
+                                       ``prefer-cpu-priority`` (`priority`)
 =========================  ==========  ===================================================
 """
 
@@ -40,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.policy.topology_aware.priority import CPUPriority
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 from nri_resmgr.topology.model import Topology
 
@@ -73,6 +77,7 @@ class TopologyAwareConfig(BaseModel):
     pin_cpu: bool = Field(default=True, alias="pinCPU")
     pin_memory: bool = Field(default=True, alias="pinMemory")
     fallback_to_shared: bool = Field(default=False, alias="fallbackToShared")
+    default_cpu_priority: CPUPriority = Field(default=CPUPriority.NONE, alias="defaultCPUPriority")
 
 
 @dataclass(frozen=True, slots=True)

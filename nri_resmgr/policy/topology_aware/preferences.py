@@ -209,11 +209,13 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     subject = subject_of(container)
 
     qos = container.qos_class
-    # nri-plugins reads the priority of Guaranteed containers only
+    # nri-plugins reads the annotation of Guaranteed containers only; the others, and
+    # ``default``, get ``defaultCPUPriority``
+    default_priority = opts.default_cpu_priority
     priority = (
-        parse_cpu_priority(container, CPUPriority.NONE)
+        parse_cpu_priority(container, default_priority)
         if qos is QoSClass.GUARANTEED
-        else CPUPriority.NONE
+        else default_priority
     )
 
     def make(

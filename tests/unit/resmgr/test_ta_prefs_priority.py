@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from nri_resmgr.model import (
     AllocationError,
     AnnotationError,
+    ConfigError,
     ContainerID,
     ContainerInfo,
     CPUKind,
@@ -339,3 +340,27 @@ def test_rebuild_of_a_mixed_hide_hyperthreads_container_moves_nobody_the_second_
     again = p.rebuild([with_current(c, r[c.id].cpus, r[c.id].mems) for c in (c0, c1)])
     p.check(again.state)
     assert again.updates == (), again.reason
+
+
+@pytest.mark.parametrize(
+    ("qos", "ann", "expect"),
+    [
+        (QoSClass.GUARANTEED, {}, CPUPriority.LOW),
+        (QoSClass.BURSTABLE, {}, CPUPriority.LOW),
+        (QoSClass.GUARANTEED, {PREFER_CPU_PRIORITY: "default"}, CPUPriority.LOW),
+        (QoSClass.GUARANTEED, {PREFER_CPU_PRIORITY: "high"}, CPUPriority.HIGH),
+    ],
+    ids=["guaranteed", "burstable", "annotated-default", "annotated-high"],
+)
+def test_default_cpu_priority_from_the_configuration(
+    qos: QoSClass, ann: dict[str, str], expect: CPUPriority
+) -> None:
+    """nri-plugins' ``defaultCPUPriority``: every container not annotated otherwise."""
+    p = TopologyAwarePolicy(topology=small(), config={"defaultCPUPriority": "low"})
+    c = ctr("a", qos=qos, milli=1000, ann=ann)
+    assert container_request(c, p.config).cpu_priority is expect
+
+
+def test_default_cpu_priority_must_be_a_known_class() -> None:
+    with pytest.raises(ConfigError, match="defaultCPUPriority"):
+        TopologyAwarePolicy(topology=small(), config={"defaultCPUPriority": "urgent"})
