@@ -30,6 +30,9 @@ fallbackToShared           false       exclusive (not mixed) request that fits n
 schedulingClasses          ``[]``      named scheduling / I/O priority classes
 namespaceSchedulingClasses ``{}``      namespace -> default class
 podQoSSchedulingClasses    ``{}``      QoS class -> default class (`sched_classes`)
+defaultCPUPriority         ``none``    ``high``, ``normal``, ``low`` or ``none``: the CPU
+                                       priority of containers not annotated with
+                                       ``prefer-cpu-priority`` (`priority`)
 =========================  ==========  ===================================================
 """
 
@@ -44,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
 from nri_resmgr.policy.sched_classes import SchedulingClassSpec
+from nri_resmgr.policy.topology_aware.priority import CPUPriority
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 from nri_resmgr.topology.model import Topology
 
@@ -86,6 +90,7 @@ class TopologyAwareConfig(BaseModel):
     pod_qos_scheduling_classes: dict[str, str] = Field(
         default_factory=dict, alias="podQoSSchedulingClasses"
     )
+    default_cpu_priority: CPUPriority = Field(default=CPUPriority.NONE, alias="defaultCPUPriority")
 
 
 @dataclass(frozen=True, slots=True)

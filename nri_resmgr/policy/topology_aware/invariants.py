@@ -96,12 +96,7 @@ def _grant_problems(tree: PoolTree, topology: Topology, cid: ContainerID, g: Gra
     if g.kind is CPUKind.ISOLATED and not g.exclusive <= pool.isolated:
         problems.append(f"{cid}: isolated grant {g.exclusive} holds non-isolated CPUs")
     if g.kind in (CPUKind.EXCLUSIVE, CPUKind.ISOLATED, CPUKind.MIXED):
-        if g.request.hide_hyperthreads:
-            cores = topology.cores_of(g.exclusive)
-            whole = all(t == topology.core_cpus(k) for k, t in cores.items())
-            if len(cores) != g.request.full or not whole:
-                problems.append(f"{cid}: holds {g.exclusive}, not {g.request.full} cores")
-        elif len(g.exclusive) != g.request.full:
+        if len(g.exclusive) != g.request.full:
             problems.append(f"{cid}: holds {len(g.exclusive)} CPUs for {g.request.full}")
     elif g.exclusive:
         problems.append(f"{cid}: {g.kind} grant holds exclusive CPUs {g.exclusive}")

@@ -11,6 +11,10 @@ whole CPUs are taken from the pool's free isolated CPUs when preferred, else sli
 its shared set, and when slicing would leave a pool below without enough shared CPUs a
 second try keeps those aside (`_keepers`).  `exact_offer` is the rebuild's question:
 what would `pool` grant if the container kept exactly the CPUs it holds now.
+
+A request's CPU priority (`priority`) marks the offer of a pool short of CPUs of that
+class (`Offer.priority_unmet`, for the sort key) and makes whole CPUs come from the
+class first; ``require-isolated-cpus`` leaves only the isolated way.
 """
 
 from __future__ import annotations
@@ -19,9 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nri_resmgr.model import ContainerID, CPUKind, PodID
-from nri_resmgr.policy.common import take_cores, take_cpus
+from nri_resmgr.policy.common import take_cpus
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
+from nri_resmgr.policy.topology_aware.priority import (
+    PriorityCPUs,
+    preferred_cpus,
+    priority_unmet,
+)
 from nri_resmgr.policy.topology_aware.state import Grant, Supply
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import Topology
@@ -42,6 +51,9 @@ class Offer:
     headroom: int
     #: containers already living in exactly this pool
     population: int
+    #: the pool's free shared CPUs of the request's CPU priority class cannot hold it
+    #: (`priority.priority_unmet`; False without a priority)
+    priority_unmet: bool = False
 
 
 def _fits_memory(tree: PoolTree, supply: Supply, pool: Pool, req: ContainerRequest) -> str:
@@ -117,11 +129,28 @@ def make_offer(
     namespace: str,
     request: ContainerRequest,
     prefer: Sequence[CPUSet],
+    priorities: PriorityCPUs | None = None,
 ) -> Offer | str:
-    """What `pool` would grant `request`, or a short reason why it cannot."""
+    """What `pool` would grant `request`, or a short reason why it cannot.
+
+    `priorities` are the machine's CPU priority classes (`priority.priority_cpus`);
+    without them the request's CPU priority is ignored.
+    """
     problem = _fits_memory(tree, supply, pool, request)
     if problem:
         return problem
+    unmet = False
+    if priorities is not None:
+        unmet = priority_unmet(
+            request.cpu_priority,
+            priorities,
+            supply.shared[pool.index],
+            full=request.full,
+            milli=request.shared_milli,
+        )
+        first = preferred_cpus(request.cpu_priority, priorities)
+        if first is not None:
+            prefer = [*prefer, first]
 
     def offer(kind: CPUKind, exclusive: CPUSet, met: bool, headroom: int) -> Offer:
         grant = Grant(
@@ -133,7 +162,9 @@ def make_offer(
             exclusive=exclusive,
             request=request,
         )
-        return _offer(supply=supply, pool=pool, grant=grant, met=met, headroom=headroom)
+        return _offer(
+            supply=supply, pool=pool, grant=grant, met=met, headroom=headroom, unmet=unmet
+        )
 
     shared_now = supply.shared[pool.index]
     if request.kind in (CPUKind.NONE, CPUKind.RESERVED):
@@ -148,13 +179,10 @@ def make_offer(
         return offer(CPUKind.SHARED, IDSet(), True, headroom)
 
     # whole CPUs: isolated first when preferred, else sliced off the shared set;
-    # hide-hyperthreads takes `full` whole cores and shows one thread of each
+    # (hide-hyperthreads changes only what is shown: `rendering`, as nri-plugins does)
     mixed = request.shared_milli > 0
 
     def take(available: CPUSet) -> CPUSet | None:
-        if request.hide_hyperthreads:
-            first = prefer[0] if prefer else IDSet()
-            return take_cores(topology, available, request.full, prefer=first)
         return take_cpus(topology, available, request.full, prefer=prefer)
 
     if request.prefer_isolated and (shared_now or not mixed):
@@ -165,6 +193,13 @@ def make_offer(
             if not problem:
                 kind = CPUKind.MIXED if mixed else CPUKind.ISOLATED
                 return offer(kind, iso, True, 1000 * (len(free_iso) - len(iso)))
+            if request.require_isolated:
+                return f"require-isolated-cpus: {problem}"
+    if request.require_isolated:
+        free = len(pool.isolated - supply.used)
+        if mixed and not shared_now:
+            return "require-isolated-cpus: no shared CPUs for the fraction"
+        return f"require-isolated-cpus: {free} free isolated CPUs, {request.full} needed"
     taken = take(shared_now)
     if taken is None:
         return f"only {len(shared_now)} shared CPUs to slice from"
@@ -222,7 +257,9 @@ def exact_offer(
     return _offer(supply=supply, pool=pool, grant=grant, met=met, headroom=headroom)
 
 
-def _offer(*, supply: Supply, pool: Pool, grant: Grant, met: bool, headroom: int) -> Offer:
+def _offer(
+    *, supply: Supply, pool: Pool, grant: Grant, met: bool, headroom: int, unmet: bool = False
+) -> Offer:
     """`grant` as an offer of `pool`, with the pool's population from `supply`."""
     return Offer(
         pool=pool,
@@ -230,4 +267,5 @@ def _offer(*, supply: Supply, pool: Pool, grant: Grant, met: bool, headroom: int
         preference_met=met,
         headroom=headroom,
         population=supply.population[pool.index],
+        priority_unmet=unmet,
     )

@@ -96,6 +96,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
     ContainerRequest,
     container_request,
 )
+from nri_resmgr.policy.topology_aware.priority import PriorityCPUs, priority_cpus
 from nri_resmgr.policy.topology_aware.rendering import render_all, render_changed
 from nri_resmgr.policy.topology_aware.reports import (
     claim_of,
@@ -159,6 +160,7 @@ class TopologyAwarePolicy:
             qos=opts.pod_qos_scheduling_classes,
             where="policy topology-aware",
         )
+        self.priorities: PriorityCPUs = priority_cpus(topology)
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -197,14 +199,7 @@ class TopologyAwarePolicy:
     ) -> tuple[Grant, str]:
         supply = state.supply
         opts = self.config.options
-        affinities = affinity_by_pool(
-            state,
-            len(self.tree.pools),
-            pod_id=container.pod.id,
-            namespace=container.namespace,
-            colocate_pods=opts.colocate_pods,
-            colocate_namespaces=opts.colocate_namespaces,
-        )
+        affinities = affinity_by_pool(state, self.tree, container_id=container.id, request=request)
         # offers in the order of the best key each pool could reach; once the best offer
         # so far beats the bound of the next pool it beats all the rest (scoring.key_bound)
         bounded = sorted(
@@ -216,6 +211,7 @@ class TopologyAwarePolicy:
                         request=request,
                         hinted=pool.index == hint,
                         affinity_score=affinities.get(pool.index, 0),
+                        priorities=self.priorities,
                     ),
                     pool,
                 )
@@ -239,6 +235,7 @@ class TopologyAwarePolicy:
                 namespace=container.namespace,
                 request=request,
                 prefer=prefer,
+                priorities=self.priorities,
             )
             if isinstance(got, Offer):
                 offers.append(got)
@@ -255,7 +252,8 @@ class TopologyAwarePolicy:
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
         message = f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)
-        if request.kind is CPUKind.EXCLUSIVE and opts.fallback_to_shared:
+        fallback = opts.fallback_to_shared and not request.require_isolated
+        if request.kind is CPUKind.EXCLUSIVE and fallback:
             shared = _as_shared(request)
             grant, where = self._place(state, container, shared, hint=hint, prefer=prefer)
             return grant, f"{where} (fallbackToShared: {message})"
@@ -333,7 +331,7 @@ class TopologyAwarePolicy:
         # after a fail-open, a claim of the wrong size) only order it, never drop it.
         claims: dict[ContainerID, CPUSet] = {}
         for c in containers:
-            held = claim_of(self.tree, self.topology, c, requests[c.id])
+            held = claim_of(self.tree, self.topology, c, requests[c.id], holders=holders)
             if held is not None and self._reclaim(st, c, requests[c.id], held) is not None:
                 claims[c.id] = held
         others = [
@@ -362,7 +360,14 @@ class TopologyAwarePolicy:
                     one_thread_per_core(self.topology, v) if req.hide_hyperthreads else v
                     for v in supply.shared
                 ]
-                if len(cur) != req.full or cur in views:
+                if req.hide_hyperthreads and cur <= self.tree.root.cpus:
+                    # N CPUs show as one thread on each of N / threads-per-core .. N cores
+                    cores = len(self.topology.cores_of(cur))
+                    tpc = self.topology.threads_per_core()
+                    wrong = not (cores <= req.full <= tpc * cores)
+                else:
+                    wrong = len(cur) != req.full
+                if wrong or cur in views:
                     requests[c.id] = _as_shared(req)
         pending.sort(
             key=lambda c: (
@@ -378,7 +383,9 @@ class TopologyAwarePolicy:
                 self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
                 for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus
             )
-            lonely = IDSet(cpu for cpu in mine if holders[cpu] <= 1)
+            # in nobody else's cpuset (a hidden sibling counts only if no one sees it)
+            own = c.current_cpus or IDSet()
+            lonely = IDSet(cpu for cpu in mine if holders[cpu] - (cpu in own) == 0)
             # a mixed container's own CPUs are the ones other shared views lack
             evidence = IDSet(cpu for cpu in lonely if missing[cpu])
             prefer = [evidence, lonely]
@@ -469,6 +476,8 @@ class TopologyAwarePolicy:
             return None
         isolated = cur <= root.isolated
         if not (isolated and req.prefer_isolated) and not cur <= root.sharable:
+            return None
+        if req.require_isolated and not isolated:
             return None
         pools = self.tree.deepest_containing(cur)
         if req.pin_memory and c.current_mems is not None:

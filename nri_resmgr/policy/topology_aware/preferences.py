@@ -24,9 +24,19 @@ Guaranteed, request >= 2, fractional         shared, unless *annotated* prefer-s
 ===========================================  =============================================
 
 ``preferSharedCPUs`` / ``preferIsolatedCPUs`` in the configuration are the defaults of
-the two annotations.  ``memory-type`` takes a comma list of ``dram``, ``pmem``, ``hbm``,
-``mixed`` (= all three); without it a container may use every kind its pool has
-(nri-plugins' default).  ``memory.preserve`` leaves ``cpuset.mems`` alone.
+the two annotations.  ``require-isolated-cpus`` is ``prefer-isolated-cpus`` made strict
+(nri-plugins' ``strictIsolatedCPUsPreference``): of the two, the one at the narrower
+scope (``/container.NAME`` before ``/pod`` before bare) gives the value, ``require``
+winning a tie; when it is the one and the request ends up isolated, a pool without
+enough free isolated CPUs makes no offer, so the container fails rather than being
+sliced shared CPUs (and ``fallbackToShared`` does not apply).  A Guaranteed container's
+``prefer-cpu-priority`` (`priority`) picks P- or E-cores.  The pod's ``affinity`` and
+``anti-affinity`` annotations (and the implicit ``colocatePods``/``colocateNamespaces``
+rules) become the request's `affinity.Affinity` rules.
+
+``memory-type`` takes a comma list of ``dram``, ``pmem``, ``hbm``, ``mixed`` (= all
+three); without it a container may use every kind its pool has (nri-plugins' default).
+``memory.preserve`` leaves ``cpuset.mems`` alone.
 
 Unlike nri-plugins, which logs malformed annotations and carries on with defaults, a
 malformed value is an `AnnotationError` naming the annotation and the accepted values,
@@ -46,7 +56,14 @@ from nri_resmgr.model import (
     QoSClass,
 )
 from nri_resmgr.policy.common import namespace_matches, parse_bool_annotation
+from nri_resmgr.policy.topology_aware.affinity import (
+    Affinity,
+    Subject,
+    container_affinities,
+    subject_of,
+)
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig
+from nri_resmgr.policy.topology_aware.priority import CPUPriority, parse_cpu_priority
 
 __all__ = [
     "ALL_MEMORY",
@@ -57,6 +74,7 @@ __all__ = [
     "PREFER_ISOLATED",
     "PREFER_RESERVED",
     "PREFER_SHARED",
+    "REQUIRE_ISOLATED",
     "ContainerRequest",
     "container_request",
     "parse_memory_types",
@@ -64,6 +82,7 @@ __all__ = [
 
 PREFER_ISOLATED = f"prefer-isolated-cpus.{ANNOTATION_DOMAIN}"
 PREFER_SHARED = f"prefer-shared-cpus.{ANNOTATION_DOMAIN}"
+REQUIRE_ISOLATED = f"require-isolated-cpus.{ANNOTATION_DOMAIN}"
 PREFER_RESERVED = f"prefer-reserved-cpus.{ANNOTATION_DOMAIN}"
 HIDE_HYPERTHREADS = f"hide-hyperthreads.{ANNOTATION_DOMAIN}"
 CPU_PRESERVE = f"cpu.preserve.{ANNOTATION_DOMAIN}"
@@ -96,12 +115,22 @@ class ContainerRequest:
     memory_bytes: int
     pin_cpu: bool
     pin_memory: bool
+    #: ``prefer-cpu-priority`` (Guaranteed containers; `priority`)
+    cpu_priority: CPUPriority = CPUPriority.NONE
+    #: ``require-isolated-cpus``: whole CPUs only from the isolated ones, or fail
+    require_isolated: bool = False
+    #: the container as affinity expressions of others see it (`affinity`)
+    subject: Subject | None = None
+    #: its affinity and anti-affinity rules, explicit or implicit (`affinity`)
+    affinities: tuple[Affinity, ...] = ()
 
     def describe(self) -> str:
         """``2 exclusive CPUs + 500m shared`` and the like, for messages."""
         parts = []
         if self.full:
             word = "isolated or exclusive" if self.prefer_isolated else "exclusive"
+            if self.require_isolated:
+                word = "isolated"
             parts.append(f"{self.full} {word} CPU{'s' if self.full != 1 else ''}")
         if self.shared_milli or not self.full:
             parts.append(f"{self.shared_milli}m {self.kind.value if not self.full else 'shared'}")
@@ -138,6 +167,29 @@ def _memory_bytes(container: ContainerInfo) -> int:
     return 0
 
 
+def _scoped(container: ContainerInfo, key: str) -> tuple[int, str] | None:
+    """`container.annotation(key)` with the scope it was found at (0 container, 1 pod, 2 bare)."""
+    for source in (container.pod.annotations, container.annotations):
+        for scope, k in enumerate((f"{key}/container.{container.name}", f"{key}/pod", key)):
+            if k in source:
+                return scope, source[k]
+    return None
+
+
+def isolation_preference(container: ContainerInfo) -> tuple[bool | None, bool]:
+    """The annotated isolated-CPU preference (None when not annotated) and its strictness.
+
+    ``require-isolated-cpus`` and ``prefer-isolated-cpus`` compete by scope (module
+    docstring); a malformed value of the winner is an `AnnotationError`.
+    """
+    strict = _scoped(container, REQUIRE_ISOLATED)
+    loose = _scoped(container, PREFER_ISOLATED)
+    if strict is not None and (loose is None or strict[0] <= loose[0]):
+        value = parse_bool_annotation(container, REQUIRE_ISOLATED)
+        return value, value is True
+    return parse_bool_annotation(container, PREFER_ISOLATED), False
+
+
 def container_request(container: ContainerInfo, config: ResolvedConfig) -> ContainerRequest:
     """Apply the eligibility table (module docstring) to `container`."""
     opts = config.options
@@ -146,9 +198,25 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     mem_preserve = parse_bool_annotation(container, MEMORY_PRESERVE) is True
     hide_ht = parse_bool_annotation(container, HIDE_HYPERTHREADS) is True
     prefer_reserved = parse_bool_annotation(container, PREFER_RESERVED)
-    iso_annotated = parse_bool_annotation(container, PREFER_ISOLATED)
+    iso_annotated, strict = isolation_preference(container)
     shared_annotated = parse_bool_annotation(container, PREFER_SHARED)
     kinds = parse_memory_types(container) or ALL_MEMORY
+    rules = container_affinities(
+        container,
+        colocate_pods=opts.colocate_pods,
+        colocate_namespaces=opts.colocate_namespaces,
+    )
+    subject = subject_of(container)
+
+    qos = container.qos_class
+    # nri-plugins reads the annotation of Guaranteed containers only; the others, and
+    # ``default``, get ``defaultCPUPriority``
+    default_priority = opts.default_cpu_priority
+    priority = (
+        parse_cpu_priority(container, default_priority)
+        if qos is QoSClass.GUARANTEED
+        else default_priority
+    )
 
     def make(
         kind: CPUKind, full: int = 0, shared: int = 0, isolated: bool = False
@@ -163,9 +231,12 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
             memory_bytes=_memory_bytes(container),
             pin_cpu=opts.pin_cpu and not cpu_preserve,
             pin_memory=opts.pin_memory and not mem_preserve,
+            cpu_priority=priority,
+            require_isolated=strict and isolated and full > 0,
+            subject=subject,
+            affinities=rules,
         )
 
-    qos = container.qos_class
     if cpu_preserve:
         return make(CPUKind.NONE, shared=0)
     in_reserved_ns = namespace_matches(container.namespace, config.reserved_namespaces)

@@ -20,7 +20,7 @@ from nri_resmgr.policy.common import one_thread_per_core
 from nri_resmgr.policy.topology_aware.pools import PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ALL_MEMORY, ContainerRequest
 from nri_resmgr.policy.topology_aware.state import TopologyAwareState
-from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
+from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import Topology
 
 __all__ = ["claim_of", "hint_for", "missing_from_shared_views", "unreadable_request"]
@@ -70,29 +70,45 @@ def missing_from_shared_views(
 
 
 def claim_of(
-    tree: PoolTree, topology: Topology, c: ContainerInfo, req: ContainerRequest
+    tree: PoolTree,
+    topology: Topology,
+    c: ContainerInfo,
+    req: ContainerRequest,
+    *,
+    holders: Mapping[int, int] | None = None,
 ) -> CPUSet | None:
     """The CPUs `c`'s report would hold as its exclusive grant, if it could be one.
 
     Only the report's own shape is judged (an exclusive, pinned request; the right
     size; CPUs of the tree); `_reclaim` judges it against the grants kept so far.
-    Under hide-hyperthreads one thread of each core is shown and whole cores held.
+    Under hide-hyperthreads a grant of N CPUs shows the lowest of its threads on each
+    core it touches (`rendering`), so the report names the cores and, on each, a thread
+    held; the claim adds to it the N - |shown| hidden threads it needs from the higher
+    threads of those cores, first those in nobody's cpuset (`holders`: how many reports
+    hold each CPU; a thread a shared container sees is not hidden), any such choice
+    rendering as the report does.
     """
     shown = c.current_cpus
     if (
         shown is None
         or req.kind is not CPUKind.EXCLUSIVE
         or not req.pin_cpu
-        or len(shown) != req.full
         or not shown <= tree.root.cpus
     ):
         return None
     if not req.hide_hyperthreads:
-        return shown
+        return shown if len(shown) == req.full else None
     cores = topology.cores_of(shown)
-    if len(cores) != len(shown):
+    need = req.full - len(shown)
+    if len(cores) != len(shown) or need < 0:
         return None
-    return union(topology.core_cpus(k) for k in cores)
+    hidden = sorted(
+        (t for cpu in shown for t in topology.siblings(cpu) if t > cpu and t in tree.root.cpus),
+        key=lambda t: ((holders or {}).get(t, 0) > 0, t),
+    )
+    if len(hidden) < need:
+        return None
+    return shown | IDSet(hidden[:need])
 
 
 def hint_for(

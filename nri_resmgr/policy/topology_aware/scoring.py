@@ -12,16 +12,25 @@ sorted by `offer_key`, a tuple compared left to right, smallest first:
                              a valid placement is kept rather than moved
  2     ``not preference``    0 when the offer meets the container's isolated-CPU
                              preference (an isolated offer beats a sliced one)
- 3     ``-affinity``         more of the pod's containers (``colocatePods``) and of its
-                             namespace (``colocateNamespaces``) already in this pool
- 4     ``-depth``            deeper pools first: the tightest pool that fits (a NUMA
+ 3     ``-affinity``         higher affinity score (`affinity`): the weights of the
+                             container's ``affinity``/``anti-affinity`` rules (else the
+                             implicit ``colocatePods``/``colocateNamespaces`` ones, 10
+                             each) towards the containers of this pool, its ancestors
+                             and its subtree, diluted by 0.75 per tree link
+ 4     ``priority unmet``    ``prefer-cpu-priority`` high or low: 1 when the pool's free
+                             shared CPUs of that class cannot hold the request
+                             (`priority.priority_unmet`; nri-plugins ranks this after
+                             affinity and before depth); 0 otherwise
+ 5     ``-depth``            deeper pools first: the tightest pool that fits (a NUMA
                              node or L3 group before its package, before the machine)
- 5     ``crowding``          shared requests: fewer containers already in the pool,
+ 6     ``normal unmet``      the same for ``prefer-cpu-priority: normal``, which
+                             nri-plugins ranks after depth; 0 otherwise
+ 7     ``crowding``          shared requests: fewer containers already in the pool,
                              so that shared containers spread over the leaves
                              (0 for exclusive, isolated and reserved requests)
- 6     ``-headroom``         more capacity left after the grant: free shared millicores
+ 8     ``-headroom``         more capacity left after the grant: free shared millicores
                              (exclusive, mixed, shared) or free isolated CPUs (isolated)
- 7     ``pool index``        breadth-first pool number: deterministic final tie-break
+ 9     ``pool index``        breadth-first pool number: deterministic final tie-break
 =====  ====================  =============================================================
 
 `key_bound` is the smallest key an offer of a pool could possibly get, computed from the
@@ -31,75 +40,68 @@ winner as building every offer (keys end with the pool index, so no two are equa
 an exclusive request usually picks CPUs in one pool instead of all of them.
 
 Compared with nri-plugins' ``compareScores`` the order is the same in spirit
-(affinity, then tree depth, then per-kind capacity, then id) without topology hints,
-CPU priorities or burstable limits, which this policy does not model.
+(affinity, then CPU priority, then tree depth, then per-kind capacity, then id) without
+topology hints or burstable limits, which this policy does not model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from nri_resmgr.model import CPUKind, PodID
+from nri_resmgr.model import ContainerID, CPUKind
+from nri_resmgr.policy.topology_aware.affinity import diluted_scores, pool_weights
 from nri_resmgr.policy.topology_aware.offers import Offer
-from nri_resmgr.policy.topology_aware.pools import Pool
+from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
+from nri_resmgr.policy.topology_aware.priority import CPUPriority, PriorityCPUs, priority_unmet
 from nri_resmgr.policy.topology_aware.state import Supply, TopologyAwareState
 
-__all__ = ["OfferKey", "affinity", "affinity_by_pool", "best_offer", "key_bound", "offer_key"]
+__all__ = ["OfferKey", "affinity_by_pool", "best_offer", "key_bound", "offer_key"]
 
-OfferKey = tuple[int, int, int, int, int, int, int]
+OfferKey = tuple[int, int, float, int, int, int, int, int, int]
 
 
-def affinity(
-    state: TopologyAwareState,
-    pool: int,
-    *,
-    pod_id: PodID,
-    namespace: str,
-    colocate_pods: bool,
-    colocate_namespaces: bool,
-) -> int:
-    """How many containers of the same pod / namespace live in exactly `pool`."""
-    score = 0
-    for g in state.grants.values():
-        if g.pool != pool:
-            continue
-        if colocate_pods and g.pod_id == pod_id:
-            score += 1
-        if colocate_namespaces and g.namespace == namespace:
-            score += 1
-    return score
+def _priority_terms(priority: CPUPriority, unmet: bool) -> tuple[int, int]:
+    """Components 4 and 6 of the key: (high/low unmet, normal unmet)."""
+    if not unmet:
+        return 0, 0
+    return (0, 1) if priority is CPUPriority.NORMAL else (1, 0)
 
 
 def affinity_by_pool(
     state: TopologyAwareState,
-    pools: int,
+    tree: PoolTree,
     *,
-    pod_id: PodID,
-    namespace: str,
-    colocate_pods: bool,
-    colocate_namespaces: bool,
-) -> dict[int, int]:
-    """`affinity` of every pool (0 .. pools-1), in one pass over the grants."""
-    out = dict.fromkeys(range(pools), 0)
-    if not (colocate_pods or colocate_namespaces):
-        return out
-    for g in state.grants.values():
-        if colocate_pods and g.pod_id == pod_id:
-            out[g.pool] += 1
-        if colocate_namespaces and g.namespace == namespace:
-            out[g.pool] += 1
-    return out
+    container_id: ContainerID,
+    request: ContainerRequest,
+) -> dict[int, float]:
+    """The affinity score of every pool with a non-zero one (`affinity.diluted_scores`).
+
+    The request's rules (``affinity``/``anti-affinity`` annotations, or the implicit
+    ``colocatePods``/``colocateNamespaces`` ones) are weighed against every other
+    container in `state`, in the pool it lives in.
+    """
+    if not request.affinities:
+        return {}
+    weights = pool_weights(
+        request.affinities,
+        ((g.container_id, g.pool, g.request.subject) for g in state.grants.values()),
+        self_id=container_id,
+    )
+    return diluted_scores(tree, weights)
 
 
-def offer_key(offer: Offer, *, hinted: bool, affinity_score: int) -> OfferKey:
+def offer_key(offer: Offer, *, hinted: bool, affinity_score: float) -> OfferKey:
     """The sort key of one offer (see the module docstring)."""
     crowding = offer.population if offer.grant.kind is CPUKind.SHARED else 0
+    prio, normal = _priority_terms(offer.grant.request.cpu_priority, offer.priority_unmet)
     return (
         0 if hinted else 1,
         0 if offer.preference_met else 1,
         -affinity_score,
+        prio,
         -offer.pool.depth,
+        normal,
         crowding,
         -offer.headroom,
         offer.pool.index,
@@ -112,7 +114,8 @@ def key_bound(
     supply: Supply,
     request: ContainerRequest,
     hinted: bool,
-    affinity_score: int,
+    affinity_score: float,
+    priorities: PriorityCPUs | None = None,
 ) -> OfferKey:
     """A lower bound of `offer_key` for any offer `pool` can make `request` (module doc).
 
@@ -121,7 +124,8 @@ def key_bound(
     `request.full` free isolated CPUs (and, for a mixed request, some shared CPUs), and
     a sliced offer meets it only when there is no preference.  The headroom is its largest
     possible value, since an offer takes at least `request.full` CPUs, from the shared set
-    or from the free isolated CPUs (`offers.make_offer`).
+    or from the free isolated CPUs (`offers.make_offer`).  The priority components are
+    exact: they depend on the supply only (`priorities` as given to `make_offer`).
     """
     i = pool.index
     shared = 1000 * len(supply.shared[i]) - supply.demand[i] - request.shared_milli
@@ -141,11 +145,23 @@ def key_bound(
                 headroom = max(headroom, 1000 * (free_iso - request.full))
             else:
                 unmet = 1
+    miss = False
+    if priorities is not None:
+        miss = priority_unmet(
+            request.cpu_priority,
+            priorities,
+            supply.shared[i],
+            full=request.full,
+            milli=request.shared_milli,
+        )
+    prio, normal = _priority_terms(request.cpu_priority, miss)
     return (
         0 if hinted else 1,
         unmet,
         -affinity_score,
+        prio,
         -pool.depth,
+        normal,
         crowding,
         -headroom,
         i,
@@ -153,7 +169,7 @@ def key_bound(
 
 
 def best_offer(
-    offers: Iterable[Offer], *, hint: int | None, affinities: Mapping[int, int]
+    offers: Iterable[Offer], *, hint: int | None, affinities: Mapping[int, float]
 ) -> Offer | None:
     """The offer with the smallest key, or None when there are none."""
     ranked = sorted(

@@ -185,8 +185,9 @@ CASES = {
             ctr("a", pod="a", milli=1000, ann={HIDE_HYPERTHREADS: "true"}),
             ctr("b", pod="b", milli=2000, ann={HIDE_HYPERTHREADS: "true"}),
         ],
-        # a holds core 2,10 and sees 2; b needs two whole cores: no node can spare them
-        {"a": (EX, "node1", "2", "1"), "b": (EX, "package1", "4,6", "2-3")},
+        # nri-plugins' semantics: the grant is as without the annotation, one thread of
+        # each core is shown (a holds 2 and sees it; b holds core 4,12 and sees 4)
+        {"a": (EX, "node1", "2", "1"), "b": (EX, "node2", "4", "2")},
     ),
     "pin-nothing": Case(
         [ctr("a", milli=2000)],

@@ -38,7 +38,7 @@ from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
 from nri_resmgr.policy.topology_aware.policy import _as_shared
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.policy.topology_aware.rendering import render
-from nri_resmgr.policy.topology_aware.scoring import affinity, best_offer
+from nri_resmgr.policy.topology_aware.scoring import affinity_by_pool, best_offer
 from nri_resmgr.policy.topology_aware.state import (
     Grant,
     TopologyAwareState,
@@ -95,17 +95,7 @@ class PlainPolicy(TopologyAwarePolicy):
                 offers.append(got)
             else:
                 reasons.append(f"{pool.name}: {got}")
-        affinities = {
-            p.index: affinity(
-                state,
-                p.index,
-                pod_id=container.pod.id,
-                namespace=container.namespace,
-                colocate_pods=opts.colocate_pods,
-                colocate_namespaces=opts.colocate_namespaces,
-            )
-            for p in self.tree.pools
-        }
+        affinities = affinity_by_pool(state, self.tree, container_id=container.id, request=request)
         best = best_offer(offers, hint=hint, affinities=affinities)
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"

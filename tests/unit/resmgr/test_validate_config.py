@@ -18,7 +18,8 @@ CONFIG_KEYS = "policy, policyConfig, policyDirs, control, log, instrumentation, 
 TA_KEYS = (
     "reservedResources, availableResources, reservedPoolNamespaces, preferSharedCPUs, "
     "preferIsolatedCPUs, colocatePods, colocateNamespaces, pinCPU, pinMemory, fallbackToShared, "
-    "schedulingClasses, namespaceSchedulingClasses, podQoSSchedulingClasses"
+    "schedulingClasses, namespaceSchedulingClasses, podQoSSchedulingClasses, "
+    "defaultCPUPriority"
 )
 
 

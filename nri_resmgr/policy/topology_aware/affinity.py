@@ -1,0 +1,440 @@
+"""Container affinity and anti-affinity: nri-plugins' annotations as a pool score.
+
+Theory of operation: a pod annotates which of its containers want to be near (or away
+from) which other containers, on the pod, not per container:
+
+``resource-policy.nri.io/affinity`` / ``resource-policy.nri.io/anti-affinity``
+    (nri-plugins' keys; ``affinity.resource-policy.nri.io`` and
+    ``anti-affinity.resource-policy.nri.io``, the form of our other annotations, are
+    read too and add to them) YAML, in one of two forms (nri-plugins' cache/affinity.go):
+
+    - simple: ``{NAME: [OTHER, ...]}``: container NAME wants the pod's containers named
+      OTHER, and each OTHER wants NAME back (the relation is made symmetric), weight 1
+      (-1 for anti-affinity);
+    - full: ``{NAME: [{scope: EXPR, match: EXPR, weight: W}, ...]}``: the containers
+      `scope` selects (default: this pod's) that `match` selects attract NAME with
+      weight W (default 1; for anti-affinity the weight is negated), clamped to
+      +-1000.
+
+    An expression is ``{key: KEY, operator: OP, values: [...]}``; keys are ``name``,
+    ``namespace``, ``qosclass``, ``id``, ``labels/L``, ``pod/name``, ``pod/namespace``,
+    ``pod/qosclass``, ``pod/id``, ``pod/uid``, ``pod/labels/L`` (joint keys
+    ``:K1:K2`` join several values with ``:``); operators ``Equals``, ``NotEqual``,
+    ``In``, ``NotIn``, ``Exists``, ``NotExist``, ``AlwaysTrue``, ``Matches``,
+    ``MatchesNot``, ``MatchesAny``, ``MatchesNone`` (shell globs).
+
+Containers without explicit rules get the implicit ones nri-plugins adds:
+``colocatePods`` (weight 10 towards every container of a pod of the same name) and
+``colocateNamespaces`` (weight 10 towards every container of the namespace).
+
+Every rule is evaluated against the `Subject` (name, namespace, labels, pod) of each
+other container placed, and its weight is added to that container's pool
+(`pool_weights`).  A pool's score (`diluted_scores`) is its own weight plus those of its
+ancestors and of its subtree, each diluted by 0.75 per tree link, as nri-plugins'
+``affinityScore`` does; the sort key's affinity component (`scoring`) prefers the
+higher score.  So an anti-affine container pushes a new one to pools that neither hold
+it nor lie above or below its pool whenever such a pool can take the request at all:
+it is a preference after the isolated-CPU preference, not a hard rule.
+
+A malformed annotation is an `AnnotationError` naming it (nri-plugins logs it and
+ignores the rules).
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import yaml
+
+from nri_resmgr.model import ANNOTATION_DOMAIN, AnnotationError, ContainerID, ContainerInfo
+from nri_resmgr.policy.topology_aware.pools import PoolTree
+
+__all__ = [
+    "AFFINITY",
+    "ANTI_AFFINITY",
+    "Affinity",
+    "Expression",
+    "Operator",
+    "Subject",
+    "container_affinities",
+    "diluted_scores",
+    "pool_weights",
+    "subject_of",
+]
+
+AFFINITY = f"{ANNOTATION_DOMAIN}/affinity"
+ANTI_AFFINITY = f"{ANNOTATION_DOMAIN}/anti-affinity"
+#: the same, spelt like our other annotations (``NAME.resource-policy.nri.io``)
+AFFINITY_ALIASES = {
+    AFFINITY: f"affinity.{ANNOTATION_DOMAIN}",
+    ANTI_AFFINITY: f"anti-affinity.{ANNOTATION_DOMAIN}",
+}
+#: user weights are clamped to +- this (nri-plugins' UserWeightCutoff)
+WEIGHT_CUTOFF = 1000
+#: weight of the implicit colocatePods / colocateNamespaces affinities
+IMPLICIT_WEIGHT = 10
+#: a pool's score counts other pools' weights times DILUTION ** (tree links between them)
+DILUTION = 0.75
+
+
+class Operator(enum.StrEnum):
+    EQUALS = "Equals"
+    NOT_EQUAL = "NotEqual"
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    NOT_EXIST = "NotExist"
+    ALWAYS_TRUE = "AlwaysTrue"
+    MATCHES = "Matches"
+    MATCHES_NOT = "MatchesNot"
+    MATCHES_ANY = "MatchesAny"
+    MATCHES_NONE = "MatchesNone"
+
+
+_ONE_VALUE = {Operator.EQUALS, Operator.NOT_EQUAL, Operator.MATCHES, Operator.MATCHES_NOT}
+_NO_VALUE = {Operator.EXISTS, Operator.NOT_EXIST, Operator.ALWAYS_TRUE}
+_PLAIN_KEYS = {"name", "namespace", "qosclass", "id", "uid"}
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What an expression can ask about one container."""
+
+    id: str
+    name: str
+    namespace: str
+    qos_class: str
+    pod_id: str
+    pod_uid: str
+    pod_name: str
+    pod_labels: tuple[tuple[str, str], ...] = ()
+
+    #: every key this subject has, normalized (``pod/labels/app``), to its value
+    _index: Mapping[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # container labels and tags are not carried by NRI's view here: never present
+        index = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "qosclass": self.qos_class,
+            "id": self.id,
+            "pod/name": self.pod_name,
+            "pod/namespace": self.namespace,
+            "pod/qosclass": self.qos_class,
+            "pod/id": self.pod_id,
+            "pod/uid": self.pod_uid,
+        }
+        index.update((f"pod/labels/{k}", v) for k, v in self.pod_labels)
+        object.__setattr__(self, "_index", index)
+
+    def lookup(self, key: str) -> str | None:
+        """The value of one normalized (non-joint) key, or None when there is none."""
+        return self._index.get(key)
+
+
+def _split_keys(key: str) -> tuple[list[str], str]:
+    """nri-plugins' joint keys: ``:K1:K2`` or ``:<ksep><vsep>K1<ksep>K2``."""
+    if len(key) < 4 or key[0] != ":":
+        return [key], ""
+    rest = key[1:]
+    ksep, vsep = rest[0], rest[1]
+    if _separator(ksep) and _separator(vsep):
+        rest = rest[2:]
+    else:
+        ksep = vsep = ":"
+    return rest.split(ksep), vsep
+
+
+def _separator(ch: str) -> bool:
+    return not (ch.isalnum() or ch in "/.")
+
+
+@dataclass(frozen=True, slots=True)
+class Expression:
+    """One ``{key, operator, values}`` test of a `Subject`."""
+
+    key: str
+    op: Operator
+    values: tuple[str, ...] = ()
+    #: `key` split into its (joint) keys, each normalized, and the joint value separator
+    _parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _vsep: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        keys, vsep = _split_keys(self.key)
+        parts = tuple("/".join(p for p in k.split("/") if p) for k in keys)
+        object.__setattr__(self, "_parts", parts)
+        object.__setattr__(self, "_vsep", vsep)
+
+    def value_of(self, subject: Subject) -> str | None:
+        if len(self._parts) == 1:
+            return subject.lookup(self._parts[0])
+        found = [subject.lookup(k) for k in self._parts]
+        if all(v is None for v in found):
+            return None
+        return self._vsep.join(v or "" for v in found)
+
+    def evaluate(self, subject: Subject) -> bool:
+        op = self.op
+        if op is Operator.ALWAYS_TRUE:
+            return True
+        value = self.value_of(subject)
+        if op is Operator.EXISTS:
+            return value is not None
+        if op is Operator.NOT_EXIST:
+            return value is None
+        if op is Operator.EQUALS:
+            return value is not None and self.values[0] in (value, "*")
+        if op is Operator.NOT_EQUAL:
+            return value is None or value != self.values[0]
+        if op in (Operator.IN, Operator.NOT_IN):
+            hit = value is not None and any(v in (value, "*") for v in self.values)
+            return hit if op is Operator.IN else not hit
+        if op in (Operator.MATCHES, Operator.MATCHES_NOT):
+            hit = value is not None and fnmatch.fnmatchcase(value, self.values[0])
+            return hit if op is Operator.MATCHES else not hit
+        hit = value is not None and any(fnmatch.fnmatchcase(value, p) for p in self.values)
+        return hit if op is Operator.MATCHES_ANY else not hit
+
+
+ALWAYS = Expression(key="", op=Operator.ALWAYS_TRUE)
+
+
+@dataclass(frozen=True, slots=True)
+class Affinity:
+    """Containers in `scope` that `match` pull (weight > 0) or push (< 0) this one."""
+
+    scope: Expression
+    match: Expression
+    weight: int
+
+    def weight_for(self, subject: Subject) -> int:
+        """This rule's weight towards `subject` (0 when it does not apply)."""
+        if self.scope.evaluate(subject) and self.match.evaluate(subject):
+            return self.weight
+        return 0
+
+
+def subject_of(container: ContainerInfo) -> Subject:
+    """`container` as expressions see it."""
+    pod = container.pod
+    return Subject(
+        id=str(container.id),
+        name=container.name,
+        namespace=pod.namespace,
+        qos_class=str(pod.qos_class),
+        pod_id=str(pod.id),
+        pod_uid=pod.uid,
+        pod_name=pod.name,
+        pod_labels=tuple(sorted(pod.labels.items())),
+    )
+
+
+def _pod_scope(container: ContainerInfo) -> Expression:
+    return Expression(key="pod/name", op=Operator.EQUALS, values=(container.pod.name,))
+
+
+def _expression(raw: object, *, where: str) -> Expression:
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: expected a mapping with key, operator, values")
+    unknown = set(raw) - {"key", "operator", "values"}
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+    try:
+        op = Operator(str(raw.get("operator", "")))
+    except ValueError:
+        raise ValueError(
+            f'{where}: unknown operator "{raw.get("operator", "")}"; expected one of '
+            + ", ".join(o.value for o in Operator)
+        ) from None
+    values = raw.get("values") or []
+    if not isinstance(values, list):
+        raise ValueError(f"{where}: values must be a list")
+    if op in _ONE_VALUE and len(values) != 1:
+        raise ValueError(f"{where}: {op} takes exactly one value, found {len(values)}")
+    if op in _NO_VALUE and values:
+        raise ValueError(f"{where}: {op} takes no values, found {len(values)}")
+    key = str(raw.get("key", ""))
+    if op is not Operator.ALWAYS_TRUE:
+        _check_key(key, where=where)
+    return Expression(key=key, op=op, values=tuple(str(v) for v in values))
+
+
+def _check_key(key: str, *, where: str) -> None:
+    keys, _ = _split_keys(key)
+    for k in keys:
+        parts = k.strip("/").split("/")
+        head = parts[0]
+        if head == "pod":
+            parts = parts[1:]
+            head = parts[0] if parts else ""
+            if not head:
+                raise ValueError(f'{where}: key "{key}" lacks the pod field after "pod/"')
+        if head in ("labels", "tags"):
+            if len(parts) < 2 or not parts[1]:
+                raise ValueError(f'{where}: key "{key}" lacks the label after "{head}/"')
+            continue
+        if head not in _PLAIN_KEYS or len(parts) != 1:
+            raise ValueError(
+                f'{where}: unknown key "{key}"; expected name, namespace, qosclass, id, '
+                "labels/L, pod/name, pod/namespace, pod/qosclass, pod/id, pod/uid, "
+                "pod/labels/L"
+            )
+
+
+def _parse(container: ContainerInfo, key: str, sign: int) -> dict[str, list[Affinity]]:
+    """All per-container rules of one annotation of `container`'s pod, by container name."""
+    out: dict[str, list[Affinity]] = {}
+    for k in (key, AFFINITY_ALIASES[key]):
+        for name, rules in _parse_one(container, k, sign).items():
+            out.setdefault(name, []).extend(rules)
+    return out
+
+
+def _parse_one(container: ContainerInfo, key: str, sign: int) -> dict[str, list[Affinity]]:
+    raw = container.pod.annotations.get(key)
+    if raw is None:
+        return {}
+    try:
+        doc = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise AnnotationError(f"{container.pretty}: annotation {key} is not YAML: {exc}") from exc
+    if doc is None:
+        return {}
+    try:
+        return _rules(container, doc, sign)
+    except ValueError as exc:
+        raise AnnotationError(f"{container.pretty}: annotation {key}: {exc}") from exc
+
+
+def _rules(container: ContainerInfo, doc: object, sign: int) -> dict[str, list[Affinity]]:
+    if not isinstance(doc, Mapping):
+        raise ValueError("expected a mapping of container names to lists")
+    out: dict[str, list[Affinity]] = {}
+    simple = all(
+        isinstance(v, list) and all(isinstance(x, (str, int, float)) for x in v)
+        for v in doc.values()
+    )
+    if simple:
+        # symmetric: NAME: [OTHER] also makes OTHER want NAME
+        peers: dict[str, set[str]] = {}
+        for name, others in doc.items():
+            for other in others:
+                peers.setdefault(str(name), set()).add(str(other))
+                peers.setdefault(str(other), set()).add(str(name))
+        for name, names in peers.items():
+            op = Operator.EQUALS if len(names) == 1 else Operator.IN
+            match = Expression(key="name", op=op, values=tuple(sorted(names)))
+            out[name] = [Affinity(scope=_pod_scope(container), match=match, weight=sign)]
+        return out
+    for name, rules in doc.items():
+        if not isinstance(rules, list):
+            raise ValueError(f"container {name}: expected a list of rules")
+        for i, rule in enumerate(rules):
+            where = f"container {name} rule {i}"
+            if not isinstance(rule, Mapping):
+                raise ValueError(f"{where}: expected a mapping with scope, match, weight")
+            unknown = set(rule) - {"scope", "match", "weight"}
+            if unknown:
+                raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+            if "match" not in rule:
+                raise ValueError(f"{where}: match is missing")
+            weight = rule.get("weight") or 0
+            if not isinstance(weight, int):
+                raise ValueError(f"{where}: weight must be an integer, found {weight!r}")
+            weight = sign if weight == 0 else weight * sign
+            weight = max(-WEIGHT_CUTOFF, min(WEIGHT_CUTOFF, weight))
+            scope = (
+                _expression(rule["scope"], where=f"{where} scope")
+                if rule.get("scope") is not None
+                else _pod_scope(container)
+            )
+            match = _expression(rule["match"], where=f"{where} match")
+            out.setdefault(str(name), []).append(Affinity(scope=scope, match=match, weight=weight))
+    return out
+
+
+def container_affinities(
+    container: ContainerInfo, *, colocate_pods: bool, colocate_namespaces: bool
+) -> tuple[Affinity, ...]:
+    """`container`'s rules: its pod's annotations for its name, else the implicit ones."""
+    rules = [
+        *_parse(container, AFFINITY, 1).get(container.name, []),
+        *_parse(container, ANTI_AFFINITY, -1).get(container.name, []),
+    ]
+    if rules:
+        return tuple(rules)
+    implicit = []
+    if colocate_pods:
+        implicit.append(Affinity(scope=_pod_scope(container), match=ALWAYS, weight=IMPLICIT_WEIGHT))
+    if colocate_namespaces:
+        same_ns = Expression(key="namespace", op=Operator.EQUALS, values=(container.namespace,))
+        implicit.append(Affinity(scope=ALWAYS, match=same_ns, weight=IMPLICIT_WEIGHT))
+    return tuple(implicit)
+
+
+def pool_weights(
+    rules: Iterable[Affinity],
+    others: Iterable[tuple[ContainerID, int, Subject | None]],
+    *,
+    self_id: ContainerID,
+) -> dict[int, int]:
+    """The summed weight of `rules` towards the containers of each pool.
+
+    `others` are (container id, pool index, subject) of the containers placed; the
+    container itself and containers without a subject never count.
+    """
+    # (AlwaysTrue expressions, as in the implicit rules, are not evaluated at all)
+    tests = [
+        (
+            None if r.scope.op is Operator.ALWAYS_TRUE else r.scope,
+            None if r.match.op is Operator.ALWAYS_TRUE else r.match,
+            r.weight,
+        )
+        for r in rules
+    ]
+    out: dict[int, int] = {}
+    if not tests:
+        return out
+    for cid, pool, subject in others:
+        if cid == self_id or subject is None:
+            continue
+        w = 0
+        for scope, match, weight in tests:
+            if (scope is None or scope.evaluate(subject)) and (
+                match is None or match.evaluate(subject)
+            ):
+                w += weight
+        if w:
+            out[pool] = out.get(pool, 0) + w
+    return out
+
+
+def diluted_scores(tree: PoolTree, weights: Mapping[int, int]) -> dict[int, float]:
+    """Every pool's affinity score from the per-pool `weights` (module docstring).
+
+    A pool scores its own weight, plus each ancestor's and each descendant's weight times
+    DILUTION ** (links between them).  Pools with score 0 are left out.
+    """
+    if not weights:
+        return {}
+    out: dict[int, float] = {}
+    for pool in tree.pools:
+        score = 0.0
+        q = DILUTION
+        up = pool.parent
+        while up is not None:
+            score += q * weights.get(up, 0)
+            q *= DILUTION
+            up = tree.pools[up].parent
+        for below in tree.subtree(pool.index):
+            w = weights.get(below, 0)
+            if w:
+                score += DILUTION ** (tree.pools[below].depth - pool.depth) * w
+        if score:
+            out[pool.index] = score
+    return out
