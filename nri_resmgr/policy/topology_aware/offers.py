@@ -9,8 +9,13 @@ mutated anywhere, and an unchosen offer is simply dropped.
 Shared requests must fit every touched pool's shared set (the supply rule of `state`);
 whole CPUs are taken from the pool's free isolated CPUs when preferred, else sliced off
 its shared set, and when slicing would leave a pool below without enough shared CPUs a
-second try keeps those aside (`_keepers`).  `exact_offer` is the rebuild's question:
-what would `pool` grant if the container kept exactly the CPUs it holds now.
+second try keeps those aside (`_keepers`).  Slicing may empty the shared set of a pool
+nobody shares (no SHARED or MIXED grant in its subtree, nri-plugins'
+``AllocatableSharedCPU() >= 1000*cnt``); a later shared request then goes where shared
+CPUs are left.  Reserved requests must fit the reserved capacity
+(``reservedResources.cpu``: ``750m`` is 750m, not the 1000m of the CPU it rounds up to).
+`exact_offer` is the rebuild's question: what would `pool` grant if the container kept
+exactly the CPUs it holds now.
 """
 
 from __future__ import annotations
@@ -58,10 +63,19 @@ def _fits_memory(tree: PoolTree, supply: Supply, pool: Pool, req: ContainerReque
     return ""
 
 
-def _shared_check(tree: PoolTree, supply: Supply, pool: Pool, taken: CPUSet, extra: int) -> str:
-    """Can `taken` be sliced off and `extra` milli be added to `pool`? "" if so."""
+def _shared_check(
+    tree: PoolTree, supply: Supply, pool: Pool, taken: CPUSet, request: ContainerRequest
+) -> str:
+    """Can `taken` be sliced off and `request`'s share be added to `pool`? "" if so.
+
+    Every touched pool (`pool`, its ancestors, and any pool `taken` overlaps) must keep
+    its need (`Supply.need`) on what is left of its shared set; a pool nobody shares
+    may be sliced empty.
+    """
     ancestors = set(tree.ancestors(pool.index))
     taken_ids = taken.ids()
+    extra = request.shared_milli
+    sharer = _is_sharer(request)
     for q in tree.pools:
         touched = q.index in ancestors or not q.cpus.isdisjoint(taken)
         if not touched:
@@ -69,30 +83,44 @@ def _shared_check(tree: PoolTree, supply: Supply, pool: Pool, taken: CPUSet, ext
         shared = supply.shared[q.index]
         # only the size of what is left matters: count it without building a set
         left = len(shared.ids() - taken_ids) if taken_ids else len(shared)
-        if q.sharable and not left:
-            return f"taking {taken} would empty the shared CPUs {shared} of {q.name}"
-        need = supply.demand[q.index] + (extra if q.index in ancestors else 0)
+        mine = q.index in ancestors
+        need = supply.need(q.index, extra=extra if mine else 0, sharer=sharer and mine)
         if need > 1000 * left:
+            if taken and not left:
+                return (
+                    f"taking {taken} would empty the shared CPUs {shared} of {q.name}, "
+                    "which its shared containers need"
+                )
             free = 1000 * left - supply.demand[q.index]
             what = f"after taking {taken} " if taken else ""
             return f"{q.name} has {free}m free on {left} shared CPUs {what}".rstrip()
     return ""
 
 
-def _keepers(tree: PoolTree, topology: Topology, supply: Supply, pool: Pool, extra: int) -> CPUSet:
+def _is_sharer(request: ContainerRequest) -> bool:
+    """Whether a grant of `request` runs on its pool's shared set (SHARED or MIXED)."""
+    return request.kind is CPUKind.SHARED or (request.full > 0 and request.shared_milli > 0)
+
+
+def _keepers(
+    tree: PoolTree, topology: Topology, supply: Supply, pool: Pool, request: ContainerRequest
+) -> CPUSet:
     """Shared CPUs under `pool` to leave alone so that no pool below it runs dry.
 
-    Bottom-up, every pool keeps enough of its shared CPUs for its shared demand (plus
-    `extra` in `pool` itself), and at least one if it has shared CPUs at all, choosing
-    threads of already broken cores first.
+    Bottom-up, every pool keeps enough of its shared CPUs for its need (`Supply.need`,
+    with `request`'s share in `pool` itself), choosing threads of already broken cores
+    first; a pool nobody shares keeps none.
     """
+    extra = request.shared_milli
+    sharer = _is_sharer(request)
 
     def kept(q: Pool) -> set[int]:
         out: set[int] = set()
         for child in q.children:
             out |= kept(tree.pools[child])
-        demand = supply.demand[q.index] + (extra if q is pool else 0)
-        need = max(-(-demand // 1000), 1 if q.sharable else 0)
+        mine = q is pool
+        need_milli = supply.need(q.index, extra=extra if mine else 0, sharer=sharer and mine)
+        need = -(-need_milli // 1000)
         shared = supply.shared[q.index]
         # keep threads of cores that are already broken; whole cores are worth more
         spare = sorted(
@@ -136,12 +164,17 @@ def make_offer(
         return _offer(supply=supply, pool=pool, grant=grant, met=met, headroom=headroom)
 
     shared_now = supply.shared[pool.index]
-    if request.kind in (CPUKind.NONE, CPUKind.RESERVED):
+    if request.kind is CPUKind.RESERVED:
+        free = tree.reserved_milli - supply.reserved_demand
+        if request.shared_milli > free:
+            return f"{free}m free of {tree.reserved_milli}m reserved on {tree.reserved}"
+        return offer(request.kind, IDSet(), True, free - request.shared_milli)
+    if request.kind is CPUKind.NONE:
         return offer(request.kind, IDSet(), True, 0)
     if request.kind is CPUKind.SHARED:
         if not shared_now:
             return "no shared CPUs"
-        problem = _shared_check(tree, supply, pool, IDSet(), request.shared_milli)
+        problem = _shared_check(tree, supply, pool, IDSet(), request)
         if problem:
             return problem
         headroom = 1000 * len(shared_now) - supply.demand[pool.index] - request.shared_milli
@@ -161,19 +194,19 @@ def make_offer(
         free_iso = pool.isolated - supply.used
         iso = take(free_iso)
         if iso is not None:
-            problem = _shared_check(tree, supply, pool, IDSet(), request.shared_milli)
+            problem = _shared_check(tree, supply, pool, IDSet(), request)
             if not problem:
                 kind = CPUKind.MIXED if mixed else CPUKind.ISOLATED
                 return offer(kind, iso, True, 1000 * (len(free_iso) - len(iso)))
     taken = take(shared_now)
     if taken is None:
         return f"only {len(shared_now)} shared CPUs to slice from"
-    problem = _shared_check(tree, supply, pool, taken, request.shared_milli)
+    problem = _shared_check(tree, supply, pool, taken, request)
     if problem:
         # second try: leave every pool below enough shared CPUs for its own containers
-        keep = _keepers(tree, topology, supply, pool, request.shared_milli)
+        keep = _keepers(tree, topology, supply, pool, request)
         retry = take(shared_now - keep)
-        if retry is None or _shared_check(tree, supply, pool, retry, request.shared_milli):
+        if retry is None or _shared_check(tree, supply, pool, retry, request):
             return problem
         taken = retry
     headroom = 1000 * len(shared_now - taken) - supply.demand[pool.index] - request.shared_milli

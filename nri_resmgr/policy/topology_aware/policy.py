@@ -20,7 +20,9 @@ changed, so a decision costs what it changes, not what is running (docs/policies
 "Performance").
 
 If no pool fits an exclusive request and ``fallbackToShared`` is set, the whole request
-is retried as shared before failing.  Mixed requests do not fall back: a mixed cpuset
+is retried as shared before failing.  A reserved request beyond the reserved capacity
+(``reservedResources.cpu``, in millicores: 750m is 750m) runs on the root pool's shared
+CPUs instead, as in nri-plugins.  Mixed requests do not fall back: a mixed cpuset
 (own CPUs plus a shared set) could not be told apart from a shared one at rebuild.
 Failures are `AllocationError`s naming the container, the request and each pool's reason.
 
@@ -40,6 +42,10 @@ current pool and CPUs.
    next to those kept: a claim of every CPU (a fail-open creation, a shared container's
    cpuset) never makes a valid grant move, and a container that fell back to shared on
    exactly its count of CPUs does not take them from the grant that left them shared;
+   since a pool nobody shares may be sliced empty, such a claim can be valid and still
+   push the shared containers placed next off their CPUs: the rebuild is then retried
+   without those claims, and the retry wins if it overcommits fewer containers, or as
+   many and moves fewer;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
    then untouched), with the pool whose rendering matches their current cpuset/mems as
    a hint (first in the sort key) and their current CPUs preferred when slicing.  One
@@ -57,7 +63,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from nri_resmgr.model import (
@@ -130,6 +136,25 @@ def _pins_cpus(request: ContainerRequest) -> bool:
     return request.pin_cpu and request.kind is not CPUKind.NONE
 
 
+@dataclass(frozen=True, slots=True)
+class _Rebuilt:
+    """One pass of a rebuild: the state, its notes, and what the retry looks at."""
+
+    state: TopologyAwareState
+    notes: tuple[str, ...]
+    #: the containers whose rendering differs from their report
+    updates: tuple[Assignment, ...]
+    #: containers that fit nowhere by their request
+    overcommitted: tuple[ContainerID, ...]
+    #: kept claims that are exactly a pool's shared set (`_shared_like`)
+    kept_shared_like: frozenset[ContainerID]
+
+    @property
+    def cost(self) -> tuple[int, int]:
+        """Containers overcommitted, then containers moved: the smaller pass wins."""
+        return (len(self.overcommitted), len(self.updates))
+
+
 class TopologyAwarePolicy:
     """nri-plugins' topology-aware policy, as pure functions (module docstring)."""
 
@@ -139,7 +164,10 @@ class TopologyAwarePolicy:
         self.topology = topology
         self.config: ResolvedConfig = resolve_config(topology, config)
         self.tree: PoolTree = build_pool_tree(
-            topology, available=self.config.available, reserved=self.config.reserved
+            topology,
+            available=self.config.available,
+            reserved=self.config.reserved,
+            reserved_milli=self.config.reserved_milli,
         )
 
     # ---- helpers -----------------------------------------------------------------------
@@ -161,7 +189,9 @@ class TopologyAwarePolicy:
         """The policy's `decide.RenderChanged`: `rendering.render_changed` for `cid`."""
         return render_changed(self.topology, old, new, (cid,))
 
-    def _candidates(self, request: ContainerRequest) -> list[Pool]:
+    def _candidates(self, request: ContainerRequest, *, root_only: bool) -> list[Pool]:
+        if root_only:
+            return [self.tree.root]
         if request.kind is CPUKind.RESERVED:
             return [self.tree.pools[self.tree.reserved_pool]]
         if request.kind is CPUKind.NONE:
@@ -176,6 +206,7 @@ class TopologyAwarePolicy:
         *,
         hint: int | None,
         prefer: Sequence[CPUSet],
+        root_only: bool = False,
     ) -> tuple[Grant, str]:
         supply = state.supply
         opts = self.config.options
@@ -201,7 +232,7 @@ class TopologyAwarePolicy:
                     ),
                     pool,
                 )
-                for pool in self._candidates(request)
+                for pool in self._candidates(request, root_only=root_only)
             ],
             key=lambda bp: bp[0],
         )
@@ -237,10 +268,34 @@ class TopologyAwarePolicy:
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
         message = f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)
-        if request.kind is CPUKind.EXCLUSIVE and opts.fallback_to_shared:
+        return self._fall_back(state, container, request, message, hint=hint, prefer=prefer)
+
+    def _fall_back(
+        self,
+        state: TopologyAwareState,
+        container: ContainerInfo,
+        request: ContainerRequest,
+        message: str,
+        *,
+        hint: int | None,
+        prefer: Sequence[CPUSet],
+    ) -> tuple[Grant, str]:
+        """Where a request no pool fits goes instead; `AllocationError(message)` if nowhere.
+
+        An exclusive one with ``fallbackToShared``: shared, anywhere.  A reserved one
+        beyond the reserved capacity: shared in the root pool, as nri-plugins does with
+        what it logs as a likely misconfiguration (named in the reason here).
+        """
+        if request.kind is CPUKind.EXCLUSIVE and self.config.options.fallback_to_shared:
             shared = _as_shared(request)
             grant, where = self._place(state, container, shared, hint=hint, prefer=prefer)
             return grant, f"{where} (fallbackToShared: {message})"
+        if request.kind is CPUKind.RESERVED:
+            shared = replace(request, kind=CPUKind.SHARED)
+            grant, where = self._place(
+                state, container, shared, hint=hint, prefer=prefer, root_only=True
+            )
+            return grant, f"{where} (reserved capacity exceeded: {message})"
         raise AllocationError(message)
 
     # ---- the protocol ------------------------------------------------------------------
@@ -280,7 +335,6 @@ class TopologyAwarePolicy:
         return decide(self._render_changed, state, new, container.id, f"updated: {reason}")
 
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[TopologyAwareState]:
-        st = self.initial_state()
         notes: list[str] = []
         unique: dict[ContainerID, ContainerInfo] = {}
         for c in containers:
@@ -293,6 +347,33 @@ class TopologyAwarePolicy:
             except AnnotationError as exc:
                 notes.append(f"overcommitted: {exc}")
                 requests[c.id] = unreadable_request(pin_cpu=self.config.options.pin_cpu)
+        best = self._rebuild_once(containers, requests, skip=frozenset())
+        if best.kept_shared_like:
+            # a claim that is exactly a pool's shared set is what a container that fell
+            # back to shared reports; kept, it may push the shared containers placed
+            # next off their CPUs: the rebuild without those claims wins when it
+            # overcommits fewer containers, or as many and moves fewer
+            second = self._rebuild_once(containers, requests, skip=best.kept_shared_like)
+            if second.cost < best.cost:
+                best = second
+        notes.extend(best.notes)
+        return Decision(
+            state=best.state, updates=best.updates, reason="; ".join(["rebuilt", *notes])
+        )
+
+    def _rebuild_once(
+        self,
+        containers: Sequence[ContainerInfo],
+        requests: Mapping[ContainerID, ContainerRequest],
+        *,
+        skip: frozenset[ContainerID],
+    ) -> _Rebuilt:
+        """Steps 1 and 2 of a rebuild (module docstring), not keeping the claims of `skip`."""
+        st = self.initial_state()
+        notes: list[str] = []
+        overcommitted: list[ContainerID] = []
+        requests = dict(requests)
+        unique = {c.id: c for c in containers}
         holders = Counter(cpu for c in containers for cpu in (c.current_cpus or IDSet()))
         missing = missing_from_shared_views(self.tree, containers, requests)
 
@@ -313,10 +394,15 @@ class TopologyAwarePolicy:
             if c.id not in claims and c.current_cpus is not None and _pins_cpus(requests[c.id])
         ]
         shared_like = self._shared_like(claims, others)
+        kept_shared_like: set[ContainerID] = set()
         for cid in order_claims(claims, others=others, shared_like=shared_like):
+            if cid in skip:
+                continue
             grant = self._reclaim(st, unique[cid], requests[cid], claims[cid])
             if grant is not None:
                 st = st.with_grant(grant)
+                if cid in shared_like:
+                    kept_shared_like.add(cid)
         # 2. place everyone else, hinted by where they are now
         position = {c.id: i for i, c in enumerate(containers)}
         pending = [c for c in containers if c.id not in st.grants]
@@ -358,14 +444,19 @@ class TopologyAwarePolicy:
             except AllocationError as exc:
                 # it runs anyway: on shared CPUs, off everyone's exclusive ones
                 notes.append(f"overcommitted: {exc}")
+                overcommitted.append(c.id)
                 grant = self._overcommit(st, c, req, hint=hint, notes=notes)
             st = st.with_grant(grant)
         rendered = render_all(self.topology, st)
-        updates = tuple(
-            rendered[c.id] for c in containers if differs_from_current(c, rendered[c.id])
+        return _Rebuilt(
+            state=st,
+            notes=tuple(notes),
+            updates=tuple(
+                rendered[c.id] for c in containers if differs_from_current(c, rendered[c.id])
+            ),
+            overcommitted=tuple(overcommitted),
+            kept_shared_like=frozenset(kept_shared_like),
         )
-        reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
-        return Decision(state=st, updates=updates, reason=reason)
 
     def _overcommit(
         self,

@@ -75,6 +75,9 @@ class PoolTree:
     reserved: CPUSet
     #: the deepest pool holding every reserved CPU (where reserved containers live)
     reserved_pool: int
+    #: millicores reserved containers may request in all: ``reservedResources.cpu``
+    #: as a quantity (``750m`` is 750m on one CPU, nri-plugins #632), else 1000 per CPU
+    reserved_milli: int = 0
 
     @property
     def root(self) -> Pool:
@@ -135,8 +138,13 @@ def _levels(topology: Topology) -> list[tuple[str, Callable[[int], int]]]:
     ]
 
 
-def build_pool_tree(topology: Topology, *, available: CPUSet, reserved: CPUSet) -> PoolTree:
-    """The pool tree for the CPUs in `available` (see the module docstring)."""
+def build_pool_tree(
+    topology: Topology, *, available: CPUSet, reserved: CPUSet, reserved_milli: int | None = None
+) -> PoolTree:
+    """The pool tree for the CPUs in `available` (see the module docstring).
+
+    `reserved_milli` is the reserved capacity; by default 1000 per reserved CPU.
+    """
     isolated_all = topology.isolated_cpus() - reserved
     levels = _levels(topology)
     kinds = tuple(MemoryKind)
@@ -171,9 +179,7 @@ def build_pool_tree(topology: Topology, *, available: CPUSet, reserved: CPUSet) 
     for idx, (name, depth, parent, cpus) in enumerate(specs):
         mems: dict[MemoryKind, NodeSet] = {}
         for kind in kinds:
-            nodes = union(
-                topology.memory_nodes_near(n, (kind,)) for n in topology.nodes_of(cpus)
-            )
+            nodes = union(topology.memory_nodes_near(n, (kind,)) for n in topology.nodes_of(cpus))
             if nodes:
                 mems[kind] = nodes
         pools.append(
@@ -194,4 +200,9 @@ def build_pool_tree(topology: Topology, *, available: CPUSet, reserved: CPUSet) 
         )
     holders = [p for p in pools if reserved <= p.cpus]
     reserved_pool = max(holders, key=lambda p: (p.depth, -p.index)).index
-    return PoolTree(pools=tuple(pools), reserved=reserved, reserved_pool=reserved_pool)
+    return PoolTree(
+        pools=tuple(pools),
+        reserved=reserved,
+        reserved_pool=reserved_pool,
+        reserved_milli=1000 * len(reserved) if reserved_milli is None else reserved_milli,
+    )
