@@ -27,6 +27,9 @@ pinCPU                     true        render ``cpuset.cpus``
 pinMemory                  true        render ``cpuset.mems``
 fallbackToShared           false       exclusive (not mixed) request that fits nowhere
                                        -> shared
+unlimitedBurstable         ``package`` topology level Burstable containers without a
+                                       CPU limit prefer: system, package, die, numa,
+                                       l3cache
 =========================  ==========  ===================================================
 """
 
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -73,6 +76,9 @@ class TopologyAwareConfig(BaseModel):
     pin_cpu: bool = Field(default=True, alias="pinCPU")
     pin_memory: bool = Field(default=True, alias="pinMemory")
     fallback_to_shared: bool = Field(default=False, alias="fallbackToShared")
+    unlimited_burstable: Literal["system", "package", "die", "numa", "l3cache"] = Field(
+        default="package", alias="unlimitedBurstable"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 from nri_resmgr.model import ContainerID, CPUKind, PodID
 from nri_resmgr.policy.common import take_cores, take_cpus
-from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
+from nri_resmgr.policy.topology_aware.pools import TOPOLOGY_LEVELS, Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.policy.topology_aware.state import Grant, Supply
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["Offer", "exact_offer", "make_offer"]
+__all__ = ["Offer", "allocatable_shared", "burst_key", "exact_offer", "make_offer"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,35 @@ class Offer:
     headroom: int
     #: containers already living in exactly this pool
     population: int
+    #: the Burstable components of the sort key (`burst_key`)
+    burst: tuple[int, int] = (0, 0)
+
+
+def allocatable_shared(tree: PoolTree, supply: Supply, pool: Pool) -> int:
+    """Millicores a new shared container in `pool` could use without overcommitting it
+    or an ancestor (nri-plugins ``AllocatableSharedCPU``)."""
+    return min(1000 * len(supply.shared[a]) - supply.need(a) for a in tree.ancestors(pool.index))
+
+
+def burst_key(
+    tree: PoolTree, supply: Supply, pool: Pool, request: ContainerRequest
+) -> tuple[int, int]:
+    """The Burstable components of the sort key (`scoring`), smaller first.
+
+    With a CPU limit: 0 when the pool has room for the limit (`allocatable_shared`),
+    so the deepest such pool wins.  Without one: 0 for a pool at the preferred level
+    (the next level out with pools, `PoolTree.existing_level`), then more room first;
+    1 for a pool below that level, 2 above it.  Others: (0, 0).
+    """
+    if request.limit_milli:
+        return (0 if allocatable_shared(tree, supply, pool) >= request.limit_milli else 1, 0)
+    if request.unlimited_level is None:
+        return (0, 0)
+    target = TOPOLOGY_LEVELS.index(tree.existing_level(request.unlimited_level))
+    mine = TOPOLOGY_LEVELS.index(pool.level)
+    if mine == target:
+        return (0, -allocatable_shared(tree, supply, pool))
+    return (1 if mine > target else 2, 0)
 
 
 def _fits_memory(tree: PoolTree, supply: Supply, pool: Pool, req: ContainerRequest) -> str:
@@ -161,7 +190,10 @@ def make_offer(
             exclusive=exclusive,
             request=request,
         )
-        return _offer(supply=supply, pool=pool, grant=grant, met=met, headroom=headroom)
+        burst = burst_key(tree, supply, pool, request)
+        return _offer(
+            supply=supply, pool=pool, grant=grant, met=met, headroom=headroom, burst=burst
+        )
 
     shared_now = supply.shared[pool.index]
     if request.kind is CPUKind.RESERVED:
@@ -255,7 +287,15 @@ def exact_offer(
     return _offer(supply=supply, pool=pool, grant=grant, met=met, headroom=headroom)
 
 
-def _offer(*, supply: Supply, pool: Pool, grant: Grant, met: bool, headroom: int) -> Offer:
+def _offer(
+    *,
+    supply: Supply,
+    pool: Pool,
+    grant: Grant,
+    met: bool,
+    headroom: int,
+    burst: tuple[int, int] = (0, 0),
+) -> Offer:
     """`grant` as an offer of `pool`, with the pool's population from `supply`."""
     return Offer(
         pool=pool,
@@ -263,4 +303,5 @@ def _offer(*, supply: Supply, pool: Pool, grant: Grant, met: bool, headroom: int
         preference_met=met,
         headroom=headroom,
         population=supply.population[pool.index],
+        burst=burst,
     )

@@ -45,7 +45,7 @@ current pool and CPUs.
    since a pool nobody shares may be sliced empty, such a claim can be valid and still
    push the shared containers placed next off their CPUs: the rebuild is then retried
    without those claims, and the retry wins if it overcommits fewer containers, or as
-   many and moves fewer;
+   many and moves fewer, and leaves those claimants on the CPUs they report;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
    then untouched), with the pool whose rendering matches their current cpuset/mems as
    a hint (first in the sort key) and their current CPUs preferred when slicing.  One
@@ -84,7 +84,7 @@ from nri_resmgr.policy.decide import (
 )
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
 from nri_resmgr.policy.topology_aware.invariants import check_addition, check_invariants
-from nri_resmgr.policy.topology_aware.offers import Offer, exact_offer, make_offer
+from nri_resmgr.policy.topology_aware.offers import Offer, burst_key, exact_offer, make_offer
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import (
     ALL_MEMORY,
@@ -229,6 +229,7 @@ class TopologyAwarePolicy:
                         request=request,
                         hinted=pool.index == hint,
                         affinity_score=affinities.get(pool.index, 0),
+                        burst=burst_key(self.tree, supply, pool, request),
                     ),
                     pool,
                 )
@@ -352,9 +353,11 @@ class TopologyAwarePolicy:
             # a claim that is exactly a pool's shared set is what a container that fell
             # back to shared reports; kept, it may push the shared containers placed
             # next off their CPUs: the rebuild without those claims wins when it
-            # overcommits fewer containers, or as many and moves fewer
+            # overcommits fewer containers, or as many and moves fewer, and leaves
+            # those claimants on the CPUs they report (shared now)
             second = self._rebuild_once(containers, requests, skip=best.kept_shared_like)
-            if second.cost < best.cost:
+            moved = {a.container_id for a in second.updates}
+            if second.cost < best.cost and moved.isdisjoint(best.kept_shared_like):
                 best = second
         notes.extend(best.notes)
         return Decision(

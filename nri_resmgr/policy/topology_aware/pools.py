@@ -33,7 +33,11 @@ from nri_resmgr.model import MemoryKind
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["Pool", "PoolTree", "build_pool_tree"]
+__all__ = ["TOPOLOGY_LEVELS", "Pool", "PoolTree", "build_pool_tree"]
+
+#: nri-plugins' CPU topology levels of pools, outermost first (``unlimitedBurstable``)
+TOPOLOGY_LEVELS = ("system", "package", "die", "numa", "l3cache")
+_LEVEL_OF_PREFIX = {"package": "package", "die": "die", "node": "numa", "l3-": "l3cache"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,8 @@ class Pool:
     mems_by_kinds: Mapping[frozenset[MemoryKind], NodeSet] = field(
         default_factory=dict, compare=False, repr=False
     )
+    #: the topology level of the pool, in nri-plugins' words (`TOPOLOGY_LEVELS`)
+    level: str = "system"
 
     def mems_of(self, kinds: Collection[MemoryKind]) -> NodeSet:
         """The pool's memory nodes of the given kinds."""
@@ -108,6 +114,16 @@ class PoolTree:
             out.extend(self.subtree(child))
         return out
 
+    def existing_level(self, level: str) -> str:
+        """`level` if some pool is at it, else the next level out that has pools.
+
+        nri-plugins' ``findExistingTopologyLevel``: ``die`` on a machine without die
+        pools is ``package`` (or ``system`` on a single-package machine).
+        """
+        have = {p.level for p in self.pools}
+        rank = TOPOLOGY_LEVELS.index(level)
+        return next(lv for lv in reversed(TOPOLOGY_LEVELS[: rank + 1]) if lv in have)
+
     def deepest_containing(self, cpus: CPUSet) -> list[int]:
         """Pools whose CPUs include all of `cpus`, deepest first."""
         found = [p for p in self.pools if cpus <= p.cpus]
@@ -149,8 +165,9 @@ def build_pool_tree(
     levels = _levels(topology)
     kinds = tuple(MemoryKind)
 
-    # (name, depth, parent, cpus), breadth first
+    # (name, depth, parent, cpus), breadth first; the level of each by its prefix
     specs: list[tuple[str, int, int | None, CPUSet]] = [("root", 0, None, available)]
+    levels_of: list[str] = ["system"]
     level_of: list[int] = [0]
     i = 0
     while i < len(specs):
@@ -167,6 +184,7 @@ def build_pool_tree(
                 for gid, members in sorted(groups.items()):
                     specs.append((f"{prefix}{gid}", depth + 1, i, IDSet(members)))
                     level_of.append(level)
+                    levels_of.append(_LEVEL_OF_PREFIX[prefix])
                 break
         i += 1
 
@@ -196,6 +214,7 @@ def build_pool_tree(
                 mems=mems,
                 memory_bytes={k: topology.node_memory(v) for k, v in mems.items()},
                 mems_by_kinds=_all_mems_of(mems),
+                level=levels_of[idx],
             )
         )
     holders = [p for p in pools if reserved <= p.cpus]

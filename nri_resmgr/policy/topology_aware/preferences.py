@@ -12,7 +12,9 @@ container                                    gets
 ``prefer-reserved-cpus`` true, or namespace  reserved CPUs (unless annotated false)
 in kube-system / ``reservedPoolNamespaces``
 BestEffort                                   shared, 0m
-Burstable                                    shared, its request
+Burstable                                    shared, its request; its CPU limit, or
+                                             without one its ``unlimited-burstable``
+                                             level, ranks the pools (`scoring`)
 Guaranteed, request < 1 CPU                  shared
 Guaranteed, 1 <= request < 2                 ``prefer-shared``: shared; else 1 exclusive
                                              CPU (+ the fraction shared = MIXED), isolated
@@ -35,7 +37,7 @@ so the mistake surfaces when the pod starts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nri_resmgr.model import (
     ANNOTATION_DOMAIN,
@@ -47,6 +49,7 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.common import namespace_matches, parse_bool_annotation
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig
+from nri_resmgr.policy.topology_aware.pools import TOPOLOGY_LEVELS
 
 __all__ = [
     "ALL_MEMORY",
@@ -57,6 +60,7 @@ __all__ = [
     "PREFER_ISOLATED",
     "PREFER_RESERVED",
     "PREFER_SHARED",
+    "UNLIMITED_BURSTABLE",
     "ContainerRequest",
     "container_request",
     "parse_memory_types",
@@ -69,6 +73,7 @@ HIDE_HYPERTHREADS = f"hide-hyperthreads.{ANNOTATION_DOMAIN}"
 CPU_PRESERVE = f"cpu.preserve.{ANNOTATION_DOMAIN}"
 MEMORY_PRESERVE = f"memory.preserve.{ANNOTATION_DOMAIN}"
 MEMORY_TYPE = f"memory-type.{ANNOTATION_DOMAIN}"
+UNLIMITED_BURSTABLE = f"unlimited-burstable.{ANNOTATION_DOMAIN}"
 
 ALL_MEMORY = frozenset({MemoryKind.DRAM, MemoryKind.PMEM, MemoryKind.HBM})
 _MEMORY_WORDS = {
@@ -96,6 +101,12 @@ class ContainerRequest:
     memory_bytes: int
     pin_cpu: bool
     pin_memory: bool
+    #: Burstable with a CPU limit: the limit in millicores (the lowest pool with room
+    #: for it wins, `scoring`); 0 otherwise
+    limit_milli: int = 0
+    #: Burstable without a CPU limit: the topology level it prefers
+    #: (``unlimitedBurstable``, the ``unlimited-burstable`` annotation); None otherwise
+    unlimited_level: str | None = None
 
     def describe(self) -> str:
         """``2 exclusive CPUs + 500m shared`` and the like, for messages."""
@@ -138,6 +149,20 @@ def _memory_bytes(container: ContainerInfo) -> int:
     return 0
 
 
+def _unlimited_level(container: ContainerInfo, default: str) -> str:
+    """The ``unlimited-burstable`` annotation's topology level, or `default`."""
+    raw = container.annotation(UNLIMITED_BURSTABLE)
+    if raw is None:
+        return default
+    level = raw.strip().lower()
+    if level not in TOPOLOGY_LEVELS:
+        raise AnnotationError(
+            f'{container.pretty}: annotation {UNLIMITED_BURSTABLE} has value "{raw}"; '
+            f"expected one of {', '.join(TOPOLOGY_LEVELS)}"
+        )
+    return level
+
+
 def container_request(container: ContainerInfo, config: ResolvedConfig) -> ContainerRequest:
     """Apply the eligibility table (module docstring) to `container`."""
     opts = config.options
@@ -174,7 +199,11 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     if qos is QoSClass.BEST_EFFORT:
         return make(CPUKind.SHARED, shared=0)
     if qos is QoSClass.BURSTABLE:
-        return make(CPUKind.SHARED, shared=milli)
+        limit = container.request.cpu_limit_milli
+        if limit:
+            return replace(make(CPUKind.SHARED, shared=milli), limit_milli=limit)
+        level = _unlimited_level(container, opts.unlimited_burstable)
+        return replace(make(CPUKind.SHARED, shared=milli), unlimited_level=level)
 
     full, fraction = divmod(milli, 1000)
     prefer_isolated = opts.prefer_isolated_cpus if iso_annotated is None else iso_annotated

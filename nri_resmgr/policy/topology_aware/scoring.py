@@ -14,6 +14,9 @@ sorted by `offer_key`, a tuple compared left to right, smallest first:
                              preference (an isolated offer beats a sliced one)
  3     ``-affinity``         more of the pod's containers (``colocatePods``) and of its
                              namespace (``colocateNamespaces``) already in this pool
+ 3b    ``burst``             Burstable containers (`offers.burst_key`): with a CPU limit,
+                             pools with room for it first; without one, pools at the
+                             ``unlimitedBurstable`` level first, the roomiest of them
  4     ``-depth``            deeper pools first: the tightest pool that fits (a NUMA
                              node or L3 group before its package, before the machine)
  5     ``crowding``          shared requests: fewer containers already in the pool,
@@ -31,8 +34,8 @@ winner as building every offer (keys end with the pool index, so no two are equa
 an exclusive request usually picks CPUs in one pool instead of all of them.
 
 Compared with nri-plugins' ``compareScores`` the order is the same in spirit
-(affinity, then tree depth, then per-kind capacity, then id) without topology hints,
-CPU priorities or burstable limits, which this policy does not model.
+(affinity, then Burstable limits, then tree depth, then per-kind capacity, then id)
+without topology hints or CPU priorities.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from nri_resmgr.policy.topology_aware.state import Supply, TopologyAwareState
 
 __all__ = ["OfferKey", "affinity", "affinity_by_pool", "best_offer", "key_bound", "offer_key"]
 
-OfferKey = tuple[int, int, int, int, int, int, int]
+OfferKey = tuple[int, int, int, int, int, int, int, int, int]
 
 
 def affinity(
@@ -99,6 +102,7 @@ def offer_key(offer: Offer, *, hinted: bool, affinity_score: int) -> OfferKey:
         0 if hinted else 1,
         0 if offer.preference_met else 1,
         -affinity_score,
+        *offer.burst,
         -offer.pool.depth,
         crowding,
         -offer.headroom,
@@ -113,9 +117,11 @@ def key_bound(
     request: ContainerRequest,
     hinted: bool,
     affinity_score: int,
+    burst: tuple[int, int] = (0, 0),
 ) -> OfferKey:
     """A lower bound of `offer_key` for any offer `pool` can make `request` (module doc).
 
+    `burst` is `offers.burst_key` of the pool (exact: it reads the supply only).
     Every component is exact except two, for whole-CPU requests.  The isolated
     preference counts as met unless it cannot be: an isolated offer needs at least
     `request.full` free isolated CPUs (and, for a mixed request, some shared CPUs), and
@@ -145,6 +151,7 @@ def key_bound(
         0 if hinted else 1,
         unmet,
         -affinity_score,
+        *burst,
         -pool.depth,
         crowding,
         -headroom,

@@ -117,7 +117,7 @@ CASES = {
         [ctr("a", milli=2000)], {"a": (EX, "node1", "2,10", "1")}
     ),
     "exclusive-slices-shared-pool": Case(
-        [ctr("s", pod="s", qos=BU, milli=100), ctr("x", pod="x", milli=2000)],
+        [ctr("s", pod="s", qos=BU, milli=100, limit=200), ctr("x", pod="x", milli=2000)],
         {"s": (SH, "node1", "2-3,10-11", "1"), "x": (EX, "node2", "4,12", "2")},
     ),
     "too-big-for-a-node-goes-to-a-package": Case(
