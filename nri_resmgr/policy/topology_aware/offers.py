@@ -31,7 +31,15 @@ from nri_resmgr.policy.topology_aware.state import Grant, Supply
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["Offer", "allocatable_shared", "burst_key", "exact_offer", "make_offer"]
+__all__ = [
+    "Offer",
+    "allocatable_by_pool",
+    "allocatable_shared",
+    "burst_key",
+    "exact_offer",
+    "is_burst_ranked",
+    "make_offer",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,24 +65,51 @@ def allocatable_shared(tree: PoolTree, supply: Supply, pool: Pool) -> int:
     return min(1000 * len(supply.shared[a]) - supply.need(a) for a in tree.ancestors(pool.index))
 
 
+def allocatable_by_pool(tree: PoolTree, supply: Supply) -> list[int]:
+    """`allocatable_shared` of every pool, in one pass down the tree (pools are
+    numbered breadth first, so a parent comes before its children)."""
+    out: list[int] = []
+    demand, sharers, shared = supply.demand, supply.sharers, supply.shared
+    for p in tree.pools:
+        i = p.index
+        need = max(demand[i], 1) if sharers[i] else demand[i]  # Supply.need, inlined
+        own = 1000 * len(shared[i]) - need
+        out.append(own if p.parent is None else min(own, out[p.parent]))
+    return out
+
+
+def is_burst_ranked(request: ContainerRequest) -> bool:
+    """Whether `burst_key` ranks `request` (a Burstable container's)."""
+    return bool(request.limit_milli) or request.unlimited_level is not None
+
+
 def burst_key(
-    tree: PoolTree, supply: Supply, pool: Pool, request: ContainerRequest
+    tree: PoolTree,
+    supply: Supply,
+    pool: Pool,
+    request: ContainerRequest,
+    *,
+    room: int | None = None,
 ) -> tuple[int, int]:
     """The Burstable components of the sort key (`scoring`), smaller first.
 
-    With a CPU limit: 0 when the pool has room for the limit (`allocatable_shared`),
-    so the deepest such pool wins.  Without one: 0 for a pool at the preferred level
-    (the next level out with pools, `PoolTree.existing_level`), then more room first;
-    1 for a pool below that level, 2 above it.  Others: (0, 0).
+    With a CPU limit: 0 when the pool has room for the limit (`allocatable_shared`, or
+    `room` when the caller has it), so the deepest such pool wins.  Without one: 0 for
+    a pool at the preferred level (the next level out with pools,
+    `PoolTree.existing_level`), then more room first; 1 for a pool below that level, 2
+    above it.  Others: (0, 0).
     """
-    if request.limit_milli:
-        return (0 if allocatable_shared(tree, supply, pool) >= request.limit_milli else 1, 0)
-    if request.unlimited_level is None:
+    if not is_burst_ranked(request):
         return (0, 0)
+    if room is None:
+        room = allocatable_shared(tree, supply, pool)
+    if request.limit_milli:
+        return (0 if room >= request.limit_milli else 1, 0)
+    assert request.unlimited_level is not None  # is_burst_ranked
     target = TOPOLOGY_LEVELS.index(tree.existing_level(request.unlimited_level))
     mine = TOPOLOGY_LEVELS.index(pool.level)
     if mine == target:
-        return (0, -allocatable_shared(tree, supply, pool))
+        return (0, -room)
     return (1 if mine > target else 2, 0)
 
 
@@ -105,15 +140,18 @@ def _shared_check(
     taken_ids = taken.ids()
     extra = request.shared_milli
     sharer = _is_sharer(request)
+    demand, sharers = supply.demand, supply.sharers
     for q in tree.pools:
-        touched = q.index in ancestors or not q.cpus.isdisjoint(taken)
-        if not touched:
+        mine = q.index in ancestors
+        if not mine and q.cpus.isdisjoint(taken):
             continue
         shared = supply.shared[q.index]
         # only the size of what is left matters: count it without building a set
         left = len(shared.ids() - taken_ids) if taken_ids else len(shared)
-        mine = q.index in ancestors
-        need = supply.need(q.index, extra=extra if mine else 0, sharer=sharer and mine)
+        # Supply.need, inlined (a decision asks it for every pool)
+        need = demand[q.index] + (extra if mine else 0)
+        if sharers[q.index] or (sharer and mine):
+            need = max(need, 1)
         if need > 1000 * left:
             if taken and not left:
                 return (
@@ -174,8 +212,12 @@ def make_offer(
     namespace: str,
     request: ContainerRequest,
     prefer: Sequence[CPUSet],
+    burst: tuple[int, int] | None = None,
 ) -> Offer | str:
-    """What `pool` would grant `request`, or a short reason why it cannot."""
+    """What `pool` would grant `request`, or a short reason why it cannot.
+
+    `burst` is `burst_key` of the pool when the caller has it already.
+    """
     problem = _fits_memory(tree, supply, pool, request)
     if problem:
         return problem
@@ -190,9 +232,13 @@ def make_offer(
             exclusive=exclusive,
             request=request,
         )
-        burst = burst_key(tree, supply, pool, request)
         return _offer(
-            supply=supply, pool=pool, grant=grant, met=met, headroom=headroom, burst=burst
+            supply=supply,
+            pool=pool,
+            grant=grant,
+            met=met,
+            headroom=headroom,
+            burst=burst_key(tree, supply, pool, request) if burst is None else burst,
         )
 
     shared_now = supply.shared[pool.index]

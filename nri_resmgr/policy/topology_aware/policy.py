@@ -84,7 +84,14 @@ from nri_resmgr.policy.decide import (
 )
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
 from nri_resmgr.policy.topology_aware.invariants import check_addition, check_invariants
-from nri_resmgr.policy.topology_aware.offers import Offer, burst_key, exact_offer, make_offer
+from nri_resmgr.policy.topology_aware.offers import (
+    Offer,
+    allocatable_by_pool,
+    burst_key,
+    exact_offer,
+    is_burst_ranked,
+    make_offer,
+)
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import (
     ALL_MEMORY,
@@ -218,6 +225,15 @@ class TopologyAwarePolicy:
             colocate_pods=opts.colocate_pods,
             colocate_namespaces=opts.colocate_namespaces,
         )
+        # the Burstable components, once per pool (offers.burst_key)
+        candidates = self._candidates(request, root_only=root_only)
+        bursts = {pool.index: (0, 0) for pool in candidates}
+        if is_burst_ranked(request):
+            room = allocatable_by_pool(self.tree, supply)
+            for pool in candidates:
+                bursts[pool.index] = burst_key(
+                    self.tree, supply, pool, request, room=room[pool.index]
+                )
         # offers in the order of the best key each pool could reach; once the best offer
         # so far beats the bound of the next pool it beats all the rest (scoring.key_bound)
         bounded = sorted(
@@ -229,11 +245,11 @@ class TopologyAwarePolicy:
                         request=request,
                         hinted=pool.index == hint,
                         affinity_score=affinities.get(pool.index, 0),
-                        burst=burst_key(self.tree, supply, pool, request),
+                        burst=bursts[pool.index],
                     ),
                     pool,
                 )
-                for pool in self._candidates(request, root_only=root_only)
+                for pool in candidates
             ],
             key=lambda bp: bp[0],
         )
@@ -253,6 +269,7 @@ class TopologyAwarePolicy:
                 namespace=container.namespace,
                 request=request,
                 prefer=prefer,
+                burst=bursts[pool.index],
             )
             if isinstance(got, Offer):
                 offers.append(got)

@@ -84,6 +84,8 @@ class PoolTree:
     #: millicores reserved containers may request in all: ``reservedResources.cpu``
     #: as a quantity (``750m`` is 750m on one CPU, nri-plugins #632), else 1000 per CPU
     reserved_milli: int = 0
+    #: the topology levels some pool is at (`existing_level` reads it per decision)
+    levels: frozenset[str] = frozenset({"system"})
 
     @property
     def root(self) -> Pool:
@@ -120,9 +122,8 @@ class PoolTree:
         nri-plugins' ``findExistingTopologyLevel``: ``die`` on a machine without die
         pools is ``package`` (or ``system`` on a single-package machine).
         """
-        have = {p.level for p in self.pools}
         rank = TOPOLOGY_LEVELS.index(level)
-        return next(lv for lv in reversed(TOPOLOGY_LEVELS[: rank + 1]) if lv in have)
+        return next(lv for lv in reversed(TOPOLOGY_LEVELS[: rank + 1]) if lv in self.levels)
 
     def deepest_containing(self, cpus: CPUSet) -> list[int]:
         """Pools whose CPUs include all of `cpus`, deepest first."""
@@ -224,4 +225,5 @@ def build_pool_tree(
         reserved=reserved,
         reserved_pool=reserved_pool,
         reserved_milli=1000 * len(reserved) if reserved_milli is None else reserved_milli,
+        levels=frozenset(p.level for p in pools),
     )

@@ -37,7 +37,7 @@ so the mistake surfaces when the pod starts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from nri_resmgr.model import (
     ANNOTATION_DOMAIN,
@@ -176,7 +176,12 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     kinds = parse_memory_types(container) or ALL_MEMORY
 
     def make(
-        kind: CPUKind, full: int = 0, shared: int = 0, isolated: bool = False
+        kind: CPUKind,
+        full: int = 0,
+        shared: int = 0,
+        isolated: bool = False,
+        limit: int = 0,
+        level: str | None = None,
     ) -> ContainerRequest:
         return ContainerRequest(
             kind=kind,
@@ -188,6 +193,8 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
             memory_bytes=_memory_bytes(container),
             pin_cpu=opts.pin_cpu and not cpu_preserve,
             pin_memory=opts.pin_memory and not mem_preserve,
+            limit_milli=limit,
+            unlimited_level=level,
         )
 
     qos = container.qos_class
@@ -201,9 +208,9 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     if qos is QoSClass.BURSTABLE:
         limit = container.request.cpu_limit_milli
         if limit:
-            return replace(make(CPUKind.SHARED, shared=milli), limit_milli=limit)
+            return make(CPUKind.SHARED, shared=milli, limit=limit)
         level = _unlimited_level(container, opts.unlimited_burstable)
-        return replace(make(CPUKind.SHARED, shared=milli), unlimited_level=level)
+        return make(CPUKind.SHARED, shared=milli, level=level)
 
     full, fraction = divmod(milli, 1000)
     prefer_isolated = opts.prefer_isolated_cpus if iso_annotated is None else iso_annotated
