@@ -156,3 +156,36 @@ def test_a_limited_burstable_goes_to_the_deepest_pool_with_room(
     live = [c for c in cs if c.id in d.state.grants] + [burstable("b", milli, limit)]
     again = p.rebuild([with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in live])
     assert again.updates == (), again.reason
+
+
+def test_available_resources_and_unlimited_burstable_system() -> None:
+    """n4c16/test04-available-resources, in our numbering (their node1 = 4-7 and node2 =
+    8-11 are our 2-3,10-11 and 4-5,12-13).
+
+    With availableResources cpuset:2-5,10-13 and reservedResources cpuset:13, a 3-CPU
+    container fills node1's exclusive side and two 980m ones share node2's CPUs; with
+    two CPUs of node0 excluded, node3 and one CPU of node2 reserved and
+    unlimitedBurstable system, an unlimited Burstable container runs on every other CPU.
+    """
+    n = Node(
+        {
+            "availableResources": {"cpu": "cpuset:2-5,10-13"},
+            "reservedResources": {"cpu": "cpuset:13"},
+        }
+    )
+    n.create(ctr("pod0c0", pod="pod0", milli=3000, cid="pod0c0"))
+    assert (len(n.cpus("pod0c0")), n.nodes("pod0c0"), str(n.a("pod0c0").mems)) == (3, {1}, "1")
+    n.create(*(ctr(f"pod1c{i}", pod="pod1", milli=980, cid=f"pod1c{i}") for i in range(2)))
+    assert {str(n.cpus(f"pod1c{i}")) for i in range(2)} == {"4-5,12"}
+    assert {str(n.a(f"pod1c{i}").mems) for i in range(2)} == {"2"}
+
+    n = Node(
+        {
+            "availableResources": {"cpu": "exclude-cpuset:0,8"},
+            "reservedResources": {"cpu": "cpuset:5,6-7,14-15"},
+            "unlimitedBurstable": "system",
+        }
+    )
+    n.create(burstable("pod2c0", 250))
+    assert str(n.cpus("pod2c0")) == "1-4,9-13"
+    assert str(n.a("pod2c0").mems) == "0-3"
