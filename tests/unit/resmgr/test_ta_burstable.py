@@ -189,3 +189,42 @@ def test_available_resources_and_unlimited_burstable_system() -> None:
     n.create(burstable("pod2c0", 250))
     assert str(n.cpus("pod2c0")) == "1-4,9-13"
     assert str(n.a("pod2c0").mems) == "0-3"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    others=st.lists(
+        st.tuples(st.sampled_from([0, 100, 1000, 2000, 3000]), st.booleans()), max_size=8
+    ),
+    milli=st.sampled_from([0, 100, 500, 1000, 3000]),
+    level=st.sampled_from(["system", "package", "die", "numa", "l3cache"]),
+)
+def test_an_unlimited_burstable_goes_to_its_level_when_a_pool_there_fits(
+    others: list[tuple[int, bool]], milli: int, level: str
+) -> None:
+    """If a pool at the (existing) preferred level can take the request, one does, and it
+    is the roomiest of those that can."""
+    p = TopologyAwarePolicy(topology=small(), config={"unlimitedBurstable": level})
+    s = p.initial_state()
+    for i, (m, exclusive) in enumerate(others):
+        qos = QoSClass.GUARANTEED if exclusive else BU
+        try:
+            s = p.allocate(s, ctr(f"o{i}", pod=f"o{i}", qos=qos, milli=m, limit=m)).state
+        except AllocationError:
+            continue
+    try:
+        d = p.allocate(s, burstable("b", milli))
+    except AllocationError:
+        return
+    p.check(d.state)
+    assert d.assignment is not None
+    chosen = p.tree.by_name(d.assignment.pool)
+    target = p.tree.existing_level(level)
+    room = {q.index: allocatable_shared(p.tree, s.supply, q) for q in p.tree.pools}
+    at_level = [
+        q for q in p.tree.pools
+        if q.level == target and s.supply.shared[q.index] and room[q.index] >= milli
+    ]  # fmt: skip
+    if at_level:
+        assert chosen.level == target
+        assert room[chosen.index] == max(room[q.index] for q in at_level)
