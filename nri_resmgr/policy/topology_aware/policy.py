@@ -428,12 +428,13 @@ class TopologyAwarePolicy:
         pending = [c for c in containers if c.id not in st.grants]
         if self.config.options.fallback_to_shared:
             # one that fell back to shared earlier stays shared: it runs on a cpuset that
-            # is not its own whole CPUs (wrong size, or exactly some pool's shared set)
+            # is not its own whole CPUs (wrong size, or exactly some pool's shared set);
+            # one with no cpuset at all (created while we were down) is placed as new
             supply = st.supply
             for c in pending:
                 req = requests[c.id]
                 cur = c.current_cpus
-                if req.kind is not CPUKind.EXCLUSIVE or not req.pin_cpu or cur is None:
+                if req.kind is not CPUKind.EXCLUSIVE or not req.pin_cpu or not cur:
                     continue
                 views = [
                     one_thread_per_core(self.topology, v) if req.hide_hyperthreads else v

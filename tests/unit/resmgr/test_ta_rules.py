@@ -381,3 +381,28 @@ def test_shared_containers_keep_shared_cpus(steps: list[Step], fallback: bool) -
     policy.check(again.state)
     if not fallback:
         assert again.updates == (), again.reason
+
+
+def test_rebuild_places_an_exclusive_container_without_a_cpuset_as_new() -> None:
+    """With fallbackToShared, a container reporting no CPUs (created while the daemon was
+    down) did not fall back: it is placed as new, exclusive, and the next rebuild keeps it
+    (a Hypothesis example of the restart properties on 1s2d-l3-isolated: taken as fallen
+    back, it went shared on an L3 group's two shared CPUs, a claim of their size, and the
+    next rebuild moved the root's shared containers)."""
+    t = build_topology(
+        {"packages": 1, "dies": 2, "nodes": 1, "cores": 4, "threads": 2, "l3_per_die": 2,
+         "isolated": "3,7,11,15", "memory": "2G"}
+    )  # fmt: skip
+    p = TopologyAwarePolicy(topology=t, config={"fallbackToShared": True})
+    cs = [
+        ctr("c0", pod="c0", milli=0, cur="5,13", cur_mems="1", cid="c0"),
+        ctr("c1", pod="c1", milli=2000, cur="", cid="c1"),
+        ctr("c2", pod="c2", milli=2000, cur="1,9", cur_mems="0", cid="c2"),
+        ctr("c3", pod="c3", qos=BU, milli=0, cur="2,5-6,10,13-14", cur_mems="0-1", cid="c3"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    r = p.render(d.state)
+    assert r[cs[1].id].kind is CPUKind.EXCLUSIVE and len(r[cs[1].id].cpus) == 2
+    again = p.rebuild([with_current(c, r[c.id].cpus, r[c.id].mems) for c in cs])
+    assert again.updates == (), again.reason
