@@ -43,9 +43,10 @@ current pool and CPUs.
    cpuset) never makes a valid grant move, and a container that fell back to shared on
    exactly its count of CPUs does not take them from the grant that left them shared;
    since a pool nobody shares may be sliced empty, such a claim can be valid and still
-   push the shared containers placed next off their CPUs: the rebuild is then retried
-   without those claims, and the retry wins if it overcommits fewer containers, or as
-   many and moves fewer, and leaves those claimants on the CPUs they report;
+   push the shared containers placed next off their CPUs: when another container's
+   report overlaps such a kept claim, the rebuild is retried without those claims, and
+   the retry wins if it overcommits fewer containers, or as many and moves fewer, and
+   leaves those claimants on the CPUs they report;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
    then untouched), with the pool whose rendering matches their current cpuset/mems as
    a hint (first in the sort key) and their current CPUs preferred when slicing.  One
@@ -153,7 +154,8 @@ class _Rebuilt:
     updates: tuple[Assignment, ...]
     #: containers that fit nowhere by their request
     overcommitted: tuple[ContainerID, ...]
-    #: kept claims that are exactly a pool's shared set (`_shared_like`)
+    #: kept claims that are exactly a pool's shared set (`_shared_like`) and that
+    #: another container's report overlaps
     kept_shared_like: frozenset[ContainerID]
 
     @property
@@ -414,6 +416,9 @@ class TopologyAwarePolicy:
             if c.id not in claims and c.current_cpus is not None and _pins_cpus(requests[c.id])
         ]
         shared_like = self._shared_like(claims, others)
+        # those another container's report overlaps are the ones that may have fallen
+        # back next to it: the retry (`rebuild`) leaves them shared
+        seen = union(others)
         kept_shared_like: set[ContainerID] = set()
         for cid in order_claims(claims, others=others, shared_like=shared_like):
             if cid in skip:
@@ -421,7 +426,7 @@ class TopologyAwarePolicy:
             grant = self._reclaim(st, unique[cid], requests[cid], claims[cid])
             if grant is not None:
                 st = st.with_grant(grant)
-                if cid in shared_like:
+                if cid in shared_like and not claims[cid].isdisjoint(seen):
                     kept_shared_like.add(cid)
         # 2. place everyone else, hinted by where they are now
         position = {c.id: i for i, c in enumerate(containers)}

@@ -406,3 +406,32 @@ def test_rebuild_places_an_exclusive_container_without_a_cpuset_as_new() -> None
     assert r[cs[1].id].kind is CPUKind.EXCLUSIVE and len(r[cs[1].id].cpus) == 2
     again = p.rebuild([with_current(c, r[c.id].cpus, r[c.id].mems) for c in cs])
     assert again.updates == (), again.reason
+
+
+def test_rebuild_retries_only_the_shared_like_claims_another_report_overlaps() -> None:
+    """A Hypothesis example of the restart properties (1s2d-l3-isolated, fallbackToShared,
+    2 CPUs reserved): new1, created while the daemon was down, reported every CPU and fell
+    back to shared on L3 group 1's CPUs 2,10; new0 got L3 group 0's 1,9 exclusively.
+    Both reports are exactly an L3 group's shared set, but only 2,10 is also in another
+    container's report (new2's): the retry leaves new1 shared and keeps new0 exclusive,
+    where leaving both shared moved new2 onto 1,9."""
+    t = build_topology(
+        {"packages": 1, "dies": 2, "nodes": 1, "cores": 4, "threads": 2, "l3_per_die": 2,
+         "isolated": "3,7,11,15", "memory": "2G"}
+    )  # fmt: skip
+    p = TopologyAwarePolicy(
+        topology=t, config={"fallbackToShared": True, "reservedResources": {"cpu": "2"}}
+    )
+    cs = [
+        ctr("new1", pod="new1", milli=2000, cur="2,10", cur_mems="0", cid="new1"),
+        ctr("new2", pod="new2", qos=BU, milli=1000, cur="2,5-6,10,13-14", cur_mems="0-1",
+            cid="new2"),
+        ctr("c0", pod="c0", milli=2000, cur="4,12", cur_mems="1", cid="c0"),
+        ctr("c1", pod="c1", milli=0, cur="6,14", cur_mems="1", cid="c1"),
+        ctr("new0", pod="new0", milli=2000, cur="1,9", cur_mems="0", cid="new0"),
+    ]  # fmt: skip
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    kinds = {cid: g.kind for cid, g in d.state.grants.items()}
+    assert (kinds[cs[0].id], kinds[cs[4].id]) == (CPUKind.SHARED, CPUKind.EXCLUSIVE)
