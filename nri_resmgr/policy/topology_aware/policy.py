@@ -48,8 +48,10 @@ current pool and CPUs.
    the retry wins if it overcommits fewer containers, or as many and moves fewer, and
    leaves those claimants on the CPUs they report;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
-   then untouched), with the pool whose rendering matches their current cpuset/mems as
-   a hint (first in the sort key) and their current CPUs preferred when slicing.  One
+   then untouched; until its turn, each shared or mixed container holds the pool of its report
+   with a 0m stand-in, so that no pool it shares is sliced empty before), with the pool
+   whose rendering matches their current cpuset/mems as a hint (first in the sort key)
+   and their current CPUs preferred when slicing.  One
    that fits nowhere by its request (or whose annotations are malformed) still runs: it
    is *overcommitted* on the shared CPUs of the best pool with no demand counted (or on
    the reserved CPUs when no pool has a shared CPU; `_overcommit`), named in the reason,
@@ -454,8 +456,17 @@ class TopologyAwarePolicy:
                 position[c.id],
             )
         )
+        # the shared containers still to place hold their pools now, with a 0m
+        # stand-in where their report lies: an exclusive or mixed container placed
+        # before them may not slice those shared sets empty (a pool nobody shares may
+        # be); each stand-in is dropped just before its container is placed
+        for c in pending:
+            stand_in = self._stand_in(st, c, requests[c.id])
+            if stand_in is not None:
+                st = st.with_grant(stand_in)
         for c in pending:
             req = requests[c.id]
+            st = st.without(c.id)
             hint = hint_for(self.topology, st, c, req)
             mine = union(
                 self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
@@ -482,6 +493,29 @@ class TopologyAwarePolicy:
             ),
             overcommitted=tuple(overcommitted),
             kept_shared_like=frozenset(kept_shared_like),
+        )
+
+    def _stand_in(
+        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
+    ) -> Grant | None:
+        """A 0m shared grant of `c` in the deepest pool holding its report, if `c` is a
+        pinned shared or mixed container reporting CPUs of a pool that still has shared
+        CPUs."""
+        view = (c.current_cpus or IDSet()) & self.tree.root.cpus
+        if req.kind not in (CPUKind.SHARED, CPUKind.MIXED) or not _pins_cpus(req) or not view:
+            return None
+        pool = self.tree.deepest_containing(view)[0]
+        if not state.supply.shared[pool]:
+            return None
+        stand_in = replace(req, kind=CPUKind.SHARED, full=0, shared_milli=0, memory_bytes=0)
+        return Grant(
+            container_id=c.id,
+            pod_id=c.pod.id,
+            namespace=c.namespace,
+            pool=pool,
+            kind=CPUKind.SHARED,
+            exclusive=IDSet(),
+            request=stand_in,
         )
 
     def _overcommit(

@@ -32,6 +32,11 @@ from nri_resmgr.model import (
     QoSClass,
 )
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
+from nri_resmgr.policy.topology_aware.preferences import (
+    HIDE_HYPERTHREADS,
+    PREFER_ISOLATED,
+    PREFER_SHARED,
+)
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import build_topology
@@ -435,3 +440,16 @@ def test_rebuild_retries_only_the_shared_like_claims_another_report_overlaps() -
     assert d.updates == (), d.reason
     kinds = {cid: g.kind for cid, g in d.state.grants.items()}
     assert (kinds[cs[0].id], kinds[cs[4].id]) == (CPUKind.SHARED, CPUKind.EXCLUSIVE)
+
+
+def test_rebuild_keeps_a_shared_containers_pool_from_a_mixed_one_placed_before_it() -> None:
+    """A Hypothesis example (n4c16): c1 (0m) shares node2; c2, mixed with hide-hyperthreads,
+    holds cores 4,12 and 6,14 of package1.  Rebuild places mixed containers before shared
+    ones: without c1's stand-in in node2, c2 took node2's last core and c1 moved."""
+    ann = {HIDE_HYPERTHREADS: "true", PREFER_ISOLATED: "true", PREFER_SHARED: "false"}
+    n = Node()
+    n.create(
+        guaranteed("c0", 0), guaranteed("c1", 0), ctr("c2", pod="c2", milli=2500, ann=ann, cid="c2")
+    )
+    assert (n.a("c1").pool, n.a("c2").kind) == ("node2", CPUKind.MIXED)
+    n.rebuilt_moves_nobody()
