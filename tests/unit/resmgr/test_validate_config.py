@@ -17,7 +17,8 @@ TOPO = "{packages: 2, nodes: 1, cores: 2, threads: 2, memory: 1G}"
 CONFIG_KEYS = "policy, policyConfig, policyDirs, control, log, instrumentation, limits"
 TA_KEYS = (
     "reservedResources, availableResources, reservedPoolNamespaces, preferSharedCPUs, "
-    "preferIsolatedCPUs, colocatePods, colocateNamespaces, pinCPU, pinMemory, fallbackToShared"
+    "preferIsolatedCPUs, colocatePods, colocateNamespaces, pinCPU, pinMemory, fallbackToShared, "
+    "unlimitedBurstable"
 )
 
 
