@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ __all__ = [
     "parse_bool_annotation",
     "parse_cpu_amount",
     "parse_cpu_quantity",
+    "parse_memory_quantity",
     "take_cores",
     "take_cpus",
 ]
@@ -78,6 +80,25 @@ def parse_cpu_quantity(text: str, *, what: str) -> int:
     if milli < 0 or not math.isfinite(milli):
         raise ConfigError(f"{what}: {text!r} is negative; expected a CPU quantity >= 0")
     return milli
+
+
+_MEMORY_QUANTITY = re.compile(r"(\d{1,20}(?:\.\d{1,20})?)([kKMGTPE]i?)?")
+_MEMORY_UNITS: dict[str | None, int] = {
+    None: 1,
+    "k": 10**3,
+    "K": 10**3,
+    **{u: 10 ** (3 * (i + 2)) for i, u in enumerate("MGTPE")},
+    **{f"{u}i": 1 << (10 * (i + 1)) for i, u in enumerate("KMGTPE")},
+}
+
+
+def parse_memory_quantity(text: str) -> int | None:
+    """A Kubernetes memory quantity (``100M``, ``2.5G``, ``1Gi``, ``1024``) in bytes,
+    or None when `text` is not one (the caller names the subject in its error)."""
+    m = _MEMORY_QUANTITY.fullmatch(text.strip())
+    if m is None or (m.group(2) == "ki"):
+        return None
+    return int(float(m.group(1)) * _MEMORY_UNITS[m.group(2)])
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,9 @@ What the runtime tells us, and how we read it (kubelet computes, containerd pass
 * **CPU limit** from quota/period: ``ceil(quota * 1000 / period)``; a missing or
   non-positive quota is "unlimited" (None).
 * **Memory limit** from ``memory.limit``; a limit ≤ 0 is "unlimited".  The memory request
-  is not passed by the CRI; for a Guaranteed pod it equals the limit, otherwise unknown.
+  is not passed by the CRI; for a Guaranteed pod it equals the limit, otherwise it is
+  read from nri-plugins' resource-annotator annotation ``noderesource.dev/resources``
+  when the pod has one (`annotated_memory_request`), else unknown.
 * **Annotations**: the pod's Kubernetes annotations arrive on the `PodSandbox`, the
   kubelet's own per-container ones (``io.kubernetes.container.*``) on the `Container`;
   `ContainerInfo.annotation()` resolves the effective value.
@@ -90,6 +92,7 @@ from nri_resmgr.model import (
     ResmgrError,
     SchedulingClass,
 )
+from nri_resmgr.policy.common import parse_memory_quantity
 from nri_resmgr.topology.cpuset import CPUSet, IDSetError
 
 __all__ = [
@@ -270,6 +273,51 @@ def init_container_names(
     return frozenset(names)
 
 
+def annotated_memory_request(
+    pod: Pod, name: str, *, limits: Limits = DEFAULT_LIMITS, subject: str
+) -> int | None:
+    """The memory request of container `name` in the resource-annotator annotation.
+
+    nri-plugins' resource-annotator webhook writes each container's requirements as
+    ``noderesource.dev/resources: {"containers": {NAME: {"requests": {"memory":
+    "100M"}, ...}}, "initContainers": {...}}`` (a list of objects with a ``name`` is
+    read too); the CRI does not pass a Burstable container's memory request otherwise.
+    None when the annotation does not give one.
+    """
+    text = pod.annotations.get(RESOURCE_ANNOTATOR_ANNOTATION)
+    if text is None:
+        return None
+    where = f"{subject}: annotation {RESOURCE_ANNOTATOR_ANNOTATION}"
+    doc = load_annotation_json(text, where=where, limits=limits)
+    if not isinstance(doc, Mapping):
+        raise AnnotationError(f"{where}: expected a JSON object, found {type(doc).__name__}")
+    for section in ("containers", "initContainers"):
+        entries = doc.get(section)
+        if isinstance(entries, Mapping):
+            entry = entries.get(name)
+        elif isinstance(entries, list):
+            entry = next(
+                (e for e in entries if isinstance(e, Mapping) and e.get("name") == name), None
+            )
+        else:
+            continue
+        if not isinstance(entry, Mapping):
+            continue
+        resources = entry.get("resources", entry)
+        requests = resources.get("requests") if isinstance(resources, Mapping) else None
+        raw = requests.get("memory") if isinstance(requests, Mapping) else None
+        if raw is None:
+            continue
+        amount = parse_memory_quantity(str(raw)) if isinstance(raw, str | int) else None
+        if amount is None:
+            raise AnnotationError(
+                f"{where}: {section}.{name}.requests.memory is {raw!r}; expected a memory "
+                "quantity such as 100M or 1Gi"
+            )
+        return amount
+    return None
+
+
 def _annotator_init_names(subject: str, text: str, limits: Limits) -> set[str]:
     where = f"{subject}: annotation {RESOURCE_ANNOTATOR_ANNOTATION}"
     doc = load_annotation_json(text, where=where, limits=limits)
@@ -355,6 +403,10 @@ def container_from_nri(
             memory_request=request.memory_limit,
             memory_limit=request.memory_limit,
         )
+    elif request.memory_request is None:
+        annotated = annotated_memory_request(pod, name, limits=limits, subject=subject)
+        if annotated is not None:
+            request = dataclasses.replace(request, memory_request=annotated)
     current = container.linux.resources if container.linux.HasField("resources") else None
     cur_cpus = cur_mems = None
     if current is not None and current.HasField("cpu"):

@@ -33,6 +33,9 @@ podQoSSchedulingClasses    ``{}``      QoS class -> default class (`sched_classe
 defaultCPUPriority         ``none``    ``high``, ``normal``, ``low`` or ``none``: the CPU
                                        priority of containers not annotated with
                                        ``prefer-cpu-priority`` (`priority`)
+unlimitedBurstable         ``package`` topology level Burstable containers without a
+                                       CPU limit prefer: system, package, die, numa,
+                                       l3cache
 =========================  ==========  ===================================================
 """
 
@@ -40,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -91,6 +94,9 @@ class TopologyAwareConfig(BaseModel):
         default_factory=dict, alias="podQoSSchedulingClasses"
     )
     default_cpu_priority: CPUPriority = Field(default=CPUPriority.NONE, alias="defaultCPUPriority")
+    unlimited_burstable: Literal["system", "package", "die", "numa", "l3cache"] = Field(
+        default="package", alias="unlimitedBurstable"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,11 @@ a state:
 - no CPU is held exclusively by two containers;
 - exclusive CPUs are inside their pool, never reserved, and isolated grants hold only
   isolated CPUs (other exclusive grants none);
-- exclusive and shared sets are disjoint, every pool that had shared CPUs still has
-  some, and each pool's shared demand fits its shared set;
+- exclusive and shared sets are disjoint, every pool with shared containers in its
+  subtree (SHARED or MIXED, even of 0m) still has shared CPUs, and each pool's shared
+  demand fits its shared set (`Supply.need`); a pool nobody shares may be sliced empty;
+- the reserved containers' millicores fit the reserved capacity
+  (``reservedResources.cpu``: 750m is 750m);
 - every pinned container's CPUs are non-empty and online; memory demand fits.
 
 The checks *return* their problems; only `check_invariants` (for tests and the
@@ -110,14 +113,21 @@ def _pool_problems(tree: PoolTree, supply: Supply) -> list[str]:
         shared = supply.shared[p.index]
         if not shared.isdisjoint(supply.used):
             problems.append(f"{p.name}: shared {shared} overlaps exclusive {supply.used}")
-        if p.sharable and not shared:
-            problems.append(f"{p.name}: shared set is empty")
+        if supply.sharers[p.index] and not shared:
+            problems.append(
+                f"{p.name}: shared set is empty under {supply.sharers[p.index]} shared containers"
+            )
         if supply.demand[p.index] > 1000 * len(shared):
             problems.append(
                 f"{p.name}: shared demand {supply.demand[p.index]}m exceeds {len(shared)} CPUs"
             )
         if supply.memory[p.index] > sum(p.memory_bytes.values()):
             problems.append(f"{p.name}: memory demand {supply.memory[p.index]} exceeds supply")
+    if supply.reserved_demand > tree.reserved_milli:
+        problems.append(
+            f"reserved demand {supply.reserved_demand}m exceeds the reserved capacity "
+            f"{tree.reserved_milli}m of {tree.reserved}"
+        )
     return problems
 
 

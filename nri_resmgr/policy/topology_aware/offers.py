@@ -9,8 +9,13 @@ mutated anywhere, and an unchosen offer is simply dropped.
 Shared requests must fit every touched pool's shared set (the supply rule of `state`);
 whole CPUs are taken from the pool's free isolated CPUs when preferred, else sliced off
 its shared set, and when slicing would leave a pool below without enough shared CPUs a
-second try keeps those aside (`_keepers`).  `exact_offer` is the rebuild's question:
-what would `pool` grant if the container kept exactly the CPUs it holds now.
+second try keeps those aside (`_keepers`).  Slicing may empty the shared set of a pool
+nobody shares (no SHARED or MIXED grant in its subtree, nri-plugins'
+``AllocatableSharedCPU() >= 1000*cnt``); a later shared request then goes where shared
+CPUs are left.  Reserved requests must fit the reserved capacity
+(``reservedResources.cpu``: ``750m`` is 750m, not the 1000m of the CPU it rounds up to).
+`exact_offer` is the rebuild's question: what would `pool` grant if the container kept
+exactly the CPUs it holds now.
 
 A request's CPU priority (`priority`) marks the offer of a pool short of CPUs of that
 class (`Offer.priority_unmet`, for the sort key) and makes whole CPUs come from the
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 
 from nri_resmgr.model import ContainerID, CPUKind, PodID
 from nri_resmgr.policy.common import take_cpus
-from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
+from nri_resmgr.policy.topology_aware.pools import TOPOLOGY_LEVELS, Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.policy.topology_aware.priority import (
     PriorityCPUs,
@@ -35,7 +40,15 @@ from nri_resmgr.policy.topology_aware.state import Grant, Supply
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["Offer", "exact_offer", "make_offer"]
+__all__ = [
+    "Offer",
+    "allocatable_by_pool",
+    "allocatable_shared",
+    "burst_key",
+    "exact_offer",
+    "is_burst_ranked",
+    "make_offer",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +67,62 @@ class Offer:
     #: the pool's free shared CPUs of the request's CPU priority class cannot hold it
     #: (`priority.priority_unmet`; False without a priority)
     priority_unmet: bool = False
+    #: the Burstable components of the sort key (`burst_key`)
+    burst: tuple[int, int] = (0, 0)
+
+
+def allocatable_shared(tree: PoolTree, supply: Supply, pool: Pool) -> int:
+    """Millicores a new shared container in `pool` could use without overcommitting it
+    or an ancestor (nri-plugins ``AllocatableSharedCPU``)."""
+    return min(1000 * len(supply.shared[a]) - supply.need(a) for a in tree.ancestors(pool.index))
+
+
+def allocatable_by_pool(tree: PoolTree, supply: Supply) -> list[int]:
+    """`allocatable_shared` of every pool, in one pass down the tree (pools are
+    numbered breadth first, so a parent comes before its children)."""
+    out: list[int] = []
+    demand, sharers, shared = supply.demand, supply.sharers, supply.shared
+    for p in tree.pools:
+        i = p.index
+        need = max(demand[i], 1) if sharers[i] else demand[i]  # Supply.need, inlined
+        own = 1000 * len(shared[i]) - need
+        out.append(own if p.parent is None else min(own, out[p.parent]))
+    return out
+
+
+def is_burst_ranked(request: ContainerRequest) -> bool:
+    """Whether `burst_key` ranks `request` (a Burstable container's)."""
+    return bool(request.limit_milli) or request.unlimited_level is not None
+
+
+def burst_key(
+    tree: PoolTree,
+    supply: Supply,
+    pool: Pool,
+    request: ContainerRequest,
+    *,
+    room: int | None = None,
+) -> tuple[int, int]:
+    """The Burstable components of the sort key (`scoring`), smaller first.
+
+    With a CPU limit: 0 when the pool has room for the limit (`allocatable_shared`, or
+    `room` when the caller has it), so the deepest such pool wins.  Without one: 0 for
+    a pool at the preferred level (the next level out with pools,
+    `PoolTree.existing_level`), then more room first; 1 for a pool below that level, 2
+    above it.  Others: (0, 0).
+    """
+    if not is_burst_ranked(request):
+        return (0, 0)
+    if room is None:
+        room = allocatable_shared(tree, supply, pool)
+    if request.limit_milli:
+        return (0 if room >= request.limit_milli else 1, 0)
+    assert request.unlimited_level is not None  # is_burst_ranked
+    target = TOPOLOGY_LEVELS.index(tree.existing_level(request.unlimited_level))
+    mine = TOPOLOGY_LEVELS.index(pool.level)
+    if mine == target:
+        return (0, -room)
+    return (1 if mine > target else 2, 0)
 
 
 def _fits_memory(tree: PoolTree, supply: Supply, pool: Pool, req: ContainerRequest) -> str:
@@ -70,41 +139,67 @@ def _fits_memory(tree: PoolTree, supply: Supply, pool: Pool, req: ContainerReque
     return ""
 
 
-def _shared_check(tree: PoolTree, supply: Supply, pool: Pool, taken: CPUSet, extra: int) -> str:
-    """Can `taken` be sliced off and `extra` milli be added to `pool`? "" if so."""
+def _shared_check(
+    tree: PoolTree, supply: Supply, pool: Pool, taken: CPUSet, request: ContainerRequest
+) -> str:
+    """Can `taken` be sliced off and `request`'s share be added to `pool`? "" if so.
+
+    Every touched pool (`pool`, its ancestors, and any pool `taken` overlaps) must keep
+    its need (`Supply.need`) on what is left of its shared set; a pool nobody shares
+    may be sliced empty.
+    """
     ancestors = set(tree.ancestors(pool.index))
     taken_ids = taken.ids()
+    extra = request.shared_milli
+    sharer = _is_sharer(request)
+    demand, sharers = supply.demand, supply.sharers
     for q in tree.pools:
-        touched = q.index in ancestors or not q.cpus.isdisjoint(taken)
-        if not touched:
+        mine = q.index in ancestors
+        if not mine and q.cpus.isdisjoint(taken):
             continue
         shared = supply.shared[q.index]
         # only the size of what is left matters: count it without building a set
         left = len(shared.ids() - taken_ids) if taken_ids else len(shared)
-        if q.sharable and not left:
-            return f"taking {taken} would empty the shared CPUs {shared} of {q.name}"
-        need = supply.demand[q.index] + (extra if q.index in ancestors else 0)
+        # Supply.need, inlined (a decision asks it for every pool)
+        need = demand[q.index] + (extra if mine else 0)
+        if sharers[q.index] or (sharer and mine):
+            need = max(need, 1)
         if need > 1000 * left:
+            if taken and not left:
+                return (
+                    f"taking {taken} would empty the shared CPUs {shared} of {q.name}, "
+                    "which its shared containers need"
+                )
             free = 1000 * left - supply.demand[q.index]
             what = f"after taking {taken} " if taken else ""
             return f"{q.name} has {free}m free on {left} shared CPUs {what}".rstrip()
     return ""
 
 
-def _keepers(tree: PoolTree, topology: Topology, supply: Supply, pool: Pool, extra: int) -> CPUSet:
+def _is_sharer(request: ContainerRequest) -> bool:
+    """Whether a grant of `request` runs on its pool's shared set (SHARED or MIXED)."""
+    return request.kind is CPUKind.SHARED or (request.full > 0 and request.shared_milli > 0)
+
+
+def _keepers(
+    tree: PoolTree, topology: Topology, supply: Supply, pool: Pool, request: ContainerRequest
+) -> CPUSet:
     """Shared CPUs under `pool` to leave alone so that no pool below it runs dry.
 
-    Bottom-up, every pool keeps enough of its shared CPUs for its shared demand (plus
-    `extra` in `pool` itself), and at least one if it has shared CPUs at all, choosing
-    threads of already broken cores first.
+    Bottom-up, every pool keeps enough of its shared CPUs for its need (`Supply.need`,
+    with `request`'s share in `pool` itself), choosing threads of already broken cores
+    first; a pool nobody shares keeps none.
     """
+    extra = request.shared_milli
+    sharer = _is_sharer(request)
 
     def kept(q: Pool) -> set[int]:
         out: set[int] = set()
         for child in q.children:
             out |= kept(tree.pools[child])
-        demand = supply.demand[q.index] + (extra if q is pool else 0)
-        need = max(-(-demand // 1000), 1 if q.sharable else 0)
+        mine = q is pool
+        need_milli = supply.need(q.index, extra=extra if mine else 0, sharer=sharer and mine)
+        need = -(-need_milli // 1000)
         shared = supply.shared[q.index]
         # keep threads of cores that are already broken; whole cores are worth more
         spare = sorted(
@@ -130,11 +225,13 @@ def make_offer(
     request: ContainerRequest,
     prefer: Sequence[CPUSet],
     priorities: PriorityCPUs | None = None,
+    burst: tuple[int, int] | None = None,
 ) -> Offer | str:
     """What `pool` would grant `request`, or a short reason why it cannot.
 
     `priorities` are the machine's CPU priority classes (`priority.priority_cpus`);
-    without them the request's CPU priority is ignored.
+    without them the request's CPU priority is ignored.  `burst` is `burst_key` of the
+    pool when the caller has it already.
     """
     problem = _fits_memory(tree, supply, pool, request)
     if problem:
@@ -163,16 +260,27 @@ def make_offer(
             request=request,
         )
         return _offer(
-            supply=supply, pool=pool, grant=grant, met=met, headroom=headroom, unmet=unmet
+            supply=supply,
+            pool=pool,
+            grant=grant,
+            met=met,
+            headroom=headroom,
+            unmet=unmet,
+            burst=burst_key(tree, supply, pool, request) if burst is None else burst,
         )
 
     shared_now = supply.shared[pool.index]
-    if request.kind in (CPUKind.NONE, CPUKind.RESERVED):
+    if request.kind is CPUKind.RESERVED:
+        free = tree.reserved_milli - supply.reserved_demand
+        if request.shared_milli > free:
+            return f"{free}m free of {tree.reserved_milli}m reserved on {tree.reserved}"
+        return offer(request.kind, IDSet(), True, free - request.shared_milli)
+    if request.kind is CPUKind.NONE:
         return offer(request.kind, IDSet(), True, 0)
     if request.kind is CPUKind.SHARED:
         if not shared_now:
             return "no shared CPUs"
-        problem = _shared_check(tree, supply, pool, IDSet(), request.shared_milli)
+        problem = _shared_check(tree, supply, pool, IDSet(), request)
         if problem:
             return problem
         headroom = 1000 * len(shared_now) - supply.demand[pool.index] - request.shared_milli
@@ -189,7 +297,7 @@ def make_offer(
         free_iso = pool.isolated - supply.used
         iso = take(free_iso)
         if iso is not None:
-            problem = _shared_check(tree, supply, pool, IDSet(), request.shared_milli)
+            problem = _shared_check(tree, supply, pool, IDSet(), request)
             if not problem:
                 kind = CPUKind.MIXED if mixed else CPUKind.ISOLATED
                 return offer(kind, iso, True, 1000 * (len(free_iso) - len(iso)))
@@ -203,12 +311,12 @@ def make_offer(
     taken = take(shared_now)
     if taken is None:
         return f"only {len(shared_now)} shared CPUs to slice from"
-    problem = _shared_check(tree, supply, pool, taken, request.shared_milli)
+    problem = _shared_check(tree, supply, pool, taken, request)
     if problem:
         # second try: leave every pool below enough shared CPUs for its own containers
-        keep = _keepers(tree, topology, supply, pool, request.shared_milli)
+        keep = _keepers(tree, topology, supply, pool, request)
         retry = take(shared_now - keep)
-        if retry is None or _shared_check(tree, supply, pool, retry, request.shared_milli):
+        if retry is None or _shared_check(tree, supply, pool, retry, request):
             return problem
         taken = retry
     headroom = 1000 * len(shared_now - taken) - supply.demand[pool.index] - request.shared_milli
@@ -258,7 +366,14 @@ def exact_offer(
 
 
 def _offer(
-    *, supply: Supply, pool: Pool, grant: Grant, met: bool, headroom: int, unmet: bool = False
+    *,
+    supply: Supply,
+    pool: Pool,
+    grant: Grant,
+    met: bool,
+    headroom: int,
+    unmet: bool = False,
+    burst: tuple[int, int] = (0, 0),
 ) -> Offer:
     """`grant` as an offer of `pool`, with the pool's population from `supply`."""
     return Offer(
@@ -268,4 +383,5 @@ def _offer(
         headroom=headroom,
         population=supply.population[pool.index],
         priority_unmet=unmet,
+        burst=burst,
     )

@@ -20,7 +20,9 @@ changed, so a decision costs what it changes, not what is running (docs/policies
 "Performance").
 
 If no pool fits an exclusive request and ``fallbackToShared`` is set, the whole request
-is retried as shared before failing.  Mixed requests do not fall back: a mixed cpuset
+is retried as shared before failing.  A reserved request beyond the reserved capacity
+(``reservedResources.cpu``, in millicores: 750m is 750m) runs on the root pool's shared
+CPUs instead, as in nri-plugins.  Mixed requests do not fall back: a mixed cpuset
 (own CPUs plus a shared set) could not be told apart from a shared one at rebuild.
 Failures are `AllocationError`s naming the container, the request and each pool's reason.
 
@@ -40,9 +42,16 @@ current pool and CPUs.
    next to those kept: a claim of every CPU (a fail-open creation, a shared container's
    cpuset) never makes a valid grant move, and a container that fell back to shared on
    exactly its count of CPUs does not take them from the grant that left them shared;
+   since a pool nobody shares may be sliced empty, such a claim can be valid and still
+   push the shared containers placed next off their CPUs: when another container's
+   report overlaps such a kept claim, the rebuild is retried without those claims, and
+   the retry wins if it overcommits fewer containers, or as many and moves fewer, and
+   leaves those claimants on the CPUs they report;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
-   then untouched), with the pool whose rendering matches their current cpuset/mems as
-   a hint (first in the sort key) and their current CPUs preferred when slicing.  One
+   then untouched; until its turn, each shared or mixed container holds the pool of its report
+   with a 0m stand-in, so that no pool it shares is sliced empty before), with the pool
+   whose rendering matches their current cpuset/mems as a hint (first in the sort key)
+   and their current CPUs preferred when slicing.  One
    that fits nowhere by its request (or whose annotations are malformed) still runs: it
    is *overcommitted* on the shared CPUs of the best pool with no demand counted (or on
    the reserved CPUs when no pool has a shared CPU; `_overcommit`), named in the reason,
@@ -57,7 +66,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from nri_resmgr.model import (
@@ -89,7 +98,14 @@ from nri_resmgr.policy.topology_aware.hints import (
     pick_preference,
 )
 from nri_resmgr.policy.topology_aware.invariants import check_addition, check_invariants
-from nri_resmgr.policy.topology_aware.offers import Offer, exact_offer, make_offer
+from nri_resmgr.policy.topology_aware.offers import (
+    Offer,
+    allocatable_by_pool,
+    burst_key,
+    exact_offer,
+    is_burst_ranked,
+    make_offer,
+)
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import (
     ALL_MEMORY,
@@ -142,6 +158,26 @@ def _pins_cpus(request: ContainerRequest) -> bool:
     return request.pin_cpu and request.kind is not CPUKind.NONE
 
 
+@dataclass(frozen=True, slots=True)
+class _Rebuilt:
+    """One pass of a rebuild: the state, its notes, and what the retry looks at."""
+
+    state: TopologyAwareState
+    notes: tuple[str, ...]
+    #: the containers whose rendering differs from their report
+    updates: tuple[Assignment, ...]
+    #: containers that fit nowhere by their request
+    overcommitted: tuple[ContainerID, ...]
+    #: kept claims that are exactly a pool's shared set (`_shared_like`) and that
+    #: another container's report overlaps
+    kept_shared_like: frozenset[ContainerID]
+
+    @property
+    def cost(self) -> tuple[int, int]:
+        """Containers overcommitted, then containers moved: the smaller pass wins."""
+        return (len(self.overcommitted), len(self.updates))
+
+
 class TopologyAwarePolicy:
     """nri-plugins' topology-aware policy, as pure functions (module docstring)."""
 
@@ -151,7 +187,10 @@ class TopologyAwarePolicy:
         self.topology = topology
         self.config: ResolvedConfig = resolve_config(topology, config)
         self.tree: PoolTree = build_pool_tree(
-            topology, available=self.config.available, reserved=self.config.reserved
+            topology,
+            available=self.config.available,
+            reserved=self.config.reserved,
+            reserved_milli=self.config.reserved_milli,
         )
         opts = self.config.options
         self.scheduling: SchedulingClasses = build_scheduling_classes(
@@ -181,7 +220,9 @@ class TopologyAwarePolicy:
         """The policy's `decide.RenderChanged`: `rendering.render_changed` for `cid`."""
         return render_changed(self.topology, old, new, (cid,))
 
-    def _candidates(self, request: ContainerRequest) -> list[Pool]:
+    def _candidates(self, request: ContainerRequest, *, root_only: bool) -> list[Pool]:
+        if root_only:
+            return [self.tree.root]
         if request.kind is CPUKind.RESERVED:
             return [self.tree.pools[self.tree.reserved_pool]]
         if request.kind is CPUKind.NONE:
@@ -196,10 +237,19 @@ class TopologyAwarePolicy:
         *,
         hint: int | None,
         prefer: Sequence[CPUSet],
+        root_only: bool = False,
     ) -> tuple[Grant, str]:
         supply = state.supply
-        opts = self.config.options
         affinities = affinity_by_pool(state, self.tree, container_id=container.id, request=request)
+        # the Burstable components, once per pool (offers.burst_key)
+        candidates = self._candidates(request, root_only=root_only)
+        bursts = {pool.index: (0, 0) for pool in candidates}
+        if is_burst_ranked(request):
+            room = allocatable_by_pool(self.tree, supply)
+            for pool in candidates:
+                bursts[pool.index] = burst_key(
+                    self.tree, supply, pool, request, room=room[pool.index]
+                )
         # offers in the order of the best key each pool could reach; once the best offer
         # so far beats the bound of the next pool it beats all the rest (scoring.key_bound)
         bounded = sorted(
@@ -212,10 +262,11 @@ class TopologyAwarePolicy:
                         hinted=pool.index == hint,
                         affinity_score=affinities.get(pool.index, 0),
                         priorities=self.priorities,
+                        burst=bursts[pool.index],
                     ),
                     pool,
                 )
-                for pool in self._candidates(request)
+                for pool in candidates
             ],
             key=lambda bp: bp[0],
         )
@@ -236,6 +287,7 @@ class TopologyAwarePolicy:
                 request=request,
                 prefer=prefer,
                 priorities=self.priorities,
+                burst=bursts[pool.index],
             )
             if isinstance(got, Offer):
                 offers.append(got)
@@ -252,11 +304,35 @@ class TopologyAwarePolicy:
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
         message = f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)
-        fallback = opts.fallback_to_shared and not request.require_isolated
+        return self._fall_back(state, container, request, message, hint=hint, prefer=prefer)
+
+    def _fall_back(
+        self,
+        state: TopologyAwareState,
+        container: ContainerInfo,
+        request: ContainerRequest,
+        message: str,
+        *,
+        hint: int | None,
+        prefer: Sequence[CPUSet],
+    ) -> tuple[Grant, str]:
+        """Where a request no pool fits goes instead; `AllocationError(message)` if nowhere.
+
+        An exclusive one with ``fallbackToShared``: shared, anywhere.  A reserved one
+        beyond the reserved capacity: shared in the root pool, as nri-plugins does with
+        what it logs as a likely misconfiguration (named in the reason here).
+        """
+        fallback = self.config.options.fallback_to_shared and not request.require_isolated
         if request.kind is CPUKind.EXCLUSIVE and fallback:
             shared = _as_shared(request)
             grant, where = self._place(state, container, shared, hint=hint, prefer=prefer)
             return grant, f"{where} (fallbackToShared: {message})"
+        if request.kind is CPUKind.RESERVED:
+            shared = replace(request, kind=CPUKind.SHARED)
+            grant, where = self._place(
+                state, container, shared, hint=hint, prefer=prefer, root_only=True
+            )
+            return grant, f"{where} (reserved capacity exceeded: {message})"
         raise AllocationError(message)
 
     # ---- the protocol ------------------------------------------------------------------
@@ -307,7 +383,6 @@ class TopologyAwarePolicy:
         return decide(self._render_changed, state, new, container.id, f"updated: {reason}")
 
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[TopologyAwareState]:
-        st = self.initial_state()
         notes: list[str] = []
         unique: dict[ContainerID, ContainerInfo] = {}
         for c in containers:
@@ -320,6 +395,35 @@ class TopologyAwarePolicy:
             except AnnotationError as exc:
                 notes.append(f"overcommitted: {exc}")
                 requests[c.id] = unreadable_request(pin_cpu=self.config.options.pin_cpu)
+        best = self._rebuild_once(containers, requests, skip=frozenset())
+        if best.kept_shared_like:
+            # a claim that is exactly a pool's shared set is what a container that fell
+            # back to shared reports; kept, it may push the shared containers placed
+            # next off their CPUs: the rebuild without those claims wins when it
+            # overcommits fewer containers, or as many and moves fewer, and leaves
+            # those claimants on the CPUs they report (shared now)
+            second = self._rebuild_once(containers, requests, skip=best.kept_shared_like)
+            moved = {a.container_id for a in second.updates}
+            if second.cost < best.cost and moved.isdisjoint(best.kept_shared_like):
+                best = second
+        notes.extend(best.notes)
+        return Decision(
+            state=best.state, updates=best.updates, reason="; ".join(["rebuilt", *notes])
+        )
+
+    def _rebuild_once(
+        self,
+        containers: Sequence[ContainerInfo],
+        requests: Mapping[ContainerID, ContainerRequest],
+        *,
+        skip: frozenset[ContainerID],
+    ) -> _Rebuilt:
+        """Steps 1 and 2 of a rebuild (module docstring), not keeping the claims of `skip`."""
+        st = self.initial_state()
+        notes: list[str] = []
+        overcommitted: list[ContainerID] = []
+        requests = dict(requests)
+        unique = {c.id: c for c in containers}
         holders = Counter(cpu for c in containers for cpu in (c.current_cpus or IDSet()))
         missing = missing_from_shared_views(self.tree, containers, requests)
 
@@ -340,21 +444,30 @@ class TopologyAwarePolicy:
             if c.id not in claims and c.current_cpus is not None and _pins_cpus(requests[c.id])
         ]
         shared_like = self._shared_like(claims, others)
+        # those another container's report overlaps are the ones that may have fallen
+        # back next to it: the retry (`rebuild`) leaves them shared
+        seen = union(others)
+        kept_shared_like: set[ContainerID] = set()
         for cid in order_claims(claims, others=others, shared_like=shared_like):
+            if cid in skip:
+                continue
             grant = self._reclaim(st, unique[cid], requests[cid], claims[cid])
             if grant is not None:
                 st = st.with_grant(grant)
+                if cid in shared_like and not claims[cid].isdisjoint(seen):
+                    kept_shared_like.add(cid)
         # 2. place everyone else, hinted by where they are now
         position = {c.id: i for i, c in enumerate(containers)}
         pending = [c for c in containers if c.id not in st.grants]
         if self.config.options.fallback_to_shared:
             # one that fell back to shared earlier stays shared: it runs on a cpuset that
-            # is not its own whole CPUs (wrong size, or exactly some pool's shared set)
+            # is not its own whole CPUs (wrong size, or exactly some pool's shared set);
+            # one with no cpuset at all (created while we were down) is placed as new
             supply = st.supply
             for c in pending:
                 req = requests[c.id]
                 cur = c.current_cpus
-                if req.kind is not CPUKind.EXCLUSIVE or not req.pin_cpu or cur is None:
+                if req.kind is not CPUKind.EXCLUSIVE or not req.pin_cpu or not cur:
                     continue
                 views = [
                     one_thread_per_core(self.topology, v) if req.hide_hyperthreads else v
@@ -376,8 +489,17 @@ class TopologyAwarePolicy:
                 position[c.id],
             )
         )
+        # the shared containers still to place hold their pools now, with a 0m
+        # stand-in where their report lies: an exclusive or mixed container placed
+        # before them may not slice those shared sets empty (a pool nobody shares may
+        # be); each stand-in is dropped just before its container is placed
+        for c in pending:
+            stand_in = self._stand_in(st, c, requests[c.id])
+            if stand_in is not None:
+                st = st.with_grant(stand_in)
         for c in pending:
             req = requests[c.id]
+            st = st.without(c.id)
             hint = hint_for(self.topology, st, c, req)
             mine = union(
                 self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
@@ -394,14 +516,42 @@ class TopologyAwarePolicy:
             except AllocationError as exc:
                 # it runs anyway: on shared CPUs, off everyone's exclusive ones
                 notes.append(f"overcommitted: {exc}")
+                overcommitted.append(c.id)
                 grant = self._overcommit(st, c, req, hint=hint, notes=notes)
             st = st.with_grant(grant)
         rendered = render_all(self.topology, st)
-        updates = tuple(
-            rendered[c.id] for c in containers if differs_from_current(c, rendered[c.id])
+        return _Rebuilt(
+            state=st,
+            notes=tuple(notes),
+            updates=tuple(
+                rendered[c.id] for c in containers if differs_from_current(c, rendered[c.id])
+            ),
+            overcommitted=tuple(overcommitted),
+            kept_shared_like=frozenset(kept_shared_like),
         )
-        reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
-        return Decision(state=st, updates=updates, reason=reason)
+
+    def _stand_in(
+        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
+    ) -> Grant | None:
+        """A 0m shared grant of `c` in the deepest pool holding its report, if `c` is a
+        pinned shared or mixed container reporting CPUs of a pool that still has shared
+        CPUs."""
+        view = (c.current_cpus or IDSet()) & self.tree.root.cpus
+        if req.kind not in (CPUKind.SHARED, CPUKind.MIXED) or not _pins_cpus(req) or not view:
+            return None
+        pool = self.tree.deepest_containing(view)[0]
+        if not state.supply.shared[pool]:
+            return None
+        stand_in = replace(req, kind=CPUKind.SHARED, full=0, shared_milli=0, memory_bytes=0)
+        return Grant(
+            container_id=c.id,
+            pod_id=c.pod.id,
+            namespace=c.namespace,
+            pool=pool,
+            kind=CPUKind.SHARED,
+            exclusive=IDSet(),
+            request=stand_in,
+        )
 
     def _overcommit(
         self,

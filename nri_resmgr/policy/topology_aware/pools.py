@@ -33,7 +33,11 @@ from nri_resmgr.model import MemoryKind
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["Pool", "PoolTree", "build_pool_tree"]
+__all__ = ["TOPOLOGY_LEVELS", "Pool", "PoolTree", "build_pool_tree"]
+
+#: nri-plugins' CPU topology levels of pools, outermost first (``unlimitedBurstable``)
+TOPOLOGY_LEVELS = ("system", "package", "die", "numa", "l3cache")
+_LEVEL_OF_PREFIX = {"package": "package", "die": "die", "node": "numa", "l3-": "l3cache"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,8 @@ class Pool:
     mems_by_kinds: Mapping[frozenset[MemoryKind], NodeSet] = field(
         default_factory=dict, compare=False, repr=False
     )
+    #: the topology level of the pool, in nri-plugins' words (`TOPOLOGY_LEVELS`)
+    level: str = "system"
 
     def mems_of(self, kinds: Collection[MemoryKind]) -> NodeSet:
         """The pool's memory nodes of the given kinds."""
@@ -75,6 +81,11 @@ class PoolTree:
     reserved: CPUSet
     #: the deepest pool holding every reserved CPU (where reserved containers live)
     reserved_pool: int
+    #: millicores reserved containers may request in all: ``reservedResources.cpu``
+    #: as a quantity (``750m`` is 750m on one CPU, nri-plugins #632), else 1000 per CPU
+    reserved_milli: int = 0
+    #: the topology levels some pool is at (`existing_level` reads it per decision)
+    levels: frozenset[str] = frozenset({"system"})
 
     @property
     def root(self) -> Pool:
@@ -104,6 +115,15 @@ class PoolTree:
         for child in self.pools[index].children:
             out.extend(self.subtree(child))
         return out
+
+    def existing_level(self, level: str) -> str:
+        """`level` if some pool is at it, else the next level out that has pools.
+
+        nri-plugins' ``findExistingTopologyLevel``: ``die`` on a machine without die
+        pools is ``package`` (or ``system`` on a single-package machine).
+        """
+        rank = TOPOLOGY_LEVELS.index(level)
+        return next(lv for lv in reversed(TOPOLOGY_LEVELS[: rank + 1]) if lv in self.levels)
 
     def deepest_containing(self, cpus: CPUSet) -> list[int]:
         """Pools whose CPUs include all of `cpus`, deepest first."""
@@ -135,14 +155,20 @@ def _levels(topology: Topology) -> list[tuple[str, Callable[[int], int]]]:
     ]
 
 
-def build_pool_tree(topology: Topology, *, available: CPUSet, reserved: CPUSet) -> PoolTree:
-    """The pool tree for the CPUs in `available` (see the module docstring)."""
+def build_pool_tree(
+    topology: Topology, *, available: CPUSet, reserved: CPUSet, reserved_milli: int | None = None
+) -> PoolTree:
+    """The pool tree for the CPUs in `available` (see the module docstring).
+
+    `reserved_milli` is the reserved capacity; by default 1000 per reserved CPU.
+    """
     isolated_all = topology.isolated_cpus() - reserved
     levels = _levels(topology)
     kinds = tuple(MemoryKind)
 
-    # (name, depth, parent, cpus), breadth first
+    # (name, depth, parent, cpus), breadth first; the level of each by its prefix
     specs: list[tuple[str, int, int | None, CPUSet]] = [("root", 0, None, available)]
+    levels_of: list[str] = ["system"]
     level_of: list[int] = [0]
     i = 0
     while i < len(specs):
@@ -159,6 +185,7 @@ def build_pool_tree(topology: Topology, *, available: CPUSet, reserved: CPUSet) 
                 for gid, members in sorted(groups.items()):
                     specs.append((f"{prefix}{gid}", depth + 1, i, IDSet(members)))
                     level_of.append(level)
+                    levels_of.append(_LEVEL_OF_PREFIX[prefix])
                 break
         i += 1
 
@@ -171,9 +198,7 @@ def build_pool_tree(topology: Topology, *, available: CPUSet, reserved: CPUSet) 
     for idx, (name, depth, parent, cpus) in enumerate(specs):
         mems: dict[MemoryKind, NodeSet] = {}
         for kind in kinds:
-            nodes = union(
-                topology.memory_nodes_near(n, (kind,)) for n in topology.nodes_of(cpus)
-            )
+            nodes = union(topology.memory_nodes_near(n, (kind,)) for n in topology.nodes_of(cpus))
             if nodes:
                 mems[kind] = nodes
         pools.append(
@@ -190,8 +215,15 @@ def build_pool_tree(topology: Topology, *, available: CPUSet, reserved: CPUSet) 
                 mems=mems,
                 memory_bytes={k: topology.node_memory(v) for k, v in mems.items()},
                 mems_by_kinds=_all_mems_of(mems),
+                level=levels_of[idx],
             )
         )
     holders = [p for p in pools if reserved <= p.cpus]
     reserved_pool = max(holders, key=lambda p: (p.depth, -p.index)).index
-    return PoolTree(pools=tuple(pools), reserved=reserved, reserved_pool=reserved_pool)
+    return PoolTree(
+        pools=tuple(pools),
+        reserved=reserved,
+        reserved_pool=reserved_pool,
+        reserved_milli=1000 * len(reserved) if reserved_milli is None else reserved_milli,
+        levels=frozenset(p.level for p in pools),
+    )

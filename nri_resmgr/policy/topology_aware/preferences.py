@@ -12,7 +12,9 @@ container                                    gets
 ``prefer-reserved-cpus`` true, or namespace  reserved CPUs (unless annotated false)
 in kube-system / ``reservedPoolNamespaces``
 BestEffort                                   shared, 0m
-Burstable                                    shared, its request
+Burstable                                    shared, its request; its CPU limit, or
+                                             without one its ``unlimited-burstable``
+                                             level, ranks the pools (`scoring`)
 Guaranteed, request < 1 CPU                  shared
 Guaranteed, 1 <= request < 2                 ``prefer-shared``: shared; else 1 exclusive
                                              CPU (+ the fraction shared = MIXED), isolated
@@ -63,6 +65,7 @@ from nri_resmgr.policy.topology_aware.affinity import (
     subject_of,
 )
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig
+from nri_resmgr.policy.topology_aware.pools import TOPOLOGY_LEVELS
 from nri_resmgr.policy.topology_aware.priority import CPUPriority, parse_cpu_priority
 
 __all__ = [
@@ -75,6 +78,7 @@ __all__ = [
     "PREFER_RESERVED",
     "PREFER_SHARED",
     "REQUIRE_ISOLATED",
+    "UNLIMITED_BURSTABLE",
     "ContainerRequest",
     "container_request",
     "parse_memory_types",
@@ -88,6 +92,7 @@ HIDE_HYPERTHREADS = f"hide-hyperthreads.{ANNOTATION_DOMAIN}"
 CPU_PRESERVE = f"cpu.preserve.{ANNOTATION_DOMAIN}"
 MEMORY_PRESERVE = f"memory.preserve.{ANNOTATION_DOMAIN}"
 MEMORY_TYPE = f"memory-type.{ANNOTATION_DOMAIN}"
+UNLIMITED_BURSTABLE = f"unlimited-burstable.{ANNOTATION_DOMAIN}"
 
 ALL_MEMORY = frozenset({MemoryKind.DRAM, MemoryKind.PMEM, MemoryKind.HBM})
 _MEMORY_WORDS = {
@@ -123,6 +128,12 @@ class ContainerRequest:
     subject: Subject | None = None
     #: its affinity and anti-affinity rules, explicit or implicit (`affinity`)
     affinities: tuple[Affinity, ...] = ()
+    #: Burstable with a CPU limit: the limit in millicores (the lowest pool with room
+    #: for it wins, `scoring`); 0 otherwise
+    limit_milli: int = 0
+    #: Burstable without a CPU limit: the topology level it prefers
+    #: (``unlimitedBurstable``, the ``unlimited-burstable`` annotation); None otherwise
+    unlimited_level: str | None = None
 
     def describe(self) -> str:
         """``2 exclusive CPUs + 500m shared`` and the like, for messages."""
@@ -190,6 +201,20 @@ def isolation_preference(container: ContainerInfo) -> tuple[bool | None, bool]:
     return parse_bool_annotation(container, PREFER_ISOLATED), False
 
 
+def _unlimited_level(container: ContainerInfo, default: str) -> str:
+    """The ``unlimited-burstable`` annotation's topology level, or `default`."""
+    raw = container.annotation(UNLIMITED_BURSTABLE)
+    if raw is None:
+        return default
+    level = raw.strip().lower()
+    if level not in TOPOLOGY_LEVELS:
+        raise AnnotationError(
+            f'{container.pretty}: annotation {UNLIMITED_BURSTABLE} has value "{raw}"; '
+            f"expected one of {', '.join(TOPOLOGY_LEVELS)}"
+        )
+    return level
+
+
 def container_request(container: ContainerInfo, config: ResolvedConfig) -> ContainerRequest:
     """Apply the eligibility table (module docstring) to `container`."""
     opts = config.options
@@ -219,7 +244,12 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     )
 
     def make(
-        kind: CPUKind, full: int = 0, shared: int = 0, isolated: bool = False
+        kind: CPUKind,
+        full: int = 0,
+        shared: int = 0,
+        isolated: bool = False,
+        limit: int = 0,
+        level: str | None = None,
     ) -> ContainerRequest:
         return ContainerRequest(
             kind=kind,
@@ -235,6 +265,8 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
             require_isolated=strict and isolated and full > 0,
             subject=subject,
             affinities=rules,
+            limit_milli=limit,
+            unlimited_level=level,
         )
 
     if cpu_preserve:
@@ -245,7 +277,11 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     if qos is QoSClass.BEST_EFFORT:
         return make(CPUKind.SHARED, shared=0)
     if qos is QoSClass.BURSTABLE:
-        return make(CPUKind.SHARED, shared=milli)
+        limit = container.request.cpu_limit_milli
+        if limit:
+            return make(CPUKind.SHARED, shared=milli, limit=limit)
+        level = _unlimited_level(container, opts.unlimited_burstable)
+        return make(CPUKind.SHARED, shared=milli, level=level)
 
     full, fraction = divmod(milli, 1000)
     prefer_isolated = opts.prefer_isolated_cpus if iso_annotated is None else iso_annotated

@@ -21,16 +21,19 @@ sorted by `offer_key`, a tuple compared left to right, smallest first:
                              shared CPUs of that class cannot hold the request
                              (`priority.priority_unmet`; nri-plugins ranks this after
                              affinity and before depth); 0 otherwise
- 5     ``-depth``            deeper pools first: the tightest pool that fits (a NUMA
+ 5     ``burst``             Burstable containers (`offers.burst_key`, two components):
+                             with a CPU limit, pools with room for it first; without one,
+                             pools at the ``unlimitedBurstable`` level first, the roomiest
+ 6     ``-depth``            deeper pools first: the tightest pool that fits (a NUMA
                              node or L3 group before its package, before the machine)
- 6     ``normal unmet``      the same for ``prefer-cpu-priority: normal``, which
+ 7     ``normal unmet``      the same for ``prefer-cpu-priority: normal``, which
                              nri-plugins ranks after depth; 0 otherwise
- 7     ``crowding``          shared requests: fewer containers already in the pool,
+ 8     ``crowding``          shared requests: fewer containers already in the pool,
                              so that shared containers spread over the leaves
                              (0 for exclusive, isolated and reserved requests)
- 8     ``-headroom``         more capacity left after the grant: free shared millicores
+ 9     ``-headroom``         more capacity left after the grant: free shared millicores
                              (exclusive, mixed, shared) or free isolated CPUs (isolated)
- 9     ``pool index``        breadth-first pool number: deterministic final tie-break
+10     ``pool index``        breadth-first pool number: deterministic final tie-break
 =====  ====================  =============================================================
 
 `key_bound` is the smallest key an offer of a pool could possibly get, computed from the
@@ -40,8 +43,8 @@ winner as building every offer (keys end with the pool index, so no two are equa
 an exclusive request usually picks CPUs in one pool instead of all of them.
 
 Compared with nri-plugins' ``compareScores`` the order is the same in spirit
-(affinity, then CPU priority, then tree depth, then per-kind capacity, then id) without
-topology hints or burstable limits, which this policy does not model.
+(affinity, then CPU priority, then Burstable limits, then tree depth, then per-kind
+capacity, then id); its topology hints are the first component here.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from nri_resmgr.policy.topology_aware.state import Supply, TopologyAwareState
 
 __all__ = ["OfferKey", "affinity_by_pool", "best_offer", "key_bound", "offer_key"]
 
-OfferKey = tuple[int, int, float, int, int, int, int, int, int]
+OfferKey = tuple[int, int, float, int, int, int, int, int, int, int, int]
 
 
 def _priority_terms(priority: CPUPriority, unmet: bool) -> tuple[int, int]:
@@ -100,6 +103,7 @@ def offer_key(offer: Offer, *, hinted: bool, affinity_score: float) -> OfferKey:
         0 if offer.preference_met else 1,
         -affinity_score,
         prio,
+        *offer.burst,
         -offer.pool.depth,
         normal,
         crowding,
@@ -116,9 +120,11 @@ def key_bound(
     hinted: bool,
     affinity_score: float,
     priorities: PriorityCPUs | None = None,
+    burst: tuple[int, int] = (0, 0),
 ) -> OfferKey:
     """A lower bound of `offer_key` for any offer `pool` can make `request` (module doc).
 
+    `burst` is `offers.burst_key` of the pool (exact: it reads the supply only).
     Every component is exact except two, for whole-CPU requests.  The isolated
     preference counts as met unless it cannot be: an isolated offer needs at least
     `request.full` free isolated CPUs (and, for a mixed request, some shared CPUs), and
@@ -160,6 +166,7 @@ def key_bound(
         unmet,
         -affinity_score,
         prio,
+        *burst,
         -pool.depth,
         normal,
         crowding,

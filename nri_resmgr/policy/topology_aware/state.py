@@ -9,9 +9,14 @@ is derived from the grants and the fixed `PoolTree`, as the state's `Supply`:
 - a pool's **shared set** is ``pool.sharable - used``; it shrinks when exclusive CPUs are
   sliced from the pool or from any pool overlapping it (ancestors, descendants);
 - a pool's **shared demand** is the millicores of the SHARED and MIXED grants living in
-  its subtree; the supply rule is ``demand(P) <= 1000 * |shared(P)|`` for every pool P:
-  a container living in P runs on P's shared set, so it loads P and every ancestor, but
-  no descendant;
+  its subtree, and its **sharers** the number of those grants; the supply rule is
+  ``need(P) <= 1000 * |shared(P)|`` for every pool P, where ``need(P)`` is the demand,
+  but at least 1 while P has sharers (`Supply.need`): a container living in P runs on
+  P's shared set, so it loads P and every ancestor, but no descendant.  A pool with no
+  sharers may lose every shared CPU to exclusive grants (nri-plugins slices an idle
+  shared set empty too); one with sharers, even of 0m (BestEffort), never does;
+- ``reserved_demand``: the millicores of the RESERVED grants, which must stay within
+  the reserved capacity (`PoolTree.reserved_milli`: ``750m`` reserves 750m, not a CPU);
 - **memory demand** is likewise summed over a subtree and must stay within the memory
   of the pool's nodes; **population** counts the containers living in exactly a pool.
 
@@ -56,6 +61,10 @@ class Grant:
     def shared_milli(self) -> int:
         return self.request.shared_milli if self.kind in SHARED_USERS else 0
 
+    @property
+    def reserved_milli(self) -> int:
+        return self.request.shared_milli if self.kind is CPUKind.RESERVED else 0
+
 
 @dataclass(frozen=True, slots=True)
 class Supply:
@@ -66,6 +75,20 @@ class Supply:
     demand: tuple[int, ...]
     memory: tuple[int, ...]
     population: tuple[int, ...]
+    #: SHARED and MIXED grants living in each pool's subtree
+    sharers: tuple[int, ...]
+    #: millicores of the RESERVED grants (on the reserved CPUs)
+    reserved_demand: int
+
+    def need(self, index: int, *, extra: int = 0, sharer: bool = False) -> int:
+        """Millicores pool `index` must keep on its shared set (module docstring).
+
+        `extra` millicores and, with `sharer`, one more shared user are counted as if
+        they lived in the pool: the need of a placement before it is made.
+        """
+        demand = self.demand[index] + extra
+        sharers = self.sharers[index] > 0 or sharer
+        return max(demand, 1) if sharers else demand
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,22 +141,30 @@ def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
     own_demand = [0] * n
     own_memory = [0] * n
     population = [0] * n
+    own_sharers = [0] * n
+    reserved_demand = 0
     for g in grants:
         own_demand[g.pool] += g.shared_milli
         own_memory[g.pool] += g.request.memory_bytes
+        own_sharers[g.pool] += g.kind in SHARED_USERS
         population[g.pool] += 1
+        reserved_demand += g.reserved_milli
     demand = [0] * n
     memory = [0] * n
+    sharers = [0] * n
     for p in tree.pools:
         for a in tree.ancestors(p.index):
             demand[a] += own_demand[p.index]
             memory[a] += own_memory[p.index]
+            sharers[a] += own_sharers[p.index]
     return Supply(
         used=used,
         shared=tuple(p.sharable - used for p in tree.pools),
         demand=tuple(demand),
         memory=tuple(memory),
         population=tuple(population),
+        sharers=tuple(sharers),
+        reserved_demand=reserved_demand,
     )
 
 
@@ -144,9 +175,12 @@ def _adjust(tree: PoolTree, supply: Supply, grant: Grant, used: CPUSet, sign: in
     demand = list(supply.demand)
     memory = list(supply.memory)
     population = list(supply.population)
+    sharers = list(supply.sharers)
+    sharer = grant.kind in SHARED_USERS
     for a in tree.ancestors(grant.pool):
         demand[a] += sign * grant.shared_milli
         memory[a] += sign * grant.request.memory_bytes
+        sharers[a] += sign * sharer
     population[grant.pool] += sign
     shared = supply.shared
     if grant.exclusive:
@@ -160,6 +194,8 @@ def _adjust(tree: PoolTree, supply: Supply, grant: Grant, used: CPUSet, sign: in
         demand=tuple(demand),
         memory=tuple(memory),
         population=tuple(population),
+        sharers=tuple(sharers),
+        reserved_demand=supply.reserved_demand + sign * grant.reserved_milli,
     )
 
 

@@ -117,11 +117,11 @@ CASES = {
         [ctr("a", milli=2000)], {"a": (EX, "node1", "2,10", "1")}
     ),
     "exclusive-slices-shared-pool": Case(
-        [ctr("s", pod="s", qos=BU, milli=100), ctr("x", pod="x", milli=2000)],
+        [ctr("s", pod="s", qos=BU, milli=100, limit=200), ctr("x", pod="x", milli=2000)],
         {"s": (SH, "node1", "2-3,10-11", "1"), "x": (EX, "node2", "4,12", "2")},
     ),
     "too-big-for-a-node-goes-to-a-package": Case(
-        [ctr("a", milli=6000)], {"a": (EX, "package1", "4-7,12,14", "2-3")}
+        [ctr("a", milli=6000)], {"a": (EX, "package1", "4-6,12-14", "2-3")}
     ),
     "burstable-beyond-a-node-goes-up": Case(
         [ctr("a", qos=BU, milli=4500)], {"a": (SH, "package1", "4-7,12-15", "2-3")}
@@ -283,8 +283,8 @@ def test_update_keeps_unchanged_and_moves_resized() -> None:
     assert same.state == s and same.updates == ()
     grown = p.update(s, ctr("a", milli=4000))
     assert grown.assignment is not None
-    # four CPUs would empty any NUMA node's shared set, so they come from a package
-    assert (grown.assignment.pool, str(grown.assignment.cpus)) == ("package1", "4,6,12,14")
+    # four CPUs empty node1's shared set, which nobody shares: they stay in node1
+    assert (grown.assignment.pool, str(grown.assignment.cpus)) == ("node1", "2-3,10-11")
 
 
 @pytest.mark.parametrize(
@@ -331,12 +331,20 @@ def test_exclusive_that_fits_nowhere_names_every_pool() -> None:
     )
 
 
-def test_a_shared_pool_is_never_emptied_and_fallback_to_shared() -> None:
+def test_a_shared_pool_is_never_emptied_under_shared_containers_and_fallback() -> None:
     p = TopologyAwarePolicy(topology=small(), config={})
-    with pytest.raises(AllocationError, match="would empty the shared CPUs"):
-        p.allocate(p.initial_state(), ctr("c", milli=15000))
+    # nobody shares: all 15 non-reserved CPUs may go (n4c16 test16-idle-shared-pools)
+    d = p.allocate(p.initial_state(), ctr("c", milli=15000))
+    assert d.assignment is not None and len(d.assignment.cpus) == 15
+    with pytest.raises(AllocationError, match="no pool can fit 0m shared; root: no shared CPUs"):
+        p.allocate(d.state, ctr("be", pod="be", qos=BE))
+    # a BestEffort container (0m) shares root: its last CPU is not taken
+    be = p.allocate(p.initial_state(), ctr("be", pod="be", qos=BE)).state
+    with pytest.raises(AllocationError, match="which its shared containers need"):
+        p.allocate(be, ctr("c", milli=15000))
     q = TopologyAwarePolicy(topology=small(), config={"fallbackToShared": True})
-    d = q.allocate(q.initial_state(), ctr("c", milli=15000))
+    be = q.allocate(q.initial_state(), ctr("be", pod="be", qos=BE)).state
+    d = q.allocate(be, ctr("c", milli=15000))
     assert d.assignment is not None
     assert (d.assignment.kind, d.assignment.pool) == (CPUKind.SHARED, "root")
     assert "fallbackToShared: pod default/p container c: no pool can fit" in d.reason
@@ -408,8 +416,8 @@ def test_rebuild_keeps_valid_placements_without_updates() -> None:
 def test_rebuild_keeps_a_fallback_container_shared_when_a_shared_one_reports_its_cpus() -> None:
     """A Hypothesis example (1s1n4c2t, fallbackToShared): rebuilding moved a shared one.
 
-    CPU 0 is reserved; x takes 1-3,5-7 exclusively, which leaves CPU 4 shared, so f falls
-    back to shared on 4, next to s.  f's cpuset {4} has the size of its request, so it
+    CPU 0 is reserved; x takes 1-3,5-7 exclusively, which leaves CPU 4 shared for s, so f
+    falls back to shared on 4, next to s.  f's cpuset {4} has the size of its request, so it
     is a valid claim on its own, and the smaller one: kept first, it made x's claim
     empty the shared CPUs, x went shared on 1-3,5-7 and s moved there with it.  s
     reports CPU 4 too: the claim nobody else reports is the one to keep first.
@@ -418,7 +426,7 @@ def test_rebuild_keeps_a_fallback_container_shared_when_a_shared_one_reports_its
     p = TopologyAwarePolicy(topology=t, config={"fallbackToShared": True})
     s = p.initial_state()
     cs = [ctr("x", pod="x", milli=6000), ctr("f", pod="f", milli=1000), ctr("s", pod="s")]
-    for c in cs:
+    for c in (cs[0], cs[2], cs[1]):  # s first: with nobody sharing, f would take CPU 4
         s = p.allocate(s, c).state
     r = p.render(s)
     assert [(str(r[c.id].cpus), r[c.id].kind) for c in cs] == [
@@ -435,28 +443,30 @@ def test_rebuild_keeps_a_fallback_container_shared_when_a_shared_one_reports_its
 def test_rebuild_keeps_fallback_containers_shared_when_they_are_pools_shared_sets() -> None:
     """Siblings of the example above on two nodes, found with a targeted generator.
 
-    1 package x 2 nodes x 3 cores (node0 = 0-2, node1 = 3-5), CPU 0 reserved: x takes
-    1,3-4 in the root; f falls back to node0's shared CPU 2, g to node1's shared CPU 5,
-    next to s.  Nobody else reports f's {2}: kept first (the smaller claim), it emptied
-    node0's shared CPUs for x, and x and s moved.  {2} is node0's sharable CPUs minus
-    x's claim, the one claim no other report overlaps (g's {5} is s's cpuset too): a
-    shared set, kept after the claims that are not.
+    1 package x 2 nodes x 3 cores (node0 = 0-2, node1 = 3-5), CPU 0 reserved: s and t
+    share node1 and node0, so x takes 1,3-4 in the root; f falls back to node0's shared
+    CPU 2, next to t, and g to node1's shared CPU 5, next to s.  Were f's {2} kept
+    first (the smaller claim), x's claim would empty node0's shared CPUs, and x and s
+    would move.  {2} is node0's sharable CPUs minus x's claim: a shared set, kept after
+    the claims that are not, and the last CPU of t's cpuset, which no claim may take.
     """
     t = build_topology({"packages": 1, "nodes": 2, "cores": 3, "threads": 1, "memory": "2G"})
     p = TopologyAwarePolicy(topology=t, config={"fallbackToShared": True})
     cs = [
         ctr("s", pod="s"),
+        ctr("t", pod="t"),
         ctr("x", pod="x", milli=3000),
         ctr("f", pod="f", milli=1000),
         ctr("g", pod="g", milli=1000),
     ]
-    for n in (3, 4):  # without g, then with it
+    for n in (4, 5):  # without g, then with it
         s = p.initial_state()
         for c in cs[:n]:
             s = p.allocate(s, c).state
         r = p.render(s)
         assert [(str(r[c.id].cpus), r[c.id].kind) for c in cs[:n]] == [
             ("5", CPUKind.SHARED),
+            ("2", CPUKind.SHARED),
             ("1,3-4", CPUKind.EXCLUSIVE),
             ("2", CPUKind.SHARED),
             ("5", CPUKind.SHARED),
@@ -496,10 +506,19 @@ def test_invariant_checker_catches_broken_states() -> None:
     broken = s.with_grant(twin)
     with pytest.raises(InvariantError, match="cpu 2 is exclusive to both a-a and twin"):
         p.check(broken)
-    starved = s.with_grant(
+    emptied = s.with_grant(
         replace(grant, container_id=ContainerID("x"), exclusive=IDSet.parse("3,11"))
     )
-    with pytest.raises(InvariantError, match="node1: shared set is empty"):
+    p.check(emptied)  # nobody shares node1: its shared set may be sliced empty
+    sharer = replace(
+        grant,
+        container_id=ContainerID("s"),
+        kind=CPUKind.SHARED,
+        exclusive=IDSet(),
+        request=replace(grant.request, kind=CPUKind.SHARED, full=0, shared_milli=0),
+    )
+    starved = emptied.with_grant(sharer)
+    with pytest.raises(InvariantError, match="node1: shared set is empty under 1 shared"):
         p.check(starved)
 
 

@@ -35,7 +35,6 @@ from nri_resmgr.policy.common import take_cores, take_cpus
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.invariants import check_addition, invariant_problems
 from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
-from nri_resmgr.policy.topology_aware.policy import _as_shared
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.policy.topology_aware.rendering import render
 from nri_resmgr.policy.topology_aware.scoring import affinity_by_pool, best_offer
@@ -74,12 +73,13 @@ class PlainPolicy(TopologyAwarePolicy):
         *,
         hint: int | None,
         prefer: Sequence[CPUSet],
+        root_only: bool = False,
     ) -> tuple[Grant, str]:
         supply = supply_from_scratch(self.tree, state.grants.values())
         opts = self.config.options
         offers: list[Offer] = []
         reasons: list[str] = []
-        for pool in self._candidates(request):
+        for pool in self._candidates(request, root_only=root_only):
             got = make_offer(
                 tree=self.tree,
                 topology=self.topology,
@@ -100,12 +100,7 @@ class PlainPolicy(TopologyAwarePolicy):
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
         message = f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)
-        if request.kind is CPUKind.EXCLUSIVE and opts.fallback_to_shared:
-            grant, where = self._place(
-                state, container, _as_shared(request), hint=hint, prefer=prefer
-            )
-            return grant, f"{where} (fallbackToShared: {message})"
-        raise AllocationError(message)
+        return self._fall_back(state, container, request, message, hint=hint, prefer=prefer)
 
     def _check_addition(self, state: TopologyAwareState, grant: Grant) -> tuple[str, ...]:
         return invariant_problems(self.topology, state.with_grant(grant))

@@ -115,9 +115,11 @@ def test_a_device_hint_steers_the_pool_without_strictness() -> None:
 def test_a_device_hint_that_cannot_fit_falls_back_unless_strict() -> None:
     topo = small()
     policy = TopologyAwarePolicy(topology=topo, config=CONFIG)
-    big = replace(ctr("big", milli=4000), topology_hints=(device(3),))
+    # node3 has 4 CPUs, and nobody shares them, so 4 would fit there (the shared-pool
+    # rule lets a grant take a pool's last shared CPUs); 5 cannot
+    big = replace(ctr("big", milli=5000), topology_hints=(device(3),))
     _, cpus, _ = place(policy, policy.initial_state(), big)  # a package pool
-    assert len(cpus) == 4
+    assert len(cpus) == 5
     strict = replace(big, pod=replace(big.pod, annotations={STRICT_HINTS: "true"}))
     with pytest.raises(AllocationError, match="fail strict hint"):
         policy.allocate(policy.initial_state(), strict)

@@ -19,7 +19,7 @@ TA_KEYS = (
     "reservedResources, availableResources, reservedPoolNamespaces, preferSharedCPUs, "
     "preferIsolatedCPUs, colocatePods, colocateNamespaces, pinCPU, pinMemory, fallbackToShared, "
     "schedulingClasses, namespaceSchedulingClasses, podQoSSchedulingClasses, "
-    "defaultCPUPriority"
+    "defaultCPUPriority, unlimitedBurstable"
 )
 
 
