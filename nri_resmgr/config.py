@@ -44,12 +44,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from nri_resmgr.control.config import ControlConfig
 from nri_resmgr.documents import load_document, parse_document
 from nri_resmgr.limits import Limits
 from nri_resmgr.model import ConfigError
+from nri_resmgr.policy_documents import normalize_document
 
 __all__ = [
     "Config",
@@ -110,6 +111,13 @@ class Config(_Section):
     log: LogConfig = Field(default_factory=LogConfig)
     instrumentation: InstrumentationConfig = Field(default_factory=InstrumentationConfig)
     limits: Limits = Field(default_factory=Limits)
+    #: keys the document set that have no effect here (`nri_resmgr.policy_documents`)
+    _warnings: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """One message per key of the document accepted without effect."""
+        return self._warnings
 
     @field_validator("policy")
     @classmethod
@@ -298,17 +306,32 @@ def policy_config_problems(
 
 
 def config_from_mapping(data: Mapping[str, Any] | None, *, source: str = "<config>") -> Config:
-    """Validate an already parsed document; None (an empty document) is the default config."""
+    """Validate an already parsed document; None (an empty document) is the default config.
+
+    The document may be in this project's form or in nri-plugins' (a custom resource or a
+    bare spec, `nri_resmgr.policy_documents`).  Keys accepted without effect are logged,
+    one warning each, and kept in `Config.warnings`.
+    """
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(
             f"{source}: expected a mapping at the top of the document, found {type(data).__name__}"
         )
+    norm = normalize_document(data, source=source, default_policy=DEFAULT_POLICY)
     try:
-        return Config.model_validate(dict(data))
+        config = Config.model_validate(dict(norm.data))
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {format_validation_error(exc, model=Config)}") from exc
+        lines = [norm.where(line) for line in validation_messages(exc, model=Config)]
+        raise ConfigError(f"{source}: {'; '.join(lines)}") from exc
+    if norm.warnings:
+        from nri_resmgr.ops.logs import get_logger
+
+        log = get_logger("config")
+        for warning in norm.warnings:
+            log.warning("configuration key has no effect", source=source, problem=warning)
+        config._warnings = norm.warnings
+    return config
 
 
 def load_config(source: Path | str) -> Config:

@@ -28,6 +28,12 @@ pinMemory                  true        render ``cpuset.mems``
 fallbackToShared           false       exclusive (not mixed) request that fits nowhere
                                        -> shared
 =========================  ==========  ===================================================
+
+The other keys of nri-plugins' ``TopologyAwarePolicy`` spec are accepted so that their
+documents load unchanged; those whose feature does not exist here are listed in
+`NOT_IMPLEMENTED` (dotted path -> what it would do), and loading a configuration that sets
+one gives one warning naming it (`nri_resmgr.policy_documents`).  Implementing one means
+giving its field a real type, using it, and deleting its line from the table.
 """
 
 from __future__ import annotations
@@ -36,14 +42,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["ResolvedConfig", "TopologyAwareConfig", "resolve_config"]
+__all__ = [
+    "NOT_IMPLEMENTED",
+    "SPEC_MODEL",
+    "ResolvedConfig",
+    "TopologyAwareConfig",
+    "resolve_config",
+]
 
 ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
 
@@ -52,6 +64,7 @@ class CPUResources(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cpu: str | int | float | None = None
+    memory: str | int | float | None = None  # accepted, see NOT_IMPLEMENTED
 
 
 class TopologyAwareConfig(BaseModel):
@@ -73,6 +86,47 @@ class TopologyAwareConfig(BaseModel):
     pin_cpu: bool = Field(default=True, alias="pinCPU")
     pin_memory: bool = Field(default=True, alias="pinMemory")
     fallback_to_shared: bool = Field(default=False, alias="fallbackToShared")
+
+    # nri-plugins keys accepted without effect (NOT_IMPLEMENTED); loosely typed until used
+    default_cpu_priority: str | None = Field(default=None, alias="defaultCPUPriority")
+    unlimited_burstable: str | None = Field(default=None, alias="unlimitedBurstable")
+    scheduling_classes: tuple[dict[str, JsonValue], ...] | None = Field(
+        default=None, alias="schedulingClasses"
+    )
+    namespace_scheduling_classes: dict[str, str] | None = Field(
+        default=None, alias="namespaceSchedulingClasses"
+    )
+    pod_qos_scheduling_classes: dict[str, str] | None = Field(
+        default=None, alias="podQoSSchedulingClasses"
+    )
+    cpu_classes: tuple[dict[str, JsonValue], ...] | None = Field(default=None, alias="cpuClasses")
+    shared_pool_cpu_class: str | None = Field(default=None, alias="sharedPoolCPUClass")
+    reserved_pool_cpu_class: str | None = Field(default=None, alias="reservedPoolCPUClass")
+    default_exclusive_cpu_class: str | None = Field(default=None, alias="defaultExclusiveCPUClass")
+    controllable_interrupts: tuple[str, ...] | None = Field(
+        default=None, alias="controllableInterrupts"
+    )
+
+
+#: the model a ``TopologyAwarePolicy`` spec's policy keys are checked against
+SPEC_MODEL = TopologyAwareConfig
+
+#: keys of their spec accepted here without effect: dotted path -> the feature it controls.
+#: One line per key, so that implementing a key is deleting its line.
+NOT_IMPLEMENTED: dict[str, str] = {
+    "reservedResources.memory": "memory reserved for kube-system",
+    "availableResources.memory": "memory available to containers",
+    "defaultCPUPriority": "CPU priority preference, P/E cores",
+    "unlimitedBurstable": "placement of Burstable containers without a CPU limit",
+    "schedulingClasses": "scheduling classes: policy, nice, I/O priority",
+    "namespaceSchedulingClasses": "scheduling classes by namespace",
+    "podQoSSchedulingClasses": "scheduling classes by pod QoS class",
+    "cpuClasses": "CPU classes: frequency, C-states",
+    "sharedPoolCPUClass": "the CPU class of shared pools",
+    "reservedPoolCPUClass": "the CPU class of the reserved pool",
+    "defaultExclusiveCPUClass": "the CPU class of exclusive CPUs",
+    "controllableInterrupts": "IRQ affinity control",
+}
 
 
 @dataclass(frozen=True, slots=True)
