@@ -324,6 +324,14 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, source: str = "<confi
     except ValidationError as exc:
         lines = [norm.where(line) for line in validation_messages(exc, model=Config)]
         raise ConfigError(f"{source}: {'; '.join(lines)}") from exc
+    if norm.kind is not None:  # their form: the spec's policy keys are checked here too
+        model = norm.kind.spec_model()
+        try:
+            model.model_validate(config.policy_config)
+        except ValidationError as exc:
+            messages = validation_messages(exc, prefix="policyConfig", model=model)
+            lines = [norm.where(line) for line in messages]
+            raise ConfigError(f"{source}: {'; '.join(lines)}") from exc
     if norm.warnings:
         from nri_resmgr.ops.logs import get_logger
 

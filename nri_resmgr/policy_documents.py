@@ -18,7 +18,9 @@ before it is validated, so their files load unchanged:
   (`COMMON_NOT_IMPLEMENTED`) are removed with one warning each;
 * every other spec key goes to ``policyConfig``, where the policy's model accepts it;
   keys the policy accepts without effect (the policy module's ``NOT_IMPLEMENTED``) give one
-  warning each, in either form.
+  warning each, in either form;
+* a key set to the value their CRD defaults it to (`SERVER_DEFAULTS`, which the API server
+  writes into every custom resource) gives no warning: the operator did not ask for it.
 
 A misspelt key is not a warning: it is left in place, and validation rejects it with the
 keys expected there and the closest one.  Warnings are values (`Normalized.warnings`);
@@ -108,6 +110,20 @@ COMMON_NOT_IMPLEMENTED: dict[str, str] = {
     "instrumentation.logExportPeriod": "logs are not exported",
 }
 
+#: the values their CRD fills in for keys left out (the API server applies them to every
+#: custom resource): such a value is what the operator did not write, and gives no warning
+SERVER_DEFAULTS: dict[str, Any] = {
+    "agent.nodeResourceTopology": True,
+    "controllableInterrupts": ["*"],
+    "defaultCPUPriority": "none",
+    "instrumentation.metrics": {"enabled": ["policy", "buildinfo"]},
+    "instrumentation.reportPeriod": "30s",
+    "pinCPU": True,
+    "pinMemory": True,
+    "preferIsolatedCPUs": True,
+    "unlimitedBurstable": "package",
+}
+
 #: keys of this project's own form that a bare spec never has
 _OWN_KEYS = frozenset({"policy", "policyConfig", "policyDirs", "limits"})
 _CR_KEYS = ("apiVersion", "kind", "metadata", "spec", "status")
@@ -165,13 +181,22 @@ def _pop_path(data: dict[str, Any], path: str) -> bool:
     return True
 
 
-def _has_path(data: Mapping[str, Any], path: str) -> bool:
+_MISSING = object()
+
+
+def _get_path(data: Mapping[str, Any], path: str) -> Any:
     node: Any = data
     for part in path.split("."):
         if not isinstance(node, Mapping) or part not in node:
-            return False
+            return _MISSING
         node = node[part]
-    return True
+    return node
+
+
+def _has_path(data: Mapping[str, Any], path: str) -> bool:
+    """Whether `path` is set in `data` to something else than its `SERVER_DEFAULTS` value."""
+    value = _get_path(data, path)
+    return value is not _MISSING and value != SERVER_DEFAULTS.get(path, _MISSING)
 
 
 def _copy(value: Any) -> Any:
@@ -201,7 +226,8 @@ def _from_spec(spec: Mapping[str, Any], kind: PolicyKind, *, form: str, source: 
     spec = dict(_copy(spec))
     warnings = []
     for path, why in COMMON_NOT_IMPLEMENTED.items():
-        if _pop_path(spec, path):
+        warn = _has_path(spec, path)
+        if _pop_path(spec, path) and warn:
             warnings.append(_warning(prefix + path, why))
     agent = spec.pop("agent", None)
     if agent:

@@ -18,6 +18,7 @@ from nri_resmgr.policy_documents import (
     COMMON_NOT_IMPLEMENTED,
     COMMON_SECTIONS,
     POLICY_KINDS,
+    SERVER_DEFAULTS,
     normalize_document,
 )
 from nri_resmgr.policy_registry import load_policy
@@ -42,6 +43,41 @@ def schema_paths(schema: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
         path = f"{prefix}{key}"
         yield path
         yield from schema_paths(sub, path + ".")
+
+
+def schema_defaults(schema: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(path, default) of every property whose schema has a default; an object default
+    is given per leaf (``agent: {nodeResourceTopology: true}`` ->
+    ``agent.nodeResourceTopology``) when its properties are listed."""
+    for key, sub in (schema.get("properties") or {}).items():
+        path = f"{prefix}{key}"
+        default = sub.get("default")
+        if isinstance(default, dict) and key in ("agent",):
+            yield from ((f"{path}.{k}", v) for k, v in default.items())
+        elif "default" in sub:
+            yield path, default
+        yield from schema_defaults(sub, path + ".")
+
+
+def test_server_defaults_are_those_of_their_crd() -> None:
+    assert dict(schema_defaults(spec_schema())) == SERVER_DEFAULTS
+
+
+def test_a_value_the_api_server_filled_in_gives_no_warning() -> None:
+    spec = {"reservedResources": {"cpu": "1"}, **TOP_LEVEL_DEFAULTS}
+    spec["agent"] = {"nodeResourceTopology": True}
+    spec["instrumentation"] = {
+        "reportPeriod": "30s",
+        "metrics": {"enabled": ["policy", "buildinfo"]},
+    }
+    assert config_from_mapping(resource(spec)).warnings == ()
+    spec["unlimitedBurstable"] = "system"
+    assert [w.split(":")[0] for w in config_from_mapping(resource(spec)).warnings] == [
+        "spec.unlimitedBurstable"
+    ]
+
+
+TOP_LEVEL_DEFAULTS = {k: v for k, v in SERVER_DEFAULTS.items() if "." not in k}
 
 
 def _accepted_by_config(path: str) -> bool:
@@ -109,6 +145,16 @@ def test_both_forms_mean_the_same_config(doc: Mapping[str, Any]) -> None:
     assert config.warnings == ()
 
 
+#: a value the key's type takes, other than their default (else a string)
+VALUES: dict[str, Any] = {
+    "cpuClasses": [{"name": "turbo"}],
+    "schedulingClasses": [{"name": "rt"}],
+    "namespaceSchedulingClasses": {"db": "rt"},
+    "podQoSSchedulingClasses": {"Burstable": "rt"},
+    "controllableInterrupts": ["42"],
+}
+
+
 @pytest.mark.parametrize("path", sorted(NOT_IMPLEMENTED) + sorted(COMMON_NOT_IMPLEMENTED), ids=str)
 def test_a_key_without_effect_gives_one_warning_naming_it(path: str) -> None:
     spec: dict[str, Any] = {"reservedResources": {"cpu": "1"}}
@@ -116,7 +162,7 @@ def test_a_key_without_effect_gives_one_warning_naming_it(path: str) -> None:
     *parents, key = path.split(".")
     for part in parents:
         node = node.setdefault(part, {})
-    node[key] = None if key not in ("memory",) else "1G"
+    node[key] = VALUES.get(key, "set by the operator")
     config = config_from_mapping(resource(spec))
     assert len(config.warnings) == 1
     assert config.warnings[0].startswith(f"spec.{path}: accepted, not implemented here")
@@ -136,12 +182,12 @@ def test_the_policy_is_built_with_keys_without_effect() -> None:
         "schedulingClasses": [{"name": "rt", "policy": "fifo", "priority": 42}],
         "namespaceSchedulingClasses": {"db": "rt"},
         "unlimitedBurstable": "system",
-        "controllableInterrupts": ["*"],
+        "controllableInterrupts": ["*"],  # their default: no warning
     }
     config = config_from_mapping(resource(spec))
     policy = load_policy(config.policy, topology=load_topology(TOPO), config=config.policy_config)
     assert policy.name == "topology-aware"
-    assert len(config.warnings) == 5
+    assert len(config.warnings) == 4
 
 
 @pytest.mark.parametrize(
@@ -177,6 +223,10 @@ def test_a_misspelt_key_is_still_an_error(
 
 
 def test_a_policy_key_misspelt_in_the_daemon_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"spec: unknown key pinCPUs.*did you mean pinCPU\?"):
+        config_from_mapping(resource({"pinCPUs": True}))
+    with pytest.raises(ConfigError, match=r"^<config>: pinCPU: expected a valid boolean"):
+        config_from_mapping({"reservedResources": {"cpu": 1}, "pinCPU": "maybe"})
     with pytest.raises(ConfigError, match=r"spec\.log: unknown key dbug.*did you mean debug"):
         config_from_mapping(resource({"log": {"dbug": []}}))
     with pytest.raises(DocumentError, match="kind: expected one of"):
