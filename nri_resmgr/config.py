@@ -61,6 +61,7 @@ __all__ = [
     "config_from_mapping",
     "format_validation_error",
     "load_config",
+    "log_config_warnings",
     "model_keys",
     "policy_config_problems",
     "short_repr",
@@ -305,12 +306,25 @@ def policy_config_problems(
     return [f"{path}: {m.group('rest')}"], {key}
 
 
-def config_from_mapping(data: Mapping[str, Any] | None, *, source: str = "<config>") -> Config:
+def log_config_warnings(warnings: tuple[str, ...], *, source: str) -> None:
+    """One structured warning per key accepted without effect (`Config.warnings`)."""
+    from nri_resmgr.ops.logs import get_logger
+
+    log = get_logger("config")
+    for warning in warnings:
+        log.warning("configuration key has no effect", source=source, problem=warning)
+
+
+def config_from_mapping(
+    data: Mapping[str, Any] | None, *, source: str = "<config>", log_warnings: bool = True
+) -> Config:
     """Validate an already parsed document; None (an empty document) is the default config.
 
     The document may be in this project's form or in nri-plugins' (a custom resource or a
-    bare spec, `nri_resmgr.policy_documents`).  Keys accepted without effect are logged,
-    one warning each, and kept in `Config.warnings`.
+    bare spec, `nri_resmgr.policy_documents`).  Keys accepted without effect are kept in
+    `Config.warnings` and logged, one warning each, unless `log_warnings` is false (a
+    caller that parses the same document again and again logs them when it takes the
+    configuration into use).
     """
     if data is None:
         data = {}
@@ -332,12 +346,9 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, source: str = "<confi
             messages = validation_messages(exc, prefix="policyConfig", model=model)
             lines = [norm.where(line) for line in messages]
             raise ConfigError(f"{source}: {'; '.join(lines)}") from exc
+    if norm.warnings and log_warnings:
+        log_config_warnings(norm.warnings, source=source)
     if norm.warnings:
-        from nri_resmgr.ops.logs import get_logger
-
-        log = get_logger("config")
-        for warning in norm.warnings:
-            log.warning("configuration key has no effect", source=source, problem=warning)
         config._warnings = norm.warnings
     return config
 

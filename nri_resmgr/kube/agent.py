@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from nri_api.errors import ConnectionClosed
-from nri_resmgr.config import Config
+from nri_resmgr.config import Config, log_config_warnings
 from nri_resmgr.kube.client import KubeClient, KubeError, in_cluster_credentials, load_kubeconfig
 from nri_resmgr.kube.config_source import (
     DEFAULT_PREFIX,
@@ -491,6 +491,7 @@ def build_kube_side(plugin: Any, options: Any, *, log: Any) -> KubeSide | None:
         initial = Resolved(plugin.config, Source(name="local configuration", text="", kind="file"))
     elif initial.source.kind in ("configmap", "resource"):
         plugin.apply_config(initial.config)
+        log_config_warnings(initial.config.warnings, source=initial.source.name)
         log.info("configuration from the cluster", source=initial.source.name)
     side = KubeSide(
         plugin, watcher=watcher, live=None, manager=None, interval=options.report_interval, log=log

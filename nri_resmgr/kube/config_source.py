@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nri_resmgr.config import Config, config_from_mapping, load_config
+from nri_resmgr.config import Config, config_from_mapping, load_config, log_config_warnings
 from nri_resmgr.documents import parse_document
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy_documents import API_VERSION, POLICY_KINDS
@@ -120,7 +120,8 @@ def parse_source(source: Source) -> Config:
     """Validate one document; the error (a `SourceError`) names the source and every path."""
     try:
         data = parse_document(source.text, source=source.name)
-        return config_from_mapping(data, source=source.name)
+        # parsed at every change and relist: warnings are logged once, when taken into use
+        return config_from_mapping(data, source=source.name, log_warnings=False)
     except ConfigError as exc:
         raise SourceError(source, exc) from exc
 
@@ -253,6 +254,7 @@ class LiveConfig:
             self._report(out)
             return out
         self.current = nxt
+        log_config_warnings(nxt.config.warnings, source=nxt.source.name)
         out = Outcome(True, nxt.source, f"applied {nxt.source.name}", nxt.source)
         self._report(out)
         return out

@@ -23,7 +23,7 @@ from tests._support import REPO
 from tests.k8s.cluster import Cluster
 
 CRD = REPO / "charts" / "nri-resmgr" / "crds" / "config.nri_topologyawarepolicies.yaml"
-NS = "kube-system"
+NS = "config-cr-test"  # its own namespace: the session cluster is shared
 NODE = "worker-cr"
 TOPOLOGY = build_topology({"packages": 1, "nodes": 1, "cores": 4, "threads": 1, "memory": "1G"})
 BASE = f"/apis/config.nri/v1alpha1/namespaces/{NS}/topologyawarepolicies"
@@ -40,6 +40,11 @@ def cluster(kube_cluster: Cluster) -> Cluster:
         "POST",
         "/api/v1/nodes",
         body={"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}},
+    )
+    kube_cluster.client.request(
+        "POST",
+        "/api/v1/namespaces",
+        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
     )
     return kube_cluster
 

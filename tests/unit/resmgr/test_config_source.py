@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from nri_resmgr.config import Config
 from nri_resmgr.kube.config_source import (
@@ -264,3 +265,17 @@ def test_node_status_patch_has_their_fields() -> None:
     bad = node_status("w1", generation=5, error="spec: wrong")["status"]["nodes"]["w1"]
     assert (bad["status"], bad["generation"], bad["errors"]) == ("Failure", 5, "spec: wrong")
     assert node_status("w1", generation=None) == {"status": {"nodes": {"w1": None}}}
+
+
+def test_warnings_are_logged_once_when_taken_into_use() -> None:
+    """The watcher resolves on every change and relist; a warned key is logged once."""
+    res = {("topologyawarepolicies", "default"): cr("default", {"cpuClasses": [{"name": "c"}]})}
+    live = LiveConfig(_resolved("static", "a"), apply=lambda c: None, report=lambda o: None)
+    with capture_logs() as logs:
+        for _ in range(3):
+            live.offer(
+                lambda: resolve(configmaps={}, node="w1", group=None, namespace="ns", resources=res)
+            )
+    warned = [e for e in logs if e["event"] == "configuration key has no effect"]
+    assert [e["problem"].split(":")[0] for e in warned] == ["spec.cpuClasses"]
+    assert warned[0]["source"] == "TopologyAwarePolicy ns/default"
