@@ -52,7 +52,7 @@ from nri_resmgr.kube.config_source import (
     resource_path,
 )
 from nri_resmgr.kube.report import PoolReporter, ReportManager, TopologyReporter
-from nri_resmgr.model import ConfigError
+from nri_resmgr.model import ConfigError, ResmgrError
 from nri_resmgr.policy_documents import POLICY_KINDS
 
 #: the merge patch content type (nri-plugins patches node status this way)
@@ -297,7 +297,7 @@ class ConfigWatcher:
 
     def post_event(self, outcome: Outcome) -> None:
         """A Kubernetes Event on the ConfigMap the outcome is about (if it is one)."""
-        source = outcome.source
+        source = outcome.offered or outcome.source
         if source.kind != "configmap" or not source.object_name:
             return
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -487,12 +487,22 @@ def build_kube_side(plugin: Any, options: Any, *, log: Any) -> KubeSide | None:
         log.warning(
             "configuration objects not usable at start; keeping the local config", error=str(exc)
         )
+    if initial is not None and initial.source.kind in ("configmap", "resource"):
+        try:
+            plugin.apply_config(initial.config)
+        except ResmgrError as exc:  # e.g. a value this machine cannot take
+            # the first reload offers it again: it fails there, which is reported (status)
+            log.warning(
+                "the cluster's configuration does not apply here; keeping the local config",
+                source=initial.source.name,
+                error=str(exc),
+            )
+            initial = None
+        else:
+            log_config_warnings(initial.config.warnings, source=initial.source.name)
+            log.info("configuration from the cluster", source=initial.source.name)
     if initial is None:
         initial = Resolved(plugin.config, Source(name="local configuration", text="", kind="file"))
-    elif initial.source.kind in ("configmap", "resource"):
-        plugin.apply_config(initial.config)
-        log_config_warnings(initial.config.warnings, source=initial.source.name)
-        log.info("configuration from the cluster", source=initial.source.name)
     side = KubeSide(
         plugin, watcher=watcher, live=None, manager=None, interval=options.report_interval, log=log
     )

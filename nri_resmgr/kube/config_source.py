@@ -199,7 +199,8 @@ def resolve(
 class Outcome:
     """What came of offering a configuration: `source` is the one in force afterwards,
     `offered` the one that was tried (None when no source could be read), `error` why
-    it was not taken into use (empty when it was, or when it was unchanged)."""
+    it was not taken into use (empty when it was, or when it was unchanged).  A document
+    that failed to apply is not applied again until it changes (``refused before``)."""
 
     applied: bool
     source: Source
@@ -221,6 +222,8 @@ class LiveConfig:
         self.current = initial
         self._apply = apply
         self._report = report
+        #: the last document that failed to apply, and why: not tried again until it changes
+        self._refused: tuple[Resolved, str] | None = None
 
     def offer(self, resolve_next: Callable[[], Resolved]) -> Outcome:
         """Resolve, validate and apply the next configuration, or keep the current one."""
@@ -237,6 +240,10 @@ class LiveConfig:
             )
             self._report(out)
             return out
+        if self._refused is not None and self._refused[0] == nxt:
+            return Outcome(
+                False, self.current.source, "refused before", nxt.source, self._refused[1]
+            )
         if nxt.config == self.current.config:
             if nxt.source != self.current.source:
                 self.current = nxt  # the same document, from another source now
@@ -250,7 +257,8 @@ class LiveConfig:
             except Exception as again:
                 restored = f"restoring the previous configuration failed too: {again}"
             message = f"applying {nxt.source.name} failed: {exc}; {restored}"
-            out = Outcome(False, nxt.source, message, nxt.source, message)
+            self._refused = (nxt, message)
+            out = Outcome(False, self.current.source, message, nxt.source, message)
             self._report(out)
             return out
         self.current = nxt

@@ -152,3 +152,108 @@ def test_daemon_follows_custom_resources_and_writes_status(
             shutil.rmtree(plugin_dir, ignore_errors=True)
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_config_status_n4c16_test12(cluster: Cluster, topology: Topology) -> None:
+    """Their n4c16/test12-config-status: Success at start; a broken update (reserved CPU
+    ``750x``) gives Failure; a broken group configuration at start is reported on that
+    group's object.  Different by design: their daemon then fails to start, ours runs on
+    its local configuration and retries when the object changes."""
+    client = cluster.client
+    node = "worker-9"
+    client.request(
+        "POST",
+        "/api/v1/nodes",
+        body={"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}},
+    )
+    ns = "daemon-cr-test12"
+    client.request(
+        "POST",
+        "/api/v1/namespaces",
+        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+    )
+    base = f"/apis/config.nri/v1alpha1/namespaces/{ns}/topologyawarepolicies"
+
+    def custom_config(name: str, reserved: str) -> dict[str, Any]:
+        return _resource(
+            name,
+            {
+                "pinCPU": True,
+                "pinMemory": True,
+                "preferIsolatedCPUs": True,
+                "preferSharedCPUs": False,
+                "colocatePods": False,
+                "colocateNamespaces": False,
+                "reservedResources": {"cpu": reserved},
+                "log": {"debug": ["resource-manager", "policy", "cache"], "source": True},
+                "instrumentation": {"reportPeriod": "60s", "samplingRatePerMillion": 1000000},
+            },
+        )
+
+    def status(name: str) -> dict[str, Any]:
+        got = client.request("GET", f"{base}/{name}")
+        entry: dict[str, Any] = ((got.get("status") or {}).get("nodes") or {}).get(node) or {}
+        return entry
+
+    async def run_daemon(check: Any) -> None:
+        plugin_dir = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
+        sock = str(plugin_dir / "nri.sock")
+        plugin = ResmgrPlugin(
+            config=Config(policy="none"),
+            topology=topology,
+            name="resmgr",
+            idx="90",
+            socket_path=sock,
+            on_close=OnClose.EXIT,
+        )
+        options = DaemonOptions(
+            node_name=node, namespace=ns, kubeconfig=str(cluster.kubeconfig()), report_interval=1
+        )
+        side = build_kube_side(plugin, options, log=get_logger("test"))
+        assert side is not None
+        rt = FakeRuntime()
+        await rt.listen(sock)
+        serving = asyncio.create_task(plugin.serve())
+        kube = asyncio.create_task(side.run())
+        try:
+            await rt.wait_ready()
+            await check(plugin)
+        finally:
+            side.stop()
+            await plugin.stop()
+            await asyncio.wait_for(serving, 10)
+            kube.cancel()
+            await asyncio.gather(kube, return_exceptions=True)
+            await rt.close()
+            shutil.rmtree(plugin_dir, ignore_errors=True)
+
+    async def first(plugin: ResmgrPlugin) -> None:
+        await _until(lambda: status("default").get("status") == "Success")
+        assert plugin.config.policy == "topology-aware"
+        client.request(
+            "PUT",
+            f"{base}/default",
+            body={
+                **custom_config("default", "750x"),
+                "metadata": client.request("GET", f"{base}/default")["metadata"],
+            },
+        )
+        await _until(lambda: status("default").get("status") == "Failure")
+        assert "750x" in status("default")["errors"]
+        assert plugin.config.policy_config["reservedResources"] == {"cpu": "750m"}
+
+    async def second(plugin: ResmgrPlugin) -> None:
+        await _until(lambda: status("group.test").get("status") == "Failure")
+        assert "750x" in status("group.test")["errors"]
+        assert plugin.config.policy == "none"  # its local configuration
+
+    client.request("POST", base, body=custom_config("default", "750m"))
+    asyncio.run(asyncio.wait_for(run_daemon(first), 120))
+    client.request("POST", base, body=custom_config("group.test", "750x"))
+    client.request(
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        body={"metadata": {"labels": {"config.nri/group": "test"}}},
+        content_type="application/merge-patch+json",
+    )
+    asyncio.run(asyncio.wait_for(run_daemon(second), 120))

@@ -279,3 +279,23 @@ def test_warnings_are_logged_once_when_taken_into_use() -> None:
     warned = [e for e in logs if e["event"] == "configuration key has no effect"]
     assert [e["problem"].split(":")[0] for e in warned] == ["spec.cpuClasses"]
     assert warned[0]["source"] == "TopologyAwarePolicy ns/default"
+
+
+def test_a_document_that_failed_to_apply_is_not_tried_again_until_it_changes() -> None:
+    """The watcher re-offers at every relist; a refused document is not re-applied (and
+    the one in force not re-applied either) each time."""
+    tried: list[str] = []
+
+    def apply(config: Config) -> None:
+        tried.append(config.policy)
+        if config.policy == "broken":
+            raise RuntimeError("policy refused the machine")
+
+    live = LiveConfig(_resolved("static", "a"), apply=apply, report=lambda o: None)
+    outs = [live.offer(lambda: _resolved("broken", "b")) for _ in range(3)]
+    assert tried == ["broken", "static"]  # tried once, the previous one restored once
+    assert [o.source.name for o in outs] == ["a", "a", "a"]  # in force: still a
+    assert all(o.offered is not None and o.offered.name == "b" for o in outs)
+    assert all("policy refused the machine" in o.error for o in outs)
+    live.offer(lambda: _resolved("none", "b"))  # changed: tried
+    assert tried[-1] == "none" and live.current.source.name == "b"
