@@ -106,6 +106,47 @@ def test_every_common_key_of_their_spec_maps_to_ours_or_warns() -> None:
     assert unplaced == []
 
 
+def schema_sample(schema: Mapping[str, Any], key: str = "") -> Any:
+    """A value of `schema` with every property set (map keys: ``cpu`` for their resource
+    maps, ``all`` for the RDT cache ids; strings in the form the key takes)."""
+    if "enum" in schema:
+        return schema["enum"][-1]
+    if "properties" in schema:
+        return {k: schema_sample(sub, k) for k, sub in schema["properties"].items()}
+    kind = schema.get("type")
+    if kind == "object":
+        values = schema.get("additionalProperties")
+        if isinstance(values, dict):
+            map_key = "cpu" if key in ("reservedResources", "availableResources") else "all"
+            return {map_key: schema_sample(values, key)}
+        return {}
+    if kind == "array":
+        return [schema_sample(schema.get("items") or {}, key)]
+    if kind == "integer":
+        return 1
+    if kind == "boolean":
+        return False
+    return "50%" if key in ("unified", "code", "data", "mbAllocation") else "1"
+
+
+def test_a_spec_with_every_key_of_their_schema_loads() -> None:
+    """Every key their CRD has, set at once: accepted; the ones without effect warned."""
+    doc = resource(schema_sample(spec_schema()))
+    config = config_from_mapping(doc, log_warnings=False)
+    warned = [w.split(":")[0].removeprefix("spec.") for w in config.warnings]
+    expected = []
+    for path in [*COMMON_NOT_IMPLEMENTED, *NOT_IMPLEMENTED]:
+        value: Any = doc["spec"]
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None and value != SERVER_DEFAULTS.get(path):
+            expected.append(path)
+    assert warned == expected
+    assert len(warned) >= 20
+    assert config.policy_config["colocatePods"] is False
+    assert config.control.rdt.enable is False
+
+
 def resource(spec: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     return {
         "apiVersion": "config.nri/v1alpha1",
