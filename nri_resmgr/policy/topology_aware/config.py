@@ -30,10 +30,11 @@ fallbackToShared           false       exclusive (not mixed) request that fits n
 =========================  ==========  ===================================================
 
 The other keys of nri-plugins' ``TopologyAwarePolicy`` spec are accepted so that their
-documents load unchanged; those whose feature does not exist here are listed in
-`NOT_IMPLEMENTED` (dotted path -> what it would do), and loading a configuration that sets
-one gives one warning naming it (`nri_resmgr.policy_documents`).  Implementing one means
-giving its field a real type, using it, and deleting its line from the table.
+documents load unchanged; those whose feature does not exist here are the fields of
+`NriPluginsKeys` (and `NOT_IMPLEMENTED_NESTED`), gathered in `NOT_IMPLEMENTED` (key path ->
+what it would do), and loading a configuration that sets one gives one warning naming it
+(`nri_resmgr.policy_documents`).  Implementing one means defining its field, with its real
+type, in `TopologyAwareConfig`: it is then no longer in the table.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
@@ -52,8 +53,10 @@ from nri_resmgr.topology.model import Topology
 __all__ = [
     "NOT_IMPLEMENTED",
     "SPEC_MODEL",
+    "NriPluginsKeys",
     "ResolvedConfig",
     "TopologyAwareConfig",
+    "not_implemented_keys",
     "resolve_config",
 ]
 
@@ -67,7 +70,62 @@ class CPUResources(BaseModel):
     memory: str | int | float | None = None  # accepted, see NOT_IMPLEMENTED
 
 
-class TopologyAwareConfig(BaseModel):
+class NriPluginsKeys(BaseModel):
+    """nri-plugins' spec keys accepted here without effect, one field each.
+
+    A field's description is the feature the key controls (the warning says it).  To
+    implement a key, define its field in `TopologyAwareConfig` with its real type: the
+    field there replaces this one (the placeholders are typed `Any` so that any type may
+    replace them), and the key drops out of `NOT_IMPLEMENTED` by itself.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    default_cpu_priority: Any = Field(
+        default=None, alias="defaultCPUPriority", description="CPU priority preference"
+    )
+    unlimited_burstable: Any = Field(
+        default=None,
+        alias="unlimitedBurstable",
+        description="placement of Burstable containers without a CPU limit",
+    )
+    scheduling_classes: Any = Field(
+        default=None,
+        alias="schedulingClasses",
+        description="scheduling classes: policy, nice, I/O priority",
+    )
+    namespace_scheduling_classes: Any = Field(
+        default=None,
+        alias="namespaceSchedulingClasses",
+        description="scheduling classes by namespace",
+    )
+    pod_qos_scheduling_classes: Any = Field(
+        default=None,
+        alias="podQoSSchedulingClasses",
+        description="scheduling classes by pod QoS class",
+    )
+    cpu_classes: Any = Field(
+        default=None, alias="cpuClasses", description="CPU classes: frequency, C-states"
+    )
+    shared_pool_cpu_class: Any = Field(
+        default=None, alias="sharedPoolCPUClass", description="the CPU class of shared pools"
+    )
+    reserved_pool_cpu_class: Any = Field(
+        default=None,
+        alias="reservedPoolCPUClass",
+        description="the CPU class of the reserved pool",
+    )
+    default_exclusive_cpu_class: Any = Field(
+        default=None,
+        alias="defaultExclusiveCPUClass",
+        description="the CPU class of exclusive CPUs",
+    )
+    controllable_interrupts: Any = Field(
+        default=None, alias="controllableInterrupts", description="IRQ affinity control"
+    )
+
+
+class TopologyAwareConfig(NriPluginsKeys):
     """The policy's configuration as nri-plugins spells it (camelCase keys)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
@@ -87,46 +145,33 @@ class TopologyAwareConfig(BaseModel):
     pin_memory: bool = Field(default=True, alias="pinMemory")
     fallback_to_shared: bool = Field(default=False, alias="fallbackToShared")
 
-    # nri-plugins keys accepted without effect (NOT_IMPLEMENTED); loosely typed until used
-    default_cpu_priority: str | None = Field(default=None, alias="defaultCPUPriority")
-    unlimited_burstable: str | None = Field(default=None, alias="unlimitedBurstable")
-    scheduling_classes: tuple[dict[str, JsonValue], ...] | None = Field(
-        default=None, alias="schedulingClasses"
-    )
-    namespace_scheduling_classes: dict[str, str] | None = Field(
-        default=None, alias="namespaceSchedulingClasses"
-    )
-    pod_qos_scheduling_classes: dict[str, str] | None = Field(
-        default=None, alias="podQoSSchedulingClasses"
-    )
-    cpu_classes: tuple[dict[str, JsonValue], ...] | None = Field(default=None, alias="cpuClasses")
-    shared_pool_cpu_class: str | None = Field(default=None, alias="sharedPoolCPUClass")
-    reserved_pool_cpu_class: str | None = Field(default=None, alias="reservedPoolCPUClass")
-    default_exclusive_cpu_class: str | None = Field(default=None, alias="defaultExclusiveCPUClass")
-    controllable_interrupts: tuple[str, ...] | None = Field(
-        default=None, alias="controllableInterrupts"
-    )
-
 
 #: the model a ``TopologyAwarePolicy`` spec's policy keys are checked against
 SPEC_MODEL = TopologyAwareConfig
 
-#: keys of their spec accepted here without effect: dotted path -> the feature it controls.
-#: One line per key, so that implementing a key is deleting its line.
-NOT_IMPLEMENTED: dict[str, str] = {
+#: nested keys accepted without effect: dotted path -> the feature it controls
+NOT_IMPLEMENTED_NESTED: dict[str, str] = {
     "reservedResources.memory": "memory reserved for kube-system",
     "availableResources.memory": "memory available to containers",
-    "defaultCPUPriority": "CPU priority preference, P/E cores",
-    "unlimitedBurstable": "placement of Burstable containers without a CPU limit",
-    "schedulingClasses": "scheduling classes: policy, nice, I/O priority",
-    "namespaceSchedulingClasses": "scheduling classes by namespace",
-    "podQoSSchedulingClasses": "scheduling classes by pod QoS class",
-    "cpuClasses": "CPU classes: frequency, C-states",
-    "sharedPoolCPUClass": "the CPU class of shared pools",
-    "reservedPoolCPUClass": "the CPU class of the reserved pool",
-    "defaultExclusiveCPUClass": "the CPU class of exclusive CPUs",
-    "controllableInterrupts": "IRQ affinity control",
 }
+
+
+def not_implemented_keys(model: type[NriPluginsKeys]) -> dict[str, str]:
+    """The `NriPluginsKeys` fields `model` (a subclass) has not replaced, and the nested.
+
+    A field is replaced when `model` gives it a type (a placeholder's type is `Any`).
+    """
+    replaced = {n for n, info in model.model_fields.items() if info.annotation is not Any}
+    table = {
+        info.alias or name: info.description or name
+        for name, info in NriPluginsKeys.model_fields.items()
+        if name not in replaced
+    }
+    return table | NOT_IMPLEMENTED_NESTED
+
+
+#: keys of their spec accepted here without effect: key path -> the feature it controls
+NOT_IMPLEMENTED: dict[str, str] = not_implemented_keys(TopologyAwareConfig)
 
 
 @dataclass(frozen=True, slots=True)
