@@ -44,12 +44,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from nri_resmgr.control.config import ControlConfig
 from nri_resmgr.documents import load_document, parse_document
 from nri_resmgr.limits import Limits
 from nri_resmgr.model import ConfigError
+from nri_resmgr.policy_documents import normalize_document
 
 __all__ = [
     "Config",
@@ -60,6 +61,7 @@ __all__ = [
     "config_from_mapping",
     "format_validation_error",
     "load_config",
+    "log_config_warnings",
     "model_keys",
     "policy_config_problems",
     "short_repr",
@@ -110,6 +112,13 @@ class Config(_Section):
     log: LogConfig = Field(default_factory=LogConfig)
     instrumentation: InstrumentationConfig = Field(default_factory=InstrumentationConfig)
     limits: Limits = Field(default_factory=Limits)
+    #: keys the document set that have no effect here (`nri_resmgr.policy_documents`)
+    _warnings: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """One message per key of the document accepted without effect."""
+        return self._warnings
 
     @field_validator("policy")
     @classmethod
@@ -297,18 +306,51 @@ def policy_config_problems(
     return [f"{path}: {m.group('rest')}"], {key}
 
 
-def config_from_mapping(data: Mapping[str, Any] | None, *, source: str = "<config>") -> Config:
-    """Validate an already parsed document; None (an empty document) is the default config."""
+def log_config_warnings(warnings: tuple[str, ...], *, source: str) -> None:
+    """One structured warning per key accepted without effect (`Config.warnings`)."""
+    from nri_resmgr.ops.logs import get_logger
+
+    log = get_logger("config")
+    for warning in warnings:
+        log.warning("configuration key has no effect", source=source, problem=warning)
+
+
+def config_from_mapping(
+    data: Mapping[str, Any] | None, *, source: str = "<config>", log_warnings: bool = True
+) -> Config:
+    """Validate an already parsed document; None (an empty document) is the default config.
+
+    The document may be in this project's form or in nri-plugins' (a custom resource or a
+    bare spec, `nri_resmgr.policy_documents`).  Keys accepted without effect are kept in
+    `Config.warnings` and logged, one warning each, unless `log_warnings` is false (a
+    caller that parses the same document again and again logs them when it takes the
+    configuration into use).
+    """
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(
             f"{source}: expected a mapping at the top of the document, found {type(data).__name__}"
         )
+    norm = normalize_document(data, source=source, default_policy=DEFAULT_POLICY)
     try:
-        return Config.model_validate(dict(data))
+        config = Config.model_validate(dict(norm.data))
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {format_validation_error(exc, model=Config)}") from exc
+        lines = [norm.where(line) for line in validation_messages(exc, model=Config)]
+        raise ConfigError(f"{source}: {'; '.join(lines)}") from exc
+    if norm.kind is not None:  # their form: the spec's policy keys are checked here too
+        model = norm.kind.spec_model()
+        try:
+            model.model_validate(config.policy_config)
+        except ValidationError as exc:
+            messages = validation_messages(exc, prefix="policyConfig", model=model)
+            lines = [norm.where(line) for line in messages]
+            raise ConfigError(f"{source}: {'; '.join(lines)}") from exc
+    if norm.warnings and log_warnings:
+        log_config_warnings(norm.warnings, source=source)
+    if norm.warnings:
+        config._warnings = norm.warnings
+    return config
 
 
 def load_config(source: Path | str) -> Config:

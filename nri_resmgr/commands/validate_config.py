@@ -14,6 +14,11 @@ past its first error:
    aside and the policy is built again; pydantic problems are reworded with their
    ``policyConfig.`` path, and a CPU list gives one line per bad element.
 
+The document may be in nri-plugins' form (a ``TopologyAwarePolicy`` custom resource or
+its bare spec): it is first put in this project's form (`nri_resmgr.policy_documents`),
+and every error line names the path as the user wrote it (``spec.pinCPU``).  Keys accepted
+without effect are printed as ``warning:`` lines; they do not make the file invalid.
+
 A built-in policy is built without importing ``policyDirs``: the directories are checked
 to exist, but their code runs only when the configuration names a drop-in.
 """
@@ -99,12 +104,34 @@ def _policy_errors(config: Config, topology: Topology, *, dirs_valid: bool) -> l
 
 def collect_errors(data: Any, *, topology_source: str | None, sysfs_root: str) -> list[str]:
     """All problems in an already parsed document (empty when it is valid)."""
-    from nri_resmgr.control.wiring import class_control_from_config
+    return collect_problems(data, topology_source=topology_source, sysfs_root=sysfs_root)[0]
+
+
+def collect_problems(
+    data: Any, *, topology_source: str | None, sysfs_root: str
+) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of an already parsed document, in either form."""
+    from nri_resmgr.config import DEFAULT_POLICY
+    from nri_resmgr.documents import DocumentError
+    from nri_resmgr.policy_documents import normalize_document
 
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        return [f"(document): expected a mapping, found {type(data).__name__}"]
+        return [f"(document): expected a mapping, found {type(data).__name__}"], []
+    try:
+        norm = normalize_document(data, source="(document)", default_policy=DEFAULT_POLICY)
+    except DocumentError as exc:
+        return list(exc.problems), []
+    errors = _collect_errors(norm.data, topology_source=topology_source, sysfs_root=sysfs_root)
+    return [norm.where(line) for line in errors], list(norm.warnings)
+
+
+def _collect_errors(
+    data: dict[Any, Any], *, topology_source: str | None, sysfs_root: str
+) -> list[str]:
+    from nri_resmgr.control.wiring import class_control_from_config
+
     errors: list[str] = []
     config, wrong = _validate_root(data, errors)
     if "control" not in wrong:
@@ -136,12 +163,17 @@ def run(args: argparse.Namespace) -> int:
     from nri_resmgr.documents import DocumentError, load_document
 
     path = Path(args.file)
+    warnings: list[str] = []
     try:
         data = load_document(path)
     except DocumentError as exc:
         errors = list(exc.problems)
     else:
-        errors = collect_errors(data, topology_source=args.topology, sysfs_root=args.sysfs_root)
+        errors, warnings = collect_problems(
+            data, topology_source=args.topology, sysfs_root=args.sysfs_root
+        )
+    for warning in warnings:
+        print(f"{path}: warning: {_one_line(warning)}", file=sys.stderr)
     lines = [_one_line(err) for err in errors]
     for line in lines:
         print(f"{path}: {line}", file=sys.stderr)

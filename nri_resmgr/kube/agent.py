@@ -1,9 +1,15 @@
 """The daemon's Kubernetes side: configuration objects, their status, node reports.
 
 Theory of operation: `ConfigWatcher` keeps a cache of this daemon's ConfigMaps
-(`config_source.configmap_names`) and of the node's group label.  It lists them, then
-watches the namespace from the list's resourceVersion, and on every relevant change calls
-`on_change()`; when the watch ends or the resourceVersion is too old (410) it lists again.
+(`config_source.configmap_names`), of nri-plugins' configuration custom resources
+(`config_source.resource_names`, every kind of `policy_documents.POLICY_KINDS`) and of
+the node's group labels.  Each collection is listed, then watched from the list's
+resourceVersion (one thread per collection), and every relevant change calls
+`on_change()` (one call at a time); when a watch ends or its resourceVersion is too old
+(410) that collection is listed again.  A kind whose CRD is not installed is retried
+every `missing_seconds`.  `record_status` writes the per-node status of the custom
+resources: Success or Failure (with the error) on the one offered, at its generation, and
+removes this node's entry from the ones no longer in use.
 The blocking loop runs in a thread; the daemon hands `on_change` a function that schedules
 the reload on its event loop, where `LiveConfig.offer(watcher.resolve)` validates, applies
 or reverts.  `post_event` makes every outcome visible on the ConfigMap that caused it as a
@@ -29,20 +35,28 @@ from pathlib import Path
 from typing import Any
 
 from nri_api.errors import ConnectionClosed
-from nri_resmgr.config import Config
+from nri_resmgr.config import Config, log_config_warnings
 from nri_resmgr.kube.client import KubeClient, KubeError, in_cluster_credentials, load_kubeconfig
 from nri_resmgr.kube.config_source import (
     DEFAULT_PREFIX,
     GROUP_LABEL,
+    RESOURCE_GROUP_LABEL,
     LiveConfig,
     Outcome,
     Resolved,
     Source,
     configmap_names,
+    node_status,
     resolve,
+    resource_names,
+    resource_path,
 )
 from nri_resmgr.kube.report import PoolReporter, ReportManager, TopologyReporter
-from nri_resmgr.model import ConfigError
+from nri_resmgr.model import ConfigError, ResmgrError
+from nri_resmgr.policy_documents import POLICY_KINDS
+
+#: the merge patch content type (nri-plugins patches node status this way)
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class ConfigWatcher:
@@ -65,31 +79,41 @@ class ConfigWatcher:
         self.file_text = file_text
         self.configure_text = configure_text
         self.group: str | None = None
+        self.resource_group: str | None = None
         self.configmaps: dict[str, dict[str, Any]] = {}
+        self.resources: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self._notify = threading.Lock()
+        #: API path of a custom resource -> (generation, error) of the status written there
+        self._status: dict[str, tuple[int, str]] = {}
 
     # -- reading ------------------------------------------------------------------------
 
     def _names(self) -> list[str]:
         return configmap_names(self.node, self.group, self.prefix)
 
-    def read_group(self) -> str | None:
+    def read_groups(self) -> tuple[str | None, str | None]:
+        """The node's ConfigMap group and custom resource group labels."""
         node = self.client.request("GET", f"/api/v1/nodes/{self.node}")
         labels = (node.get("metadata") or {}).get("labels") or {}
-        group = labels.get(self.group_label)
-        return str(group) if group else None
+        group, resource_group = labels.get(self.group_label), labels.get(RESOURCE_GROUP_LABEL)
+        return (str(group) if group else None, str(resource_group) if resource_group else None)
+
+    def read_group(self) -> str | None:
+        return self.read_groups()[0]
 
     def relist(self) -> str:
-        """Refresh the cache; returns the list's resourceVersion."""
+        """Refresh the ConfigMap cache and the labels; returns the list's resourceVersion."""
         try:
-            group = self.read_group()
+            group, resource_group = self.read_groups()
         except KubeError as exc:
             if exc.status != 404:
                 raise
-            group = None
+            group = resource_group = None
         listing = self.client.request("GET", f"/api/v1/namespaces/{self.namespace}/configmaps")
         with self._lock:
             self.group = group
+            self.resource_group = resource_group
             wanted = set(self._names())
             self.configmaps = {
                 item["metadata"]["name"]: item
@@ -98,10 +122,24 @@ class ConfigWatcher:
             }
         return str((listing.get("metadata") or {}).get("resourceVersion") or "")
 
+    def relist_resources(self, plural: str) -> str:
+        """Refresh the cache of one custom resource kind; returns the resourceVersion."""
+        listing = self.client.request("GET", resource_path(self.namespace, plural))
+        with self._lock:
+            for key in [k for k in self.resources if k[0] == plural]:
+                del self.resources[key]
+            for item in listing.get("items") or []:
+                name = str((item.get("metadata") or {}).get("name") or "")
+                self.resources[(plural, name)] = item
+        return str((listing.get("metadata") or {}).get("resourceVersion") or "")
+
     def resolve(self) -> Resolved:
         with self._lock:
             configmaps = dict(self.configmaps)
+            wanted = set(resource_names(self.node, self.resource_group))
+            resources = {k: v for k, v in self.resources.items() if k[1] in wanted}
             group = self.group
+            resource_group = self.resource_group
         return resolve(
             configmaps=configmaps,
             node=self.node,
@@ -110,7 +148,25 @@ class ConfigWatcher:
             file_text=self.file_text,
             configure_text=self.configure_text,
             prefix=self.prefix,
+            resources=resources,
+            resource_group=resource_group,
         )
+
+    def _apply_resource_event(self, plural: str, event: dict[str, Any]) -> bool:
+        obj = event.get("object") or {}
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        kind = event.get("type")
+        with self._lock:
+            if kind == "DELETED":
+                self.resources.pop((plural, name), None)
+            elif kind in ("ADDED", "MODIFIED"):
+                old = self.resources.get((plural, name))
+                self.resources[(plural, name)] = obj
+                if old is not None and old.get("spec") == obj.get("spec"):
+                    return False  # e.g. our own status write
+            else:
+                return False
+            return name in resource_names(self.node, self.resource_group)
 
     def _apply_event(self, event: dict[str, Any]) -> bool:
         obj = event.get("object") or {}
@@ -127,6 +183,37 @@ class ConfigWatcher:
                 return False
         return True
 
+    def _stream(
+        self,
+        path: str,
+        relist: Callable[[], str],
+        apply_event: Callable[[dict[str, Any]], bool],
+        on_change: Callable[[], None],
+        stop: threading.Event,
+        *,
+        watch_seconds: int,
+        retry_seconds: float,
+        missing_seconds: float,
+    ) -> None:
+        """List, then watch one collection, calling `on_change` after each relevant change."""
+        while not stop.is_set():
+            try:
+                rv = relist()
+                with self._notify:
+                    on_change()
+                for event in self.client.watch(
+                    path, resource_version=rv, timeout_seconds=watch_seconds
+                ):
+                    if stop.is_set():
+                        return
+                    if event.get("type") == "ERROR":
+                        break  # e.g. 410 Gone: list again
+                    if apply_event(event):
+                        with self._notify:
+                            on_change()
+            except KubeError as exc:
+                stop.wait(missing_seconds if exc.status == 404 else retry_seconds)
+
     def run_blocking(
         self,
         on_change: Callable[[], None],
@@ -134,29 +221,83 @@ class ConfigWatcher:
         *,
         watch_seconds: int = 60,
         retry_seconds: float = 2.0,
+        missing_seconds: float = 30.0,
     ) -> None:
-        """List, then watch, calling `on_change` after every relevant change, until `stop`."""
-        while not stop.is_set():
+        """Watch the ConfigMaps and every custom resource kind until `stop`.
+
+        `on_change` is called after every relevant change, never twice at once.
+        """
+        timing: dict[str, Any] = {
+            "watch_seconds": watch_seconds,
+            "retry_seconds": retry_seconds,
+            "missing_seconds": missing_seconds,
+        }
+        threads = []
+        for kind in POLICY_KINDS:
+            plural = kind.plural
+            thread = threading.Thread(
+                target=self._stream,
+                args=(
+                    resource_path(self.namespace, plural),
+                    lambda plural=plural: self.relist_resources(plural),
+                    lambda event, plural=plural: self._apply_resource_event(plural, event),
+                    on_change,
+                    stop,
+                ),
+                kwargs=timing,
+                name=f"nri-resmgr-watch-{plural}",
+                daemon=True,
+            )
+            thread.start()
+            threads.append(thread)
+        try:
+            self._stream(
+                f"/api/v1/namespaces/{self.namespace}/configmaps",
+                self.relist,
+                self._apply_event,
+                on_change,
+                stop,
+                **timing,
+            )
+        finally:
+            for thread in threads:
+                thread.join(timeout=1)
+
+    # -- custom resource status ---------------------------------------------------------
+
+    def _patch_status(self, path: str, patch: dict[str, Any]) -> None:
+        self.client.request("PATCH", f"{path}/status", body=patch, content_type=MERGE_PATCH)
+
+    def record_status(self, outcome: Outcome) -> None:
+        """Write this node's status on the custom resources `outcome` is about.
+
+        The resource offered gets Success (taken into use, or unchanged) or Failure with
+        the error, at its generation; written once per (generation, error).  A resource
+        that is neither offered nor in force loses this node's entry.
+        """
+        offered = outcome.offered
+        keep = {s.path for s in (offered, outcome.source) if s is not None and s.path}
+        if offered is not None and offered.kind == "resource":
+            state = (offered.generation, outcome.error)
+            if self._status.get(offered.path) != state:
+                self._patch_status(
+                    offered.path,
+                    node_status(self.node, generation=offered.generation, error=outcome.error),
+                )
+                self._status[offered.path] = state
+        for path in [p for p in self._status if p not in keep]:
+            del self._status[path]
             try:
-                rv = self.relist()
-                on_change()
-                path = f"/api/v1/namespaces/{self.namespace}/configmaps"
-                for event in self.client.watch(path, resource_version=rv,
-                                               timeout_seconds=watch_seconds):
-                    if stop.is_set():
-                        return
-                    if event.get("type") == "ERROR":
-                        break  # e.g. 410 Gone: list again
-                    if self._apply_event(event):
-                        on_change()
-            except KubeError:
-                stop.wait(retry_seconds)
+                self._patch_status(path, node_status(self.node, generation=None))
+            except KubeError as exc:
+                if exc.status != 404:  # a deleted resource has no status to clear
+                    raise
 
     # -- status -------------------------------------------------------------------------
 
     def post_event(self, outcome: Outcome) -> None:
         """A Kubernetes Event on the ConfigMap the outcome is about (if it is one)."""
-        source = outcome.source
+        source = outcome.offered or outcome.source
         if source.kind != "configmap" or not source.object_name:
             return
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -238,18 +379,24 @@ class KubeSide:
         result = "ok" if outcome.applied else "error"
         self.plugin.metrics.config_reloads.labels(outcome=result).inc()
         if outcome.applied:
-            self.log.info("configuration reloaded", source=outcome.source.name,
-                          message=outcome.message)
+            self.log.info(
+                "configuration reloaded", source=outcome.source.name, message=outcome.message
+            )
         else:
-            self.log.warning("configuration not applied", source=outcome.source.name,
-                             message=outcome.message)
+            self.log.warning(
+                "configuration not applied", source=outcome.source.name, message=outcome.message
+            )
 
     async def reload(self) -> None:
         if self.watcher is None or self.live is None:
             return
         self._pending.clear()
         async with self.plugin.lock:
-            self.live.offer(self.watcher.resolve)
+            outcome = self.live.offer(self.watcher.resolve)
+        try:
+            await asyncio.to_thread(self.watcher.record_status, outcome)
+        except KubeError as exc:
+            self.log.warning("cannot write the configuration status", error=str(exc))
         updates, self._pending = list(self._pending), []
         if updates:
             try:
@@ -311,38 +458,59 @@ def build_kube_side(plugin: Any, options: Any, *, log: Any) -> KubeSide | None:
     """
     if not options.node_name:
         return None
-    creds = (load_kubeconfig(options.kubeconfig) if options.kubeconfig
-             else in_cluster_credentials())
+    creds = load_kubeconfig(options.kubeconfig) if options.kubeconfig else in_cluster_credentials()
     if creds is None:
-        log.warning("no Kubernetes credentials (in-cluster or --kubeconfig): "
-                    "configuration objects and node reports are off")
+        log.warning(
+            "no Kubernetes credentials (in-cluster or --kubeconfig): "
+            "configuration objects and node reports are off"
+        )
         return None
     client = KubeClient(creds)
     file_text = None
     if options.config_path:
         path = Path(options.config_path)
         file_text = (str(path), path.read_text(encoding="utf-8"))
-    watcher = ConfigWatcher(client, node=options.node_name, namespace=options.namespace,
-                            file_text=file_text)
+    watcher = ConfigWatcher(
+        client, node=options.node_name, namespace=options.namespace, file_text=file_text
+    )
     initial = None
     try:
         watcher.relist()
+        for kind in POLICY_KINDS:
+            try:
+                watcher.relist_resources(kind.plural)
+            except KubeError as exc:
+                if exc.status != 404:  # 404: the CRD is not installed
+                    raise
         initial = watcher.resolve()
     except (KubeError, ConfigError) as exc:
-        log.warning("configuration objects not usable at start; keeping the local config",
-                    error=str(exc))
+        log.warning(
+            "configuration objects not usable at start; keeping the local config", error=str(exc)
+        )
+    if initial is not None and initial.source.kind in ("configmap", "resource"):
+        try:
+            plugin.apply_config(initial.config)
+        except ResmgrError as exc:  # e.g. a value this machine cannot take
+            # the first reload offers it again: it fails there, which is reported (status)
+            log.warning(
+                "the cluster's configuration does not apply here; keeping the local config",
+                source=initial.source.name,
+                error=str(exc),
+            )
+            initial = None
+        else:
+            log_config_warnings(initial.config.warnings, source=initial.source.name)
+            log.info("configuration from the cluster", source=initial.source.name)
     if initial is None:
-        initial = Resolved(plugin.config, Source(name="local configuration", text="",
-                                                 kind="file"))
-    elif initial.source.kind == "configmap":
-        plugin.apply_config(initial.config)
-        log.info("configuration from the cluster", source=initial.source.name)
-    side = KubeSide(plugin, watcher=watcher, live=None, manager=None,
-                    interval=options.report_interval, log=log)
+        initial = Resolved(plugin.config, Source(name="local configuration", text="", kind="file"))
+    side = KubeSide(
+        plugin, watcher=watcher, live=None, manager=None, interval=options.report_interval, log=log
+    )
     side.live = LiveConfig(initial, apply=side.apply, report=side.report)
     if options.node_resource_topology:
-        manager = ReportManager(options.node_name, client,
-                                min_interval=options.report_interval, clock=time.monotonic)
+        manager = ReportManager(
+            options.node_name, client, min_interval=options.report_interval, clock=time.monotonic
+        )
         manager.register(TopologyReporter(plugin.topology))
         manager.register(PoolReporter(plugin.state_snapshot, plugin.config.policy))
         side.manager = manager

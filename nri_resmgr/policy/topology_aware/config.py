@@ -37,6 +37,13 @@ unlimitedBurstable         ``package`` topology level Burstable containers witho
                                        CPU limit prefer: system, package, die, numa,
                                        l3cache
 =========================  ==========  ===================================================
+
+The other keys of nri-plugins' ``TopologyAwarePolicy`` spec are accepted so that their
+documents load unchanged; those whose feature does not exist here are the fields of
+`NriPluginsKeys` (and `NOT_IMPLEMENTED_NESTED`), gathered in `NOT_IMPLEMENTED` (key path ->
+what it would do), and loading a configuration that sets one gives one warning naming it
+(`nri_resmgr.policy_documents`).  Implementing one means defining its field, with its real
+type, in `TopologyAwareConfig`: it is then no longer in the table.
 """
 
 from __future__ import annotations
@@ -54,7 +61,15 @@ from nri_resmgr.policy.topology_aware.priority import CPUPriority
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["ResolvedConfig", "TopologyAwareConfig", "resolve_config"]
+__all__ = [
+    "NOT_IMPLEMENTED",
+    "SPEC_MODEL",
+    "NriPluginsKeys",
+    "ResolvedConfig",
+    "TopologyAwareConfig",
+    "not_implemented_keys",
+    "resolve_config",
+]
 
 ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
 
@@ -63,9 +78,65 @@ class CPUResources(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cpu: str | int | float | None = None
+    memory: str | int | float | None = None  # accepted, see NOT_IMPLEMENTED
 
 
-class TopologyAwareConfig(BaseModel):
+class NriPluginsKeys(BaseModel):
+    """nri-plugins' spec keys accepted here without effect, one field each.
+
+    A field's description is the feature the key controls (the warning says it).  To
+    implement a key, define its field in `TopologyAwareConfig` with its real type: the
+    field there replaces this one (the placeholders are typed `Any` so that any type may
+    replace them), and the key drops out of `NOT_IMPLEMENTED` by itself.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    default_cpu_priority: Any = Field(
+        default=None, alias="defaultCPUPriority", description="CPU priority preference"
+    )
+    unlimited_burstable: Any = Field(
+        default=None,
+        alias="unlimitedBurstable",
+        description="placement of Burstable containers without a CPU limit",
+    )
+    scheduling_classes: Any = Field(
+        default=None,
+        alias="schedulingClasses",
+        description="scheduling classes: policy, nice, I/O priority",
+    )
+    namespace_scheduling_classes: Any = Field(
+        default=None,
+        alias="namespaceSchedulingClasses",
+        description="scheduling classes by namespace",
+    )
+    pod_qos_scheduling_classes: Any = Field(
+        default=None,
+        alias="podQoSSchedulingClasses",
+        description="scheduling classes by pod QoS class",
+    )
+    cpu_classes: Any = Field(
+        default=None, alias="cpuClasses", description="CPU classes: frequency, C-states"
+    )
+    shared_pool_cpu_class: Any = Field(
+        default=None, alias="sharedPoolCPUClass", description="the CPU class of shared pools"
+    )
+    reserved_pool_cpu_class: Any = Field(
+        default=None,
+        alias="reservedPoolCPUClass",
+        description="the CPU class of the reserved pool",
+    )
+    default_exclusive_cpu_class: Any = Field(
+        default=None,
+        alias="defaultExclusiveCPUClass",
+        description="the CPU class of exclusive CPUs",
+    )
+    controllable_interrupts: Any = Field(
+        default=None, alias="controllableInterrupts", description="IRQ affinity control"
+    )
+
+
+class TopologyAwareConfig(NriPluginsKeys):
     """The policy's configuration as nri-plugins spells it (camelCase keys)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
@@ -97,6 +168,34 @@ class TopologyAwareConfig(BaseModel):
     unlimited_burstable: Literal["system", "package", "die", "numa", "l3cache"] = Field(
         default="package", alias="unlimitedBurstable"
     )
+
+
+#: the model a ``TopologyAwarePolicy`` spec's policy keys are checked against
+SPEC_MODEL = TopologyAwareConfig
+
+#: nested keys accepted without effect: dotted path -> the feature it controls
+NOT_IMPLEMENTED_NESTED: dict[str, str] = {
+    "reservedResources.memory": "memory reserved for kube-system",
+    "availableResources.memory": "memory available to containers",
+}
+
+
+def not_implemented_keys(model: type[NriPluginsKeys]) -> dict[str, str]:
+    """The `NriPluginsKeys` fields `model` (a subclass) has not replaced, and the nested.
+
+    A field is replaced when `model` gives it a type (a placeholder's type is `Any`).
+    """
+    replaced = {n for n, info in model.model_fields.items() if info.annotation is not Any}
+    table = {
+        info.alias or name: info.description or name
+        for name, info in NriPluginsKeys.model_fields.items()
+        if name not in replaced
+    }
+    return table | NOT_IMPLEMENTED_NESTED
+
+
+#: keys of their spec accepted here without effect: key path -> the feature it controls
+NOT_IMPLEMENTED: dict[str, str] = not_implemented_keys(TopologyAwareConfig)
 
 
 @dataclass(frozen=True, slots=True)

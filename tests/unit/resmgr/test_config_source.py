@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from nri_resmgr.config import Config
 from nri_resmgr.kube.config_source import (
@@ -13,6 +14,7 @@ from nri_resmgr.kube.config_source import (
     Resolved,
     Source,
     configmap_names,
+    node_status,
     resolve,
 )
 from nri_resmgr.model import ConfigError
@@ -98,7 +100,7 @@ def test_names_in_order() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("policy: [a\n", "not valid YAML"),
+        ("policy: [a\n", "expected YAML or JSON, found an error"),
         ("log: {format: xml}\n", "log.format"),
         ("polcy: none\n", "unknown key polcy; expected one of policy, "),
     ],
@@ -191,3 +193,109 @@ def test_watcher_relist_takes_nulls_as_empty(
     assert watcher.relist() == ""
     assert watcher.group is None
     assert watcher.resolve().config.policy == policy
+
+
+def cr(name: str, spec: dict[str, Any], generation: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.nri/v1alpha1",
+        "kind": "TopologyAwarePolicy",
+        "metadata": {"name": name, "namespace": "kube-system", "generation": generation},
+        "spec": spec,
+        "status": {"nodes": {"other": {"status": "Success", "generation": 3}}},
+    }
+
+
+CRS = {
+    ("topologyawarepolicies", "node.w1"): cr("node.w1", {"pinCPU": False}),
+    ("topologyawarepolicies", "group.gpu"): cr("group.gpu", {"pinMemory": False}),
+    ("topologyawarepolicies", "default"): cr("default", {"colocatePods": True}),
+}
+
+
+@pytest.mark.parametrize(
+    ("present", "group", "expected"),
+    [
+        pytest.param(list(CRS), "gpu", "node.w1", id="node-wins"),
+        pytest.param(list(CRS)[1:], "gpu", "group.gpu", id="group-next"),
+        pytest.param(list(CRS)[1:], None, "default", id="no-group-label"),
+        # nri-plugins' rule: a node labelled into a group has no default resource
+        pytest.param(list(CRS)[2:], "gpu", None, id="group-without-resource"),
+    ],
+)
+def test_custom_resources_node_over_group_over_default(
+    present: list[tuple[str, str]], group: str | None, expected: str | None
+) -> None:
+    got = resolve(
+        configmaps=ALL,
+        node="w1",
+        group="gpu",
+        namespace="kube-system",
+        resources={key: CRS[key] for key in present},
+        resource_group=group,
+    )
+    if expected is None:  # the ConfigMaps are next
+        assert got.source.name == "ConfigMap kube-system/nri-resmgr-config.node.w1"
+        return
+    assert got.source.kind == "resource"
+    assert got.source.name == f"TopologyAwarePolicy kube-system/{expected}"
+    assert got.source.generation == 1
+    assert got.source.path == (
+        f"/apis/config.nri/v1alpha1/namespaces/kube-system/topologyawarepolicies/{expected}"
+    )
+    assert got.config.policy == "topology-aware"
+    assert got.config.policy_config == CRS[("topologyawarepolicies", expected)]["spec"]
+
+
+def test_an_invalid_custom_resource_is_rejected_naming_it() -> None:
+    live = LiveConfig(_resolved("static", "a"), apply=lambda c: None, report=lambda o: None)
+    bad = {("topologyawarepolicies", "default"): cr("default", {"pinCPUs": True}, 7)}
+    out = live.offer(
+        lambda: resolve(configmaps={}, node="w1", group=None, namespace="ns", resources=bad)
+    )
+    assert not out.applied
+    assert live.current.config.policy == "static"
+    assert out.offered is not None and out.offered.generation == 7
+    assert "spec: unknown key pinCPUs" in out.error
+    assert "did you mean pinCPU?" in out.error
+
+
+def test_node_status_patch_has_their_fields() -> None:
+    ok = node_status("w1", generation=4)["status"]["nodes"]["w1"]
+    assert (ok["status"], ok["generation"], ok["errors"]) == ("Success", 4, "")
+    bad = node_status("w1", generation=5, error="spec: wrong")["status"]["nodes"]["w1"]
+    assert (bad["status"], bad["generation"], bad["errors"]) == ("Failure", 5, "spec: wrong")
+    assert node_status("w1", generation=None) == {"status": {"nodes": {"w1": None}}}
+
+
+def test_warnings_are_logged_once_when_taken_into_use() -> None:
+    """The watcher resolves on every change and relist; a warned key is logged once."""
+    res = {("topologyawarepolicies", "default"): cr("default", {"cpuClasses": [{"name": "c"}]})}
+    live = LiveConfig(_resolved("static", "a"), apply=lambda c: None, report=lambda o: None)
+    with capture_logs() as logs:
+        for _ in range(3):
+            live.offer(
+                lambda: resolve(configmaps={}, node="w1", group=None, namespace="ns", resources=res)
+            )
+    warned = [e for e in logs if e["event"] == "configuration key has no effect"]
+    assert [e["problem"].split(":")[0] for e in warned] == ["spec.cpuClasses"]
+    assert warned[0]["source"] == "TopologyAwarePolicy ns/default"
+
+
+def test_a_document_that_failed_to_apply_is_not_tried_again_until_it_changes() -> None:
+    """The watcher re-offers at every relist; a refused document is not re-applied (and
+    the one in force not re-applied either) each time."""
+    tried: list[str] = []
+
+    def apply(config: Config) -> None:
+        tried.append(config.policy)
+        if config.policy == "broken":
+            raise RuntimeError("policy refused the machine")
+
+    live = LiveConfig(_resolved("static", "a"), apply=apply, report=lambda o: None)
+    outs = [live.offer(lambda: _resolved("broken", "b")) for _ in range(3)]
+    assert tried == ["broken", "static"]  # tried once, the previous one restored once
+    assert [o.source.name for o in outs] == ["a", "a", "a"]  # in force: still a
+    assert all(o.offered is not None and o.offered.name == "b" for o in outs)
+    assert all("policy refused the machine" in o.error for o in outs)
+    live.offer(lambda: _resolved("none", "b"))  # changed: tried
+    assert tried[-1] == "none" and live.current.source.name == "b"

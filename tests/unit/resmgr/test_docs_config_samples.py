@@ -1,7 +1,8 @@
 """Every configuration sample in the docs validates as written (validate-config, in process).
 
 A sample is a ```yaml or ```json block of README.md or docs/*.md whose top-level keys are
-all keys of the daemon's configuration (`nri_resmgr.config.Config`).
+all keys of the daemon's configuration (`nri_resmgr.config.Config`), or an nri-plugins
+configuration custom resource (``apiVersion: config.nri/v1alpha1``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ def config_samples() -> list[tuple[str, str]]:
         text = doc.read_text(encoding="utf-8")
         for m in BLOCK.finditer(text):
             data = yaml.safe_load(m.group(1))
-            if isinstance(data, dict) and data and set(map(str, data)) <= CONFIG_KEYS:
+            ours = isinstance(data, dict) and data and set(map(str, data)) <= CONFIG_KEYS
+            theirs = isinstance(data, dict) and data.get("apiVersion") == "config.nri/v1alpha1"
+            if ours or theirs:
                 line = text.count("\n", 0, m.start()) + 1
                 found.append((f"{doc.relative_to(REPO)}:{line}", m.group(1)))
     return found

@@ -76,7 +76,6 @@ class PlainPolicy(TopologyAwarePolicy):
         root_only: bool = False,
     ) -> tuple[Grant, str]:
         supply = supply_from_scratch(self.tree, state.grants.values())
-        opts = self.config.options
         offers: list[Offer] = []
         reasons: list[str] = []
         for pool in self._candidates(request, root_only=root_only):
@@ -90,6 +89,7 @@ class PlainPolicy(TopologyAwarePolicy):
                 namespace=container.namespace,
                 request=request,
                 prefer=prefer,
+                priorities=self.priorities,
             )
             if isinstance(got, Offer):
                 offers.append(got)

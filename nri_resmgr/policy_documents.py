@@ -1,0 +1,298 @@
+"""Configuration documents in nri-plugins' form: their custom resources and bare specs.
+
+Theory of operation
+-------------------
+Operators of containers/nri-plugins keep their configuration as custom resources
+(``apiVersion: config.nri/v1alpha1``, ``kind: TopologyAwarePolicy``, ``metadata``,
+``spec``) or as the bare ``spec`` (their Helm chart's ``config`` value).  Wherever this
+daemon takes a configuration document, `normalize_document` turns either form into this
+project's own (``policy``, ``policyConfig``, ``control``, ``log``, ``instrumentation``)
+before it is validated, so their files load unchanged:
+
+* the kind names the policy (`POLICY_KINDS`, one line per kind); a bare spec is
+  recognised by its keys: no key of this project's own form that theirs lacks
+  (``policy``, ``policyConfig``, ``policyDirs``, ``limits``) and at least one of a
+  policy's spec keys;
+* the spec's common sections map to ours (``control.rdt``, ``control.blockio``,
+  ``log.debug``, ``instrumentation.httpEndpoint``); the keys that have no counterpart here
+  (`COMMON_NOT_IMPLEMENTED`) are removed with one warning each;
+* every other spec key goes to ``policyConfig``, where the policy's model accepts it;
+  keys the policy accepts without effect (the policy module's ``NOT_IMPLEMENTED``) give one
+  warning each, in either form;
+* a key set to the value their CRD defaults it to (`SERVER_DEFAULTS`, which the API server
+  writes into every custom resource) gives no warning: the operator did not ask for it.
+
+A misspelt key is not a warning: it is left in place, and validation rejects it with the
+keys expected there and the closest one.  Warnings are values (`Normalized.warnings`);
+the caller logs them (one structured warning per key) or prints them (validate-config).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from nri_resmgr.documents import DocumentError
+
+__all__ = [
+    "API_VERSION",
+    "COMMON_NOT_IMPLEMENTED",
+    "POLICY_KINDS",
+    "Normalized",
+    "PolicyKind",
+    "kind_of_policy",
+    "normalize_document",
+]
+
+API_GROUP = "config.nri"
+API_VERSION = f"{API_GROUP}/v1alpha1"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyKind:
+    """One configuration custom resource kind and the policy it configures.
+
+    `module` is the policy's configuration module, imported when first needed; it provides
+    ``SPEC_MODEL`` (the pydantic model of the spec's policy keys) and ``NOT_IMPLEMENTED``
+    (dotted key path -> the feature it would control, for keys accepted without effect).
+    """
+
+    kind: str
+    policy: str
+    plural: str
+    module: str
+
+    def spec_model(self) -> type[BaseModel]:
+        model: type[BaseModel] = importlib.import_module(self.module).SPEC_MODEL
+        return model
+
+    def not_implemented(self) -> Mapping[str, str]:
+        table: Mapping[str, str] = importlib.import_module(self.module).NOT_IMPLEMENTED
+        return table
+
+    def spec_keys(self) -> frozenset[str]:
+        model = self.spec_model()
+        return frozenset(info.alias or name for name, info in model.model_fields.items())
+
+
+#: kind -> policy, one line per kind
+POLICY_KINDS: tuple[PolicyKind, ...] = (
+    PolicyKind(
+        "TopologyAwarePolicy",
+        "topology-aware",
+        "topologyawarepolicies",
+        "nri_resmgr.policy.topology_aware.config",
+    ),
+)
+
+#: the common sections of their specs, handled here rather than by the policy
+COMMON_SECTIONS = ("control", "log", "instrumentation", "agent")
+
+#: keys of their common sections accepted without effect: dotted path -> why
+COMMON_NOT_IMPLEMENTED: dict[str, str] = {
+    "agent.nodeResourceTopology": "set with `run --node-resource-topology` here",
+    "agent.podResourceAPI": "the pod resources API is not read",
+    "control.cpu": "CPU classes are not implemented",
+    "control.rdt.force": "RDT control is not forced on here",
+    "log.source": "log lines do not carry source locations",
+    "log.klog": "there is no klog here",
+    "instrumentation.reportPeriod": "metrics are computed when scraped",
+    "instrumentation.samplingRatePerMillion": "there is no tracing",
+    "instrumentation.tracingCollector": "there is no tracing",
+    "instrumentation.metrics": "every metric is exported",
+    "instrumentation.prometheusExport": "metrics are served on httpEndpoint",
+    "instrumentation.metricsExporter": "metrics are served on httpEndpoint",
+    "instrumentation.logExporter": "logs are not exported",
+    "instrumentation.logExportPeriod": "logs are not exported",
+}
+
+#: the values their CRD fills in for keys left out (the API server applies them to every
+#: custom resource): such a value is what the operator did not write, and gives no warning
+SERVER_DEFAULTS: dict[str, Any] = {
+    "agent.nodeResourceTopology": True,
+    "controllableInterrupts": ["*"],
+    "defaultCPUPriority": "none",
+    "instrumentation.metrics": {"enabled": ["policy", "buildinfo"]},
+    "instrumentation.reportPeriod": "30s",
+    "pinCPU": True,
+    "pinMemory": True,
+    "preferIsolatedCPUs": True,
+    "unlimitedBurstable": "package",
+}
+
+#: keys of this project's own form that a bare spec never has
+_OWN_KEYS = frozenset({"policy", "policyConfig", "policyDirs", "limits"})
+_CR_KEYS = ("apiVersion", "kind", "metadata", "spec", "status")
+
+
+@dataclass(frozen=True, slots=True)
+class Normalized:
+    """A document in this project's form, and the keys it sets that have no effect."""
+
+    data: Any
+    warnings: tuple[str, ...] = ()
+    form: str = "own"  # own | resource | spec
+    kind: PolicyKind | None = None
+
+    def where(self, path: str) -> str:
+        """A message about `path` of the normalized document, with the path as the user
+        wrote it (``policyConfig.x`` -> ``spec.x`` in a custom resource, ``x`` in a bare
+        spec)."""
+        if self.form == "own":
+            return path
+        prefix = "spec." if self.form == "resource" else ""
+        if path.startswith("policyConfig."):
+            return prefix + path.removeprefix("policyConfig.")
+        if path.startswith("policyConfig:"):
+            return (prefix.rstrip(".") or "(document)") + path.removeprefix("policyConfig")
+        if path.split(".")[0].split(":")[0] in COMMON_SECTIONS:
+            return prefix + path
+        return path
+
+
+def kind_of_policy(policy: str) -> PolicyKind | None:
+    """The custom resource kind configuring `policy` (None for policies without one)."""
+    return next((k for k in POLICY_KINDS if k.policy == policy), None)
+
+
+def _pop_path(data: dict[str, Any], path: str) -> bool:
+    """Remove the dotted `path` from nested mappings in `data`; True if it was there.
+
+    A mapping left empty by the removal is removed too.
+    """
+    parts = path.split(".")
+    chain = [data]
+    for part in parts[:-1]:
+        sub = chain[-1].get(part)
+        if not isinstance(sub, dict):
+            return False
+        chain.append(sub)
+    if parts[-1] not in chain[-1]:
+        return False
+    del chain[-1][parts[-1]]
+    for i in range(len(chain) - 1, 0, -1):
+        if chain[i]:
+            break
+        del chain[i - 1][parts[i - 1]]
+    return True
+
+
+_MISSING = object()
+
+
+def _get_path(data: Mapping[str, Any], path: str) -> Any:
+    node: Any = data
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _has_path(data: Mapping[str, Any], path: str) -> bool:
+    """Whether `path` is set in `data` to something else than its `SERVER_DEFAULTS` value."""
+    value = _get_path(data, path)
+    return value is not _MISSING and value != SERVER_DEFAULTS.get(path, _MISSING)
+
+
+def _copy(value: Any) -> Any:
+    """A copy of the mappings of a parsed document (leaves shared)."""
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    return value
+
+
+def _warning(path: str, why: str) -> str:
+    return f"{path}: accepted, not implemented here ({why}); it has no effect"
+
+
+def policy_warnings(
+    kind: PolicyKind, policy_config: Mapping[str, Any], *, prefix: str
+) -> list[str]:
+    """One warning per key of `policy_config` that `kind`'s policy accepts without effect."""
+    return [
+        _warning(f"{prefix}{path}", why)
+        for path, why in kind.not_implemented().items()
+        if _has_path(policy_config, path)
+    ]
+
+
+def _from_spec(spec: Mapping[str, Any], kind: PolicyKind, *, form: str, source: str) -> Normalized:
+    prefix = "spec." if form == "resource" else ""
+    spec = dict(_copy(spec))
+    warnings = []
+    for path, why in COMMON_NOT_IMPLEMENTED.items():
+        warn = _has_path(spec, path)
+        if _pop_path(spec, path) and warn:
+            warnings.append(_warning(prefix + path, why))
+    agent = spec.pop("agent", None)
+    if agent:
+        # what is left of agent is misspelt (agent has no section here)
+        from nri_resmgr.config import unknown_key_message
+
+        known = [p.partition(".")[2] for p in COMMON_NOT_IMPLEMENTED if p.startswith("agent.")]
+        left = agent if isinstance(agent, Mapping) else {agent: None}
+        raise DocumentError(
+            source, [f"{prefix}agent: {unknown_key_message(key, known)}" for key in left]
+        )
+    data: dict[str, Any] = {"policy": kind.policy}
+    for section in COMMON_SECTIONS:
+        if section in spec:
+            data[section] = spec.pop(section)
+    data["policyConfig"] = spec
+    warnings += policy_warnings(kind, spec, prefix=prefix)
+    return Normalized(data, tuple(warnings), form, kind)
+
+
+def _resource(data: Mapping[str, Any], source: str) -> Normalized:
+    from nri_resmgr.config import unknown_key_message
+
+    problems = [
+        f"(document): {unknown_key_message(key, list(_CR_KEYS))}"
+        for key in data
+        if key not in _CR_KEYS
+    ]
+    if data.get("apiVersion") != API_VERSION:
+        problems.append(f"apiVersion: expected {API_VERSION}, found {data.get('apiVersion')!r}")
+    kinds = {k.kind: k for k in POLICY_KINDS}
+    kind = kinds.get(str(data.get("kind")))
+    if kind is None:
+        problems.append(f"kind: expected one of {', '.join(kinds)}, found {data.get('kind')!r}")
+    spec = data.get("spec")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, Mapping):
+        problems.append(f"spec: expected a mapping, found {type(spec).__name__}")
+    if problems or kind is None or not isinstance(spec, Mapping):
+        raise DocumentError(source, problems)
+    return _from_spec(spec, kind, form="resource", source=source)
+
+
+def normalize_document(
+    data: Any, *, source: str = "<config>", default_policy: str = "topology-aware"
+) -> Normalized:
+    """`data` (a parsed document) in this project's form, with its warnings.
+
+    Raises `DocumentError` for a custom resource of another API version or an unknown kind.
+    A value that is not a mapping is returned as it is (validation reports it).
+    """
+    if not isinstance(data, Mapping):
+        return Normalized(data)
+    if "apiVersion" in data or "kind" in data:
+        return _resource(data, source)
+    keys = {str(k) for k in data}
+    if not keys & _OWN_KEYS:
+        for kind in POLICY_KINDS:
+            if keys & kind.spec_keys() - set(COMMON_SECTIONS):
+                return _from_spec(data, kind, form="spec", source=source)
+        if "agent" in keys:  # only their common sections
+            return _from_spec(data, POLICY_KINDS[0], form="spec", source=source)
+    own = kind_of_policy(str(data.get("policy", default_policy)))
+    config = data.get("policyConfig")
+    if own is None or not isinstance(config, Mapping):
+        return Normalized(data)
+    return Normalized(data, tuple(policy_warnings(own, config, prefix="policyConfig.")))
