@@ -112,14 +112,16 @@ def inherit_classes(new: Assignment, old: Assignment | ClassChoice | None) -> As
     """
     if old is None:
         old = ClassChoice()
-    return dataclasses.replace(
-        new,
-        rdt_class=new.rdt_class or old.rdt_class or None,
-        blockio_class=new.blockio_class or old.blockio_class or None,
-    )
+    rdt = new.rdt_class or old.rdt_class or None
+    blockio = new.blockio_class or old.blockio_class or None
+    if rdt == new.rdt_class and blockio == new.blockio_class:
+        return new  # nothing to take (an update of the many an exclusive grant sends)
+    return dataclasses.replace(new, rdt_class=rdt, blockio_class=blockio)
 
 
 def _cpuset_only(a: Assignment) -> Assignment:
+    if a.rdt_class is None and a.blockio_class is None:
+        return a
     return dataclasses.replace(a, rdt_class=None, blockio_class=None)
 
 
@@ -243,16 +245,11 @@ class Pipeline:
         self, cause: ContainerInfo, updates: Iterable[Assignment], reason: str
     ) -> None:
         """One "update" line per container that `cause`'s decision moved."""
+        why = f"consequence of {cause.pretty}: {reason}"
         for u in updates:
             c = self.containers.get(u.container_id)
             name = f"{c.pod.namespace}/{c.pod.name}/{c.name}" if c else u.container_id
-            self._log_line(
-                "update",
-                name=name,
-                cid=u.container_id,
-                a=u,
-                reason=f"consequence of {cause.pretty}: {reason}",
-            )
+            self._log_line("update", name=name, cid=u.container_id, a=u, reason=why)
 
     def _pod_of(self, sandbox: api.PodSandbox, container: api.Container | None) -> Pod:
         known = self.pods.get(PodID(sandbox.id))
@@ -499,9 +496,7 @@ class Pipeline:
             return adapter.container_from_nri(pod, c, limits=self.limits)
         except AnnotationError as exc:
             self.log.warning("synchronize: init marker unreadable", id=c.id, error=str(exc))
-            return adapter.container_from_nri(
-                pod, c, kind=ContainerKind.APP, limits=self.limits
-            )
+            return adapter.container_from_nri(pod, c, kind=ContainerKind.APP, limits=self.limits)
         except ResmgrError as exc:
             cpu = c.linux.resources.cpu if c.HasField("linux") else None
             if cpu is None or not (cpu.cpus or cpu.mems):

@@ -36,8 +36,11 @@ class IDSetError(ValueError):
 class IDSet:
     """An immutable set of non-negative ids in the kernel's ``0-3,8`` list form."""
 
-    __slots__ = ("_ids",)
+    __slots__ = ("_ids", "_text")
     _ids: frozenset[int]
+    #: the list form, made on the first str(): a pool's cpuset is rendered into every
+    #: update and log line of its containers (226 times for one exclusive grant)
+    _text: str
 
     def __init__(self, ids: Iterable[int] = ()) -> None:
         frozen = frozenset(ids)
@@ -82,6 +85,14 @@ class IDSet:
         return cls(ids)
 
     def __str__(self) -> str:
+        try:
+            return self._text
+        except AttributeError:
+            text = self._list_form()
+            object.__setattr__(self, "_text", text)
+            return text
+
+    def _list_form(self) -> str:
         out: list[str] = []
         start = prev = -2
         for i in sorted(self._ids):

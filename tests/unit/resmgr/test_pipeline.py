@@ -434,6 +434,15 @@ def test_inherit_classes(
         assert inherit_classes(_a("c", *new), _a("c", *old)) == got
 
 
+def test_inherit_classes_keeps_the_assignment_when_it_takes_nothing() -> None:
+    """No copy when nothing is inherited: an exclusive grant's reply renders one update
+    per shared container of its pool through here."""
+    a = _a("c", "gold", None)
+    assert inherit_classes(a, None) is a
+    assert inherit_classes(a, _a("c", "silver", "")) is a
+    assert inherit_classes(a, ClassChoice(None, "slow")) == _a("c", "gold", "slow")
+
+
 class EmptyClassPolicy(CountingPolicy):
     """Answers with "" classes, and re-sends every other container with "" classes."""
 
