@@ -576,10 +576,11 @@ class Pipeline:
         self.unstarted = {cid for cid in unstarted if cid in self.containers}
         self.unconfirmed = {cid for cid in unconfirmed if cid in self.unstarted}
         self._note_updates(movers)
+        moved = {u.container_id for u in movers}
+        why = "moved: " + decision.reason
         for info in infos:
             a = self.assignments[info.id]
-            moved = any(u.container_id == info.id for u in movers)
-            self._log_decision(event, info, a, "moved: " + decision.reason if moved else "kept")
+            self._log_decision(event, info, a, why if info.id in moved else "kept")
         return updates
 
     def reassert(self, cids: Iterable[ContainerID]) -> list[api.ContainerUpdate]:
