@@ -159,6 +159,9 @@ class Pipeline:
         self.state: PolicyState = policy.initial_state()
         self.pods: dict[PodID, Pod] = {}
         self.containers: dict[ContainerID, ContainerInfo] = {}
+        #: the containers of each pod, in creation order (kept with `containers`): a
+        #: RemovePodSandbox must not scan every live container
+        self._of_pod: dict[PodID, dict[ContainerID, None]] = {}
         self.assignments: dict[ContainerID, Assignment] = {}
         #: created but not started yet: an update sent now may be lost, because the
         #: runtime has already written the OCI bundle the task will start from
@@ -211,6 +214,22 @@ class Pipeline:
             for cid, a in rendered.items():
                 if cid in self.containers:
                     self.assignments[cid] = inherit_classes(a, self.assignments.get(cid))
+
+    def _add(self, info: ContainerInfo) -> None:
+        """Record `info` (new, or replacing the container's earlier info)."""
+        old = self.containers.get(info.id)
+        if old is not None and old.pod.id != info.pod.id:
+            self._forget(info.id)
+        self.containers[info.id] = info
+        self._of_pod.setdefault(info.pod.id, {})[info.id] = None
+
+    def _forget(self, cid: ContainerID) -> None:
+        info = self.containers.pop(cid)
+        of_pod = self._of_pod.get(info.pod.id)
+        if of_pod is not None:
+            of_pod.pop(cid, None)
+            if not of_pod:
+                del self._of_pod[info.pod.id]
 
     def _note_updates(self, updates: Iterable[Assignment]) -> None:
         """Remember updates aimed at containers that have not started yet."""
@@ -275,7 +294,7 @@ class Pipeline:
         """RemovePodSandbox: release leftovers of the pod, forget it; updates to send."""
         pid = PodID(sandbox.id)
         updates: list[api.ContainerUpdate] = []
-        for cid in [cid for cid, c in self.containers.items() if c.pod.id == pid]:
+        for cid in list(self._of_pod.get(pid, ())):
             updates.extend(self._release(cid, event="released with pod"))
         pod = self.pods.pop(pid, None)
         if pod is not None:
@@ -318,7 +337,7 @@ class Pipeline:
             if more is not None:
                 adjust.MergeFrom(more)
         self.pods.setdefault(pod.id, pod)
-        self.containers[info.id] = info
+        self._add(info)
         self._commit(decision, subject=subject, updates=others)
         self.unstarted.add(info.id)
         self.unconfirmed.discard(info.id)
@@ -386,7 +405,7 @@ class Pipeline:
         if subject is not None:
             for ctl in self.controllers:
                 ctl.container_assigned(info, subject)
-        self.containers[cid] = info
+        self._add(info)
         self._commit(decision, subject=subject, updates=others)
         self._note_updates(([subject] if subject is not None else []) + others)
         self._log_decision("update", info, self.assignments.get(cid), decision.reason)
@@ -405,7 +424,7 @@ class Pipeline:
                 ctl.container_released(info)
             except ResmgrError as exc:
                 self.log.warning("controller failed", controller=ctl.name, error=str(exc))
-        del self.containers[cid]
+        self._forget(cid)
         self.assignments.pop(cid, None)
         self.unstarted.discard(cid)
         self.unconfirmed.discard(cid)
@@ -552,7 +571,10 @@ class Pipeline:
     ) -> list[api.ContainerUpdate]:
         decision = self.policy.rebuild(infos)
         self.pods = pods
-        self.containers = {i.id: i for i in infos}
+        self.containers = {}
+        self._of_pod = {}
+        for i in infos:
+            self._add(i)
         self.assignments = {}
         for i in infos:
             choice = choices[i.id]

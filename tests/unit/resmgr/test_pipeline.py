@@ -362,6 +362,43 @@ def test_synchronize_work_is_linear_in_the_containers() -> None:
     assert sum(r.startswith("moved") for r in reasons.values()) == 50
 
 
+class NoScan(dict[ContainerID, ContainerInfo]):
+    """The live containers, refusing to be walked (lookups and changes are fine)."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("walked every live container")
+
+    def items(self) -> Any:
+        raise AssertionError("walked every live container")
+
+    def values(self) -> Any:
+        raise AssertionError("walked every live container")
+
+
+def test_remove_pod_releases_its_containers_without_walking_every_container() -> None:
+    """RemovePodSandbox found the pod's containers by scanning all live ones: O(live)
+    per pod removal, 0.4 ms at 10,000 live containers (bench.scale)."""
+    policy = CountingPolicy()
+    p = Pipeline(policy, log=QUIET)
+    pods = [sandbox(f"p{i}") for i in range(3)]
+    for pod in pods:
+        p.run_pod(pod)
+        p.create(pod, container(pod, "a"))
+        p.create(pod, container(pod, "b"))
+    bigger = container(pods[1], "a", cpu="2", limit="2").linux.resources
+    p.update(pods[1], container(pods[1], "a"), bigger)  # replaces its info
+    p.containers = NoScan(p.containers)
+    p.remove_pod(pods[1])
+    assert sorted(dict.keys(p.containers)) == ["p0-a", "p0-b", "p2-a", "p2-b"]
+    assert ("update", "p1-a") in policy.calls
+    assert [c for c in policy.calls if c[0] == "release"] == [
+        ("release", "p1-a"),
+        ("release", "p1-b"),
+    ]
+    p.remove_pod(pods[1])  # again: nothing left of it
+    assert len(p.containers) == 4
+
+
 def test_decision_log_line_has_the_documented_keys() -> None:
     lines: list[dict[str, Any]] = []
 
