@@ -474,7 +474,9 @@ class Pipeline:
                 )
                 continue
             try:
-                pod = adapter.pod_from_nri(
+                # the pod as the loop above made it; a pod of many containers (or of a
+                # listed sandbox) is not parsed again per container
+                pod = pods.get(PodID(sandbox.id)) or adapter.pod_from_nri(
                     sandbox,
                     fallback_resources=c.linux.resources if c.HasField("linux") else None,
                 )

@@ -26,6 +26,7 @@ from nri_resmgr.model import (
     ResmgrError,
 )
 from nri_resmgr.policy.static import StaticPolicy
+from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.pipeline import ClassChoice, Controller, Pipeline, inherit_classes
 from nri_resmgr.simulator.kubelet import container_resources
 from nri_resmgr.simulator.scenario import ContainerSpec, Resources
@@ -397,6 +398,24 @@ def test_remove_pod_releases_its_containers_without_walking_every_container() ->
     ]
     p.remove_pod(pods[1])  # again: nothing left of it
     assert len(p.containers) == 4
+
+
+def test_synchronize_reads_each_pod_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pods of the Synchronize are parsed once, not again for each container."""
+    parsed: list[str] = []
+    real = adapter.pod_from_nri
+
+    def counting(sandbox: api.PodSandbox, **kw: Any) -> Pod:
+        parsed.append(sandbox.id)
+        return real(sandbox, **kw)
+
+    monkeypatch.setattr(adapter, "pod_from_nri", counting)
+    p = Pipeline(CountingPolicy(), log=QUIET)
+    pods = [sandbox(f"p{i}") for i in range(3)]
+    p.synchronize(pods, [container(pod, n) for pod in pods for n in ("a", "b")])
+    assert sorted(parsed) == ["sb-p0", "sb-p1", "sb-p2"]
+    assert len(p.containers) == 6
+    assert {c.pod.id for c in p.containers.values()} == {"sb-p0", "sb-p1", "sb-p2"}
 
 
 def test_decision_log_line_has_the_documented_keys() -> None:
