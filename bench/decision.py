@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,16 +65,28 @@ def _growth(per_level: dict[str, dict[str, Any]], kind: str) -> float:
     return round(float(last["p50_us"]) / float(first["p50_us"]), 2)
 
 
-def decisions(levels: list[int], *, samples: int, warmup: int, log_level: str) -> dict[str, Any]:
-    """In-process `Pipeline.create` latency per level and probe kind."""
+def decisions(
+    levels: list[int],
+    *,
+    samples: int,
+    warmup: int,
+    log_level: str,
+    workload: Callable[..., list[tuple[Json, Json]]] = live,
+) -> dict[str, Any]:
+    """In-process `Pipeline.create` latency per level and probe kind; the live containers
+    come from `workload(n, start=...)` (`bench.workload.live` or `scaled`)."""
     with open(os.devnull, "w") as devnull:
         configure_logging(LogConfig(level=log_level, format="json"), stream=devnull)  # type: ignore[arg-type]
-        pipe = build_pipeline(Config(), topology=load_topology(str(TOPOLOGY)),
-                              policy="topology-aware", state_dir="/nonexistent")
+        pipe = build_pipeline(
+            Config(),
+            topology=load_topology(str(TOPOLOGY)),
+            policy="topology-aware",
+            state_dir="/nonexistent",
+        )
         out: dict[str, Any] = {}
         count = 0
         for n in levels:
-            for pod, ctr in live(n, start=count):
+            for pod, ctr in workload(n, start=count):
                 sp = pb_pod(pod)
                 pipe.run_pod(sp)
                 pipe.create(sp, pb_ctr(ctr))
@@ -99,8 +112,7 @@ def decisions(levels: list[int], *, samples: int, warmup: int, log_level: str) -
                         cpu[kind].append(dc)
                         updates[kind].append(len(ups))
             out[str(n)] = {
-                k: {**summary_us(times[k]), "updates": max(updates[k]),
-                    "cpu": summary_us(cpu[k])}
+                k: {**summary_us(times[k]), "updates": max(updates[k]), "cpu": summary_us(cpu[k])}
                 for k in KINDS
             }
             out[str(n)]["load"] = load_note()
@@ -114,15 +126,32 @@ def roundtrips(
     out: dict[str, Any] = {}
     with fake_runtime(version) as rt:
         config = rt.dir / "resmgr.json"
-        config.write_text(json.dumps({
-            "policy": "topology-aware",
-            "log": {"level": log_level, "format": "json", "file": str(rt.dir / "daemon.log")},
-        }))
+        config.write_text(
+            json.dumps(
+                {
+                    "policy": "topology-aware",
+                    "log": {
+                        "level": log_level,
+                        "format": "json",
+                        "file": str(rt.dir / "daemon.log"),
+                    },
+                }
+            )
+        )
         rt.start()
-        rt.start_external(DAEMON, idx="90", name="resmgr", args=[
-            "--config", str(config), "--topology", str(TOPOLOGY),
-            "--state-dir", str(rt.dir / "state"),
-        ])
+        rt.start_external(
+            DAEMON,
+            idx="90",
+            name="resmgr",
+            args=[
+                "--config",
+                str(config),
+                "--topology",
+                str(TOPOLOGY),
+                "--state-dir",
+                str(rt.dir / "state"),
+            ],
+        )
         rt.wait_synced(timeout=60)
         count = 0
         for n in levels:
@@ -146,45 +175,53 @@ def roundtrips(
                     if i >= warmup:
                         times[kind].append(dt)
                         updates[kind].append(len(reply.get("update", [])))
-            out[str(n)] = {
-                k: {**summary_us(times[k]), "updates": max(updates[k])} for k in KINDS
-            }
+            out[str(n)] = {k: {**summary_us(times[k]), "updates": max(updates[k])} for k in KINDS}
             out[str(n)]["load"] = load_note()
     return out
 
 
 def cpu_table(per_level: dict[str, Any]) -> str:
     rows = [
-        "**decision CPU time (thread_time_ns), in process**", "",
+        "**decision CPU time (thread_time_ns), in process**",
+        "",
         "| live containers | shared p50 µs | shared p99 µs | exclusive p50 µs "
         "| exclusive p99 µs | updates in an exclusive reply |",
         "|---|---|---|---|---|---|",
     ]
     for n, r in per_level.items():
         s, e = r["shared"]["cpu"], r["exclusive"]["cpu"]
-        rows.append(f"| {n} | {s['p50_us']} | {s['p99_us']} | {e['p50_us']} | {e['p99_us']} "
-                    f"| {r['exclusive']['updates']} |")
+        rows.append(
+            f"| {n} | {s['p50_us']} | {s['p99_us']} | {e['p50_us']} | {e['p99_us']} "
+            f"| {r['exclusive']['updates']} |"
+        )
     cpu_levels = {n: {k: r[k]["cpu"] for k in KINDS} for n, r in per_level.items()}
     rows.append("")
-    rows.append(f"growth factor (CPU p50, largest / smallest level): shared "
-                f"{_growth(cpu_levels, 'shared')}, exclusive {_growth(cpu_levels, 'exclusive')}")
+    rows.append(
+        f"growth factor (CPU p50, largest / smallest level): shared "
+        f"{_growth(cpu_levels, 'shared')}, exclusive {_growth(cpu_levels, 'exclusive')}"
+    )
     return "\n".join(rows)
 
 
 def table(title: str, per_level: dict[str, Any]) -> str:
     rows = [
-        f"**{title}**", "",
+        f"**{title}**",
+        "",
         "| live containers | shared p50 µs | shared p99 µs | exclusive p50 µs "
         "| exclusive p99 µs | updates in an exclusive reply | load |",
         "|---|---|---|---|---|---|---|",
     ]
     for n, r in per_level.items():
         s, e = r["shared"], r["exclusive"]
-        rows.append(f"| {n} | {s['p50_us']} | {s['p99_us']} | {e['p50_us']} | {e['p99_us']} "
-                    f"| {e['updates']} | {r['load']} |")
+        rows.append(
+            f"| {n} | {s['p50_us']} | {s['p99_us']} | {e['p50_us']} | {e['p99_us']} "
+            f"| {e['updates']} | {r['load']} |"
+        )
     rows.append("")
-    rows.append(f"growth factor (p50, largest / smallest level): shared "
-                f"{_growth(per_level, 'shared')}, exclusive {_growth(per_level, 'exclusive')}")
+    rows.append(
+        f"growth factor (p50, largest / smallest level): shared "
+        f"{_growth(per_level, 'shared')}, exclusive {_growth(per_level, 'exclusive')}"
+    )
     return "\n".join(rows)
 
 
@@ -199,16 +236,22 @@ def main() -> int:
     ap.add_argument("--out", default="bench/out/decision.json")
     ns = ap.parse_args()
     levels = [int(x) for x in ns.levels.split(",")]
-    result: dict[str, Any] = {"machine": machine(), "levels": levels, "samples": ns.samples,
-                              "log_level": ns.log_level}
-    result["decision"] = decisions(levels, samples=ns.samples, warmup=ns.warmup,
-                                   log_level=ns.log_level)
+    result: dict[str, Any] = {
+        "machine": machine(),
+        "levels": levels,
+        "samples": ns.samples,
+        "log_level": ns.log_level,
+    }
+    result["decision"] = decisions(
+        levels, samples=ns.samples, warmup=ns.warmup, log_level=ns.log_level
+    )
     print(cpu_table(result["decision"]))
     print()
     print(table("decision wall time (Pipeline.create, in process)", result["decision"]))
     if not ns.skip_roundtrip:
-        result["roundtrip"] = roundtrips(levels, samples=ns.samples, warmup=ns.warmup,
-                                         log_level=ns.log_level, version=ns.version)
+        result["roundtrip"] = roundtrips(
+            levels, samples=ns.samples, warmup=ns.warmup, log_level=ns.log_level, version=ns.version
+        )
         print()
         print(table("round trip (harness -> external daemon, timed in Go)", result["roundtrip"]))
     out = Path(ns.out)

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +87,12 @@ spec:
 """
 
 
-CACHE_SIZES = {("1", "Data"): "48K", ("1", "Instruction"): "32K", ("2", "Unified"): "2048K",
-               ("3", "Unified"): "107520K"}
+CACHE_SIZES = {
+    ("1", "Data"): "48K",
+    ("1", "Instruction"): "32K",
+    ("2", "Unified"): "2048K",
+    ("3", "Unified"): "107520K",
+}
 
 
 def complete_sysfs(root: Path) -> None:
@@ -96,8 +101,12 @@ def complete_sysfs(root: Path) -> None:
     for cache in root.glob("sys/devices/system/cpu/cpu*/cache/index*"):
         key = ((cache / "level").read_text().strip(), (cache / "type").read_text().strip())
         (cache / "size").write_text(CACHE_SIZES.get(key, "32K") + "\n")
-        for name, value in (("ways_of_associativity", "12"), ("coherency_line_size", "64"),
-                            ("number_of_sets", "64"), ("physical_line_partition", "1")):
+        for name, value in (
+            ("ways_of_associativity", "12"),
+            ("coherency_line_size", "64"),
+            ("number_of_sets", "64"),
+            ("physical_line_partition", "1"),
+        ):
             (cache / name).write_text(value + "\n")
 
 
@@ -110,34 +119,69 @@ class Peers:
         write_sysfs(load_topology(str(TOPOLOGY)), self.root)
         complete_sysfs(self.root)
         self.noop = build_go_noop()
-        self.nri_plugins = build_nri_plugins()
         self.np_config = work / "topology-aware.yaml"
         self.np_config.write_text(NRI_PLUGINS_CONFIG)
         self.resmgr_config = work / "resmgr.json"
-        self.resmgr_config.write_text(json.dumps({
-            "policy": "topology-aware",
-            "policyConfig": {"reservedResources": {"cpu": "750m"}},
-            "log": {"level": "info", "format": "json", "file": str(work / "resmgr.log")},
-        }))
+        self.resmgr_config.write_text(
+            json.dumps(
+                {
+                    "policy": "topology-aware",
+                    "policyConfig": {"reservedResources": {"cpu": "750m"}},
+                    "log": {"level": "info", "format": "json", "file": str(work / "resmgr.log")},
+                }
+            )
+        )
 
-    def argv(self, peer: str, rt: FakeRuntime) -> list[str]:
+    @functools.cached_property
+    def nri_plugins(self) -> Path:
+        """nri-plugins' binary, built on first use (bench.goals runs without it)."""
+        return build_nri_plugins()
+
+    def argv(self, peer: str, rt: FakeRuntime, *, state_dir: Path | None = None) -> list[str]:
         if peer == "go-noop":
             return [str(self.noop), "-socket", str(rt.socket), "-idx", "10", "-name", "gonoop"]
         if peer == "nri-plugins":
             return [
-                str(self.nri_plugins), "--config-file", str(self.np_config),
-                "--nri-socket", str(rt.socket), "--nri-plugin-index", "90",
-                "--nri-plugin-name", "topology-aware", "--host-root", str(self.root),
-                "--state-dir", str(rt.dir / "np-state"), "--pid-file", str(rt.dir / "np.pid"),
+                str(self.nri_plugins),
+                "--config-file",
+                str(self.np_config),
+                "--nri-socket",
+                str(rt.socket),
+                "--nri-plugin-index",
+                "90",
+                "--nri-plugin-name",
+                "topology-aware",
+                "--host-root",
+                str(self.root),
+                "--state-dir",
+                str(rt.dir / "np-state"),
+                "--pid-file",
+                str(rt.dir / "np.pid"),
             ]
         return [
-            sys.executable, str(DAEMON), "--socket", str(rt.socket), "--idx", "90",
-            "--name", "resmgr", "--config", str(self.resmgr_config),
-            "--sysfs-root", str(self.root), "--state-dir", str(rt.dir / "state"),
+            sys.executable,
+            str(DAEMON),
+            "--socket",
+            str(rt.socket),
+            "--idx",
+            "90",
+            "--name",
+            "resmgr",
+            "--config",
+            str(self.resmgr_config),
+            "--sysfs-root",
+            str(self.root),
+            "--state-dir",
+            str(state_dir or rt.dir / "state"),
         ]
 
-    def start(self, peer: str, rt: FakeRuntime) -> subprocess.Popen[bytes]:
-        proc = spawn(self.argv(peer, rt), log_path=rt.dir / f"{peer}.log", cwd=rt.dir)
+    def start(
+        self, peer: str, rt: FakeRuntime, *, state_dir: Path | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start `peer` as an external plugin of `rt`; nri-resmgr keeps its state in
+        `state_dir` (default: a fresh one in the runtime's directory)."""
+        argv = self.argv(peer, rt, state_dir=state_dir)
+        proc = spawn(argv, log_path=rt.dir / f"{peer}.log", cwd=rt.dir)
         rt.externals.append(proc)
         return proc
 
@@ -150,7 +194,10 @@ class Peers:
             return
         if peer == "nri-resmgr":
             rt.install_preregistered(
-                DAEMON, idx="90", name="resmgr", config=self.resmgr_config.read_text(),
+                DAEMON,
+                idx="90",
+                name="resmgr",
+                config=self.resmgr_config.read_text(),
                 args=["--sysfs-root", str(self.root), "--state-dir", str(rt.dir / "state")],
             )
             return
@@ -193,10 +240,12 @@ def createcontainer(
     warmup: int,
     seed: int,
     save: Callable[[dict[str, Any]], None],
+    names: Sequence[str] = PEERS,
+    kinds: Sequence[str] = KINDS,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"levels": {}, "rss_kib": {}}
     with contextlib.ExitStack() as stack:
-        rts = {p: stack.enter_context(attached(peers, p)) for p in PEERS}
+        rts = {p: stack.enter_context(attached(peers, p)) for p in names}
         out["request_timeout_ms"] = REQUEST_TIMEOUT_MS
         rng = random.Random(seed)
         count = 0
@@ -209,10 +258,10 @@ def createcontainer(
             count = n
             for p, (rt, proc) in rts.items():
                 _check_alive(p, rt, proc, f"while filling to {n} live containers")
-            times: dict[str, dict[str, list[int]]] = {p: {k: [] for k in KINDS} for p in PEERS}
-            order = list(PEERS)
+            times: dict[str, dict[str, list[int]]] = {p: {k: [] for k in kinds} for p in names}
+            order = list(names)
             for i in range(warmup + samples):
-                for kind in KINDS:
+                for kind in kinds:
                     pod, ctr = probe(kind, i)
                     rng.shuffle(order)
                     for p in order:
@@ -235,11 +284,13 @@ def createcontainer(
                 _check_alive(p, rt, proc, f"during the probes at {n} live containers")
             out["levels"][str(n)] = {
                 p: {
-                    k: {**summary_us(times[p][k]),
-                        "over_2s": sum(t > 2_000_000_000 for t in times[p][k])}
-                    for k in KINDS
+                    k: {
+                        **summary_us(times[p][k]),
+                        "over_2s": sum(t > 2_000_000_000 for t in times[p][k]),
+                    }
+                    for k in kinds
                 }
-                for p in PEERS
+                for p in names
             }
             out["levels"][str(n)]["load"] = load_note()
             out["rss_kib"] = {p: rss_kib(proc.pid) for p, (_rt, proc) in rts.items()}
@@ -248,14 +299,24 @@ def createcontainer(
     return out
 
 
-def synchronize(peers: Peers, *, containers: int, reps: int) -> dict[str, Any]:
+def synchronize(
+    peers: Peers,
+    *,
+    containers: int,
+    reps: int,
+    names: Sequence[str] = PEERS,
+    seed: int = 1,
+) -> dict[str, Any]:
     state = live(containers, prefix="s")
     pods = [pod for pod, _ in state]
     ctrs = [running(ctr) for _, ctr in state]
-    res: dict[str, list[int]] = {p: [] for p in PEERS}
+    res: dict[str, list[int]] = {p: [] for p in names}
     updates: dict[str, int] = {}
+    rng = random.Random(seed)
+    order = list(names)
     for _ in range(reps):
-        for p in PEERS:
+        rng.shuffle(order)
+        for p in order:
             with fake_runtime(VERSION) as rt:
                 # One request timeout covers the whole Synchronize; the default 2 s is too
                 # short for nri-plugins here, so it is raised; runs over 2 s are counted.
@@ -270,11 +331,11 @@ def synchronize(peers: Peers, *, containers: int, reps: int) -> dict[str, Any]:
     return {
         "containers": containers,
         "reps": reps,
-        "ms": {p: sorted(round(v / 1e6, 1) for v in res[p]) for p in PEERS},
-        "median_ms": {p: sorted(res[p])[len(res[p]) // 2] / 1e6 for p in PEERS},
+        "ms": {p: sorted(round(v / 1e6, 1) for v in res[p]) for p in names},
+        "median_ms": {p: sorted(res[p])[len(res[p]) // 2] / 1e6 for p in names},
         "updates": updates,
         "request_timeout_ms": SYNC_TIMEOUT_MS,
-        "over_default_2s": {p: sum(v > 2e9 for v in res[p]) for p in PEERS},
+        "over_default_2s": {p: sum(v > 2e9 for v in res[p]) for p in names},
         "load": load_note(),
     }
 
@@ -313,11 +374,14 @@ def _med(values: list[float]) -> float:
 def tables(result: dict[str, Any]) -> str:
     rows: list[str] = []
     cc = result.get("createcontainer", {"levels": {}, "rss_kib": {}})
-    rows += ["**CreateContainer round trip (µs, timed in Go), p50 / p99**", "",
-             "| live | probe | Go stub no-op | nri-plugins topology-aware | nri-resmgr "
-             "topology-aware | nri-resmgr / nri-plugins p50 | nri-resmgr / Go no-op p50 "
-             "| requests over 2 s (np / ours) | load |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    rows += [
+        "**CreateContainer round trip (µs, timed in Go), p50 / p99**",
+        "",
+        "| live | probe | Go stub no-op | nri-plugins topology-aware | nri-resmgr "
+        "topology-aware | nri-resmgr / nri-plugins p50 | nri-resmgr / Go no-op p50 "
+        "| requests over 2 s (np / ours) | load |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for n, r in cc["levels"].items():
         for k in KINDS:
             g, np_, us = r["go-noop"][k], r["nri-plugins"][k], r["nri-resmgr"][k]
@@ -329,28 +393,46 @@ def tables(result: dict[str, Any]) -> str:
             )
     if "synchronize" in result:
         s = result["synchronize"]
-        rows += ["", f"**Synchronize with {s['containers']} running containers (ms, timed in "
-                 f"Go; {s['reps']} runs each)**", "",
-                 "| peer | median | all runs | runs over the default 2 s | updates returned |",
-                 "|---|---|---|---|---|"]
+        rows += [
+            "",
+            f"**Synchronize with {s['containers']} running containers (ms, timed in "
+            f"Go; {s['reps']} runs each)**",
+            "",
+            "| peer | median | all runs | runs over the default 2 s | updates returned |",
+            "|---|---|---|---|---|",
+        ]
         for p in PEERS:
-            rows.append(f"| {p} | {s['median_ms'][p]:.1f} | {s['ms'][p]} | "
-                        f"{s['over_default_2s'][p]} | {s['updates'][p]} |")
+            rows.append(
+                f"| {p} | {s['median_ms'][p]:.1f} | {s['ms'][p]} | "
+                f"{s['over_default_2s'][p]} | {s['updates'][p]} |"
+            )
     if "startup" in result:
         st = result["startup"]
-        rows += ["", f"**Process start -> registered and synchronized (ms, wall; {st['reps']} "
-                 "runs each)**", "", "| peer | external median | pre-registered median | "
-                 "all external | all pre-registered |", "|---|---|---|---|---|"]
+        rows += [
+            "",
+            f"**Process start -> registered and synchronized (ms, wall; {st['reps']} runs each)**",
+            "",
+            "| peer | external median | pre-registered median | "
+            "all external | all pre-registered |",
+            "|---|---|---|---|---|",
+        ]
         for p in PEERS:
             ext = st["external_ms"][p]
             pre = st["preregistered_ms"].get(p)
-            rows.append(f"| {p} | {_med(ext)} | {_med(pre) if pre else 'n/a'} | {ext} | "
-                        f"{pre if pre else 'n/a'} |")
+            rows.append(
+                f"| {p} | {_med(ext)} | {_med(pre) if pre else 'n/a'} | {ext} | "
+                f"{pre if pre else 'n/a'} |"
+            )
     rss = cc["rss_kib"]
     if not rss:
         return "\n".join(rows)
-    rows += ["", f"**Resident memory after {cc['rss_at']} live containers (VmRSS, MiB)**", "",
-             "| peer | RSS MiB |", "|---|---|"]
+    rows += [
+        "",
+        f"**Resident memory after {cc['rss_at']} live containers (VmRSS, MiB)**",
+        "",
+        "| peer | RSS MiB |",
+        "|---|---|",
+    ]
     for p in PEERS:
         rows.append(f"| {p} | {rss[p] / 1024:.1f} |")
     return "\n".join(rows)
@@ -366,8 +448,9 @@ def main() -> int:
     ap.add_argument("--startup-reps", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--skip", default="", help="comma list of: create,sync,startup")
-    ap.add_argument("--merge", action="store_true",
-                    help="keep the other sections of an existing --out file")
+    ap.add_argument(
+        "--merge", action="store_true", help="keep the other sections of an existing --out file"
+    )
     ap.add_argument("--out", default="bench/out/peers.json")
     ns = ap.parse_args()
     skip = set(filter(None, ns.skip.split(",")))
@@ -392,8 +475,12 @@ def main() -> int:
             save("startup")(startup(peers, reps=ns.startup_reps))
         if "create" not in skip:
             createcontainer(
-                peers, levels=[int(x) for x in ns.levels.split(",")], samples=ns.samples,
-                warmup=ns.warmup, seed=ns.seed, save=save("createcontainer"),
+                peers,
+                levels=[int(x) for x in ns.levels.split(",")],
+                samples=ns.samples,
+                warmup=ns.warmup,
+                seed=ns.seed,
+                save=save("createcontainer"),
             )
         if "sync" not in skip:
             save("synchronize")(

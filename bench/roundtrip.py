@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import random
 import signal
 import subprocess
@@ -60,8 +61,17 @@ def _python_argv(rt: FakeRuntime, profile: str, out_dir: Path) -> list[str]:
     if profile == "pyinstrument":
         report = out_dir / "roundtrip-pyinstrument.txt"
         return [
-            sys.executable, "-m", "pyinstrument", "--interval", "0.0001",
-            "-r", "text", "--show-all", "-o", str(report), *argv[1:],
+            sys.executable,
+            "-m",
+            "pyinstrument",
+            "--interval",
+            "0.0001",
+            "-r",
+            "text",
+            "--show-all",
+            "-o",
+            str(report),
+            *argv[1:],
         ]
     return argv
 
@@ -76,13 +86,23 @@ def attached(
         if peer == "go-inproc":
             rt.go_plugin(name="gonoop", idx="10", behaviour="noop", events=["CREATE_CONTAINER"])
         elif peer == "go-external":
-            argv = [str(build_go_noop()), "-socket", str(rt.socket), "-idx", "10",
-                    "-name", "gonoop"]
+            argv = [
+                str(build_go_noop()),
+                "-socket",
+                str(rt.socket),
+                "-idx",
+                "10",
+                "-name",
+                "gonoop",
+            ]
             rt.externals.append(spawn(argv, log_path=rt.dir / "gonoop.log"))
         elif peer == "python-candidate":
             argv = python_plugin_argv(PLUGIN, socket=rt.socket, idx="10", name="pynoop")
-            rt.externals.append(spawn(argv, log_path=rt.dir / "pynoop.log",
-                                      env={"PYTHONPATH": str(candidate)}))
+            # DIR goes first, in front of the caller's PYTHONPATH (a worktree's checkout)
+            path = os.pathsep.join(filter(None, [str(candidate), os.environ.get("PYTHONPATH")]))
+            rt.externals.append(
+                spawn(argv, log_path=rt.dir / "pynoop.log", env={"PYTHONPATH": path})
+            )
         else:
             argv = _python_argv(rt, profile, out_dir)
             rt.externals.append(spawn(argv, log_path=rt.dir / "pynoop.log"))
@@ -107,8 +127,7 @@ def run(
     with contextlib.ExitStack() as stack:
         rts = {
             p: stack.enter_context(
-                attached(p, version=version, profile=profile, out_dir=out_dir,
-                         candidate=candidate)
+                attached(p, version=version, profile=profile, out_dir=out_dir, candidate=candidate)
             )
             for p in peers
         }
@@ -126,9 +145,21 @@ def run(
             if i == warmup and profile == "py-spy":
                 pid = rts["python"].externals[-1].pid
                 spy = subprocess.Popen(
-                    ["py-spy", "record", "--pid", str(pid), "--rate", "2000", "--format",
-                     "raw", "--full-filenames", "-o", str(out_dir / "roundtrip-py-spy.txt")],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    [
+                        "py-spy",
+                        "record",
+                        "--pid",
+                        str(pid),
+                        "--rate",
+                        "2000",
+                        "--format",
+                        "raw",
+                        "--full-filenames",
+                        "-o",
+                        str(out_dir / "roundtrip-py-spy.txt"),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
                 )
             rng.shuffle(order)
             for p in order:

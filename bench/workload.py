@@ -24,13 +24,30 @@ MiB = 1 << 20
 def container_for(pod: Json, kind: str, name: str) -> Json:
     if kind == "guaranteed":
         return make_container(
-            pod, name=name, cpu_request_millis=1000, cpu_limit_millis=1000,
-            memory_request=64 * MiB, memory_limit=64 * MiB,
+            pod,
+            name=name,
+            cpu_request_millis=1000,
+            cpu_limit_millis=1000,
+            memory_request=64 * MiB,
+            memory_limit=64 * MiB,
         )
     if kind == "burstable":
         return make_container(
-            pod, name=name, cpu_request_millis=100, cpu_limit_millis=500,
-            memory_request=64 * MiB, memory_limit=128 * MiB,
+            pod,
+            name=name,
+            cpu_request_millis=100,
+            cpu_limit_millis=500,
+            memory_request=64 * MiB,
+            memory_limit=128 * MiB,
+        )
+    if kind == "burstable-small":
+        return make_container(
+            pod,
+            name=name,
+            cpu_request_millis=10,
+            cpu_limit_millis=100,
+            memory_request=16 * MiB,
+            memory_limit=64 * MiB,
         )
     return make_container(pod, name=name, cpu_request_millis=0)
 
@@ -41,6 +58,27 @@ def live(n: int, *, start: int = 0, prefix: str = "w") -> list[tuple[Json, Json]
     for i in range(start, n):
         kind = KINDS[i % len(KINDS)]
         pod = make_pod(name=f"{prefix}{i}", namespace="bench", qos=kind)
+        out.append((pod, container_for(pod, kind, "app")))
+    return out
+
+
+#: beyond this many live containers, `scaled` adds small ones only (the machine is full)
+PATTERN_UP_TO = 1000
+
+
+def scaled(n: int, *, start: int = 0, prefix: str = "w") -> list[tuple[Json, Json]]:
+    """Like `live` up to 1,000 containers (100 exclusive CPUs, 50 CPUs of Burstable
+    requests), then one Burstable 10m container in ten and BestEffort ones, so that 10,000
+    live containers still fit the 224-thread machine (59 CPUs of shared requests) and an
+    exclusive probe still finds a CPU."""
+    out = []
+    for i in range(start, n):
+        if i < PATTERN_UP_TO:
+            kind = KINDS[i % len(KINDS)]
+        else:
+            kind = "burstable-small" if i % 10 == 0 else "besteffort"
+        qos = "burstable" if kind == "burstable-small" else kind
+        pod = make_pod(name=f"{prefix}{i}", namespace="bench", qos=qos)
         out.append((pod, container_for(pod, kind, "app")))
     return out
 

@@ -73,6 +73,7 @@ from nri_api.dispatch import (
     implemented_events,
     subscription_mask,
 )
+from nri_api.loop import run as run_loop
 from nri_api.rpc import HOOK_EVENTS
 from nri_api.session import MAX_SYNC_BYTES, MAX_SYNC_CHUNKS, RuntimeInfo, Session, in_hook
 from nri_api.transport import MAX_IN_FLIGHT, MAX_REJECTED_PENDING
@@ -392,7 +393,7 @@ class Plugin(Hooks):
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(signum)
 
-        return asyncio.run(main())
+        return run_loop(main())
 
     def request_stop(self) -> None:
         """Ask `serve()` to stop (synchronous, so usable from a signal handler)."""

@@ -2,9 +2,11 @@
 
 Theory of operation
 -------------------
-A `Trunk` owns one connected Unix stream socket. One reader task reads bytes, feeds them
-to the `Multiplexer`, hands each frame's payload to the `TtrpcConnection` of that ConnID,
-and acts on the ttrpc events:
+A `Trunk` owns one connected Unix stream socket. The bytes the event loop receives are
+fed to the `Multiplexer` from the transport's `data_received` callback (`_Feed`, no reader
+task: waking one per read cost an event-loop iteration per request, 7-12 % of a no-op
+plugin's CPU, docs/benchmarks.md); each frame's payload goes to the `TtrpcConnection` of
+that ConnID, and the trunk acts on the ttrpc events:
 
 * on the *server* conn (1 for a plugin), a `RequestReceived` starts a task that awaits the
   handler given to `serve` under the request's deadline and writes the Response; a
@@ -25,7 +27,8 @@ streams whose error reply is not written yet (each costs a write task: 100,000 b
 
 EOF, an OS error or a `RemoteProtocolError` from the peer closes the trunk: pending calls
 fail with `ConnectionClosed`, handler tasks are cancelled, the socket is closed, and
-`wait_closed` returns; `close_reason` tells why. The roles are parameters, so the same
+`wait_closed` returns (a teardown task waits for the handlers and the socket);
+`close_reason` tells why. The roles are parameters, so the same
 class plays the runtime side in tests (server on conn 2, client on conn 1).
 """
 
@@ -72,6 +75,45 @@ MAX_REJECTED_PENDING: Final = 256
 _READ_SIZE: Final = 256 * 1024
 
 
+class _Feed(asyncio.Protocol):
+    """The socket's protocol once a `Trunk` owns it: received bytes, EOF and loss go to the
+    trunk at once; flow control and the loss go on to the stream protocol the writer uses
+    (its `drain` and `wait_closed` keep working)."""
+
+    def __init__(self, trunk: Trunk, inner: asyncio.BaseProtocol) -> None:
+        self._trunk = trunk
+        self._inner = inner
+
+    def data_received(self, data: bytes) -> None:
+        self._trunk._received(data)
+
+    def eof_received(self) -> bool:
+        self._trunk._received(b"")
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._inner.connection_lost(exc)
+        self._trunk._lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
+def _take_buffered(reader: asyncio.StreamReader) -> tuple[bytes, bool]:
+    """What `reader` received before its socket's protocol was replaced (usually nothing),
+    and whether EOF came with it. asyncio offers no way to take a reader's buffer without
+    awaiting, so its `_buffer` and `_eof` (unchanged since Python 3.4) are read here, once;
+    `test_bytes_received_before_the_trunk_took_the_stream_are_served` guards them."""
+    state = vars(reader)
+    buffer: bytearray = state["_buffer"]
+    data = bytes(buffer)
+    buffer.clear()
+    return data, bool(state["_eof"])
+
+
 class Trunk:
     """One NRI connection: a ttrpc server and a ttrpc client over the mux."""
 
@@ -92,7 +134,6 @@ class Trunk:
                 f"Trunk conn ids: expected distinct server and client conns, "
                 f"found both {server_conn}"
             )
-        self._reader = reader
         self._writer = writer
         self._server_conn = server_conn
         self._client_conn = client_conn
@@ -111,7 +152,18 @@ class Trunk:
         self._closed = False
         self._close_reason: BaseException | None = None
         self._done = asyncio.Event()
-        self._read_task = self._loop.create_task(self._read_loop(), name="nri-trunk-reader")
+        self._teardown: asyncio.Task[None] | None = None
+        # From now on the socket's bytes come to `_received`; what the stream reader got
+        # before (nothing, unless the peer spoke first) is handled first.
+        transport = writer.transport
+        transport.set_protocol(_Feed(self, transport.get_protocol()))
+        early, eof = _take_buffered(reader)
+        if early:
+            self._received(early)
+        if eof:
+            self._received(b"")
+        elif transport.is_closing():
+            self._lost(None)
 
     # -- construction ----------------------------------------------------------------------
 
@@ -259,18 +311,23 @@ class Trunk:
             if not self._closed:
                 await self._write_locked(conn_id, message)
 
-    async def _read_loop(self) -> None:
-        reason: BaseException = ConnectionClosed("the peer closed the trunk (EOF)")
+    def _received(self, data: bytes) -> None:
+        """Bytes from the socket (b"": EOF), from the transport's callback."""
+        if self._closed:
+            return
         try:
-            while True:
-                self._mux.receive_data(await self._reader.read(_READ_SIZE))
-                if self._process():
-                    break
-        except asyncio.CancelledError:
-            reason = ConnectionClosed("the trunk was closed locally")
+            self._mux.receive_data(data)
+            if self._process():
+                self._shutdown(ConnectionClosed("the peer closed the trunk (EOF)"))
         except (ProtocolError, OSError) as exc:
-            reason = exc
-        self._shutdown(reason)
+            self._shutdown(exc)
+
+    def _lost(self, exc: Exception | None) -> None:
+        """The socket is gone (after EOF, an error or a local close)."""
+        self._shutdown(exc or ConnectionClosed("the peer closed the trunk (EOF)"))
+
+    async def _finish(self) -> None:
+        """After `_shutdown`: wait for the handlers and the socket, then `wait_closed`."""
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         with contextlib.suppress(OSError, ConnectionError):
@@ -386,9 +443,8 @@ class Trunk:
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(closed)
-        if self._read_task is not asyncio.current_task():
-            self._read_task.cancel()
         for task in list(self._tasks):
             if task is not asyncio.current_task():
                 task.cancel()
         self._writer.close()
+        self._teardown = self._loop.create_task(self._finish(), name="nri-trunk-teardown")

@@ -120,14 +120,16 @@ def inherit_classes(new: Assignment, old: Assignment | ClassChoice | None) -> As
     """
     if old is None:
         old = ClassChoice()
-    return dataclasses.replace(
-        new,
-        rdt_class=new.rdt_class or old.rdt_class or None,
-        blockio_class=new.blockio_class or old.blockio_class or None,
-    )
+    rdt = new.rdt_class or old.rdt_class or None
+    blockio = new.blockio_class or old.blockio_class or None
+    if rdt == new.rdt_class and blockio == new.blockio_class:
+        return new  # nothing to take (an update of the many an exclusive grant sends)
+    return dataclasses.replace(new, rdt_class=rdt, blockio_class=blockio)
 
 
 def _cpuset_only(a: Assignment) -> Assignment:
+    if a.rdt_class is None and a.blockio_class is None:
+        return a
     return dataclasses.replace(a, rdt_class=None, blockio_class=None)
 
 
@@ -168,6 +170,9 @@ class Pipeline:
         self.state: PolicyState = policy.initial_state()
         self.pods: dict[PodID, Pod] = {}
         self.containers: dict[ContainerID, ContainerInfo] = {}
+        #: the containers of each pod, in creation order (kept with `containers`): a
+        #: RemovePodSandbox must not scan every live container
+        self._of_pod: dict[PodID, dict[ContainerID, None]] = {}
         self.assignments: dict[ContainerID, Assignment] = {}
         #: created but not started yet: an update sent now may be lost, because the
         #: runtime has already written the OCI bundle the task will start from
@@ -221,6 +226,22 @@ class Pipeline:
                 if cid in self.containers:
                     self.assignments[cid] = inherit_classes(a, self.assignments.get(cid))
 
+    def _add(self, info: ContainerInfo) -> None:
+        """Record `info` (new, or replacing the container's earlier info)."""
+        old = self.containers.get(info.id)
+        if old is not None and old.pod.id != info.pod.id:
+            self._forget(info.id)
+        self.containers[info.id] = info
+        self._of_pod.setdefault(info.pod.id, {})[info.id] = None
+
+    def _forget(self, cid: ContainerID) -> None:
+        info = self.containers.pop(cid)
+        of_pod = self._of_pod.get(info.pod.id)
+        if of_pod is not None:
+            of_pod.pop(cid, None)
+            if not of_pod:
+                del self._of_pod[info.pod.id]
+
     def _note_updates(self, updates: Iterable[Assignment]) -> None:
         """Remember updates aimed at containers that have not started yet."""
         for u in updates:
@@ -254,16 +275,11 @@ class Pipeline:
         self, cause: ContainerInfo, updates: Iterable[Assignment], reason: str
     ) -> None:
         """One "update" line per container that `cause`'s decision moved."""
+        why = f"consequence of {cause.pretty}: {reason}"
         for u in updates:
             c = self.containers.get(u.container_id)
             name = f"{c.pod.namespace}/{c.pod.name}/{c.name}" if c else u.container_id
-            self._log_line(
-                "update",
-                name=name,
-                cid=u.container_id,
-                a=u,
-                reason=f"consequence of {cause.pretty}: {reason}",
-            )
+            self._log_line("update", name=name, cid=u.container_id, a=u, reason=why)
 
     def _pod_of(self, sandbox: api.PodSandbox, container: api.Container | None) -> Pod:
         known = self.pods.get(PodID(sandbox.id))
@@ -289,7 +305,7 @@ class Pipeline:
         """RemovePodSandbox: release leftovers of the pod, forget it; updates to send."""
         pid = PodID(sandbox.id)
         updates: list[api.ContainerUpdate] = []
-        for cid in [cid for cid, c in self.containers.items() if c.pod.id == pid]:
+        for cid in list(self._of_pod.get(pid, ())):
             updates.extend(self._release(cid, event="released with pod"))
         pod = self.pods.pop(pid, None)
         if pod is not None:
@@ -334,7 +350,7 @@ class Pipeline:
             if more is not None:
                 adjust.MergeFrom(more)
         self.pods.setdefault(pod.id, pod)
-        self.containers[info.id] = info
+        self._add(info)
         self._commit(decision, subject=subject, updates=others)
         self.unstarted.add(info.id)
         self.unconfirmed.discard(info.id)
@@ -402,7 +418,7 @@ class Pipeline:
         if subject is not None:
             for ctl in self.controllers:
                 ctl.container_assigned(info, subject)
-        self.containers[cid] = info
+        self._add(info)
         self._commit(decision, subject=subject, updates=others)
         self._note_updates(([subject] if subject is not None else []) + others)
         self._log_decision("update", info, self.assignments.get(cid), decision.reason)
@@ -421,7 +437,7 @@ class Pipeline:
                 ctl.container_released(info)
             except ResmgrError as exc:
                 self.log.warning("controller failed", controller=ctl.name, error=str(exc))
-        del self.containers[cid]
+        self._forget(cid)
         self.assignments.pop(cid, None)
         self.unstarted.discard(cid)
         self.unconfirmed.discard(cid)
@@ -471,7 +487,9 @@ class Pipeline:
                 )
                 continue
             try:
-                pod = adapter.pod_from_nri(
+                # the pod as the loop above made it; a pod of many containers (or of a
+                # listed sandbox) is not parsed again per container
+                pod = pods.get(PodID(sandbox.id)) or adapter.pod_from_nri(
                     sandbox,
                     fallback_resources=c.linux.resources if c.HasField("linux") else None,
                 )
@@ -512,9 +530,7 @@ class Pipeline:
             return adapter.container_from_nri(pod, c, limits=self.limits)
         except AnnotationError as exc:
             self.log.warning("synchronize: init marker unreadable", id=c.id, error=str(exc))
-            return adapter.container_from_nri(
-                pod, c, kind=ContainerKind.APP, limits=self.limits
-            )
+            return adapter.container_from_nri(pod, c, kind=ContainerKind.APP, limits=self.limits)
         except ResmgrError as exc:
             cpu = c.linux.resources.cpu if c.HasField("linux") else None
             if cpu is None or not (cpu.cpus or cpu.mems):
@@ -570,7 +586,10 @@ class Pipeline:
     ) -> list[api.ContainerUpdate]:
         decision = self.policy.rebuild(infos)
         self.pods = pods
-        self.containers = {i.id: i for i in infos}
+        self.containers = {}
+        self._of_pod = {}
+        for i in infos:
+            self._add(i)
         self.assignments = {}
         for i in infos:
             choice = choices[i.id]
@@ -594,10 +613,11 @@ class Pipeline:
         self.unstarted = {cid for cid in unstarted if cid in self.containers}
         self.unconfirmed = {cid for cid in unconfirmed if cid in self.unstarted}
         self._note_updates(movers)
+        moved = {u.container_id for u in movers}
+        why = "moved: " + decision.reason
         for info in infos:
             a = self.assignments[info.id]
-            moved = any(u.container_id == info.id for u in movers)
-            self._log_decision(event, info, a, "moved: " + decision.reason if moved else "kept")
+            self._log_decision(event, info, a, why if info.id in moved else "kept")
         return updates
 
     def reassert(self, cids: Iterable[ContainerID]) -> list[api.ContainerUpdate]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nri_api.loop import run as run_loop
 from nri_api.stub import OnClose
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
@@ -151,7 +152,7 @@ def main(options: DaemonOptions) -> int:
             return await _serve(plugin, plugin.config.instrumentation.http_endpoint, kube)
 
         try:
-            return asyncio.run(run())
+            return run_loop(run())
         finally:
             if plugin.log_handle is not None:
                 plugin.log_handle.close()

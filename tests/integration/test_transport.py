@@ -229,11 +229,10 @@ def test_server_enforces_the_deadline_from_timeout_nano() -> None:
     run(main)
 
 
-@pytest.mark.parametrize(("grace", "expected"), [(1.0, StatusCode.OK),
-                                                  (0.0, StatusCode.DEADLINE_EXCEEDED)])
-def test_a_late_handler_is_cut_off_only_after_the_grace(
-    grace: float, expected: StatusCode
-) -> None:
+@pytest.mark.parametrize(
+    ("grace", "expected"), [(1.0, StatusCode.OK), (0.0, StatusCode.DEADLINE_EXCEEDED)]
+)
+def test_a_late_handler_is_cut_off_only_after_the_grace(grace: float, expected: StatusCode) -> None:
     """The peer's timer must win, as against a Go server: a handler 100 ms past a 50 ms
     deadline still answers (the runtime has dropped it by then), unless grace is 0."""
 
@@ -513,6 +512,55 @@ def test_through_a_named_unix_socket(tmp_path: Path) -> None:
         await runtime.wait_closed()
         server.close()
         await server.wait_closed()
+
+    run(main)
+
+
+# -- bytes go from the socket's callback to the trunk, no reader task ------------------------
+
+
+def test_an_idle_trunk_runs_no_task() -> None:
+    """Received bytes are handled in the transport's callback: between requests neither
+    side has a task waiting to read (one would cost an event-loop iteration per read)."""
+
+    async def main() -> None:
+        plugin, runtime = await trunk_pair()
+        plugin.serve(echo_handler(b"plugin:"))
+        runtime.serve(echo_handler(b"runtime:"))
+        assert await runtime.call(PLUGIN, "Echo", b"a", timeout=5) == b"plugin:a"
+        assert await plugin.call(RUNTIME, "Echo", b"b", timeout=5) == b"runtime:b"
+        await asyncio.sleep(0)  # the handler tasks finish
+        assert asyncio.all_tasks() == {asyncio.current_task()}
+        await close_all(plugin, runtime)
+
+    run(main)
+
+
+def test_bytes_received_before_the_trunk_took_the_stream_are_served() -> None:
+    """A request that reached the stream reader before `Trunk(reader, writer)` was built
+    (the peer spoke first) is answered, and an EOF that came with it closes the trunk."""
+
+    async def main() -> None:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        runtime = await Trunk.from_socket(b, server_conn=2, client_conn=1)
+        reader, writer = await asyncio.open_unix_connection(sock=a)
+        call = asyncio.ensure_future(runtime.call(PLUGIN, "Echo", b"early", timeout=5))
+        while not vars(reader)["_buffer"]:  # the request lands in the reader's buffer
+            await asyncio.sleep(0.001)
+        plugin = Trunk(reader, writer)
+        plugin.serve(echo_handler(b"plugin:"))
+        assert await call == b"plugin:early"
+        await close_all(plugin, runtime)
+
+        c, d = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        reader, writer = await asyncio.open_unix_connection(sock=c)
+        d.close()
+        while not reader.at_eof():
+            await asyncio.sleep(0.001)
+        late = Trunk(reader, writer)
+        await asyncio.wait_for(late.wait_closed(), 5)
+        assert isinstance(late.close_reason, ConnectionClosed)
+        assert "EOF" in str(late.close_reason)
 
     run(main)
 

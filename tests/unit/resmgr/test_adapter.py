@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from typing import Any
 
 import pytest
 
 from nri_api import api
+from nri_api.builders import Update
 from nri_resmgr.limits import Limits
 from nri_resmgr.model import (
     AnnotationError,
@@ -298,6 +301,54 @@ def test_update_for() -> None:
     assert u.linux.resources.cpu.cpus == "0-3,8-11"
     assert u.linux.resources.cpu.mems == "0"
     assert adapter.update_for(_assignment(CPUKind.NONE)) is None
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"kind": CPUKind.SHARED},
+        {"kind": CPUKind.EXCLUSIVE, "rdt_class": "gold", "blockio_class": "slow"},
+        {"kind": CPUKind.SHARED, "mems": ""},
+        {"kind": CPUKind.NONE, "blockio_class": "slow"},
+    ],
+    ids=["shared", "exclusive-classes", "no-mems", "classes-only"],
+)
+def test_update_for_is_what_the_builder_makes(shape: dict[str, Any]) -> None:
+    """Updates of one placement share a rendering; each is still its own message, equal
+    to the builder's, with its own container id."""
+    a = dataclasses.replace(_assignment(**shape), container_id=ContainerID("a"))
+    b = dataclasses.replace(a, container_id=ContainerID("b"))
+    expected = adapter._render(Update("a"), a)[0].build()
+    first, second = adapter.update_for(a), adapter.update_for(b)
+    assert first is not None and second is not None
+    assert first == expected
+    assert second.container_id == "b" and second.linux == expected.linux
+    first.linux.resources.cpu.cpus = "99"  # a caller's change stays in its message
+    again = adapter.update_for(a)
+    assert again == expected
+
+
+def test_update_for_renders_one_placement_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exclusive grant sends the same shared set to hundreds of containers: rendered
+    once (validating the list form, building the message), then copied."""
+    built: list[str] = []
+
+    class CountingUpdate(Update):
+        def __init__(self, container_id: str) -> None:
+            built.append(container_id)
+            super().__init__(container_id)
+
+    monkeypatch.setattr(adapter, "Update", CountingUpdate)
+    adapter._update_template.cache_clear()  # earlier tests may have rendered this one
+    shared = _assignment(CPUKind.SHARED, cpus="1-27,113-139", mems="0")
+    ups = [
+        adapter.update_for(dataclasses.replace(shared, container_id=ContainerID(f"c{i}")))
+        for i in range(226)
+    ]
+    assert len(built) == 1
+    assert [u.container_id for u in ups if u is not None] == [f"c{i}" for i in range(226)]
+    with pytest.raises(ValueError, match="container id: expected a non-empty string"):
+        adapter.update_for(dataclasses.replace(shared, container_id=ContainerID("")))
 
 
 # -- bounds on hostile input (issue 11 items 2 and 3) -----------------------------------

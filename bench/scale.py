@@ -1,0 +1,146 @@
+"""Cost as the node grows: 1,000, 5,000 and 10,000 live containers on the 224-thread machine.
+
+Usage: python -m bench.scale [--levels 1000,5000,10000] [--samples 100] [--reps 1]
+                             [--out bench/out/scale.json]
+
+No containerd: the machine is `examples/topologies/server-2s-224t.yaml`, the containers
+come from `bench.workload.scaled` (the pattern of `live` up to 1,000, then small Burstable
+and BestEffort containers so that 10,000 still fit). Per level:
+
+* **decision**: CPU time (`thread_time_ns`) and wall time of `Pipeline.create` in this
+  process (`bench.decision.decisions`), p50/p99, for a shared (Burstable 100m) and an
+  exclusive (Guaranteed 1 CPU) probe; an exclusive reply updates every shared container of
+  its pool, the one part that must grow;
+* **Synchronize**: a fresh daemon (`nri-resmgr run`, external) on a fake runtime (NRI
+  v0.12.2) reporting N running containers without cpusets (every one is placed), timed in
+  Go; the Go no-op is run the same way, interleaved, as the floor;
+* **RSS**: VmRSS of that daemon after its Synchronize of N containers.
+
+Growth factor = the value at the largest level / at the smallest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from bench import decision, peers
+from bench.common import load_note, machine, rss_kib
+from bench.workload import running, scaled
+from tests.conformance.harness import fake_runtime, short_tempdir
+
+GO, OURS = "go-noop", "nri-resmgr"
+
+
+def synchronize(p: peers.Peers, n: int, *, reps: int, seed: int) -> dict[str, Any]:
+    """Cold Synchronize of `n` containers for the Go no-op and the daemon, and the daemon's
+    RSS after it; the median of `reps`."""
+    state = scaled(n, prefix="s")
+    pods = [pod for pod, _ in state]
+    ctrs = [running(ctr) for _, ctr in state]
+    ms: dict[str, list[float]] = {GO: [], OURS: []}
+    rss: list[int] = []
+    updates = 0
+    rng = random.Random(seed)
+    order = [GO, OURS]
+    for _ in range(reps):
+        rng.shuffle(order)
+        for name in order:
+            with fake_runtime(peers.VERSION) as rt:
+                rt.start(pods=pods, containers=ctrs, request_timeout_ms=peers.SYNC_TIMEOUT_MS)
+                proc = p.start(name, rt)
+                try:
+                    sync = rt.wait_synced(timeout=peers.SYNC_TIMEOUT_MS / 1000)
+                except Exception as exc:
+                    tail = peers._log_tail(rt, name)
+                    raise RuntimeError(f"{name}: Synchronize of {n}: {exc}\n{tail}") from exc
+                ms[name].append(sync.elapsed_ns / 1e6)
+                if name == OURS:
+                    rss.append(rss_kib(proc.pid))
+                    updates = len(sync.updates)
+    return {
+        "ms": {k: sorted(round(v, 1) for v in vs) for k, vs in ms.items()},
+        "median_ms": {k: round(sorted(vs)[len(vs) // 2], 1) for k, vs in ms.items()},
+        "rss_mib": round(sorted(rss)[len(rss) // 2] / 1024, 1),
+        "updates": updates,
+        "load": load_note(),
+    }
+
+
+def growth(first: float, last: float) -> float:
+    return round(last / first, 2) if first > 0 else float("inf")
+
+
+def table(result: dict[str, Any]) -> str:
+    levels = [str(n) for n in result["levels"]]
+    dec, syn = result["decision"], result["synchronize"]
+    rows = [
+        "| live containers | shared decision CPU p50 / p99 µs | exclusive decision CPU p50 / "
+        "p99 µs | updates in an exclusive reply | Synchronize ms (Go no-op) | RSS MiB | load |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n in levels:
+        s, e = dec[n]["shared"]["cpu"], dec[n]["exclusive"]["cpu"]
+        y = syn[n]
+        rows.append(
+            f"| {int(n):,} | {s['p50_us']} / {s['p99_us']} | {e['p50_us']} / {e['p99_us']} "
+            f"| {dec[n]['exclusive']['updates']} | {y['median_ms'][OURS]} "
+            f"({y['median_ms'][GO]}) | {y['rss_mib']} | {y['load']} |"
+        )
+    g = result["growth"]
+    rows.append("")
+    rows.append(
+        f"growth {levels[0]} -> {levels[-1]} (x{int(levels[-1]) // int(levels[0])} containers): "
+        f"shared decision CPU p50 {g['shared_cpu_p50']}x, exclusive {g['exclusive_cpu_p50']}x "
+        f"(its updates {g['exclusive_updates']}x), Synchronize {g['sync']}x, RSS {g['rss']}x"
+    )
+    return "\n".join(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--levels", default="1000,5000,10000")
+    ap.add_argument("--samples", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=1, help="Synchronize runs per peer and level")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default="bench/out/scale.json")
+    ns = ap.parse_args()
+    levels = [int(x) for x in ns.levels.split(",")]
+    result: dict[str, Any] = {"machine": machine(), "levels": levels, "samples": ns.samples}
+    result["decision"] = decision.decisions(
+        levels, samples=ns.samples, warmup=ns.warmup, log_level="info", workload=scaled
+    )
+    with short_tempdir("nri-scale-") as work:
+        p = peers.Peers(work)
+        result["synchronize"] = {
+            str(n): synchronize(p, n, reps=ns.reps, seed=ns.seed) for n in levels
+        }
+    first, last = str(levels[0]), str(levels[-1])
+    dec, syn = result["decision"], result["synchronize"]
+    result["growth"] = {
+        "shared_cpu_p50": growth(
+            dec[first]["shared"]["cpu"]["p50_us"], dec[last]["shared"]["cpu"]["p50_us"]
+        ),
+        "exclusive_cpu_p50": growth(
+            dec[first]["exclusive"]["cpu"]["p50_us"], dec[last]["exclusive"]["cpu"]["p50_us"]
+        ),
+        "exclusive_updates": growth(
+            dec[first]["exclusive"]["updates"], dec[last]["exclusive"]["updates"]
+        ),
+        "sync": growth(syn[first]["median_ms"][OURS], syn[last]["median_ms"][OURS]),
+        "rss": growth(syn[first]["rss_mib"], syn[last]["rss_mib"]),
+    }
+    result["load_after"] = load_note()
+    out = Path(ns.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
