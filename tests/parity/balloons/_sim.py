@@ -18,8 +18,9 @@ which numbering it means.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 import structlog
@@ -31,6 +32,7 @@ from nri_resmgr.simulator.scenario import Scenario
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.topology.synthetic import write_sysfs
 
 #: the pod annotation that names a balloon type
 BALLOON = "balloon.balloons.resource-policy.nri.io"
@@ -174,15 +176,40 @@ def simulate(
     script: Script,
     conf: Mapping[str, Any],
     *,
-    topology: Mapping[str, Any] = N4C16,
+    topology: Mapping[str, Any] | Topology = N4C16,
     policy: str = "balloons",
 ) -> Run:
-    """Run `script` with policy `policy` configured by `conf` on `topology`."""
+    """Run `script` with policy `policy` configured by `conf` on `topology`.
+
+    A `Topology` (a machine a spec cannot describe, like their cache overrides) is written
+    as a sysfs tree and read back by the daemon's own discovery.
+    """
+    if isinstance(topology, Topology):
+        with tempfile.TemporaryDirectory(prefix="balloons-parity-") as root:
+            write_sysfs(topology, root)
+            return _simulate(script, conf, root, policy)
+    return _simulate(script, conf, dict(topology), policy)
+
+
+def _simulate(
+    script: Script, conf: Mapping[str, Any], topology: str | dict[str, Any], policy: str
+) -> Run:
     scenario = Scenario.model_validate(
-        {"topology": dict(topology), "policy": policy, "config": dict(conf), "steps": script.steps}
+        {"topology": topology, "policy": policy, "config": dict(conf), "steps": script.steps}
     )
     result = run_scenario(scenario, log=QUIET)
-    return Run(result, load_topology(dict(topology)))
+    return Run(result, load_topology(topology))
+
+
+def with_l2_per_node(topology: Topology) -> Topology:
+    """`topology` with each NUMA node's CPUs sharing one L2 cache (ids = node ids).
+
+    Their test13 and test15 override the n4c16 VM's caches so that L2 is shared by the two
+    cores of a NUMA node (``"0-3", "4-7", ...`` in qemu numbering); a spec cannot say it.
+    """
+    cpus = {i: replace(c, l2_id=c.node_id) for i, c in topology.cpus.items()}
+    return Topology(cpus=cpus, nodes=topology.nodes, netdevs=topology.netdevs,
+                    source=f"{topology.source} with L2 per NUMA node")  # fmt: skip
 
 
 def disjoint(*sets: IDSet) -> bool:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from nri_resmgr.topology.cpuset import IDSet
-from tests.parity.balloons._sim import Script, disjoint, simulate
+from nri_resmgr.topology.load import load_topology
+from tests.parity.balloons._sim import N4C16, Script, disjoint, simulate, with_l2_per_node
 
 
 def test_script_names_pods_and_containers_as_their_template_does() -> None:
@@ -33,3 +34,14 @@ def test_placement_reads_cpus_nodes_cores_and_packages() -> None:
     assert not disjoint(pinned, pinned)
     assert p.live("pod1c") == ["pod1c0"]
     assert p.mems("pod0c0") <= IDSet(range(4))
+
+
+def test_a_topology_object_runs_through_sysfs_discovery() -> None:
+    # L2 shared by the two cores of a NUMA node, as their test13/test15 cache overrides
+    topo = with_l2_per_node(load_topology(N4C16))
+    s = Script()
+    s.create(cpureq="100m")
+    run = simulate(s, {"reservedResources": {"cpu": "1"}}, topology=topo, policy="topology-aware")
+    assert run.topology == topo
+    assert {c.l2_id for c in run.topology.cpus.values()} == {0, 1, 2, 3}
+    assert run.at(0).cpus("pod0c0")
