@@ -38,6 +38,17 @@ from nri_resmgr.topology.synthetic import write_sysfs
 BALLOON = "balloon.balloons.resource-policy.nri.io"
 #: their n4c16 VM: 2 packages x 2 NUMA nodes x 2 cores x 2 threads = 16 CPUs, 2G per node
 N4C16: dict[str, Any] = {"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G"}
+#: their n6-hbm-cxl VM: 2 packages of 2 cores x 2 threads, one DRAM node each (0, 1), an
+#: HBM node beside each (2, 3) and a PMEM node beside each (4, 5)
+N6_HBM_CXL: dict[str, Any] = {
+    "packages": 2, "nodes": 1, "cores": 2, "threads": 2, "memory": "2G",
+    "extra_memory_nodes": [
+        {"kind": "hbm", "memory": "1G", "attach": 0},
+        {"kind": "hbm", "memory": "1G", "attach": 1},
+        {"kind": "pmem", "memory": "4G", "attach": 0},
+        {"kind": "pmem", "memory": "4G", "attach": 1},
+    ],
+}  # fmt: skip
 
 QUIET = structlog.wrap_logger(structlog.ReturnLogger())
 

@@ -1,8 +1,7 @@
 """n6-hbm-cxl/test01-memory-types: a balloon type's ``memoryTypes``, the memory-type
 annotation per container, and ``pinMemory: false`` per type.
 
-Their n6-hbm-cxl VM: 2 packages of 2 cores x 2 threads, one DRAM node each (nodes 0, 1),
-an HBM node beside each (2, 3) and a PMEM node beside each (4, 5); the same ids here.
+Their n6-hbm-cxl VM (`N6_HBM_CXL`): DRAM nodes 0-1, HBM 2-3, PMEM 4-5; the same ids here.
 """
 
 from __future__ import annotations
@@ -10,17 +9,8 @@ from __future__ import annotations
 import pytest
 
 from nri_resmgr.topology.cpuset import IDSet
-from tests.parity.balloons._sim import BALLOON, Script, config, simulate
+from tests.parity.balloons._sim import BALLOON, N6_HBM_CXL, Script, config, simulate
 
-N6_HBM_CXL = {
-    "packages": 2, "nodes": 1, "cores": 2, "threads": 2, "memory": "2G",
-    "extra_memory_nodes": [
-        {"kind": "hbm", "memory": "1G", "attach": 0},
-        {"kind": "hbm", "memory": "1G", "attach": 1},
-        {"kind": "pmem", "memory": "4G", "attach": 0},
-        {"kind": "pmem", "memory": "4G", "attach": 1},
-    ],
-}  # fmt: skip
 DRAM, HBM, PMEM = (0, 1), (2, 3), (4, 5)
 
 CONFIG = config("""
