@@ -49,7 +49,10 @@ reservedResources:
 G100 = res("100m", "100M")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs the balloons policy")
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 15: needs a new balloon per best-effort container (preferNewBalloons)",
+)
 def test_basic_placement() -> None:
     s = Script()
     pod0 = s.create(namespace="kube-system", contcount=2)

@@ -32,7 +32,7 @@ balloonTypes:
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs the balloons policy")
+@pytest.mark.xfail(strict=True, reason="issue 15: needs hide-hyperthreads per container")
 def test_prometheus_metrics_placements() -> None:
     s = Script()
     pod0 = s.create(

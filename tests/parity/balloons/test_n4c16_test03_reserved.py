@@ -5,8 +5,6 @@ CPU ids 0-2 are the reserved cpuset by id, whatever the sibling numbering.
 
 from __future__ import annotations
 
-import pytest
-
 from nri_resmgr.topology.cpuset import IDSet
 from tests.parity.balloons._sim import BALLOON, Script, config, disjoint, res, simulate
 
@@ -33,7 +31,6 @@ balloonTypes:
 RESERVED = IDSet({0, 1, 2})
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs the balloons policy")
 def test_reserved() -> None:
     s = Script()
     g100 = res("100m", "100M")

@@ -23,7 +23,7 @@ balloonTypes:
 NS = "e2e-balloons-test04"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs balloon type groupBy")
+@pytest.mark.xfail(strict=True, reason="issue 15: needs groupBy on the default balloon type")
 def test_groupby() -> None:
     s = Script()
     grouped = {BALLOON: "grouped-by-label"}

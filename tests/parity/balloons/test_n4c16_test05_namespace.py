@@ -22,7 +22,7 @@ G2 = res("2", "100M")
 G100 = res("100m", "100M")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs preferPerNamespaceBalloon")
+@pytest.mark.xfail(strict=True, reason="issue 15: needs the cpu.preserve annotation")
 def test_namespace() -> None:
     s = Script()
     pod0 = s.create(contcount=2)

@@ -40,7 +40,6 @@ balloonTypes:
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs the balloons policy")
 def test_maxballoons() -> None:
     s = Script()
     singleton = {BALLOON: "singleton"}
@@ -75,7 +74,6 @@ def test_maxballoons() -> None:
     assert p.live("pod5c") == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs the balloons policy")
 def test_maxballoons_impossible() -> None:
     # their policy refuses to start; ours refuses the configuration, naming the type
     with pytest.raises(ConfigError, match="impossible"):

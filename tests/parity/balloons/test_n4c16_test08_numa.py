@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.parity.balloons._sim import Script, config, disjoint, res, simulate
 
 CONFIG = config("""
@@ -24,7 +22,6 @@ balloonTypes:
 G1 = res("1", "50M")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs the balloons policy")
 def test_numa() -> None:
     s = Script()
     steps = [s.create()]  # pod0: best effort

@@ -6,8 +6,6 @@ number of distinct cpusets of a type's containers.
 
 from __future__ import annotations
 
-import pytest
-
 from tests.parity.balloons._sim import BALLOON, Script, config, disjoint, simulate
 
 CONFIG = config("""
@@ -31,7 +29,6 @@ balloonTypes:
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs the balloons policy")
 def test_isolated() -> None:
     s = Script()
     pods = {BALLOON: "isolated-pods"}

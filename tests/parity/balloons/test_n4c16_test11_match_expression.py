@@ -38,7 +38,7 @@ reservedPoolNamespaces: [kube-system]
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs matchExpressions and preserve")
+@pytest.mark.xfail(strict=True, reason="issue 15: needs preserve matchExpressions")
 def test_match_expression() -> None:
     s = Script()
     pod0 = s.create(labels={"app.kubernetes.io/component": "precious"})

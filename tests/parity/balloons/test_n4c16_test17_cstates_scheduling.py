@@ -9,8 +9,6 @@ which only a real container shows.
 
 from __future__ import annotations
 
-import pytest
-
 from nri_resmgr.topology.cpuset import IDSet
 from tests.parity.balloons._sim import BALLOON, Script, config, simulate
 
@@ -44,7 +42,6 @@ schedulingClasses:
 AVAILABLE = IDSet.parse("2-7,10-13")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs the balloons policy")
 def test_cstates_scheduling_placements() -> None:
     s = Script()
     low = {BALLOON: "lowlatency-bln"}

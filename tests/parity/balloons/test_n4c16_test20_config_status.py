@@ -27,14 +27,12 @@ balloonTypes:
 BROKEN = {**GOOD, "balloonTypes": [{**GOOD["balloonTypes"][0], "minCPUs": 33}]}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs the balloons policy")
 def test_config_status_success() -> None:
     s = Script()
     step = s.create()
     assert len(simulate(s, GOOD).at(step).cpus("pod0c0")) >= 1
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs the balloons policy")
 def test_config_status_failure() -> None:
     with pytest.raises(ConfigError, match="minCPUs") as err:
         simulate(Script(), BROKEN)

@@ -6,8 +6,6 @@ Available: all but 0-1,4-5,8-9,12-13; reserved: all but 4-15, so the reserved CP
 
 from __future__ import annotations
 
-import pytest
-
 from nri_resmgr.topology.cpuset import IDSet
 from tests.parity.balloons._sim import Script, config, simulate
 
@@ -26,7 +24,6 @@ balloonTypes:
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs exclude-cpuset resources")
 def test_available_cpus() -> None:
     s = Script()
     pod0 = s.create(namespace="kube-system", cpureq="50m")

@@ -35,7 +35,9 @@ balloonTypes:
 RESERVED = 3
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs shareIdleCPUsInSame")
+@pytest.mark.xfail(
+    strict=True, reason="issue 15: needs shareIdleCPUsInSame: package in one package"
+)
 def test_nrt_placements() -> None:
     s = Script()
     pod0 = s.create(

@@ -43,9 +43,7 @@ reservedResources:
 PER_CONTAINER = f"{BALLOON}/container."
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 15: needs preferCloseToDevices and shareIdleCPUsInSame"
-)
+@pytest.mark.xfail(strict=True, reason="issue 15: needs preferCloseToDevices (a NUMA node)")
 def test_sparse_4kcpus() -> None:
     s = Script()
     pod0 = s.create(
