@@ -6,9 +6,6 @@ one instance that its pods share) and ``batch`` (one CPU).  A second inference r
 inflates the instance, and the first replica is updated to the larger cpuset in the same
 CreateContainer reply; removing it deflates the instance again and updates the first.
 The assertions are about sizes and disjointness, which any correct allocator meets.
-
-Until the policy is registered these are expected failures that are not run: a daemon
-with an unknown policy never synchronizes, and each run would wait out its timeout.
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from nri_resmgr.policy_registry import available_policies
 from tests.conformance.harness import FakeRuntime, make_container, make_pod, version_key
 from tests.conformance.test_daemon import (
     attach_daemon,
@@ -27,15 +23,7 @@ from tests.conformance.test_daemon import (
     updates,
 )
 
-pytestmark = [
-    pytest.mark.conformance,
-    pytest.mark.xfail(
-        "balloons" not in available_policies(),
-        reason="issue 15: needs the balloons policy",
-        run=False,
-        strict=True,
-    ),
-]
+pytestmark = pytest.mark.conformance
 
 BALLOONS: dict[str, Any] = {
     "policy": "balloons",

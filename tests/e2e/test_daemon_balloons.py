@@ -11,20 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-from nri_resmgr.policy_registry import available_policies
 from tests.e2e import cri
 from tests.e2e.conftest import plugin_failures
 from tests.e2e.containerd import Containerd
 from tests.e2e.test_daemon import Daemon, _running_daemon
-
-pytestmark = pytest.mark.xfail(
-    "balloons" not in available_policies(),
-    reason="issue 15: needs the balloons policy",
-    run=False,
-    strict=True,
-)
+from tests.e2e.test_daemon import daemon as daemon  # the fixture
 
 BALLOONS: dict[str, Any] = {
     "policy": "balloons",

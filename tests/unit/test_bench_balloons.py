@@ -23,3 +23,10 @@ def test_measure_reports_every_kind_with_its_samples() -> None:
 def test_synthetic_machines_have_the_cpu_counts_the_table_names() -> None:
     sizes = {name: len(load_topology(MACHINES[name]).cpus) for name in ("1k", "2k", "4k")}
     assert sizes == {"1k": 1024, "2k": 2048, "4k": 4096}
+
+
+def test_the_kinds_are_what_they_say_with_balloons() -> None:
+    # inflate and deflate resize grow[0], so its anchor container is updated each time;
+    # a new balloon of its own moves nobody
+    got = measure(load_topology(MACHINES["224t"]), live_count=30, samples=2, warmup=0)
+    assert {k: got[k]["updates"] for k in KINDS} == {"inflate": 1, "deflate": 1, "new": 0}

@@ -13,7 +13,6 @@ Each scenario states its expected result in comment lines of this form (steps co
     # expect step N: apart POD/A POD/B                (the two share no CPU)
 
 The last three say what a balloons scenario guarantees whichever CPUs the allocator picks.
-A scenario whose policy is not available (balloons, until it lands) is an expected failure.
 
 A step without an ``error`` expectation must have no errors at all.
 """
@@ -27,7 +26,6 @@ from pathlib import Path
 import pytest
 import structlog
 
-from nri_resmgr.policy_registry import available_policies
 from nri_resmgr.simulator.results import SimulationResult, StepResult
 from nri_resmgr.simulator.run import run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
@@ -104,26 +102,7 @@ def check(result: SimulationResult, exp: Expectation) -> None:
         assert (report.kind, report.cpus, report.mems) == (kind, cpus, mems), exp
 
 
-def _policy(path: Path) -> str:
-    return load_scenario(path).policy or ""
-
-
-AVAILABLE = set(available_policies())
-CASES = [
-    pytest.param(
-        p,
-        id=p.stem,
-        marks=pytest.mark.xfail(
-            _policy(p) not in AVAILABLE,
-            strict=True,
-            reason=f"issue 15: needs the {_policy(p)} policy",
-        ),
-    )
-    for p in FILES
-]
-
-
-@pytest.mark.parametrize("path", CASES)
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_scenario_matches_its_documented_result(path: Path) -> None:
     exps = expectations(path)
     assert exps, f"{path.name}: expected '# expect step N: ...' lines, found none"
