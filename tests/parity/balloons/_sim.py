@@ -9,11 +9,10 @@ container may run on.  `Script` records the same sequence as scenario steps (pod
 as their pod template does), `simulate` runs it, and `Placement` answers their ``cpus``,
 ``mems``, ``nodes``, ``cores`` and ``packages`` questions for one step.
 
-Their machines are qemu VMs: qemu numbers hyperthread siblings next to each other (CPUs 0
-and 1 share a core), our synthetic machines number them as Linux does on real hardware
-(CPU c and c + cores).  Their assertions below are about sizes, equality and
-disjointness, so they hold under either numbering; where a test names CPU ids, it says
-which numbering it means.
+Their machines are qemu VMs, numbered as qemu does (the two threads of a core are adjacent
+ids); `tests.parity.machines` builds the same machines, so a CPU id means the same CPU in
+their test and here.  As in their ``verify``, a container without a cpuset may run on
+every online CPU and one without a memory set may use every memory node.
 """
 
 from __future__ import annotations
@@ -33,22 +32,14 @@ from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import write_sysfs
+from tests.parity import machines
 
 #: the pod annotation that names a balloon type
 BALLOON = "balloon.balloons.resource-policy.nri.io"
-#: their n4c16 VM: 2 packages x 2 NUMA nodes x 2 cores x 2 threads = 16 CPUs, 2G per node
-N4C16: dict[str, Any] = {"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G"}
-#: their n6-hbm-cxl VM: 2 packages of 2 cores x 2 threads, one DRAM node each (0, 1), an
-#: HBM node beside each (2, 3) and a PMEM node beside each (4, 5)
-N6_HBM_CXL: dict[str, Any] = {
-    "packages": 2, "nodes": 1, "cores": 2, "threads": 2, "memory": "2G",
-    "extra_memory_nodes": [
-        {"kind": "hbm", "memory": "1G", "attach": 0},
-        {"kind": "hbm", "memory": "1G", "attach": 1},
-        {"kind": "pmem", "memory": "4G", "attach": 0},
-        {"kind": "pmem", "memory": "4G", "attach": 1},
-    ],
-}  # fmt: skip
+#: their machines (ta-suite's specs, QEMU numbering: the CPU ids their tests name)
+N4C16: dict[str, Any] = machines.N4C16
+N6_HBM_CXL: dict[str, Any] = machines.N6_HBM_CXL
+S8C4K: dict[str, Any] = machines.S8C4K
 
 QUIET = structlog.wrap_logger(structlog.ReturnLogger())
 
@@ -150,10 +141,16 @@ class Placement:
         return key
 
     def cpus(self, ctr: str) -> IDSet:
-        return IDSet.parse(self.step.containers[self._key(ctr)].cpus)
+        """The CPUs it may run on (no cpuset: every online CPU)."""
+        cpus = self.step.containers[self._key(ctr)].cpus
+        return IDSet.parse(cpus) if cpus else self.topology.online_cpus()
 
     def mems(self, ctr: str) -> IDSet:
-        return IDSet.parse(self.step.containers[self._key(ctr)].mems)
+        """The memory nodes it may use (no memory set: every node with memory)."""
+        mems = self.step.containers[self._key(ctr)].mems
+        if mems:
+            return IDSet.parse(mems)
+        return IDSet(n.id for n in self.topology.nodes.values() if n.memory_bytes)
 
     def nodes(self, ctr: str) -> IDSet:
         return IDSet(self.topology.cpus[c].node_id for c in self.cpus(ctr))

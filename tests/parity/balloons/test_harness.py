@@ -27,7 +27,7 @@ def test_placement_reads_cpus_nodes_cores_and_packages() -> None:
     p = run.at(1)
     pinned = p.cpus("pod0c0")
     assert len(pinned) == 2
-    assert len(p.cores("pod0c0")) == 1  # a whole core, siblings c and c+8
+    assert len(p.cores("pod0c0")) == 1  # a whole core (its two threads)
     assert len(p.nodes("pod0c0")) == 1
     assert len(p.packages("pod0c0")) == 1
     assert disjoint(pinned, p.cpus("pod1c0"))
@@ -45,3 +45,12 @@ def test_a_topology_object_runs_through_sysfs_discovery() -> None:
     assert run.topology == topo
     assert {c.l2_id for c in run.topology.cpus.values()} == {0, 1, 2, 3}
     assert run.at(0).cpus("pod0c0")
+
+
+def test_no_cpuset_or_memory_set_means_everything_as_in_their_verify() -> None:
+    s = Script()
+    s.create()
+    run = simulate(s, {}, policy="none")
+    p = run.at(0)
+    assert p.cpus("pod0c0") == IDSet(range(16))
+    assert p.mems("pod0c0") == IDSet(range(4))

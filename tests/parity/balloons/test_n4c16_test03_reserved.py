@@ -1,6 +1,6 @@
 """n4c16/test03-reserved: the reserved balloon, reservedPoolNamespaces globs, inflating it.
 
-CPU ids 0-2 are the reserved cpuset by id, whatever the sibling numbering.
+CPUs 0-2 are the reserved cpuset: threads of cores 0 and 1 of NUMA node 0.
 """
 
 from __future__ import annotations

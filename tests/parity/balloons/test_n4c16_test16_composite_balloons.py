@@ -1,9 +1,9 @@
 """n4c16/test16-composite-balloons: balloons made of balloons (``components``,
 ``componentCreation``), kept balanced over NUMA nodes.
 
-Their checks count a container's CPUs per NUMA node by CPU id ranges of their qemu
-numbering (cpu00-03 is node0); here they count by node, which means the same on any
-numbering.  "cpu06 or cpu07" (their reserved core, close to cpu6's L1 cache) is the core
+Their checks count a container's CPUs per NUMA node by CPU id ranges (cpu00-03 is node0);
+here they count by node, which is what the ranges stand for.  "cpu06 or cpu07" (their
+reserved core, close to cpu6's L1 cache) is the core
 of CPU 6 here.
 """
 

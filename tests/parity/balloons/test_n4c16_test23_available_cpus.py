@@ -1,7 +1,7 @@
 """n4c16/test23-available-cpus: ``exclude-cpuset:`` in available and reserved resources.
 
 Available: all but 0-1,4-5,8-9,12-13; reserved: all but 4-15, so the reserved CPUs are
-2-3 (by id, whatever the sibling numbering).
+2-3, the two threads of one core.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Their kernel has no ``/sys/devices/system/node``; the closest our discovery reads is one
 node holding every CPU and all memory (2 packages, 8 cores, 16 CPUs).  ``cpu7/cache/index2``
-names the L2 cache of CPU 7, that is the core of CPU 7 ({6, 7} in their qemu numbering).
+names the L2 cache of CPU 7, that is the core of CPU 7 ({6, 7}).
 """
 
 from __future__ import annotations

@@ -2,10 +2,9 @@
 ``shareIdleCPUsInSame: package``) with burstable containers, and the preserve annotations.
 
 Their test reads the placements from NodeResourceTopology zones; the zones themselves
-(names, ``excess cpus``, capacity and allocatable) are the NRT tests'.  They name CPUs in
-qemu numbering, where the reserved CPU 3 is on package 0 and package 1 is CPUs 4-7.  Here
-CPU 3 is on package 1, so the same placements are stated by package: the containers that
-landed on "package 1, CPUs 4-7" there land on the package without the reserved CPU here.
+(names, ``excess cpus``, capacity and allocatable) are the NRT tests'.  The reserved CPU 3
+is on package 0; their "4-7" is the package without it, "0-2" the rest of package 0, and
+the checks say so.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """s8c4k/test01-sparse-4kcpus: a machine of 8 packages x 512 CPUs of which 6 are online.
 
 Their VM boots with CPUs 0-2 and hot-plugs 511 (package 0), 1535 (package 2) and 4095
-(package 7); here the others are offline in the machine model.  One NUMA node per
-package.  Their NodeResourceTopology checks are left to the NRT tests.
+(package 7); ta-suite's S8C4K has those six present.  One NUMA node per package.  Their
+NodeResourceTopology checks are left to the NRT tests.
 """
 
 from __future__ import annotations
@@ -10,12 +10,7 @@ from __future__ import annotations
 import pytest
 
 from nri_resmgr.topology.cpuset import IDSet
-from tests.parity.balloons._sim import BALLOON, Script, config, simulate
-
-S8C4K = {
-    "packages": 8, "nodes": 1, "cores": 512, "threads": 1, "memory": "2G",
-    "offline": "3-510,512-1534,1536-4094",
-}  # fmt: skip
+from tests.parity.balloons._sim import BALLOON, S8C4K, Script, config, simulate
 
 CONFIG = config("""
 pinCPU: true
