@@ -424,7 +424,7 @@ class BalloonsPolicy:
         return decide(self._render_changed, state, new, container.id, f"updated: {reason}")
 
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[BalloonsState]:
-        st = self.initial_state()
+        st = BalloonsState(balloons={}, members={})
         notes: list[str] = []
         unique: dict[ContainerID, ContainerInfo] = {}
         for c in containers:
@@ -461,7 +461,9 @@ class BalloonsPolicy:
             for m in ms:
                 st = st.with_member(replace(m, balloon=got.name))
                 placed.add(m.container_id)
-        # 2. everyone else, as if new
+        # 2. the balloons every type has from the start, then everyone else as if new
+        reported = union(c.current_cpus for c in unique.values() if c.current_cpus)
+        st = self._top_up(st, unseen=self.config.available - reported)
         for c in unique.values():
             if c.id in placed:
                 continue
@@ -503,22 +505,46 @@ class BalloonsPolicy:
         milli = sum(m.milli for m in members)
         if t.group_by and len({m.group for m in members}) > 1:
             return None
-        views = self.views(state)
-        for b in state.of_type(t.name):
-            if not state.members_of(b.name) and b.cpus <= cpus and views[b.name].cpus == cpus:
-                got = self._resize(state, b, milli)
-                return got if isinstance(got, Balloon) else None
         want = self.target_cpus(t, milli)
         if t.max_cpus and want > t.max_cpus:
             return None
-        own = cpus & (self.config.available - state.used)
+        mine = cpus
+        if t.hide_hyperthreads or any(m.hide_hyperthreads for m in members):
+            # the container sees the lowest thread of each core the balloon has: the
+            # balloon may hold the higher threads of those cores too
+            mine = cpus | IDSet(s for c in cpus for s in self.topology.siblings(c) if s > c)
+        own = mine & (self.config.available - state.used)
         alone = IDSet(c for c in own if holders.get(c, 0) <= 1)
-        keep = take_cpus(self.topology, own, min(want, len(own)), prefer=[alone])
+        keep = take_cpus(
+            self.topology, own, min(want, len(own)), prefer=[cpus & alone, alone, cpus]
+        )
         fresh = self._new_balloon(state, t, 0)
         if keep is None or isinstance(fresh, str) or (want and not keep):
             return None
         got = self._resize(state, replace(fresh, cpus=keep), milli)
         return got if isinstance(got, Balloon) else None
+
+    def _top_up(self, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
+        """`state` with at least ``minBalloons`` balloons of every type (rebuild).
+
+        The empty ones take their CPUs from `unseen` (in no container's reported
+        cpuset) where they can: that is where empty balloons were, so the idle CPUs
+        other balloons share stay the same.
+        """
+        for t in self.config.types:
+            while len(state.of_type(t.name)) < t.min_balloons:
+                got = self._new_balloon(state, t, 0)
+                if isinstance(got, str):
+                    break
+                free = unseen - state.used
+                if t.name != RESERVED and len(free) >= len(got.cpus):
+                    cpus = take_cpus(
+                        self.topology, free, len(got.cpus), prefer=self._tiers(t, IDSet())
+                    )
+                    if cpus is not None:
+                        got = replace(got, cpus=cpus)
+                state = state.with_balloon(got)
+        return state
 
     # ---- what the shell and reports read --------------------------------------------
 
