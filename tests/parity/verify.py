@@ -198,6 +198,7 @@ class Suite:
         self.topology = build_topology(self.machine)
         self.steps: list[dict[str, Any]] = []
         self.pod_count = 0
+        self.live: list[str] = []
 
     def create(
         self,
@@ -255,11 +256,21 @@ class Suite:
                 }
             )
             names.append(pod)
+            self.live.append(pod)
         return names
 
     def delete(self, *pods: str) -> None:
         """``kubectl delete pod PODS``."""
         self.steps.extend({"delete": {"pod": p}} for p in pods)
+        self.live = [p for p in self.live if p not in pods]
+
+    def delete_all(self) -> None:
+        """``kubectl delete pods --all``."""
+        self.delete(*self.live)
+
+    def reset_counters(self) -> None:
+        """Their ``reset counters``: the next pod is ``pod0`` again."""
+        self.pod_count = 0
 
     def restart(self) -> None:
         """The policy restarts (their helm-terminate + helm-launch with pods kept)."""
@@ -276,10 +287,15 @@ class Suite:
         )
         return run_scenario(scenario)
 
-    def verify(self) -> Allowed:
-        """The sets after the last step (every step's errors in `Allowed.errors`)."""
+    def verify(self, *, allow_errors: bool = False) -> Allowed:
+        """The sets after the last step.
+
+        A refused container fails here, as a pod that never gets Ready fails their
+        ``create``, unless `allow_errors` (then every step's errors are in `Allowed.errors`).
+        """
         result = self.run()
+        errors = [e for s in result.steps for e in s.errors]
+        assert allow_errors or not errors, f"containers refused: {errors}"
         if not result.steps:
             return allowed(self.topology, {})
-        errors = [e for s in result.steps for e in s.errors]
         return allowed(self.topology, result.steps[-1].containers, errors)
