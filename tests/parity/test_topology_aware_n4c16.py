@@ -8,11 +8,13 @@ cpus 0-3, node1 = 4-7, node2 = 8-11, node3 = 12-15); their default config reserv
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nri_resmgr.model import ConfigError
+from nri_resmgr.topology.synthetic import write_sysfs
 from tests.parity.machines import N4C16, helm_config
 from tests.parity.verify import Allowed, Suite, cpu_ids, disjoint_sets, node_ids
 
@@ -430,3 +432,170 @@ def test11_reserved_cpu_annotations_hide_hyperthreads() -> None:
     )
     v = s.verify()
     assert v.cpus["pod2c0"] == {"cpu10"}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 14: needs memory requests of Burstable containers")
+def test14_burstable_memory_by_request() -> None:
+    """n4c16/test14-burstable, pod0-pod3: memory fits by request, limits widen the nodes."""
+    s = suite(colocatePods=True)
+    s.create("burstable", CPUREQ="1", CPULIM="2", MEMREQ="100M", MEMLIM="2.5G")
+    s.create("burstable", CPUREQ="1", CPULIM="2", MEMREQ="200M", MEMLIM="5G")
+    s.create("burstable", CPUREQ="1", CPULIM="2", MEMREQ="100M", MEMLIM="2.5G")
+    s.create("burstable", CPUREQ="1", CPULIM="2", MEMREQ="200M", MEMLIM="0")
+    v = s.verify()
+    assert [len(v.nodes[f"pod{i}c0"]) for i in range(4)] == [2, 4, 2, 4]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 14: needs Burstable CPU limits")
+def test14_burstable_limited() -> None:
+    """n4c16/test14-burstable, pod4: limited Burstables go to the lowest pool fitting the limit."""
+    s = suite()
+    s.pod_count = 4
+    s.create("burstable", CONTCOUNT=2, CPUREQ="2", CPULIM="5", MEMREQ="100M")
+    v = s.verify()
+    assert v.nodes["pod4c0"] == {"node2", "node3"}
+    assert v.nodes["pod4c1"] == {"node0", "node1"}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 14: needs unlimitedBurstable")
+def test14_burstable_unlimited() -> None:
+    """n4c16/test14-burstable, pod5-pod8: unlimitedBurstable, default socket, annotations."""
+    s = suite()
+    s.pod_count = 5
+    s.create("burstable", CONTCOUNT=2, CPUREQ="2", CPULIM="0", MEMREQ="100M")
+    v = s.verify()
+    sockets = ({"node0", "node1"}, {"node2", "node3"})
+    assert v.nodes["pod5c0"] in sockets and v.nodes["pod5c1"] in sockets
+    s.delete_all()
+    key = "unlimited-burstable.resource-policy.nri.io/container"
+    ann = {f"{key}.pod6c0": "numa", f"{key}.pod6c1": "system"}
+    s.create("burstable", CONTCOUNT=2, CPUREQ="2", CPULIM="0", MEMREQ="100M", annotations=ann)
+    v = s.verify()
+    assert len(v.nodes["pod6c0"]) == 1 and len(v.nodes["pod6c1"]) == 4
+    s.delete_all()
+    ann = {f"{key}.pod7c0": "numa", f"{key}.pod7c1": "die"}
+    s.create("burstable", CONTCOUNT=2, CPUREQ="2", CPULIM="0", MEMREQ="100M", annotations=ann)
+    v = s.verify()
+    assert len(v.nodes["pod7c0"]) == 1 and len(v.nodes["pod7c1"]) == 2
+
+    s = suite(unlimitedBurstable="numa")
+    s.pod_count = 8
+    ann = {f"{key}.pod8c1": "die"}
+    s.create("burstable", CONTCOUNT=2, CPUREQ="2", CPULIM="0", MEMREQ="100M", annotations=ann)
+    v = s.verify()
+    assert len(v.nodes["pod8c0"]) == 1 and len(v.nodes["pod8c1"]) == 2
+
+
+def test14_global_shared_preference() -> None:
+    """n4c16/test14-global-shared-preference: preferSharedCPUs and the per-pod opt-out."""
+    s = suite(preferSharedCPUs=True)
+    s.create("guaranteed", CPU="1")
+    s.create("guaranteed", CPU="2")
+    v = s.verify()
+    assert len(v.cpus["pod0c0"]) > 1 and len(v.cpus["pod1c0"]) > 1
+    s.delete_all()
+    opt_out = {"prefer-shared-cpus.resource-policy.nri.io/pod": "false"}
+    s.create("guaranteed", CPU="1", annotations=opt_out)
+    v = s.verify()
+    assert len(v.cpus["pod2c0"]) == 1
+    s.create("guaranteed", CPU="2", annotations=opt_out)
+    v = s.verify()
+    assert len(v.cpus["pod3c0"]) == 2
+
+
+def test15_busy_shared_pools() -> None:
+    """n4c16/test15-busy-shared-pools: a node-sized container next to busy shared pools."""
+    s = suite()
+    # best-effort, then burstable that look best-effort by request, then 250m burstable
+    for pod, cpureq in ((0, ""), (2, "1m"), (4, "250m")):
+        if cpureq:
+            s.create("burstable", CONTCOUNT=4, CPUREQ=cpureq, CPULIM="750m")
+        else:
+            s.create("besteffort", CONTCOUNT=4)
+        s.create("guaranteed", CPU="4", MEM="100M")
+        v = s.verify()
+        shared = [v.cpus[f"pod{pod}c{i}"] for i in range(4)]
+        assert disjoint_sets(*shared, v.cpus[f"pod{pod + 1}c0"])
+        s.delete_all()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 14: needs the shared-pool rule")
+def test16_idle_shared_pools() -> None:
+    """n4c16/test16-idle-shared-pools: idle shared pools may be sliced empty."""
+    s = suite()
+    s.create("guaranteed", CPU="4", MEM="100M", CONTCOUNT=3)
+    v = s.verify()
+    c = [v.cpus[f"pod0c{i}"] for i in range(3)]
+    n = [v.nodes[f"pod0c{i}"] for i in range(3)]
+    assert disjoint_sets(*c) and [len(x) for x in c] == [4, 4, 4]
+    assert disjoint_sets(*n) and [len(x) for x in n] == [1, 1, 1]
+    s.create("besteffort", CONTCOUNT=4)
+    v = s.verify()
+    assert v.cpus["pod1c0"] == v.cpus["pod1c1"] == v.cpus["pod1c2"] == v.cpus["pod1c3"]
+    s.create("burstable", CONTCOUNT=4, CPUREQ="100m", CPULIM="150m")
+    v = s.verify()
+    assert v.cpus["pod2c0"] == v.cpus["pod2c1"] == v.cpus["pod2c2"] == v.cpus["pod2c3"]
+    assert v.cpus["pod2c0"] == v.cpus["pod1c0"]
+    assert disjoint_sets(v.nodes["pod0c0"], v.nodes["pod0c1"], v.nodes["pod0c2"], v.nodes["pod1c0"])
+    s.delete_all()
+    s.create("besteffort", CONTCOUNT=2)
+    v = s.verify()
+    assert disjoint_sets(v.cpus["pod3c0"], v.cpus["pod3c1"])
+    s.create("guaranteed", CPU="4", MEM="100M")
+    v = s.verify()
+    assert disjoint_sets(v.cpus["pod4c0"], v.cpus["pod3c0"], v.cpus["pod3c1"])
+    assert len(v.cpus["pod4c0"]) == 4 and len(v.nodes["pod4c0"]) == 1
+    assert disjoint_sets(v.nodes["pod3c0"], v.nodes["pod3c1"], v.nodes["pod4c0"])
+
+
+@pytest.mark.xfail(strict=True, reason="issue 14: needs CPU priority (prefer-cpu-priority)")
+def test08_cpuprio_allocation_low() -> None:
+    """n4c16/test08-cpuprio-allocation, pod0: cpus 4-5 are E-cores; low priority takes them."""
+    s = Suite({**N4C16, "efficient_cpus": "4-5"}, helm_config())
+    key = "prefer-cpu-priority.resource-policy.nri.io/container"
+    s.create(
+        "guaranteed", CONTCOUNT=3, annotations={f"{key}.pod0c0": "low", f"{key}.pod0c2": "low"}
+    )
+    v = s.verify()
+    assert v.cpus["pod0c0"] == {"cpu04"}
+    assert v.cpus["pod0c1"] not in ({"cpu04"}, {"cpu05"})
+    assert v.cpus["pod0c2"] == {"cpu05"}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 14: needs CPU priority (prefer-cpu-priority)")
+def test08_cpuprio_allocation_high() -> None:
+    """n4c16/test08-cpuprio-allocation, pod1: P-cores 0-1,4-5; high priority gets them.
+
+    (Their pod annotation ``low`` is overwritten by the next ANN0 line of their script, so
+    only the two container annotations take effect there too.)
+    """
+    s = Suite({**N4C16, "efficient_cpus": "2-3,6-15"}, helm_config())
+    s.pod_count = 1
+    key = "prefer-cpu-priority.resource-policy.nri.io/container"
+    s.create(
+        "guaranteed", CONTCOUNT=3, annotations={f"{key}.pod1c0": "high", f"{key}.pod1c2": "high"}
+    )
+    v = s.verify()
+    high = ({"cpu01"}, {"cpu04"}, {"cpu05"})
+    assert v.cpus["pod1c0"] in high and v.cpus["pod1c2"] in high
+    assert v.cpus["pod1c1"] not in high
+
+
+def test30_numa_disabled(tmp_path: Path) -> None:
+    """n4c16/test30-numa-disabled: a kernel without NUMA (one node); spread by package."""
+    write_sysfs(N4C16, tmp_path)
+    node_dir = tmp_path / "sys" / "devices" / "system" / "node"
+    for link in (tmp_path / "sys" / "devices" / "system" / "cpu").glob("cpu*/node*"):
+        link.unlink()
+    for f in sorted(node_dir.rglob("*"), reverse=True):
+        f.rmdir() if f.is_dir() else f.unlink()
+    node_dir.rmdir()
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal:        8388608 kB\n")
+    s = Suite(str(tmp_path), helm_config())
+    assert s.topology.node_ids() == [0] and s.topology.package_ids() == [0, 1]
+    s.create("guaranteed", CONTCOUNT=2, CPU="5")
+    v = s.verify()
+    assert len(v.cpus["pod0c0"]) == len(v.cpus["pod0c1"]) == 5
+    assert disjoint_sets(v.cpus["pod0c0"], v.cpus["pod0c1"])
+    assert disjoint_sets(v.packages["pod0c0"], v.packages["pod0c1"])

@@ -26,8 +26,8 @@ from nri_resmgr.simulator.results import ContainerReport, SimulationResult
 from nri_resmgr.simulator.run import run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
 from nri_resmgr.topology.cpuset import IDSet
+from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
-from nri_resmgr.topology.synthetic import build_topology
 
 __all__ = [
     "Allowed",
@@ -187,15 +187,16 @@ class Suite:
 
     def __init__(
         self,
-        machine: Mapping[str, Any],
+        machine: Mapping[str, Any] | str,
         config: Mapping[str, Any],
         *,
         policy: str = "topology-aware",
     ) -> None:
-        self.machine = dict(machine)
+        """`machine`: a synthetic spec, or a sysfs root directory (for kernels' odd views)."""
+        self.machine = machine if isinstance(machine, str) else dict(machine)
         self.config = dict(config)
         self.policy = policy
-        self.topology = build_topology(self.machine)
+        self.topology = load_topology(self.machine)
         self.steps: list[dict[str, Any]] = []
         self.pod_count = 0
         self.live: list[str] = []
