@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
 
 from nri_resmgr.model import ConfigError
 from nri_resmgr.topology.synthetic import write_sysfs
+from tests.parity.fuzz_ops import FuzzPod, apply, operations
 from tests.parity.machines import N4C16, helm_config
 from tests.parity.verify import Allowed, Suite, cpu_ids, disjoint_sets, node_ids
 
@@ -599,3 +601,55 @@ def test30_numa_disabled(tmp_path: Path) -> None:
     assert len(v.cpus["pod0c0"]) == len(v.cpus["pod0c1"]) == 5
     assert disjoint_sets(v.cpus["pod0c0"], v.cpus["pod0c1"])
     assert disjoint_sets(v.packages["pod0c0"], v.packages["pod0c1"])
+
+
+#: n4c16/test06-fuzz/fuzz.aal: its pods and bounds
+FUZZ_PODS = (
+    FuzzPod("gu0", "guaranteed", 200, 1500, 1, variables={"CPU": "200m", "MEM": "1500M"}),
+    FuzzPod("gu1", "guaranteed", 1000, 500, 2, variables={"CPU": "1000m", "MEM": "500M"}),
+    FuzzPod("gu2", "guaranteed", 1200, 4500, 2, variables={"CPU": "1200m", "MEM": "4500M"}),
+    FuzzPod("gu3", "guaranteed", 2000, 500, 3, variables={"CPU": "2000m", "MEM": "500M"}),
+    FuzzPod("gu4", "guaranteed", 4200, 100, 1, variables={"CPU": "4200m", "MEM": "100M"}),
+    FuzzPod(
+        "bu0",
+        "burstable",
+        1200,
+        50,
+        1,
+        variables={"CPUREQ": "900m", "MEMREQ": "49M", "CPULIM": "1200m", "MEMLIM": "50M"},
+    ),
+    FuzzPod(
+        "bu1",
+        "burstable",
+        1900,
+        300,
+        2,
+        variables={"CPUREQ": "1800m", "MEMREQ": "299M", "CPULIM": "1900m", "MEMLIM": "300M"},
+    ),
+    FuzzPod("be0", "besteffort", 0, 0, 1),
+    FuzzPod("be1", "besteffort", 0, 0, 3),
+    FuzzPod("rgu0", "guaranteed", 100, 1000, 2, "kube-system", {"CPU": "100m", "MEM": "1000M"}),
+    FuzzPod(
+        "rbu0",
+        "burstable",
+        100,
+        100,
+        1,
+        "kube-system",
+        {"CPUREQ": "99m", "MEMREQ": "99M", "CPULIM": "100m", "MEMLIM": "100M"},
+    ),
+    FuzzPod("rbe0", "besteffort", 0, 0, 2, "kube-system"),
+)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 14: needs the shared-pool rule (and memory requests)")
+@settings(
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(operations(FUZZ_PODS))
+@example(ops=[0, 4, 6, 3])  # refused today: the shared-pool rule
+def test06_fuzz(ops: list[int]) -> None:
+    """n4c16/test06-fuzz: every pod their model lets in is placed (none refused)."""
+    s = suite()
+    apply(s, FUZZ_PODS, ops, max_mem=7500, max_cpu=15000, max_reserved_cpu=1000)
+    s.verify()

@@ -8,7 +8,9 @@ node2, node3 and 4G PMEM nodes node4, node5 (their py_consts), QEMU's node dista
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given, settings
 
+from tests.parity.fuzz_ops import FuzzPod, apply, operations
 from tests.parity.machines import N6_HBM_CXL, helm_config
 from tests.parity.verify import Allowed, Suite
 
@@ -71,3 +73,49 @@ def test01_memory_types_default() -> None:
     s.create("guaranteed", CPU="100m", MEM="512M")
     v = s.verify()
     assert _near(v, "pod0c0", {dram0, pmem0}, {dram1, pmem1})
+
+
+def _gu(name: str, cpu: int, mem: int, count: int, memtype: str = "") -> FuzzPod:
+    variables = {"CPU": f"{cpu}m", "MEM": f"{mem}M", "MEMTYPE": memtype}
+    return FuzzPod(name, "guaranteed", cpu, mem, count, variables=variables)
+
+
+def _bu(name: str, cpu: int, req: int, mem: int, count: int, memtype: str = "") -> FuzzPod:
+    variables = {
+        "CPUREQ": f"{req}m",
+        "MEMREQ": f"{mem - 1}M",
+        "CPULIM": f"{cpu}m",
+        "MEMLIM": f"{mem}M",
+        "MEMTYPE": memtype,
+    }
+    return FuzzPod(name, "burstable", cpu, mem, count, variables=variables)
+
+
+#: n6-hbm-cxl/test02-fuzz-memallocs/fuzz.aal: its pods and default bounds
+FUZZ_PODS = (
+    _gu("gu0", 200, 1500, 1),
+    _gu("gu1", 1000, 500, 2),
+    _gu("gu1hbm", 1000, 500, 2, "hbm"),
+    _gu("gu2", 1200, 4500, 2),
+    _gu("gu2pmem", 1200, 4500, 2, "pmem"),
+    _gu("gu3", 2000, 500, 3),
+    _gu("gu3dram", 2000, 500, 3, "dram"),
+    _gu("gu4", 4200, 100, 1),
+    _bu("bu0", 1200, 900, 50, 1),
+    _bu("bu0hbmpmem", 1200, 900, 50, 1, "hbm,pmem"),
+    _bu("bu1", 1900, 1800, 300, 2),
+    _bu("bu1hbmdram", 1900, 1800, 300, 2, "hbm,dram"),
+    FuzzPod("be0", "besteffort", 0, 0, 1),
+    FuzzPod("be1", "besteffort", 0, 0, 3),
+)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 14: needs the shared-pool rule")
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(operations(FUZZ_PODS))
+@example(ops=[5])  # refused today: the shared-pool rule
+def test02_fuzz_memallocs(ops: list[int]) -> None:
+    """n6-hbm-cxl/test02-fuzz-memallocs: every pod their model lets in is placed."""
+    s = Suite(N6_HBM_CXL, helm_config())
+    apply(s, FUZZ_PODS, ops, max_mem=13500, max_cpu=7000, max_reserved_cpu=1000)
+    s.verify()
