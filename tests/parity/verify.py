@@ -26,8 +26,8 @@ from nri_resmgr.simulator.results import ContainerReport, SimulationResult
 from nri_resmgr.simulator.run import run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
 from nri_resmgr.topology.cpuset import IDSet
+from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
-from nri_resmgr.topology.synthetic import build_topology
 
 __all__ = [
     "Allowed",
@@ -187,17 +187,19 @@ class Suite:
 
     def __init__(
         self,
-        machine: Mapping[str, Any],
+        machine: Mapping[str, Any] | str,
         config: Mapping[str, Any],
         *,
         policy: str = "topology-aware",
     ) -> None:
-        self.machine = dict(machine)
+        """`machine`: a synthetic spec, or a sysfs root directory (for kernels' odd views)."""
+        self.machine = machine if isinstance(machine, str) else dict(machine)
         self.config = dict(config)
         self.policy = policy
-        self.topology = build_topology(self.machine)
+        self.topology = load_topology(self.machine)
         self.steps: list[dict[str, Any]] = []
         self.pod_count = 0
+        self.live: list[str] = []
 
     def create(
         self,
@@ -255,11 +257,21 @@ class Suite:
                 }
             )
             names.append(pod)
+            self.live.append(pod)
         return names
 
     def delete(self, *pods: str) -> None:
         """``kubectl delete pod PODS``."""
         self.steps.extend({"delete": {"pod": p}} for p in pods)
+        self.live = [p for p in self.live if p not in pods]
+
+    def delete_all(self) -> None:
+        """``kubectl delete pods --all``."""
+        self.delete(*self.live)
+
+    def reset_counters(self) -> None:
+        """Their ``reset counters``: the next pod is ``pod0`` again."""
+        self.pod_count = 0
 
     def restart(self) -> None:
         """The policy restarts (their helm-terminate + helm-launch with pods kept)."""
@@ -276,10 +288,15 @@ class Suite:
         )
         return run_scenario(scenario)
 
-    def verify(self) -> Allowed:
-        """The sets after the last step (every step's errors in `Allowed.errors`)."""
+    def verify(self, *, allow_errors: bool = False) -> Allowed:
+        """The sets after the last step.
+
+        A refused container fails here, as a pod that never gets Ready fails their
+        ``create``, unless `allow_errors` (then every step's errors are in `Allowed.errors`).
+        """
         result = self.run()
+        errors = [e for s in result.steps for e in s.errors]
+        assert allow_errors or not errors, f"containers refused: {errors}"
         if not result.steps:
             return allowed(self.topology, {})
-        errors = [e for s in result.steps for e in s.errors]
         return allowed(self.topology, result.steps[-1].containers, errors)
