@@ -42,6 +42,9 @@ from nri_resmgr.topology.model import Topology
 __all__ = ["ENTRY_POINT_GROUP", "PolicySource", "available_policies", "load_policy"]
 
 ENTRY_POINT_GROUP = "nri_resmgr.policies"
+#: this package's own policies, also found when the installed metadata predates them
+#: (an editable install made before the entry point was added to pyproject.toml)
+_PACKAGED = {"balloons": "nri_resmgr.policy.balloons:BalloonsPolicy"}
 _PROTOCOL_METHODS = ("initial_state", "allocate", "release", "update", "rebuild")
 
 
@@ -105,9 +108,16 @@ def _same(factory: PolicyFactory) -> PolicyFactory:
 
 
 def _built_ins() -> list[PolicySource]:
+    found = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    names = {ep.name for ep in found}
+    found += [
+        EntryPoint(name=name, value=value, group=ENTRY_POINT_GROUP)
+        for name, value in sorted(_PACKAGED.items())
+        if name not in names
+    ]
     return [
         PolicySource(name=ep.name, origin=f"entry point {ep.value}", loader=partial(_load, ep))
-        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+        for ep in found
     ]
 
 

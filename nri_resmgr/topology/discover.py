@@ -23,7 +23,8 @@ Nodes.  Every ``sys/devices/system/node/nodeN`` is a node; a CPU belongs to the 
 ``nodeN`` link sits in its CPU directory, else to the node whose ``cpulist`` names it.
 ``meminfo`` gives ``MemTotal``; ``distance`` the firmware distances in node-id order;
 ``hugepages/hugepages-<size>kB/nr_hugepages`` the reserved huge pages.  A machine
-without a ``node`` directory (a kernel without NUMA) is one node 0 holding every CPU.
+without a ``node`` directory (a kernel without NUMA) is one node 0 holding every CPU and
+the memory ``proc/meminfo`` gives.
 
 Memory kinds.  A node with CPUs is DRAM.  A CPU-less node is classified by the first
 rule that applies:
@@ -71,6 +72,8 @@ _CPU_DIR = re.compile(r"cpu(\d+)")
 _NODE_DIR = re.compile(r"node(\d+)")
 _HUGEPAGES_DIR = re.compile(r"hugepages-(\d+)kB")
 _MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s*kB\s*$", re.MULTILINE)
+#: the machine-wide ``/proc/meminfo`` line, for kernels without NUMA
+_PROC_MEMTOTAL = re.compile(r"^MemTotal:\s+(\d+)\s*kB\s*$", re.MULTILINE)
 #: a PCI function: domain:bus:device.function (the domain may be wider than four digits)
 _PCI_ADDRESS = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
@@ -261,15 +264,14 @@ def _discover_cpus(
 # ---- nodes ---------------------------------------------------------------------------
 
 
-def _meminfo_total(path: Path) -> int:
+def _meminfo_total(path: Path, *, pattern: re.Pattern[str] = _MEMTOTAL) -> int:
     text = _read(path)
     if text is None:
         return 0
-    m = _MEMTOTAL.search(text)
+    m = pattern.search(text)
     if m is None:
-        raise DiscoveryError(
-            f"{path}: expected a line 'Node N MemTotal: <kB> kB', found {text[:80]!r}..."
-        )
+        line = "Node N MemTotal: <kB> kB" if pattern is _MEMTOTAL else "MemTotal: <kB> kB"
+        raise DiscoveryError(f"{path}: expected a line '{line}', found {text[:80]!r}...")
     return int(m.group(1)) * 1024
 
 
@@ -447,7 +449,7 @@ def discover(root: Path | str = "/", *, netlink: bool | None = None) -> Topology
             0: NumaNode(
                 id=0,
                 cpus=IDSet(cpus),
-                memory_bytes=0,
+                memory_bytes=_meminfo_total(root_path / "proc" / "meminfo", pattern=_PROC_MEMTOTAL),
                 kind=MemoryKind.DRAM,
                 distances=(),
                 hugepages={},

@@ -8,14 +8,23 @@ is 2 x 1 x 2 x 2 = 8 cores and 16 CPUs.  Optional fields: ``l3_per_die`` (L3 dom
 per die, default 1, must divide the die's cores), ``isolated`` and ``offline`` (kernel
 CPU lists), ``efficient_cpus`` (CPU list of E-cores; the rest become P-cores),
 ``hugepages`` (page size → count, per CPU node), ``extra_memory_nodes`` (CPU-less PMEM,
-HBM or CXL nodes, each ``attach``-ed to the CPU node it is closest to) and ``netdevs``.
+HBM or CXL nodes, each ``attach``-ed to the CPU node it is closest to), ``netdevs``,
+``numbering`` and ``present`` (below).
 
-Numbering follows Linux on Intel servers: cores are numbered package by package, die by
-die, node by node; CPU ``t * total_cores + core`` is thread ``t`` of ``core``, so thread 0
-of every core comes first and CPU N and N + total_cores are siblings.  Node ids follow
-the cores; extra memory nodes come after all CPU nodes, in spec order.  Distances are 10
-to itself, 11 within a die, 12 within a package, 21 across packages; an extra node is 17
-(PMEM), 13 (HBM) or 14 (CXL) from its CPU node and that much farther from the others.
+Numbering (``numbering: linux``, the default) follows Linux on Intel servers: cores are
+numbered package by package, die by die, node by node; CPU ``t * total_cores + core`` is
+thread ``t`` of ``core``, so thread 0 of every core comes first and CPU N and
+N + total_cores are siblings.  ``numbering: qemu`` follows QEMU's ``-smp`` guests (the
+machines of nri-plugins' e2e suite): CPU ``core * threads + t``, so the threads of one core
+are adjacent ids.  ``present`` (a CPU list, default all) keeps only those CPUs, the way a
+guest booted with fewer CPUs than ``maxcpus`` and then hot-plugged some shows them: the
+others do not exist, and a node left without CPUs keeps its memory.
+
+Node ids follow the cores; extra memory nodes come after all CPU nodes, in spec order.
+Distances are 10 to itself, 11 within a die, 12 within a package, 21 across packages; an
+extra node is 17 (PMEM), 13 (HBM) or 14 (CXL) from its CPU node and that much farther
+from the others, unless its ``distances`` (node id → distance, symmetric, the form of
+QEMU's ``node-dist``) say otherwise.
 
 `build_topology(spec)` makes the `Topology` directly.  `write_sysfs(spec_or_topology,
 root)` writes the files `discover()` reads, in the kernel's formats, under ``root/sys``,
@@ -31,7 +40,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -138,6 +147,8 @@ class ExtraMemoryNode(BaseModel):
     kind: MemoryKind
     memory: Size
     attach: int = Field(default=0, ge=0)
+    #: node id -> distance to that node (both ways); unnamed nodes get the computed one
+    distances: dict[int, Annotated[int, Field(ge=11, le=254)]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _not_dram(self) -> ExtraMemoryNode:
@@ -176,6 +187,8 @@ class TopologySpec(BaseModel):
     hugepages: HugePages = Field(default_factory=dict)
     extra_memory_nodes: tuple[ExtraMemoryNode, ...] = ()
     netdevs: tuple[NetDeviceSpec, ...] = ()
+    numbering: Literal["linux", "qemu"] = "linux"
+    present: IDList = ""
 
     @property
     def total_cores(self) -> int:
@@ -202,12 +215,20 @@ class TopologySpec(BaseModel):
                 f"l3_per_die: expected a divisor of the {per_die} cores of a die, "
                 f"found {self.l3_per_die}"
             )
-        for name in ("isolated", "offline", "efficient_cpus"):
+        for name in ("isolated", "offline", "efficient_cpus", "present"):
             ids = IDSet.parse(getattr(self, name))
             if ids and max(ids) >= self.total_cpus:
                 raise ValueError(
                     f"{name}: expected CPUs within 0-{self.total_cpus - 1}, found {ids}"
                 )
+        present = IDSet.parse(self.present)
+        if present and 0 not in present:
+            raise ValueError(f"present: expected a CPU list including cpu0, found {present}")
+        if present and IDSet.parse(self.offline) - present:
+            raise ValueError(
+                f"offline: expected present CPUs ({present}), "
+                f"found {IDSet.parse(self.offline) - present} not present"
+            )
         if 0 in IDSet.parse(self.offline):
             raise ValueError(
                 "offline: expected CPUs other than 0 (cpu0 cannot go offline), found 0"
@@ -218,10 +239,25 @@ class TopologySpec(BaseModel):
                     f"extra_memory_nodes[{i}].attach: expected a CPU node 0-{self.cpu_nodes - 1}, "
                     f"found {extra.attach}"
                 )
+        total_nodes = self.cpu_nodes + len(self.extra_memory_nodes)
+        explicit: dict[tuple[int, int], int] = {}
+        for i, extra in enumerate(self.extra_memory_nodes):
+            own = self.cpu_nodes + i
+            for other, dist in sorted(extra.distances.items()):
+                if not 0 <= other < total_nodes or other == own:
+                    raise ValueError(
+                        f"extra_memory_nodes[{i}].distances: expected other node ids "
+                        f"0-{total_nodes - 1} (not its own id {own}), found {other}"
+                    )
+                key = (min(own, other), max(own, other))
+                if explicit.setdefault(key, dist) != dist:
+                    raise ValueError(
+                        f"extra_memory_nodes[{i}].distances: node {own} to {other} is "
+                        f"{explicit[key]} on the other side; expected the same, found {dist}"
+                    )
         names = [d.name for d in self.netdevs]
         if len(set(names)) != len(names):
             raise ValueError(f"netdevs: expected unique names, found {names}")
-        total_nodes = self.cpu_nodes + len(self.extra_memory_nodes)
         for d in self.netdevs:
             if d.node is not None and d.node >= total_nodes:
                 raise ValueError(
@@ -231,9 +267,10 @@ class TopologySpec(BaseModel):
 
     def describe(self) -> str:
         """A short inline form, for `Topology.source` and messages."""
+        extra = "" if self.numbering == "linux" else f",numbering={self.numbering}"
         return (
             f"packages={self.packages},dies={self.dies},nodes={self.nodes},"
-            f"cores={self.cores},threads={self.threads}"
+            f"cores={self.cores},threads={self.threads}{extra}"
         )
 
 
@@ -306,6 +343,7 @@ def build_topology(spec: Mapping[str, Any] | TopologySpec, *, source: str = "") 
     isolated = IDSet.parse(s.isolated)
     offline = IDSet.parse(s.offline)
     efficient = IDSet.parse(s.efficient_cpus)
+    present = IDSet.parse(s.present)
     cpus: dict[int, CPU] = {}
     for core in range(total):
         pkg = core // per_pkg
@@ -313,7 +351,9 @@ def build_topology(spec: Mapping[str, Any] | TopologySpec, *, source: str = "") 
         node = core // s.cores
         l3 = die * s.l3_per_die + (core % per_die) // per_l3
         for t in range(s.threads):
-            cid = t * total + core
+            cid = core * s.threads + t if s.numbering == "qemu" else t * total + core
+            if present and cid not in present:
+                continue
             ctype = CoreType.NONE
             if efficient:
                 ctype = CoreType.EFFICIENT if cid in efficient else CoreType.PERFORMANCE
@@ -332,9 +372,16 @@ def build_topology(spec: Mapping[str, Any] | TopologySpec, *, source: str = "") 
         e = extras[n - n_cpu]
         return e.attach, _KIND_DISTANCE[e.kind] - 10
 
+    explicit: dict[tuple[int, int], int] = {}
+    for i, e in enumerate(extras):
+        for other, dist in e.distances.items():
+            explicit[(n_cpu + i, other)] = explicit[(other, n_cpu + i)] = dist
+
     def distance(a: int, b: int) -> int:
         if a == b:
             return 10
+        if (a, b) in explicit:
+            return explicit[(a, b)]
         (ca, oa), (cb, ob) = attach(a), attach(b)
         return _cpu_distance(s, ca, cb) + oa + ob
 

@@ -32,7 +32,9 @@ def test_topology_aware_is_listed_and_loads() -> None:
 def test_unknown_name_lists_known_ones() -> None:
     with pytest.raises(ConfigError) as exc:
         load_policy("balloonz", topology=small(), config={})
-    assert str(exc.value).startswith("unknown policy 'balloonz'; expected one of none, static")
+    assert str(exc.value).startswith(
+        "unknown policy 'balloonz'; expected one of balloons, none, static"
+    )
 
 
 def test_drop_in_spread_loads_and_decides() -> None:

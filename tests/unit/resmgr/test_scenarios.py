@@ -8,6 +8,11 @@ Each scenario states its expected result in comment lines of this form (steps co
     # expect step N: absent POD/CONTAINER             (not live after that step)
     # expect step N: rdt POD/CONTAINER CLASS          ("-" for no class)
     # expect step N: error TEXT                      (a step error contains TEXT)
+    # expect step N: size POD/CONTAINER COUNT         (it may run on COUNT CPUs)
+    # expect step N: same POD/A POD/B                 (the two run on the same CPUs)
+    # expect step N: apart POD/A POD/B                (the two share no CPU)
+
+The last three say what a balloons scenario guarantees whichever CPUs the allocator picks.
 
 A step without an ``error`` expectation must have no errors at all.
 """
@@ -21,9 +26,10 @@ from pathlib import Path
 import pytest
 import structlog
 
-from nri_resmgr.simulator.results import SimulationResult
+from nri_resmgr.simulator.results import SimulationResult, StepResult
 from nri_resmgr.simulator.run import run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
+from nri_resmgr.topology.cpuset import IDSet
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.yaml"))
@@ -49,16 +55,36 @@ def expectations(path: Path) -> list[Expectation]:
 def test_there_are_worked_scenarios() -> None:
     names = {p.stem for p in FILES}
     assert {
-        "basic-qos", "shrinking-shared-pool", "init-containers", "kube-system-reserved",
-        "overcommit", "memory-types-pmem", "static-policy", "restart", "rdt-classes",
+        "basic-qos",
+        "shrinking-shared-pool",
+        "init-containers",
+        "kube-system-reserved",
+        "overcommit",
+        "memory-types-pmem",
+        "static-policy",
+        "restart",
+        "rdt-classes",
+        "balloons-inference",
     } <= names
+
+
+def _cpus(step: StepResult, exp: Expectation, key: str) -> IDSet:
+    report = step.containers.get(key)
+    assert report is not None, (exp, list(step.containers))
+    return IDSet.parse(report.cpus)
 
 
 def check(result: SimulationResult, exp: Expectation) -> None:
     step = result.steps[exp.step]
     words = exp.text.split()
-    if words[0] == "error":
-        text = exp.text[len("error"):].strip()
+    if words[0] == "size":
+        assert len(_cpus(step, exp, words[1])) == int(words[2]), (exp, _cpus(step, exp, words[1]))
+    elif words[0] == "same":
+        assert _cpus(step, exp, words[1]) == _cpus(step, exp, words[2]), exp
+    elif words[0] == "apart":
+        assert _cpus(step, exp, words[1]).isdisjoint(_cpus(step, exp, words[2])), exp
+    elif words[0] == "error":
+        text = exp.text[len("error") :].strip()
         assert any(text in e for e in step.errors), (exp, step.errors)
     elif words[0] == "updated":
         assert step.updates.get(words[1]) == words[2], (exp, dict(step.updates))
@@ -97,3 +123,13 @@ def test_checker_can_fail() -> None:
         check(result, Expectation(0, "db/postgres exclusive 3,11 mems 1"))
     with pytest.raises(AssertionError):
         check(result, Expectation(0, "absent db/postgres"))
+    # basic-qos step 2: db/postgres is exclusive on 2 CPUs, web/nginx shares 4 others
+    check(result, Expectation(2, "size db/postgres 2"))
+    with pytest.raises(AssertionError):
+        check(result, Expectation(2, "size db/postgres 3"))
+    with pytest.raises(AssertionError):
+        check(result, Expectation(2, "same db/postgres web/nginx"))
+    check(result, Expectation(2, "apart db/postgres web/nginx"))
+    check(result, Expectation(2, "same db/postgres db/postgres"))
+    with pytest.raises(AssertionError):
+        check(result, Expectation(2, "apart db/postgres db/postgres"))

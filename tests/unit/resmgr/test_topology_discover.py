@@ -333,6 +333,20 @@ def test_no_numa_directory_is_one_node(small_root: Path) -> None:
     t = discover(small_root)
     assert t.node_ids() == [0]
     assert t.node_cpus(0) == IDSet(range(8))
+    assert t.node(0).memory_bytes == 0  # no proc/meminfo under this root: nothing known
+
+
+def test_no_numa_node_has_the_machine_memory(small_root: Path) -> None:
+    """Without NUMA the one node holds /proc/meminfo's MemTotal (not 0: nothing would fit)."""
+    shutil.rmtree(small_root / "sys" / "devices" / "system" / "node")
+    (small_root / "proc").mkdir(exist_ok=True)
+    (small_root / "proc" / "meminfo").write_text(
+        "MemTotal:        4194304 kB\nMemFree:         1000 kB\n"
+    )
+    assert discover(small_root).node(0).memory_bytes == 4 << 30
+    (small_root / "proc" / "meminfo").write_text("Total: lots\n")
+    with pytest.raises(DiscoveryError, match=r"proc/meminfo: expected a line 'MemTotal: <kB> kB'"):
+        discover(small_root)
 
 
 def test_offline_cpu_from_online_file(small_root: Path) -> None:

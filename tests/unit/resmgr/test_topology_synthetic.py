@@ -78,6 +78,28 @@ def test_dies_l3_and_extra_nodes() -> None:
         pytest.param({"packages": 64, "cores": 1024}, r"expected at most 8192 CPUs", id="too-big"),
         pytest.param({"netdevs": [{"name": "a"}, {"name": "a"}]}, r"netdevs: expected unique",
                      id="netdev-dup"),
+        pytest.param({"numbering": "bios"}, r"numbering: Input should be 'linux' or 'qemu'",
+                     id="numbering"),
+        pytest.param({"present": "1-2"}, r"present: expected a CPU list including cpu0",
+                     id="present-no-cpu0"),
+        pytest.param({"cores": 2, "threads": 1, "present": "0-2"},
+                     r"present: expected CPUs within 0-1, found 0-2", id="present-range"),
+        pytest.param({"cores": 4, "threads": 1, "present": "0-1", "offline": "3"},
+                     r"offline: expected present CPUs \(0-1\), found 3 not present",
+                     id="offline-not-present"),
+        pytest.param({"extra_memory_nodes": [{"kind": "hbm", "memory": "1G",
+                                              "distances": {1: 20}}]},
+                     r"distances: expected other node ids 0-1 \(not its own id 1\), found 1",
+                     id="distance-to-itself"),
+        pytest.param({"extra_memory_nodes": [
+                         {"kind": "hbm", "memory": "1G", "distances": {2: 20}},
+                         {"kind": "hbm", "memory": "1G", "distances": {1: 30}}]},
+                     r"node 2 to 1 is 20 on the other side; expected the same, found 30",
+                     id="distance-asymmetric"),
+        pytest.param({"extra_memory_nodes": [{"kind": "hbm", "memory": "1G",
+                                              "distances": {0: 5}}]},
+                     r"distances.0: Input should be greater than or equal to 11",
+                     id="distance-too-small"),
     ],
 )
 def test_spec_errors_name_field_and_value(spec: dict[str, Any], message: str) -> None:
@@ -91,6 +113,72 @@ def test_spec_errors_name_field_and_value(spec: dict[str, Any], message: str) ->
 )
 def test_parse_size(text: object, size: int) -> None:
     assert parse_size(text) == size
+
+
+#: nri-plugins' e2e machines (test/e2e/policies.test-suite/topology-aware/*/topology.var.json)
+N4C16 = {"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G",
+         "numbering": "qemu"}
+N6_HBM_CXL = {
+    "packages": 2, "nodes": 1, "cores": 2, "threads": 2, "memory": "2G", "numbering": "qemu",
+    "extra_memory_nodes": [
+        {"kind": "hbm", "memory": "1G", "attach": 0, "distances": {0: 15, 1: 30, 3: 35}},
+        {"kind": "hbm", "memory": "1G", "attach": 1, "distances": {0: 30, 1: 15, 2: 35}},
+        {"kind": "pmem", "memory": "4G", "attach": 0,
+         "distances": {0: 60, 1: 70, 2: 62, 3: 72, 5: 75}},
+        {"kind": "pmem", "memory": "4G", "attach": 1,
+         "distances": {0: 70, 1: 60, 2: 72, 3: 62, 4: 75}},
+    ],
+}
+S8C4K = {"packages": 8, "cores": 512, "threads": 1, "memory": "2G", "numbering": "qemu",
+         "present": "0-2,511,1535,4095"}
+
+
+def test_qemu_numbering_puts_threads_of_a_core_side_by_side() -> None:
+    """QEMU guests number CPUs core by core: cpu 2k and 2k+1 are one core's threads."""
+    t = build_topology(N4C16)
+    assert [str(t.node_cpus(n)) for n in t.node_ids()] == ["0-3", "4-7", "8-11", "12-15"]
+    assert [str(t.core_cpus(c)) for c in t.core_ids()] == [
+        f"{2 * c}-{2 * c + 1}" for c in range(8)
+    ]
+    assert str(t.package_cpus(1)) == "8-15"
+    linux = build_topology({**N4C16, "numbering": "linux"})
+    assert str(linux.core_cpus(0)) == "0,8"
+
+
+def test_explicit_distances_of_memory_nodes_are_used_both_ways() -> None:
+    """n6-hbm-cxl: the node-dist rows of QEMU's spec, the rest computed."""
+    t = build_topology(N6_HBM_CXL)
+    assert [t.node(n).distances for n in t.node_ids()] == [
+        (10, 21, 15, 30, 60, 70),
+        (21, 10, 30, 15, 70, 60),
+        (15, 30, 10, 35, 62, 72),
+        (30, 15, 35, 10, 72, 62),
+        (60, 70, 62, 72, 10, 75),
+        (70, 60, 72, 62, 75, 10),
+    ]
+    assert [t.node(n).kind for n in t.node_ids()] == [
+        MemoryKind.DRAM, MemoryKind.DRAM, MemoryKind.HBM, MemoryKind.HBM,
+        MemoryKind.PMEM, MemoryKind.PMEM,
+    ]
+    assert [t.closest_cpu_node(n) for n in (2, 3, 4, 5)] == [0, 1, 0, 1]
+
+
+def test_present_keeps_only_those_cpus() -> None:
+    """s8c4k: 8 x 512 possible CPUs, six present; packages without CPUs keep their memory."""
+    t = build_topology(S8C4K)
+    assert str(IDSet(t.cpus)) == "0-2,511,1535,4095"
+    assert [str(t.node_cpus(n)) for n in t.node_ids()] == [
+        "0-2,511", "", "1535", "", "", "", "", "4095"
+    ]
+    assert t.package_ids() == [0, 2, 7]
+    assert t.node_memory(t.node_ids()) == 8 * (2 << 30)
+
+
+@pytest.mark.parametrize("spec", [N4C16, N6_HBM_CXL], ids=["n4c16", "n6-hbm-cxl"])
+def test_e2e_machines_round_trip(spec: dict[str, Any], tmp_path: Path) -> None:
+    expected = build_topology(spec)
+    write_sysfs(spec, tmp_path)
+    assert discover(tmp_path) == expected
 
 
 @st.composite
@@ -123,7 +211,9 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
     netdevs = draw(
         st.lists(st.one_of(st.none(), st.integers(0, cpu_nodes - 1)), max_size=2)
     )
+    numbering = draw(st.sampled_from(["linux", "qemu"]))
     return {
+        "numbering": numbering,
         "packages": packages, "dies": dies, "nodes": nodes, "cores": cores,
         "threads": threads, "l3_per_die": l3,
         "memory": draw(st.sampled_from(["1G", "2G", "1536M"])),

@@ -1,0 +1,28 @@
+"""The balloons policy (nri-plugins' model, re-designed as pure functions).
+
+Modules, in reading order: `config` (the ``BalloonsPolicy`` spec and its warnings),
+`matching` (expressions, annotations: which balloon type), `state` (balloons and their
+members), `invariants` (what must hold after every decision), `policy` (the `Policy[S]`
+protocol: filling, inflating, deflating, rebuild, and the report and CPU class hooks).
+"""
+
+from nri_resmgr.policy.balloons.config import BalloonsConfig, BalloonType, resolve_config
+from nri_resmgr.policy.balloons.invariants import InvariantError, check_invariants
+from nri_resmgr.policy.balloons.matching import BALLOON_ANNOTATION, balloon_type_of
+from nri_resmgr.policy.balloons.policy import BalloonReport, BalloonsPolicy
+from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
+
+__all__ = [
+    "BALLOON_ANNOTATION",
+    "Balloon",
+    "BalloonReport",
+    "BalloonType",
+    "BalloonsConfig",
+    "BalloonsPolicy",
+    "BalloonsState",
+    "InvariantError",
+    "Member",
+    "balloon_type_of",
+    "check_invariants",
+    "resolve_config",
+]

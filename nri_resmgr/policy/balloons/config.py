@@ -1,0 +1,442 @@
+"""Configuration of the balloons policy: nri-plugins' ``BalloonsPolicy`` spec, unchanged.
+
+Theory of operation: `BalloonsConfig` is the pydantic model of the spec (camelCase
+keys, as in the CRD ``config.nri_balloonspolicies.yaml``); `resolve_config` validates a
+mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource whose
+``spec`` it takes) and applies it to the machine:
+
+- the usable CPUs (``availableResources.cpu``) and the reserved CPUs and millicores
+  (``reservedResources.cpu``, a quantity or ``cpuset:``/``exclude-cpuset:``);
+- the list of balloon types in matching order, with the built-in ``reserved`` type
+  first and ``default`` last unless the configuration places them itself;
+- ``warnings``: one line per key the configuration sets that this policy accepts but
+  does not implement (`NOT_IMPLEMENTED`), naming the key.
+
+A key that is not in the spec at all is an error naming it, with the closest known key
+("did you mean").  Every error is a `ConfigError` naming the key, what was expected and
+what was found.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nri_resmgr.model import ConfigError, MemoryKind
+from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
+from nri_resmgr.topology.model import Topology
+
+__all__ = [
+    "NOT_IMPLEMENTED",
+    "BalloonType",
+    "BalloonsConfig",
+    "Expression",
+    "Operator",
+    "ResolvedConfig",
+    "TopologyLevel",
+    "resolve_config",
+    "spec_of",
+]
+
+RESERVED = "reserved"
+DEFAULT = "default"
+ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
+KIND = "BalloonsPolicy"
+
+
+class Operator(enum.StrEnum):
+    """The operators of nri-plugins' expressions (``matchExpressions``)."""
+
+    EQUALS = "Equals"
+    NOT_EQUAL = "NotEqual"
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    NOT_EXIST = "NotExist"
+    ALWAYS_TRUE = "AlwaysTrue"
+    MATCHES = "Matches"
+    MATCHES_NOT = "MatchesNot"
+    MATCHES_ANY = "MatchesAny"
+    MATCHES_NONE = "MatchesNone"
+
+
+class TopologyLevel(enum.StrEnum):
+    """``shareIdleCPUsInSame`` and load class levels."""
+
+    SYSTEM = "system"
+    PACKAGE = "package"
+    DIE = "die"
+    NUMA = "numa"
+    L2CACHE = "l2cache"
+    CORE = "core"
+
+
+class CPUPriority(enum.StrEnum):
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+    NONE = "none"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Expression(_Model):
+    key: str
+    operator: Operator
+    values: tuple[str, ...] = ()
+
+
+class Constraints(_Model):
+    cpu: str | int | float | None = None
+
+
+class Component(_Model):
+    balloon_type: str = Field(alias="balloonType")
+
+
+class LoadClass(_Model):
+    name: str
+    level: TopologyLevel
+    overloads_level_in_balloon: bool = Field(default=False, alias="overloadsLevelInBalloon")
+
+
+class ContainerMatch(_Model):
+    match_expressions: tuple[Expression, ...] = Field(default=(), alias="matchExpressions")
+
+
+class BalloonType(_Model):
+    """One entry of ``balloonTypes``."""
+
+    name: str
+    components: tuple[Component, ...] = ()
+    component_creation: str | None = Field(default=None, alias="componentCreation")
+    namespaces: tuple[str, ...] = ()
+    group_by: str = Field(default="", alias="groupBy")
+    match_expressions: tuple[Expression, ...] = Field(default=(), alias="matchExpressions")
+    max_cpus: int = Field(default=0, ge=0, alias="maxCPUs")
+    min_cpus: int = Field(default=0, ge=0, alias="minCPUs")
+    memory_types: tuple[str, ...] = Field(default=(), alias="memoryTypes")
+    pin_memory: bool | None = Field(default=None, alias="pinMemory")
+    allocator_priority: CPUPriority = Field(default=CPUPriority.NONE, alias="allocatorPriority")
+    prefer_spread_on_physical_cores: bool | None = Field(
+        default=None, alias="preferSpreadOnPhysicalCores"
+    )
+    hide_hyperthreads: bool | None = Field(default=None, alias="hideHyperthreads")
+    allocator_topology_balancing: bool | None = Field(
+        default=None, alias="allocatorTopologyBalancing"
+    )
+    cpu_class: str = Field(default="", alias="cpuClass")
+    loads: tuple[str, ...] = ()
+    min_balloons: int = Field(default=0, ge=0, alias="minBalloons")
+    max_balloons: int = Field(default=0, ge=0, alias="maxBalloons")
+    prefer_spreading_pods: bool = Field(default=False, alias="preferSpreadingPods")
+    prefer_per_namespace_balloon: bool = Field(default=False, alias="preferPerNamespaceBalloon")
+    prefer_new_balloons: bool = Field(default=False, alias="preferNewBalloons")
+    share_idle_cpus_in_same: TopologyLevel | None = Field(default=None, alias="shareIdleCPUsInSame")
+    prefer_close_to_devices: tuple[str, ...] = Field(default=(), alias="preferCloseToDevices")
+    prefer_far_from_devices: tuple[str, ...] = Field(default=(), alias="preferFarFromDevices")
+    prefer_isol_cpus: bool = Field(default=False, alias="preferIsolCpus")
+    prefer_core_type: str = Field(default="", alias="preferCoreType")
+    scheduling_class: str = Field(default="", alias="schedulingClass")
+    show_containers_in_nrt: bool | None = Field(default=None, alias="showContainersInNrt")
+    irq_claim: tuple[str, ...] = Field(default=(), alias="irqClaim")
+    irq_mode: str = Field(default="", alias="irqMode")
+
+
+class BalloonsConfig(_Model):
+    """The ``BalloonsPolicy`` spec (nri-plugins' key names)."""
+
+    pin_cpu: bool = Field(default=True, alias="pinCPU")
+    pin_memory: bool = Field(default=True, alias="pinMemory")
+    idle_cpu_class: str = Field(default="", alias="idleCPUClass")
+    reserved_pool_namespaces: tuple[str, ...] = Field(default=(), alias="reservedPoolNamespaces")
+    allocator_topology_balancing: bool = Field(default=False, alias="allocatorTopologyBalancing")
+    prefer_spread_on_physical_cores: bool = Field(
+        default=False, alias="preferSpreadOnPhysicalCores"
+    )
+    balloon_types: tuple[BalloonType, ...] = Field(default=(), alias="balloonTypes")
+    available_resources: Constraints = Field(
+        default_factory=Constraints, alias="availableResources"
+    )
+    reserved_resources: Constraints = Field(
+        default_factory=lambda: Constraints(cpu="750m"), alias="reservedResources"
+    )
+    preserve: ContainerMatch | None = None
+    show_containers_in_nrt: bool = Field(default=False, alias="showContainersInNrt")
+    load_classes: tuple[LoadClass, ...] = Field(default=(), alias="loadClasses")
+    scheduling_classes: tuple[Mapping[str, Any], ...] = Field(default=(), alias="schedulingClasses")
+    cpu_classes: tuple[Mapping[str, Any], ...] = Field(default=(), alias="cpuClasses")
+    turbo_domain: str = Field(default="", alias="turboDomain")
+    controllable_interrupts: tuple[str, ...] = Field(default=(), alias="controllableInterrupts")
+    # the common part of every nri-plugins policy spec (the daemon's, not the policy's)
+    agent: Mapping[str, Any] | None = None
+    control: Mapping[str, Any] | None = None
+    instrumentation: Mapping[str, Any] | None = None
+    log: Mapping[str, Any] | None = None
+
+
+#: keys accepted as nri-plugins spells them but with no effect here (one warning each);
+#: ``balloonTypes.KEY`` for keys of a balloon type
+NOT_IMPLEMENTED = (
+    "preserve",
+    "schedulingClasses",
+    "cpuClasses",
+    "turboDomain",
+    "controllableInterrupts",
+    "allocatorTopologyBalancing",
+    "preferSpreadOnPhysicalCores",
+    "agent",
+    "control",
+    "instrumentation",
+    "log",
+    "balloonTypes.componentCreation",
+    "balloonTypes.preferCloseToDevices",
+    "balloonTypes.preferFarFromDevices",
+    "balloonTypes.schedulingClass",
+    "balloonTypes.irqClaim",
+    "balloonTypes.irqMode",
+    "balloonTypes.allocatorTopologyBalancing",
+    "balloonTypes.preferSpreadOnPhysicalCores",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedConfig:
+    """`BalloonsConfig` applied to a machine."""
+
+    options: BalloonsConfig
+    available: CPUSet
+    #: the reserved balloon's preferred CPUs (``reservedResources.cpu``)
+    reserved: CPUSet
+    reserved_milli: int
+    #: every balloon type, in matching order, the built-in ones included
+    types: tuple[BalloonType, ...]
+    reserved_namespaces: tuple[str, ...]
+    memory_kinds: Mapping[str, tuple[MemoryKind, ...]]
+    warnings: tuple[str, ...]
+
+    def type_named(self, name: str) -> BalloonType | None:
+        for t in self.types:
+            if t.name == name:
+                return t
+        return None
+
+
+def spec_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The spec in `config`: the ``spec`` of a ``BalloonsPolicy`` resource, or itself."""
+    if "spec" in config and ("kind" in config or "apiVersion" in config):
+        kind = config.get("kind")
+        if kind is not None and kind != KIND:
+            raise ConfigError(
+                f"policy balloons: configuration document has kind {kind!r}; expected {KIND}"
+            )
+        spec = config["spec"]
+        if not isinstance(spec, Mapping):
+            raise ConfigError(f"policy balloons: spec is {type(spec).__name__}; expected a mapping")
+        return spec
+    return config
+
+
+def _known_keys(model: type[BaseModel]) -> list[str]:
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel]:
+    """The model the location `loc` (without its last part) is in."""
+    model: type[BaseModel] = BalloonsConfig
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        nested = _NESTED.get(part)
+        if nested is None:
+            break
+        model = nested
+    return model
+
+
+#: the model each nested key's value is validated by (for "did you mean")
+_NESTED: dict[str, type[BaseModel]] = {
+    "balloonTypes": BalloonType,
+    "availableResources": Constraints,
+    "reservedResources": Constraints,
+    "loadClasses": LoadClass,
+    "components": Component,
+    "matchExpressions": Expression,
+    "preserve": ContainerMatch,
+}
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    loc: tuple[int | str, ...] = tuple(error["loc"])
+    where = ".".join(str(p) for p in loc) or "configuration"
+    if error["type"] == "extra_forbidden":
+        key = str(loc[-1])
+        near = difflib.get_close_matches(key, _known_keys(_model_at(loc)), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        return f"{where}: unknown key {key!r}{hint}"
+    return f"{where}: {error['msg']} (found {error.get('input')!r})"
+
+
+def _warnings(raw: Mapping[str, Any]) -> tuple[str, ...]:
+    seen: list[str] = []
+    for key in NOT_IMPLEMENTED:
+        if "." in key:
+            _, sub = key.split(".", 1)
+            types = raw.get("balloonTypes") or ()
+            hit = any(isinstance(t, Mapping) and sub in t for t in types)
+        else:
+            hit = key in raw
+        if hit:
+            seen.append(
+                f"policy balloons: key {key} is accepted but not implemented; it has no effect"
+            )
+    return tuple(seen)
+
+
+def _cpuset_option(text: str, online: CPUSet, what: str) -> CPUSet | None:
+    for prefix in ("exclude-cpuset:", "cpuset:"):
+        if text.startswith(prefix):
+            try:
+                cpus = IDSet.parse(text[len(prefix) :])
+            except IDSetError as exc:
+                raise ConfigError(f"policy balloons: {what}: {exc}") from exc
+            return online - cpus if prefix == "exclude-cpuset:" else online & cpus
+    return None
+
+
+def _builtins(types: tuple[BalloonType, ...], reserved_cpus: int) -> tuple[BalloonType, ...]:
+    names = [t.name for t in types]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(
+            f"policy balloons: balloonTypes defines {', '.join(dupes)} more than once; "
+            "expected each name once"
+        )
+    out = list(types)
+    if RESERVED not in names:
+        out.insert(
+            0,
+            BalloonType(
+                name=RESERVED,
+                minBalloons=1,
+                minCPUs=reserved_cpus,
+                allocatorPriority=CPUPriority.LOW,
+            ),
+        )
+    if DEFAULT not in names:
+        out.append(
+            BalloonType(
+                name=DEFAULT, minBalloons=1, maxBalloons=1, allocatorPriority=CPUPriority.LOW
+            )
+        )
+    fixed = []
+    for t in out:
+        if t.name == RESERVED:
+            if t.max_balloons > 1 or t.min_balloons > 1:
+                raise ConfigError(
+                    f"policy balloons: balloon type {RESERVED}: minBalloons/maxBalloons is "
+                    f"{t.min_balloons}/{t.max_balloons}; expected exactly one reserved balloon"
+                )
+            update: dict[str, Any] = {"min_balloons": 1, "max_balloons": 1}
+            if "min_cpus" not in t.model_fields_set:
+                update["min_cpus"] = reserved_cpus
+            t = t.model_copy(update=update)
+        if t.max_cpus and t.min_cpus > t.max_cpus:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: minCPUs {t.min_cpus} > maxCPUs "
+                f"{t.max_cpus}; expected minCPUs <= maxCPUs"
+            )
+        if t.max_balloons and t.min_balloons > t.max_balloons:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: minBalloons {t.min_balloons} > "
+                f"maxBalloons {t.max_balloons}; expected minBalloons <= maxBalloons"
+            )
+        fixed.append(t)
+    known = {t.name for t in fixed}
+    for t in fixed:
+        for comp in t.components:
+            if comp.balloon_type not in known or comp.balloon_type == t.name:
+                raise ConfigError(
+                    f"policy balloons: balloon type {t.name}: component balloonType "
+                    f"{comp.balloon_type!r} is not another balloon type; expected one of "
+                    f"{', '.join(sorted(known - {t.name}))}"
+                )
+    return tuple(fixed)
+
+
+def _memory_kinds(t: BalloonType) -> tuple[MemoryKind, ...]:
+    out = []
+    for word in t.memory_types:
+        try:
+            out.append(MemoryKind(word.strip().lower()))
+        except ValueError:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: memoryTypes has {word!r}; expected "
+                f"one of {', '.join(k.value.upper() for k in MemoryKind)}"
+            ) from None
+    return tuple(out)
+
+
+def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedConfig:
+    """Validate `config` (a spec or a ``BalloonsPolicy`` resource) for `topology`."""
+    raw = spec_of(config)
+    try:
+        opts = BalloonsConfig.model_validate(dict(raw))
+    except ValidationError as exc:
+        details = "; ".join(_describe(e) for e in exc.errors())
+        raise ConfigError(f"policy balloons: invalid configuration: {details}") from exc
+    online = topology.online_cpus()
+    available = online
+    if opts.available_resources.cpu is not None:
+        text = str(opts.available_resources.cpu).strip()
+        got = _cpuset_option(text, online, "availableResources.cpu")
+        if got is None:
+            raise ConfigError(
+                f"policy balloons: availableResources.cpu is {text!r}; expected cpuset:LIST "
+                "or exclude-cpuset:LIST"
+            )
+        if not got:
+            raise ConfigError(
+                f"policy balloons: availableResources.cpu {text!r} leaves no online CPU; "
+                f"online CPUs are {online}"
+            )
+        available = got
+    raw_reserved = opts.reserved_resources.cpu
+    if raw_reserved is None:
+        raise ConfigError(
+            "policy balloons: reservedResources.cpu is required; expected a quantity such "
+            "as 750m or cpuset:0-1"
+        )
+    text = str(raw_reserved).strip()
+    explicit = _cpuset_option(text, available, "reservedResources.cpu")
+    if explicit is not None:
+        reserved = explicit
+        milli = 1000 * len(reserved)
+    else:
+        amount = parse_cpu_amount(raw_reserved, what="policy balloons: reservedResources.cpu")
+        milli = amount.milli
+        reserved = lowest_cpus(topology, available, -(-milli // 1000))
+    if not reserved:
+        raise ConfigError(
+            f"policy balloons: reservedResources.cpu {text!r} gives no CPU; expected at "
+            "least one available CPU"
+        )
+    types = _builtins(opts.balloon_types, len(reserved))
+    return ResolvedConfig(
+        options=opts,
+        available=available,
+        reserved=reserved,
+        reserved_milli=milli,
+        types=types,
+        reserved_namespaces=ALWAYS_RESERVED_NAMESPACES + tuple(opts.reserved_pool_namespaces),
+        memory_kinds={t.name: _memory_kinds(t) for t in types},
+        warnings=_warnings(raw),
+    )

@@ -1,0 +1,590 @@
+"""The balloons policy: containers in balloons of CPUs that inflate and deflate.
+
+Theory of operation: the configuration (`config.resolve_config`) lists balloon types;
+`matching.balloon_type_of` picks a container's type.  A type has instances, *balloons*
+(`state.Balloon`), each with its own CPUs; ``minBalloons`` of each are there from the
+start (`initial_state`), up to ``maxBalloons`` (0: no limit) are created as containers
+need them, and those beyond ``minBalloons`` go away when their last container does.
+
+Choosing the instance for a container follows nri-plugins' fill chain, in order
+(`_fill_chain`): the balloon of the container's ``groupBy`` group; unless
+``preferSpreadingPods``, a balloon holding the container's pod; with
+``preferPerNamespaceBalloon`` a balloon of its namespace, else a new one; then with
+``preferNewBalloons`` new, balanced, balanced-inflate, and otherwise balanced,
+balanced-inflate, new.  *Balanced* is an existing balloon with room for the request as
+it is, *balanced-inflate* one that can grow to fit.  Among the candidates of a step the
+one with the most free millicores wins, then the one with fewest containers, then the
+name.  A balloon with members of another group is never a candidate.
+
+A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, at most
+``maxCPUs`` (0: no limit): it inflates and deflates as containers come and go (`_resize`).
+New CPUs are picked by `common.take_cpus` (topology-packed), near the balloon's own
+first, then by the type's preferences (`_tiers`: ``preferIsolCpus``, ``preferCoreType``,
+``allocatorPriority`` high = performance cores, low = efficient cores); the reserved
+balloon prefers the ``reservedResources`` CPUs and every other balloon avoids them and
+the isolated CPUs unless it prefers those.
+
+A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
+``shareIdleCPUsInSame`` topology domains; a container in a balloon with no CPUs at all
+runs on the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
+thread per core; memory is pinned (``pinMemory``) to the nodes of those CPUs, of the
+``memoryTypes`` kinds (or the ``memory-type`` annotation's).
+
+Every decision's updates are the other containers whose rendered CPUs or memory changed
+(`decide.decide`): only the members of balloons whose view changed are rendered.
+``rebuild`` keeps every group of containers that run on the same CPUs in one balloon of
+their type claiming those CPUs, when they are free and the balloon fits; the rest are
+placed as if new.  A second rebuild from the rendered result moves nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from nri_resmgr.model import (
+    AllocationError,
+    AnnotationError,
+    Assignment,
+    ContainerID,
+    ContainerInfo,
+    CPUKind,
+    Decision,
+    MemoryKind,
+)
+from nri_resmgr.policy.balloons.config import (
+    RESERVED,
+    BalloonType,
+    CPUPriority,
+    ResolvedConfig,
+    TopologyLevel,
+    resolve_config,
+)
+from nri_resmgr.policy.balloons.invariants import check_invariants
+from nri_resmgr.policy.balloons.matching import balloon_type_of, expand
+from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
+from nri_resmgr.policy.common import one_thread_per_core, parse_bool_annotation, take_cpus
+from nri_resmgr.policy.decide import (
+    decide,
+    decide_release,
+    differs_from_current,
+    nothing_to_release,
+)
+from nri_resmgr.policy.topology_aware.preferences import HIDE_HYPERTHREADS, parse_memory_types
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
+from nri_resmgr.topology.model import CoreType, Topology
+
+__all__ = ["BalloonReport", "BalloonView", "BalloonsPolicy"]
+
+_DRAM = (MemoryKind.DRAM,)
+
+
+@dataclass(frozen=True, slots=True)
+class BalloonView:
+    """What a balloon's containers run on: its CPUs plus shared idle ones, its memory."""
+
+    cpus: CPUSet
+    mems: NodeSet
+
+
+@dataclass(frozen=True, slots=True)
+class BalloonReport:
+    """One balloon, for the simulator, the NRT report and the metrics."""
+
+    name: str
+    type: str
+    cpus: CPUSet
+    shared_idle_cpus: CPUSet
+    mems: NodeSet
+    containers: tuple[str, ...]
+    show_containers_in_nrt: bool
+
+
+def _ceil_cpus(milli: int) -> int:
+    return -(-milli // 1000)
+
+
+class BalloonsPolicy:
+    """nri-plugins' balloons policy, as pure functions (module docstring)."""
+
+    name: ClassVar[str] = "balloons"
+
+    def __init__(self, *, topology: Topology, config: Mapping[str, Any]) -> None:
+        self.topology = topology
+        self.config: ResolvedConfig = resolve_config(topology, config)
+        self.types: dict[str, BalloonType] = {t.name: t for t in self.config.types}
+        #: accepted-but-not-implemented keys, one line each (the shell logs them)
+        self.warnings: tuple[str, ...] = self.config.warnings
+
+    # ---- balloon sizes and CPUs ----------------------------------------------------
+
+    def target_cpus(self, t: BalloonType, milli: int) -> int:
+        """The CPUs a balloon of type `t` needs for `milli` requested millicores."""
+        return max(t.min_cpus, _ceil_cpus(milli))
+
+    def _tiers(self, t: BalloonType, near: CPUSet) -> list[CPUSet]:
+        topo = self.topology
+        available = self.config.available
+        reserved = self.config.reserved
+        isolated = topo.isolated_cpus()
+        if t.name == RESERVED:
+            return [reserved, available - isolated]
+        base = available - reserved
+        plain = base - isolated
+        liked: list[CPUSet] = []
+        if t.prefer_isol_cpus:
+            liked.append(isolated & base)
+        if t.prefer_core_type:
+            liked.append(topo.core_type_cpus(t.prefer_core_type) & plain)
+        if t.allocator_priority is CPUPriority.HIGH:
+            liked.append(topo.core_type_cpus(CoreType.PERFORMANCE) & plain)
+        elif t.allocator_priority is CPUPriority.LOW:
+            liked.append(topo.core_type_cpus(CoreType.EFFICIENT) & plain)
+        tiers: list[CPUSet] = []
+        if near:
+            close = union(topo.siblings(c) for c in near) | union(
+                topo.node_cpus(n) for n in topo.nodes_of(near)
+            )
+            tiers.extend(x & close for x in liked)
+            tiers.append(plain & close)
+        tiers.extend(liked)
+        tiers.extend([plain, base])
+        return [x for x in tiers if x]
+
+    def _resize(self, state: BalloonsState, balloon: Balloon, milli: int) -> Balloon | str:
+        """`balloon` sized for `milli` millicores, or why it cannot be."""
+        t = self.types[balloon.type]
+        want = self.target_cpus(t, milli)
+        if t.max_cpus and want > t.max_cpus:
+            return f"{balloon.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
+        have = len(balloon.cpus)
+        if want == have:
+            return balloon
+        if want < have:
+            keep = take_cpus(self.topology, balloon.cpus, want, prefer=self._tiers(t, IDSet()))
+            assert keep is not None  # want < have CPUs of balloon.cpus
+            return replace(balloon, cpus=keep)
+        # `balloon` may not be in `state` yet (a new one, a claim at rebuild)
+        free = self.config.available - state.used - balloon.cpus
+        more = take_cpus(self.topology, free, want - have, prefer=self._tiers(t, balloon.cpus))
+        if more is None:
+            return f"{balloon.name} would need {want - have} more CPUs; {len(free)} are free"
+        return replace(balloon, cpus=balloon.cpus | more)
+
+    def _new_balloon(self, state: BalloonsState, t: BalloonType, milli: int) -> Balloon | str:
+        """A new instance of `t` sized for `milli`, or why it cannot be made."""
+        count = len(state.of_type(t.name))
+        if t.max_balloons and count >= t.max_balloons:
+            return f"no new {t.name} balloon: maxBalloons {t.max_balloons} reached"
+        taken = {b.instance for b in state.of_type(t.name)}
+        instance = next(i for i in range(count + 1) if i not in taken)
+        return self._resize(state, Balloon(type=t.name, instance=instance, cpus=IDSet()), milli)
+
+    def initial_state(self) -> BalloonsState:
+        st = BalloonsState(balloons={}, members={})
+        for t in self.config.types:
+            for _ in range(t.min_balloons):
+                got = self._new_balloon(st, t, 0)
+                if isinstance(got, str):
+                    raise AllocationError(f"policy balloons: minBalloons of {t.name}: {got}")
+                st = st.with_balloon(got)
+        return st
+
+    # ---- views and rendering -------------------------------------------------------
+
+    def _domain(self, cpus: CPUSet, level: TopologyLevel) -> CPUSet:
+        topo = self.topology
+        if level is TopologyLevel.SYSTEM:
+            return topo.online_cpus()
+        if not cpus:
+            return IDSet()
+        recs = [topo.cpu(c) for c in cpus]
+        if level is TopologyLevel.PACKAGE:
+            return union(topo.package_cpus(p) for p in {r.package_id for r in recs})
+        if level is TopologyLevel.DIE:
+            return union(topo.die_cpus(d) for d in {r.die_id for r in recs})
+        if level is TopologyLevel.NUMA:
+            return union(topo.node_cpus(n) for n in {r.node_id for r in recs})
+        if level is TopologyLevel.L2CACHE:
+            return union(topo.l2_cpus(i) for i in {r.l2_id for r in recs})
+        return union(topo.core_cpus(i) for i in {r.core_id for r in recs})
+
+    def _mems(self, t: BalloonType, cpus: CPUSet, kinds: Sequence[MemoryKind]) -> NodeSet:
+        pin = t.pin_memory if t.pin_memory is not None else self.config.options.pin_memory
+        if not pin or not cpus:
+            return IDSet()
+        wanted = tuple(kinds) or self.config.memory_kinds.get(t.name) or _DRAM
+        return union(
+            self.topology.memory_nodes_near(n, wanted) for n in self.topology.nodes_of(cpus)
+        ) or self.topology.nodes_of(cpus)
+
+    def views(self, state: BalloonsState) -> dict[str, BalloonView]:
+        """Every balloon's view: own CPUs plus shared idle ones, and memory nodes."""
+        idle = self.config.available - state.used
+        reserved = next((b.cpus for b in state.balloons.values() if b.type == RESERVED), None)
+        out = {}
+        for name, b in state.balloons.items():
+            t = self.types[b.type]
+            cpus = b.cpus
+            if t.share_idle_cpus_in_same is not None:
+                cpus = cpus | (idle & self._domain(b.cpus, t.share_idle_cpus_in_same))
+            if not cpus:
+                cpus = reserved or self.config.reserved
+            out[name] = BalloonView(cpus=cpus, mems=self._mems(t, cpus, ()))
+        return out
+
+    def shared_idle(self, state: BalloonsState, name: str) -> CPUSet:
+        b = state.balloons[name]
+        t = self.types[b.type]
+        if t.share_idle_cpus_in_same is None:
+            return IDSet()
+        idle = self.config.available - state.used
+        return idle & self._domain(b.cpus, t.share_idle_cpus_in_same)
+
+    def _render(self, m: Member, view: BalloonView, t: BalloonType) -> Assignment:
+        cpus = view.cpus
+        hide = m.hide_hyperthreads or bool(t.hide_hyperthreads)
+        if hide:
+            cpus = one_thread_per_core(self.topology, cpus)
+        if not self.config.options.pin_cpu:
+            cpus = IDSet()
+        mems = self._mems(t, view.cpus, m.memory_kinds) if m.memory_kinds else view.mems
+        return Assignment(
+            container_id=m.container_id,
+            cpus=cpus,
+            mems=mems,
+            kind=CPUKind.RESERVED if t.name == RESERVED else CPUKind.SHARED,
+            pool=m.balloon,
+        )
+
+    def render(self, state: BalloonsState) -> dict[ContainerID, Assignment]:
+        """Every container's assignment in `state`."""
+        views = self.views(state)
+        return {
+            cid: self._render(m, views[m.balloon], self.types[state.balloons[m.balloon].type])
+            for cid, m in state.members.items()
+        }
+
+    def _render_changed(
+        self, old: BalloonsState, new: BalloonsState, cid: ContainerID
+    ) -> tuple[dict[ContainerID, Assignment], dict[ContainerID, Assignment]]:
+        v_old, v_new = self.views(old), self.views(new)
+        changed = {n for n in v_new if v_old.get(n) != v_new[n]} | {
+            n for n in v_old if n not in v_new
+        }
+
+        def pick(
+            st: BalloonsState, views: Mapping[str, BalloonView]
+        ) -> dict[ContainerID, Assignment]:
+            out = {}
+            for c, m in st.members.items():
+                if c == cid or m.balloon in changed:
+                    t = self.types[st.balloons[m.balloon].type]
+                    out[c] = self._render(m, views[m.balloon], t)
+            return out
+
+        return pick(old, v_old), pick(new, v_new)
+
+    # ---- choosing a balloon ----------------------------------------------------------
+
+    def _member(self, c: ContainerInfo, t: BalloonType) -> Member:
+        kinds = parse_memory_types(c)
+        return Member(
+            container_id=c.id,
+            pod_id=c.pod.id,
+            namespace=c.namespace,
+            pretty=c.pretty,
+            balloon="",
+            milli=c.request.cpu_request_milli,
+            group=expand(t.group_by, c) if t.group_by else "",
+            hide_hyperthreads=bool(parse_bool_annotation(c, HIDE_HYPERTHREADS)),
+            memory_kinds=tuple(sorted(kinds)) if kinds else (),
+        )
+
+    def _fill_chain(self, t: BalloonType) -> list[str]:
+        chain = []
+        if t.group_by:
+            chain.append("same-group")
+        if not t.prefer_spreading_pods:
+            chain.append("same-pod")
+        if t.prefer_per_namespace_balloon:
+            chain += ["same-namespace", "new"]
+        if t.prefer_new_balloons:
+            chain += ["new", "balanced", "balanced-inflate"]
+        else:
+            chain += ["balanced", "balanced-inflate", "new"]
+        return chain
+
+    def _place(
+        self, state: BalloonsState, t: BalloonType, m: Member, *, prefer: str | None = None
+    ) -> tuple[Balloon, str]:
+        """The balloon (resized, or new) `m` goes to in `state`, and the fill step."""
+        mine = state.of_type(t.name)
+        members = {b.name: state.members_of(b.name) for b in mine}
+        if t.group_by:
+            mine = [b for b in mine if all(x.group == m.group for x in members[b.name])]
+        reasons: list[str] = []
+        steps = ["current"] if prefer is not None else []
+        steps += self._fill_chain(t)
+        for step in steps:
+            if step == "new":
+                got = self._new_balloon(state, t, m.milli)
+                if isinstance(got, Balloon):
+                    return got, step
+                reasons.append(got)
+                continue
+            if step == "current":
+                cands = [b for b in mine if b.name == prefer]
+            elif step == "same-group":
+                cands = [b for b in mine if any(x.group == m.group for x in members[b.name])]
+            elif step == "same-pod":
+                cands = [b for b in mine if any(x.pod_id == m.pod_id for x in members[b.name])]
+            elif step == "same-namespace":
+                cands = [
+                    b for b in mine if any(x.namespace == m.namespace for x in members[b.name])
+                ]
+            else:
+                cands = list(mine)
+            fits: list[tuple[tuple[int, int, str], Balloon]] = []
+            for b in cands:
+                milli = state.milli_of(b.name) + m.milli
+                if step == "balanced" and self.target_cpus(t, milli) > len(b.cpus):
+                    continue
+                got = self._resize(state, b, milli)
+                if isinstance(got, str):
+                    reasons.append(got)
+                    continue
+                room = 1000 * len(got.cpus) - milli
+                fits.append(((-room, len(members[b.name]), b.name), got))
+            if fits:
+                return min(fits, key=lambda kb: kb[0])[1], step
+        raise AllocationError(
+            f"no {t.name} balloon can take {m.milli}m CPU: " + "; ".join(dict.fromkeys(reasons))
+        )
+
+    def _add(
+        self, state: BalloonsState, c: ContainerInfo, *, prefer: str | None = None
+    ) -> tuple[BalloonsState, str]:
+        t = balloon_type_of(c, self.config)
+        m = self._member(c, t)
+        try:
+            balloon, step = self._place(state, t, m, prefer=prefer)
+        except AllocationError as exc:
+            raise AllocationError(f"{c.pretty}: {exc}") from exc
+        new = state.with_balloon(balloon).with_member(replace(m, balloon=balloon.name))
+        return new, f"in balloon {balloon.name} ({step})"
+
+    def _drop(self, state: BalloonsState, cid: ContainerID) -> BalloonsState:
+        """`state` without `cid`: its balloon deflates, or goes when empty and optional."""
+        m = state.members[cid]
+        return self._settle(state.without_member(cid), m.balloon)
+
+    def _settle(self, state: BalloonsState, name: str) -> BalloonsState:
+        """`state` with balloon `name` sized for its members, or gone when empty and
+        beyond its type's ``minBalloons``."""
+        b = state.balloons.get(name)
+        if b is None:
+            return state
+        t = self.types[b.type]
+        if not state.members_of(name) and len(state.of_type(t.name)) > t.min_balloons:
+            return state.without_balloon(name)
+        got = self._resize(state, b, state.milli_of(name))
+        assert isinstance(got, Balloon)  # deflating within maxCPUs always fits
+        return state.with_balloon(got)
+
+    # ---- the protocol --------------------------------------------------------------
+
+    def allocate(self, state: BalloonsState, container: ContainerInfo) -> Decision[BalloonsState]:
+        if container.id in state.members:
+            return self.update(state, container)
+        new, reason = self._add(state, container)
+        return decide(self._render_changed, state, new, container.id, reason)
+
+    def release(self, state: BalloonsState, container_id: ContainerID) -> Decision[BalloonsState]:
+        if container_id not in state.members:
+            return nothing_to_release(state)
+        new = self._drop(state, container_id)
+        return decide_release(self._render_changed, state, new, container_id)
+
+    def update(self, state: BalloonsState, container: ContainerInfo) -> Decision[BalloonsState]:
+        old = state.members.get(container.id)
+        if old is None:
+            return self.allocate(state, container)
+        t = balloon_type_of(container, self.config)
+        fresh = replace(self._member(container, t), balloon=old.balloon)
+        if state.balloons[old.balloon].type == t.name and fresh == old:
+            return decide(self._render_changed, state, state, container.id, "unchanged")
+        # the old balloon keeps its CPUs until the container is placed again, so that
+        # it can stay there, resized; only then is the old balloon settled
+        without = state.without_member(container.id)
+        new, reason = self._add(without, container, prefer=old.balloon)
+        if new.members[container.id].balloon != old.balloon:
+            new = self._settle(new, old.balloon)
+        return decide(self._render_changed, state, new, container.id, f"updated: {reason}")
+
+    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[BalloonsState]:
+        st = BalloonsState(balloons={}, members={})
+        notes: list[str] = []
+        unique: dict[ContainerID, ContainerInfo] = {}
+        for c in containers:
+            unique.setdefault(c.id, c)
+        types: dict[ContainerID, BalloonType] = {}
+        for c in unique.values():
+            try:
+                types[c.id] = balloon_type_of(c, self.config)
+                self._member(c, types[c.id])
+            except AnnotationError as exc:
+                notes.append(f"unreadable, in the default balloon: {exc}")
+                fallback = self.config.type_named("default")
+                assert fallback is not None
+                types[c.id] = fallback
+        # 1. containers on the same CPUs, of the same type: one balloon claiming them
+        groups: dict[tuple[str, CPUSet], list[ContainerInfo]] = {}
+        for c in unique.values():
+            if c.current_cpus:
+                groups.setdefault((types[c.id].name, c.current_cpus), []).append(c)
+        holders: dict[int, int] = {}
+        for _, cpus in groups:
+            for cpu in cpus:
+                holders[cpu] = holders.get(cpu, 0) + 1
+        placed: set[ContainerID] = set()
+        for (tname, cpus), members in sorted(
+            groups.items(), key=lambda kv: (len(kv[0][1]), kv[0][0], kv[0][1].sorted())
+        ):
+            t = self.types[tname]
+            ms = [self._safe_member(c, t) for c in members]
+            got = self._claim(st, t, cpus, ms, holders)
+            if got is None:
+                continue
+            st = st.with_balloon(got)
+            for m in ms:
+                st = st.with_member(replace(m, balloon=got.name))
+                placed.add(m.container_id)
+        # 2. the balloons every type has from the start, then everyone else as if new
+        reported = union(c.current_cpus for c in unique.values() if c.current_cpus)
+        st = self._top_up(st, unseen=self.config.available - reported)
+        for c in unique.values():
+            if c.id in placed:
+                continue
+            try:
+                st, _ = self._add(st, c)
+            except (AllocationError, AnnotationError) as exc:
+                notes.append(f"not placed: {exc}")
+        rendered = self.render(st)
+        updates = tuple(
+            rendered[c.id]
+            for c in unique.values()
+            if c.id in rendered and differs_from_current(c, rendered[c.id])
+        )
+        reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
+        return Decision(state=st, updates=updates, reason=reason)
+
+    def _safe_member(self, c: ContainerInfo, t: BalloonType) -> Member:
+        try:
+            return self._member(c, t)
+        except AnnotationError:
+            return Member(
+                container_id=c.id,
+                pod_id=c.pod.id,
+                namespace=c.namespace,
+                pretty=c.pretty,
+                balloon="",
+                milli=c.request.cpu_request_milli,
+            )
+
+    def _claim(
+        self,
+        state: BalloonsState,
+        t: BalloonType,
+        cpus: CPUSet,
+        members: Sequence[Member],
+        holders: Mapping[int, int],
+    ) -> Balloon | None:
+        """A balloon of `t` for `members`, now running on `cpus`, keeping them there."""
+        milli = sum(m.milli for m in members)
+        if t.group_by and len({m.group for m in members}) > 1:
+            return None
+        want = self.target_cpus(t, milli)
+        if t.max_cpus and want > t.max_cpus:
+            return None
+        mine = cpus
+        if t.hide_hyperthreads or any(m.hide_hyperthreads for m in members):
+            # the container sees the lowest thread of each core the balloon has: the
+            # balloon may hold the higher threads of those cores too
+            mine = cpus | IDSet(s for c in cpus for s in self.topology.siblings(c) if s > c)
+        own = mine & (self.config.available - state.used)
+        alone = IDSet(c for c in own if holders.get(c, 0) <= 1)
+        keep = take_cpus(
+            self.topology, own, min(want, len(own)), prefer=[cpus & alone, alone, cpus]
+        )
+        fresh = self._new_balloon(state, t, 0)
+        if keep is None or isinstance(fresh, str) or (want and not keep):
+            return None
+        got = self._resize(state, replace(fresh, cpus=keep), milli)
+        return got if isinstance(got, Balloon) else None
+
+    def _top_up(self, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
+        """`state` with at least ``minBalloons`` balloons of every type (rebuild).
+
+        The empty ones take their CPUs from `unseen` (in no container's reported
+        cpuset) where they can: that is where empty balloons were, so the idle CPUs
+        other balloons share stay the same.
+        """
+        for t in self.config.types:
+            while len(state.of_type(t.name)) < t.min_balloons:
+                got = self._new_balloon(state, t, 0)
+                if isinstance(got, str):
+                    break
+                free = unseen - state.used
+                if t.name != RESERVED and len(free) >= len(got.cpus):
+                    cpus = take_cpus(
+                        self.topology, free, len(got.cpus), prefer=self._tiers(t, IDSet())
+                    )
+                    if cpus is not None:
+                        got = replace(got, cpus=cpus)
+                state = state.with_balloon(got)
+        return state
+
+    # ---- what the shell and reports read --------------------------------------------
+
+    def cpu_classes(self, state: BalloonsState) -> dict[str, CPUSet]:
+        """CPU class name -> the CPUs in it: balloons' ``cpuClass``, idle ``idleCPUClass``.
+
+        The hook for a CPU class controller (cpufreq/cpuidle under the sysfs root).
+        """
+        out: dict[str, CPUSet] = {}
+        for b in state.balloons.values():
+            cls = self.types[b.type].cpu_class
+            if cls and b.cpus:
+                out[cls] = out.get(cls, IDSet()) | b.cpus
+        idle_class = self.config.options.idle_cpu_class
+        idle = self.config.available - state.used
+        if idle_class and idle:
+            out[idle_class] = out.get(idle_class, IDSet()) | idle
+        return out
+
+    def report(self, state: BalloonsState) -> tuple[BalloonReport, ...]:
+        """Every balloon with its CPUs, memory and containers (simulator, NRT, metrics)."""
+        views = self.views(state)
+        show_all = self.config.options.show_containers_in_nrt
+        out = []
+        for name, b in state.balloons.items():
+            t = self.types[b.type]
+            show = t.show_containers_in_nrt if t.show_containers_in_nrt is not None else show_all
+            out.append(
+                BalloonReport(
+                    name=name,
+                    type=b.type,
+                    cpus=b.cpus,
+                    shared_idle_cpus=self.shared_idle(state, name),
+                    mems=views[name].mems,
+                    containers=tuple(sorted(str(m.container_id) for m in state.members_of(name))),
+                    show_containers_in_nrt=show,
+                )
+            )
+        return tuple(out)
+
+    def check(self, state: BalloonsState) -> None:
+        """`invariants.check_invariants` of `state`."""
+        check_invariants(self, state)

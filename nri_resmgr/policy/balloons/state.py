@@ -1,0 +1,99 @@
+"""The balloons state: balloon instances and the containers in them.
+
+Theory of operation: a `Balloon` is one instance of a balloon type (named
+``TYPE[INSTANCE]``, nri-plugins' spelling) holding its own CPUs, which no other balloon
+holds.  A `Member` is one container in one balloon, with the millicores it requested:
+a balloon's size follows the sum of its members' requests (`BalloonsState.milli_of`).
+CPUs in no balloon are *idle*; balloon types with ``shareIdleCPUsInSame`` let their
+containers run on the idle CPUs near their own.  The state is immutable: every change
+builds a new one (`with_balloon`, `with_member`, `without_member`, `without_balloon`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from nri_resmgr.model import ContainerID, MemoryKind, PodID, PolicyState
+from nri_resmgr.topology.cpuset import CPUSet, union
+
+__all__ = ["Balloon", "BalloonsState", "Member", "balloon_name"]
+
+
+def balloon_name(type_name: str, instance: int) -> str:
+    """nri-plugins' name of instance `instance` of balloon type `type_name`."""
+    return f"{type_name}[{instance}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Balloon:
+    """One balloon instance and its own CPUs."""
+
+    type: str
+    instance: int
+    cpus: CPUSet
+
+    @property
+    def name(self) -> str:
+        return balloon_name(self.type, self.instance)
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One container in a balloon."""
+
+    container_id: ContainerID
+    pod_id: PodID
+    namespace: str
+    #: the container's pretty name, for reports
+    pretty: str
+    balloon: str
+    milli: int
+    #: the value of the type's ``groupBy`` for this container ("" when none)
+    group: str = ""
+    hide_hyperthreads: bool = False
+    #: the ``memory-type`` annotation's kinds, overriding the type's ``memoryTypes``
+    memory_kinds: tuple[MemoryKind, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BalloonsState(PolicyState):
+    """Balloons by name and their members by container id."""
+
+    balloons: Mapping[str, Balloon]
+    members: Mapping[ContainerID, Member]
+
+    @property
+    def used(self) -> CPUSet:
+        """The CPUs held by any balloon."""
+        return union(b.cpus for b in self.balloons.values())
+
+    def members_of(self, name: str) -> list[Member]:
+        return [m for m in self.members.values() if m.balloon == name]
+
+    def milli_of(self, name: str) -> int:
+        """The millicores the members of balloon `name` requested."""
+        return sum(m.milli for m in self.members.values() if m.balloon == name)
+
+    def of_type(self, type_name: str) -> list[Balloon]:
+        return [b for b in self.balloons.values() if b.type == type_name]
+
+    def with_balloon(self, balloon: Balloon) -> BalloonsState:
+        return BalloonsState(
+            balloons={**self.balloons, balloon.name: balloon}, members=self.members
+        )
+
+    def without_balloon(self, name: str) -> BalloonsState:
+        return BalloonsState(
+            balloons={k: b for k, b in self.balloons.items() if k != name}, members=self.members
+        )
+
+    def with_member(self, member: Member) -> BalloonsState:
+        return BalloonsState(
+            balloons=self.balloons, members={**self.members, member.container_id: member}
+        )
+
+    def without_member(self, cid: ContainerID) -> BalloonsState:
+        return BalloonsState(
+            balloons=self.balloons, members={k: m for k, m in self.members.items() if k != cid}
+        )

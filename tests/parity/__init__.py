@@ -1,0 +1,1 @@
+"""nri-plugins' published e2e expectations, ported: their machines, configs and `verify`s."""

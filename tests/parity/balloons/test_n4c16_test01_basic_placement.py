@@ -1,0 +1,126 @@
+"""n4c16/test01-basic-placement: pods to balloon types by annotation, namespace and default.
+
+Their configuration is the suite's helm-config.yaml (four balloon types, CPUs 1-15
+available, one reserved); its ``log``, ``instrumentation`` and ``control.cpu`` (the CPU
+frequency classes, applied by their cpu controller) sections are left out here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nri_resmgr.topology.cpuset import union
+from tests.parity.balloons._sim import BALLOON, Script, config, disjoint, res, simulate
+
+CONFIG = config("""
+pinCPU: true
+pinMemory: true
+balloonTypes:
+  - name: two-cpu
+    minCPUs: 2
+    maxCPUs: 2
+    allocatorPriority: high
+    cpuClass: class2
+    preferNewBalloons: true
+  - name: three-cpu
+    namespaces: ["three"]
+    minCPUs: 3
+    allocatorPriority: normal
+    cpuClass: class3
+    preferSpreadingPods: true
+  - name: four-cpu
+    minCPUs: 4
+    maxCPUs: 8
+    minBalloons: 1
+    allocatorPriority: low
+    cpuClass: class4
+  - name: five-cpu
+    maxCPUs: 5
+    allocatorPriority: none
+    preferSpreadingPods: true
+    preferNewBalloons: true
+    cpuClass: class5
+availableResources:
+  cpu: cpuset:1-15
+reservedResources:
+  cpu: "1"
+""")
+
+G100 = res("100m", "100M")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 15: needs a new balloon per best-effort container (preferNewBalloons)",
+)
+def test_basic_placement() -> None:
+    s = Script()
+    pod0 = s.create(namespace="kube-system", contcount=2)
+    pod1 = s.create(contcount=2, annotations={BALLOON: "two-cpu"}, **G100)
+    pod2 = s.create(annotations={BALLOON: "two-cpu"}, **G100)
+    pod3 = s.create(
+        namespace="three",
+        contcount=2,
+        cpureq="1500m",
+        cpulim="1500m",
+        memreq="100M",
+        memlim="100M",
+    )
+    s.delete("pod0", "pod1", "pod2", "pod3")
+    pod4 = s.create(
+        contcount=3,
+        cpureq="3",
+        cpulim="3",
+        annotations={
+            BALLOON: "four-cpu",
+            "hide-hyperthreads.resource-policy.nri.io/container.pod4c1": "true",
+        },
+    )
+    s.delete("pod4")
+    pod5 = s.create(contcount=3, cpureq="1250m", annotations={BALLOON: "five-cpu"})
+    pod6 = s.create(contcount=4, annotations={BALLOON: "five-cpu"})
+    pod7 = s.create(contcount=4, annotations={BALLOON: "five-cpu"})
+    run = simulate(s, CONFIG)
+
+    # pod0: kube-system, on the reserved CPUs
+    p = run.at(pod0)
+    assert p.cpus("pod0c0") == p.cpus("pod0c1")
+    assert len(p.cpus("pod0c0")) == 1
+    # pod1: both containers of the pod in the same two-cpu balloon
+    p = run.at(pod1)
+    assert p.cpus("pod1c0") == p.cpus("pod1c1")
+    assert len(p.cpus("pod1c0")) == 2
+    # pod2: a new two-cpu balloon (preferNewBalloons)
+    p = run.at(pod2)
+    assert len(p.cpus("pod2c0")) == 2
+    assert disjoint(p.cpus("pod2c0"), p.cpus("pod1c0"))
+    # pod3: 2 x 1.5 CPUs fit exactly in one three-cpu balloon, spreading or not
+    p = run.at(pod3)
+    assert p.cpus("pod3c0") == p.cpus("pod3c1")
+    assert len(p.cpus("pod3c0")) == 3
+    # pod4: two containers in four-cpu[0] (inflated to 6), the third in a new instance;
+    # pod4c1 hides hyperthreads
+    p = run.at(pod4)
+    assert p.cpus("pod4c1") <= p.cpus("pod4c0")
+    assert disjoint(p.cpus("pod4c2"), p.cpus("pod4c0"))
+    assert len(p.cpus("pod4c0")) == 6
+    assert len(p.cpus("pod4c1")) == 3
+    assert len(p.cpus("pod4c2")) == 4
+    # pod5: spread containers, each in its own five-cpu balloon
+    p = run.at(pod5)
+    assert disjoint(p.cpus("pod5c0"), p.cpus("pod5c1"), p.cpus("pod5c2"))
+    assert [len(p.cpus(f"pod5c{i}")) for i in range(3)] == [2, 2, 2]
+    # pod6: best-effort containers each get a new balloon of one CPU
+    p = run.at(pod6)
+    six = p.live("pod6c")
+    assert {len(p.cpus(c)) for c in six} == {1}
+    assert disjoint(*(p.cpus(c) for c in six))
+    assert disjoint(union(p.cpus(c) for c in six), union(p.cpus(c) for c in p.live("pod5c")))
+    # pod7: no room for new balloons: spread evenly over pod6's balloons (1000m free),
+    # not pod5's (750m free)
+    p = run.at(pod7)
+    seven = p.live("pod7c")
+    assert {len(p.cpus(c)) for c in seven} == {1}
+    assert disjoint(*(p.cpus(c) for c in seven))
+    assert max(len(p.cpus(c)) for c in p.live("pod")) == 2
+    assert disjoint(union(p.cpus(c) for c in seven), union(p.cpus(c) for c in p.live("pod5c")))

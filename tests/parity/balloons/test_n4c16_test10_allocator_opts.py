@@ -1,0 +1,75 @@
+"""n4c16/test10-allocator-opts: allocatorTopologyBalancing, preferSpreadOnPhysicalCores and
+preferCloseToDevices (a NUMA node) per balloon type and policy-wide."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.parity.balloons._sim import BALLOON, Script, config, res, simulate
+
+CONFIG = config("""
+reservedResources:
+  cpu: "1"
+allocatorTopologyBalancing: true
+preferSpreadOnPhysicalCores: true
+balloonTypes:
+  - name: policydefaults
+    minCPUs: 2
+    minBalloons: 2
+  - name: topo1cores0
+    minCPUs: 2
+    minBalloons: 1
+    preferSpreadOnPhysicalCores: false
+  - name: topo0cores1
+    allocatorTopologyBalancing: false
+    preferSpreadOnPhysicalCores: true
+  - name: topo0cores0
+    allocatorTopologyBalancing: false
+    preferSpreadOnPhysicalCores: false
+  - name: topo1cores1
+    allocatorTopologyBalancing: true
+    preferSpreadOnPhysicalCores: true
+  - name: device-node2
+    preferNewBalloons: true
+    preferSpreadOnPhysicalCores: true
+    preferCloseToDevices:
+      - "/sys/devices/system/node/node2"
+""")
+NODE2 = 2
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15: needs preferSpreadOnPhysicalCores")
+def test_allocator_opts() -> None:
+    s = Script()
+    g = res("100m", "100M")
+    pod0 = s.create(annotations={BALLOON: "policydefaults"}, **g)
+    pod1 = s.create(annotations={BALLOON: "topo1cores0"}, **g)
+    pod2 = s.create(contcount=2, annotations={BALLOON: "topo1cores1"}, **res("1", "100M"))
+    s.delete("pod0", "pod1", "pod2")
+    pod3 = s.create(contcount=2, annotations={BALLOON: "topo0cores0"}, **res("1", "100M"))
+    near = {BALLOON: "device-node2"}
+    pod4 = s.create(annotations=near, cpureq="3", cpulim="6", memreq="100M", memlim="100M")
+    # their script deletes pod0-pod2 again here (already gone); pod3 and pod4 stay
+    pod5 = s.create(annotations=near, cpureq="2", cpulim="6", memreq="100M", memlim="100M")
+    run = simulate(s, CONFIG)
+
+    p = run.at(pod0)  # spread on physical cores, away from node2
+    assert (len(p.cores("pod0c0")), len(p.cpus("pod0c0"))) == (2, 2)
+    assert NODE2 not in p.nodes("pod0c0")
+    p = run.at(pod1)  # packed on one core
+    assert (len(p.cores("pod1c0")), len(p.cpus("pod1c0"))) == (1, 2)
+    assert NODE2 not in p.nodes("pod1c0")
+    p = run.at(pod2)
+    assert (len(p.cores("pod2c0")), len(p.cpus("pod2c0"))) == (2, 2)
+    assert p.cpus("pod2c0") == p.cpus("pod2c1")
+    assert NODE2 not in p.nodes("pod2c0")
+    p = run.at(pod3)  # packed tightly
+    assert (len(p.cores("pod3c0")), len(p.cpus("pod3c0"))) == (1, 2)
+    assert p.cpus("pod3c0") == p.cpus("pod3c1")
+    assert NODE2 not in p.nodes("pod3c0")
+    p = run.at(pod4)  # node2 was kept free for it
+    assert set(p.nodes("pod4c0")) == {NODE2}
+    assert (len(p.cores("pod4c0")), len(p.cpus("pod4c0"))) == (2, 3)
+    p = run.at(pod5)  # does not fit on node2: the hint gives way
+    assert NODE2 not in p.nodes("pod5c0")
+    assert (len(p.cores("pod5c0")), len(p.cpus("pod5c0"))) == (2, 2)

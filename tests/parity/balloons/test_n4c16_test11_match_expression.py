@@ -1,0 +1,52 @@
+"""n4c16/test11-match-expression: balloon type ``matchExpressions`` and ``preserve``.
+
+Their configuration is the suite's match-config.yaml.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.parity.balloons._sim import Script, config, simulate
+
+CONFIG = config("""
+reservedResources:
+  cpu: 750m
+pinCPU: true
+pinMemory: true
+idleCPUClass: normal
+allocatorTopologyBalancing: true
+preserve:
+  matchExpressions:
+    - key: name
+      operator: In
+      values: [pod1cX, pod2c1, pod2c2, pod3cX]
+balloonTypes:
+  - name: special
+    matchExpressions:
+      - key: pod/labels/app.kubernetes.io/component
+        operator: Equals
+        values: ["precious"]
+    minCPUs: 2
+    maxCPUs: 2
+  - name: default
+    namespaces: [default]
+    minCPUs: 1
+    maxCPUs: 1
+    allocatorPriority: normal
+reservedPoolNamespaces: [kube-system]
+""")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15: needs preserve matchExpressions")
+def test_match_expression() -> None:
+    s = Script()
+    pod0 = s.create(labels={"app.kubernetes.io/component": "precious"})
+    pod1 = s.create()
+    pod2 = s.create(contcount=4)
+    run = simulate(s, CONFIG)
+
+    assert len(run.at(pod0).cpus("pod0c0")) == 2  # the special balloon
+    assert len(run.at(pod1).cpus("pod1c0")) == 1  # the default balloon
+    p = run.at(pod2)  # pod2c1 and pod2c2 are preserved by name: all CPUs
+    assert [len(p.cpus(f"pod2c{i}")) for i in range(4)] == [1, 16, 16, 1]

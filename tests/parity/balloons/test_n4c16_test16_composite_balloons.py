@@ -1,0 +1,149 @@
+"""n4c16/test16-composite-balloons: balloons made of balloons (``components``,
+``componentCreation``), kept balanced over NUMA nodes.
+
+Their checks count a container's CPUs per NUMA node by CPU id ranges (cpu00-03 is node0);
+here they count by node, which is what the ranges stand for.  "cpu06 or cpu07" (their
+reserved core, close to cpu6's L1 cache) is the core
+of CPU 6 here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nri_resmgr.topology.cpuset import IDSet
+from tests.parity.balloons._sim import BALLOON, Placement, Res, Script, config, disjoint, simulate
+
+CONFIG = config("""
+allocatorTopologyBalancing: false
+reservedResources:
+  cpu: 750m
+pinCPU: true
+pinMemory: true
+balloonTypes:
+- name: node0
+  preferCloseToDevices: [/sys/devices/system/node/node0]
+- name: node1
+  preferCloseToDevices: [/sys/devices/system/node/node1]
+- name: node2
+  preferCloseToDevices: [/sys/devices/system/node/node2]
+- name: node3
+  preferCloseToDevices: [/sys/devices/system/node/node3]
+- name: balance-all-nodes
+  components:
+  - balloonType: balance-pkg0-nodes
+  - balloonType: balance-pkg1-nodes
+  minCPUs: 4
+  minBalloons: 1
+  showContainersInNrt: true
+- name: balance-pkg0-nodes
+  components:
+  - balloonType: node0
+  - balloonType: node1
+- name: balance-pkg1-nodes
+  componentCreation: "all"
+  components:
+  - balloonType: node2
+  - balloonType: node3
+  preferNewBalloons: true
+- name: nodes2301
+  componentCreation: balance-balloons
+  components:
+  - balloonType: node2
+  - balloonType: node3
+  - balloonType: node0
+  - balloonType: node1
+  preferNewBalloons: true
+- name: balance-both-nodes-on-either-pkg
+  componentCreation: balance-balloons
+  components:
+  - balloonType: balance-pkg0-nodes
+  - balloonType: balance-pkg1-nodes
+  preferNewBalloons: true
+- name: new-on-node-1
+  components:
+  - balloonType: node1
+  preferNewBalloons: true
+- name: kube-system-cpu-core
+  preferCloseToDevices: [/sys/devices/system/cpu/cpu6/cache/index0]
+- name: reserved
+  components:
+  - balloonType: kube-system-cpu-core
+""")
+
+
+def per_node(p: Placement, ctr: str) -> list[int]:
+    """How many of the container's CPUs are on each of the four NUMA nodes."""
+    cpus = p.cpus(ctr)
+    return [sum(1 for c in cpus if p.topology.cpus[c].node_id == n) for n in range(4)]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15: needs composite balloons")
+def test_composite_balloons() -> None:
+    s = Script()
+    all_nodes = {BALLOON: "balance-all-nodes"}
+    pkg1 = {BALLOON: "balance-pkg1-nodes"}
+    pod0 = s.create(contcount=2, annotations=all_nodes, cpureq="500m", cpulim="500m", memreq="100M")
+    pod1 = s.create(annotations=all_nodes, cpureq="9", memreq="100M")
+    pod2 = s.create(namespace="kube-system", cpureq="100m", cpulim="100m")
+    shrunk = s.delete("pod1")
+    s.delete("pod0", "pod2")
+    pod3 = s.create(annotations=pkg1, cpureq="1", memreq="100M")
+    pod4 = s.create(annotations=pkg1, cpureq="4", memreq="100M")
+    s.delete("pod3", "pod4")
+    pod5 = s.create(annotations=all_nodes, cpureq="12", memreq="100M")
+    run = simulate(s, CONFIG)
+
+    p = run.at(pod0)
+    assert len(p.cpus("pod0c0")) == len(p.cpus("pod0c1")) == 4
+    assert set(p.nodes("pod0c0")) == set(p.nodes("pod0c1")) == {0, 1, 2, 3}
+    p = run.at(pod1)  # 9 CPUs balanced: 3 per node (the reserved CPU is on node1)
+    assert len(p.cpus("pod1c0")) == 12
+    assert p.cpus("pod0c0") == p.cpus("pod0c1") == p.cpus("pod1c0")
+    assert per_node(p, "pod1c0") == [3, 3, 3, 3]
+    core6 = IDSet(
+        c for c, cpu in p.topology.cpus.items() if cpu.core_id == p.topology.cpus[6].core_id
+    )
+    assert len(p.cpus("pod1c0") & core6) == 1
+    p = run.at(pod2)  # kube-system on the core of cpu6
+    assert p.cpus("pod2c0") <= core6
+    p = run.at(shrunk)  # back to 4 CPUs, still one per node
+    assert len(p.cpus("pod0c0")) == 4
+    assert p.cpus("pod0c0") == p.cpus("pod0c1")
+    assert per_node(p, "pod0c0") == [1, 1, 1, 1]
+    p = run.at(pod3)  # a balance-pkg1-nodes instance: one CPU on each of nodes 2 and 3
+    assert len(p.cpus("pod3c0")) == 2
+    assert per_node(p, "pod3c0")[2:] == [1, 1]
+    p = run.at(pod4)
+    assert len(p.cpus("pod4c0")) == 4
+    assert per_node(p, "pod4c0")[2:] == [2, 2]
+    assert disjoint(p.cpus("pod4c0"), p.cpus("pod3c0"))
+    p = run.at(pod5)  # the pkg1 composites were deleted whole: balance-all-nodes can grow
+    assert len(p.cpus("pod5c0")) == 12
+    assert per_node(p, "pod5c0") == [3, 3, 3, 3]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15: needs composite balloons")
+def test_component_creation_order() -> None:
+    s = Script()
+    order = {BALLOON: "nodes2301"}
+    g = Res(cpureq="1", memreq="100M")
+    steps = [s.create(annotations=order, **g) for _ in range(4)]  # pod0..pod3
+    s.delete("pod1")  # it ran in balloon "node3"
+    pod4 = s.create(annotations=order, **g)
+    s.delete("pod0", "pod2", "pod3", "pod4")
+    pod5 = s.create(annotations={BALLOON: "new-on-node-1"}, **g)
+    either = {BALLOON: "balance-both-nodes-on-either-pkg"}
+    pod6 = s.create(annotations=either, **g)
+    pod7 = s.create(annotations=either, **g)
+    pod8 = s.create(annotations=either, **g)
+    run = simulate(s, CONFIG)
+
+    for i, (step, node) in enumerate(zip(steps, (2, 3, 0, 1), strict=True)):
+        assert set(run.at(step).nodes(f"pod{i}c0")) == {node}, i
+    assert set(run.at(pod4).nodes("pod4c0")) == {3}
+    assert set(run.at(pod5).nodes("pod5c0")) == {1}
+    # node1 has an instance (pod5's): balance-balloons picks the pkg1 component first
+    assert set(run.at(pod6).nodes("pod6c0")) == {2, 3}
+    assert set(run.at(pod7).nodes("pod7c0")) == {0, 1}
+    assert set(run.at(pod8).nodes("pod8c0")) == {2, 3}

@@ -1,0 +1,35 @@
+"""n4c16/test22-isolcpus: ``preferIsolCpus`` takes the kernel's isolated CPUs (isolcpus=0,1).
+
+Their VM reboots with isolcpus=0,1; our machine model marks CPUs 0 and 1 isolated.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nri_resmgr.topology.cpuset import IDSet
+from tests.parity.balloons._sim import N4C16, Script, config, simulate
+
+CONFIG = config("""
+balloonTypes:
+  - name: isolcpus
+    minCPUs: 1
+    minBalloons: 1
+    preferIsolCpus: true
+    namespaces: [isolcpus]
+""")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15: needs preferIsolCpus")
+def test_isolcpus() -> None:
+    s = Script()
+    pod0 = s.create(contcount=2)
+    pod1 = s.create(namespace="isolcpus", contcount=2)
+    run = simulate(s, CONFIG, topology={**N4C16, "isolated": "0-1"})
+
+    isolated = IDSet({0, 1})
+    p = run.at(pod0)
+    assert (p.cpus("pod0c0") | p.cpus("pod0c1")).isdisjoint(isolated)
+    p = run.at(pod1)
+    assert p.cpus("pod1c0") == isolated
+    assert p.cpus("pod1c1") == isolated

@@ -1,0 +1,299 @@
+"""The balloons policy: type matching, filling, inflating, deflating, rebuild."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, QoSClass
+from nri_resmgr.policy.balloons import BALLOON_ANNOTATION
+from nri_resmgr.policy.balloons.config import Expression, Operator
+from nri_resmgr.policy.balloons.matching import evaluate, expand, key_value
+from nri_resmgr.topology.cpuset import IDSet
+from tests.unit.resmgr.balloons.support import bctr, policy, run
+
+FULL: dict[str, Any] = {
+    "reservedResources": {"cpu": "1"},
+    "balloonTypes": [{"name": "full", "minCPUs": 1, "maxCPUs": 4, "namespaces": ["full-*"]}],
+}
+
+
+def _names(p: Any, st: Any) -> dict[str, str]:
+    return {str(cid): m.balloon for cid, m in st.members.items()}
+
+
+def test_types_by_annotation_namespace_and_fallbacks() -> None:
+    p = policy(FULL)
+    st = run(
+        p,
+        bctr("a", pod="p1", ns="full-1", milli=500),
+        bctr("k", pod="k", ns="kube-system", milli=100),
+        bctr("d", pod="p2", ns="other"),
+        bctr("x", pod="p3", ns="other", ann={BALLOON_ANNOTATION + "/pod": "full"}),
+    )
+    assert _names(p, st) == {
+        "p1-a": "full[0]",
+        "k-k": "reserved[0]",
+        "p2-d": "default[0]",
+        "p3-x": "full[0]",
+    }
+
+
+def test_unknown_balloon_annotation_is_an_error() -> None:
+    p = policy(FULL)
+    with pytest.raises(AnnotationError, match='names balloon type "nope"; expected one of'):
+        p.allocate(p.initial_state(), bctr("a", ann={BALLOON_ANNOTATION: "nope"}))
+
+
+def test_inflates_with_requests_and_updates_the_others() -> None:
+    p = policy(FULL)
+    st = run(p, bctr("a", pod="p1", ns="full-1", milli=1500))
+    assert len(st.balloons["full[0]"].cpus) == 2
+    d = p.allocate(st, bctr("b", pod="p2", ns="full-1", milli=1000))
+    assert d.assignment is not None and len(d.assignment.cpus) == 3
+    assert [u.container_id for u in d.updates] == ["p1-a"]
+    assert d.updates[0].cpus == d.assignment.cpus
+    # deflates when one leaves, and the one left is told
+    r = p.release(d.state, ContainerID("p2-b"))
+    assert len(r.state.balloons["full[0]"].cpus) == 2
+    assert [u.container_id for u in r.updates] == ["p1-a"]
+    p.check(r.state)
+
+
+def test_max_cpus_makes_a_new_balloon() -> None:
+    p = policy(FULL)
+    st = run(
+        p,
+        bctr("a", pod="p1", ns="full-1", milli=3000),
+        bctr("b", pod="p2", ns="full-1", milli=2000),
+    )
+    assert _names(p, st) == {"p1-a": "full[0]", "p2-b": "full[1]"}
+    assert st.balloons["full[0]"].cpus.isdisjoint(st.balloons["full[1]"].cpus)
+
+
+def test_max_balloons_and_cpus_exhausted_fail_with_reasons() -> None:
+    cfg = {"balloonTypes": [{"name": "one", "maxCPUs": 2, "maxBalloons": 1, "namespaces": ["*"]}]}
+    p = policy(cfg)
+    st = run(p, bctr("a", pod="p1", milli=2000))
+    with pytest.raises(AllocationError, match="maxBalloons 1 reached") as exc:
+        p.allocate(st, bctr("b", pod="p2", milli=1000))
+    assert "pod default/p2 container b" in str(exc.value)
+
+
+def test_min_balloons_exist_from_the_start_and_stay() -> None:
+    cfg = {"balloonTypes": [{"name": "b", "minBalloons": 2, "minCPUs": 2, "namespaces": ["*"]}]}
+    p = policy(cfg)
+    st = p.initial_state()
+    assert {n: len(b.cpus) for n, b in st.balloons.items()} == {
+        "reserved[0]": 1,
+        "b[0]": 2,
+        "b[1]": 2,
+        "default[0]": 0,
+    }
+    st = run(p, bctr("a", milli=100))
+    st = p.release(st, ContainerID("p-a")).state
+    assert set(st.balloons) == {"reserved[0]", "b[0]", "b[1]", "default[0]"}
+
+
+def test_empty_optional_balloon_goes_away() -> None:
+    p = policy(FULL)
+    st = run(p, bctr("a", pod="p1", ns="full-1", milli=1000))
+    st = p.release(st, ContainerID("p1-a")).state
+    assert "full[0]" not in st.balloons
+    assert st.used == IDSet([0])
+
+
+def test_prefer_new_balloons_and_same_pod() -> None:
+    cfg = {"balloonTypes": [{"name": "n", "preferNewBalloons": True, "namespaces": ["*"]}]}
+    p = policy(cfg)
+    st = run(
+        p,
+        bctr("a", pod="p1", milli=1000),
+        bctr("b", pod="p1", milli=1000),
+        bctr("c", pod="p2", milli=1000),
+    )
+    # same pod first (before new), then a new balloon per pod
+    assert _names(p, st) == {"p1-a": "n[0]", "p1-b": "n[0]", "p2-c": "n[1]"}
+
+
+def test_prefer_spreading_pods_skips_same_pod() -> None:
+    cfg = {
+        "balloonTypes": [
+            {
+                "name": "s",
+                "preferSpreadingPods": True,
+                "preferNewBalloons": True,
+                "namespaces": ["*"],
+            }
+        ]
+    }
+    p = policy(cfg)
+    st = run(p, bctr("a", pod="p1", milli=1000), bctr("b", pod="p1", milli=1000))
+    assert _names(p, st) == {"p1-a": "s[0]", "p1-b": "s[1]"}
+
+
+def test_prefer_per_namespace_balloon() -> None:
+    cfg = {"balloonTypes": [{"name": "ns", "preferPerNamespaceBalloon": True, "namespaces": ["*"]}]}
+    p = policy(cfg)
+    st = run(
+        p,
+        bctr("a", pod="p1", ns="x", milli=100),
+        bctr("b", pod="p2", ns="y", milli=100),
+        bctr("c", pod="p3", ns="x", milli=100),
+    )
+    assert _names(p, st) == {"p1-a": "ns[0]", "p2-b": "ns[1]", "p3-c": "ns[0]"}
+
+
+def test_group_by_keeps_groups_apart() -> None:
+    cfg = {"balloonTypes": [{"name": "g", "groupBy": "${pod/labels/app}", "namespaces": ["*"]}]}
+    p = policy(cfg)
+    st = run(
+        p,
+        bctr("a", pod="p1", milli=100, labels={"app": "x"}),
+        bctr("b", pod="p2", milli=100, labels={"app": "y"}),
+        bctr("c", pod="p3", milli=100, labels={"app": "x"}),
+    )
+    assert _names(p, st) == {"p1-a": "g[0]", "p2-b": "g[1]", "p3-c": "g[0]"}
+
+
+def test_share_idle_cpus_in_same_numa() -> None:
+    cfg = {
+        "reservedResources": {"cpu": "cpuset:31"},
+        "balloonTypes": [
+            {"name": "s", "shareIdleCPUsInSame": "numa", "minCPUs": 2, "namespaces": ["*"]}
+        ],
+    }
+    p = policy(cfg)
+    d = p.allocate(p.initial_state(), bctr("a", milli=100))
+    st = d.state
+    own = st.balloons["s[0]"].cpus
+    assert d.assignment is not None
+    (node,) = p.topology.nodes_of(own)
+    assert d.assignment.cpus == p.topology.node_cpus(node) - IDSet([31])
+    assert len(own) == 2
+
+
+def test_hide_hyperthreads_keeps_one_thread_per_core() -> None:
+    cfg = {
+        "balloonTypes": [{"name": "h", "hideHyperthreads": True, "minCPUs": 4, "namespaces": ["*"]}]
+    }
+    p = policy(cfg)
+    d = p.allocate(p.initial_state(), bctr("a", milli=100))
+    assert d.assignment is not None
+    assert len(d.state.balloons["h[0]"].cpus) == 4 and len(d.assignment.cpus) == 2
+
+
+def test_empty_balloon_runs_on_reserved_cpus() -> None:
+    p = policy(FULL)
+    d = p.allocate(p.initial_state(), bctr("a", qos=QoSClass.BEST_EFFORT))
+    assert d.assignment is not None and d.assignment.cpus == IDSet([0])
+
+
+def test_cpu_classes_of_balloons_and_idle() -> None:
+    cfg = {
+        "idleCPUClass": "lazy",
+        "balloonTypes": [{"name": "t", "cpuClass": "turbo", "minBalloons": 1, "minCPUs": 2}],
+    }
+    p = policy(cfg)
+    st = p.initial_state()
+    classes = p.cpu_classes(st)
+    assert classes["turbo"] == st.balloons["t[0]"].cpus
+    assert classes["lazy"] == p.config.available - st.used
+
+
+def test_memory_types_pin_the_matching_nodes() -> None:
+    cfg = {
+        "pinMemory": False,
+        "balloonTypes": [{"name": "m", "pinMemory": True, "namespaces": ["*"]}],
+    }
+    p = policy(cfg)
+    d = p.allocate(p.initial_state(), bctr("a", milli=1000))
+    assert d.assignment is not None and d.assignment.mems == IDSet([0])
+    p2 = policy({"pinMemory": False})
+    d2 = p2.allocate(p2.initial_state(), bctr("a", milli=1000))
+    assert d2.assignment is not None and d2.assignment.mems == IDSet()
+
+
+def test_update_with_a_bigger_request_inflates_in_place() -> None:
+    p = policy(FULL)
+    st = run(p, bctr("a", pod="p1", ns="full-1", milli=1000))
+    before = st.balloons["full[0]"].cpus
+    d = p.update(st, bctr("a", pod="p1", ns="full-1", milli=2000))
+    assert d.state.members[ContainerID("p1-a")].balloon == "full[0]"
+    assert before < d.state.balloons["full[0]"].cpus
+    assert p.update(d.state, bctr("a", pod="p1", ns="full-1", milli=2000)).reason == "unchanged"
+
+
+def test_rebuild_keeps_placements_and_second_rebuild_moves_nothing() -> None:
+    p = policy(FULL)
+    cs = [
+        bctr("a", pod="p1", ns="full-1", milli=1500),
+        bctr("b", pod="p2", ns="full-1", milli=3000),
+        bctr("c", pod="p3", ns="other", milli=200),
+        bctr("k", pod="k", ns="kube-system", milli=100),
+    ]
+    st = run(p, *cs)
+    rendered = p.render(st)
+    reported = [
+        bctr(
+            c.name,
+            pod=c.pod.name,
+            ns=c.namespace,
+            milli=c.request.cpu_request_milli,
+            cur=str(rendered[c.id].cpus),
+            cur_mems=str(rendered[c.id].mems),
+        )
+        for c in cs
+    ]
+    d = p.rebuild(reported)
+    assert d.updates == ()
+    p.check(d.state)
+    assert p.render(d.state) == rendered
+
+
+def test_rebuild_moves_containers_off_cpus_of_another_balloon() -> None:
+    p = policy(FULL)
+    cs = [
+        bctr("a", pod="p1", ns="full-1", milli=2000, cur="4-5"),
+        bctr("b", pod="p2", ns="full-1", milli=2000, cur="4-5"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    # both fit one balloon of 4 CPUs, which keeps 4-5
+    assert d.state.balloons["full[0]"].cpus >= IDSet.parse("4-5")
+    assert len(d.state.balloons["full[0]"].cpus) == 4
+
+
+@pytest.mark.parametrize(
+    ("key", "op", "values", "expected"),
+    [
+        ("name", Operator.EQUALS, ("c",), True),
+        ("name", Operator.NOT_EQUAL, ("c",), False),
+        ("pod/labels/app", Operator.IN, ("x", "y"), True),
+        ("pod/labels/app", Operator.NOT_IN, ("x",), False),
+        ("pod/labels/none", Operator.NOT_IN, ("x",), True),
+        ("pod/labels/app", Operator.EXISTS, (), True),
+        ("pod/labels/none", Operator.NOT_EXIST, (), True),
+        ("namespace", Operator.MATCHES, ("prod-*",), True),
+        ("namespace", Operator.MATCHES_NOT, ("prod-*",), False),
+        ("pod/name", Operator.MATCHES_ANY, ("db-*", "web-*"), True),
+        ("pod/name", Operator.MATCHES_NONE, ("db-*", "web-*"), False),
+        ("qosclass", Operator.EQUALS, ("Burstable",), True),
+        ("pod/qosclass", Operator.EQUALS, ("Burstable",), True),
+        ("nothing", Operator.ALWAYS_TRUE, (), True),
+        (":pod/labels/app:name", Operator.EQUALS, ("x:c",), True),
+        (":,-pod/labels/app,name", Operator.EQUALS, ("x-c",), True),
+    ],
+    ids=lambda v: str(v),
+)
+def test_expressions(key: str, op: Operator, values: tuple[str, ...], expected: bool) -> None:
+    c = bctr("c", pod="web-1", ns="prod-a", milli=100, labels={"app": "x"})
+    assert evaluate(Expression(key=key, operator=op, values=values), c) is expected
+
+
+def test_expand_and_key_value() -> None:
+    c = bctr("c", pod="web-1", ns="prod-a", labels={"app": "x"})
+    assert expand("${pod/labels/app}-${namespace}-${pod/labels/nope}", c) == "x-prod-a-"
+    assert key_value(c, "pod/uid") == "uid-prod-a-web-1"
+    assert key_value(c, "labels/app") is None

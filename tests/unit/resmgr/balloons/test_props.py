@@ -1,0 +1,129 @@
+"""Property tests of the balloons policy: random create/delete sequences.
+
+After every step: the invariants hold (`check_invariants`: no CPU in two balloons,
+sizes within minCPUs..maxCPUs and following the requests, members only in balloons of
+their own type), the updates are exactly the other containers whose rendering changed
+(render-everything oracle), and every container is in a balloon of the type
+`balloon_type_of` gives it.  At the end a rebuild from the rendered cpusets moves
+nothing, and a second rebuild from the first one's result moves nothing either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, ContainerInfo
+from nri_resmgr.policy.balloons import BALLOON_ANNOTATION, BalloonsState, balloon_type_of
+from nri_resmgr.policy.decide import diff_updates
+from tests.unit.resmgr.balloons.support import bctr, policy
+
+CONFIGS: list[dict[str, Any]] = [
+    {
+        "reservedResources": {"cpu": "1"},
+        "balloonTypes": [
+            {"name": "full", "minCPUs": 1, "maxCPUs": 4, "namespaces": ["full"]},
+            {"name": "new", "preferNewBalloons": True, "maxBalloons": 3, "namespaces": ["new"]},
+            {
+                "name": "grp",
+                "groupBy": "${pod/labels/app}",
+                "shareIdleCPUsInSame": "numa",
+                "namespaces": ["grp"],
+            },
+        ],
+    },
+    {
+        "reservedResources": {"cpu": "cpuset:0,16"},
+        "balloonTypes": [
+            {
+                "name": "spread",
+                "preferSpreadingPods": True,
+                "minBalloons": 2,
+                "minCPUs": 1,
+                "maxCPUs": 3,
+                "namespaces": ["full", "new"],
+            },
+            {"name": "ns", "preferPerNamespaceBalloon": True, "namespaces": ["grp"]},
+            {"name": "default", "shareIdleCPUsInSame": "system", "minCPUs": 1},
+        ],
+    },
+]
+
+CONTAINER = st.builds(
+    lambda name, pod, ns, milli, app, ann: bctr(
+        name,
+        pod=f"pod{pod}",
+        ns=ns,
+        milli=milli,
+        labels={"app": f"a{app}"},
+        ann={BALLOON_ANNOTATION: "full"} if ann else None,
+    ),
+    name=st.sampled_from(["c0", "c1"]),
+    pod=st.integers(0, 5),
+    ns=st.sampled_from(["full", "new", "grp", "other", "kube-system"]),
+    milli=st.sampled_from([0, 100, 500, 1000, 1500, 2500]),
+    app=st.integers(0, 2),
+    ann=st.booleans(),
+)
+
+STEPS = st.lists(st.tuples(st.booleans(), CONTAINER), min_size=1, max_size=25)
+
+
+def _rebuilt_from(p: Any, state: BalloonsState, cs: dict[ContainerID, ContainerInfo]) -> Any:
+    rendered = p.render(state)
+    reported = [
+        replace(c, current_cpus=rendered[c.id].cpus, current_mems=rendered[c.id].mems)
+        for c in cs.values()
+    ]
+    return p.rebuild(reported), reported
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(config=st.sampled_from(CONFIGS), steps=STEPS)
+def test_random_sequences_keep_the_invariants(
+    config: dict[str, Any], steps: list[tuple[bool, ContainerInfo]]
+) -> None:
+    p = policy(config)
+    state = p.initial_state()
+    live: dict[ContainerID, ContainerInfo] = {}
+    for delete, c in steps:
+        before = p.render(state)
+        if delete and live:
+            cid = sorted(live)[len(c.pod.name) % len(live)]
+            d = p.release(state, cid)
+            del live[cid]
+        else:
+            if c.id in live:
+                continue
+            try:
+                d = p.allocate(state, c)
+            except (AllocationError, AnnotationError):
+                continue
+            live[c.id] = c
+            assert d.assignment is not None
+        p.check(d.state)
+        after = p.render(d.state)
+        subject = d.assignment.container_id if d.assignment else None
+        assert d.updates == diff_updates(before, after, skip={subject} if subject else ())
+        for cid, c2 in live.items():
+            m = d.state.members[cid]
+            assert d.state.balloons[m.balloon].type == balloon_type_of(c2, p.config).name
+        state = d.state
+    first, reported = _rebuilt_from(p, state, live)
+    p.check(first.state)
+    assert first.updates == ()
+    again = [replace(c, current_cpus=p.render(first.state)[c.id].cpus) for c in reported]
+    second = p.rebuild(again)
+    assert second.updates == ()
+    for cid in list(live):
+        state = p.release(state, cid).state
+        p.check(state)
+    # back to the balloons of the start (instance numbers may differ)
+    assert _sizes(state) == _sizes(p.initial_state())
+
+
+def _sizes(state: BalloonsState) -> list[tuple[str, int]]:
+    return sorted((b.type, len(b.cpus)) for b in state.balloons.values())
