@@ -65,7 +65,8 @@ def test01_memory_types() -> None:
 
 
 @pytest.mark.xfail(
-    strict=True, reason="issue 14: default memory types are DRAM and PMEM there (HBM on request)"
+    strict=True,
+    reason="issue 14: without memory-type they take every kind but HBM; here HBM too (no owner)",
 )
 def test01_memory_types_default() -> None:
     """n6-hbm-cxl/test01-memory-types, pod0c0: no annotation gets DRAM and PMEM, not HBM."""
