@@ -60,7 +60,6 @@ def test00_basic_placement() -> None:
     assert v.cpus["pod6c0"] == v.cpus["pod7c0"] == v.cpus["pod7c1"] == v.cpus["pod5c0"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs the shared-pool rule")
 def test00_basic_placement_hide_hyperthreads() -> None:
     """n4c16/test00-basic-placement, its pod1: four 3-CPU containers, one hiding threads.
 
@@ -77,7 +76,6 @@ def test00_basic_placement_hide_hyperthreads() -> None:
     assert disjoint_sets(*(v.nodes[f"pod1c{i}"] for i in range(4)))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs the shared-pool rule")
 def test01_always_fits_guaranteed() -> None:
     """n4c16/test01-always-fits, guaranteed part: a pod fits in a core, node, die, root."""
     s = suite(colocatePods=True)
@@ -138,7 +136,6 @@ def test01_always_fits_burstable() -> None:
     assert len(v.cpus["pod4c0"]) >= 5 and len(v.cpus["pod5c0"]) >= 4
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs the shared-pool rule")
 def test02_shrink_and_grow_shared() -> None:
     """n4c16/test02-shrink-and-grow-shared: best-effort squeezed, never on exclusive CPUs."""
     s = suite(colocatePods=True)
@@ -172,7 +169,6 @@ def test03_simple_affinity_no_annotations() -> None:
     assert v.nodes["pod0c2"] == {"node3"} and v.nodes["pod0c3"] == {"node0"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs affinity and anti-affinity annotations")
 def test03_simple_affinity() -> None:
     """n4c16/test03-simple-affinity, pod1 and pod2: affinity and anti-affinity annotations."""
     s = suite()
@@ -207,7 +203,6 @@ def test04_available_resources_cpuset() -> None:
     assert v.mems["pod1c0"] == v.mems["pod1c1"] == {"node2"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs unlimitedBurstable")
 def test04_available_resources_exclude_cpuset() -> None:
     """n4c16/test04-available-resources, second config: exclude-cpuset, unlimitedBurstable."""
     s = suite(
@@ -450,7 +445,6 @@ def test14_burstable_memory_by_request() -> None:
     assert [len(v.nodes[f"pod{i}c0"]) for i in range(4)] == [2, 4, 2, 4]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs Burstable CPU limits")
 def test14_burstable_limited() -> None:
     """n4c16/test14-burstable, pod4: limited Burstables go to the lowest pool fitting the limit."""
     s = suite()
@@ -461,7 +455,6 @@ def test14_burstable_limited() -> None:
     assert v.nodes["pod4c1"] == {"node0", "node1"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs unlimitedBurstable")
 def test14_burstable_unlimited() -> None:
     """n4c16/test14-burstable, pod5-pod8: unlimitedBurstable, default socket, annotations."""
     s = suite()
@@ -523,7 +516,6 @@ def test15_busy_shared_pools() -> None:
         s.delete_all()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs the shared-pool rule")
 def test16_idle_shared_pools() -> None:
     """n4c16/test16-idle-shared-pools: idle shared pools may be sliced empty."""
     s = suite()
@@ -552,7 +544,6 @@ def test16_idle_shared_pools() -> None:
     assert disjoint_sets(v.nodes["pod3c0"], v.nodes["pod3c1"], v.nodes["pod4c0"])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs CPU priority (prefer-cpu-priority)")
 def test08_cpuprio_allocation_low() -> None:
     """n4c16/test08-cpuprio-allocation, pod0: cpus 4-5 are E-cores; low priority takes them."""
     s = Suite({**N4C16, "efficient_cpus": "4-5"}, helm_config())
@@ -566,7 +557,6 @@ def test08_cpuprio_allocation_low() -> None:
     assert v.cpus["pod0c2"] == {"cpu05"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs CPU priority (prefer-cpu-priority)")
 def test08_cpuprio_allocation_high() -> None:
     """n4c16/test08-cpuprio-allocation, pod1: P-cores 0-1,4-5; high priority gets them.
 
@@ -644,12 +634,11 @@ FUZZ_PODS = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs the shared-pool rule (and memory requests)")
 @settings(
     max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(operations(FUZZ_PODS))
-@example(ops=[0, 4, 6, 3])  # refused today: the shared-pool rule
+@example(ops=[0, 4, 6, 3])  # refused before the shared-pool rule
 def test06_fuzz(ops: list[int]) -> None:
     """n4c16/test06-fuzz: every pod their model lets in is placed (none refused)."""
     s = suite()
