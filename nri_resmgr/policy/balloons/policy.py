@@ -564,12 +564,17 @@ class BalloonsPolicy:
             out[idle_class] = out.get(idle_class, IDSet()) | idle
         return out
 
-    def report(self, state: BalloonsState) -> tuple[BalloonReport, ...]:
-        """Every balloon with its CPUs, memory and containers (simulator, NRT, metrics)."""
+    def balloons(self, state: BalloonsState) -> tuple[BalloonReport, ...]:
+        """Every balloon with its CPUs, memory and containers: the report hook the
+        simulator, the NodeResourceTopology report and the metrics read
+        (`nri_resmgr.ops.metrics.balloon_snapshots`)."""
         views = self.views(state)
         show_all = self.config.options.show_containers_in_nrt
+        order = {t.name: i for i, t in enumerate(self.config.types)}
         out = []
-        for name, b in state.balloons.items():
+        for name, b in sorted(
+            state.balloons.items(), key=lambda nb: (order[nb[1].type], nb[1].instance)
+        ):
             t = self.types[b.type]
             show = t.show_containers_in_nrt if t.show_containers_in_nrt is not None else show_all
             out.append(
