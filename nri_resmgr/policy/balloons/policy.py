@@ -158,19 +158,49 @@ class BalloonsPolicy:
         want = self.target_cpus(t, milli)
         if t.max_cpus and want > t.max_cpus:
             return f"{balloon.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
-        have = len(balloon.cpus)
+        if t.components:
+            return self._resize_composite(state, balloon, t, want)
+        got = self._sized(balloon.cpus, t, want, used=state.used)
+        if isinstance(got, str):
+            return f"{balloon.name} {got}"
+        return replace(balloon, cpus=got)
+
+    def _sized(self, cpus: CPUSet, t: BalloonType, want: int, *, used: CPUSet) -> CPUSet | str:
+        """`cpus` shrunk or grown to `want` CPUs by the preferences of type `t`, taking
+        only CPUs not in `used` (`cpus` may be in it or not)."""
+        have = len(cpus)
         if want == have:
-            return balloon
+            return cpus
         if want < have:
-            keep = take_cpus(self.topology, balloon.cpus, want, prefer=self._tiers(t, IDSet()))
-            assert keep is not None  # want < have CPUs of balloon.cpus
-            return replace(balloon, cpus=keep)
-        # `balloon` may not be in `state` yet (a new one, a claim at rebuild)
-        free = self.config.available - state.used - balloon.cpus
-        more = take_cpus(self.topology, free, want - have, prefer=self._tiers(t, balloon.cpus))
+            keep = take_cpus(self.topology, cpus, want, prefer=self._tiers(t, IDSet()))
+            assert keep is not None  # want < have CPUs of cpus
+            return keep
+        # the balloon may not be in the state yet (a new one, a claim at rebuild)
+        free = self.config.available - used - cpus
+        more = take_cpus(self.topology, free, want - have, prefer=self._tiers(t, cpus))
         if more is None:
-            return f"{balloon.name} would need {want - have} more CPUs; {len(free)} are free"
-        return replace(balloon, cpus=balloon.cpus | more)
+            return f"would need {want - have} more CPUs; {len(free)} are free"
+        return cpus | more
+
+    def _resize_composite(
+        self, state: BalloonsState, balloon: Balloon, t: BalloonType, want: int
+    ) -> Balloon | str:
+        """A composite balloon: `want` CPUs split evenly over its components, each part
+        picked by its component type's preferences; its CPUs are the parts' union."""
+        n = len(t.components)
+        shares = [want // n + (1 if i < want % n else 0) for i in range(n)]
+        old = balloon.parts or tuple(IDSet() for _ in range(n))
+        # others' CPUs, and the other parts' (old ones, and new ones already sized)
+        others = state.used - balloon.cpus
+        parts: list[CPUSet] = []
+        for i, (comp, part, share) in enumerate(zip(t.components, old, shares, strict=True)):
+            ctype = self.types[comp.balloon_type]
+            used = others | union(parts) | union(old[i + 1 :])
+            got = self._sized(part, ctype, share, used=used)
+            if isinstance(got, str):
+                return f"{balloon.name} component {ctype.name} {got}"
+            parts.append(got)
+        return replace(balloon, cpus=union(parts), parts=tuple(parts))
 
     def _new_balloon(self, state: BalloonsState, t: BalloonType, milli: int) -> Balloon | str:
         """A new instance of `t` sized for `milli`, or why it cannot be made."""
@@ -521,8 +551,25 @@ class BalloonsPolicy:
         fresh = self._new_balloon(state, t, 0)
         if keep is None or isinstance(fresh, str) or (want and not keep):
             return None
-        got = self._resize(state, replace(fresh, cpus=keep), milli)
+        claimed = replace(fresh, cpus=keep, parts=self._split(t, keep))
+        got = self._resize(state, claimed, milli)
         return got if isinstance(got, Balloon) else None
+
+    def _split(self, t: BalloonType, cpus: CPUSet) -> tuple[CPUSet, ...]:
+        """`cpus` split over the components of composite type `t` (() if plain)."""
+        if not t.components:
+            return ()
+        n = len(t.components)
+        parts: list[CPUSet] = []
+        left = cpus
+        for i, comp in enumerate(t.components):
+            share = len(cpus) // n + (1 if i < len(cpus) % n else 0)
+            ctype = self.types[comp.balloon_type]
+            part = take_cpus(self.topology, left, share, prefer=self._tiers(ctype, IDSet()))
+            assert part is not None  # the shares add up to len(cpus)
+            parts.append(part)
+            left = left - part
+        return tuple(parts)
 
     def _top_up(self, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
         """`state` with at least ``minBalloons`` balloons of every type (rebuild).

@@ -32,6 +32,8 @@ class Balloon:
     type: str
     instance: int
     cpus: CPUSet
+    #: a composite balloon's CPUs per component (in ``components`` order); () otherwise
+    parts: tuple[CPUSet, ...] = ()
 
     @property
     def name(self) -> str:

@@ -47,6 +47,12 @@ CONFIGS: list[dict[str, Any]] = [
                 "namespaces": ["full", "new"],
             },
             {"name": "ns", "preferPerNamespaceBalloon": True, "namespaces": ["grp"]},
+            {
+                "name": "duo",
+                "components": [{"balloonType": "ns"}, {"balloonType": "spread"}],
+                "minCPUs": 2,
+                "namespaces": ["other"],
+            },
             {"name": "default", "shareIdleCPUsInSame": "system", "minCPUs": 1},
         ],
     },
