@@ -320,3 +320,37 @@ def test_composite_balloon_splits_cpus_over_components() -> None:
     b2 = st.balloons["both[0]"]
     assert [len(x) for x in b2.parts] == [2, 2]
     assert b.parts[0] <= b2.parts[0] and b.parts[1] <= b2.parts[1]
+
+
+HYBRID = {
+    "packages": 1,
+    "nodes": 1,
+    "cores": 8,
+    "threads": 1,
+    "memory": "2G",
+    "efficient_cpus": "4-7",
+    "isolated": "6-7",
+}
+
+
+@pytest.mark.parametrize(
+    ("balloon_type", "expected"),
+    [
+        ({"preferCoreType": "efficient"}, "4-5"),
+        ({"allocatorPriority": "low"}, "4-5"),
+        ({"allocatorPriority": "high"}, "1-2"),
+        ({"preferIsolCpus": True}, "6-7"),
+        ({}, "1-2"),
+    ],
+    ids=["preferCoreType", "priority-low", "priority-high", "preferIsolCpus", "none"],
+)
+def test_cpu_preferences(balloon_type: dict[str, Any], expected: str) -> None:
+    from tests.unit.resmgr.test_policy_support import topo
+
+    cfg = {
+        "reservedResources": {"cpu": "cpuset:0"},
+        "balloonTypes": [{"name": "t", "namespaces": ["*"], **balloon_type}],
+    }
+    p = policy(cfg, topo(**HYBRID))
+    st = run(p, bctr("a", milli=2000))
+    assert st.balloons["t[0]"].cpus == IDSet.parse(expected)
