@@ -274,7 +274,9 @@ class BalloonsPolicy:
 
     def _render(self, m: Member, view: BalloonView, t: BalloonType) -> Assignment:
         cpus = view.cpus
-        hide = m.hide_hyperthreads or bool(t.hide_hyperthreads)
+        hide = m.hide_hyperthreads
+        if hide is None:
+            hide = bool(t.hide_hyperthreads)
         if hide:
             cpus = one_thread_per_core(self.topology, cpus)
         if not self.config.options.pin_cpu:
@@ -328,7 +330,7 @@ class BalloonsPolicy:
             balloon="",
             milli=c.request.cpu_request_milli,
             group=expand(t.group_by, c) if t.group_by else "",
-            hide_hyperthreads=bool(parse_bool_annotation(c, HIDE_HYPERTHREADS)),
+            hide_hyperthreads=parse_bool_annotation(c, HIDE_HYPERTHREADS),
             memory_kinds=tuple(sorted(kinds)) if kinds else (),
         )
 
@@ -539,7 +541,10 @@ class BalloonsPolicy:
         if t.max_cpus and want > t.max_cpus:
             return None
         mine = cpus
-        if t.hide_hyperthreads or any(m.hide_hyperthreads for m in members):
+        if any(
+            m.hide_hyperthreads or (m.hide_hyperthreads is None and t.hide_hyperthreads)
+            for m in members
+        ):
             # the container sees the lowest thread of each core the balloon has: the
             # balloon may hold the higher threads of those cores too
             mine = cpus | IDSet(s for c in cpus for s in self.topology.siblings(c) if s > c)

@@ -53,7 +53,8 @@ class Member:
     milli: int
     #: the value of the type's ``groupBy`` for this container ("" when none)
     group: str = ""
-    hide_hyperthreads: bool = False
+    #: the ``hide-hyperthreads`` annotation (None: the type's ``hideHyperthreads``)
+    hide_hyperthreads: bool | None = None
     #: the ``memory-type`` annotation's kinds, overriding the type's ``memoryTypes``
     memory_kinds: tuple[MemoryKind, ...] = ()
 

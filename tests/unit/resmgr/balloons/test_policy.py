@@ -354,3 +354,15 @@ def test_cpu_preferences(balloon_type: dict[str, Any], expected: str) -> None:
     p = policy(cfg, topo(**HYBRID))
     st = run(p, bctr("a", milli=2000))
     assert st.balloons["t[0]"].cpus == IDSet.parse(expected)
+
+
+def test_hide_hyperthreads_annotation_overrides_the_type_both_ways() -> None:
+    from nri_resmgr.policy.topology_aware.preferences import HIDE_HYPERTHREADS
+
+    hiding = {"balloonTypes": [{"name": "h", "hideHyperthreads": True, "minCPUs": 4}]}
+    p = policy({**hiding, "balloonTypes": [{**hiding["balloonTypes"][0], "namespaces": ["*"]}]})
+    d = p.allocate(p.initial_state(), bctr("a", milli=100, ann={HIDE_HYPERTHREADS: "false"}))
+    assert d.assignment is not None and len(d.assignment.cpus) == 4
+    p2 = policy({"balloonTypes": [{"name": "s", "minCPUs": 4, "namespaces": ["*"]}]})
+    d2 = p2.allocate(p2.initial_state(), bctr("a", milli=100, ann={HIDE_HYPERTHREADS: "true"}))
+    assert d2.assignment is not None and len(d2.assignment.cpus) == 2
