@@ -186,7 +186,6 @@ class BalloonsConfig(_Model):
 #: keys accepted as nri-plugins spells them but with no effect here (one warning each);
 #: ``balloonTypes.KEY`` for keys of a balloon type
 NOT_IMPLEMENTED = (
-    "preserve",
     "schedulingClasses",
     "cpuClasses",
     "turboDomain",

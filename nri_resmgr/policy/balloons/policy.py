@@ -62,16 +62,22 @@ from nri_resmgr.policy.balloons.config import (
     resolve_config,
 )
 from nri_resmgr.policy.balloons.invariants import check_invariants
-from nri_resmgr.policy.balloons.matching import balloon_type_of, expand
+from nri_resmgr.policy.balloons.matching import balloon_type_of, evaluate, expand
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.common import one_thread_per_core, parse_bool_annotation, take_cpus
 from nri_resmgr.policy.decide import (
     decide,
     decide_release,
+    diff_updates,
     differs_from_current,
     nothing_to_release,
 )
-from nri_resmgr.policy.topology_aware.preferences import HIDE_HYPERTHREADS, parse_memory_types
+from nri_resmgr.policy.topology_aware.preferences import (
+    CPU_PRESERVE,
+    HIDE_HYPERTHREADS,
+    MEMORY_PRESERVE,
+    parse_memory_types,
+)
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import CoreType, Topology
 
@@ -282,6 +288,8 @@ class BalloonsPolicy:
         if not self.config.options.pin_cpu:
             cpus = IDSet()
         mems = self._mems(t, view.cpus, m.memory_kinds) if m.memory_kinds else view.mems
+        if m.preserve_mems:
+            mems = IDSet()
         return Assignment(
             container_id=m.container_id,
             cpus=cpus,
@@ -332,6 +340,34 @@ class BalloonsPolicy:
             group=expand(t.group_by, c) if t.group_by else "",
             hide_hyperthreads=parse_bool_annotation(c, HIDE_HYPERTHREADS),
             memory_kinds=tuple(sorted(kinds)) if kinds else (),
+            preserve_mems=bool(parse_bool_annotation(c, MEMORY_PRESERVE)),
+        )
+
+    def preserved(self, c: ContainerInfo) -> str | None:
+        """Why the policy leaves `c` alone (``cpu.preserve`` annotation, the ``preserve``
+        expressions), or None: such a container is in no balloon, its cpuset untouched."""
+        if parse_bool_annotation(c, CPU_PRESERVE):
+            return f"preserved: annotation {CPU_PRESERVE}"
+        match = self.config.options.preserve
+        for expr in match.match_expressions if match is not None else ():
+            if evaluate(expr, c):
+                return f"preserved: matches {expr.key} {expr.operator} {list(expr.values)}"
+        return None
+
+    def _leave_alone(
+        self, state: BalloonsState, c: ContainerInfo, reason: str
+    ) -> Decision[BalloonsState]:
+        new = self._drop(state, c.id) if c.id in state.members else state
+        untouched = Assignment(
+            container_id=c.id, cpus=IDSet(), mems=IDSet(), kind=CPUKind.NONE, pool=""
+        )
+        before, after = self._render_changed(state, new, c.id)
+        after[c.id] = untouched
+        return Decision(
+            state=new,
+            assignment=untouched,
+            updates=diff_updates(before, after, skip={c.id}),
+            reason=reason,
         )
 
     def _fill_chain(self, t: BalloonType) -> list[str]:
@@ -430,6 +466,9 @@ class BalloonsPolicy:
     def allocate(self, state: BalloonsState, container: ContainerInfo) -> Decision[BalloonsState]:
         if container.id in state.members:
             return self.update(state, container)
+        why = self.preserved(container)
+        if why is not None:
+            return self._leave_alone(state, container, why)
         new, reason = self._add(state, container)
         return decide(self._render_changed, state, new, container.id, reason)
 
@@ -443,6 +482,9 @@ class BalloonsPolicy:
         old = state.members.get(container.id)
         if old is None:
             return self.allocate(state, container)
+        why = self.preserved(container)
+        if why is not None:
+            return self._leave_alone(state, container, why)
         t = balloon_type_of(container, self.config)
         fresh = replace(self._member(container, t), balloon=old.balloon)
         if state.balloons[old.balloon].type == t.name and fresh == old:
@@ -460,7 +502,8 @@ class BalloonsPolicy:
         notes: list[str] = []
         unique: dict[ContainerID, ContainerInfo] = {}
         for c in containers:
-            unique.setdefault(c.id, c)
+            if self.preserved(c) is None:  # preserved ones stay where they are, unknown
+                unique.setdefault(c.id, c)
         types: dict[ContainerID, BalloonType] = {}
         for c in unique.values():
             try:

@@ -57,6 +57,8 @@ class Member:
     hide_hyperthreads: bool | None = None
     #: the ``memory-type`` annotation's kinds, overriding the type's ``memoryTypes``
     memory_kinds: tuple[MemoryKind, ...] = ()
+    #: ``memory.preserve``: the policy leaves its memory nodes alone
+    preserve_mems: bool = False
 
 
 @dataclass(frozen=True, slots=True)

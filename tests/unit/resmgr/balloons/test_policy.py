@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, QoSClass
+from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, CPUKind, QoSClass
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION
 from nri_resmgr.policy.balloons.config import Expression, Operator
 from nri_resmgr.policy.balloons.matching import evaluate, expand, key_value
@@ -366,3 +366,26 @@ def test_hide_hyperthreads_annotation_overrides_the_type_both_ways() -> None:
     p2 = policy({"balloonTypes": [{"name": "s", "minCPUs": 4, "namespaces": ["*"]}]})
     d2 = p2.allocate(p2.initial_state(), bctr("a", milli=100, ann={HIDE_HYPERTHREADS: "true"}))
     assert d2.assignment is not None and len(d2.assignment.cpus) == 2
+
+
+def test_preserved_containers_are_left_alone() -> None:
+    from nri_resmgr.policy.topology_aware.preferences import CPU_PRESERVE, MEMORY_PRESERVE
+
+    cfg = {
+        "preserve": {
+            "matchExpressions": [{"key": "pod/name", "operator": "Matches", "values": ["vm-*"]}]
+        },
+        "balloonTypes": [{"name": "b", "namespaces": ["*"], "minCPUs": 2}],
+    }
+    p = policy(cfg)
+    st = p.initial_state()
+    for c in (bctr("a", pod="vm-1", milli=4000), bctr("x", milli=4000, ann={CPU_PRESERVE: "true"})):
+        d = p.allocate(st, c)
+        assert d.assignment is not None
+        assert (d.assignment.cpus, d.assignment.kind) == (IDSet(), CPUKind.NONE)
+        assert d.state == st and d.reason.startswith("preserved: ")
+    # kept out of a rebuild: no update, no balloon
+    r = p.rebuild([bctr("a", pod="vm-1", milli=4000, cur="0-31")])
+    assert r.updates == () and not r.state.members
+    d = p.allocate(st, bctr("m", milli=1000, ann={MEMORY_PRESERVE: "true"}))
+    assert d.assignment is not None and d.assignment.cpus and d.assignment.mems == IDSet()
