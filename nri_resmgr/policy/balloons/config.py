@@ -191,8 +191,6 @@ NOT_IMPLEMENTED = (
     "turboDomain",
     "controllableInterrupts",
     "loadClasses",
-    "allocatorTopologyBalancing",
-    "preferSpreadOnPhysicalCores",
     "agent",
     "control",
     "instrumentation",
@@ -204,8 +202,6 @@ NOT_IMPLEMENTED = (
     "balloonTypes.schedulingClass",
     "balloonTypes.irqClaim",
     "balloonTypes.irqMode",
-    "balloonTypes.allocatorTopologyBalancing",
-    "balloonTypes.preferSpreadOnPhysicalCores",
 )
 
 

@@ -129,7 +129,42 @@ class BalloonsPolicy:
         """The CPUs a balloon of type `t` needs for `milli` requested millicores."""
         return max(t.min_cpus, _ceil_cpus(milli))
 
-    def _tiers(self, t: BalloonType, near: CPUSet) -> list[CPUSet]:
+    def _tiers(self, t: BalloonType, near: CPUSet, *, free: CPUSet | None = None) -> list[CPUSet]:
+        """The CPU sets to take new CPUs from, most preferred first (module docstring);
+        with `free` (growing), also ``allocatorTopologyBalancing`` and
+        ``preferSpreadOnPhysicalCores``."""
+        tiers = self._base_tiers(t, near)
+        if free is None or t.name == RESERVED:
+            return tiers
+        opts = self.config.options
+        balancing = t.allocator_topology_balancing
+        if balancing is None:
+            balancing = opts.allocator_topology_balancing
+        if balancing and not near:
+            # a new balloon: in the package, then the node, with the most free CPUs
+            topo = self.topology
+            domain = free
+            for sets in (
+                [topo.package_cpus(i) for i in topo.package_ids()],
+                [topo.node_cpus(i) for i in topo.node_ids(with_cpus=True)],
+            ):
+                best = max((x & domain for x in sets), key=len, default=IDSet())
+                domain = best or domain
+            tiers = [x & domain for x in tiers] + tiers
+        spread = t.prefer_spread_on_physical_cores
+        if spread is None:
+            spread = opts.prefer_spread_on_physical_cores
+        if spread:
+            whole = [
+                cpus
+                for cpus in self.topology.cores_of(free).values()
+                if cpus == union(self.topology.siblings(c) for c in cpus)
+            ]
+            one_each = IDSet(cpus.sorted()[0] for cpus in whole)
+            tiers = [x & one_each for x in tiers] + tiers
+        return [x for x in tiers if x]
+
+    def _base_tiers(self, t: BalloonType, near: CPUSet) -> list[CPUSet]:
         topo = self.topology
         available = self.config.available
         reserved = self.config.reserved
@@ -183,7 +218,7 @@ class BalloonsPolicy:
             return keep
         # the balloon may not be in the state yet (a new one, a claim at rebuild)
         free = self.config.available - used - cpus
-        more = take_cpus(self.topology, free, want - have, prefer=self._tiers(t, cpus))
+        more = take_cpus(self.topology, free, want - have, prefer=self._tiers(t, cpus, free=free))
         if more is None:
             return f"would need {want - have} more CPUs; {len(free)} are free"
         return cpus | more

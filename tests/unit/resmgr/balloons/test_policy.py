@@ -389,3 +389,28 @@ def test_preserved_containers_are_left_alone() -> None:
     assert r.updates == () and not r.state.members
     d = p.allocate(st, bctr("m", milli=1000, ann={MEMORY_PRESERVE: "true"}))
     assert d.assignment is not None and d.assignment.cpus and d.assignment.mems == IDSet()
+
+
+@pytest.mark.parametrize("balancing", [False, True], ids=["packed", "balanced"])
+def test_allocator_topology_balancing_spreads_new_balloons(balancing: bool) -> None:
+    cfg = {
+        "reservedResources": {"cpu": "cpuset:0"},
+        "allocatorTopologyBalancing": balancing,
+        "balloonTypes": [{"name": "b", "namespaces": ["*"], "preferNewBalloons": True}],
+    }
+    p = policy(cfg)
+    st = run(p, bctr("a", pod="p1", milli=2000), bctr("c", pod="p2", milli=2000))
+    nodes = [p.topology.nodes_of(st.balloons[n].cpus) for n in ("b[0]", "b[1]")]
+    assert (nodes[0] != nodes[1]) is balancing
+
+
+@pytest.mark.parametrize("spread", [False, True], ids=["siblings", "spread"])
+def test_prefer_spread_on_physical_cores(spread: bool) -> None:
+    cfg = {
+        "reservedResources": {"cpu": "cpuset:0"},
+        "balloonTypes": [{"name": "b", "namespaces": ["*"], "preferSpreadOnPhysicalCores": spread}],
+    }
+    p = policy(cfg)
+    st = run(p, bctr("a", milli=2000))
+    cores = p.topology.cores_of(st.balloons["b[0]"].cpus)
+    assert len(cores) == (2 if spread else 1)
