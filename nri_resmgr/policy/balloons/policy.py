@@ -20,7 +20,8 @@ A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, at
 ``maxCPUs`` (0: no limit): it inflates and deflates as containers come and go (`_resize`).
 New CPUs are picked by `common.take_cpus` (topology-packed), near the balloon's own
 first, then by the type's preferences (`_tiers`: ``preferIsolCpus``, ``preferCoreType``,
-``allocatorPriority`` high = performance cores, low = efficient cores); the reserved
+``allocatorPriority`` high = performance cores, low = efficient cores; then, when
+growing, ``allocatorTopologyBalancing`` and ``preferSpreadOnPhysicalCores``); the reserved
 balloon prefers the ``reservedResources`` CPUs and every other balloon avoids them and
 the isolated CPUs unless it prefers those.
 
@@ -29,6 +30,10 @@ A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of th
 runs on the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
 thread per core; memory is pinned (``pinMemory``) to the nodes of those CPUs, of the
 ``memoryTypes`` kinds (or the ``memory-type`` annotation's).
+
+Containers with ``cpu.preserve`` (or matching ``preserve.matchExpressions``) are in no
+balloon and get an empty assignment (left alone); ``memory.preserve`` leaves the memory
+nodes alone.
 
 Every decision's updates are the other containers whose rendered CPUs or memory changed
 (`decide.decide`): only the members of balloons whose view changed are rendered.
