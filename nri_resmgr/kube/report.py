@@ -144,10 +144,42 @@ class PoolReporter:
             }
             for p in snap.pools
         ]
+        zones += balloon_zones(snap)
         attrs = [{"name": "nri-resmgr.policy", "value": self.policy}]
         attrs += [{"name": f"nri-resmgr.containers.{kind}", "value": str(n)}
                   for kind, n in sorted(snap.containers_by_kind.items())]
         return {"zones": zones, "attributes": attrs}
+
+
+def balloon_zones(snap: StateSnapshot) -> list[dict[str, Any]]:
+    """A zone per balloon (type ``balloon``: its CPUs, shared idle CPUs and memory), and
+    with ``showContainersInNrt`` a zone per container in it (type ``allocation for
+    container``, parent the balloon), as nri-plugins' balloons policy reports them."""
+    zones: list[dict[str, Any]] = []
+    for b in snap.balloons:
+        zones.append({
+            "name": b.name,
+            "type": "balloon",
+            "attributes": [
+                {"name": "balloon type", "value": b.type},
+                {"name": "cpuset", "value": b.cpus},
+                {"name": "shared cpuset", "value": b.shared_idle_cpus},
+                {"name": "memory set", "value": b.mems},
+                {"name": "containers", "value": str(len(b.containers))},
+            ],
+            "resources": [{
+                "name": "cpu",
+                "capacity": str(b.cpu_count),
+                "allocatable": str(b.cpu_count),
+                "available": str(b.cpu_count),
+            }],
+        })
+        if b.show_containers:
+            zones += [
+                {"name": c, "type": "allocation for container", "parent": b.name}
+                for c in b.containers
+            ]
+    return zones
 
 
 @dataclass(frozen=True, slots=True)

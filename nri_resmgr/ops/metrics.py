@@ -6,9 +6,12 @@ daemons in one process never collide).  The pipeline shell calls `observe_event`
 every NRI event.  The allocation gauges are replaced wholesale from a snapshot, so a gauge
 can never drift from the state it describes: `refresh`, when set, is called for a fresh
 snapshot at every scrape (a snapshot walks every live container, so it is kept off the
-event path), and `observe_state` sets one directly.  RDT monitoring counters are read at
-scrape time too: `rdt_refresh`, when set, returns `RdtReading` values that become the gauges
-nri-plugins exports (goresctrl's collector with the ``nri`` prefix):
+event path), and `observe_state` sets one directly.  A policy with balloons (its
+``balloons(state)`` hook, read by `balloon_snapshots`) adds ``nri_resmgr_balloons``,
+``nri_resmgr_balloon_cpus`` and ``nri_resmgr_balloon_containers``, per balloon type.
+RDT monitoring counters are read at scrape time too: `rdt_refresh`, when set, returns
+`RdtReading` values that become the gauges nri-plugins exports (goresctrl's collector
+with the ``nri`` prefix):
 ``nri_l3_llc_occupancy``, ``nri_l3_mbm_local_bytes`` and ``nri_l3_mbm_total_bytes``,
 labelled ``cache_id``, ``rdt_class`` and ``rdt_mon_group``.  The two bandwidth values are
 the kernel's running byte counts; they are gauges here, as the project exports them, so
@@ -22,9 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -46,9 +49,80 @@ class PoolSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class BalloonSnapshot:
+    """One balloon (a policy's named group of CPUs and the containers on them)."""
+
+    name: str
+    type: str
+    cpus: str
+    cpu_count: int
+    shared_idle_cpus: str
+    mems: str
+    containers: tuple[str, ...]
+    show_containers: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "cpus": self.cpus,
+            "shared_idle_cpus": self.shared_idle_cpus,
+            "mems": self.mems,
+            "containers": list(self.containers),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class StateSnapshot:
     pools: tuple[PoolSnapshot, ...] = ()
     containers_by_kind: Mapping[str, int] = field(default_factory=dict)
+    balloons: tuple[BalloonSnapshot, ...] = ()
+
+
+class BalloonReportLike(Protocol):
+    """What a policy's ``balloons(state)`` hook returns per balloon."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def cpus(self) -> Iterable[int]: ...
+    @property
+    def shared_idle_cpus(self) -> Iterable[int]: ...
+    @property
+    def mems(self) -> Iterable[int]: ...
+    @property
+    def containers(self) -> Sequence[str]: ...
+    @property
+    def show_containers_in_nrt(self) -> bool: ...
+
+
+def balloon_snapshots(
+    policy: object, state: object, *, names: Mapping[str, str] | None = None
+) -> tuple[BalloonSnapshot, ...]:
+    """The balloons of `policy` in `state`, from its ``balloons(state)`` hook.
+
+    Policies without the hook (every one but balloons today) have none.  `names` maps
+    container ids to the names a report shows (the simulator's ``pod/container``).
+    """
+    hook: Callable[[object], Sequence[BalloonReportLike]] | None = getattr(policy, "balloons", None)
+    if not callable(hook):
+        return ()
+    names = names or {}
+    return tuple(
+        BalloonSnapshot(
+            name=b.name,
+            type=b.type,
+            cpus=str(b.cpus),
+            cpu_count=len(list(b.cpus)),
+            shared_idle_cpus=str(b.shared_idle_cpus),
+            mems=str(b.mems),
+            containers=tuple(names.get(c, c) for c in b.containers),
+            show_containers=b.show_containers_in_nrt,
+        )
+        for b in hook(state)
+    )
 
 
 class RdtReading(Protocol):
@@ -157,6 +231,18 @@ class Metrics:
         self.containers = Gauge(
             "nri_resmgr_containers", "Live containers by CPU kind", ["kind"], registry=r
         )
+        self.balloons = Gauge(
+            "nri_resmgr_balloons", "Balloons by balloon type", ["type"], registry=r
+        )
+        self.balloon_cpus = Gauge(
+            "nri_resmgr_balloon_cpus", "CPUs held by balloons of a type", ["type"], registry=r
+        )
+        self.balloon_containers = Gauge(
+            "nri_resmgr_balloon_containers",
+            "Containers in balloons of a type",
+            ["type"],
+            registry=r,
+        )
         r.register(_RdtCollector(self))
         self.config_reloads = Counter(
             "nri_resmgr_config_reloads", "Configuration updates", ["outcome"], registry=r
@@ -175,6 +261,9 @@ class Metrics:
             self.pool_exclusive,
             self.pool_containers,
             self.containers,
+            self.balloons,
+            self.balloon_cpus,
+            self.balloon_containers,
         ):
             gauge.clear()
         for pool in snapshot.pools:
@@ -184,6 +273,16 @@ class Metrics:
             self.pool_containers.labels(pool=pool.name).set(pool.containers)
         for kind, count in snapshot.containers_by_kind.items():
             self.containers.labels(kind=kind).set(count)
+        per_type: dict[str, list[int]] = {}
+        for b in snapshot.balloons:
+            acc = per_type.setdefault(b.type, [0, 0, 0])
+            acc[0] += 1
+            acc[1] += b.cpu_count
+            acc[2] += len(b.containers)
+        for type_name, (count, cpus, containers) in sorted(per_type.items()):
+            self.balloons.labels(type=type_name).set(count)
+            self.balloon_cpus.labels(type=type_name).set(cpus)
+            self.balloon_containers.labels(type=type_name).set(containers)
 
     def exposition(self) -> bytes:
         if self.refresh is not None:

@@ -75,7 +75,13 @@ from nri_resmgr.model import (
     TopologyHint,
 )
 from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
-from nri_resmgr.ops.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot
+from nri_resmgr.ops.metrics import (
+    HealthState,
+    Metrics,
+    PoolSnapshot,
+    StateSnapshot,
+    balloon_snapshots,
+)
 from nri_resmgr.policy.sched_classes import policy_nri_requirements
 from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.runtime.pipeline import HintResolver, Pipeline
@@ -323,7 +329,8 @@ class ResmgrPlugin(Plugin):
             )
             for name, n in sorted(counts.items())
         )
-        return StateSnapshot(pools=pools, containers_by_kind=kinds)
+        balloons = balloon_snapshots(self.pipeline.policy, self.pipeline.state)
+        return StateSnapshot(pools=pools, containers_by_kind=kinds, balloons=balloons)
 
     def apply_config(self, config: Config) -> list[api.ContainerUpdate]:
         """Live reload: a pipeline for `config` takes over every live container.

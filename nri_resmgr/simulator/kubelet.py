@@ -13,6 +13,7 @@ from typing import Any
 
 from nri_api import api
 from nri_resmgr.model import QoSClass, ResmgrError
+from nri_resmgr.ops.metrics import balloon_snapshots
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.pipeline import ClassSelector, Controller, Pipeline
@@ -373,4 +374,11 @@ class Simulator:
             errors=tuple(errors),
             updates=dict(sorted(seen.items())),
             containers=self.report(),
+            balloons=balloon_snapshots(
+                self.pipeline.policy,
+                self.pipeline.state,
+                names={
+                    info.id: f"{info.pod.name}/{info.name}" for info, _ in self.pipeline.snapshot()
+                },
+            ),
         )

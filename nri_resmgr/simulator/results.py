@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nri_resmgr.ops.metrics import BalloonSnapshot
+
 # ---- results --------------------------------------------------------------------------
 
 
@@ -39,9 +41,11 @@ class StepResult:
     #: containers (pod/name) that received an update during this step, with the new cpus
     updates: Mapping[str, str]
     containers: Mapping[str, ContainerReport]
+    #: the policy's balloons after this step (policies with a ``balloons`` hook only)
+    balloons: tuple[BalloonSnapshot, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "step": self.step,
             "op": self.op,
             "pod": self.pod,
@@ -49,6 +53,9 @@ class StepResult:
             "updates": dict(self.updates),
             "containers": {k: v.as_dict() for k, v in self.containers.items()},
         }
+        if self.balloons:
+            out["balloons"] = [b.as_dict() for b in self.balloons]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,5 +102,21 @@ def render_table(result: SimulationResult) -> str:
                 lines.append(("  " + "  ".join(cells)).rstrip())
         else:
             lines.append("  (no containers)")
+        lines += _balloon_rows(s.balloons)
         lines.append("")
     return "\n".join(lines)
+
+
+def _balloon_rows(balloons: tuple[BalloonSnapshot, ...]) -> list[str]:
+    if not balloons:
+        return []
+    header = ("balloon", "type", "cpus", "mems", "containers")
+    rows = [header] + [
+        (b.name, b.type, b.cpus or "-", b.mems or "-", ",".join(b.containers) or "-")
+        for b in balloons
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return [
+        ("  " + "  ".join(col.ljust(w) for col, w in zip(row, widths, strict=True))).rstrip()
+        for row in rows
+    ]

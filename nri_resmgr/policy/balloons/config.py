@@ -186,25 +186,22 @@ class BalloonsConfig(_Model):
 #: keys accepted as nri-plugins spells them but with no effect here (one warning each);
 #: ``balloonTypes.KEY`` for keys of a balloon type
 NOT_IMPLEMENTED = (
-    "preserve",
     "schedulingClasses",
     "cpuClasses",
     "turboDomain",
     "controllableInterrupts",
-    "allocatorTopologyBalancing",
-    "preferSpreadOnPhysicalCores",
+    "loadClasses",
     "agent",
     "control",
     "instrumentation",
     "log",
     "balloonTypes.componentCreation",
+    "balloonTypes.loads",
     "balloonTypes.preferCloseToDevices",
     "balloonTypes.preferFarFromDevices",
     "balloonTypes.schedulingClass",
     "balloonTypes.irqClaim",
     "balloonTypes.irqMode",
-    "balloonTypes.allocatorTopologyBalancing",
-    "balloonTypes.preferSpreadOnPhysicalCores",
 )
 
 

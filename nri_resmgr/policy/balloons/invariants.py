@@ -6,7 +6,8 @@
 3. every member's balloon exists, and the member's container matches its balloon's
    type (it is the type `matching.balloon_type_of` gave it);
 4. instances of a type are between ``minBalloons`` and ``maxBalloons``;
-5. members of a ``groupBy`` type's balloon share one group.
+5. members of a ``groupBy`` type's balloon share one group;
+6. a composite balloon's CPUs are the disjoint union of one part per component.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from nri_resmgr.policy.balloons.state import BalloonsState
+from nri_resmgr.topology.cpuset import union
 
 if TYPE_CHECKING:
     from nri_resmgr.policy.balloons.policy import BalloonsPolicy
@@ -52,6 +54,14 @@ def violations(policy: BalloonsPolicy, state: BalloonsState) -> list[str]:
         want = policy.target_cpus(t, sum(m.milli for m in members))
         if (not t.max_cpus or want <= t.max_cpus) and n != want:
             out.append(f"balloon {name} has {n} CPUs; its requests need {want}")
+        if t.components:
+            parts = b.parts
+            if len(parts) != len(t.components) or union(parts) != b.cpus:
+                out.append(f"composite balloon {name} has parts {parts} for CPUs {b.cpus}")
+            elif sum(len(x) for x in parts) != n:
+                out.append(f"composite balloon {name} has overlapping parts {parts}")
+        elif b.parts:
+            out.append(f"balloon {name} is not composite but has parts {b.parts}")
         if t.group_by and len({m.group for m in members}) > 1:
             out.append(f"balloon {name} mixes groups {sorted({m.group for m in members})}")
     for t in policy.config.types:

@@ -20,7 +20,8 @@ A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, at
 ``maxCPUs`` (0: no limit): it inflates and deflates as containers come and go (`_resize`).
 New CPUs are picked by `common.take_cpus` (topology-packed), near the balloon's own
 first, then by the type's preferences (`_tiers`: ``preferIsolCpus``, ``preferCoreType``,
-``allocatorPriority`` high = performance cores, low = efficient cores); the reserved
+``allocatorPriority`` high = performance cores, low = efficient cores; then, when
+growing, ``allocatorTopologyBalancing`` and ``preferSpreadOnPhysicalCores``); the reserved
 balloon prefers the ``reservedResources`` CPUs and every other balloon avoids them and
 the isolated CPUs unless it prefers those.
 
@@ -29,6 +30,10 @@ A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of th
 runs on the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
 thread per core; memory is pinned (``pinMemory``) to the nodes of those CPUs, of the
 ``memoryTypes`` kinds (or the ``memory-type`` annotation's).
+
+Containers with ``cpu.preserve`` (or matching ``preserve.matchExpressions``) are in no
+balloon and get an empty assignment (left alone); ``memory.preserve`` leaves the memory
+nodes alone.
 
 Every decision's updates are the other containers whose rendered CPUs or memory changed
 (`decide.decide`): only the members of balloons whose view changed are rendered.
@@ -62,16 +67,22 @@ from nri_resmgr.policy.balloons.config import (
     resolve_config,
 )
 from nri_resmgr.policy.balloons.invariants import check_invariants
-from nri_resmgr.policy.balloons.matching import balloon_type_of, expand
+from nri_resmgr.policy.balloons.matching import balloon_type_of, evaluate, expand
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.common import one_thread_per_core, parse_bool_annotation, take_cpus
 from nri_resmgr.policy.decide import (
     decide,
     decide_release,
+    diff_updates,
     differs_from_current,
     nothing_to_release,
 )
-from nri_resmgr.policy.topology_aware.preferences import HIDE_HYPERTHREADS, parse_memory_types
+from nri_resmgr.policy.topology_aware.preferences import (
+    CPU_PRESERVE,
+    HIDE_HYPERTHREADS,
+    MEMORY_PRESERVE,
+    parse_memory_types,
+)
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import CoreType, Topology
 
@@ -123,7 +134,42 @@ class BalloonsPolicy:
         """The CPUs a balloon of type `t` needs for `milli` requested millicores."""
         return max(t.min_cpus, _ceil_cpus(milli))
 
-    def _tiers(self, t: BalloonType, near: CPUSet) -> list[CPUSet]:
+    def _tiers(self, t: BalloonType, near: CPUSet, *, free: CPUSet | None = None) -> list[CPUSet]:
+        """The CPU sets to take new CPUs from, most preferred first (module docstring);
+        with `free` (growing), also ``allocatorTopologyBalancing`` and
+        ``preferSpreadOnPhysicalCores``."""
+        tiers = self._base_tiers(t, near)
+        if free is None or t.name == RESERVED:
+            return tiers
+        opts = self.config.options
+        balancing = t.allocator_topology_balancing
+        if balancing is None:
+            balancing = opts.allocator_topology_balancing
+        if balancing and not near:
+            # a new balloon: in the package, then the node, with the most free CPUs
+            topo = self.topology
+            domain = free
+            for sets in (
+                [topo.package_cpus(i) for i in topo.package_ids()],
+                [topo.node_cpus(i) for i in topo.node_ids(with_cpus=True)],
+            ):
+                best = max((x & domain for x in sets), key=len, default=IDSet())
+                domain = best or domain
+            tiers = [x & domain for x in tiers] + tiers
+        spread = t.prefer_spread_on_physical_cores
+        if spread is None:
+            spread = opts.prefer_spread_on_physical_cores
+        if spread:
+            whole = [
+                cpus
+                for cpus in self.topology.cores_of(free).values()
+                if cpus == union(self.topology.siblings(c) for c in cpus)
+            ]
+            one_each = IDSet(cpus.sorted()[0] for cpus in whole)
+            tiers = [x & one_each for x in tiers] + tiers
+        return [x for x in tiers if x]
+
+    def _base_tiers(self, t: BalloonType, near: CPUSet) -> list[CPUSet]:
         topo = self.topology
         available = self.config.available
         reserved = self.config.reserved
@@ -158,19 +204,49 @@ class BalloonsPolicy:
         want = self.target_cpus(t, milli)
         if t.max_cpus and want > t.max_cpus:
             return f"{balloon.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
-        have = len(balloon.cpus)
+        if t.components:
+            return self._resize_composite(state, balloon, t, want)
+        got = self._sized(balloon.cpus, t, want, used=state.used)
+        if isinstance(got, str):
+            return f"{balloon.name} {got}"
+        return replace(balloon, cpus=got)
+
+    def _sized(self, cpus: CPUSet, t: BalloonType, want: int, *, used: CPUSet) -> CPUSet | str:
+        """`cpus` shrunk or grown to `want` CPUs by the preferences of type `t`, taking
+        only CPUs not in `used` (`cpus` may be in it or not)."""
+        have = len(cpus)
         if want == have:
-            return balloon
+            return cpus
         if want < have:
-            keep = take_cpus(self.topology, balloon.cpus, want, prefer=self._tiers(t, IDSet()))
-            assert keep is not None  # want < have CPUs of balloon.cpus
-            return replace(balloon, cpus=keep)
-        # `balloon` may not be in `state` yet (a new one, a claim at rebuild)
-        free = self.config.available - state.used - balloon.cpus
-        more = take_cpus(self.topology, free, want - have, prefer=self._tiers(t, balloon.cpus))
+            keep = take_cpus(self.topology, cpus, want, prefer=self._tiers(t, IDSet()))
+            assert keep is not None  # want < have CPUs of cpus
+            return keep
+        # the balloon may not be in the state yet (a new one, a claim at rebuild)
+        free = self.config.available - used - cpus
+        more = take_cpus(self.topology, free, want - have, prefer=self._tiers(t, cpus, free=free))
         if more is None:
-            return f"{balloon.name} would need {want - have} more CPUs; {len(free)} are free"
-        return replace(balloon, cpus=balloon.cpus | more)
+            return f"would need {want - have} more CPUs; {len(free)} are free"
+        return cpus | more
+
+    def _resize_composite(
+        self, state: BalloonsState, balloon: Balloon, t: BalloonType, want: int
+    ) -> Balloon | str:
+        """A composite balloon: `want` CPUs split evenly over its components, each part
+        picked by its component type's preferences; its CPUs are the parts' union."""
+        n = len(t.components)
+        shares = [want // n + (1 if i < want % n else 0) for i in range(n)]
+        old = balloon.parts or tuple(IDSet() for _ in range(n))
+        # others' CPUs, and the other parts' (old ones, and new ones already sized)
+        others = state.used - balloon.cpus
+        parts: list[CPUSet] = []
+        for i, (comp, part, share) in enumerate(zip(t.components, old, shares, strict=True)):
+            ctype = self.types[comp.balloon_type]
+            used = others | union(parts) | union(old[i + 1 :])
+            got = self._sized(part, ctype, share, used=used)
+            if isinstance(got, str):
+                return f"{balloon.name} component {ctype.name} {got}"
+            parts.append(got)
+        return replace(balloon, cpus=union(parts), parts=tuple(parts))
 
     def _new_balloon(self, state: BalloonsState, t: BalloonType, milli: int) -> Balloon | str:
         """A new instance of `t` sized for `milli`, or why it cannot be made."""
@@ -244,12 +320,16 @@ class BalloonsPolicy:
 
     def _render(self, m: Member, view: BalloonView, t: BalloonType) -> Assignment:
         cpus = view.cpus
-        hide = m.hide_hyperthreads or bool(t.hide_hyperthreads)
+        hide = m.hide_hyperthreads
+        if hide is None:
+            hide = bool(t.hide_hyperthreads)
         if hide:
             cpus = one_thread_per_core(self.topology, cpus)
         if not self.config.options.pin_cpu:
             cpus = IDSet()
         mems = self._mems(t, view.cpus, m.memory_kinds) if m.memory_kinds else view.mems
+        if m.preserve_mems:
+            mems = IDSet()
         return Assignment(
             container_id=m.container_id,
             cpus=cpus,
@@ -298,8 +378,36 @@ class BalloonsPolicy:
             balloon="",
             milli=c.request.cpu_request_milli,
             group=expand(t.group_by, c) if t.group_by else "",
-            hide_hyperthreads=bool(parse_bool_annotation(c, HIDE_HYPERTHREADS)),
+            hide_hyperthreads=parse_bool_annotation(c, HIDE_HYPERTHREADS),
             memory_kinds=tuple(sorted(kinds)) if kinds else (),
+            preserve_mems=bool(parse_bool_annotation(c, MEMORY_PRESERVE)),
+        )
+
+    def preserved(self, c: ContainerInfo) -> str | None:
+        """Why the policy leaves `c` alone (``cpu.preserve`` annotation, the ``preserve``
+        expressions), or None: such a container is in no balloon, its cpuset untouched."""
+        if parse_bool_annotation(c, CPU_PRESERVE):
+            return f"preserved: annotation {CPU_PRESERVE}"
+        match = self.config.options.preserve
+        for expr in match.match_expressions if match is not None else ():
+            if evaluate(expr, c):
+                return f"preserved: matches {expr.key} {expr.operator} {list(expr.values)}"
+        return None
+
+    def _leave_alone(
+        self, state: BalloonsState, c: ContainerInfo, reason: str
+    ) -> Decision[BalloonsState]:
+        new = self._drop(state, c.id) if c.id in state.members else state
+        untouched = Assignment(
+            container_id=c.id, cpus=IDSet(), mems=IDSet(), kind=CPUKind.NONE, pool=""
+        )
+        before, after = self._render_changed(state, new, c.id)
+        after[c.id] = untouched
+        return Decision(
+            state=new,
+            assignment=untouched,
+            updates=diff_updates(before, after, skip={c.id}),
+            reason=reason,
         )
 
     def _fill_chain(self, t: BalloonType) -> list[str]:
@@ -398,6 +506,9 @@ class BalloonsPolicy:
     def allocate(self, state: BalloonsState, container: ContainerInfo) -> Decision[BalloonsState]:
         if container.id in state.members:
             return self.update(state, container)
+        why = self.preserved(container)
+        if why is not None:
+            return self._leave_alone(state, container, why)
         new, reason = self._add(state, container)
         return decide(self._render_changed, state, new, container.id, reason)
 
@@ -411,6 +522,9 @@ class BalloonsPolicy:
         old = state.members.get(container.id)
         if old is None:
             return self.allocate(state, container)
+        why = self.preserved(container)
+        if why is not None:
+            return self._leave_alone(state, container, why)
         t = balloon_type_of(container, self.config)
         fresh = replace(self._member(container, t), balloon=old.balloon)
         if state.balloons[old.balloon].type == t.name and fresh == old:
@@ -428,7 +542,8 @@ class BalloonsPolicy:
         notes: list[str] = []
         unique: dict[ContainerID, ContainerInfo] = {}
         for c in containers:
-            unique.setdefault(c.id, c)
+            if self.preserved(c) is None:  # preserved ones stay where they are, unknown
+                unique.setdefault(c.id, c)
         types: dict[ContainerID, BalloonType] = {}
         for c in unique.values():
             try:
@@ -509,7 +624,10 @@ class BalloonsPolicy:
         if t.max_cpus and want > t.max_cpus:
             return None
         mine = cpus
-        if t.hide_hyperthreads or any(m.hide_hyperthreads for m in members):
+        if any(
+            m.hide_hyperthreads or (m.hide_hyperthreads is None and t.hide_hyperthreads)
+            for m in members
+        ):
             # the container sees the lowest thread of each core the balloon has: the
             # balloon may hold the higher threads of those cores too
             mine = cpus | IDSet(s for c in cpus for s in self.topology.siblings(c) if s > c)
@@ -521,8 +639,25 @@ class BalloonsPolicy:
         fresh = self._new_balloon(state, t, 0)
         if keep is None or isinstance(fresh, str) or (want and not keep):
             return None
-        got = self._resize(state, replace(fresh, cpus=keep), milli)
+        claimed = replace(fresh, cpus=keep, parts=self._split(t, keep))
+        got = self._resize(state, claimed, milli)
         return got if isinstance(got, Balloon) else None
+
+    def _split(self, t: BalloonType, cpus: CPUSet) -> tuple[CPUSet, ...]:
+        """`cpus` split over the components of composite type `t` (() if plain)."""
+        if not t.components:
+            return ()
+        n = len(t.components)
+        parts: list[CPUSet] = []
+        left = cpus
+        for i, comp in enumerate(t.components):
+            share = len(cpus) // n + (1 if i < len(cpus) % n else 0)
+            ctype = self.types[comp.balloon_type]
+            part = take_cpus(self.topology, left, share, prefer=self._tiers(ctype, IDSet()))
+            assert part is not None  # the shares add up to len(cpus)
+            parts.append(part)
+            left = left - part
+        return tuple(parts)
 
     def _top_up(self, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
         """`state` with at least ``minBalloons`` balloons of every type (rebuild).
@@ -564,12 +699,17 @@ class BalloonsPolicy:
             out[idle_class] = out.get(idle_class, IDSet()) | idle
         return out
 
-    def report(self, state: BalloonsState) -> tuple[BalloonReport, ...]:
-        """Every balloon with its CPUs, memory and containers (simulator, NRT, metrics)."""
+    def balloons(self, state: BalloonsState) -> tuple[BalloonReport, ...]:
+        """Every balloon with its CPUs, memory and containers: the report hook the
+        simulator, the NodeResourceTopology report and the metrics read
+        (`nri_resmgr.ops.metrics.balloon_snapshots`)."""
         views = self.views(state)
         show_all = self.config.options.show_containers_in_nrt
+        order = {t.name: i for i, t in enumerate(self.config.types)}
         out = []
-        for name, b in state.balloons.items():
+        for name, b in sorted(
+            state.balloons.items(), key=lambda nb: (order[nb[1].type], nb[1].instance)
+        ):
             t = self.types[b.type]
             show = t.show_containers_in_nrt if t.show_containers_in_nrt is not None else show_all
             out.append(

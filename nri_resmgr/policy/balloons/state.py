@@ -32,6 +32,8 @@ class Balloon:
     type: str
     instance: int
     cpus: CPUSet
+    #: a composite balloon's CPUs per component (in ``components`` order); () otherwise
+    parts: tuple[CPUSet, ...] = ()
 
     @property
     def name(self) -> str:
@@ -51,9 +53,12 @@ class Member:
     milli: int
     #: the value of the type's ``groupBy`` for this container ("" when none)
     group: str = ""
-    hide_hyperthreads: bool = False
+    #: the ``hide-hyperthreads`` annotation (None: the type's ``hideHyperthreads``)
+    hide_hyperthreads: bool | None = None
     #: the ``memory-type`` annotation's kinds, overriding the type's ``memoryTypes``
     memory_kinds: tuple[MemoryKind, ...] = ()
+    #: ``memory.preserve``: the policy leaves its memory nodes alone
+    preserve_mems: bool = False
 
 
 @dataclass(frozen=True, slots=True)

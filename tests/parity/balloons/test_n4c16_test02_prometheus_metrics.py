@@ -8,8 +8,6 @@ reports.  Our metric names and labels are the metrics tests' (balloons-core).
 
 from __future__ import annotations
 
-import pytest
-
 from tests.parity.balloons._sim import BALLOON, Script, config, disjoint, res, simulate
 
 CONFIG = config("""
@@ -32,7 +30,6 @@ balloonTypes:
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs hide-hyperthreads per container")
 def test_prometheus_metrics_placements() -> None:
     s = Script()
     pod0 = s.create(

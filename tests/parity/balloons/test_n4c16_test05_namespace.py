@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.parity.balloons._sim import Script, config, disjoint, res, simulate
 
 CONFIG = config("""
@@ -22,7 +20,6 @@ G2 = res("2", "100M")
 G100 = res("100m", "100M")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs the cpu.preserve annotation")
 def test_namespace() -> None:
     s = Script()
     pod0 = s.create(contcount=2)

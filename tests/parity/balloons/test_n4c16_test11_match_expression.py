@@ -5,8 +5,6 @@ Their configuration is the suite's match-config.yaml.
 
 from __future__ import annotations
 
-import pytest
-
 from tests.parity.balloons._sim import Script, config, simulate
 
 CONFIG = config("""
@@ -38,7 +36,6 @@ reservedPoolNamespaces: [kube-system]
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs preserve matchExpressions")
 def test_match_expression() -> None:
     s = Script()
     pod0 = s.create(labels={"app.kubernetes.io/component": "precious"})

@@ -59,7 +59,10 @@ def errors_of(rc: int, lines: list[str]) -> list[str]:
         ),
         pytest.param(
             "policy: nosuch\n",
-            ["policy: unknown policy 'nosuch'; expected one of none, static, topology-aware"],
+            [
+                "policy: unknown policy 'nosuch'; expected one of "
+                "balloons, none, static, topology-aware"
+            ],
             id="unknown-policy",
         ),
         pytest.param("- a\n- b\n", ["(document): expected a mapping, found list"], id="not-a-map"),

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, QoSClass
+from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, CPUKind, QoSClass
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION
 from nri_resmgr.policy.balloons.config import Expression, Operator
 from nri_resmgr.policy.balloons.matching import evaluate, expand, key_value
@@ -297,3 +297,120 @@ def test_expand_and_key_value() -> None:
     assert expand("${pod/labels/app}-${namespace}-${pod/labels/nope}", c) == "x-prod-a-"
     assert key_value(c, "pod/uid") == "uid-prod-a-web-1"
     assert key_value(c, "labels/app") is None
+
+
+def test_composite_balloon_splits_cpus_over_components() -> None:
+    cfg = {
+        "balloonTypes": [
+            {"name": "perf", "preferCoreType": "performance"},
+            {"name": "eff", "preferCoreType": "efficient"},
+            {
+                "name": "both",
+                "components": [{"balloonType": "perf"}, {"balloonType": "eff"}],
+                "namespaces": ["*"],
+            },
+        ]
+    }
+    p = policy(cfg)
+    st = run(p, bctr("a", milli=3000))
+    b = st.balloons["both[0]"]
+    assert [len(x) for x in b.parts] == [2, 1]
+    st = p.allocate(st, bctr("b", pod="q", milli=1000)).state
+    p.check(st)
+    b2 = st.balloons["both[0]"]
+    assert [len(x) for x in b2.parts] == [2, 2]
+    assert b.parts[0] <= b2.parts[0] and b.parts[1] <= b2.parts[1]
+
+
+HYBRID = {
+    "packages": 1,
+    "nodes": 1,
+    "cores": 8,
+    "threads": 1,
+    "memory": "2G",
+    "efficient_cpus": "4-7",
+    "isolated": "6-7",
+}
+
+
+@pytest.mark.parametrize(
+    ("balloon_type", "expected"),
+    [
+        ({"preferCoreType": "efficient"}, "4-5"),
+        ({"allocatorPriority": "low"}, "4-5"),
+        ({"allocatorPriority": "high"}, "1-2"),
+        ({"preferIsolCpus": True}, "6-7"),
+        ({}, "1-2"),
+    ],
+    ids=["preferCoreType", "priority-low", "priority-high", "preferIsolCpus", "none"],
+)
+def test_cpu_preferences(balloon_type: dict[str, Any], expected: str) -> None:
+    from tests.unit.resmgr.test_policy_support import topo
+
+    cfg = {
+        "reservedResources": {"cpu": "cpuset:0"},
+        "balloonTypes": [{"name": "t", "namespaces": ["*"], **balloon_type}],
+    }
+    p = policy(cfg, topo(**HYBRID))
+    st = run(p, bctr("a", milli=2000))
+    assert st.balloons["t[0]"].cpus == IDSet.parse(expected)
+
+
+def test_hide_hyperthreads_annotation_overrides_the_type_both_ways() -> None:
+    from nri_resmgr.policy.topology_aware.preferences import HIDE_HYPERTHREADS
+
+    hiding = {"balloonTypes": [{"name": "h", "hideHyperthreads": True, "minCPUs": 4}]}
+    p = policy({**hiding, "balloonTypes": [{**hiding["balloonTypes"][0], "namespaces": ["*"]}]})
+    d = p.allocate(p.initial_state(), bctr("a", milli=100, ann={HIDE_HYPERTHREADS: "false"}))
+    assert d.assignment is not None and len(d.assignment.cpus) == 4
+    p2 = policy({"balloonTypes": [{"name": "s", "minCPUs": 4, "namespaces": ["*"]}]})
+    d2 = p2.allocate(p2.initial_state(), bctr("a", milli=100, ann={HIDE_HYPERTHREADS: "true"}))
+    assert d2.assignment is not None and len(d2.assignment.cpus) == 2
+
+
+def test_preserved_containers_are_left_alone() -> None:
+    from nri_resmgr.policy.topology_aware.preferences import CPU_PRESERVE, MEMORY_PRESERVE
+
+    cfg = {
+        "preserve": {
+            "matchExpressions": [{"key": "pod/name", "operator": "Matches", "values": ["vm-*"]}]
+        },
+        "balloonTypes": [{"name": "b", "namespaces": ["*"], "minCPUs": 2}],
+    }
+    p = policy(cfg)
+    st = p.initial_state()
+    for c in (bctr("a", pod="vm-1", milli=4000), bctr("x", milli=4000, ann={CPU_PRESERVE: "true"})):
+        d = p.allocate(st, c)
+        assert d.assignment is not None
+        assert (d.assignment.cpus, d.assignment.kind) == (IDSet(), CPUKind.NONE)
+        assert d.state == st and d.reason.startswith("preserved: ")
+    # kept out of a rebuild: no update, no balloon
+    r = p.rebuild([bctr("a", pod="vm-1", milli=4000, cur="0-31")])
+    assert r.updates == () and not r.state.members
+    d = p.allocate(st, bctr("m", milli=1000, ann={MEMORY_PRESERVE: "true"}))
+    assert d.assignment is not None and d.assignment.cpus and d.assignment.mems == IDSet()
+
+
+@pytest.mark.parametrize("balancing", [False, True], ids=["packed", "balanced"])
+def test_allocator_topology_balancing_spreads_new_balloons(balancing: bool) -> None:
+    cfg = {
+        "reservedResources": {"cpu": "cpuset:0"},
+        "allocatorTopologyBalancing": balancing,
+        "balloonTypes": [{"name": "b", "namespaces": ["*"], "preferNewBalloons": True}],
+    }
+    p = policy(cfg)
+    st = run(p, bctr("a", pod="p1", milli=2000), bctr("c", pod="p2", milli=2000))
+    nodes = [p.topology.nodes_of(st.balloons[n].cpus) for n in ("b[0]", "b[1]")]
+    assert (nodes[0] != nodes[1]) is balancing
+
+
+@pytest.mark.parametrize("spread", [False, True], ids=["siblings", "spread"])
+def test_prefer_spread_on_physical_cores(spread: bool) -> None:
+    cfg = {
+        "reservedResources": {"cpu": "cpuset:0"},
+        "balloonTypes": [{"name": "b", "namespaces": ["*"], "preferSpreadOnPhysicalCores": spread}],
+    }
+    p = policy(cfg)
+    st = run(p, bctr("a", milli=2000))
+    cores = p.topology.cores_of(st.balloons["b[0]"].cpus)
+    assert len(cores) == (2 if spread else 1)

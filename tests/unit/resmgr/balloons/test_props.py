@@ -24,6 +24,7 @@ from tests.unit.resmgr.balloons.support import bctr, policy
 CONFIGS: list[dict[str, Any]] = [
     {
         "reservedResources": {"cpu": "1"},
+        "allocatorTopologyBalancing": True,
         "balloonTypes": [
             {"name": "full", "minCPUs": 1, "maxCPUs": 4, "namespaces": ["full"]},
             {"name": "new", "preferNewBalloons": True, "maxBalloons": 3, "namespaces": ["new"]},
@@ -46,7 +47,18 @@ CONFIGS: list[dict[str, Any]] = [
                 "maxCPUs": 3,
                 "namespaces": ["full", "new"],
             },
-            {"name": "ns", "preferPerNamespaceBalloon": True, "namespaces": ["grp"]},
+            {
+                "name": "ns",
+                "preferPerNamespaceBalloon": True,
+                "preferSpreadOnPhysicalCores": True,
+                "namespaces": ["grp"],
+            },
+            {
+                "name": "duo",
+                "components": [{"balloonType": "ns"}, {"balloonType": "spread"}],
+                "minCPUs": 2,
+                "namespaces": ["other"],
+            },
             {"name": "default", "shareIdleCPUsInSame": "system", "minCPUs": 1},
         ],
     },
