@@ -167,7 +167,7 @@ def test_expression_operators(
         ("c: [ {match: {key: name, operator: Equals, values: [a, b]}} ]", "exactly one value"),
         ("c: [ {scope: {key: name, operator: AlwaysTrue}} ]", "match is missing"),
         ("c: [ {match: {key: name, operator: Exists}, weight: heavy} ]", "weight must be"),
-        ("[c, d", "is not YAML"),
+        ("[c, d", "expected YAML"),
         ("- c", "expected a mapping"),
     ],
 )
