@@ -151,13 +151,14 @@ MAX_YAML_VALUES: Final = 4096
 SHOWN_LENGTH: Final = 40
 
 
-def shown(value: object, length: int = SHOWN_LENGTH) -> str:
-    """`value` quoted for an error message (``"hbmx"``, control characters escaped), cut
-    to `length` characters and then followed by its size."""
+def shown(value: object, *, length: int = SHOWN_LENGTH, quote: str | None = None) -> str:
+    """`value` quoted for an error message, cut to `length` characters and then followed
+    by its size: ``repr`` (``'hbmx'``, control characters escaped), or between `quote`
+    characters as they are (``"hbmx"``, for messages written that way)."""
     text = str(value)
-    if len(text) <= length:
-        return json.dumps(text, ensure_ascii=False)
-    return f"{json.dumps(text[:length], ensure_ascii=False)}... ({len(text)} characters)"
+    cut = text if len(text) <= length else text[:length]
+    quoted = repr(cut) if quote is None else f"{quote}{cut}{quote}"
+    return quoted if cut is text else f"{quoted}... ({len(text)} characters)"
 
 
 def load_annotation_yaml(

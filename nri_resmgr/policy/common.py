@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from nri_resmgr.limits import shown
 from nri_resmgr.model import (
     AnnotationError,
     Assignment,
@@ -60,8 +61,9 @@ def parse_bool_annotation(container: ContainerInfo, key: str) -> bool | None:
         return True
     if word in FALSE_WORDS:
         return False
+    found = shown(raw, quote='"')
     raise AnnotationError(
-        f'{container.pretty}: annotation {key} has value "{raw}"; expected true or false'
+        f"{container.pretty}: annotation {key} has value {found}; expected true or false"
     )
 
 
