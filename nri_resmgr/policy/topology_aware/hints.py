@@ -170,8 +170,10 @@ def _check_depth(text: str) -> None:
 def _first_yaml_document(container: ContainerInfo, text: str) -> object:
     """The first YAML document of `text`, every scalar a string (`yaml.BaseLoader`: no
     numbers to convert, which also keeps a 10,000-digit "number" a string)."""
-    loader = yaml.BaseLoader(text)
+    loader: yaml.BaseLoader | None = None
     try:
+        # the loader checks the characters when it is made: a NUL is a ReaderError there
+        loader = yaml.BaseLoader(text)
         _check_depth(text)
         node = loader.get_node() if loader.check_node() else None
         return loader.construct_document(node) if node is not None else None
@@ -181,7 +183,8 @@ def _first_yaml_document(container: ContainerInfo, text: str) -> object:
             f"{{NAME: {{CPUs: LIST, NUMAs: LIST, Sockets: LIST}}}}, found {text[:80]!r}: {exc}"
         ) from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _test_hints(container: ContainerInfo, topology: Topology) -> list[Hint]:

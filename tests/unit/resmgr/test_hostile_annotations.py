@@ -82,6 +82,14 @@ def test_an_alias_bomb_in_test_hints_fails_quickly() -> None:
     assert time.perf_counter() - start < 1.0
 
 
+@pytest.mark.parametrize("text", ["\x00", "a: {CPUs: 0}\n\x07", "\ufffe"])
+def test_test_hints_with_characters_yaml_refuses_fail_cleanly(text: str) -> None:
+    """The loader refused them when it was made, outside the handler: a ReaderError
+    reached the pipeline (found by tests/fuzz/test_annotation_fuzz.py)."""
+    with pytest.raises(AnnotationError, match="expected YAML"):
+        _hints({TEST_HINTS: text})
+
+
 def test_a_deadline_class_beyond_the_kernel_range_is_a_config_error() -> None:
     """It was accepted, and every container of the class then failed with an internal
     error: the 64-bit NRI field refused 2**64 when the adjustment was built."""
