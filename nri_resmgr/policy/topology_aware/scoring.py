@@ -9,7 +9,9 @@ sorted by `offer_key`, a tuple compared left to right, smallest first:
  #     component             meaning (smaller wins)
 =====  ====================  =============================================================
  1     ``not hinted``        0 for the pool the container is in now (rebuild, update):
-                             a valid placement is kept rather than moved
+                             a valid placement is kept rather than moved; for a new
+                             container, the deepest pool covering its topology hints
+                             (`hints.hinted_pool`: its devices' and mounts' locality)
  2     ``not preference``    0 when the offer meets the container's isolated-CPU
                              preference (an isolated offer beats a sliced one)
  3     ``-affinity``         higher affinity score (`affinity`): the weights of the
@@ -40,8 +42,9 @@ winner as building every offer (keys end with the pool index, so no two are equa
 an exclusive request usually picks CPUs in one pool instead of all of them.
 
 Compared with nri-plugins' ``compareScores`` the order is the same in spirit
-(affinity, then CPU priority, then tree depth, then per-kind capacity, then id) without
-topology hints or burstable limits, which this policy does not model.
+(affinity, then CPU priority, then tree depth, then per-kind capacity, then id); a
+topology hint goes first here whenever its pool fits, where nri-plugins weighs a hint
+score among the others (docs/policies.md, differences by design).
 """
 
 from __future__ import annotations
