@@ -155,3 +155,63 @@ def test_test_hints_parse_or_fail_cleanly(doc: dict[str, object], strict: bool) 
         return
     for h in got.hints:
         assert set(h.cpus) <= set(topology.cpus) and set(h.nodes) <= set(topology.nodes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_text | st.sampled_from(["idle", " idle ", "IDLE", "rt"]))
+def test_scheduling_class_names_resolve_or_fail_cleanly(value: str) -> None:
+    p = TopologyAwarePolicy(topology=small(), config=CLASSES)
+    c = _guaranteed(SCHEDULING_CLASS_ANNOTATION, value)
+    try:
+        got = p.scheduling.resolve(c)
+    except AnnotationError as exc:
+        assert "expected one of schedulingClasses (idle)" in str(exc)
+        return
+    assert got is not None and got.name == value.strip() == "idle"
+
+
+_number = st.integers(-(2**65), 2**65) | st.none()
+_spec = st.fixed_dictionaries(
+    {"name": _text},
+    optional={
+        "policy": st.sampled_from(["fifo", "rr", "other", "batch", "idle", "deadline", "x"]),
+        "priority": _number,
+        "nice": _number,
+        "runtime": _number,
+        "deadline": _number,
+        "period": _number,
+        "ioClass": st.sampled_from(["rt", "be", "idle", "none", "x"]),
+        "ioPriority": _number,
+        "flags": st.lists(st.sampled_from(["reset-on-fork", "x"]), max_size=2),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    specs=st.lists(_spec, max_size=3),
+    namespaces=st.dictionaries(_text, _text, max_size=2),
+    qos=st.dictionaries(st.sampled_from(["BestEffort", "burstable", "Nope"]), _text, max_size=2),
+)
+def test_scheduling_class_configs_build_or_fail_cleanly(
+    specs: list[dict[str, object]], namespaces: dict[str, str], qos: dict[str, str]
+) -> None:
+    """Whatever builds also renders: every class fits NRI's adjustment fields."""
+    from nri_resmgr.runtime.adapter import io_priority_for, scheduler_for
+
+    config = {
+        "schedulingClasses": specs,
+        "namespaceSchedulingClasses": namespaces,
+        "podQoSSchedulingClasses": qos,
+    }
+    try:
+        p = TopologyAwarePolicy(topology=small(), config=config)
+    except ConfigError as exc:
+        assert str(exc).startswith("policy topology-aware"), str(exc)
+        assert len(str(exc)) < 2000, str(exc)
+        return
+    for sc in p.scheduling.by_name.values():
+        if sc.sets_scheduler:
+            scheduler_for(sc)
+        if sc.sets_io_priority:
+            io_priority_for(sc)
