@@ -54,6 +54,8 @@ CLASSES = {
         "blockio": {"enable": True, "runtimeClasses": True, "classes": {"slow": {}}},
     },
 }
+#: the initial Synchronize of the daemon test is kept under 4 MiB, ttrpc's message limit
+SYNC_BYTES = 3 << 20
 POLICIES = (
     {"policy": "static", "policyConfig": {"reservedSystemCPUs": "0"}},
     {
@@ -226,8 +228,16 @@ def test_hostile_pods_through_the_daemon() -> None:
 
     async def scenario() -> None:
         rng0 = random.Random(f"{seed}/sync")
-        pods = [hostile_pod(rng0, i) for i in range(20)]
-        containers = [hostile_container(rng0, p, i) for i, p in enumerate(pods)]
+        pods: list[api.PodSandbox] = []
+        containers: list[api.Container] = []
+        size = 0
+        for i in range(20):  # as many as fit one ttrpc message (the fake runtime's limit)
+            p = hostile_pod(rng0, i)
+            c = hostile_container(rng0, p, i)
+            if size + p.ByteSize() + c.ByteSize() < SYNC_BYTES:
+                pods.append(p)
+                containers.append(c)
+                size += p.ByteSize() + c.ByteSize()
         rt = FakeRuntime(pods=pods, containers=containers)
         await rt.listen(sock)
         plugin = ResmgrPlugin(
