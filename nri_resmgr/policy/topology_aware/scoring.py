@@ -42,9 +42,8 @@ winner as building every offer (keys end with the pool index, so no two are equa
 an exclusive request usually picks CPUs in one pool instead of all of them.
 
 Compared with nri-plugins' ``compareScores`` the order is the same in spirit
-(affinity, then CPU priority, then tree depth, then per-kind capacity, then id); a
-topology hint goes first here whenever its pool fits, where nri-plugins weighs a hint
-score among the others (docs/policies.md, differences by design).
+(affinity, then CPU priority, then tree depth, then per-kind capacity, then id) without
+topology hints or burstable limits, which this policy does not model.
 """
 
 from __future__ import annotations
