@@ -18,6 +18,12 @@ no exception from one container's input can reach further than that container:
   of the brackets outside strings.  Python's JSON decoder recurses once per level, so a
   5,000-deep ``[[[...]]]`` would otherwise raise `RecursionError`, which is no
   `ValueError` and escapes every handler written for bad input.
+* `load_annotation_yaml` is the same for a YAML annotation (the policies' affinity
+  rules): `documents.parse_document` within ``max_annotation_bytes``,
+  ``max_json_depth`` and `MAX_YAML_VALUES` values, an alias counted as the values it
+  repeats, so that a few kilobytes of ``&a``/``*a`` cannot expand to a billion strings.
+* `shown` cuts a value quoted in an error message to a prefix: a 300 KB annotation is
+  named, not copied into the log and the RPC reply.
 
 Exceeding an input bound raises `AnnotationError` (a `ResmgrError`) naming the subject,
 the annotation, the limit and what was found; the daemon turns it into an error for that
@@ -31,14 +37,18 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nri_resmgr.documents import DocumentError, DocumentLimits, parse_document
 from nri_resmgr.model import AnnotationError
 from nri_resmgr.topology.cpuset import MAX_ID
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "MAX_YAML_VALUES",
     "Limits",
     "json_depth",
     "load_annotation_json",
+    "load_annotation_yaml",
+    "shown",
 ]
 
 
@@ -132,3 +142,40 @@ def load_annotation_json(text: str, *, where: str, limits: Limits = DEFAULT_LIMI
         return json.loads(text)
     except ValueError as exc:
         raise AnnotationError(f"{where}: expected JSON; found {text[:80]!r} ({exc})") from exc
+
+
+#: the most values (scalars and collections) a YAML annotation may hold, aliases counted
+#: as what they repeat (a pod's affinity rules need tens)
+MAX_YAML_VALUES: Final = 4096
+#: the longest prefix of a value `shown` quotes
+SHOWN_LENGTH: Final = 40
+
+
+def shown(value: object, *, length: int = SHOWN_LENGTH, quote: str | None = None) -> str:
+    """`value` quoted for an error message, cut to `length` characters and then followed
+    by its size: ``repr`` (``'hbmx'``, control characters escaped), or between `quote`
+    characters as they are (``"hbmx"``, for messages written that way)."""
+    text = str(value)
+    cut = text if len(text) <= length else text[:length]
+    quoted = repr(cut) if quote is None else f"{quote}{cut}{quote}"
+    return quoted if cut is text else f"{quoted}... ({len(text)} characters)"
+
+
+def load_annotation_yaml(
+    text: str, *, where: str, limits: Limits = DEFAULT_LIMITS, max_values: int = MAX_YAML_VALUES
+) -> Any:
+    """Parse a YAML (or JSON) annotation value within `limits` and `max_values` values.
+
+    `where` names it in errors.  Raises `AnnotationError` when the value is larger,
+    deeper or has more values (aliases counted as what they repeat) than that, holds
+    more than one document, a number beyond 64 bits or not finite, or is not YAML.
+    """
+    bounds = DocumentLimits(
+        max_bytes=limits.max_annotation_bytes,
+        max_depth=limits.max_json_depth,
+        max_nodes=max_values,
+    )
+    try:
+        return parse_document(text, source=where, limits=bounds)
+    except DocumentError as exc:
+        raise AnnotationError(str(exc)) from exc

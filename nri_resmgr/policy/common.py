@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from nri_resmgr.limits import shown
 from nri_resmgr.model import (
     AnnotationError,
     Assignment,
@@ -43,7 +44,6 @@ __all__ = [
     "parse_cpu_amount",
     "parse_cpu_quantity",
     "parse_memory_quantity",
-    "take_cores",
     "take_cpus",
 ]
 
@@ -62,8 +62,9 @@ def parse_bool_annotation(container: ContainerInfo, key: str) -> bool | None:
         return True
     if word in FALSE_WORDS:
         return False
+    found = shown(raw, quote='"')
     raise AnnotationError(
-        f'{container.pretty}: annotation {key} has value "{raw}"; expected true or false'
+        f"{container.pretty}: annotation {key} has value {found}; expected true or false"
     )
 
 
@@ -266,51 +267,6 @@ def _take_cpus(
     rest = sorted(free, key=lambda c: (free_siblings(c), *packing_key(c), c))
     taken.extend(rest[:need])
     return IDSet(taken) if len(taken) == count else None
-
-
-def take_cores(
-    topology: Topology, available: CPUSet, cores: int, *, prefer: CPUSet | None = None
-) -> CPUSet | None:
-    """All threads of `cores` whole free cores from `available`; None when impossible.
-
-    A core counts when every one of its online threads is in `available`.  Cores inside
-    `prefer` come first, then the packing order of `take_cpus` (the package, node and L3
-    with the fewest free CPUs first), then the lowest id.
-    """
-    prefer = prefer or IDSet()
-    if cores <= 0:
-        return IDSet()
-    free = available.ids()
-
-    counts: dict[tuple[str, int], int] = {}
-
-    def free_in(what: str, domain: int, cpus: Callable[[int], CPUSet]) -> int:
-        """Free CPUs in one package / node / L3 group, counted once per domain."""
-        if (what, domain) not in counts:
-            counts[what, domain] = len(free & cpus(domain).ids())
-        return counts[what, domain]
-
-    whole = [
-        t for t in topology.cores_of(available).values() if t == topology.siblings(t.sorted()[0])
-    ]
-
-    def key(threads: CPUSet) -> tuple[int, ...]:
-        rec = topology.cpu(threads.sorted()[0])
-        return (
-            not threads <= prefer,
-            free_in("package", rec.package_id, topology.package_cpus),
-            rec.package_id,
-            free_in("node", rec.node_id, topology.node_cpus),
-            rec.node_id,
-            free_in("l3", rec.l3_id, topology.l3_cpus),
-            rec.l3_id,
-            threads.sorted()[0],
-        )
-
-    whole.sort(key=key)
-    if len(whole) < cores:
-        return None
-    return union(whole[:cores])
 
 
 def order_claims(

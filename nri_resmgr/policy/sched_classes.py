@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeVar
 
+from nri_resmgr.limits import shown
 from nri_resmgr.model import (
     ANNOTATION_DOMAIN,
     AnnotationError,
@@ -80,6 +81,8 @@ _REALTIME = (SchedPolicy.FIFO, SchedPolicy.RR)
 _NICE_RANGE = (-20, 19)
 _RT_PRIORITY_RANGE = (1, 99)
 _IO_PRIORITY_RANGE = (0, 7)
+#: the largest deadline runtime, deadline or period (sched_setattr(2): below 2**63 ns)
+MAX_SCHED_NS = (1 << 63) - 1
 
 
 class SchedulingClassSpec(BaseModel):
@@ -92,9 +95,10 @@ class SchedulingClassSpec(BaseModel):
     priority: int | None = None
     flags: tuple[SchedFlag, ...] = ()
     nice: int | None = None
-    runtime: int | None = Field(default=None, ge=0)
-    deadline: int | None = Field(default=None, ge=0)
-    period: int | None = Field(default=None, ge=0)
+    #: nanoseconds; the kernel refuses 2**63 and more (and NRI's fields are 64 bits)
+    runtime: int | None = Field(default=None, ge=0, le=MAX_SCHED_NS)
+    deadline: int | None = Field(default=None, ge=0, le=MAX_SCHED_NS)
+    period: int | None = Field(default=None, ge=0, le=MAX_SCHED_NS)
     io_class: IOClass | None = Field(default=None, alias="ioClass")
     io_priority: int | None = Field(default=None, alias="ioPriority")
 
@@ -130,7 +134,7 @@ class SchedulingClasses:
                 known = ", ".join(sorted(self.by_name)) or "none defined"
                 raise AnnotationError(
                     f"{container.pretty}: annotation {SCHEDULING_CLASS_ANNOTATION} names "
-                    f"scheduling class {name!r}; expected one of schedulingClasses ({known})"
+                    f"scheduling class {shown(name)}; expected one of schedulingClasses ({known})"
                 )
             return found
         default = self.by_namespace.get(container.namespace)

@@ -20,17 +20,23 @@ its locality gives the hint (nri-plugins' rules):
   ``slaves/`` too.
 
 Nothing here fails a container: a device or mount that does not resolve gives no hint.
+That includes hostile input (a symlink loop, a path with NUL, a device number that does
+not exist, a link that leaves ``ROOT/sys/devices``), and every read is bounded: an
+attribute is read only from a regular file (never a FIFO or ``/dev/zero``), opened
+non-blocking, at most `_MAX_ATTRIBUTE_BYTES` of it (`documents.read_document`).
 The only IO is reading under `root` (and `stat`, injectable for tests).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat as stat_mod
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
+from nri_resmgr.documents import DocumentError, DocumentLimits, read_document
 from nri_resmgr.model import DeviceRef, HintSource, MountRef, TopologyHint
 from nri_resmgr.topology.cpuset import IDSet, IDSetError
 
@@ -50,6 +56,9 @@ IGNORED_MOUNT_PREFIXES = (
 #: at most this many directories are walked up from a device, and slaves followed
 _MAX_DEPTH = 64
 _MAX_SLAVES = 64
+#: the most of a sysfs attribute read (``local_cpulist`` of 8,192 CPUs is far shorter)
+_MAX_ATTRIBUTE_BYTES = 64 * 1024
+_ATTRIBUTE_LIMITS = DocumentLimits(max_bytes=_MAX_ATTRIBUTE_BYTES)
 
 
 class StatResult(Protocol):
@@ -62,9 +71,19 @@ class StatResult(Protocol):
 
 
 def _read(path: Path) -> str | None:
+    """A sysfs attribute's text, or None when absent, not a regular file, or too long."""
     try:
-        return path.read_text().strip()
-    except (OSError, UnicodeDecodeError):
+        return read_document(path, limits=_ATTRIBUTE_LIMITS).strip()
+    except DocumentError:
+        return None
+
+
+def _resolve(path: Path, *, strict: bool) -> Path | None:
+    """`path` resolved, or None for a symlink loop (RuntimeError before Python 3.13), a
+    NUL in it (ValueError) or, with `strict`, a path that does not exist."""
+    try:
+        return path.resolve(strict=strict)
+    except (OSError, RuntimeError, ValueError):
         return None
 
 
@@ -105,18 +124,18 @@ def _hints_of_sysfs_dir(
             out.append(hint)
             break
         p = p.parent
-    if depth < 2:
-        slaves = real / "slaves"
+    if depth < 2 and devices in real.parents:
         try:
-            entries = sorted(slaves.iterdir())[:_MAX_SLAVES] if slaves.is_dir() else []
+            with os.scandir(real / "slaves") as it:
+                entries = sorted(Path(e.path) for e in itertools.islice(it, _MAX_SLAVES))
         except OSError:
             entries = []
         for entry in entries:
-            out.extend(
-                _hints_of_sysfs_dir(
-                    entry.resolve(), sys_root=sys_root, source=source, depth=depth + 1
+            slave = _resolve(entry, strict=False)
+            if slave is not None:
+                out.extend(
+                    _hints_of_sysfs_dir(slave, sys_root=sys_root, source=source, depth=depth + 1)
                 )
-            )
     return out
 
 
@@ -128,10 +147,10 @@ def device_hints(
     sub = {"c": "char", "b": "block"}.get(kind)
     if sub is None or major <= 0:
         return []
-    link = sys_root / "dev" / sub / f"{major}:{minor}"
-    try:
-        real = link.resolve(strict=True)
-    except OSError:
+    if minor < 0:
+        return []
+    real = _resolve(sys_root / "dev" / sub / f"{major}:{minor}", strict=True)
+    if real is None:
         return []
     return _hints_of_sysfs_dir(real, sys_root=sys_root, source=source)
 
@@ -144,16 +163,16 @@ def _mount_hints(
     for prefix in IGNORED_MOUNT_PREFIXES:
         if mount.source.startswith(prefix) or mount.destination.startswith(prefix):
             return []
+    if "\x00" in mount.source:
+        return []
     if mount.source.startswith("/sys/"):
-        sys_root = root / "sys"
-        try:
-            real = (root / mount.source.lstrip("/")).resolve(strict=True)
-        except OSError:
+        real = _resolve(root / mount.source.lstrip("/"), strict=True)
+        if real is None:
             return []
-        return _hints_of_sysfs_dir(real, sys_root=sys_root, source=HintSource.MOUNTS)
+        return _hints_of_sysfs_dir(real, sys_root=root / "sys", source=HintSource.MOUNTS)
     try:
         st = stat(mount.source)
-    except OSError:
+    except (OSError, ValueError):
         return []
     if stat_mod.S_ISCHR(st.st_mode) or stat_mod.S_ISBLK(st.st_mode):
         kind = "c" if stat_mod.S_ISCHR(st.st_mode) else "b"

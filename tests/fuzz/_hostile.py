@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
 from nri_api import api
@@ -48,6 +49,20 @@ ANNOTATION_KEYS: Final = (
     f"strict.topologyhints.{DOMAIN}",
     f"test.topologyhints.{DOMAIN}",
     f"pick-resources-by-hints.{DOMAIN}",
+    f"prefer-cpu-priority.{DOMAIN}",
+    f"require-isolated-cpus.{DOMAIN}",
+    f"{DOMAIN}/affinity",
+    f"{DOMAIN}/anti-affinity",
+    f"affinity.{DOMAIN}",
+    f"anti-affinity.{DOMAIN}",
+)
+#: the keys whose values are YAML rules or hints (`hostile_yaml` is drawn for them)
+YAML_KEYS: Final = (
+    f"{DOMAIN}/affinity",
+    f"{DOMAIN}/anti-affinity",
+    f"affinity.{DOMAIN}",
+    f"anti-affinity.{DOMAIN}",
+    f"test.topologyhints.{DOMAIN}",
 )
 
 
@@ -118,6 +133,94 @@ def hostile_text(rng: random.Random) -> str:
         ),
         lambda: "".join(_char(rng) for _ in range(rng.randint(1, 64))),
         lambda: ",".join(f" name{i} " for i in range(rng.randint(1, 5000))),
+    ]
+    return rng.choice(makers)()
+
+
+def _alias_bomb(rng: random.Random, n: int) -> str:
+    """A few KB of YAML whose aliases repeat to n**3 values ("billion laughs")."""
+    a = "&a [" + ",".join(["x"] * n) + "]"
+    b = "&b [" + ",".join(["*a"] * n) + "]"
+    c = "[" + ",".join(["*b"] * n) + "]"
+    if rng.random() < 0.5:  # affinity-shaped
+        rule = "{match: {key: name, operator: In, values: %s}}"
+        return "c: [" + ", ".join(rule % v for v in (a, b, c)) + "]"
+    return "z: {Provider: " + a + ", Sockets: " + b + ", CPUs: " + c + "}"
+
+
+def _expr(rng: random.Random, *, big: bool = False) -> str:
+    key = rng.choice(
+        [
+            "name",
+            "pod/name",
+            "namespace",
+            "pod/labels/app",
+            ":name:namespace",
+            "labels/",
+            "pod/",
+            "nosuch",
+            "k" * 5000,
+            "",
+            ":/,name/pod/uid",
+        ]
+    )
+    op = rng.choice(
+        [
+            "In",
+            "NotIn",
+            "Equals",
+            "NotEqual",
+            "Exists",
+            "NotExist",
+            "AlwaysTrue",
+            "Matches",
+            "MatchesAny",
+            "MatchesNone",
+            "MatchesNot",
+            "Is",
+            "",
+            "X" * 10_000,
+        ]
+    )
+    count = rng.choice([0, 1, 2, 3, 300, 100_000] if big else [0, 1, 2, 3, 300])
+    values = ",".join([rng.choice(["a", "c*", "[!x]", "*", "7", "null", "[a]"])] * count)
+    return f"{{key: {key}, operator: {op}, values: [{values}]}}"
+
+
+_WEIGHTS: Final = ("1", "-1", "0", "99999999", "-99999999", "1" * 5000, "1e400", "x", ".nan")
+
+
+def _rules(rng: random.Random, rules: int) -> str:
+    """Affinity rules of container ``c``: one may have 100,000 values, 300 have few."""
+    return (
+        "c: ["
+        + ", ".join(
+            f"{{scope: {_expr(rng)}, match: {_expr(rng, big=rules == 1)}, "
+            f"weight: {rng.choice(_WEIGHTS)}}}"
+            for _ in range(rules)
+        )
+        + "]"
+    )
+
+
+def hostile_yaml(rng: random.Random) -> str:
+    """A value for the YAML annotations (affinity rules, test topology hints)."""
+    makers: list[Callable[[], str]] = [
+        lambda: _alias_bomb(rng, rng.choice([3, 30, 1000])),
+        lambda: rng.choice(["[", "{a: "]) * rng.choice([31, 33, 2000]),
+        lambda: "c: [" + ",".join(f"o{i}" for i in range(rng.choice([1, 2, 5000, 50_000]))) + "]",
+        lambda: _rules(rng, rng.choice([1, 2, 300])),
+        lambda: "c: [{match: {key: name, operator: In, values: [a]}, 1: 2, [x]: y}]",
+        lambda: "c: [a]\n---\nc: [b]\n",
+        lambda: "c: !!python/object/apply:os.system [true]",
+        lambda: "? [a]\n: b",
+        lambda: rng.choice(["null", "~", "[]", "{}", "7", '"c"', "c: 7", "c: [[a]]", "c: {a: b}"]),
+        lambda: "{}: {{CPUs: {}, NUMAs: {}, Sockets: {}, Cores: 1}}".format(
+            rng.choice(["a", "", "1" * 5000]),
+            hostile_cpuset(rng)[:2000],
+            rng.choice(["0", "0-1", "9", "-1", "[0, 1]"]),
+            rng.choice(["0", "1", "7", "x"]),
+        ),
     ]
     return rng.choice(makers)()
 
@@ -197,6 +300,15 @@ def hostile_annotations(rng: random.Random, container: str) -> dict[str, str]:
     """1-3 annotations; the JSON ones (read as pod annotations) are drawn more often."""
     out: dict[str, str] = {}
     for _ in range(rng.randint(1, 3)):
+        if rng.random() < 0.25:
+            key = rng.choice(YAML_KEYS)
+            form = (
+                key
+                if "/" in key
+                else rng.choice([key, f"{key}/pod", f"{key}/container.{container}"])
+            )
+            out[form] = hostile_yaml(rng) if rng.random() < 0.8 else hostile_text(rng)
+            continue
         if rng.random() < 0.4:
             key = rng.choice(ANNOTATION_KEYS[:2])
             out[key] = _nested(rng) if rng.random() < 0.4 else hostile_text(rng)
@@ -238,7 +350,78 @@ def hostile_container(rng: random.Random, pod: api.PodSandbox, index: int) -> ap
         )
         c.linux.resources.CopyFrom(hostile_resources(rng))
     c.annotations.update(hostile_annotations(rng, name))
+    if rng.random() < 0.4:
+        add_hostile_devices(rng, c)
     return c
+
+
+#: device numbers of `hostile_sysfs` (and some that do not exist)
+DEVICE_NUMBERS: Final = ((259, 0), (5, 1), (5, 2), (5, 3), (7, 7), (226, 0))
+
+
+def add_hostile_devices(rng: random.Random, c: api.Container) -> None:
+    """Devices and mounts a runtime could report (resolved under `hostile_sysfs`)."""
+    count = rng.choice([1, 2, 3, 300])
+    long = "d" * 5000 if count < 300 else "d"  # 300 long ones would not fit a message
+    for _ in range(count):
+        major, minor = rng.choice(DEVICE_NUMBERS)
+        if rng.random() < 0.3:
+            major, minor = rng.choice([(0, 0), (-1, 5), (1 << 40, 1), (259, -1), (2**31, 2**31)])
+        c.linux.devices.add(
+            path=rng.choice(["/dev/x", "", "\x00", "/dev/" + long]),
+            type=rng.choice(["c", "b", "p", "", "cc"]),
+            major=major,
+            minor=minor,
+        )
+    mounts = rng.choice([1, 2, 300]) if count < 300 else 1
+    long = "s" * 5000 if mounts < 300 else "s"
+    for _ in range(mounts):
+        c.mounts.add(
+            source=rng.choice(
+                [
+                    "/sys/devices/pci0000:3b/0000:3b:00.0",
+                    "/sys/../../../etc",
+                    "/sys/\x00",
+                    "/data\x00x",
+                    "/" + long,
+                    "/proc/self/root",
+                    "/dev/null",
+                    "/dev/zero",
+                    "/sys/dev/char/5:1",
+                    "relative",
+                ]
+            ),
+            destination=rng.choice(["/data", "/etc/x", "", "/" + long]),
+            options=rng.choice([[], ["ro"], ["rw", "bind"]]),
+        )
+
+
+def hostile_sysfs(root: Path) -> None:
+    """A sysfs of the fuzz machine with one PCI device and hostile entries: a symlink
+    loop (5:1), a FIFO as ``numa_node`` (5:2), ``/dev/zero`` as ``local_cpulist`` and a
+    1 MB ``numa_node`` (5:3), a link outside the root (7:7) and looping RAID slaves."""
+    from nri_resmgr.topology.synthetic import write_sysfs
+
+    devices = [{"pci": "0000:3b:00.0", "name": "nvme0n1", "node": 1, "block": "259:0"}]
+    write_sysfs(
+        {"packages": 1, "dies": 1, "nodes": 2, "cores": 4, "threads": 2}, root, devices=devices
+    )
+    char = root / "sys/dev/char"
+    char.mkdir(parents=True, exist_ok=True)
+    (char / "5:1").symlink_to("loop")
+    (char / "loop").symlink_to("5:1")
+    for minor, name in ((2, "fifo"), (3, "zero")):
+        d = root / "sys/devices/hostile" / name
+        d.mkdir(parents=True)
+        (char / f"5:{minor}").symlink_to(d)
+    os.mkfifo(root / "sys/devices/hostile/fifo/numa_node")
+    (root / "sys/devices/hostile/zero/local_cpulist").symlink_to("/dev/zero")
+    (root / "sys/devices/hostile/zero/numa_node").write_text("1" * (1 << 20))
+    (char / "7:7").symlink_to("/proc/self")
+    slaves = root / "sys/devices/pci0000:3b/0000:3b:00.0/nvme/nvme0/nvme0n1/slaves"
+    slaves.mkdir(parents=True, exist_ok=True)
+    (slaves / "a").symlink_to("b")
+    (slaves / "b").symlink_to("a")
 
 
 # -- byte-level mutation ------------------------------------------------------------------

@@ -16,6 +16,7 @@ import asyncio
 import random
 import shutil
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -36,7 +37,9 @@ from tests.fuzz._hostile import (
     hostile_container,
     hostile_pod,
     hostile_resources,
+    hostile_sysfs,
     hostile_text,
+    hostile_yaml,
 )
 
 SPEC = {"packages": 1, "dies": 1, "nodes": 2, "cores": 4, "threads": 2, "memory": "4G"}
@@ -51,15 +54,34 @@ CLASSES = {
         "blockio": {"enable": True, "runtimeClasses": True, "classes": {"slow": {}}},
     },
 }
+#: the initial Synchronize of the daemon test is kept under 4 MiB, ttrpc's message limit
+SYNC_BYTES = 3 << 20
 POLICIES = (
     {"policy": "static", "policyConfig": {"reservedSystemCPUs": "0"}},
-    {"policy": "topology-aware", "policyConfig": {"reservedResources": {"cpu": "750m"}}},
+    {
+        "policy": "topology-aware",
+        "policyConfig": {
+            "reservedResources": {"cpu": "750m"},
+            "colocatePods": True,
+            "colocateNamespaces": True,
+            "defaultCPUPriority": "normal",
+            "schedulingClasses": [
+                {"name": "idle", "policy": "idle", "ioClass": "be", "ioPriority": 6},
+                {"name": "rt", "policy": "fifo", "priority": 10},
+            ],
+            "namespaceSchedulingClasses": {"fuzz": "idle"},
+            "podQoSSchedulingClasses": {"BestEffort": "idle"},
+        },
+    },
 )
 
 
 def _pipelines(base: Path) -> list[Pipeline]:
-    """One pipeline per policy, RDT groups on a synthetic resctrl tree under `base`."""
+    """One pipeline per policy, RDT groups on a synthetic resctrl tree under `base`,
+    devices and mounts resolved under a hostile sysfs (`hostile_sysfs`)."""
     topology = build_topology(SPEC)
+    sysfs = base / "sysfs"
+    hostile_sysfs(sysfs)
     out = []
     for i, policy in enumerate(POLICIES):
         root = base / f"resctrl{i}"
@@ -70,6 +92,7 @@ def _pipelines(base: Path) -> list[Pipeline]:
                 topology=topology,
                 resctrl_root=str(root),
                 state_dir=str(base / f"state{i}"),
+                sysfs_root=str(sysfs),
             )
         )
     return out
@@ -134,6 +157,40 @@ def test_hostile_koordinator_resctrl_annotations_parse_or_fail_cleanly() -> None
     assert not failures, f"{len(failures)} of {cases} cases raised:\n" + "\n".join(failures[:5])
 
 
+def test_hostile_yaml_annotations_parse_or_fail_cleanly() -> None:
+    """The affinity and test-hint readers alone, on `hostile_yaml` values: rules and
+    hints or an `AnnotationError`, each within a second."""
+    from nri_resmgr.policy.topology_aware.affinity import AFFINITY, container_affinities
+    from nri_resmgr.policy.topology_aware.hints import TEST_HINTS, container_hints
+    from tests.unit.resmgr.test_policy_support import ctr
+
+    seed, cases = fuzz_seed(), fuzz_cases(1500) // 3 or 1
+    topology = build_topology(SPEC)
+    failures: list[str] = []
+    for index in range(cases):
+        rng = random.Random(f"{seed}/yaml/{index}")
+        text = hostile_yaml(rng)
+        c = ctr("c", pod="p", milli=1000, ann={AFFINITY: text, TEST_HINTS: text})
+        for what in ("affinity", "hints"):
+            start = time.perf_counter()
+            try:
+                if what == "affinity":
+                    container_affinities(c, colocate_pods=True, colocate_namespaces=False)
+                else:
+                    container_hints(c, topology)
+            except ResmgrError as exc:
+                if len(str(exc)) > 2000:
+                    failures.append(f"seed {seed} case {index} {what}: {len(str(exc))}-char error")
+            except Exception as exc:
+                failures.append(
+                    f"seed {seed} case {index} {what}: {type(exc).__name__}: {exc!r:.200}"
+                )
+            took = time.perf_counter() - start
+            if took > 1.0:
+                failures.append(f"seed {seed} case {index} {what}: took {took:.1f} s")
+    assert not failures, f"{len(failures)} of {cases} cases failed:\n" + "\n".join(failures[:5])
+
+
 def _guaranteed(pod: api.PodSandbox, name: str) -> api.Container:
     c = api.Container(
         id=f"{pod.name}-{name}",
@@ -171,8 +228,16 @@ def test_hostile_pods_through_the_daemon() -> None:
 
     async def scenario() -> None:
         rng0 = random.Random(f"{seed}/sync")
-        pods = [hostile_pod(rng0, i) for i in range(20)]
-        containers = [hostile_container(rng0, p, i) for i, p in enumerate(pods)]
+        pods: list[api.PodSandbox] = []
+        containers: list[api.Container] = []
+        size = 0
+        for i in range(20):  # as many as fit one ttrpc message (the fake runtime's limit)
+            p = hostile_pod(rng0, i)
+            c = hostile_container(rng0, p, i)
+            if size + p.ByteSize() + c.ByteSize() < SYNC_BYTES:
+                pods.append(p)
+                containers.append(c)
+                size += p.ByteSize() + c.ByteSize()
         rt = FakeRuntime(pods=pods, containers=containers)
         await rt.listen(sock)
         plugin = ResmgrPlugin(

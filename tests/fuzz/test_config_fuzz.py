@@ -79,6 +79,26 @@ def config_seeds() -> list[Doc]:
             },
         },
         {
+            "policy": "topology-aware",
+            "policyConfig": {
+                "defaultCPUPriority": "high",
+                "colocatePods": True,
+                "schedulingClasses": [
+                    {"name": "rt", "policy": "fifo", "priority": 42, "flags": ["reset-on-fork"]},
+                    {
+                        "name": "idle",
+                        "policy": "idle",
+                        "nice": 17,
+                        "ioClass": "be",
+                        "ioPriority": 6,
+                    },
+                    {"name": "dl", "policy": "deadline", "runtime": 1000, "deadline": 2000},
+                ],
+                "namespaceSchedulingClasses": {"kube-system": "rt"},
+                "podQoSSchedulingClasses": {"BestEffort": "idle", "burstable": "dl"},
+            },
+        },
+        {
             "control": {
                 "blockio": {
                     "enable": True,

@@ -38,6 +38,13 @@ it is a preference after the isolated-CPU preference, not a hard rule.
 
 A malformed annotation is an `AnnotationError` naming it (nri-plugins logs it and
 ignores the rules).
+
+Bounds (a decision weighs the new container's rules against every live container, so its
+cost is the live containers times the rules' terms): the annotation is read by
+`limits.load_annotation_yaml` (at most 256 KiB, 32 deep, `limits.MAX_YAML_VALUES`
+values with aliases counted as what they repeat), and one container's rules may hold at
+most `MAX_TERMS` terms (an expression counts its values, at least one).  Values quoted
+in errors are cut to a prefix (`limits.shown`).
 """
 
 from __future__ import annotations
@@ -47,14 +54,14 @@ import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-import yaml
-
+from nri_resmgr.limits import load_annotation_yaml, shown
 from nri_resmgr.model import ANNOTATION_DOMAIN, AnnotationError, ContainerID, ContainerInfo
 from nri_resmgr.policy.topology_aware.pools import PoolTree
 
 __all__ = [
     "AFFINITY",
     "ANTI_AFFINITY",
+    "MAX_TERMS",
     "Affinity",
     "Expression",
     "Operator",
@@ -78,6 +85,9 @@ WEIGHT_CUTOFF = 1000
 IMPLICIT_WEIGHT = 10
 #: a pool's score counts other pools' weights times DILUTION ** (tree links between them)
 DILUTION = 0.75
+#: the most terms (expression values, at least one per expression) one container's rules
+#: may hold: a decision costs the live containers times this
+MAX_TERMS = 256
 
 
 class Operator(enum.StrEnum):
@@ -243,17 +253,23 @@ def _expression(raw: object, *, where: str) -> Expression:
         raise ValueError(f"{where}: expected a mapping with key, operator, values")
     unknown = set(raw) - {"key", "operator", "values"}
     if unknown:
-        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+        raise ValueError(
+            f"{where}: unknown field(s) {', '.join(shown(u) for u in sorted(map(str, unknown)))};"
+            " expected key, operator, values"
+        )
     try:
         op = Operator(str(raw.get("operator", "")))
     except ValueError:
         raise ValueError(
-            f'{where}: unknown operator "{raw.get("operator", "")}"; expected one of '
+            f"{where}: unknown operator {shown(raw.get('operator', ''))}; expected one of "
             + ", ".join(o.value for o in Operator)
         ) from None
     values = raw.get("values") or []
     if not isinstance(values, list):
-        raise ValueError(f"{where}: values must be a list")
+        raise ValueError(f"{where}: values: expected a list, found {shown(values)}")
+    for v in values:
+        if isinstance(v, Mapping | list):
+            raise ValueError(f"{where}: values: expected strings, found {shown(v)}")
     if op in _ONE_VALUE and len(values) != 1:
         raise ValueError(f"{where}: {op} takes exactly one value, found {len(values)}")
     if op in _NO_VALUE and values:
@@ -273,14 +289,18 @@ def _check_key(key: str, *, where: str) -> None:
             parts = parts[1:]
             head = parts[0] if parts else ""
             if not head:
-                raise ValueError(f'{where}: key "{key}" lacks the pod field after "pod/"')
+                raise ValueError(
+                    f'{where}: key {shown(key)}: expected a pod field after "pod/", found none'
+                )
         if head in ("labels", "tags"):
             if len(parts) < 2 or not parts[1]:
-                raise ValueError(f'{where}: key "{key}" lacks the label after "{head}/"')
+                raise ValueError(
+                    f'{where}: key {shown(key)}: expected a label after "{head}/", found none'
+                )
             continue
         if head not in _PLAIN_KEYS or len(parts) != 1:
             raise ValueError(
-                f'{where}: unknown key "{key}"; expected name, namespace, qosclass, id, '
+                f"{where}: unknown key {shown(key)}; expected name, namespace, qosclass, id, "
                 "labels/L, pod/name, pod/namespace, pod/qosclass, pod/id, pod/uid, "
                 "pod/labels/L"
             )
@@ -299,10 +319,7 @@ def _parse_one(container: ContainerInfo, key: str, sign: int) -> dict[str, list[
     raw = container.pod.annotations.get(key)
     if raw is None:
         return {}
-    try:
-        doc = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise AnnotationError(f"{container.pretty}: annotation {key} is not YAML: {exc}") from exc
+    doc = load_annotation_yaml(raw, where=f"{container.pretty}: annotation {key}")
     if doc is None:
         return {}
     try:
@@ -313,7 +330,9 @@ def _parse_one(container: ContainerInfo, key: str, sign: int) -> dict[str, list[
 
 def _rules(container: ContainerInfo, doc: object, sign: int) -> dict[str, list[Affinity]]:
     if not isinstance(doc, Mapping):
-        raise ValueError("expected a mapping of container names to lists")
+        raise ValueError(
+            f"expected a mapping of container names to lists, found {type(doc).__name__}"
+        )
     out: dict[str, list[Affinity]] = {}
     simple = all(
         isinstance(v, list) and all(isinstance(x, (str, int, float)) for x in v)
@@ -333,19 +352,27 @@ def _rules(container: ContainerInfo, doc: object, sign: int) -> dict[str, list[A
         return out
     for name, rules in doc.items():
         if not isinstance(rules, list):
-            raise ValueError(f"container {name}: expected a list of rules")
+            raise ValueError(
+                f"container {shown(name)}: expected a list of rules, found {shown(rules)}"
+            )
         for i, rule in enumerate(rules):
-            where = f"container {name} rule {i}"
+            where = f"container {shown(name)} rule {i}"
             if not isinstance(rule, Mapping):
-                raise ValueError(f"{where}: expected a mapping with scope, match, weight")
+                raise ValueError(
+                    f"{where}: expected a mapping with scope, match, weight, found {shown(rule)}"
+                )
             unknown = set(rule) - {"scope", "match", "weight"}
             if unknown:
-                raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+                raise ValueError(
+                    f"{where}: unknown field(s) "
+                    f"{', '.join(shown(u) for u in sorted(map(str, unknown)))}; "
+                    "expected scope, match, weight"
+                )
             if "match" not in rule:
-                raise ValueError(f"{where}: match is missing")
+                raise ValueError(f"{where}: match is missing; expected a rule with a match")
             weight = rule.get("weight") or 0
             if not isinstance(weight, int):
-                raise ValueError(f"{where}: weight must be an integer, found {weight!r}")
+                raise ValueError(f"{where}: weight must be an integer, found {shown(weight)}")
             weight = sign if weight == 0 else weight * sign
             weight = max(-WEIGHT_CUTOFF, min(WEIGHT_CUTOFF, weight))
             scope = (
@@ -366,6 +393,13 @@ def container_affinities(
         *_parse(container, AFFINITY, 1).get(container.name, []),
         *_parse(container, ANTI_AFFINITY, -1).get(container.name, []),
     ]
+    terms = sum(max(len(e.values), 1) for r in rules for e in (r.scope, r.match))
+    if terms > MAX_TERMS:
+        raise AnnotationError(
+            f"{container.pretty}: annotations {AFFINITY}, {ANTI_AFFINITY}: expected rules of "
+            f"at most {MAX_TERMS} terms (expression values) for container {container.name}, "
+            f"found {terms}"
+        )
     if rules:
         return tuple(rules)
     implicit = []

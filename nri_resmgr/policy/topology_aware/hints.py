@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from nri_resmgr.limits import shown
 from nri_resmgr.model import (
     ANNOTATION_DOMAIN,
     AllocationError,
@@ -123,7 +124,7 @@ def _sources(container: ContainerInfo) -> frozenset[HintSource]:
             return frozenset()
         if word not in _TYPES:
             raise AnnotationError(
-                f"{container.pretty}: annotation {TOPOLOGY_HINTS} has unknown type {word!r}; "
+                f"{container.pretty}: annotation {TOPOLOGY_HINTS} has unknown type {shown(word)}; "
                 f"expected true, false or a list of {', '.join(_TYPES)}"
             )
         out |= _TYPES[word]
@@ -132,17 +133,17 @@ def _sources(container: ContainerInfo) -> frozenset[HintSource]:
 
 def _ids(container: ContainerInfo, where: str, value: object, known: IDSet) -> IDSet:
     text = str(value)
-    shown = repr(text if len(text) <= 40 else text[:37] + "...")
+    cut = repr(text if len(text) <= 40 else text[:37] + "...")
     try:
         ids = IDSet.parse(text)
     except IDSetError as exc:
         raise AnnotationError(
-            f"{container.pretty}: annotation {TEST_HINTS}: {where} is {shown}; expected a "
+            f"{container.pretty}: annotation {TEST_HINTS}: {where} is {cut}; expected a "
             f"kernel id list such as 0-3,8: {exc}"
         ) from exc
     if not ids <= known:
         raise AnnotationError(
-            f"{container.pretty}: annotation {TEST_HINTS}: {where} is {shown}; expected "
+            f"{container.pretty}: annotation {TEST_HINTS}: {where} is {cut}; expected "
             f"ids of this machine ({known}), found {ids - known} beyond"
         )
     return ids
@@ -150,9 +151,12 @@ def _ids(container: ContainerInfo, where: str, value: object, known: IDSet) -> I
 
 def _check_depth(text: str) -> None:
     """Raise `yaml.YAMLError` when the first document nests deeper than `MAX_DEPTH` (the
-    composer recurses; the parser, walked here, does not)."""
+    composer recurses; the parser, walked here, does not) or uses an alias (``*a``: a
+    few kilobytes of aliases repeat to billions of values; hints have no use for them)."""
     depth = 0
     for event in yaml.parse(text, Loader=yaml.BaseLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise yaml.YAMLError(f"expected no aliases, found *{event.anchor}")
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
@@ -166,8 +170,10 @@ def _check_depth(text: str) -> None:
 def _first_yaml_document(container: ContainerInfo, text: str) -> object:
     """The first YAML document of `text`, every scalar a string (`yaml.BaseLoader`: no
     numbers to convert, which also keeps a 10,000-digit "number" a string)."""
-    loader = yaml.BaseLoader(text)
+    loader: yaml.BaseLoader | None = None
     try:
+        # the loader checks the characters when it is made: a NUL is a ReaderError there
+        loader = yaml.BaseLoader(text)
         _check_depth(text)
         node = loader.get_node() if loader.check_node() else None
         return loader.construct_document(node) if node is not None else None
@@ -177,7 +183,8 @@ def _first_yaml_document(container: ContainerInfo, text: str) -> object:
             f"{{NAME: {{CPUs: LIST, NUMAs: LIST, Sockets: LIST}}}}, found {text[:80]!r}: {exc}"
         ) from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _test_hints(container: ContainerInfo, topology: Topology) -> list[Hint]:
@@ -201,14 +208,14 @@ def _test_hints(container: ContainerInfo, topology: Topology) -> list[Hint]:
     for name, body in doc.items():
         if not isinstance(body, Mapping):
             raise AnnotationError(
-                f"{container.pretty}: annotation {TEST_HINTS}: hint {name!r}: expected a "
-                f"mapping with CPUs, NUMAs or Sockets, found {body!r}"
+                f"{container.pretty}: annotation {TEST_HINTS}: hint {shown(name)}: expected a "
+                f"mapping with CPUs, NUMAs or Sockets, found {shown(body)}"
             )
         fields = {str(k).lower(): v for k, v in body.items()}
         unknown = set(fields) - {"provider", "cpus", "numas", "sockets"}
         if unknown:
             raise AnnotationError(
-                f"{container.pretty}: annotation {TEST_HINTS}: hint {name!r} has unknown "
+                f"{container.pretty}: annotation {TEST_HINTS}: hint {shown(name)} has unknown "
                 f"fields {sorted(unknown)}; expected CPUs, NUMAs, Sockets (and Provider)"
             )
         provider = str(fields.get("provider") or name)

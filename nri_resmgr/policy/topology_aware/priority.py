@@ -37,6 +37,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from nri_resmgr.limits import shown
 from nri_resmgr.model import ANNOTATION_DOMAIN, AnnotationError, ContainerInfo
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import CoreType, Topology
@@ -108,8 +109,9 @@ def parse_cpu_priority(container: ContainerInfo, default: CPUPriority) -> CPUPri
     try:
         return CPUPriority(word)
     except ValueError:
+        found = shown(raw, quote='"')
         raise AnnotationError(
-            f'{container.pretty}: annotation {PREFER_CPU_PRIORITY} has value "{raw}"; '
+            f"{container.pretty}: annotation {PREFER_CPU_PRIORITY} has value {found}; "
             f"expected one of high, normal, low, default"
         ) from None
 

@@ -9,7 +9,9 @@ sorted by `offer_key`, a tuple compared left to right, smallest first:
  #     component             meaning (smaller wins)
 =====  ====================  =============================================================
  1     ``not hinted``        0 for the pool the container is in now (rebuild, update):
-                             a valid placement is kept rather than moved
+                             a valid placement is kept rather than moved; for a new
+                             container, the deepest pool covering its topology hints
+                             (`hints.hinted_pool`: its devices' and mounts' locality)
  2     ``not preference``    0 when the offer meets the container's isolated-CPU
                              preference (an isolated offer beats a sliced one)
  3     ``-affinity``         higher affinity score (`affinity`): the weights of the

@@ -31,7 +31,7 @@ from nri_resmgr.model import (
     Decision,
     QoSClass,
 )
-from nri_resmgr.policy.common import take_cores, take_cpus
+from nri_resmgr.policy.common import take_cpus
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.invariants import check_addition, invariant_problems
 from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
@@ -328,48 +328,6 @@ def _take_cpus_plain(
     return IDSet(taken) if len(taken) == count else None
 
 
-def _take_cores_plain(
-    topology: Topology, available: CPUSet, cores: int, *, prefer: CPUSet | None = None
-) -> CPUSet | None:
-    """`common.take_cores` as first written."""
-    prefer = prefer or IDSet()
-    if cores <= 0:
-        return IDSet()
-    free = available.ids()
-
-    def free_in(cpus: CPUSet) -> int:
-        return len(free & cpus.ids())
-
-    whole = [
-        t for t in topology.cores_of(available).values() if t == topology.siblings(t.sorted()[0])
-    ]
-
-    def key(threads: CPUSet) -> tuple[int, ...]:
-        rec = topology.cpu(threads.sorted()[0])
-        return (
-            not threads <= prefer,
-            free_in(topology.package_cpus(rec.package_id)),
-            rec.package_id,
-            free_in(topology.node_cpus(rec.node_id)),
-            rec.node_id,
-            free_in(topology.l3_cpus(rec.l3_id)),
-            rec.l3_id,
-            threads.sorted()[0],
-        )
-
-    whole.sort(key=key)
-    if len(whole) < cores:
-        return None
-    return _union(whole[:cores])
-
-
-def _union(sets: list[CPUSet]) -> CPUSet:
-    out: set[int] = set()
-    for x in sets:
-        out |= x.ids()
-    return IDSet(out)
-
-
 @pytest.mark.parametrize("name", list(SYNTHETIC))
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
@@ -381,9 +339,4 @@ def test_take_cpus_equals_its_plain_form(name: str, data: st.DataObject) -> None
     full = data.draw(st.booleans())
     assert take_cpus(t, available, count, full_cores_only=full) == _take_cpus_plain(
         t, available, count, full_cores_only=full
-    )
-    prefer = IDSet(data.draw(st.sets(st.sampled_from(cpus))))
-    cores = count // 2
-    assert take_cores(t, available, cores, prefer=prefer) == _take_cores_plain(
-        t, available, cores, prefer=prefer
     )

@@ -162,12 +162,12 @@ def test_expression_operators(
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("c: [ {match: {key: nam, operator: Equals, values: [a]}} ]", 'unknown key "nam"'),
-        ("c: [ {match: {key: name, operator: Is, values: [a]}} ]", 'unknown operator "Is"'),
+        ("c: [ {match: {key: nam, operator: Equals, values: [a]}} ]", "unknown key 'nam'"),
+        ("c: [ {match: {key: name, operator: Is, values: [a]}} ]", "unknown operator 'Is'"),
         ("c: [ {match: {key: name, operator: Equals, values: [a, b]}} ]", "exactly one value"),
         ("c: [ {scope: {key: name, operator: AlwaysTrue}} ]", "match is missing"),
         ("c: [ {match: {key: name, operator: Exists}, weight: heavy} ]", "weight must be"),
-        ("[c, d", "is not YAML"),
+        ("[c, d", "expected YAML"),
         ("- c", "expected a mapping"),
     ],
 )

@@ -132,7 +132,9 @@ def test_a_slave_that_is_not_a_block_device_is_a_spec_error(tmp_path: Path) -> N
         )
 
 
-@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(nodes=st.lists(st.none() | st.integers(0, 3), min_size=1, max_size=6))
 def test_every_device_hints_its_own_node(
     tmp_path_factory: pytest.TempPathFactory, nodes: list[int | None]
