@@ -41,12 +41,13 @@ current pool and CPUs.
    claim overlaps, smaller first (`common.order_claims`), each only while it stays valid
    next to those kept: a claim of every CPU (a fail-open creation, a shared container's
    cpuset) never makes a valid grant move, and a container that fell back to shared on
-   exactly its count of CPUs does not take them from the grant that left them shared;
+   exactly its count of CPUs (under hide-hyperthreads: reporting one thread on each
+   core of that shared set) does not take them from the grant that left them shared;
    since a pool nobody shares may be sliced empty, such a claim can be valid and still
    push the shared containers placed next off their CPUs: when another container's
-   report overlaps such a kept claim, the rebuild is retried without those claims, and
-   the retry wins if it overcommits fewer containers, or as many and moves fewer, and
-   leaves those claimants on the CPUs they report;
+   report (shared or pinned) overlaps such a kept claim, the rebuild is retried without
+   those claims, and the retry wins if it overcommits fewer containers, or as many and
+   moves fewer, and leaves those claimants on the CPUs they report;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
    then untouched; until its turn, each shared or mixed container holds the pool of its report
    with a 0m stand-in, so that no pool it shares is sliced empty before), with the pool
@@ -443,10 +444,17 @@ class TopologyAwarePolicy:
             for c in containers
             if c.id not in claims and c.current_cpus is not None and _pins_cpus(requests[c.id])
         ]
-        shared_like = self._shared_like(claims, others)
-        # those another container's report overlaps are the ones that may have fallen
-        # back next to it: the retry (`rebuild`) leaves them shared
-        seen = union(others)
+        shown = {
+            cid: (unique[cid].current_cpus or IDSet()) if requests[cid].hide_hyperthreads else None
+            for cid in claims
+        }
+        shared_like = self._shared_like(claims, others, shown=shown)
+        # those another container's report overlaps (any container's: a shared one
+        # next to a claimant that fell back to shared shows the same CPUs) are the ones
+        # that may have fallen back next to it: the retry (`rebuild`) leaves them shared
+        seen = union(
+            c.current_cpus for c in containers if c.id not in claims and c.current_cpus
+        ) | union(others)
         kept_shared_like: set[ContainerID] = set()
         for cid in order_claims(claims, others=others, shared_like=shared_like):
             if cid in skip:
@@ -591,7 +599,11 @@ class TopologyAwarePolicy:
         return grant
 
     def _shared_like(
-        self, claims: Mapping[ContainerID, CPUSet], others: Sequence[CPUSet]
+        self,
+        claims: Mapping[ContainerID, CPUSet],
+        others: Sequence[CPUSet],
+        *,
+        shown: Mapping[ContainerID, CPUSet | None],
     ) -> set[ContainerID]:
         """The claims that are exactly some pool's shared CPUs next to the clear claims.
 
@@ -601,6 +613,9 @@ class TopologyAwarePolicy:
         that fell back to shared (``fallbackToShared``) reports when that shared set has
         its count of CPUs: a valid claim on its own, which must not take the CPUs of
         the grants that left them shared (`common.order_claims` keeps it after them).
+        Under hide-hyperthreads (`shown` maps such a claim to the cpuset reported) the
+        claim adds hidden threads to what was shown, so what is compared is the shown
+        view: one thread on each core of that shared set.
         """
         holders = Counter(cpu for cpus in claims.values() for cpu in cpus)
         seen = union(others)
@@ -612,7 +627,15 @@ class TopologyAwarePolicy:
         out = set()
         for cid, cpus in claims.items():
             rest = clear - cpus
-            if any(pool.sharable - rest == cpus for pool in self.tree.pools):
+            view = shown.get(cid)
+            if any(
+                (view is None and pool.sharable - rest == cpus)
+                or (
+                    view is not None
+                    and one_thread_per_core(self.topology, pool.sharable - rest) == view
+                )
+                for pool in self.tree.pools
+            ):
                 out.add(cid)
         return out
 

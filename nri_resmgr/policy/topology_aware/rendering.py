@@ -20,7 +20,7 @@ from nri_resmgr.policy.topology_aware.state import (
     Supply,
     TopologyAwareState,
 )
-from nri_resmgr.topology.cpuset import IDSet
+from nri_resmgr.topology.cpuset import IDSet, union
 from nri_resmgr.topology.model import Topology
 
 __all__ = ["render", "render_all", "render_changed"]
@@ -44,7 +44,15 @@ def render(*, tree: PoolTree, topology: Topology, supply: Supply, grant: Grant) 
         cpus = one_thread_per_core(topology, cpus)
     if not req.pin_cpu:
         cpus = IDSet()
-    mems = pool.mems_of(req.memory_kinds) if req.pin_memory else IDSet()
+    if not req.pin_memory:
+        mems = IDSet()
+    elif grant.kind is CPUKind.NONE:
+        # cpu.preserve: no CPUs are pinned, so no pool's CPUs bound the memory either:
+        # every memory node of its kinds, as nri-plugins' machine root pool gives
+        # (n4c16/test11-reserved-cpu-annotations, pod3c0: 4 nodes with 4 CPUs available)
+        mems = union(topology.nodes_of_kind(k) for k in req.memory_kinds)
+    else:
+        mems = pool.mems_of(req.memory_kinds)
     return Assignment(
         container_id=grant.container_id, cpus=cpus, mems=mems, kind=grant.kind, pool=pool.name
     )
