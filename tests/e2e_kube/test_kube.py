@@ -539,6 +539,9 @@ LEAST_PRIVILEGE = {
 IN_NAMESPACE = {
     ("configmaps", frozenset({"get", "list", "watch"})),
     ("configmaps/status", frozenset({"update", "patch"})),
+    # nri-plugins' configuration custom resources and their per-node status
+    ("topologyawarepolicies.config.nri", frozenset({"get", "list", "watch"})),
+    ("topologyawarepolicies.config.nri/status", frozenset({"get", "update", "patch"})),
     # the reset-on-uninstall container reads its own DaemonSet, and only that one
     # (templates/reset-on-uninstall.yaml)
     (f"daemonsets.apps/{RELEASE}", frozenset({"get"})),
