@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.parity import (
     test_topology_aware_n4c16,
+    test_topology_aware_n4c128,
     test_topology_aware_n6_hbm_cxl,
     test_topology_aware_s8c4k,
 )
@@ -54,6 +55,7 @@ THEIR_TESTS = {
 
 MODULES = {
     "n4c16": test_topology_aware_n4c16,
+    "n4c128": test_topology_aware_n4c128,
     "n6-hbm-cxl": test_topology_aware_n6_hbm_cxl,
     "s8c4k": test_topology_aware_s8c4k,
 }
