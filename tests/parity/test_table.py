@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.parity import (
     test_topology_aware_n4c16,
+    test_topology_aware_n4c128,
     test_topology_aware_n6_hbm_cxl,
     test_topology_aware_s8c4k,
 )
@@ -54,6 +55,7 @@ THEIR_TESTS = {
 
 MODULES = {
     "n4c16": test_topology_aware_n4c16,
+    "n4c128": test_topology_aware_n4c128,
     "n6-hbm-cxl": test_topology_aware_n6_hbm_cxl,
     "s8c4k": test_topology_aware_s8c4k,
 }
@@ -74,8 +76,37 @@ def test_every_test_of_theirs_has_a_row() -> None:
     assert set(_rows()) == THEIR_TESTS
 
 
-def test_named_tests_exist_in_the_machine_module() -> None:
+ROOT = DOC.parents[1]
+
+#: a named test elsewhere in our suite: `tests/<path>.py::test_name`
+OTHER = re.compile(r"`(tests/[\w/]+\.py)::(test\w+)`")
+#: a named test of the machine's parity module: `test_name`
+LOCAL = re.compile(r"`(test\w+)`")
+
+
+def _is_xfail(module: object, name: str) -> bool:
+    marks = getattr(getattr(module, name), "pytestmark", [])
+    return any(m.name == "xfail" for m in marks)
+
+
+def test_named_tests_exist() -> None:
     for theirs, here in _rows().items():
         machine = theirs.split("/")[0]
-        for name in re.findall(r"`(test\w+)`", here):
+        for name in LOCAL.findall(here):
             assert hasattr(MODULES[machine], name), f"{theirs}: {name} not in {machine}'s module"
+        for path, name in OTHER.findall(here):
+            source = (ROOT / path).read_text(encoding="utf-8")
+            assert re.search(rf"^def {name}\(", source, re.M), f"{theirs}: {name} not in {path}"
+
+
+def test_rows_say_xfail_exactly_when_a_named_test_is_xfail() -> None:
+    for theirs, here in _rows().items():
+        module = MODULES.get(theirs.split("/")[0])
+        names = LOCAL.findall(here)
+        xfails = {n for n in names if module is not None and _is_xfail(module, n)}
+        if "xfail" in here:
+            assert xfails, f"{theirs}: the row says xfail but none of {names} is marked xfail"
+        else:
+            assert not xfails, f"{theirs}: {sorted(xfails)} marked xfail, the row does not say so"
+        if here.startswith("passes"):
+            assert names or OTHER.search(here), f"{theirs}: the row says passes but names no test"

@@ -8,13 +8,10 @@ with 3 CPUs and hot-plugs cpus 511, 1535 and 4095, so cpus 0-2,511 (package0), 1
 
 from __future__ import annotations
 
-import pytest
-
 from tests.parity.machines import S8C4K, helm_config
 from tests.parity.verify import Suite
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14: needs the shared-pool rule")
 def test01_sparse_4kcpus() -> None:
     """s8c4k/test01-sparse-4kcpus: sparse CPU ids up to 4095 are all used and released."""
     s = Suite(S8C4K, helm_config(colocatePods=True))

@@ -213,6 +213,21 @@ def _what(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "configuration"
 
 
+def _reserve_by_count(topology: Topology, available: CPUSet, count: int) -> CPUSet:
+    """`count` reserved CPUs: whole idle packages that fit first, then the lowest cores.
+
+    As nri-plugins' CPU allocator: a package whose available CPUs all fit in what is still
+    needed is taken whole (by id), so on a sparse machine a lone CPU's package is reserved
+    and the packages with room stay whole (s8c4k/test01-sparse-4kcpus).
+    """
+    out = IDSet()
+    for pkg in topology.package_ids():
+        cpus = topology.package_cpus(pkg) & available
+        if cpus and len(cpus) <= count - len(out):
+            out = out | cpus
+    return out | lowest_cpus(topology, available - out, count - len(out))
+
+
 def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedConfig:
     """Validate `config` and apply it to `topology`."""
     try:
@@ -269,7 +284,7 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
                 f"{reserved - available} outside the available CPUs {available}"
             )
     else:
-        reserved = lowest_cpus(topology, available, -(-amount.milli // 1000))
+        reserved = _reserve_by_count(topology, available, -(-amount.milli // 1000))
     if not (available - reserved):
         raise ConfigError(
             f"policy topology-aware: reservedResources.cpu takes every available CPU "

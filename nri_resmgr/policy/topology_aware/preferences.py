@@ -71,6 +71,7 @@ from nri_resmgr.policy.topology_aware.priority import CPUPriority, parse_cpu_pri
 __all__ = [
     "ALL_MEMORY",
     "CPU_PRESERVE",
+    "DEFAULT_MEMORY",
     "HIDE_HYPERTHREADS",
     "MEMORY_PRESERVE",
     "MEMORY_TYPE",
@@ -95,6 +96,9 @@ MEMORY_TYPE = f"memory-type.{ANNOTATION_DOMAIN}"
 UNLIMITED_BURSTABLE = f"unlimited-burstable.{ANNOTATION_DOMAIN}"
 
 ALL_MEMORY = frozenset({MemoryKind.DRAM, MemoryKind.PMEM, MemoryKind.HBM})
+#: the kinds of a container without ``memory-type``: every kind but HBM, which is kept for
+#: the containers that ask for it (as nri-plugins, n6-hbm-cxl/test01-memory-types)
+DEFAULT_MEMORY = ALL_MEMORY - {MemoryKind.HBM}
 _MEMORY_WORDS = {
     "dram": frozenset({MemoryKind.DRAM}),
     "pmem": frozenset({MemoryKind.PMEM}),
@@ -225,7 +229,7 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     prefer_reserved = parse_bool_annotation(container, PREFER_RESERVED)
     iso_annotated, strict = isolation_preference(container)
     shared_annotated = parse_bool_annotation(container, PREFER_SHARED)
-    kinds = parse_memory_types(container) or ALL_MEMORY
+    kinds = parse_memory_types(container) or DEFAULT_MEMORY
     rules = container_affinities(
         container,
         colocate_pods=opts.colocate_pods,

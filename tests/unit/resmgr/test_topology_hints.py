@@ -55,8 +55,7 @@ def place(
 
 
 def test_n4c16_test18_strict_alignment() -> None:
-    """n4c16/test18-strict-alignment: pods 0-3 and 5 (4, 6, 7 are about
-    require-isolated-cpus, which belongs with the CPU preferences)."""
+    """n4c16/test18-strict-alignment: pods 0-7 (the machine has no isolated CPUs)."""
     topo = small()
     policy = TopologyAwarePolicy(topology=topo, config=CONFIG)
     st_ = policy.initial_state()
@@ -89,6 +88,28 @@ def test_n4c16_test18_strict_alignment() -> None:
         "prefer-isolated-cpus.resource-policy.nri.io/container.pod5c0": "true",
     }
     st_, cpus, mems = place(policy, st_, ctr("pod5c0", pod="pod5", milli=1000, ann=ann))
+    assert cpus <= node2 and mems == IDSet([2])
+
+    # required isolated CPUs, none on the machine: the container fails (pod4, and pod6
+    # where the pod-level preference is off but the container requires them)
+    iso = "isolated-cpus.resource-policy.nri.io"
+    for pod, extra in [
+        ("pod4", {f"require-{iso}/container.pod4c0": "true"}),
+        ("pod6", {f"prefer-{iso}/pod": "false", f"require-{iso}/container.pod6c0": "true"}),
+    ]:
+        with pytest.raises(AllocationError, match=rf"pod default/{pod} .*isolated CPUs"):
+            policy.allocate(
+                st_,
+                ctr(f"{pod}c0", pod=pod, milli=1000, ann={**strict_on_node(pod, 2), **extra}),
+            )
+
+    # pod7: the container's preference beats the pod's requirement, so it places on node 2
+    ann = {
+        **strict_on_node("pod7", 2),
+        f"prefer-{iso}/container.pod7c0": "true",
+        f"require-{iso}/pod": "true",
+    }
+    st_, cpus, mems = place(policy, st_, ctr("pod7c0", pod="pod7", milli=1000, ann=ann))
     assert cpus <= node2 and mems == IDSet([2])
 
 
