@@ -84,6 +84,8 @@ class EventLog(Protocol):
     """What a component needs of its logger: one structured line per event, with
     key/values (a structlog logger from `get_logger` is one)."""
 
+    def debug(self, event: str, **kw: object) -> object: ...
+
     def info(self, event: str, **kw: object) -> object: ...
 
     def warning(self, event: str, **kw: object) -> object: ...
@@ -121,9 +123,7 @@ def level_filter(level: str, debug_components: tuple[str, ...] = ()) -> Any:
     return _filter
 
 
-def configure_logging(
-    config: LogConfig, *, stream: TextIO | None = None
-) -> IO[str] | None:
+def configure_logging(config: LogConfig, *, stream: TextIO | None = None) -> IO[str] | None:
     """Install the processor chain for `config`; returns the log file it opened, if any.
 
     `stream` overrides the output (tests); otherwise ``config.file`` or stderr.
@@ -205,7 +205,8 @@ class _JSONFormatter(logging.Formatter):
             "event": record.getMessage(),
             "level": record.levelname.lower(),
             "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.UTC)
-            .isoformat().replace("+00:00", "Z"),
+            .isoformat()
+            .replace("+00:00", "Z"),
         }
         if record.exc_info:
             doc["exception"] = self.formatException(record.exc_info)

@@ -249,10 +249,21 @@ class Pipeline:
                 self.unconfirmed.add(u.container_id)
 
     def _log_line(
-        self, event: str, *, name: str, cid: str, a: Assignment | None, reason: str
+        self,
+        event: str,
+        *,
+        name: str,
+        cid: str,
+        a: Assignment | None,
+        reason: str,
+        debug: bool = False,
     ) -> None:
-        """The one structured line per decision: container, CPUs, memory, classes, reason."""
-        self.log.info(
+        """The one structured line per decision: container, CPUs, memory, classes, reason.
+
+        `debug` logs it at debug level (the per-update detail lines).
+        """
+        emit = self.log.debug if debug else self.log.info
+        emit(
             event,
             container=name,
             id=cid,
@@ -274,12 +285,20 @@ class Pipeline:
     def _log_consequences(
         self, cause: ContainerInfo, updates: Iterable[Assignment], reason: str
     ) -> None:
-        """One "update" line per container that `cause`'s decision moved."""
+        """One info "updates" line with the count; one debug "update" line per moved container.
+
+        A decision can move hundreds of containers: one info line each made the log
+        the largest part of a decision's cost (issue 17), so the detail is at debug.
+        """
+        updates = list(updates)
+        if not updates:
+            return
         why = f"consequence of {cause.pretty}: {reason}"
+        self.log.info("updates", cause=cause.pretty, count=len(updates), reason=reason)
         for u in updates:
             c = self.containers.get(u.container_id)
             name = f"{c.pod.namespace}/{c.pod.name}/{c.name}" if c else u.container_id
-            self._log_line("update", name=name, cid=u.container_id, a=u, reason=why)
+            self._log_line("update", name=name, cid=u.container_id, a=u, reason=why, debug=True)
 
     def _pod_of(self, sandbox: api.PodSandbox, container: api.Container | None) -> Pod:
         known = self.pods.get(PodID(sandbox.id))

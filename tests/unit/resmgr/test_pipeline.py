@@ -653,8 +653,8 @@ def test_every_hook_is_called_at_its_event() -> None:
 def test_consequences_are_logged_once_per_moved_container() -> None:
     lines: list[dict[str, Any]] = []
 
-    def capture(_l: Any, _m: str, event: Any) -> Any:
-        lines.append(dict(event))
+    def capture(_l: Any, method: str, event: Any) -> Any:
+        lines.append({**event, "method": method})
         raise structlog.DropEvent
 
     log = structlog.wrap_logger(structlog.ReturnLogger(), processors=[capture])
@@ -665,3 +665,7 @@ def test_consequences_are_logged_once_per_moved_container() -> None:
     update = [line for line in lines if line["event"] == "update"]
     assert [(u["container"], u["id"], u["rdt"]) for u in update] == [("ns/p0/a", "p0-a", "gold")]
     assert update[0]["reason"] == "consequence of pod ns/p0 container b: counted"
+    # issue 17: the per-update detail is at debug; info has one line per decision
+    assert [u["method"] for u in update] == ["debug"]
+    summary = [line for line in lines if line["event"] == "updates"]
+    assert [(u["method"], u["count"]) for u in summary] == [("info", 1)]

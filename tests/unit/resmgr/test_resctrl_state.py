@@ -50,6 +50,9 @@ class Log:
     def warning(self, event: str, **details: Any) -> None:
         self.lines.append(("warning", event, details))
 
+    def debug(self, event: str, **details: Any) -> None:
+        self.lines.append(("debug", event, details))
+
     def info(self, event: str, **details: Any) -> None:
         self.lines.append(("info", event, details))
 
