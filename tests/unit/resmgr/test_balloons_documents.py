@@ -1,6 +1,10 @@
 """Balloons configuration documents go through `nri_resmgr.policy_documents` (issue 15)."""
 
+import pytest
+
+from nri_resmgr.cli import main
 from nri_resmgr.policy_documents import normalize_document
+from tests._support import REPO
 
 
 def test_balloons_policy_resource_names_the_balloons_policy() -> None:
@@ -30,3 +34,36 @@ def test_shared_keys_alone_stay_topology_aware() -> None:
     assert normalize_document({"reservedResources": {"cpu": "750m"}}).data["policy"] == (
         "topology-aware"
     )
+
+
+def test_their_sample_balloons_config_loads_with_validate_config(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 15 acceptance: their sample-configs/balloons-config.yaml (comments removed)."""
+    path = REPO / "tests/unit/resmgr/data/nri-plugins/balloons-config.yaml"
+    assert main(["validate-config", str(path)]) == 0
+    assert f"{path}: valid" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "topology", sorted(p.name for p in (REPO / "examples/topologies").glob("*.yaml"))
+)
+def test_simulate_balloons_with_their_sample_config_on_every_shipped_topology(
+    topology: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 15 acceptance: `simulate --policy balloons --config C --scenario S`."""
+    args = [
+        "simulate",
+        "--policy",
+        "balloons",
+        "--config",
+        str(REPO / "tests/unit/resmgr/data/nri-plugins/balloons-config.yaml"),
+        "--scenario",
+        str(REPO / "examples/scenarios/balloons-inference.yaml"),
+        "--topology",
+        str(REPO / "examples/topologies" / topology),
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "policy:   balloons" in out
+    assert "reserved[0]" in out
