@@ -1,6 +1,7 @@
 """Balloons configuration documents go through `nri_resmgr.policy_documents` (issue 15)."""
 
 import pytest
+import yaml
 
 from nri_resmgr.cli import main
 from nri_resmgr.policy_documents import normalize_document
@@ -67,3 +68,16 @@ def test_simulate_balloons_with_their_sample_config_on_every_shipped_topology(
     out = capsys.readouterr().out
     assert "policy:   balloons" in out
     assert "reserved[0]" in out
+
+
+def test_their_helm_balloons_values_config_is_a_valid_balloons_spec(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Their helm chart's balloons values (`config:`), a bare spec: balloons, with warnings."""
+    path = REPO / "tests/unit/resmgr/data/nri-plugins/helm-balloons-config.yaml"
+    assert main(["validate-config", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert f"{path}: valid" in captured.out
+    assert f"{path}: warning: log.klog: accepted, not implemented" in captured.err
+    doc = yaml.safe_load(path.read_text())
+    assert normalize_document(doc).data["policy"] == "balloons"
