@@ -87,6 +87,9 @@ POLICY_KINDS: tuple[PolicyKind, ...] = (
         "topologyawarepolicies",
         "nri_resmgr.policy.topology_aware.config",
     ),
+    PolicyKind(
+        "BalloonsPolicy", "balloons", "balloonspolicies", "nri_resmgr.policy.balloons.config"
+    ),
 )
 
 #: the common sections of their specs, handled here rather than by the policy
@@ -185,8 +188,14 @@ _MISSING = object()
 
 
 def _get_path(data: Mapping[str, Any], path: str) -> Any:
+    """The value at the dotted `path`; through a list, the first element's that has it."""
     node: Any = data
-    for part in path.split("."):
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        if isinstance(node, list | tuple):
+            rest = ".".join(parts[i:])
+            found = (_get_path(e, rest) for e in node if isinstance(e, Mapping))
+            return next((v for v in found if v is not _MISSING), _MISSING)
         if not isinstance(node, Mapping) or part not in node:
             return _MISSING
         node = node[part]
@@ -286,9 +295,14 @@ def normalize_document(
         return _resource(data, source)
     keys = {str(k) for k in data}
     if not keys & _OWN_KEYS:
-        for kind in POLICY_KINDS:
-            if keys & kind.spec_keys() - set(COMMON_SECTIONS):
-                return _from_spec(data, kind, form="spec", source=source)
+        # a key only one kind has names that kind; else the first kind with any of its keys
+        for only in (True, False):
+            for kind in POLICY_KINDS:
+                theirs = kind.spec_keys() - set(COMMON_SECTIONS)
+                if only:
+                    theirs -= {k for o in POLICY_KINDS if o != kind for k in o.spec_keys()}
+                if keys & theirs:
+                    return _from_spec(data, kind, form="spec", source=source)
         if "agent" in keys:  # only their common sections
             return _from_spec(data, POLICY_KINDS[0], form="spec", source=source)
     own = kind_of_policy(str(data.get("policy", default_policy)))

@@ -34,6 +34,7 @@ from nri_resmgr.topology.model import Topology
 
 __all__ = [
     "NOT_IMPLEMENTED",
+    "SPEC_MODEL",
     "BalloonType",
     "BalloonsConfig",
     "Expression",
@@ -185,24 +186,27 @@ class BalloonsConfig(_Model):
 
 #: keys accepted as nri-plugins spells them but with no effect here (one warning each);
 #: ``balloonTypes.KEY`` for keys of a balloon type
-NOT_IMPLEMENTED = (
-    "schedulingClasses",
-    "cpuClasses",
-    "turboDomain",
-    "controllableInterrupts",
-    "loadClasses",
-    "agent",
-    "control",
-    "instrumentation",
-    "log",
-    "balloonTypes.componentCreation",
-    "balloonTypes.loads",
-    "balloonTypes.preferCloseToDevices",
-    "balloonTypes.preferFarFromDevices",
-    "balloonTypes.schedulingClass",
-    "balloonTypes.irqClaim",
-    "balloonTypes.irqMode",
-)
+NOT_IMPLEMENTED: dict[str, str] = {
+    "schedulingClasses": "scheduling classes are not applied by balloons here",
+    "cpuClasses": "CPU classes are not implemented",
+    "turboDomain": "turbo domains are not implemented",
+    "controllableInterrupts": "interrupt affinity is not controlled",
+    "loadClasses": "load classes are not implemented",
+    "agent": "the agent section is the daemon's",
+    "control": "the control section is the daemon's",
+    "instrumentation": "the instrumentation section is the daemon's",
+    "log": "the log section is the daemon's",
+    "balloonTypes.componentCreation": "component creation is not implemented",
+    "balloonTypes.loads": "load classes are not implemented",
+    "balloonTypes.preferCloseToDevices": "device closeness is not implemented",
+    "balloonTypes.preferFarFromDevices": "device closeness is not implemented",
+    "balloonTypes.schedulingClass": "scheduling classes are not applied by balloons here",
+    "balloonTypes.irqClaim": "interrupt affinity is not controlled",
+    "balloonTypes.irqMode": "interrupt affinity is not controlled",
+}
+
+#: the model of the spec's policy keys (read by `nri_resmgr.policy_documents`)
+SPEC_MODEL = BalloonsConfig
 
 
 @dataclass(frozen=True, slots=True)

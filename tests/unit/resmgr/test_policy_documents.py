@@ -293,7 +293,7 @@ SAMPLES = sorted(DATA.glob("*.yaml"))
 @pytest.mark.parametrize("sample", SAMPLES, ids=[p.name for p in SAMPLES])
 def test_their_sample_configs_load(sample: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = load_config(sample)  # run --config, simulate --config
-    assert config.policy == "topology-aware"
+    assert config.policy == ("balloons" if "balloons" in sample.name else "topology-aware")
     assert load_config(sample.read_text()) == config  # a pre-registered plugin's conf.d text
     load_policy(config.policy, topology=load_topology(TOPO), config=config.policy_config)
     capsys.readouterr()
@@ -301,7 +301,9 @@ def test_their_sample_configs_load(sample: Path, capsys: pytest.CaptureFixture[s
     out = capsys.readouterr()
     assert out.out.strip() == f"{sample}: valid"
     warned = [ln for ln in out.err.splitlines() if ": warning: " in ln]
-    assert len(warned) == len(config.warnings) > 0
+    assert len(warned) == len(config.warnings)
+    # their sample balloons-config.yaml sets only keys implemented here
+    assert config.warnings or sample.name == "balloons-config.yaml"
 
 
 def test_simulate_takes_their_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
