@@ -1,6 +1,7 @@
 """The balloons policy (nri-plugins' model, re-designed as pure functions).
 
-Modules, in reading order: `config` (the ``BalloonsPolicy`` spec and its warnings),
+Modules, in reading order: `config` (the ``BalloonsPolicy`` spec, the keys accepted
+without effect),
 `matching` (expressions, annotations: which balloon type), `state` (balloons and their
 members), `invariants` (what must hold after every decision), `policy` (the `Policy[S]`
 protocol: filling, inflating, deflating, rebuild, and the report and CPU class hooks).

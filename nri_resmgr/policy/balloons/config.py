@@ -9,8 +9,9 @@ mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource
   (``reservedResources.cpu``, a quantity or ``cpuset:``/``exclude-cpuset:``);
 - the list of balloon types in matching order, with the built-in ``reserved`` type
   first and ``default`` last unless the configuration places them itself;
-- ``warnings``: one line per key the configuration sets that this policy accepts but
-  does not implement (`NOT_IMPLEMENTED`), naming the key.
+- the keys the policy accepts without effect are `NOT_IMPLEMENTED` (key -> why);
+  `nri_resmgr.policy_documents` warns once per such key a configuration sets, as it does
+  for every policy.
 
 A key that is not in the spec at all is an error naming it, with the closest known key
 ("did you mean").  Every error is a `ConfigError` naming the key, what was expected and
@@ -203,6 +204,10 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "balloonTypes.schedulingClass": "scheduling classes are not applied by balloons here",
     "balloonTypes.irqClaim": "interrupt affinity is not controlled",
     "balloonTypes.irqMode": "interrupt affinity is not controlled",
+    "idleCPUClass": "the policy names the CPUs of each class (cpu_classes), but no controller "
+    "sets their frequencies or C-states yet",
+    "balloonTypes.cpuClass": "the policy names the CPUs of each class (cpu_classes), but no "
+    "controller sets their frequencies or C-states yet",
 }
 
 #: the model of the spec's policy keys (read by `nri_resmgr.policy_documents`)
@@ -222,7 +227,6 @@ class ResolvedConfig:
     types: tuple[BalloonType, ...]
     reserved_namespaces: tuple[str, ...]
     memory_kinds: Mapping[str, tuple[MemoryKind, ...]]
-    warnings: tuple[str, ...]
 
     def type_named(self, name: str) -> BalloonType | None:
         for t in self.types:
@@ -284,22 +288,6 @@ def _describe(error: Mapping[str, Any]) -> str:
         hint = f"; did you mean {near[0]!r}?" if near else ""
         return f"{where}: unknown key {key!r}{hint}"
     return f"{where}: {error['msg']} (found {error.get('input')!r})"
-
-
-def _warnings(raw: Mapping[str, Any]) -> tuple[str, ...]:
-    seen: list[str] = []
-    for key in NOT_IMPLEMENTED:
-        if "." in key:
-            _, sub = key.split(".", 1)
-            types = raw.get("balloonTypes") or ()
-            hit = any(isinstance(t, Mapping) and sub in t for t in types)
-        else:
-            hit = key in raw
-        if hit:
-            seen.append(
-                f"policy balloons: key {key} is accepted but not implemented; it has no effect"
-            )
-    return tuple(seen)
 
 
 def _cpuset_option(text: str, online: CPUSet, what: str) -> CPUSet | None:
@@ -439,5 +427,4 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
         types=types,
         reserved_namespaces=ALWAYS_RESERVED_NAMESPACES + tuple(opts.reserved_pool_namespaces),
         memory_kinds={t.name: _memory_kinds(t) for t in types},
-        warnings=_warnings(raw),
     )

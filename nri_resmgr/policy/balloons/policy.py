@@ -126,7 +126,6 @@ class BalloonsPolicy:
         self.config: ResolvedConfig = resolve_config(topology, config)
         self.types: dict[str, BalloonType] = {t.name: t for t in self.config.types}
         #: accepted-but-not-implemented keys, one line each (the shell logs them)
-        self.warnings: tuple[str, ...] = self.config.warnings
 
     # ---- balloon sizes and CPUs ----------------------------------------------------
 

@@ -8,6 +8,7 @@ import pytest
 
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.balloons.config import resolve_config, spec_of
+from nri_resmgr.policy_documents import kind_of_policy, policy_warnings
 from nri_resmgr.policy_registry import available_policies, load_policy
 from nri_resmgr.topology.cpuset import IDSet
 from tests.unit.resmgr.balloons.support import machine
@@ -85,52 +86,55 @@ def test_errors_name_the_key(config: dict[str, Any], fragment: str) -> None:
     assert fragment in str(exc.value)
 
 
+def warned(raw: dict[str, Any]) -> list[str]:
+    """The keys `policy_documents` warns about in a balloons spec, in its order."""
+    kind = kind_of_policy("balloons")
+    assert kind is not None
+    lines = policy_warnings(kind, raw, prefix="")
+    return [line.split(":", 1)[0] for line in lines]
+
+
 def test_unimplemented_keys_warn_once_each() -> None:
-    cfg = resolve_config(
-        machine(),
-        {
-            "turboDomain": "x",
-            "balloonTypes": [
-                {"name": "a", "irqMode": "sink"},
-                {"name": "b", "irqMode": "isolate", "minCPUs": 1},
-            ],
-        },
-    )
-    assert cfg.warnings == (
-        "policy balloons: key turboDomain is accepted but not implemented; it has no effect",
-        "policy balloons: key balloonTypes.irqMode is accepted but not implemented; "
-        "it has no effect",
-    )
+    raw: dict[str, Any] = {
+        "turboDomain": "x",
+        "balloonTypes": [
+            {"name": "a", "irqMode": "sink"},
+            {"name": "b", "irqMode": "isolate", "minCPUs": 1},
+        ],
+    }
+    cfg = resolve_config(machine(), raw)
+    assert cfg.types  # the keys without effect do not stop it
+    assert warned(raw) == ["turboDomain", "balloonTypes.irqMode"]
 
 
 def test_implemented_keys_do_not_warn() -> None:
-    cfg = resolve_config(
-        machine(),
-        {
-            "pinCPU": True,
-            "pinMemory": False,
-            "idleCPUClass": "idle",
-            "reservedPoolNamespaces": ["monitoring"],
-            "showContainersInNrt": True,
-            "balloonTypes": [
-                {
-                    "name": "a",
-                    "namespaces": ["x"],
-                    "minCPUs": 1,
-                    "maxCPUs": 4,
-                    "minBalloons": 1,
-                    "maxBalloons": 2,
-                    "preferNewBalloons": True,
-                    "shareIdleCPUsInSame": "numa",
-                    "groupBy": "${pod/labels/app}",
-                    "hideHyperthreads": True,
-                    "cpuClass": "turbo",
-                    "memoryTypes": ["DRAM"],
-                }
-            ],
-        },
-    )
-    assert cfg.warnings == ()
+    raw: dict[str, Any] = {
+        "pinCPU": True,
+        "pinMemory": False,
+        "reservedPoolNamespaces": ["monitoring"],
+        "showContainersInNrt": True,
+        "balloonTypes": [
+            {
+                "name": "a",
+                "namespaces": ["x"],
+                "minCPUs": 1,
+                "maxCPUs": 4,
+                "minBalloons": 1,
+                "maxBalloons": 2,
+                "preferNewBalloons": True,
+                "shareIdleCPUsInSame": "numa",
+                "groupBy": "${pod/labels/app}",
+                "hideHyperthreads": True,
+                "memoryTypes": ["DRAM"],
+            }
+        ],
+    }
+    assert resolve_config(machine(), raw).types
+    assert warned(raw) == []
+    # no controller sets CPU frequencies or C-states yet: a class is a warning
+    raw["idleCPUClass"] = "idle"
+    raw["balloonTypes"][0]["cpuClass"] = "turbo"
+    assert warned(raw) == ["idleCPUClass", "balloonTypes.cpuClass"]
 
 
 def test_custom_resource_form_takes_its_spec() -> None:
