@@ -113,8 +113,10 @@ COMMON_NOT_IMPLEMENTED: dict[str, str] = {
     "instrumentation.logExportPeriod": "logs are not exported",
 }
 
-#: the values their CRD fills in for keys left out (the API server applies them to every
-#: custom resource): such a value is what the operator did not write, and gives no warning
+#: the values their CRDs fill in for keys left out (the API server applies them to every
+#: custom resource): such a value is what the operator did not write, and gives no warning.
+#: One table for every kind: where two kinds have a key, their CRDs default it alike
+#: (``turboDomain`` is the balloons kind's only)
 SERVER_DEFAULTS: dict[str, Any] = {
     "agent.nodeResourceTopology": True,
     "controllableInterrupts": ["*"],
@@ -124,6 +126,7 @@ SERVER_DEFAULTS: dict[str, Any] = {
     "pinCPU": True,
     "pinMemory": True,
     "preferIsolatedCPUs": True,
+    "turboDomain": "package",
     "unlimitedBurstable": "package",
 }
 

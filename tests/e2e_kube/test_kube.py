@@ -542,6 +542,8 @@ IN_NAMESPACE = {
     # nri-plugins' configuration custom resources and their per-node status
     ("topologyawarepolicies.config.nri", frozenset({"get", "list", "watch"})),
     ("topologyawarepolicies.config.nri/status", frozenset({"get", "update", "patch"})),
+    ("balloonspolicies.config.nri", frozenset({"get", "list", "watch"})),
+    ("balloonspolicies.config.nri/status", frozenset({"get", "update", "patch"})),
     # the reset-on-uninstall container reads its own DaemonSet, and only that one
     # (templates/reset-on-uninstall.yaml)
     (f"daemonsets.apps/{RELEASE}", frozenset({"get"})),

@@ -32,11 +32,12 @@ from tests._support import REPO
 
 DATA = Path(__file__).parent / "data" / "nri-plugins"
 CRD = REPO / "charts" / "nri-resmgr" / "crds" / "config.nri_topologyawarepolicies.yaml"
+BALLOONS_CRD = REPO / "charts" / "nri-resmgr" / "crds" / "config.nri_balloonspolicies.yaml"
 TOPO = "{packages: 2, nodes: 1, cores: 2, threads: 2, memory: 1G}"
 
 
-def spec_schema() -> Mapping[str, Any]:
-    crd = yaml.safe_load(CRD.read_text())
+def spec_schema(path: Path = CRD) -> Mapping[str, Any]:
+    crd = yaml.safe_load(path.read_text())
     version = crd["spec"]["versions"][0]
     schema: Mapping[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     return schema
@@ -64,8 +65,28 @@ def schema_defaults(schema: Mapping[str, Any], prefix: str = "") -> Iterator[tup
         yield from schema_defaults(sub, path + ".")
 
 
-def test_server_defaults_are_those_of_their_crd() -> None:
-    assert dict(schema_defaults(spec_schema())) == SERVER_DEFAULTS
+def test_server_defaults_are_those_of_their_crds() -> None:
+    ta = dict(schema_defaults(spec_schema()))
+    balloons = dict(schema_defaults(spec_schema(BALLOONS_CRD)))
+    assert all(ta[k] == balloons[k] for k in ta.keys() & balloons.keys())
+    assert ta | balloons == SERVER_DEFAULTS
+
+
+def test_a_balloons_resource_as_the_api_server_stores_it_gives_no_warning() -> None:
+    spec = {
+        "reservedResources": {"cpu": "750m"},
+        "balloonTypes": [{"name": "a"}],
+        **dict(schema_defaults(spec_schema(BALLOONS_CRD))),
+    }
+    spec["agent"] = {"nodeResourceTopology": True}
+    spec["instrumentation"] = {
+        "reportPeriod": "30s",
+        "metrics": {"enabled": ["policy", "buildinfo"]},
+    }
+    for key in [k for k in spec if "." in k]:
+        del spec[key]
+    doc = {"apiVersion": "config.nri/v1alpha1", "kind": "BalloonsPolicy", "spec": spec}
+    assert config_from_mapping(doc).warnings == ()
 
 
 def test_a_value_the_api_server_filled_in_gives_no_warning() -> None:
@@ -82,7 +103,8 @@ def test_a_value_the_api_server_filled_in_gives_no_warning() -> None:
     ]
 
 
-TOP_LEVEL_DEFAULTS = {k: v for k, v in SERVER_DEFAULTS.items() if "." not in k}
+#: the top-level defaults the API server writes into a TopologyAwarePolicy
+TOP_LEVEL_DEFAULTS = {k: v for k, v in schema_defaults(spec_schema()) if "." not in k}
 
 
 def _accepted_by_config(path: str) -> bool:
