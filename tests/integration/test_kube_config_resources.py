@@ -81,8 +81,8 @@ def _node_status(client: KubeClient, name: str) -> dict[str, Any] | None:
 class Daemonish:
     """The watcher and live configuration wired as the daemon wires them."""
 
-    def __init__(self, client: KubeClient) -> None:
-        self.watcher = ConfigWatcher(client, node=NODE, namespace=NS)
+    def __init__(self, client: KubeClient, namespace: str = NS) -> None:
+        self.watcher = ConfigWatcher(client, node=NODE, namespace=namespace)
         self.applied: list[dict[str, Any]] = []
         self.outcomes: list[Outcome] = []
         self.live = LiveConfig(
@@ -199,3 +199,61 @@ def test_node_over_group_over_default_live_with_status(cluster: Cluster, daemon:
     client.request("DELETE", f"{BASE}/node.{NODE}")
     assert wait_until(lambda: daemon.source().endswith("/group.gpu"), timeout=30)
     assert wait_until(lambda: _node_status(client, "group.gpu") is not None, timeout=30)
+
+
+BALLOONS_CRD = REPO / "charts" / "nri-resmgr" / "crds" / "config.nri_balloonspolicies.yaml"
+BALLOONS_NS = "config-cr-balloons"
+
+
+def test_a_balloons_policy_resource_configures_the_balloons_policy(cluster: Cluster) -> None:
+    """Their BalloonsPolicy kind, as the chart ships its CRD: read, applied, status written."""
+    client = cluster.client
+    try:
+        cluster.apply_yaml(BALLOONS_CRD)
+    except KubeError as exc:
+        if exc.status != 409:
+            raise
+    client.request(
+        "POST",
+        "/api/v1/namespaces",
+        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BALLOONS_NS}},
+    )
+    base = f"/apis/config.nri/v1alpha1/namespaces/{BALLOONS_NS}/balloonspolicies"
+    d = Daemonish(client, namespace=BALLOONS_NS)
+    thread = threading.Thread(
+        target=d.watcher.run_blocking,
+        args=(d.on_change, d.stop),
+        kwargs={"watch_seconds": 3, "missing_seconds": 1},
+        daemon=True,
+    )
+    thread.start()
+    # node.NAME: the first test leaves the node in a group, which hides `default`
+    name = f"node.{NODE}"
+    try:
+        spec = {
+            "reservedResources": {"cpu": "750m"},
+            "balloonTypes": [{"name": "web", "namespaces": ["web"], "minCPUs": 1}],
+        }
+        client.request(
+            "POST",
+            base,
+            body={
+                "apiVersion": "config.nri/v1alpha1",
+                "kind": "BalloonsPolicy",
+                "metadata": {"name": name},
+                "spec": spec,
+            },
+        )
+        assert wait_until(lambda: d.live.current.config.policy == "balloons", timeout=30)
+        assert d.source() == f"BalloonsPolicy {BALLOONS_NS}/{name}"
+        assert d.config["balloonTypes"][0]["name"] == "web"
+
+        def status() -> dict[str, Any]:
+            got = client.request("GET", f"{base}/{name}")
+            nodes: dict[str, Any] = (got.get("status") or {}).get("nodes") or {}
+            return nodes.get(NODE) or {}
+
+        assert wait_until(lambda: status().get("status") == "Success", timeout=30)
+    finally:
+        d.stop.set()
+        thread.join(timeout=20)
