@@ -20,7 +20,6 @@ from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime
 from nri_resmgr.config import Config
 from nri_resmgr.kube.agent import build_kube_side
-from nri_resmgr.kube.client import KubeError
 from nri_resmgr.model import QoSClass
 from nri_resmgr.ops.logs import get_logger
 from nri_resmgr.runtime.daemon import ResmgrPlugin
@@ -31,6 +30,7 @@ from tests._support import REPO
 from tests.integration.test_daemon import guaranteed, pod
 from tests.integration.test_daemon import topology as topology
 from tests.integration.test_daemon_kube import _until
+from tests.integration.test_kube_config_resources import prepare
 from tests.k8s.cluster import Cluster
 
 NS = "daemon-cr-test"  # its own namespace: the session cluster is shared
@@ -41,21 +41,7 @@ BASE = f"/apis/config.nri/v1alpha1/namespaces/{NS}/topologyawarepolicies"
 
 @pytest.fixture(scope="module")
 def cluster(kube_cluster: Cluster) -> Cluster:
-    try:
-        kube_cluster.apply_yaml(CRD)
-    except KubeError as exc:
-        if exc.status != 409:  # already there (another module of the session)
-            raise
-    kube_cluster.client.request(
-        "POST",
-        "/api/v1/nodes",
-        body={"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}},
-    )
-    kube_cluster.client.request(
-        "POST",
-        "/api/v1/namespaces",
-        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-    )
+    prepare(kube_cluster, crd=CRD, node=NODE, namespace=NS)
     return kube_cluster
 
 

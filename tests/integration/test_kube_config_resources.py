@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,23 +30,32 @@ TOPOLOGY = build_topology({"packages": 1, "nodes": 1, "cores": 4, "threads": 1, 
 BASE = f"/apis/config.nri/v1alpha1/namespaces/{NS}/topologyawarepolicies"
 
 
-@pytest.fixture(scope="module")
-def cluster(kube_cluster: Cluster) -> Cluster:
-    try:
-        kube_cluster.apply_yaml(CRD)
-    except KubeError as exc:
-        if exc.status != 409:  # already there (another module of the session)
-            raise
-    kube_cluster.client.request(
-        "POST",
-        "/api/v1/nodes",
-        body={"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}},
-    )
-    kube_cluster.client.request(
+def prepare(
+    cluster: Cluster, *, crd: Path | None = None, node: str | None = None, namespace: str
+) -> None:
+    """A CRD (once per session cluster: others may have applied it), a node, a namespace."""
+    if crd is not None:
+        try:
+            cluster.apply_yaml(crd)
+        except KubeError as exc:
+            if exc.status != 409:  # already there (another module of the session)
+                raise
+    if node is not None:
+        cluster.client.request(
+            "POST",
+            "/api/v1/nodes",
+            body={"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}},
+        )
+    cluster.client.request(
         "POST",
         "/api/v1/namespaces",
-        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
     )
+
+
+@pytest.fixture(scope="module")
+def cluster(kube_cluster: Cluster) -> Cluster:
+    prepare(kube_cluster, crd=CRD, node=NODE, namespace=NS)
     return kube_cluster
 
 
@@ -208,16 +218,7 @@ BALLOONS_NS = "config-cr-balloons"
 def test_a_balloons_policy_resource_configures_the_balloons_policy(cluster: Cluster) -> None:
     """Their BalloonsPolicy kind, as the chart ships its CRD: read, applied, status written."""
     client = cluster.client
-    try:
-        cluster.apply_yaml(BALLOONS_CRD)
-    except KubeError as exc:
-        if exc.status != 409:
-            raise
-    client.request(
-        "POST",
-        "/api/v1/namespaces",
-        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BALLOONS_NS}},
-    )
+    prepare(cluster, crd=BALLOONS_CRD, namespace=BALLOONS_NS)
     base = f"/apis/config.nri/v1alpha1/namespaces/{BALLOONS_NS}/balloonspolicies"
     d = Daemonish(client, namespace=BALLOONS_NS)
     thread = threading.Thread(
