@@ -391,6 +391,8 @@ class Pipeline:
         cid = ContainerID(container.id)
         self.unstarted.discard(cid)
         info, a = self.containers.get(cid), self.assignments.get(cid)
+        if info is None and container.HasField("linux"):
+            return self._take_in(sandbox, container)
         if info is None or a is None:
             self.unconfirmed.discard(cid)
             return []
@@ -572,10 +574,23 @@ class Pipeline:
         the updates for the containers the new policy moves.  Raises like
         `Policy.rebuild`; on failure this pipeline is unchanged and `previous` untouched.
         """
+        infos, choices = previous._as_placed()
+        return self._rebuild(
+            dict(previous.pods),
+            infos,
+            choices,
+            event="reconfigure",
+            unstarted=previous.unstarted,
+            unconfirmed=previous.unconfirmed,
+        )
+
+    def _as_placed(self) -> tuple[list[ContainerInfo], dict[ContainerID, ClassChoice]]:
+        """Every known container as a rebuild sees it: where this pipeline placed it, with
+        the classes it has (a running container's classes cannot change)."""
         infos: list[ContainerInfo] = []
         choices: dict[ContainerID, ClassChoice] = {}
-        for cid, info in previous.containers.items():
-            a = previous.assignments.get(cid)
+        for cid, info in self.containers.items():
+            a = self.assignments.get(cid)
             if a is not None and a.kind is not CPUKind.NONE and a.cpus:
                 info = dataclasses.replace(
                     info, current_cpus=a.cpus, current_mems=a.mems or info.current_mems
@@ -584,13 +599,44 @@ class Pipeline:
             choices[cid] = (
                 ClassChoice(a.rdt_class, a.blockio_class) if a is not None else ClassChoice()
             )
+        return infos, choices
+
+    def _take_in(
+        self, sandbox: api.PodSandbox, container: api.Container
+    ) -> list[api.ContainerUpdate]:
+        """A container that started without this pipeline having seen it created.
+
+        The runtime created it while no plugin was registered (a restart) and it was not
+        yet in the list Synchronize gave (CRI-O lists a container only once created), so
+        it runs on whatever cpuset the runtime gave it, possibly CPUs exclusive to another.
+        It is taken in as Synchronize takes a running container: a rebuild with everything
+        known where it is placed (valid placements stay) and this one at its current
+        cpuset; the updates (for it, and any container its placement moves) are sent
+        unsolicited.  A container no placement can be made for is logged and left alone.
+        """
+        try:
+            pod = self.pods.get(PodID(sandbox.id)) or adapter.pod_from_nri(sandbox)
+            info = self._synchronized_container(pod, container)
+        except ResmgrError as exc:
+            self.log.warning(
+                "started: unknown container not taken in", id=container.id, error=str(exc)
+            )
+            return []
+        infos, choices = self._as_placed()
+        try:
+            choices[info.id] = self._select(info)
+        except ResmgrError as exc:
+            self.log.warning("started: classes not chosen", id=info.id, error=str(exc))
+            choices[info.id] = ClassChoice()
+        pods = dict(self.pods)
+        pods.setdefault(pod.id, pod)
         return self._rebuild(
-            dict(previous.pods),
-            infos,
+            pods,
+            [*infos, info],
             choices,
-            event="reconfigure",
-            unstarted=previous.unstarted,
-            unconfirmed=previous.unconfirmed,
+            event="take-in",
+            unstarted=self.unstarted,
+            unconfirmed=self.unconfirmed,
         )
 
     def _rebuild(

@@ -315,6 +315,25 @@ def test_static_synchronize_keeps_valid_and_moves_conflicting() -> None:
     assert p.assignments[ContainerID("db-b")].kind is CPUKind.EXCLUSIVE
 
 
+def test_a_container_started_unseen_is_taken_in_off_exclusive_cpus() -> None:
+    """A container the runtime created while no plugin was registered, and that the
+    restart's Synchronize did not list (CRI-O lists it only once created), starts on
+    every CPU: at its PostStartContainer it is placed, and sent off CPUs exclusive to
+    another (found by tests/e2e test_kill9_during_churn_keeps_invariants on CRI-O)."""
+    p = static_pipeline()
+    db, late = sandbox("db"), sandbox("late")
+    p.synchronize([db], [container(db, "pg", cpu="2", limit="2", cpus="1,5")])
+    unseen = container(late, "app", cpu="2", limit="2", cpus="0-7")
+    updates = p.started(late, unseen)
+    assert [u.container_id for u in updates] == ["late-app"]
+    got = {cid: asg.cpus for cid, asg in p.assignments.items()}
+    assert got[ContainerID("db-pg")] == CPUSet.parse("1,5")  # the valid placement stays
+    assert got[ContainerID("late-app")].isdisjoint(got[ContainerID("db-pg")])
+    assert p.assignments[ContainerID("late-app")].kind is CPUKind.EXCLUSIVE
+    # known from now on: a second PostStartContainer changes nothing
+    assert p.started(late, unseen) == []
+
+
 class MovingPolicy(CountingPolicy):
     """Its rebuild moves every other container (CPU 100 + position) and keeps the rest."""
 
