@@ -216,7 +216,8 @@ BALLOONS_NS = "config-cr-balloons"
 
 
 def test_a_balloons_policy_resource_configures_the_balloons_policy(cluster: Cluster) -> None:
-    """Their BalloonsPolicy kind, as the chart ships its CRD: read, applied, status written."""
+    """Their BalloonsPolicy kind, as the chart ships its CRD: read, applied, status written
+    (Success, then Failure for a broken update: their n4c16/test20-config-status)."""
     client = cluster.client
     prepare(cluster, crd=BALLOONS_CRD, namespace=BALLOONS_NS)
     base = f"/apis/config.nri/v1alpha1/namespaces/{BALLOONS_NS}/balloonspolicies"
@@ -255,6 +256,20 @@ def test_a_balloons_policy_resource_configures_the_balloons_policy(cluster: Clus
             return nodes.get(NODE) or {}
 
         assert wait_until(lambda: status().get("status") == "Success", timeout=30)
+
+        # their n4c16/test20-config-status: a broken update (minCPUs above maxCPUs) gets
+        # Failure naming the key and the type; the configuration in force stays
+        broken = {**spec, "balloonTypes": [{"name": "web", "minCPUs": 33, "maxCPUs": 32}]}
+        client.request(
+            "PATCH",
+            f"{base}/{name}",
+            body={"spec": broken},
+            content_type="application/merge-patch+json",
+        )
+        assert wait_until(lambda: status().get("status") == "Failure", timeout=30)
+        assert "minCPUs" in status()["errors"] and "web" in status()["errors"]
+        assert d.config["balloonTypes"][0]["minCPUs"] == 1
+        assert d.live.current.config.policy == "balloons"
     finally:
         d.stop.set()
         thread.join(timeout=20)
