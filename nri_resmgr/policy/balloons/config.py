@@ -223,6 +223,9 @@ class ResolvedConfig:
     #: the reserved balloon's preferred CPUs (``reservedResources.cpu``)
     reserved: CPUSet
     reserved_milli: int
+    #: ``reservedResources.cpu`` names the CPUs (``cpuset:``/``exclude-cpuset:``), not a
+    #: quantity: the reserved balloon keeps to them and every other balloon avoids them
+    reserved_given: bool
     #: every balloon type, in matching order, the built-in ones included
     types: tuple[BalloonType, ...]
     reserved_namespaces: tuple[str, ...]
@@ -424,6 +427,7 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
         available=available,
         reserved=reserved,
         reserved_milli=milli,
+        reserved_given=explicit is not None,
         types=types,
         reserved_namespaces=ALWAYS_RESERVED_NAMESPACES + tuple(opts.reserved_pool_namespaces),
         memory_kinds={t.name: _memory_kinds(t) for t in types},

@@ -83,7 +83,6 @@ def test_cacheclusters_l2_per_numa_node() -> None:
     assert len(every | p.cpus("pod2c3")) == 4
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs shareIdleCPUsInSame: l2cache")
 def test_cacheclusters_l2_per_core() -> None:
     s = Script(pods=4)  # their counters carry on after the first configuration
     burst = {BALLOON: "l2burst"}
