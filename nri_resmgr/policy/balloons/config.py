@@ -415,7 +415,10 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
     else:
         amount = parse_cpu_amount(raw_reserved, what="policy balloons: reservedResources.cpu")
         milli = amount.milli
-        reserved = lowest_cpus(topology, available, -(-milli // 1000))
+        count = -(-milli // 1000)
+        # housekeeping stays off the kernel's isolated CPUs while others are left
+        plain = available - topology.isolated_cpus()
+        reserved = lowest_cpus(topology, plain if len(plain) >= count else available, count)
     if not reserved:
         raise ConfigError(
             f"policy balloons: reservedResources.cpu {text!r} gives no CPU; expected at "

@@ -18,12 +18,14 @@ name.  A balloon with members of another group is never a candidate.
 
 A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, at most
 ``maxCPUs`` (0: no limit): it inflates and deflates as containers come and go (`_resize`).
-New CPUs are picked by `common.take_cpus` (topology-packed), near the balloon's own
-first, then by the type's preferences (`_tiers`: ``preferIsolCpus``, ``preferCoreType``,
-``allocatorPriority`` high = performance cores, low = efficient cores; then, when
-growing, ``allocatorTopologyBalancing`` and ``preferSpreadOnPhysicalCores``); the reserved
-balloon prefers the ``reservedResources`` CPUs and every other balloon avoids them and
-the isolated CPUs unless it prefers those.
+Which CPUs it takes and gives back is `allocation`'s rule (nri-plugins' CPU tree; the
+sort keys are in its docstring): near the balloon's own CPUs first, then packed or, with
+``allocatorTopologyBalancing``, balanced over the topology, one thread per core first
+with ``preferSpreadOnPhysicalCores``, and ``allocatorPriority`` high/low for performance/
+efficient cores.  `_tree_options` gives each type its hints: the reserved balloon keeps
+to a ``reservedResources`` cpuset, ``preferIsolCpus`` to the isolated CPUs,
+``preferCoreType`` to those cores, and every other type keeps off each of those sets
+while enough other CPUs are free.
 
 A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
 ``shareIdleCPUsInSame`` topology domains; a container in a balloon with no CPUs at all
@@ -139,14 +141,15 @@ class BalloonsPolicy:
     def _tree_options(self) -> dict[str, TreeOptions]:
         """Every type's `allocation.TreeOptions`: the option values, its own or the
         policy's, and its hints, as nri-plugins derives them: a type is close to the
-        sets it asks for (the reserved type to a ``reservedResources`` cpuset,
+        sets it asks for (the reserved type to the ``reservedResources`` CPUs,
         ``preferIsolCpus`` to the isolated CPUs, ``preferCoreType`` to those cores) and
-        far from every such set it does not ask for, isolated CPUs first."""
+        far from every such set it does not ask for, isolated CPUs first; from the
+        reserved CPUs only when ``reservedResources`` names them (a cpuset)."""
         topo = self.topology
         opts = self.config.options
         available = self.config.available
         sets = {
-            "reserved": self.config.reserved if self.config.reserved_given else IDSet(),
+            "reserved": self.config.reserved,
             "isolated": topo.isolated_cpus() & available,
             CoreType.PERFORMANCE: topo.core_type_cpus(CoreType.PERFORMANCE) & available,
             CoreType.EFFICIENT: topo.core_type_cpus(CoreType.EFFICIENT) & available,
@@ -164,6 +167,9 @@ class BalloonsPolicy:
         avoided = ["isolated"] if sets["isolated"] else []
         for names in close.values():
             avoided += [d for d in names if d not in avoided]
+        if not self.config.reserved_given:
+            # a quantity: the reserved balloon starts on those CPUs, others may take them
+            avoided = [d for d in avoided if d != "reserved"]
         out = {}
         for t in self.config.types:
             hints = [Hint(sets[d]) for d in close[t.name]]
