@@ -42,14 +42,14 @@ in all the later ones).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nri_resmgr.policy.common import take_cpus
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["CPUTree", "Hint", "TreeOptions", "grow", "shrink"]
+__all__ = ["CPUTree", "Hint", "Levels", "TreeNode", "TreeOptions", "grow", "shrink"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +67,17 @@ class CPUTree:
 
     plain: TreeNode
     split: TreeNode
+    plain_levels: Levels
+    split_levels: Levels
 
     @classmethod
     def of(cls, topology: Topology) -> CPUTree:
         plain = _build(topology)
-        return cls(plain=plain, split=_split_threads(topology, plain))
+        split = _split_threads(topology, plain)
+        return cls(plain, split, Levels.of(plain), Levels.of(split))
+
+    def levels(self, spread: bool) -> Levels:
+        return self.split_levels if spread else self.plain_levels
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,82 +173,136 @@ def _split_threads(topo: Topology, root: TreeNode) -> TreeNode:
 
 # ---- the local set ------------------------------------------------------------------
 
-_Key = tuple[int, tuple[int, ...], tuple[int, ...]]
+
+@dataclass(frozen=True, slots=True)
+class Levels:
+    """A CPU tree by depth, for counting: the nodes of each depth (all leaves, threads,
+    are at the same depth), their names and CPUs, and each node's ancestors."""
+
+    names: tuple[tuple[str, ...], ...]
+    cpus: tuple[tuple[frozenset[int], ...], ...]
+    #: per depth, per node: the index of its ancestor at each depth 0..itself
+    paths: tuple[tuple[tuple[int, ...], ...], ...]
+    #: CPU -> the index of the node holding it at each depth
+    owners: Mapping[int, tuple[int, ...]]
+
+    @classmethod
+    def of(cls, root: TreeNode) -> Levels:
+        names: list[list[str]] = []
+        cpus: list[list[frozenset[int]]] = []
+        paths: list[list[tuple[int, ...]]] = []
+        owners: dict[int, tuple[int, ...]] = {}
+
+        def walk(node: TreeNode, path: tuple[int, ...]) -> None:
+            depth = len(path)
+            if depth == len(names):
+                names.append([])
+                cpus.append([])
+                paths.append([])
+            path = (*path, len(names[depth]))
+            names[depth].append(node.name)
+            cpus[depth].append(node.cpus)
+            paths[depth].append(path)
+            if not node.children:
+                for c in node.cpus:
+                    owners[c] = path
+            for child in node.children:
+                walk(child, path)
+
+        walk(root, ())
+        return cls(
+            names=tuple(map(tuple, names)),
+            cpus=tuple(map(tuple, cpus)),
+            paths=tuple(map(tuple, paths)),
+            owners=owners,
+        )
+
+    def count(self, cpus: CPUSet) -> list[list[int]]:
+        """Per depth, per node: how many of `cpus` it holds."""
+        out = [[0] * len(level) for level in self.names]
+        for c in cpus:
+            for depth, i in enumerate(self.owners.get(c, ())):
+                out[depth][i] += 1
+        return out
 
 
-def _candidates(
-    root: TreeNode,
-    current: frozenset[int],
-    free: frozenset[int],
-    keep: Callable[[int, int], bool],
-) -> list[tuple[_Key, TreeNode]]:
-    """Every node with `keep(current count, free count)` (and its ancestors too), with
-    its depth and the current and free counts along its path from the root."""
-    out: list[tuple[_Key, TreeNode]] = []
+def _deepest(levels: Levels, counts: list[list[int]], need: int) -> int | None:
+    """The deepest depth with a node holding at least `need` of the counted CPUs."""
+    for depth in range(len(counts) - 1, -1, -1):
+        if max(counts[depth], default=0) >= need:
+            return depth
+    return None
 
-    def walk(node: TreeNode, depth: int, curs: tuple[int, ...], frees: tuple[int, ...]) -> None:
-        cur = len(node.cpus & current)
-        fr = len(node.cpus & free)
-        if not keep(cur, fr):
-            return
-        curs = (*curs, cur)
-        frees = (*frees, fr)
-        out.append(((depth, curs, frees), node))
-        for child in node.children:
-            walk(child, depth + 1, curs, frees)
 
-    walk(root, 0, (), ())
-    return out
+def _narrow(
+    levels: Levels, depth: int, cands: list[int], counts: list[list[int]], sign: int
+) -> list[int]:
+    """The nodes of `cands` (at `depth`) whose ancestors' `sign * counts`, compared
+    root first, are the smallest: one component of the sort key at a time."""
+    paths = levels.paths[depth]
+    if not any(counts[0]):
+        return cands  # every count is 0: no node is better than another
+    for d in range(depth + 1):
+        ancestors = {paths[i][d] for i in cands}
+        if len(ancestors) == 1:
+            continue
+        low = min(sign * counts[d][n] for n in ancestors)
+        keep = {n for n in ancestors if sign * counts[d][n] == low}
+        cands = [i for i in cands if paths[i][d] in keep]
+    return cands
 
 
 def _local_add(
-    root: TreeNode, current: CPUSet, free: CPUSet, delta: int, balancing: bool
+    levels: Levels, current: CPUSet, free: CPUSet, delta: int, balancing: bool
 ) -> CPUSet:
-    cands = _candidates(root, current.ids(), free.ids(), lambda _c, f: f >= delta)
-    if not cands:
+    """The free CPUs of the best node to take `delta` CPUs from (module docstring)."""
+    frees = levels.count(free)
+    depth = _deepest(levels, frees, delta)
+    if depth is None:
         return free
-
-    def key(kn: tuple[_Key, TreeNode]) -> tuple[int, tuple[int, ...], tuple[int, ...], str]:
-        (depth, curs, frees), node = kn
-        sign = -1 if balancing else 1
-        return (-depth, tuple(-c for c in curs), tuple(sign * f for f in frees), node.name)
-
-    best = min(cands, key=key)[1]
-    return IDSet(best.cpus & free.ids())
+    cands = [i for i, f in enumerate(frees[depth]) if f >= delta]
+    cands = _narrow(levels, depth, cands, levels.count(current), -1)
+    cands = _narrow(levels, depth, cands, frees, -1 if balancing else 1)
+    best = min(cands, key=lambda i: levels.names[depth][i])
+    return IDSet(levels.cpus[depth][best] & free.ids())
 
 
-def _local_remove(root: TreeNode, current: CPUSet, free: CPUSet, delta: int) -> CPUSet:
-    cands = _candidates(root, current.ids(), free.ids(), lambda c, _f: c >= -delta)
-    if not cands:
+def _local_remove(levels: Levels, current: CPUSet, free: CPUSet, count: int) -> CPUSet:
+    """The current CPUs of the best node to give `count` CPUs back from."""
+    curs = levels.count(current)
+    depth = _deepest(levels, curs, count)
+    if depth is None:
         return current
-    # the name breaks ties last first: sort by it, then take the first of the smallest
-    cands.sort(key=lambda kn: kn[1].name, reverse=True)
-    best = min(cands, key=lambda kn: (-kn[0][0], kn[0][1], kn[0][2]))[1]
-    return IDSet(best.cpus & current.ids())
+    cands = [i for i, c in enumerate(curs[depth]) if c >= count]
+    cands = _narrow(levels, depth, cands, curs, 1)
+    cands = _narrow(levels, depth, cands, levels.count(free), 1)
+    # the name breaks ties last first
+    best = max(cands, key=lambda i: levels.names[depth][i])
+    return IDSet(levels.cpus[depth][best] & current.ids())
 
 
 # ---- the resizer chain ---------------------------------------------------------------
 
 
 def _one_at_a_time(
-    root: TreeNode, current: CPUSet, free: CPUSet, delta: int, opts: TreeOptions
+    levels: Levels, current: CPUSet, free: CPUSet, delta: int, opts: TreeOptions
 ) -> CPUSet:
     """Growing: the local set, or with spread one CPU at a time.  Shrinking: the CPUs
     to give back, one at a time."""
     if delta > 0:
-        superset = _local_add(root, current, free, delta, opts.balancing)
+        superset = _local_add(levels, current, free, delta, opts.balancing)
         if not opts.spread or len(superset) == delta:
             return superset
         added = IDSet()
         for _ in range(delta):
-            one = _local_add(root, current | added, free - added, 1, opts.balancing)
+            one = _local_add(levels, current | added, free - added, 1, opts.balancing)
             if len(one) != 1:
                 return superset
             added = added | one
         return added
     removed = IDSet()
     for _ in range(-delta):
-        one = _local_remove(root, current - removed, free | removed, -1)
+        one = _local_remove(levels, current - removed, free | removed, 1)
         removed = removed | IDSet(sorted(one)[:1])
     return removed
 
@@ -262,8 +322,7 @@ def _add_from(
             free = narrowed
     if len(free) == delta:
         return free
-    root = tree.split if opts.spread else tree.plain
-    return _one_at_a_time(root, current, free, delta, opts)
+    return _one_at_a_time(tree.levels(opts.spread), current, free, delta, opts)
 
 
 def _remove_from(
@@ -271,10 +330,10 @@ def _remove_from(
 ) -> CPUSet:
     if count >= len(current):
         return current
-    root = tree.split if opts.spread else tree.plain
+    levels = tree.levels(opts.spread)
     sets = _close_sets(opts.hints, free)
     if not sets:
-        return _one_at_a_time(root, current, free, -count, opts)
+        return _one_at_a_time(levels, current, free, -count, opts)
     # CPUs wanted by fewer (and later) close hints go first
     weight = {
         c: sum(1 << (len(sets) - 1 - i) for i, s in enumerate(sets) if c in s) for c in current
@@ -283,7 +342,7 @@ def _remove_from(
     bar = weight[order[count]]
     sure = IDSet(c for c in order if weight[c] < bar)
     maybe = IDSet(c for c in order if weight[c] == bar)
-    more = _one_at_a_time(root, maybe, free, -(count - len(sure)), opts)
+    more = _one_at_a_time(levels, maybe, free, -(count - len(sure)), opts)
     return sure | IDSet(sorted(more)[: count - len(sure)])
 
 

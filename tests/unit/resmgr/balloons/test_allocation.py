@@ -164,3 +164,56 @@ def test_share_idle_cpus_in_same_l2cache() -> None:
     assert d.assignment is not None
     (cpu,) = d.state.balloons["s[0]"].cpus
     assert d.assignment.cpus == p.topology.siblings(cpu)
+
+
+# ---- the sort keys as the module docstring writes them, over every node of the tree ----
+
+
+def _by_key(root: Any, current: IDSet, free: IDSet, delta: int, balancing: bool) -> IDSet:
+    """The node the documented sort key picks, each node keyed by its own path."""
+    found: list[tuple[Any, Any]] = []
+
+    def walk(node: Any, depth: int, curs: tuple[int, ...], frees: tuple[int, ...]) -> None:
+        cur, fr = len(node.cpus & current.ids()), len(node.cpus & free.ids())
+        if (fr if delta > 0 else cur) < abs(delta):
+            return
+        curs, frees = (*curs, cur), (*frees, fr)
+        if delta > 0:
+            sign = -1 if balancing else 1
+            key = (-depth, tuple(-c for c in curs), tuple(sign * f for f in frees), node.name)
+        else:
+            key = (-depth, curs, frees, (*(-ord(ch) for ch in node.name), 1))
+        found.append((key, node))
+        for child in node.children:
+            walk(child, depth + 1, curs, frees)
+
+    walk(root, 0, (), ())
+    best = min(found, key=lambda kn: kn[0])[1]
+    return IDSet(best.cpus & (free if delta > 0 else current).ids())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_local_set_is_the_documented_sort_key(seed: int) -> None:
+    import random
+
+    from nri_resmgr.policy.balloons.allocation import Levels, _local_add, _local_remove
+
+    rnd = random.Random(seed)
+    t = machine()
+    tree = CPUTree.of(t)
+    cpus = t.online_cpus().sorted()
+    rnd.shuffle(cpus)
+    current = IDSet(cpus[: rnd.randint(1, 6)])
+    free = IDSet(cpus[8 : 8 + rnd.randint(4, 20)])
+    spread = rnd.random() < 0.5
+    root = tree.split if spread else tree.plain
+    levels = Levels.of(root)
+    for delta in (1, 2, 3):
+        for balancing in (False, True):
+            assert _local_add(levels, current, free, delta, balancing) == _by_key(
+                root, current, free, delta, balancing
+            )
+        if delta <= len(current):
+            assert _local_remove(levels, current, free, delta) == _by_key(
+                root, current, free, -delta, False
+            )
