@@ -42,6 +42,7 @@ in all the later ones).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -217,38 +218,33 @@ class Levels:
             owners=owners,
         )
 
-    def count(self, cpus: CPUSet) -> list[list[int]]:
-        """Per depth, per node: how many of `cpus` it holds."""
-        out = [[0] * len(level) for level in self.names]
-        for c in cpus:
-            for depth, i in enumerate(self.owners.get(c, ())):
-                out[depth][i] += 1
-        return out
 
-
-def _deepest(levels: Levels, counts: list[list[int]], need: int) -> int | None:
-    """The deepest depth with a node holding at least `need` of the counted CPUs."""
-    for depth in range(len(counts) - 1, -1, -1):
-        if max(counts[depth], default=0) >= need:
-            return depth
+def _deepest(levels: Levels, cpus: CPUSet, need: int) -> tuple[int, list[int]] | None:
+    """The deepest depth with nodes holding at least `need` of `cpus`, and those nodes."""
+    owners = levels.owners
+    held = [owners[c] for c in cpus if c in owners]
+    for depth in range(len(levels.names) - 1, -1, -1):
+        counts = Counter(path[depth] for path in held)
+        cands = sorted(n for n, k in counts.items() if k >= need)
+        if cands:
+            return depth, cands
     return None
 
 
-def _narrow(
-    levels: Levels, depth: int, cands: list[int], counts: list[list[int]], sign: int
-) -> list[int]:
-    """The nodes of `cands` (at `depth`) whose ancestors' `sign * counts`, compared
-    root first, are the smallest: one component of the sort key at a time."""
-    paths = levels.paths[depth]
-    if not any(counts[0]):
+def _narrow(levels: Levels, depth: int, cands: list[int], cpus: CPUSet, sign: int) -> list[int]:
+    """The nodes of `cands` (at `depth`) whose ancestors hold the fewest of `cpus` (sign
+    1) or the most (sign -1), compared root first: one component of the sort key."""
+    ids = cpus.ids()
+    if not ids:
         return cands  # every count is 0: no node is better than another
+    paths = levels.paths[depth]
     for d in range(depth + 1):
         ancestors = {paths[i][d] for i in cands}
         if len(ancestors) == 1:
             continue
-        low = min(sign * counts[d][n] for n in ancestors)
-        keep = {n for n in ancestors if sign * counts[d][n] == low}
-        cands = [i for i in cands if paths[i][d] in keep]
+        value = {n: sign * len(levels.cpus[d][n] & ids) for n in ancestors}
+        low = min(value.values())
+        cands = [i for i in cands if value[paths[i][d]] == low]
     return cands
 
 
@@ -256,26 +252,24 @@ def _local_add(
     levels: Levels, current: CPUSet, free: CPUSet, delta: int, balancing: bool
 ) -> CPUSet:
     """The free CPUs of the best node to take `delta` CPUs from (module docstring)."""
-    frees = levels.count(free)
-    depth = _deepest(levels, frees, delta)
-    if depth is None:
+    found = _deepest(levels, free, delta)
+    if found is None:
         return free
-    cands = [i for i, f in enumerate(frees[depth]) if f >= delta]
-    cands = _narrow(levels, depth, cands, levels.count(current), -1)
-    cands = _narrow(levels, depth, cands, frees, -1 if balancing else 1)
+    depth, cands = found
+    cands = _narrow(levels, depth, cands, current, -1)
+    cands = _narrow(levels, depth, cands, free, -1 if balancing else 1)
     best = min(cands, key=lambda i: levels.names[depth][i])
     return IDSet(levels.cpus[depth][best] & free.ids())
 
 
 def _local_remove(levels: Levels, current: CPUSet, free: CPUSet, count: int) -> CPUSet:
     """The current CPUs of the best node to give `count` CPUs back from."""
-    curs = levels.count(current)
-    depth = _deepest(levels, curs, count)
-    if depth is None:
+    found = _deepest(levels, current, count)
+    if found is None:
         return current
-    cands = [i for i, c in enumerate(curs[depth]) if c >= count]
-    cands = _narrow(levels, depth, cands, curs, 1)
-    cands = _narrow(levels, depth, cands, levels.count(free), 1)
+    depth, cands = found
+    cands = _narrow(levels, depth, cands, current, 1)
+    cands = _narrow(levels, depth, cands, free, 1)
     # the name breaks ties last first
     best = max(cands, key=lambda i: levels.names[depth][i])
     return IDSet(levels.cpus[depth][best] & current.ids())
