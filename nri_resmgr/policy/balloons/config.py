@@ -26,10 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from nri_resmgr.model import ConfigError, MemoryKind
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.policy.expressions import Operator, check_key, check_values
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 from nri_resmgr.topology.model import Topology
 
@@ -50,22 +51,6 @@ RESERVED = "reserved"
 DEFAULT = "default"
 ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
 KIND = "BalloonsPolicy"
-
-
-class Operator(enum.StrEnum):
-    """The operators of nri-plugins' expressions (``matchExpressions``)."""
-
-    EQUALS = "Equals"
-    NOT_EQUAL = "NotEqual"
-    IN = "In"
-    NOT_IN = "NotIn"
-    EXISTS = "Exists"
-    NOT_EXIST = "NotExist"
-    ALWAYS_TRUE = "AlwaysTrue"
-    MATCHES = "Matches"
-    MATCHES_NOT = "MatchesNot"
-    MATCHES_ANY = "MatchesAny"
-    MATCHES_NONE = "MatchesNone"
 
 
 class TopologyLevel(enum.StrEnum):
@@ -91,9 +76,19 @@ class _Model(BaseModel):
 
 
 class Expression(_Model):
-    key: str
+    """One of ``matchExpressions`` (`nri_resmgr.policy.expressions` says what it means)."""
+
+    key: str = ""
     operator: Operator
     values: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _valid(self) -> Expression:
+        where = f"{self.operator} expression"
+        check_values(self.operator, self.values, where=where)
+        if self.operator is not Operator.ALWAYS_TRUE:
+            check_key(self.key, where=where)
+        return self
 
 
 class Constraints(_Model):
