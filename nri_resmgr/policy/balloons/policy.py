@@ -12,12 +12,15 @@ Choosing the instance for a container follows nri-plugins' fill chain, in order
 ``preferPerNamespaceBalloon`` a balloon of its namespace, else a new one; then with
 ``preferNewBalloons`` new, balanced, balanced-inflate, and otherwise balanced,
 balanced-inflate, new.  *Balanced* is an existing balloon with room for the request as
-it is, *balanced-inflate* one that can grow to fit.  Among the candidates of a step the
-one with the most free millicores wins, then the one with fewest containers, then the
-name.  A balloon with members of another group is never a candidate.
+it is, *balanced-inflate* one that can grow to fit; *new* takes an empty balloon of the
+type before it makes one.  Among the candidates of a step the one with the most free
+millicores wins (as it is; for balanced-inflate, inflated as far as free CPUs and
+``maxCPUs`` let it), then the one with fewest containers, then the lowest instance.  A
+balloon with members of another group is never a candidate.
 
-A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, at most
-``maxCPUs`` (0: no limit): it inflates and deflates as containers come and go (`_resize`).
+A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, and at least
+one CPU while it has containers (best-effort ones too), at most ``maxCPUs`` (0: no
+limit): it inflates and deflates as containers come and go (`_resize`).
 New CPUs are picked by `common.take_cpus` (topology-packed), near the balloon's own
 first, then by the type's preferences (`_tiers`: ``preferIsolCpus``, ``preferCoreType``,
 ``allocatorPriority`` high = performance cores, low = efficient cores; then, when
@@ -26,8 +29,8 @@ balloon prefers the ``reservedResources`` CPUs and every other balloon avoids th
 the isolated CPUs unless it prefers those.
 
 A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
-``shareIdleCPUsInSame`` topology domains; a container in a balloon with no CPUs at all
-runs on the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
+``shareIdleCPUsInSame`` topology domains; an empty balloon with no CPUs is reported
+with the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
 thread per core; memory is pinned (``pinMemory``) to the nodes of those CPUs, of the
 ``memoryTypes`` kinds (or the ``memory-type`` annotation's).
 
@@ -129,9 +132,10 @@ class BalloonsPolicy:
 
     # ---- balloon sizes and CPUs ----------------------------------------------------
 
-    def target_cpus(self, t: BalloonType, milli: int) -> int:
-        """The CPUs a balloon of type `t` needs for `milli` requested millicores."""
-        return max(t.min_cpus, _ceil_cpus(milli))
+    def target_cpus(self, t: BalloonType, milli: int, *, occupied: bool) -> int:
+        """The CPUs a balloon of type `t` needs for `milli` requested millicores; an
+        `occupied` one (with containers) at least one, even for best-effort ones."""
+        return max(t.min_cpus, _ceil_cpus(milli), 1 if occupied else 0)
 
     def _tiers(self, t: BalloonType, near: CPUSet, *, free: CPUSet | None = None) -> list[CPUSet]:
         """The CPU sets to take new CPUs from, most preferred first (module docstring);
@@ -197,10 +201,12 @@ class BalloonsPolicy:
         tiers.extend([plain, base])
         return [x for x in tiers if x]
 
-    def _resize(self, state: BalloonsState, balloon: Balloon, milli: int) -> Balloon | str:
-        """`balloon` sized for `milli` millicores, or why it cannot be."""
+    def _resize(
+        self, state: BalloonsState, balloon: Balloon, milli: int, *, occupied: bool
+    ) -> Balloon | str:
+        """`balloon` sized for `milli` millicores (`target_cpus`), or why it cannot be."""
         t = self.types[balloon.type]
-        want = self.target_cpus(t, milli)
+        want = self.target_cpus(t, milli, occupied=occupied)
         if t.max_cpus and want > t.max_cpus:
             return f"{balloon.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
         if t.components:
@@ -247,20 +253,23 @@ class BalloonsPolicy:
             parts.append(got)
         return replace(balloon, cpus=union(parts), parts=tuple(parts))
 
-    def _new_balloon(self, state: BalloonsState, t: BalloonType, milli: int) -> Balloon | str:
-        """A new instance of `t` sized for `milli`, or why it cannot be made."""
+    def _new_balloon(
+        self, state: BalloonsState, t: BalloonType, milli: int | None
+    ) -> Balloon | str:
+        """A new instance of `t` sized for `milli` (None: empty), or why it cannot be made."""
         count = len(state.of_type(t.name))
         if t.max_balloons and count >= t.max_balloons:
             return f"no new {t.name} balloon: maxBalloons {t.max_balloons} reached"
         taken = {b.instance for b in state.of_type(t.name)}
         instance = next(i for i in range(count + 1) if i not in taken)
-        return self._resize(state, Balloon(type=t.name, instance=instance, cpus=IDSet()), milli)
+        fresh = Balloon(type=t.name, instance=instance, cpus=IDSet())
+        return self._resize(state, fresh, milli or 0, occupied=milli is not None)
 
     def initial_state(self) -> BalloonsState:
         st = BalloonsState(balloons={}, members={})
         for t in self.config.types:
             for _ in range(t.min_balloons):
-                got = self._new_balloon(st, t, 0)
+                got = self._new_balloon(st, t, None)
                 if isinstance(got, str):
                     raise AllocationError(f"policy balloons: minBalloons of {t.name}: {got}")
                 st = st.with_balloon(got)
@@ -426,20 +435,41 @@ class BalloonsPolicy:
     def _place(
         self, state: BalloonsState, t: BalloonType, m: Member, *, prefer: str | None = None
     ) -> tuple[Balloon, str]:
-        """The balloon (resized, or new) `m` goes to in `state`, and the fill step."""
-        mine = state.of_type(t.name)
+        """The balloon (resized, or new) `m` goes to in `state`, and the fill step.
+
+        A step's candidates are the balloons it names that can grow to take `m`; the one
+        with the most free millicores wins (free now; for balanced-inflate, free when
+        inflated as far as it can), then the one with fewest containers, then the lowest
+        instance.  The new step takes an empty balloon of the type before making one.
+        """
+        mine = sorted(state.of_type(t.name), key=lambda b: b.instance)
         members = {b.name: state.members_of(b.name) for b in mine}
         if t.group_by:
             mine = [b for b in mine if all(x.group == m.group for x in members[b.name])]
+        free_cpus = len(self.config.available - state.used)
+
+        def free(b: Balloon, *, inflated: bool) -> int:
+            cpus = len(b.cpus)
+            if inflated:
+                cpus += free_cpus
+                if t.max_cpus:
+                    cpus = min(cpus, max(t.max_cpus, len(b.cpus)))
+            return 1000 * cpus - state.milli_of(b.name)
+
         reasons: list[str] = []
         steps = ["current"] if prefer is not None else []
         steps += self._fill_chain(t)
         for step in steps:
             if step == "new":
-                got = self._new_balloon(state, t, m.milli)
-                if isinstance(got, Balloon):
-                    return got, step
-                reasons.append(got)
+                for b in (b for b in mine if not members[b.name]):
+                    got = self._resize(state, b, m.milli, occupied=True)
+                    if isinstance(got, Balloon):
+                        return got, step
+                    reasons.append(got)
+                made = self._new_balloon(state, t, m.milli)
+                if isinstance(made, Balloon):
+                    return made, step
+                reasons.append(made)
                 continue
             if step == "current":
                 cands = [b for b in mine if b.name == prefer]
@@ -451,19 +481,19 @@ class BalloonsPolicy:
                 cands = [
                     b for b in mine if any(x.namespace == m.namespace for x in members[b.name])
                 ]
+            elif step == "balanced":
+                cands = [b for b in mine if free(b, inflated=False) >= m.milli]
             else:
                 cands = list(mine)
-            fits: list[tuple[tuple[int, int, str], Balloon]] = []
+            inflated = step == "balanced-inflate"
+            fits: list[tuple[tuple[int, int, int], Balloon]] = []
             for b in cands:
-                milli = state.milli_of(b.name) + m.milli
-                if step == "balanced" and self.target_cpus(t, milli) > len(b.cpus):
-                    continue
-                got = self._resize(state, b, milli)
+                got = self._resize(state, b, state.milli_of(b.name) + m.milli, occupied=True)
                 if isinstance(got, str):
                     reasons.append(got)
                     continue
-                room = 1000 * len(got.cpus) - milli
-                fits.append(((-room, len(members[b.name]), b.name), got))
+                rank = (-free(b, inflated=inflated), len(members[b.name]), b.instance)
+                fits.append((rank, got))
             if fits:
                 return min(fits, key=lambda kb: kb[0])[1], step
         raise AllocationError(
@@ -496,7 +526,7 @@ class BalloonsPolicy:
         t = self.types[b.type]
         if not state.members_of(name) and len(state.of_type(t.name)) > t.min_balloons:
             return state.without_balloon(name)
-        got = self._resize(state, b, state.milli_of(name))
+        got = self._resize(state, b, state.milli_of(name), occupied=bool(state.members_of(name)))
         assert isinstance(got, Balloon)  # deflating within maxCPUs always fits
         return state.with_balloon(got)
 
@@ -619,7 +649,7 @@ class BalloonsPolicy:
         milli = sum(m.milli for m in members)
         if t.group_by and len({m.group for m in members}) > 1:
             return None
-        want = self.target_cpus(t, milli)
+        want = self.target_cpus(t, milli, occupied=True)
         if t.max_cpus and want > t.max_cpus:
             return None
         mine = cpus
@@ -635,11 +665,11 @@ class BalloonsPolicy:
         keep = take_cpus(
             self.topology, own, min(want, len(own)), prefer=[cpus & alone, alone, cpus]
         )
-        fresh = self._new_balloon(state, t, 0)
+        fresh = self._new_balloon(state, t, None)
         if keep is None or isinstance(fresh, str) or (want and not keep):
             return None
         claimed = replace(fresh, cpus=keep, parts=self._split(t, keep))
-        got = self._resize(state, claimed, milli)
+        got = self._resize(state, claimed, milli, occupied=True)
         return got if isinstance(got, Balloon) else None
 
     def _split(self, t: BalloonType, cpus: CPUSet) -> tuple[CPUSet, ...]:
@@ -667,7 +697,7 @@ class BalloonsPolicy:
         """
         for t in self.config.types:
             while len(state.of_type(t.name)) < t.min_balloons:
-                got = self._new_balloon(state, t, 0)
+                got = self._new_balloon(state, t, None)
                 if isinstance(got, str):
                     break
                 free = unseen - state.used

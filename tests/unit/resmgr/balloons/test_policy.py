@@ -184,10 +184,72 @@ def test_hide_hyperthreads_keeps_one_thread_per_core() -> None:
     assert len(d.state.balloons["h[0]"].cpus) == 4 and len(d.assignment.cpus) == 2
 
 
-def test_empty_balloon_runs_on_reserved_cpus() -> None:
+def test_best_effort_container_gets_a_cpu_of_its_own() -> None:
+    # minCPUs 0: the balloon still takes one CPU for its best-effort container (not
+    # the reserved ones), and gives it back when the container goes
     p = policy(FULL)
     d = p.allocate(p.initial_state(), bctr("a", qos=QoSClass.BEST_EFFORT))
-    assert d.assignment is not None and d.assignment.cpus == IDSet([0])
+    p.check(d.state)
+    assert len(d.state.balloons["default[0]"].cpus) == 1
+    assert d.assignment is not None and d.assignment.cpus == d.state.balloons["default[0]"].cpus
+    assert not d.assignment.cpus & IDSet([0])
+    r = p.release(d.state, ContainerID("p-a"))
+    assert r.state.balloons["default[0]"].cpus == IDSet()
+
+
+def test_prefer_new_balloons_gives_each_best_effort_container_a_cpu() -> None:
+    # their test01 pod6: a new one-CPU balloon per best-effort container
+    cfg = {
+        "reservedResources": {"cpu": "1"},
+        "balloonTypes": [
+            {"name": "n", "preferNewBalloons": True, "preferSpreadingPods": True,
+             "namespaces": ["*"]},
+        ],
+    }  # fmt: skip
+    p = policy(cfg)
+    st = run(p, *(bctr(f"c{i}", pod="p1") for i in range(3)))
+    cpus = [st.balloons[f"n[{i}]"].cpus for i in range(3)]
+    assert [len(c) for c in cpus] == [1, 1, 1]
+    assert len(cpus[0] | cpus[1] | cpus[2]) == 3
+
+
+def test_new_step_takes_an_empty_balloon_before_making_one() -> None:
+    cfg = {
+        "balloonTypes": [
+            {"name": "n", "preferNewBalloons": True, "minBalloons": 2, "minCPUs": 1,
+             "namespaces": ["*"]},
+        ],
+    }  # fmt: skip
+    p = policy(cfg)
+    st = run(
+        p,
+        bctr("a", pod="p1", milli=100),
+        bctr("b", pod="p2", milli=100),
+        bctr("c", pod="p3", milli=100),
+    )
+    assert _names(p, st) == {"p1-a": "n[0]", "p2-b": "n[1]", "p3-c": "n[2]"}
+
+
+def test_balanced_inflate_ranks_by_free_millicores_when_inflated() -> None:
+    # b[0]: 2 CPUs, 1500m; b[1]: 1 CPU, 900m; maxCPUs 3.  1200m fits neither as it is
+    # (balanced); inflated to 3 CPUs b[1] has 600m more free than b[0], so it takes it,
+    # though b[0] has more free now
+    cfg = {
+        "reservedResources": {"cpu": "1"},
+        "balloonTypes": [
+            {"name": "b", "minBalloons": 2, "minCPUs": 1, "maxCPUs": 3, "namespaces": ["*"]},
+        ],
+    }
+    p = policy(cfg)
+    st = run(p, bctr("a", pod="p1", milli=1500), bctr("c", pod="p2", milli=900))
+    assert _names(p, st) == {"p1-a": "b[0]", "p2-c": "b[1]"}
+    d = p.allocate(st, bctr("d", pod="p3", milli=1200))
+    assert d.state.members[ContainerID("p3-d")].balloon == "b[1]"
+    assert d.reason.endswith("(balanced-inflate)")
+    # 400m fits b[0] as it is: balanced, the most free now
+    d = p.allocate(st, bctr("e", pod="p4", milli=400))
+    assert d.state.members[ContainerID("p4-e")].balloon == "b[0]"
+    assert d.reason.endswith("(balanced)")
 
 
 def test_cpu_classes_of_balloons_and_idle() -> None:
