@@ -41,8 +41,11 @@ nodes alone.
 Every decision's updates are the other containers whose rendered CPUs or memory changed
 (`decide.decide`): only the members of balloons whose view changed are rendered.
 ``rebuild`` keeps every group of containers that run on the same CPUs in one balloon of
-their type claiming those CPUs, when they are free and the balloon fits; the rest are
-placed as if new.  A second rebuild from the rendered result moves nothing.
+their type claiming those CPUs, when they are free and enough for the balloon as it is
+(no inflating); the rest are placed as if new, in the order given (creation order: a
+live reconfiguration refills as nri-plugins does, so they may join a balloon with room),
+a new balloon keeping what it can of the CPUs its container runs on.  A second rebuild
+from the rendered result moves nothing.
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ from nri_resmgr.topology.model import CoreType, Topology
 __all__ = ["BalloonReport", "BalloonView", "BalloonsPolicy"]
 
 _DRAM = (MemoryKind.DRAM,)
+_NO_CPUS: CPUSet = IDSet()
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,16 +258,25 @@ class BalloonsPolicy:
         return replace(balloon, cpus=union(parts), parts=tuple(parts))
 
     def _new_balloon(
-        self, state: BalloonsState, t: BalloonType, milli: int | None
+        self, state: BalloonsState, t: BalloonType, milli: int | None, *, seed: CPUSet = _NO_CPUS
     ) -> Balloon | str:
-        """A new instance of `t` sized for `milli` (None: empty), or why it cannot be made."""
+        """A new instance of `t` sized for `milli` (None: empty), or why it cannot be made;
+        it keeps what it can of the free CPUs of `seed` (rebuild: where its container
+        runs now)."""
         count = len(state.of_type(t.name))
         if t.max_balloons and count >= t.max_balloons:
             return f"no new {t.name} balloon: maxBalloons {t.max_balloons} reached"
         taken = {b.instance for b in state.of_type(t.name)}
         instance = next(i for i in range(count + 1) if i not in taken)
         fresh = Balloon(type=t.name, instance=instance, cpus=IDSet())
-        return self._resize(state, fresh, milli or 0, occupied=milli is not None)
+        occupied = milli is not None
+        own = seed & (self.config.available - state.used)
+        if own:
+            want = min(len(own), self.target_cpus(t, milli or 0, occupied=occupied))
+            keep = take_cpus(self.topology, own, want, prefer=[own])
+            if keep:
+                fresh = replace(fresh, cpus=keep, parts=self._split(t, keep))
+        return self._resize(state, fresh, milli or 0, occupied=occupied)
 
     def initial_state(self) -> BalloonsState:
         st = BalloonsState(balloons={}, members={})
@@ -433,9 +446,16 @@ class BalloonsPolicy:
         return chain
 
     def _place(
-        self, state: BalloonsState, t: BalloonType, m: Member, *, prefer: str | None = None
+        self,
+        state: BalloonsState,
+        t: BalloonType,
+        m: Member,
+        *,
+        prefer: str | None = None,
+        seed: CPUSet = _NO_CPUS,
     ) -> tuple[Balloon, str]:
-        """The balloon (resized, or new) `m` goes to in `state`, and the fill step.
+        """The balloon (resized, or new: seeded with `seed`) `m` goes to in `state`, and
+        the fill step.
 
         A step's candidates are the balloons it names that can grow to take `m`; the one
         with the most free millicores wins (free now; for balanced-inflate, free when
@@ -466,7 +486,7 @@ class BalloonsPolicy:
                     if isinstance(got, Balloon):
                         return got, step
                     reasons.append(got)
-                made = self._new_balloon(state, t, m.milli)
+                made = self._new_balloon(state, t, m.milli, seed=seed)
                 if isinstance(made, Balloon):
                     return made, step
                 reasons.append(made)
@@ -501,12 +521,17 @@ class BalloonsPolicy:
         )
 
     def _add(
-        self, state: BalloonsState, c: ContainerInfo, *, prefer: str | None = None
+        self,
+        state: BalloonsState,
+        c: ContainerInfo,
+        *,
+        prefer: str | None = None,
+        seed: CPUSet = _NO_CPUS,
     ) -> tuple[BalloonsState, str]:
         t = balloon_type_of(c, self.config)
         m = self._member(c, t)
         try:
-            balloon, step = self._place(state, t, m, prefer=prefer)
+            balloon, step = self._place(state, t, m, prefer=prefer, seed=seed)
         except AllocationError as exc:
             raise AllocationError(f"{c.pretty}: {exc}") from exc
         new = state.with_balloon(balloon).with_member(replace(m, balloon=balloon.name))
@@ -612,7 +637,7 @@ class BalloonsPolicy:
             if c.id in placed:
                 continue
             try:
-                st, _ = self._add(st, c)
+                st, _ = self._add(st, c, seed=c.current_cpus or IDSet())
             except (AllocationError, AnnotationError) as exc:
                 notes.append(f"not placed: {exc}")
         rendered = self.render(st)
@@ -662,15 +687,15 @@ class BalloonsPolicy:
             mine = cpus | IDSet(s for c in cpus for s in self.topology.siblings(c) if s > c)
         own = mine & (self.config.available - state.used)
         alone = IDSet(c for c in own if holders.get(c, 0) <= 1)
-        keep = take_cpus(
-            self.topology, own, min(want, len(own)), prefer=[cpus & alone, alone, cpus]
-        )
+        # None when `own` is too few to hold their balloon as it is: not a placement of
+        # this configuration (a live reconfiguration changed the type's sizes), so they
+        # go by the fill chain, as nri-plugins refills, not into a balloon inflated
+        # around them
+        keep = take_cpus(self.topology, own, want, prefer=[cpus & alone, alone, cpus])
         fresh = self._new_balloon(state, t, None)
-        if keep is None or isinstance(fresh, str) or (want and not keep):
+        if keep is None or isinstance(fresh, str):
             return None
-        claimed = replace(fresh, cpus=keep, parts=self._split(t, keep))
-        got = self._resize(state, claimed, milli, occupied=True)
-        return got if isinstance(got, Balloon) else None
+        return replace(fresh, cpus=keep, parts=self._split(t, keep))
 
     def _split(self, t: BalloonType, cpus: CPUSet) -> tuple[CPUSet, ...]:
         """`cpus` split over the components of composite type `t` (() if plain)."""

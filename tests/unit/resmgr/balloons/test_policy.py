@@ -327,6 +327,32 @@ def test_rebuild_moves_containers_off_cpus_of_another_balloon() -> None:
     assert len(d.state.balloons["full[0]"].cpus) == 4
 
 
+def test_rebuild_fills_with_containers_on_too_few_cpus_for_their_balloon() -> None:
+    # a live reconfiguration (their test06): b ran on one CPU of a type now gone and
+    # matches type t (minCPUs 4); it joins a's balloon, which has room, as
+    # nri-plugins' refill does, rather than growing a second balloon around CPU 8
+    cfg = {
+        "reservedResources": {"cpu": "1"},
+        "balloonTypes": [{"name": "t", "minCPUs": 4, "namespaces": ["*"]}],
+    }
+    p = policy(cfg)
+    d = p.rebuild(
+        [
+            bctr("a", pod="p1", milli=1000, cur="4-7"),
+            bctr("b", pod="p2", milli=1000, cur="8"),
+        ]
+    )
+    p.check(d.state)
+    assert _names(p, d.state) == {"p1-a": "t[0]", "p2-b": "t[0]"}
+    assert d.state.balloons["t[0]"].cpus == IDSet.parse("4-7")
+    # (a's update only adds the memory nodes it was not reported with)
+    assert {str(u.container_id): u.cpus for u in d.updates}.items() <= {
+        "p1-a": IDSet.parse("4-7"),
+        "p2-b": IDSet.parse("4-7"),
+    }.items()
+    assert "p2-b" in {str(u.container_id) for u in d.updates}
+
+
 @pytest.mark.parametrize(
     ("key", "op", "values", "expected"),
     [
