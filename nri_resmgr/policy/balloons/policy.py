@@ -34,6 +34,10 @@ with the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keep
 thread per core; memory is pinned (``pinMemory``) to the nodes of those CPUs, of the
 ``memoryTypes`` kinds (or the ``memory-type`` annotation's).
 
+A new container is created with a scheduling class (`sched_classes`: Linux scheduling
+policy, priority, nice, I/O priority): the one its ``scheduling-class`` annotation names,
+else its balloon type's ``schedulingClass``.
+
 Containers with ``cpu.preserve`` (or matching ``preserve.matchExpressions``) are in no
 balloon and get an empty assignment (left alone); ``memory.preserve`` leaves the memory
 nodes alone.
@@ -83,6 +87,7 @@ from nri_resmgr.policy.decide import (
     differs_from_current,
     nothing_to_release,
 )
+from nri_resmgr.policy.sched_classes import SchedulingClasses, with_scheduling
 from nri_resmgr.policy.topology_aware.preferences import (
     CPU_PRESERVE,
     HIDE_HYPERTHREADS,
@@ -132,6 +137,8 @@ class BalloonsPolicy:
         self.topology = topology
         self.config: ResolvedConfig = resolve_config(topology, config)
         self.types: dict[str, BalloonType] = {t.name: t for t in self.config.types}
+        #: the scheduling classes (`sched_classes.policy_nri_requirements` reads them)
+        self.scheduling: SchedulingClasses = self.config.scheduling
         #: accepted-but-not-implemented keys, one line each (the shell logs them)
 
     # ---- balloon sizes and CPUs ----------------------------------------------------
@@ -564,7 +571,10 @@ class BalloonsPolicy:
         if why is not None:
             return self._leave_alone(state, container, why)
         new, reason = self._add(state, container)
-        return decide(self._render_changed, state, new, container.id, reason)
+        t = self.types[new.balloons[new.members[container.id].balloon].type]
+        scheduling = self.scheduling.resolve(container, default=t.scheduling_class or None)
+        decision = decide(self._render_changed, state, new, container.id, reason)
+        return with_scheduling(decision, scheduling)
 
     def release(self, state: BalloonsState, container_id: ContainerID) -> Decision[BalloonsState]:
         if container_id not in state.members:

@@ -6,10 +6,18 @@ from typing import Any
 
 import pytest
 
-from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, CPUKind, QoSClass
+from nri_resmgr.model import (
+    AllocationError,
+    AnnotationError,
+    ConfigError,
+    ContainerID,
+    CPUKind,
+    QoSClass,
+)
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION
 from nri_resmgr.policy.balloons.config import Expression, Operator
 from nri_resmgr.policy.balloons.matching import evaluate, expand, key_value
+from nri_resmgr.policy.sched_classes import SCHEDULING_CLASS_ANNOTATION, policy_nri_requirements
 from nri_resmgr.topology.cpuset import IDSet
 from tests.unit.resmgr.balloons.support import bctr, policy, run
 
@@ -502,3 +510,64 @@ def test_prefer_spread_on_physical_cores(spread: bool) -> None:
     st = run(p, bctr("a", milli=2000))
     cores = p.topology.cores_of(st.balloons["b[0]"].cpus)
     assert len(cores) == (2 if spread else 1)
+
+
+SCHED: dict[str, Any] = {
+    "reservedResources": {"cpu": "1"},
+    "schedulingClasses": [
+        {"name": "realtime", "policy": "fifo", "priority": 42},
+        {"name": "idle", "policy": "idle", "nice": 17, "ioClass": "be", "ioPriority": 6},
+    ],
+    "balloonTypes": [
+        {"name": "rt", "schedulingClass": "realtime", "namespaces": ["rt"]},
+        {"name": "plain", "namespaces": ["plain"]},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("ns", "annotations", "expected"),
+    [
+        ("rt", None, "realtime"),  # the balloon type's class
+        ("rt", {SCHEDULING_CLASS_ANNOTATION: "idle"}, "idle"),  # the annotation's first
+        ("plain", {f"{SCHEDULING_CLASS_ANNOTATION}/pod": "realtime"}, "realtime"),
+        ("plain", None, None),  # neither: the runtime's defaults
+    ],
+    ids=["type", "annotation-over-type", "annotation", "none"],
+)
+def test_scheduling_class_of_the_balloon_type_or_the_annotation(
+    ns: str, annotations: dict[str, str] | None, expected: str | None
+) -> None:
+    p = policy(SCHED)
+    d = p.allocate(p.initial_state(), bctr("a", ns=ns, milli=100, ann=annotations))
+    assert d.assignment is not None
+    got = d.assignment.scheduling
+    assert (got.name if got is not None else None) == expected
+
+
+def test_scheduling_classes_need_the_runtime_scheduler_fields() -> None:
+    assert [r.field for r in policy_nri_requirements(policy(SCHED))] == [
+        "LinuxScheduler",
+        "LinuxIOPriority",
+    ]
+    assert policy_nri_requirements(policy(FULL)) == ()
+
+
+def test_undefined_scheduling_class_of_a_type_is_a_config_error() -> None:
+    cfg = {
+        "schedulingClasses": [{"name": "realtime", "policy": "fifo", "priority": 42}],
+        "balloonTypes": [{"name": "rt", "schedulingClass": "fast"}],
+    }
+    with pytest.raises(
+        ConfigError,
+        match=r"balloonTypes\[rt\]\.schedulingClass is 'fast'; expected one of "
+        r"schedulingClasses \(realtime\)",
+    ):
+        policy(cfg)
+
+
+def test_an_unknown_annotated_scheduling_class_fails_the_container() -> None:
+    p = policy(SCHED)
+    c = bctr("a", ns="rt", ann={SCHEDULING_CLASS_ANNOTATION: "turbo"})
+    with pytest.raises(AnnotationError, match=r"'turbo'; expected one of .*idle, realtime"):
+        p.allocate(p.initial_state(), c)
