@@ -139,7 +139,6 @@ class BalloonsPolicy:
         self.types: dict[str, BalloonType] = {t.name: t for t in self.config.types}
         #: the scheduling classes (`sched_classes.policy_nri_requirements` reads them)
         self.scheduling: SchedulingClasses = self.config.scheduling
-        #: accepted-but-not-implemented keys, one line each (the shell logs them)
 
     # ---- balloon sizes and CPUs ----------------------------------------------------
 
