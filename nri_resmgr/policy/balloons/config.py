@@ -9,6 +9,8 @@ mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource
   (``reservedResources.cpu``, a quantity or ``cpuset:``/``exclude-cpuset:``);
 - the list of balloon types in matching order, with the built-in ``reserved`` type
   first and ``default`` last unless the configuration places them itself;
+- the scheduling classes (``schedulingClasses``, checked by `sched_classes`), every
+  type's ``schedulingClass`` naming one of them;
 - the keys the policy accepts without effect are `NOT_IMPLEMENTED` (key -> why);
   `nri_resmgr.policy_documents` warns once per such key a configuration sets, as it does
   for every policy.
@@ -26,10 +28,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from nri_resmgr.model import ConfigError, MemoryKind
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.policy.expressions import Operator, check_key, check_values
+from nri_resmgr.policy.sched_classes import (
+    SchedulingClasses,
+    SchedulingClassSpec,
+    build_scheduling_classes,
+)
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 from nri_resmgr.topology.model import Topology
 
@@ -50,22 +58,6 @@ RESERVED = "reserved"
 DEFAULT = "default"
 ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
 KIND = "BalloonsPolicy"
-
-
-class Operator(enum.StrEnum):
-    """The operators of nri-plugins' expressions (``matchExpressions``)."""
-
-    EQUALS = "Equals"
-    NOT_EQUAL = "NotEqual"
-    IN = "In"
-    NOT_IN = "NotIn"
-    EXISTS = "Exists"
-    NOT_EXIST = "NotExist"
-    ALWAYS_TRUE = "AlwaysTrue"
-    MATCHES = "Matches"
-    MATCHES_NOT = "MatchesNot"
-    MATCHES_ANY = "MatchesAny"
-    MATCHES_NONE = "MatchesNone"
 
 
 class TopologyLevel(enum.StrEnum):
@@ -91,9 +83,19 @@ class _Model(BaseModel):
 
 
 class Expression(_Model):
-    key: str
+    """One of ``matchExpressions`` (`nri_resmgr.policy.expressions` says what it means)."""
+
+    key: str = ""
     operator: Operator
     values: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _valid(self) -> Expression:
+        where = f"{self.operator} expression"
+        check_values(self.operator, self.values, where=where)
+        if self.operator is not Operator.ALWAYS_TRUE:
+            check_key(self.key, where=where)
+        return self
 
 
 class Constraints(_Model):
@@ -174,7 +176,9 @@ class BalloonsConfig(_Model):
     preserve: ContainerMatch | None = None
     show_containers_in_nrt: bool = Field(default=False, alias="showContainersInNrt")
     load_classes: tuple[LoadClass, ...] = Field(default=(), alias="loadClasses")
-    scheduling_classes: tuple[Mapping[str, Any], ...] = Field(default=(), alias="schedulingClasses")
+    scheduling_classes: tuple[SchedulingClassSpec, ...] = Field(
+        default=(), alias="schedulingClasses"
+    )
     cpu_classes: tuple[Mapping[str, Any], ...] = Field(default=(), alias="cpuClasses")
     turbo_domain: str = Field(default="", alias="turboDomain")
     controllable_interrupts: tuple[str, ...] = Field(default=(), alias="controllableInterrupts")
@@ -188,7 +192,6 @@ class BalloonsConfig(_Model):
 #: keys accepted as nri-plugins spells them but with no effect here (one warning each);
 #: ``balloonTypes.KEY`` for keys of a balloon type
 NOT_IMPLEMENTED: dict[str, str] = {
-    "schedulingClasses": "scheduling classes are not applied by balloons here",
     "cpuClasses": "CPU classes are not implemented",
     "turboDomain": "turbo domains are not implemented",
     "controllableInterrupts": "interrupt affinity is not controlled",
@@ -201,7 +204,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "balloonTypes.loads": "load classes are not implemented",
     "balloonTypes.preferCloseToDevices": "device closeness is not implemented",
     "balloonTypes.preferFarFromDevices": "device closeness is not implemented",
-    "balloonTypes.schedulingClass": "scheduling classes are not applied by balloons here",
     "balloonTypes.irqClaim": "interrupt affinity is not controlled",
     "balloonTypes.irqMode": "interrupt affinity is not controlled",
     "idleCPUClass": "the policy names the CPUs of each class (cpu_classes), but no controller "
@@ -230,6 +232,8 @@ class ResolvedConfig:
     types: tuple[BalloonType, ...]
     reserved_namespaces: tuple[str, ...]
     memory_kinds: Mapping[str, tuple[MemoryKind, ...]]
+    #: ``schedulingClasses``; a type's ``schedulingClass`` is one of them
+    scheduling: SchedulingClasses
 
     def type_named(self, name: str) -> BalloonType | None:
         for t in self.types:
@@ -279,6 +283,7 @@ _NESTED: dict[str, type[BaseModel]] = {
     "components": Component,
     "matchExpressions": Expression,
     "preserve": ContainerMatch,
+    "schedulingClasses": SchedulingClassSpec,
 }
 
 
@@ -434,4 +439,15 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
         types=types,
         reserved_namespaces=ALWAYS_RESERVED_NAMESPACES + tuple(opts.reserved_pool_namespaces),
         memory_kinds={t.name: _memory_kinds(t) for t in types},
+        scheduling=build_scheduling_classes(
+            opts.scheduling_classes,
+            namespaces={},
+            qos={},
+            where="policy balloons",
+            references={
+                f"balloonTypes[{t.name}].schedulingClass": t.scheduling_class
+                for t in types
+                if t.scheduling_class
+            },
+        ),
     )

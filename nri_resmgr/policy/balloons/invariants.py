@@ -2,7 +2,8 @@
 
 1. no CPU is in two balloons, and every balloon's CPUs are usable (available, online);
 2. a balloon holds at least ``minCPUs`` and at most ``maxCPUs`` (0: no limit) CPUs,
-   and exactly ``max(minCPUs, ceil(requests))`` when that is within ``maxCPUs``;
+   and exactly ``max(minCPUs, ceil(requests), 1 if it has members)`` when that is
+   within ``maxCPUs``;
 3. every member's balloon exists, and the member's container matches its balloon's
    type (it is the type `matching.balloon_type_of` gave it);
 4. instances of a type are between ``minBalloons`` and ``maxBalloons``;
@@ -51,7 +52,7 @@ def violations(policy: BalloonsPolicy, state: BalloonsState) -> list[str]:
         if n < t.min_cpus or (t.max_cpus and n > t.max_cpus):
             out.append(f"balloon {name} has {n} CPUs; expected {t.min_cpus}..{t.max_cpus or 'any'}")
         members = state.members_of(name)
-        want = policy.target_cpus(t, sum(m.milli for m in members))
+        want = policy.target_cpus(t, sum(m.milli for m in members), occupied=bool(members))
         if (not t.max_cpus or want <= t.max_cpus) and n != want:
             out.append(f"balloon {name} has {n} CPUs; its requests need {want}")
         if t.components:

@@ -12,26 +12,33 @@ Choosing the instance for a container follows nri-plugins' fill chain, in order
 ``preferPerNamespaceBalloon`` a balloon of its namespace, else a new one; then with
 ``preferNewBalloons`` new, balanced, balanced-inflate, and otherwise balanced,
 balanced-inflate, new.  *Balanced* is an existing balloon with room for the request as
-it is, *balanced-inflate* one that can grow to fit.  Among the candidates of a step the
-one with the most free millicores wins, then the one with fewest containers, then the
-name.  A balloon with members of another group is never a candidate.
+it is, *balanced-inflate* one that can grow to fit; *new* takes an empty balloon of the
+type before it makes one.  Among the candidates of a step the one with the most free
+millicores wins (as it is; for balanced-inflate, inflated as far as free CPUs and
+``maxCPUs`` let it), then the one with fewest containers, then the lowest instance.  A
+balloon with members of another group is never a candidate.
 
-A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, at most
-``maxCPUs`` (0: no limit): it inflates and deflates as containers come and go (`_resize`).
+A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, and at least
+one CPU while it has containers (best-effort ones too), at most ``maxCPUs`` (0: no
+limit): it inflates and deflates as containers come and go (`_resize`).
 Which CPUs it takes and gives back is `allocation`'s rule (nri-plugins' CPU tree; the
 sort keys are in its docstring): near the balloon's own CPUs first, then packed or, with
 ``allocatorTopologyBalancing``, balanced over the topology, one thread per core first
 with ``preferSpreadOnPhysicalCores``, and ``allocatorPriority`` high/low for performance/
 efficient cores.  `_tree_options` gives each type its hints: the reserved balloon keeps
-to a ``reservedResources`` cpuset, ``preferIsolCpus`` to the isolated CPUs,
+to the ``reservedResources`` CPUs, ``preferIsolCpus`` to the isolated CPUs,
 ``preferCoreType`` to those cores, and every other type keeps off each of those sets
-while enough other CPUs are free.
+(the reserved CPUs only when given as a cpuset) while enough other CPUs are free.
 
 A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
-``shareIdleCPUsInSame`` topology domains; a container in a balloon with no CPUs at all
-runs on the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
+``shareIdleCPUsInSame`` topology domains; an empty balloon with no CPUs is reported
+with the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
 thread per core; memory is pinned (``pinMemory``) to the nodes of those CPUs, of the
 ``memoryTypes`` kinds (or the ``memory-type`` annotation's).
+
+A new container is created with a scheduling class (`sched_classes`: Linux scheduling
+policy, priority, nice, I/O priority): the one its ``scheduling-class`` annotation names,
+else its balloon type's ``schedulingClass``.
 
 Containers with ``cpu.preserve`` (or matching ``preserve.matchExpressions``) are in no
 balloon and get an empty assignment (left alone); ``memory.preserve`` leaves the memory
@@ -40,8 +47,11 @@ nodes alone.
 Every decision's updates are the other containers whose rendered CPUs or memory changed
 (`decide.decide`): only the members of balloons whose view changed are rendered.
 ``rebuild`` keeps every group of containers that run on the same CPUs in one balloon of
-their type claiming those CPUs, when they are free and the balloon fits; the rest are
-placed as if new.  A second rebuild from the rendered result moves nothing.
+their type claiming those CPUs, when they are free and enough for the balloon as it is
+(no inflating); the rest are placed as if new, in the order given (creation order: a
+live reconfiguration refills as nri-plugins does, so they may join a balloon with room),
+a new balloon keeping what it can of the CPUs its container runs on.  A second rebuild
+from the rendered result moves nothing.
 """
 
 from __future__ import annotations
@@ -80,6 +90,7 @@ from nri_resmgr.policy.decide import (
     differs_from_current,
     nothing_to_release,
 )
+from nri_resmgr.policy.sched_classes import SchedulingClasses, with_scheduling
 from nri_resmgr.policy.topology_aware.preferences import (
     CPU_PRESERVE,
     HIDE_HYPERTHREADS,
@@ -92,6 +103,7 @@ from nri_resmgr.topology.model import CoreType, Topology
 __all__ = ["BalloonReport", "BalloonView", "BalloonsPolicy"]
 
 _DRAM = (MemoryKind.DRAM,)
+_NO_CPUS: CPUSet = IDSet()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,13 +142,15 @@ class BalloonsPolicy:
         self.types: dict[str, BalloonType] = {t.name: t for t in self.config.types}
         self.tree = CPUTree.of(topology)
         self.tree_options = self._tree_options()
-        #: accepted-but-not-implemented keys, one line each (the shell logs them)
+        #: the scheduling classes (`sched_classes.policy_nri_requirements` reads them)
+        self.scheduling: SchedulingClasses = self.config.scheduling
 
     # ---- balloon sizes and CPUs ----------------------------------------------------
 
-    def target_cpus(self, t: BalloonType, milli: int) -> int:
-        """The CPUs a balloon of type `t` needs for `milli` requested millicores."""
-        return max(t.min_cpus, _ceil_cpus(milli))
+    def target_cpus(self, t: BalloonType, milli: int, *, occupied: bool) -> int:
+        """The CPUs a balloon of type `t` needs for `milli` requested millicores; an
+        `occupied` one (with containers) at least one, even for best-effort ones."""
+        return max(t.min_cpus, _ceil_cpus(milli), 1 if occupied else 0)
 
     def _tree_options(self) -> dict[str, TreeOptions]:
         """Every type's `allocation.TreeOptions`: the option values, its own or the
@@ -202,10 +216,12 @@ class BalloonsPolicy:
         assert got is not None  # count <= len(cpus)
         return got
 
-    def _resize(self, state: BalloonsState, balloon: Balloon, milli: int) -> Balloon | str:
-        """`balloon` sized for `milli` millicores, or why it cannot be."""
+    def _resize(
+        self, state: BalloonsState, balloon: Balloon, milli: int, *, occupied: bool
+    ) -> Balloon | str:
+        """`balloon` sized for `milli` millicores (`target_cpus`), or why it cannot be."""
         t = self.types[balloon.type]
-        want = self.target_cpus(t, milli)
+        want = self.target_cpus(t, milli, occupied=occupied)
         if t.max_cpus and want > t.max_cpus:
             return f"{balloon.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
         if t.components:
@@ -254,20 +270,32 @@ class BalloonsPolicy:
             parts.append(got)
         return replace(balloon, cpus=union(parts), parts=tuple(parts))
 
-    def _new_balloon(self, state: BalloonsState, t: BalloonType, milli: int) -> Balloon | str:
-        """A new instance of `t` sized for `milli`, or why it cannot be made."""
+    def _new_balloon(
+        self, state: BalloonsState, t: BalloonType, milli: int | None, *, seed: CPUSet = _NO_CPUS
+    ) -> Balloon | str:
+        """A new instance of `t` sized for `milli` (None: empty), or why it cannot be made;
+        it keeps what it can of the free CPUs of `seed` (rebuild: where its container
+        runs now)."""
         count = len(state.of_type(t.name))
         if t.max_balloons and count >= t.max_balloons:
             return f"no new {t.name} balloon: maxBalloons {t.max_balloons} reached"
         taken = {b.instance for b in state.of_type(t.name)}
         instance = next(i for i in range(count + 1) if i not in taken)
-        return self._resize(state, Balloon(type=t.name, instance=instance, cpus=IDSet()), milli)
+        fresh = Balloon(type=t.name, instance=instance, cpus=IDSet())
+        occupied = milli is not None
+        own = seed & (self.config.available - state.used)
+        if own:
+            want = min(len(own), self.target_cpus(t, milli or 0, occupied=occupied))
+            keep = take_cpus(self.topology, own, want, prefer=[own])
+            if keep:
+                fresh = replace(fresh, cpus=keep, parts=self._split(t, keep))
+        return self._resize(state, fresh, milli or 0, occupied=occupied)
 
     def initial_state(self) -> BalloonsState:
         st = BalloonsState(balloons={}, members={})
         for t in self.config.types:
             for _ in range(t.min_balloons):
-                got = self._new_balloon(st, t, 0)
+                got = self._new_balloon(st, t, None)
                 if isinstance(got, str):
                     raise AllocationError(f"policy balloons: minBalloons of {t.name}: {got}")
                 st = st.with_balloon(got)
@@ -431,22 +459,50 @@ class BalloonsPolicy:
         return chain
 
     def _place(
-        self, state: BalloonsState, t: BalloonType, m: Member, *, prefer: str | None = None
+        self,
+        state: BalloonsState,
+        t: BalloonType,
+        m: Member,
+        *,
+        prefer: str | None = None,
+        seed: CPUSet = _NO_CPUS,
     ) -> tuple[Balloon, str]:
-        """The balloon (resized, or new) `m` goes to in `state`, and the fill step."""
-        mine = state.of_type(t.name)
+        """The balloon (resized, or new: seeded with `seed`) `m` goes to in `state`, and
+        the fill step.
+
+        A step's candidates are the balloons it names that can grow to take `m`; the one
+        with the most free millicores wins (free now; for balanced-inflate, free when
+        inflated as far as it can), then the one with fewest containers, then the lowest
+        instance.  The new step takes an empty balloon of the type before making one.
+        """
+        mine = sorted(state.of_type(t.name), key=lambda b: b.instance)
         members = {b.name: state.members_of(b.name) for b in mine}
         if t.group_by:
             mine = [b for b in mine if all(x.group == m.group for x in members[b.name])]
+        free_cpus = len(self.config.available - state.used)
+
+        def free(b: Balloon, *, inflated: bool) -> int:
+            cpus = len(b.cpus)
+            if inflated:
+                cpus += free_cpus
+                if t.max_cpus:
+                    cpus = min(cpus, max(t.max_cpus, len(b.cpus)))
+            return 1000 * cpus - state.milli_of(b.name)
+
         reasons: list[str] = []
         steps = ["current"] if prefer is not None else []
         steps += self._fill_chain(t)
         for step in steps:
             if step == "new":
-                got = self._new_balloon(state, t, m.milli)
-                if isinstance(got, Balloon):
-                    return got, step
-                reasons.append(got)
+                for b in (b for b in mine if not members[b.name]):
+                    got = self._resize(state, b, m.milli, occupied=True)
+                    if isinstance(got, Balloon):
+                        return got, step
+                    reasons.append(got)
+                made = self._new_balloon(state, t, m.milli, seed=seed)
+                if isinstance(made, Balloon):
+                    return made, step
+                reasons.append(made)
                 continue
             if step == "current":
                 cands = [b for b in mine if b.name == prefer]
@@ -458,19 +514,19 @@ class BalloonsPolicy:
                 cands = [
                     b for b in mine if any(x.namespace == m.namespace for x in members[b.name])
                 ]
+            elif step == "balanced":
+                cands = [b for b in mine if free(b, inflated=False) >= m.milli]
             else:
                 cands = list(mine)
-            fits: list[tuple[tuple[int, int, str], Balloon]] = []
+            inflated = step == "balanced-inflate"
+            fits: list[tuple[tuple[int, int, int], Balloon]] = []
             for b in cands:
-                milli = state.milli_of(b.name) + m.milli
-                if step == "balanced" and self.target_cpus(t, milli) > len(b.cpus):
-                    continue
-                got = self._resize(state, b, milli)
+                got = self._resize(state, b, state.milli_of(b.name) + m.milli, occupied=True)
                 if isinstance(got, str):
                     reasons.append(got)
                     continue
-                room = 1000 * len(got.cpus) - milli
-                fits.append(((-room, len(members[b.name]), b.name), got))
+                rank = (-free(b, inflated=inflated), len(members[b.name]), b.instance)
+                fits.append((rank, got))
             if fits:
                 return min(fits, key=lambda kb: kb[0])[1], step
         raise AllocationError(
@@ -478,12 +534,17 @@ class BalloonsPolicy:
         )
 
     def _add(
-        self, state: BalloonsState, c: ContainerInfo, *, prefer: str | None = None
+        self,
+        state: BalloonsState,
+        c: ContainerInfo,
+        *,
+        prefer: str | None = None,
+        seed: CPUSet = _NO_CPUS,
     ) -> tuple[BalloonsState, str]:
         t = balloon_type_of(c, self.config)
         m = self._member(c, t)
         try:
-            balloon, step = self._place(state, t, m, prefer=prefer)
+            balloon, step = self._place(state, t, m, prefer=prefer, seed=seed)
         except AllocationError as exc:
             raise AllocationError(f"{c.pretty}: {exc}") from exc
         new = state.with_balloon(balloon).with_member(replace(m, balloon=balloon.name))
@@ -503,7 +564,7 @@ class BalloonsPolicy:
         t = self.types[b.type]
         if not state.members_of(name) and len(state.of_type(t.name)) > t.min_balloons:
             return state.without_balloon(name)
-        got = self._resize(state, b, state.milli_of(name))
+        got = self._resize(state, b, state.milli_of(name), occupied=bool(state.members_of(name)))
         assert isinstance(got, Balloon)  # deflating within maxCPUs always fits
         return state.with_balloon(got)
 
@@ -516,7 +577,10 @@ class BalloonsPolicy:
         if why is not None:
             return self._leave_alone(state, container, why)
         new, reason = self._add(state, container)
-        return decide(self._render_changed, state, new, container.id, reason)
+        t = self.types[new.balloons[new.members[container.id].balloon].type]
+        scheduling = self.scheduling.resolve(container, default=t.scheduling_class or None)
+        decision = decide(self._render_changed, state, new, container.id, reason)
+        return with_scheduling(decision, scheduling)
 
     def release(self, state: BalloonsState, container_id: ContainerID) -> Decision[BalloonsState]:
         if container_id not in state.members:
@@ -589,7 +653,7 @@ class BalloonsPolicy:
             if c.id in placed:
                 continue
             try:
-                st, _ = self._add(st, c)
+                st, _ = self._add(st, c, seed=c.current_cpus or IDSet())
             except (AllocationError, AnnotationError) as exc:
                 notes.append(f"not placed: {exc}")
         rendered = self.render(st)
@@ -626,7 +690,7 @@ class BalloonsPolicy:
         milli = sum(m.milli for m in members)
         if t.group_by and len({m.group for m in members}) > 1:
             return None
-        want = self.target_cpus(t, milli)
+        want = self.target_cpus(t, milli, occupied=True)
         if t.max_cpus and want > t.max_cpus:
             return None
         mine = cpus
@@ -639,15 +703,15 @@ class BalloonsPolicy:
             mine = cpus | IDSet(s for c in cpus for s in self.topology.siblings(c) if s > c)
         own = mine & (self.config.available - state.used)
         alone = IDSet(c for c in own if holders.get(c, 0) <= 1)
-        keep = take_cpus(
-            self.topology, own, min(want, len(own)), prefer=[cpus & alone, alone, cpus]
-        )
-        fresh = self._new_balloon(state, t, 0)
-        if keep is None or isinstance(fresh, str) or (want and not keep):
+        # None when `own` is too few to hold their balloon as it is: not a placement of
+        # this configuration (a live reconfiguration changed the type's sizes), so they
+        # go by the fill chain, as nri-plugins refills, not into a balloon inflated
+        # around them
+        keep = take_cpus(self.topology, own, want, prefer=[cpus & alone, alone, cpus])
+        fresh = self._new_balloon(state, t, None)
+        if keep is None or isinstance(fresh, str):
             return None
-        claimed = replace(fresh, cpus=keep, parts=self._split(t, keep))
-        got = self._resize(state, claimed, milli)
-        return got if isinstance(got, Balloon) else None
+        return replace(fresh, cpus=keep, parts=self._split(t, keep))
 
     def _split(self, t: BalloonType, cpus: CPUSet) -> tuple[CPUSet, ...]:
         """`cpus` split over the components of composite type `t` (() if plain)."""
@@ -673,7 +737,7 @@ class BalloonsPolicy:
         """
         for t in self.config.types:
             while len(state.of_type(t.name)) < t.min_balloons:
-                got = self._new_balloon(state, t, 0)
+                got = self._new_balloon(state, t, None)
                 if isinstance(got, str):
                     break
                 free = unseen - state.used

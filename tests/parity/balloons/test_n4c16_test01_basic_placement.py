@@ -7,8 +7,6 @@ frequency classes, applied by their cpu controller) sections are left out here.
 
 from __future__ import annotations
 
-import pytest
-
 from nri_resmgr.topology.cpuset import union
 from tests.parity.balloons._sim import BALLOON, Script, config, disjoint, res, simulate
 
@@ -49,10 +47,6 @@ reservedResources:
 G100 = res("100m", "100M")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: needs a new balloon per best-effort container (preferNewBalloons)",
-)
 def test_basic_placement() -> None:
     s = Script()
     pod0 = s.create(namespace="kube-system", contcount=2)

@@ -5,8 +5,6 @@ Their check of the ``groups`` label of the balloons metric is left to the metric
 
 from __future__ import annotations
 
-import pytest
-
 from tests.parity.balloons._sim import BALLOON, Script, config, disjoint, simulate
 
 CONFIG = config("""
@@ -23,7 +21,6 @@ balloonTypes:
 NS = "e2e-balloons-test04"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs groupBy on the default balloon type")
 def test_groupby() -> None:
     s = Script()
     grouped = {BALLOON: "grouped-by-label"}

@@ -67,6 +67,28 @@ def test_reserved_resources_forms(spec: str, reserved: str) -> None:
         ({"balloonTypes": [{"name": "x", "memoryTypes": ["HBMX"]}]}, "memoryTypes has 'HBMX'"),
         ({"balloonTypes": [{"name": "reserved", "maxBalloons": 2}]}, "exactly one reserved"),
         ({"kind": "TopologyAwarePolicy", "spec": {}}, "expected BalloonsPolicy"),
+        (
+            {
+                "balloonTypes": [
+                    {
+                        "name": "x",
+                        "matchExpressions": [
+                            {"key": "name", "operator": "Equals", "values": ["a", "b"]}
+                        ],
+                    }
+                ]
+            },
+            "balloonTypes.0.matchExpressions.0: Value error, Equals expression: Equals takes "
+            "exactly one value, found 2",
+        ),
+        (
+            {
+                "balloonTypes": [
+                    {"name": "x", "matchExpressions": [{"key": "pod/colour", "operator": "Exists"}]}
+                ]
+            },
+            "unknown key 'pod/colour'",
+        ),
     ],
     ids=[
         "misspelt-top",
@@ -78,6 +100,8 @@ def test_reserved_resources_forms(spec: str, reserved: str) -> None:
         "memory-type",
         "two-reserved",
         "wrong-kind",
+        "operator-arity",
+        "expression-key",
     ],
 )
 def test_errors_name_the_key(config: dict[str, Any], fragment: str) -> None:
