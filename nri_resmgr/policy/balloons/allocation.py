@@ -26,8 +26,8 @@ which may only narrow them to a set still holding `delta` CPUs:
    ``allocatorTopologyBalancing``, where most CPUs are free (spreading balloons), or
    else where fewest are (packing them); with ``preferSpreadOnPhysicalCores`` the
    local set is chosen one CPU at a time, so every CPU lands on the emptiest core;
-3. the final pick (`take`): `delta` of those CPUs by `common.take_cpus` (whole cores
-   first), preferring the type's ``allocatorPriority`` core type.
+3. the final pick: `delta` of those CPUs by `common.take_cpus` (whole cores first),
+   preferring the type's ``allocatorPriority`` core type.
 
 Shrinking (`shrink`) gives back, one CPU at a time, the CPU whose key is the smallest::
 
@@ -38,6 +38,11 @@ Shrinking (`shrink`) gives back, one CPU at a time, the CPU whose key is the sma
 
 after the CPUs that the fewest close-hints want (a CPU in the first hint outweighs one
 in all the later ones).
+
+The keys are not built for every node: `Levels` indexes the tree by depth, the deepest
+depth with room is found by counting the CPUs per node of that depth only, and the
+candidates there are narrowed one key component at a time, counting only their
+ancestors (`_narrow`); a unit test checks this against the keys above, node by node.
 """
 
 from __future__ import annotations
