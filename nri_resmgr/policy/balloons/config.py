@@ -225,6 +225,9 @@ class ResolvedConfig:
     #: the reserved balloon's preferred CPUs (``reservedResources.cpu``)
     reserved: CPUSet
     reserved_milli: int
+    #: ``reservedResources.cpu`` names the CPUs (``cpuset:``/``exclude-cpuset:``), not a
+    #: quantity: the reserved balloon keeps to them and every other balloon avoids them
+    reserved_given: bool
     #: every balloon type, in matching order, the built-in ones included
     types: tuple[BalloonType, ...]
     reserved_namespaces: tuple[str, ...]
@@ -417,7 +420,10 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
     else:
         amount = parse_cpu_amount(raw_reserved, what="policy balloons: reservedResources.cpu")
         milli = amount.milli
-        reserved = lowest_cpus(topology, available, -(-milli // 1000))
+        count = -(-milli // 1000)
+        # housekeeping stays off the kernel's isolated CPUs while others are left
+        plain = available - topology.isolated_cpus()
+        reserved = lowest_cpus(topology, plain if len(plain) >= count else available, count)
     if not reserved:
         raise ConfigError(
             f"policy balloons: reservedResources.cpu {text!r} gives no CPU; expected at "
@@ -429,6 +435,7 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
         available=available,
         reserved=reserved,
         reserved_milli=milli,
+        reserved_given=explicit is not None,
         types=types,
         reserved_namespaces=ALWAYS_RESERVED_NAMESPACES + tuple(opts.reserved_pool_namespaces),
         memory_kinds={t.name: _memory_kinds(t) for t in types},

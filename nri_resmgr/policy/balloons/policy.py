@@ -21,12 +21,14 @@ balloon with members of another group is never a candidate.
 A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, and at least
 one CPU while it has containers (best-effort ones too), at most ``maxCPUs`` (0: no
 limit): it inflates and deflates as containers come and go (`_resize`).
-New CPUs are picked by `common.take_cpus` (topology-packed), near the balloon's own
-first, then by the type's preferences (`_tiers`: ``preferIsolCpus``, ``preferCoreType``,
-``allocatorPriority`` high = performance cores, low = efficient cores; then, when
-growing, ``allocatorTopologyBalancing`` and ``preferSpreadOnPhysicalCores``); the reserved
-balloon prefers the ``reservedResources`` CPUs and every other balloon avoids them and
-the isolated CPUs unless it prefers those.
+Which CPUs it takes and gives back is `allocation`'s rule (nri-plugins' CPU tree; the
+sort keys are in its docstring): near the balloon's own CPUs first, then packed or, with
+``allocatorTopologyBalancing``, balanced over the topology, one thread per core first
+with ``preferSpreadOnPhysicalCores``, and ``allocatorPriority`` high/low for performance/
+efficient cores.  `_tree_options` gives each type its hints: the reserved balloon keeps
+to the ``reservedResources`` CPUs, ``preferIsolCpus`` to the isolated CPUs,
+``preferCoreType`` to those cores, and every other type keeps off each of those sets
+(the reserved CPUs only when given as a cpuset) while enough other CPUs are free.
 
 A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
 ``shareIdleCPUsInSame`` topology domains; an empty balloon with no CPUs is reported
@@ -68,6 +70,7 @@ from nri_resmgr.model import (
     Decision,
     MemoryKind,
 )
+from nri_resmgr.policy.balloons.allocation import CPUTree, Hint, TreeOptions, grow, shrink
 from nri_resmgr.policy.balloons.config import (
     RESERVED,
     BalloonType,
@@ -137,6 +140,8 @@ class BalloonsPolicy:
         self.topology = topology
         self.config: ResolvedConfig = resolve_config(topology, config)
         self.types: dict[str, BalloonType] = {t.name: t for t in self.config.types}
+        self.tree = CPUTree.of(topology)
+        self.tree_options = self._tree_options()
         #: the scheduling classes (`sched_classes.policy_nri_requirements` reads them)
         self.scheduling: SchedulingClasses = self.config.scheduling
 
@@ -147,69 +152,69 @@ class BalloonsPolicy:
         `occupied` one (with containers) at least one, even for best-effort ones."""
         return max(t.min_cpus, _ceil_cpus(milli), 1 if occupied else 0)
 
-    def _tiers(self, t: BalloonType, near: CPUSet, *, free: CPUSet | None = None) -> list[CPUSet]:
-        """The CPU sets to take new CPUs from, most preferred first (module docstring);
-        with `free` (growing), also ``allocatorTopologyBalancing`` and
-        ``preferSpreadOnPhysicalCores``."""
-        tiers = self._base_tiers(t, near)
-        if free is None or t.name == RESERVED:
-            return tiers
-        opts = self.config.options
-        balancing = t.allocator_topology_balancing
-        if balancing is None:
-            balancing = opts.allocator_topology_balancing
-        if balancing and not near:
-            # a new balloon: in the package, then the node, with the most free CPUs
-            topo = self.topology
-            domain = free
-            for sets in (
-                [topo.package_cpus(i) for i in topo.package_ids()],
-                [topo.node_cpus(i) for i in topo.node_ids(with_cpus=True)],
-            ):
-                best = max((x & domain for x in sets), key=len, default=IDSet())
-                domain = best or domain
-            tiers = [x & domain for x in tiers] + tiers
-        spread = t.prefer_spread_on_physical_cores
-        if spread is None:
-            spread = opts.prefer_spread_on_physical_cores
-        if spread:
-            whole = [
-                cpus
-                for cpus in self.topology.cores_of(free).values()
-                if cpus == union(self.topology.siblings(c) for c in cpus)
-            ]
-            one_each = IDSet(cpus.sorted()[0] for cpus in whole)
-            tiers = [x & one_each for x in tiers] + tiers
-        return [x for x in tiers if x]
-
-    def _base_tiers(self, t: BalloonType, near: CPUSet) -> list[CPUSet]:
+    def _tree_options(self) -> dict[str, TreeOptions]:
+        """Every type's `allocation.TreeOptions`: the option values, its own or the
+        policy's, and its hints, as nri-plugins derives them: a type is close to the
+        sets it asks for (the reserved type to the ``reservedResources`` CPUs,
+        ``preferIsolCpus`` to the isolated CPUs, ``preferCoreType`` to those cores) and
+        far from every such set it does not ask for, isolated CPUs first; from the
+        reserved CPUs only when ``reservedResources`` names them (a cpuset)."""
         topo = self.topology
+        opts = self.config.options
         available = self.config.available
-        reserved = self.config.reserved
-        isolated = topo.isolated_cpus()
-        if t.name == RESERVED:
-            return [reserved, available - isolated]
-        base = available - reserved
-        plain = base - isolated
-        liked: list[CPUSet] = []
-        if t.prefer_isol_cpus:
-            liked.append(isolated & base)
-        if t.prefer_core_type:
-            liked.append(topo.core_type_cpus(t.prefer_core_type) & plain)
-        if t.allocator_priority is CPUPriority.HIGH:
-            liked.append(topo.core_type_cpus(CoreType.PERFORMANCE) & plain)
-        elif t.allocator_priority is CPUPriority.LOW:
-            liked.append(topo.core_type_cpus(CoreType.EFFICIENT) & plain)
-        tiers: list[CPUSet] = []
-        if near:
-            close = union(topo.siblings(c) for c in near) | union(
-                topo.node_cpus(n) for n in topo.nodes_of(near)
+        sets = {
+            "reserved": self.config.reserved,
+            "isolated": topo.isolated_cpus() & available,
+            CoreType.PERFORMANCE: topo.core_type_cpus(CoreType.PERFORMANCE) & available,
+            CoreType.EFFICIENT: topo.core_type_cpus(CoreType.EFFICIENT) & available,
+        }
+        close: dict[str, list[str]] = {}
+        for t in self.config.types:
+            wanted = []
+            if t.name == RESERVED:
+                wanted.append("reserved")
+            if t.prefer_isol_cpus:
+                wanted.append("isolated")
+            if t.prefer_core_type in (CoreType.PERFORMANCE, CoreType.EFFICIENT):
+                wanted.append(t.prefer_core_type)
+            close[t.name] = [d for d in wanted if sets[d]]
+        avoided = ["isolated"] if sets["isolated"] else []
+        for names in close.values():
+            avoided += [d for d in names if d not in avoided]
+        if not self.config.reserved_given:
+            # a quantity: the reserved balloon starts on those CPUs, others may take them
+            avoided = [d for d in avoided if d != "reserved"]
+        out = {}
+        for t in self.config.types:
+            hints = [Hint(sets[d]) for d in close[t.name]]
+            hints += [Hint(sets[d], far=True) for d in avoided if d not in close[t.name]]
+            prefer: tuple[CPUSet, ...] = ()
+            if t.allocator_priority is CPUPriority.HIGH:
+                prefer = (sets[CoreType.PERFORMANCE],)
+            elif t.allocator_priority is CPUPriority.LOW:
+                prefer = (sets[CoreType.EFFICIENT],)
+            balancing = t.allocator_topology_balancing
+            spread = t.prefer_spread_on_physical_cores
+            out[t.name] = TreeOptions(
+                balancing=opts.allocator_topology_balancing if balancing is None else balancing,
+                spread=opts.prefer_spread_on_physical_cores if spread is None else spread,
+                hints=tuple(hints),
+                prefer=prefer,
             )
-            tiers.extend(x & close for x in liked)
-            tiers.append(plain & close)
-        tiers.extend(liked)
-        tiers.extend([plain, base])
-        return [x for x in tiers if x]
+        return out
+
+    def _pick(self, t: BalloonType, cpus: CPUSet, count: int) -> CPUSet:
+        """`count` of `cpus` for a balloon of type `t` that has none yet (rebuild)."""
+        got = grow(
+            self.topology,
+            self.tree,
+            current=IDSet(),
+            free=cpus,
+            delta=count,
+            opts=self.tree_options[t.name],
+        )
+        assert got is not None  # count <= len(cpus)
+        return got
 
     def _resize(
         self, state: BalloonsState, balloon: Balloon, milli: int, *, occupied: bool
@@ -232,13 +237,15 @@ class BalloonsPolicy:
         have = len(cpus)
         if want == have:
             return cpus
-        if want < have:
-            keep = take_cpus(self.topology, cpus, want, prefer=self._tiers(t, IDSet()))
-            assert keep is not None  # want < have CPUs of cpus
-            return keep
         # the balloon may not be in the state yet (a new one, a claim at rebuild)
         free = self.config.available - used - cpus
-        more = take_cpus(self.topology, free, want - have, prefer=self._tiers(t, cpus, free=free))
+        opts = self.tree_options[t.name]
+        if want < have:
+            gone = shrink(
+                self.topology, self.tree, current=cpus, free=free, count=have - want, opts=opts
+            )
+            return cpus - gone
+        more = grow(self.topology, self.tree, current=cpus, free=free, delta=want - have, opts=opts)
         if more is None:
             return f"would need {want - have} more CPUs; {len(free)} are free"
         return cpus | more
@@ -716,8 +723,7 @@ class BalloonsPolicy:
         for i, comp in enumerate(t.components):
             share = len(cpus) // n + (1 if i < len(cpus) % n else 0)
             ctype = self.types[comp.balloon_type]
-            part = take_cpus(self.topology, left, share, prefer=self._tiers(ctype, IDSet()))
-            assert part is not None  # the shares add up to len(cpus)
+            part = self._pick(ctype, left, share)
             parts.append(part)
             left = left - part
         return tuple(parts)
@@ -736,11 +742,7 @@ class BalloonsPolicy:
                     break
                 free = unseen - state.used
                 if t.name != RESERVED and len(free) >= len(got.cpus):
-                    cpus = take_cpus(
-                        self.topology, free, len(got.cpus), prefer=self._tiers(t, IDSet())
-                    )
-                    if cpus is not None:
-                        got = replace(got, cpus=cpus)
+                    got = replace(got, cpus=self._pick(t, free, len(got.cpus)))
                 state = state.with_balloon(got)
         return state
 

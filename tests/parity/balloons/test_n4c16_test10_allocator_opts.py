@@ -38,7 +38,9 @@ balloonTypes:
 NODE2 = 2
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs preferSpreadOnPhysicalCores")
+@pytest.mark.xfail(
+    strict=True, reason="issue 15: needs preferCloseToDevices (node2; spreading passes)"
+)
 def test_allocator_opts() -> None:
     s = Script()
     g = res("100m", "100M")
