@@ -17,7 +17,8 @@ test and a prefix assignment (``CPUREQ="" create ...``) for that one only; a tra
 passes the values in effect at each ``create``.  As in their template, ``""`` means unset:
 requests only when CPUREQ is non-empty (memory only when MEMREQ is too), limits only when
 CPUREQ and CPULIM are (memory only when MEMLIM is too).  So ``cpureq=""`` makes a best
-effort container whatever the other three say.
+effort container whatever the other three say (as their ``create besteffort`` template
+is, which writes no resources at all).
 
 Their machines are qemu VMs, numbered as qemu does (the two threads of a core are adjacent
 ids); `tests.parity.machines` builds the same machines, so a CPU id means the same CPU in
