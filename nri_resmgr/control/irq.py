@@ -119,11 +119,9 @@ class IrqFiles:
                 out[irq.number] = got
         return out
 
-    def check_claims(
-        self, claims: Mapping[str, Iterable[str]], controllable: tuple[str, ...]
-    ) -> None:
-        """ConfigError when a claim (owner -> patterns) names a denied interrupt."""
-        if not controllable or not any(claims.values()):
+    def check_claims(self, use: IrqUse) -> None:
+        """ConfigError when a claim of `use` names an interrupt it denies."""
+        if not use.controllable or not any(patterns for _, patterns in use.claims):
             return
         try:
             irqs = self.interrupts()
@@ -132,9 +130,19 @@ class IrqFiles:
                 f"controllableInterrupts: claims cannot be checked: {self.proc / 'interrupts'} "
                 f"is unreadable: {exc}"
             ) from exc
-        problems = denied_claims({k: tuple(v) for k, v in claims.items()}, controllable, irqs)
+        problems = denied_claims(use, irqs)
         if problems:
             raise ConfigError("policy balloons: " + "; ".join(problems))
+
+    def current(self) -> dict[int, CPUSet]:
+        """Every interrupt's affinity as its file holds it now (unreadable ones left out)."""
+        out: dict[int, CPUSet] = {}
+        for irq in self.interrupts():
+            try:
+                out[irq.number] = IDSet.parse(self.affinity_path(irq.number).read_text().strip())
+            except (OSError, IDSetError):
+                continue
+        return out
 
     def apply(self, use: IrqUse) -> dict[int, CPUSet]:
         """Write the affinities `use` plans that differ from the files; what was written."""

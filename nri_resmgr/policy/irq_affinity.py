@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
+from nri_resmgr.topology.cpuset import CPUSet, union
 
 __all__ = [
     "Interrupt",
@@ -159,6 +159,8 @@ class IrqUse:
     #: whether the configuration steers interrupts at all (some type has ``irqClaim`` or
     #: ``irqMode``); without it nothing needs reading until something was written
     configured: bool = False
+    #: every claim of the configuration, with where it is written (`denied_claims`)
+    claims: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def controls(self, irq: Interrupt) -> bool:
         """Whether `irq` matches ``controllableInterrupts`` (or there are none)."""
@@ -198,17 +200,14 @@ def plan_affinities(
     return out
 
 
-def denied_claims(
-    claims: Mapping[str, Iterable[str]], controllable: tuple[str, ...], irqs: Iterable[Interrupt]
-) -> list[str]:
-    """Every claim (owner -> patterns) that names an interrupt ``controllableInterrupts``
-    denies, one message each: empty when every claimed interrupt may be controlled."""
-    use = IrqUse(allowed=IDSet(), controllable=controllable)
+def denied_claims(use: IrqUse, irqs: Iterable[Interrupt]) -> list[str]:
+    """Every claim of `use` (``IrqUse.claims``) that names an interrupt
+    ``controllableInterrupts`` denies, one message each: empty when there is none."""
     denied = [irq for irq in irqs if not use.controls(irq)]
     return [
-        f"{owner}: claim {claim!r} matches {irq}, which controllableInterrupts "
-        f"{list(controllable)} denies (denied interrupt)"
-        for owner, patterns in claims.items()
+        f"{where}: claim {claim!r} matches {irq}, which controllableInterrupts "
+        f"{list(use.controllable)} denies (denied interrupt)"
+        for where, patterns in use.claims
         for claim in patterns
         for irq in denied
         if irq.claimed_by(claim)

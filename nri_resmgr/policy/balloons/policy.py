@@ -787,6 +787,11 @@ class BalloonsPolicy:
                 if b.type in wishing and b.cpus
             ),
             configured=bool(wishing),
+            claims=tuple(
+                (f"balloonTypes[{t.name}].irqClaim", t.irq_claim)
+                for t in self.config.types
+                if t.irq_claim
+            ),
         )
 
     def balloons(self, state: BalloonsState) -> tuple[BalloonReport, ...]:

@@ -49,6 +49,7 @@ def test_synthetic_tree_reads_back(tmp_path: Path) -> None:
         "IO-APIC 9-fasteoi acpi",
     ]
     assert files.originals(files.interrupts()) == {4: ALL, 8: ALL, 9: IDSet.parse("3")}
+    assert files.current() == {4: ALL, 8: ALL, 9: IDSet.parse("3")}
 
 
 def affinity(proc: Path, number: int) -> str:
@@ -143,10 +144,10 @@ def test_another_write_error_is_retried_at_the_next_change(tmp_path: Path) -> No
 def test_a_claim_on_a_denied_interrupt_is_a_config_error(tmp_path: Path) -> None:
     proc = write_synthetic_proc(tmp_path / "proc", IRQS, cpus=16)
     files = IrqFiles(proc)
-    claims = {"balloonTypes[claimer].irqClaim": ("*ttyS0*", "*rtc0*")}
-    files.check_claims(claims, ())
-    files.check_claims(claims, ("*",))
+    claims = (("balloonTypes[claimer].irqClaim", ("*ttyS0*", "*rtc0*")),)
+    files.check_claims(IrqUse(allowed=ALL, claims=claims))
+    files.check_claims(IrqUse(allowed=ALL, controllable=("*",), claims=claims))
     with pytest.raises(ConfigError, match=r"denied interrupt.*") as exc:
-        files.check_claims(claims, ("*rtc0*",))
+        files.check_claims(IrqUse(allowed=ALL, controllable=("*rtc0*",), claims=claims))
     assert "claim '*ttyS0*' matches irq 4 (IO-APIC 4-edge ttyS0)" in str(exc.value)
     assert "rtc0*' matches" not in str(exc.value)

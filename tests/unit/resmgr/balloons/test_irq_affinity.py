@@ -97,14 +97,13 @@ def test_denied_interrupts_are_never_planned_and_a_claim_on_one_is_reported() ->
     claimer = IrqBalloon("claimer[0]", cpus("2-3"), claims=("*ttyS0*", "*rtc0*"))
     plan = plan_affinities(use(claimer, controllable=("*rtc0*",)), IRQS, ORIGINALS)
     assert plan == {8: cpus("2-3")}
-    problems = denied_claims(
-        {"balloonTypes[claimer].irqClaim": ("*ttyS0*", "*rtc0*")}, ("*rtc0*",), IRQS
-    )
+    claims = (("balloonTypes[claimer].irqClaim", ("*ttyS0*", "*rtc0*")),)
+    problems = denied_claims(IrqUse(allowed=ALL, controllable=("*rtc0*",), claims=claims), IRQS)
     assert problems == [
         "balloonTypes[claimer].irqClaim: claim '*ttyS0*' matches irq 4 (IO-APIC 4-edge "
         "ttyS0), which controllableInterrupts ['*rtc0*'] denies (denied interrupt)"
     ]
-    assert denied_claims({"x": ("*",)}, (), IRQS) == []
+    assert denied_claims(IrqUse(allowed=ALL, claims=(("x", ("*",)),)), IRQS) == []
 
 
 def test_interrupts_without_a_known_original_are_not_planned() -> None:
@@ -189,6 +188,7 @@ def test_balloons_policy_hands_out_the_wishes_of_balloons_with_cpus() -> None:
         controllable=("*rtc0*", "*ttyS0*"),
         balloons=(),
         configured=True,
+        claims=(("balloonTypes[claimer].irqClaim", ("*rtc0*",)),),
     )
     ann = {"balloon.balloons.resource-policy.nri.io": "claimer"}
     st1 = run(p, bctr("c0", ann=ann))
