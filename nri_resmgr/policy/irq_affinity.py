@@ -168,7 +168,8 @@ class IrqUse:
             irq_pattern_matches(p, irq.description) for p in self.controllable
         )
 
-    def _cpus_of(self, mode: IrqMode) -> CPUSet:
+    def cpus_of(self, mode: IrqMode) -> CPUSet:
+        """The CPUs of the balloons in ``irqMode`` `mode`."""
         return union(b.cpus for b in self.balloons if b.mode is mode)
 
     def claimers(self, irq: Interrupt) -> CPUSet:
@@ -181,8 +182,8 @@ def plan_affinities(
 ) -> dict[int, CPUSet]:
     """The wanted affinity of every controllable interrupt in `irqs` with an original
     affinity in `originals` (the module docstring's rules, in order)."""
-    sink = use._cpus_of(IrqMode.SINK)
-    isolate = use._cpus_of(IrqMode.ISOLATE)
+    sink = use.cpus_of(IrqMode.SINK)
+    isolate = use.cpus_of(IrqMode.ISOLATE)
     out: dict[int, CPUSet] = {}
     for irq in irqs:
         original = originals.get(irq.number)
