@@ -155,7 +155,7 @@ class IrqFiles:
                 "interrupts not read", path=str(self.proc / "interrupts"), error=str(exc)
             )
             return {}
-        wanted = plan_affinities(use, irqs, self.originals(i for i in irqs if use.controls(i)))
+        wanted = plan_affinities(use, irqs, self.originals(use.controlled(irqs)))
         return self._write_all(wanted, irqs)
 
     def restore(self) -> dict[int, CPUSet]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from nri_resmgr.topology.cpuset import CPUSet, union
@@ -113,12 +113,30 @@ def irq_pattern_problem(pattern: str) -> str | None:
     return None
 
 
+def _compiled(patterns: Iterable[str]) -> list[re.Pattern[str]]:
+    """The valid ones of `patterns`, compiled (a malformed pattern matches nothing)."""
+    out = []
+    for p in patterns:
+        try:
+            out.append(_glob_regex(p))
+        except ValueError:
+            continue
+    return out
+
+
 def irq_pattern_matches(pattern: str, description: str) -> bool:
     """Whether shell pattern `pattern` matches all of `description` (invalid: never)."""
-    try:
-        return _glob_regex(pattern).fullmatch(description) is not None
-    except ValueError:
-        return False
+    return any(r.fullmatch(description) for r in _compiled([pattern]))
+
+
+def _claim_test(claims: Iterable[str]) -> Callable[[Interrupt], bool]:
+    """Whether an interrupt is named by any of `claims` (a number or a pattern over its
+    description), with the patterns compiled once."""
+    claims = tuple(claims)
+    regexes = _compiled(claims)
+    return lambda irq: (
+        str(irq.number) in claims or any(r.fullmatch(irq.description) for r in regexes)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +149,7 @@ class Interrupt:
 
     def claimed_by(self, claim: str) -> bool:
         """A claim names the interrupt by number or by a pattern over its description."""
-        return claim == str(self.number) or irq_pattern_matches(claim, self.description)
+        return _claim_test([claim])(self)
 
     def __str__(self) -> str:
         return f"irq {self.number} ({self.description})"
@@ -162,19 +180,16 @@ class IrqUse:
     #: every claim of the configuration, with where it is written (`denied_claims`)
     claims: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
-    def controls(self, irq: Interrupt) -> bool:
-        """Whether `irq` matches ``controllableInterrupts`` (or there are none)."""
-        return not self.controllable or any(
-            irq_pattern_matches(p, irq.description) for p in self.controllable
-        )
+    def controlled(self, irqs: Iterable[Interrupt]) -> list[Interrupt]:
+        """Those of `irqs` matching ``controllableInterrupts`` (all when there are none)."""
+        if not self.controllable:
+            return list(irqs)
+        allowed = _compiled(self.controllable)
+        return [i for i in irqs if any(r.fullmatch(i.description) for r in allowed)]
 
     def cpus_of(self, mode: IrqMode) -> CPUSet:
         """The CPUs of the balloons in ``irqMode`` `mode`."""
         return union(b.cpus for b in self.balloons if b.mode is mode)
-
-    def claimers(self, irq: Interrupt) -> CPUSet:
-        """The CPUs of the balloons whose claims name `irq`."""
-        return union(b.cpus for b in self.balloons if any(map(irq.claimed_by, b.claims)))
 
 
 def plan_affinities(
@@ -184,12 +199,13 @@ def plan_affinities(
     affinity in `originals` (the module docstring's rules, in order)."""
     sink = use.cpus_of(IrqMode.SINK)
     isolate = use.cpus_of(IrqMode.ISOLATE)
+    claimers = [(b.cpus, _claim_test(b.claims)) for b in use.balloons if b.claims]
     out: dict[int, CPUSet] = {}
-    for irq in irqs:
+    for irq in use.controlled(irqs):
         original = originals.get(irq.number)
-        if original is None or not use.controls(irq):
+        if original is None:
             continue
-        claimed = use.claimers(irq)
+        claimed = union(cpus for cpus, names in claimers if names(irq))
         if claimed:
             out[irq.number] = claimed
         elif sink:
@@ -204,7 +220,9 @@ def plan_affinities(
 def denied_claims(use: IrqUse, irqs: Iterable[Interrupt]) -> list[str]:
     """Every claim of `use` (``IrqUse.claims``) that names an interrupt
     ``controllableInterrupts`` denies, one message each: empty when there is none."""
-    denied = [irq for irq in irqs if not use.controls(irq)]
+    irqs = list(irqs)
+    allowed = {i.number for i in use.controlled(irqs)}
+    denied = [irq for irq in irqs if irq.number not in allowed]
     return [
         f"{where}: claim {claim!r} matches {irq}, which controllableInterrupts "
         f"{list(use.controllable)} denies (denied interrupt)"
