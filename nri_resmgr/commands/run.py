@@ -23,7 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--plugin-index", help="two-digit plugin index (default $NRI_PLUGIN_IDX or 90)"
     )
     parser.add_argument("--plugin-name", help="plugin name (default $NRI_PLUGIN_NAME or resmgr)")
-    parser.add_argument("--sysfs-root", help="root directory holding sys/ (default /)")
+    parser.add_argument(
+        "--sysfs-root",
+        help="root directory holding sys/ and proc/ (interrupt affinities) (default /)",
+    )
     parser.add_argument(
         "--topology", help="use this topology instead of discovery (spec, file or archive)"
     )
