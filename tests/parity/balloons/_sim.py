@@ -202,26 +202,33 @@ def simulate(
     *,
     topology: Mapping[str, Any] | Topology = N4C16,
     policy: str = "balloons",
+    proc_root: str | None = None,
 ) -> Run:
     """Run `script` with policy `policy` configured by `conf` on `topology`.
 
     A `Topology` (a machine a spec cannot describe, like their cache overrides) is written
-    as a sysfs tree and read back by the daemon's own discovery.
+    as a sysfs tree and read back by the daemon's own discovery.  With `proc_root` (a
+    synthetic procfs, `nri_resmgr.control.irq.write_synthetic_proc`) interrupt affinities
+    are written there and each step reports them (`StepResult.irqs`).
     """
     if isinstance(topology, Topology):
         with tempfile.TemporaryDirectory(prefix="balloons-parity-") as root:
             write_sysfs(topology, root)
-            return _simulate(script, conf, root, policy)
-    return _simulate(script, conf, dict(topology), policy)
+            return _simulate(script, conf, root, policy, proc_root)
+    return _simulate(script, conf, dict(topology), policy, proc_root)
 
 
 def _simulate(
-    script: Script, conf: Mapping[str, Any], topology: str | dict[str, Any], policy: str
+    script: Script,
+    conf: Mapping[str, Any],
+    topology: str | dict[str, Any],
+    policy: str,
+    proc_root: str | None = None,
 ) -> Run:
     scenario = Scenario.model_validate(
         {"topology": topology, "policy": policy, "config": dict(conf), "steps": script.steps}
     )
-    result = run_scenario(scenario, log=QUIET)
+    result = run_scenario(scenario, log=QUIET, proc_root=proc_root)
     return Run(result, load_topology(topology))
 
 
