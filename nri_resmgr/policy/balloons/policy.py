@@ -78,6 +78,7 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.balloons.allocation import CPUTree, Hint, TreeOptions, grow, shrink
 from nri_resmgr.policy.balloons.config import (
+    DEFAULT,
     RESERVED,
     BalloonType,
     CPUPriority,
@@ -547,9 +548,14 @@ class BalloonsPolicy:
         *,
         prefer: str | None = None,
         seed: CPUSet = _NO_CPUS,
+        as_member: tuple[BalloonType, Member] | None = None,
     ) -> tuple[BalloonsState, str]:
-        t = balloon_type_of(c, self.config)
-        m = self._member(c, t)
+        """`state` with `c` placed, as its annotations say or (rebuild) as `as_member`."""
+        if as_member is None:
+            t = balloon_type_of(c, self.config)
+            m = self._member(c, t)
+        else:
+            t, m = as_member
         try:
             balloon, step = self._place(state, t, m, prefer=prefer, seed=seed)
         except AllocationError as exc:
@@ -621,16 +627,13 @@ class BalloonsPolicy:
         for c in containers:
             if self.preserved(c) is None:  # preserved ones stay where they are, unknown
                 unique.setdefault(c.id, c)
-        types: dict[ContainerID, BalloonType] = {}
-        for c in unique.values():
-            try:
-                types[c.id] = balloon_type_of(c, self.config)
-                self._member(c, types[c.id])
-            except AnnotationError as exc:
-                notes.append(f"unreadable, in the default balloon: {exc}")
-                fallback = self.config.type_named("default")
-                assert fallback is not None
-                types[c.id] = fallback
+        known = {c.id: self._rebuild_member(c, notes) for c in unique.values()}
+        types = {cid: t for cid, (t, _) in known.items()}
+        # 0. the reserved balloon on the CPUs it has from the start (`initial_state`):
+        # they are no other balloon's to claim
+        reserved = self._new_balloon(st, self.types[RESERVED], None)
+        assert isinstance(reserved, Balloon)  # initial_state makes it the same way
+        st = st.with_balloon(reserved)
         # 1. containers on the same CPUs, of the same type: one balloon claiming them
         groups: dict[tuple[str, CPUSet], list[ContainerInfo]] = {}
         for c in unique.values():
@@ -645,7 +648,7 @@ class BalloonsPolicy:
             groups.items(), key=lambda kv: (len(kv[0][1]), kv[0][0], kv[0][1].sorted())
         ):
             t = self.types[tname]
-            ms = [self._safe_member(c, t) for c in members]
+            ms = [known[c.id][1] for c in members]
             got = self._claim(st, t, cpus, ms, holders)
             if got is None:
                 continue
@@ -660,7 +663,7 @@ class BalloonsPolicy:
             if c.id in placed:
                 continue
             try:
-                st, _ = self._add(st, c, seed=c.current_cpus or IDSet())
+                st, _ = self._add(st, c, seed=c.current_cpus or IDSet(), as_member=known[c.id])
             except (AllocationError, AnnotationError) as exc:
                 notes.append(f"not placed: {exc}")
         rendered = self.render(st)
@@ -672,18 +675,27 @@ class BalloonsPolicy:
         reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
 
-    def _safe_member(self, c: ContainerInfo, t: BalloonType) -> Member:
+    def _rebuild_member(self, c: ContainerInfo, notes: list[str]) -> tuple[BalloonType, Member]:
+        """`c`'s balloon type and membership at rebuild, the same for claiming its CPUs
+        and for placing it as new: when its annotations cannot be read (an unknown
+        balloon type, a bad value) it goes to the default type as a plain member, where
+        it went the first time, so a second rebuild does not move it."""
         try:
-            return self._member(c, t)
-        except AnnotationError:
-            return Member(
-                container_id=c.id,
-                pod_id=c.pod.id,
-                namespace=c.namespace,
-                pretty=c.pretty,
-                balloon="",
-                milli=c.request.cpu_request_milli,
-            )
+            t = balloon_type_of(c, self.config)
+            return t, self._member(c, t)
+        except AnnotationError as exc:
+            notes.append(f"unreadable, in the default balloon: {exc}")
+        fallback = self.config.type_named(DEFAULT)
+        assert fallback is not None  # resolve_config always adds it
+        plain = Member(
+            container_id=c.id,
+            pod_id=c.pod.id,
+            namespace=c.namespace,
+            pretty=c.pretty,
+            balloon="",
+            milli=c.request.cpu_request_milli,
+        )
+        return fallback, plain
 
     def _claim(
         self,
@@ -714,11 +726,43 @@ class BalloonsPolicy:
         # this configuration (a live reconfiguration changed the type's sizes), so they
         # go by the fill chain, as nri-plugins refills, not into a balloon inflated
         # around them
-        keep = take_cpus(self.topology, own, want, prefer=[cpus & alone, alone, cpus])
-        fresh = self._new_balloon(state, t, None)
-        if keep is None or isinstance(fresh, str):
+        prefer = [cpus & alone, alone, cpus]
+        empty = [b for b in state.of_type(t.name) if not state.members_of(b.name)]
+        if empty:
+            # the reserved balloon, made first: its containers take it over, and it
+            # keeps its own CPUs before any of theirs
+            base = min(empty, key=lambda b: b.instance)
+            keep = self._claimed(t, cpus, own | base.cpus, want, prefer=[base.cpus, *prefer])
+        else:
+            made = self._new_balloon(state, t, None)
+            if isinstance(made, str):
+                return None
+            base = made
+            keep = self._claimed(t, cpus, own, want, prefer=prefer)
+        if keep is None:
             return None
-        return replace(fresh, cpus=keep, parts=self._split(t, keep))
+        return replace(base, cpus=keep, parts=self._split(t, keep))
+
+    def _claimed(
+        self, t: BalloonType, cpus: CPUSet, own: CPUSet, want: int, *, prefer: Sequence[CPUSet]
+    ) -> CPUSet | None:
+        """`want` of `own` for a balloon of `t` whose containers run on `cpus` (rebuild).
+
+        A type sharing idle CPUs is seen on its own CPUs plus the idle ones of their
+        ``shareIdleCPUsInSame`` domains: the claim takes a CPU in each domain `cpus`
+        touch first (when `want` is enough), so that the balloon sees the same domains,
+        and the same idle CPUs, as the one that rendered `cpus`.
+        """
+        level = t.share_idle_cpus_in_same
+        first: CPUSet = IDSet()
+        if level is not None and level is not TopologyLevel.SYSTEM:
+            domains = {self._domain(IDSet([c]), level) for c in cpus}
+            if len(domains) <= want:
+                for domain in sorted(domains, key=lambda d: d.sorted()):
+                    one = take_cpus(self.topology, own & domain, 1, prefer=prefer)
+                    first = first | (one or IDSet())
+        rest = take_cpus(self.topology, own - first, want - len(first), prefer=prefer)
+        return None if rest is None else first | rest
 
     def _split(self, t: BalloonType, cpus: CPUSet) -> tuple[CPUSet, ...]:
         """`cpus` split over the components of composite type `t` (() if plain)."""
