@@ -360,12 +360,16 @@ class BalloonsPolicy:
         idle = self.config.available - state.used
         return idle & self._domain(b.cpus, t.share_idle_cpus_in_same)
 
+    @staticmethod
+    def _hides(t: BalloonType, m: Member) -> bool:
+        """Whether `m` sees one thread per core: its annotation, else its type's."""
+        if m.hide_hyperthreads is None:
+            return bool(t.hide_hyperthreads)
+        return m.hide_hyperthreads
+
     def _render(self, m: Member, view: BalloonView, t: BalloonType) -> Assignment:
         cpus = view.cpus
-        hide = m.hide_hyperthreads
-        if hide is None:
-            hide = bool(t.hide_hyperthreads)
-        if hide:
+        if self._hides(t, m):
             cpus = one_thread_per_core(self.topology, cpus)
         if not self.config.options.pin_cpu:
             cpus = IDSet()
@@ -643,13 +647,14 @@ class BalloonsPolicy:
         for _, cpus in groups:
             for cpu in cpus:
                 holders[cpu] = holders.get(cpu, 0) + 1
+        held = self._held(groups, known)
         placed: set[ContainerID] = set()
         for (tname, cpus), members in sorted(
             groups.items(), key=lambda kv: (len(kv[0][1]), kv[0][0], kv[0][1].sorted())
         ):
             t = self.types[tname]
             ms = [known[c.id][1] for c in members]
-            got = self._claim(st, t, cpus, ms, holders)
+            got = self._claim(st, t, cpus, ms, holders, held)
             if got is None:
                 continue
             st = st.with_balloon(got)
@@ -704,8 +709,10 @@ class BalloonsPolicy:
         cpus: CPUSet,
         members: Sequence[Member],
         holders: Mapping[int, int],
+        held: CPUSet,
     ) -> Balloon | None:
-        """A balloon of `t` for `members`, now running on `cpus`, keeping them there."""
+        """A balloon of `t` for `members`, now running on `cpus`, keeping them there:
+        their CPUs first, then hidden siblings of theirs that are `held` (`_held`)."""
         milli = sum(m.milli for m in members)
         if t.group_by and len({m.group for m in members}) > 1:
             return None
@@ -713,20 +720,19 @@ class BalloonsPolicy:
         if t.max_cpus and want > t.max_cpus:
             return None
         mine = cpus
-        if any(
-            m.hide_hyperthreads or (m.hide_hyperthreads is None and t.hide_hyperthreads)
-            for m in members
-        ):
+        if any(self._hides(t, m) for m in members):
             # the container sees the lowest thread of each core the balloon has: the
             # balloon may hold the higher threads of those cores too
             mine = cpus | IDSet(s for c in cpus for s in self.topology.siblings(c) if s > c)
         own = mine & (self.config.available - state.used)
-        alone = IDSet(c for c in own if holders.get(c, 0) <= 1)
+        # reported by no other group (a hidden sibling is not in `cpus`: any report of it
+        # is another's)
+        alone = IDSet(c for c in own if holders.get(c, 0) <= (1 if c in cpus else 0))
         # None when `own` is too few to hold their balloon as it is: not a placement of
         # this configuration (a live reconfiguration changed the type's sizes), so they
         # go by the fill chain, as nri-plugins refills, not into a balloon inflated
         # around them
-        prefer = [cpus & alone, alone, cpus]
+        prefer = [cpus & alone, alone & held, alone, cpus]
         empty = [b for b in state.of_type(t.name) if not state.members_of(b.name)]
         if empty:
             # the reserved balloon, made first: its containers take it over, and it
@@ -742,6 +748,23 @@ class BalloonsPolicy:
         if keep is None:
             return None
         return replace(base, cpus=keep, parts=self._split(t, keep))
+
+    def _held(
+        self,
+        groups: Mapping[tuple[str, CPUSet], Sequence[ContainerInfo]],
+        known: Mapping[ContainerID, tuple[BalloonType, Member]],
+    ) -> CPUSet:
+        """The CPUs the reports show to be in some balloon though no one reports them
+        (rebuild): those in the ``shareIdleCPUsInSame`` domains of a group that sees
+        every thread, yet not in its cpuset, were not idle.  A claim prefers them for
+        the hidden hyperthreads of a ``hideHyperthreads`` balloon."""
+        out: list[CPUSet] = []
+        for (tname, cpus), members in groups.items():
+            level = self.types[tname].share_idle_cpus_in_same
+            if level is None or any(self._hides(*known[c.id]) for c in members):
+                continue
+            out.append(self._domain(cpus, level) - cpus)
+        return union(out) & self.config.available
 
     def _claimed(
         self, t: BalloonType, cpus: CPUSet, own: CPUSet, want: int, *, prefer: Sequence[CPUSet]
