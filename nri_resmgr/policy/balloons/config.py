@@ -9,6 +9,11 @@ mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource
   (``reservedResources.cpu``, a quantity or ``cpuset:``/``exclude-cpuset:``);
 - the list of balloon types in matching order, with the built-in ``reserved`` type
   first and ``default`` last unless the configuration places them itself;
+- each balloon type's `AllocationHints`: the CPUs of the devices it prefers to be close
+  to or far from (``preferCloseToDevices``, ``preferFarFromDevices``, and far from every
+  device another type prefers, as nri-plugins adds), looked up in the topology
+  (`nri_resmgr.topology.locality`: discovery read them), and the topology levels its
+  ``loads`` put load on (``loadClasses``);
 - the keys the policy accepts without effect are `NOT_IMPLEMENTED` (key -> why);
   `nri_resmgr.policy_documents` warns once per such key a configuration sets, as it does
   for every policy.
@@ -31,13 +36,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from nri_resmgr.model import ConfigError, MemoryKind
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
+from nri_resmgr.topology.locality import device_cpus
 from nri_resmgr.topology.model import Topology
 
 __all__ = [
     "NOT_IMPLEMENTED",
     "SPEC_MODEL",
+    "AllocationHints",
     "BalloonType",
     "BalloonsConfig",
+    "DeviceHint",
     "Expression",
     "Operator",
     "ResolvedConfig",
@@ -50,6 +58,8 @@ RESERVED = "reserved"
 DEFAULT = "default"
 ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
 KIND = "BalloonsPolicy"
+#: the name of the ``reservedResources`` cpuset among the devices of `DeviceHint`
+RESERVED_DEVICE = "reservedResources"
 
 
 class Operator(enum.StrEnum):
@@ -192,15 +202,11 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "cpuClasses": "CPU classes are not implemented",
     "turboDomain": "turbo domains are not implemented",
     "controllableInterrupts": "interrupt affinity is not controlled",
-    "loadClasses": "load classes are not implemented",
     "agent": "the agent section is the daemon's",
     "control": "the control section is the daemon's",
     "instrumentation": "the instrumentation section is the daemon's",
     "log": "the log section is the daemon's",
     "balloonTypes.componentCreation": "component creation is not implemented",
-    "balloonTypes.loads": "load classes are not implemented",
-    "balloonTypes.preferCloseToDevices": "device closeness is not implemented",
-    "balloonTypes.preferFarFromDevices": "device closeness is not implemented",
     "balloonTypes.schedulingClass": "scheduling classes are not applied by balloons here",
     "balloonTypes.irqClaim": "interrupt affinity is not controlled",
     "balloonTypes.irqMode": "interrupt affinity is not controlled",
@@ -212,6 +218,27 @@ NOT_IMPLEMENTED: dict[str, str] = {
 
 #: the model of the spec's policy keys (read by `nri_resmgr.policy_documents`)
 SPEC_MODEL = BalloonsConfig
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceHint:
+    """Prefer the CPUs close to `device` (`close`), or those not close to it."""
+
+    device: str
+    cpus: CPUSet
+    close: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationHints:
+    """What a balloon type's new CPUs are chosen by besides its tiers, in priority order:
+    the devices, then not the CPUs other balloons load at the `loads` levels."""
+
+    devices: tuple[DeviceHint, ...] = ()
+    #: the levels of its ``loads`` (each once, in order)
+    loads: tuple[TopologyLevel, ...] = ()
+    #: a load class of its overloads its level inside one balloon too
+    overloads_level_in_balloon: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +254,8 @@ class ResolvedConfig:
     types: tuple[BalloonType, ...]
     reserved_namespaces: tuple[str, ...]
     memory_kinds: Mapping[str, tuple[MemoryKind, ...]]
+    #: balloon type name -> its allocation hints
+    hints: Mapping[str, AllocationHints]
 
     def type_named(self, name: str) -> BalloonType | None:
         for t in self.types:
@@ -374,6 +403,81 @@ def _memory_kinds(t: BalloonType) -> tuple[MemoryKind, ...]:
     return tuple(out)
 
 
+def _device_cpus(topology: Topology, t: BalloonType, key: str, path: str) -> CPUSet:
+    got = device_cpus(topology, path)
+    if got is None:
+        raise ConfigError(
+            f"policy balloons: balloon type {t.name}: {key} has {path!r}, which this machine "
+            f"({topology.source or 'the topology'}) does not have; expected the sysfs path of "
+            "a NUMA node (/sys/devices/system/node/nodeN), a CPU cache "
+            "(/sys/devices/system/cpu/cpuN/cache/indexM), a PCI function "
+            "(/sys/bus/pci/devices/ADDRESS) or a network device (/sys/class/net/NAME)"
+        )
+    return got
+
+
+def _hints(
+    topology: Topology,
+    types: tuple[BalloonType, ...],
+    load_classes: tuple[LoadClass, ...],
+    *,
+    reserved_cpuset: CPUSet | None,
+) -> dict[str, AllocationHints]:
+    """Every type's `AllocationHints` (see `AllocationHints` and the module docstring).
+
+    A ``reservedResources`` cpuset is the reserved type's first device to be close to
+    (so the other types avoid it too), as in nri-plugins.
+    """
+    classes: dict[str, LoadClass] = {}
+    for lc in load_classes:
+        if lc.name in classes:
+            raise ConfigError(
+                f"policy balloons: loadClasses defines {lc.name!r} more than once; expected "
+                "each name once"
+            )
+        classes[lc.name] = lc
+    # the devices some type prefers to be close to, first named first: the others avoid them
+    close: dict[str, CPUSet] = {}
+    closeness = {t.name: t.prefer_close_to_devices for t in types}
+    if reserved_cpuset is not None:
+        close[RESERVED_DEVICE] = reserved_cpuset
+        closeness[RESERVED] = (RESERVED_DEVICE, *closeness[RESERVED])
+    for t in types:
+        if t.components and t.prefer_close_to_devices:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: preferCloseToDevices is set on a "
+                "composite balloon type; expected it on its component types"
+            )
+        for path in t.prefer_close_to_devices:
+            close.setdefault(path, _device_cpus(topology, t, "preferCloseToDevices", path))
+    out: dict[str, AllocationHints] = {}
+    for t in types:
+        devices = [DeviceHint(p, close[p], True) for p in closeness[t.name]]
+        devices += [
+            DeviceHint(p, _device_cpus(topology, t, "preferFarFromDevices", p), False)
+            for p in t.prefer_far_from_devices
+        ]
+        if not t.components:
+            devices += [
+                DeviceHint(p, cpus, False)
+                for p, cpus in close.items()
+                if p not in closeness[t.name]
+            ]
+        unknown = [name for name in t.loads if name not in classes]
+        if unknown:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: loads has {', '.join(unknown)}, not "
+                f"in loadClasses; expected one of {', '.join(classes) or 'no names (none defined)'}"
+            )
+        used = [classes[name] for name in t.loads]
+        out[t.name] = AllocationHints(
+            devices=tuple(devices),
+            loads=tuple(dict.fromkeys(lc.level for lc in used)),
+            overloads_level_in_balloon=any(lc.overloads_level_in_balloon for lc in used),
+        )
+    return out
+
+
 def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedConfig:
     """Validate `config` (a spec or a ``BalloonsPolicy`` resource) for `topology`."""
     raw = spec_of(config)
@@ -427,4 +531,5 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
         types=types,
         reserved_namespaces=ALWAYS_RESERVED_NAMESPACES + tuple(opts.reserved_pool_namespaces),
         memory_kinds={t.name: _memory_kinds(t) for t in types},
+        hints=_hints(topology, types, opts.load_classes, reserved_cpuset=explicit),
     )

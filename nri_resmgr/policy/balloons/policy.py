@@ -205,27 +205,110 @@ class BalloonsPolicy:
             return f"{balloon.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
         if t.components:
             return self._resize_composite(state, balloon, t, want)
-        got = self._sized(balloon.cpus, t, want, used=state.used)
+        got = self._sized(balloon.cpus, t, want, used=state.used, loaded=self._loaded(state))
         if isinstance(got, str):
             return f"{balloon.name} {got}"
         return replace(balloon, cpus=got)
 
-    def _sized(self, cpus: CPUSet, t: BalloonType, want: int, *, used: CPUSet) -> CPUSet | str:
+    def _loaded(self, state: BalloonsState) -> dict[TopologyLevel, CPUSet]:
+        """Level -> the CPUs under load at that level: the domains, at that level, of the
+        CPUs of every balloon whose type ``loads`` a class of that level."""
+        acc: dict[TopologyLevel, CPUSet] = {}
+        for b in state.balloons.values():
+            for level in self.config.hints[b.type].loads:
+                acc[level] = acc.get(level, IDSet()) | b.cpus
+        return {level: self._domain(cpus, level) for level, cpus in acc.items() if cpus}
+
+    def _sized(
+        self,
+        cpus: CPUSet,
+        t: BalloonType,
+        want: int,
+        *,
+        used: CPUSet,
+        loaded: Mapping[TopologyLevel, CPUSet],
+    ) -> CPUSet | str:
         """`cpus` shrunk or grown to `want` CPUs by the preferences of type `t`, taking
-        only CPUs not in `used` (`cpus` may be in it or not)."""
+        only CPUs not in `used` (`cpus` may be in it or not), avoiding `loaded` (`_loaded`)
+        at the levels `t` loads."""
         have = len(cpus)
         if want == have:
             return cpus
         if want < have:
-            keep = take_cpus(self.topology, cpus, want, prefer=self._tiers(t, IDSet()))
+            keep = take_cpus(
+                self.topology, cpus, want, prefer=self._keep_tiers(t) + self._tiers(t, IDSet())
+            )
             assert keep is not None  # want < have CPUs of cpus
             return keep
         # the balloon may not be in the state yet (a new one, a claim at rebuild)
         free = self.config.available - used - cpus
-        more = take_cpus(self.topology, free, want - have, prefer=self._tiers(t, cpus, free=free))
-        if more is None:
+        if want - have > len(free):
             return f"would need {want - have} more CPUs; {len(free)} are free"
-        return cpus | more
+        hints = self.config.hints[t.name]
+        if not hints.overloads_level_in_balloon:
+            more = self._take(t, cpus, free, want - have, loaded)
+            assert more is not None  # there are enough free CPUs
+            return cpus | more
+        # the balloon loads its own levels too: one CPU at a time, each one avoiding
+        # the domains of those taken before it
+        got = cpus
+        for _ in range(want - have):
+            mine = {
+                level: loaded.get(level, IDSet()) | self._domain(got, level)
+                for level in hints.loads
+            }
+            one = self._take(t, got, free - got, 1, mine)
+            assert one is not None  # there are enough free CPUs
+            got = got | one
+        return got
+
+    def _take(
+        self,
+        t: BalloonType,
+        cpus: CPUSet,
+        free: CPUSet,
+        count: int,
+        loaded: Mapping[TopologyLevel, CPUSet],
+    ) -> CPUSet | None:
+        """`count` CPUs of `free` for a balloon of type `t` now holding `cpus`: within
+        `_hinted` first, then by `_tiers`."""
+        tiers = self._tiers(t, cpus, free=free)
+        hinted = self._hinted(t, free, count, loaded)
+        if hinted != free:
+            tiers = [x & hinted for x in tiers] + [hinted] + tiers
+        return take_cpus(self.topology, free, count, prefer=tiers)
+
+    def _hinted(
+        self, t: BalloonType, free: CPUSet, count: int, loaded: Mapping[TopologyLevel, CPUSet]
+    ) -> CPUSet:
+        """`free` narrowed by the type's hints (`config.AllocationHints`) in turn: each
+        hint that leaves at least `count` CPUs is taken, the others are dropped
+        (nri-plugins' device hints): close to a device is within its CPUs, far from a
+        device or a loaded level is outside them."""
+        hints = self.config.hints[t.name]
+        wanted = [(h.cpus, h.close) for h in hints.devices]
+        wanted += [(loaded[level], False) for level in hints.loads if level in loaded]
+        out = free
+        for cpus, close in wanted:
+            narrower = out & cpus if close else out - cpus
+            if len(narrower) >= count:
+                out = narrower
+        return out
+
+    def _keep_tiers(self, t: BalloonType) -> list[CPUSet]:
+        """When a balloon of type `t` deflates, the CPUs to keep first: close to more of
+        its preferred devices, the first device counting more than all that follow."""
+        close = [h.cpus for h in self.config.hints[t.name].devices if h.close]
+        if not close:
+            return []
+        score: dict[int, int] = {}
+        for i, cpus in enumerate(close):
+            for c in cpus:
+                score[c] = score.get(c, 0) + (1 << (len(close) - 1 - i))
+        by_score: dict[int, set[int]] = {}
+        for c, n in score.items():
+            by_score.setdefault(n, set()).add(c)
+        return [IDSet(by_score[n]) for n in sorted(by_score, reverse=True)]
 
     def _resize_composite(
         self, state: BalloonsState, balloon: Balloon, t: BalloonType, want: int
@@ -237,11 +320,12 @@ class BalloonsPolicy:
         old = balloon.parts or tuple(IDSet() for _ in range(n))
         # others' CPUs, and the other parts' (old ones, and new ones already sized)
         others = state.used - balloon.cpus
+        loaded = self._loaded(state)
         parts: list[CPUSet] = []
         for i, (comp, part, share) in enumerate(zip(t.components, old, shares, strict=True)):
             ctype = self.types[comp.balloon_type]
             used = others | union(parts) | union(old[i + 1 :])
-            got = self._sized(part, ctype, share, used=used)
+            got = self._sized(part, ctype, share, used=used, loaded=loaded)
             if isinstance(got, str):
                 return f"{balloon.name} component {ctype.name} {got}"
             parts.append(got)
@@ -672,10 +756,14 @@ class BalloonsPolicy:
                     break
                 free = unseen - state.used
                 if t.name != RESERVED and len(free) >= len(got.cpus):
-                    cpus = take_cpus(
-                        self.topology, free, len(got.cpus), prefer=self._tiers(t, IDSet())
+                    cpus = self._sized(
+                        IDSet(),
+                        t,
+                        len(got.cpus),
+                        used=self.config.available - free,
+                        loaded=self._loaded(state),
                     )
-                    if cpus is not None:
+                    if not isinstance(cpus, str):
                         got = replace(got, cpus=cpus)
                 state = state.with_balloon(got)
         return state
