@@ -58,6 +58,8 @@ RESERVED = "reserved"
 DEFAULT = "default"
 ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
 KIND = "BalloonsPolicy"
+#: nri-plugins' device names resolved through the kubelet's PodResources API (not here)
+POD_RESOURCE_PREFIX = "podresourceapi:"
 #: the name of the ``reservedResources`` cpuset among the devices of `DeviceHint`
 RESERVED_DEVICE = "reservedResources"
 
@@ -404,6 +406,12 @@ def _memory_kinds(t: BalloonType) -> tuple[MemoryKind, ...]:
 
 
 def _device_cpus(topology: Topology, t: BalloonType, key: str, path: str) -> CPUSet:
+    if path.startswith(POD_RESOURCE_PREFIX):
+        raise ConfigError(
+            f"policy balloons: balloon type {t.name}: {key} has {path!r}, a device the "
+            "kubelet assigns (its PodResources API), which nri-resmgr does not read; expected "
+            "a sysfs path"
+        )
     got = device_cpus(topology, path)
     if got is None:
         raise ConfigError(

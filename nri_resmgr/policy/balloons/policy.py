@@ -23,7 +23,17 @@ first, then by the type's preferences (`_tiers`: ``preferIsolCpus``, ``preferCor
 ``allocatorPriority`` high = performance cores, low = efficient cores; then, when
 growing, ``allocatorTopologyBalancing`` and ``preferSpreadOnPhysicalCores``); the reserved
 balloon prefers the ``reservedResources`` CPUs and every other balloon avoids them and
-the isolated CPUs unless it prefers those.
+the isolated CPUs unless it prefers those.  Before those tiers, a growing balloon's free
+CPUs are narrowed by its type's hints in turn (`_hinted`, nri-plugins' device hints):
+close to each ``preferCloseToDevices`` device, then away from each
+``preferFarFromDevices`` device and each device another type prefers, then away from
+the CPUs under load at each level its ``loads`` classes load (the domains, at that
+level, of every balloon of a type loading it, its own included); a hint that would
+leave fewer CPUs than needed is dropped.  A type whose load class
+``overloadsLevelInBalloon`` takes its CPUs one at a time, each avoiding the domains of
+those it took before.  A deflating balloon keeps the CPUs close to most of its devices.
+The devices' CPUs come from the topology (`config.resolve_config` looks each path up
+with `nri_resmgr.topology.locality`, from what discovery read): the policy reads no sysfs.
 
 A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
 ``shareIdleCPUsInSame`` topology domains; a container in a balloon with no CPUs at all

@@ -107,6 +107,8 @@ def test_overloads_level_in_balloon_spreads_the_balloon_itself(overloads: bool, 
         (_conf({"name": "x", "preferCloseToDevices": [NODE.format(9)]}), ["node9", "x"]),
         (_conf({"name": "x", "preferFarFromDevices": ["/sys/bus/pci/devices/0000:99:00.0"]}),
          ["0000:99:00.0", "preferFarFromDevices"]),
+        (_conf({"name": "x", "preferCloseToDevices": ["podresourceapi:tech.com/*"]}),
+         ["podresourceapi:tech.com/*", "PodResources API"]),
         (_conf({"name": "x", "loads": ["nosuch"]}, loadClasses=[{"name": "a", "level": "core"}]),
          ["nosuch", "expected one of a"]),
         (_conf(loadClasses=[{"name": "a", "level": "core"}, {"name": "a", "level": "numa"}]),
@@ -114,7 +116,8 @@ def test_overloads_level_in_balloon_spreads_the_balloon_itself(overloads: bool, 
         (_conf({"name": "c1"}, {"name": "comp", "components": [{"balloonType": "c1"}],
                 "preferCloseToDevices": [NODE.format(0)]}), ["composite", "comp"]),
     ],
-    ids=["unknown-node", "unknown-pci", "undefined-load", "duplicate-class", "composite"],
+    ids=["unknown-node", "unknown-pci", "podresourceapi", "undefined-load", "duplicate-class",
+         "composite"],
 )  # fmt: skip
 def test_configuration_errors(conf: dict[str, Any], words: list[str]) -> None:
     with pytest.raises(ConfigError) as err:
