@@ -10,6 +10,7 @@ from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.locality import device_cpus
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.topology.render import to_dict
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.unit.resmgr.test_policy_support import topo
 
@@ -35,6 +36,12 @@ def test_discovery_records_pci_functions(machine: Topology) -> None:
     assert sorted(by_address) == [NIC, GPU]
     assert by_address[NIC].path == f"/sys/devices/pci0000:3b/{NIC}"
     assert (by_address[NIC].node_id, by_address[GPU].cpus) == (1, IDSet.parse("8-9"))
+
+
+def test_the_json_view_lists_them(machine: Topology) -> None:
+    gpu = next(d for d in to_dict(machine)["pci_devices"] if d["address"] == GPU)
+    assert gpu == {"address": GPU, "path": f"/sys/devices/pci0000:5e/{GPU}", "cpus": "8-9",
+                   "node": 2}  # fmt: skip
 
 
 def test_discovery_without_pci_records_none(tmp_path: Path) -> None:
