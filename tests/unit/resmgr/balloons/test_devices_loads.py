@@ -15,6 +15,7 @@ from nri_resmgr.policy.balloons import BALLOON_ANNOTATION
 from nri_resmgr.policy.balloons.config import NOT_IMPLEMENTED
 from nri_resmgr.topology.cpuset import IDSet
 from tests.unit.resmgr.balloons.support import bctr, machine, policy, run
+from tests.unit.resmgr.test_policy_support import topo
 
 NODE = "/sys/devices/system/node/node{}"
 ANN = BALLOON_ANNOTATION + "/pod"
@@ -62,6 +63,16 @@ def test_other_types_avoid_a_device_one_type_prefers() -> None:
     assert 0 not in machine().nodes_of(_cpus(p.initial_state(), "plain[0]"))
 
 
+def test_devices_come_before_the_isolated_cpus() -> None:
+    # nri-plugins appends the isolated CPUs after the configured devices: node 1 wins,
+    # the isolated CPUs 0-1 (on node 0) would leave too few CPUs there and give way
+    two_nodes = topo(packages=1, nodes=2, cores=4, threads=2, memory="2G", isolated="0-1")
+    p = policy(_conf({"name": "both", "minCPUs": 2, "minBalloons": 1, "preferIsolCpus": True,
+                      "preferCloseToDevices": [NODE.format(1)]}), two_nodes)  # fmt: skip
+    cpus = _cpus(p.initial_state(), "both[0]")
+    assert two_nodes.nodes_of(cpus) == IDSet([1]), cpus
+
+
 def test_a_hint_with_too_few_free_cpus_gives_way() -> None:
     p = policy(_conf({"name": "near", "preferCloseToDevices": [NODE.format(2)]}))
     st = run(p, bctr("a", milli=12000, ann={ANN: "near"}))
@@ -87,6 +98,17 @@ def test_loads_keep_balloons_of_a_loaded_level_apart() -> None:
     cores = [machine().cores_of(_cpus(st, f"l2[{i}]")) for i in range(3)]
     assert all(len(c) == 1 for c in cores)
     assert len({next(iter(c)) for c in cores}) == 3
+
+
+def test_rebuild_keeps_the_initial_balloons_of_a_loaded_level_apart() -> None:
+    conf = _conf(
+        {"name": "l2", "loads": ["membw"], "minBalloons": 3, "minCPUs": 1},
+        loadClasses=[{"name": "membw", "level": "l2cache"}],
+    )
+    p = policy(conf)
+    for st in (p.initial_state(), p.rebuild([]).state):
+        cores = [machine().cores_of(_cpus(st, f"l2[{i}]")) for i in range(3)]
+        assert len({next(iter(c)) for c in cores}) == 3, cores
 
 
 @pytest.mark.parametrize(("overloads", "cores"), [(True, 2), (False, 1)])
