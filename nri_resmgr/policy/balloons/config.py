@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from nri_resmgr.model import ConfigError, MemoryKind
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
 from nri_resmgr.policy.expressions import Operator, check_key, check_values
+from nri_resmgr.policy.irq_affinity import IrqMode, irq_pattern_problem
 from nri_resmgr.policy.sched_classes import (
     SchedulingClasses,
     SchedulingClassSpec,
@@ -203,14 +204,11 @@ class BalloonsConfig(_Model):
 NOT_IMPLEMENTED: dict[str, str] = {
     "cpuClasses": "CPU classes are not implemented",
     "turboDomain": "turbo domains are not implemented",
-    "controllableInterrupts": "interrupt affinity is not controlled",
     "agent": "the agent section is the daemon's",
     "control": "the control section is the daemon's",
     "instrumentation": "the instrumentation section is the daemon's",
     "log": "the log section is the daemon's",
     "balloonTypes.componentCreation": "component creation is not implemented",
-    "balloonTypes.irqClaim": "interrupt affinity is not controlled",
-    "balloonTypes.irqMode": "interrupt affinity is not controlled",
     "idleCPUClass": "the policy names the CPUs of each class (cpu_classes), but no controller "
     "sets their frequencies or C-states yet",
     "balloonTypes.cpuClass": "the policy names the CPUs of each class (cpu_classes), but no "
@@ -451,6 +449,26 @@ def _load_classes(
     return classes
 
 
+def _check_interrupts(opts: BalloonsConfig) -> None:
+    """``controllableInterrupts``, every ``irqClaim`` pattern and ``irqMode`` are valid."""
+    patterns = [("controllableInterrupts", p) for p in opts.controllable_interrupts]
+    for t in opts.balloon_types:
+        patterns += [(f"balloonTypes[{t.name}].irqClaim", p) for p in t.irq_claim]
+        if t.irq_mode not in set(IrqMode):
+            raise ConfigError(
+                f"policy balloons: balloonTypes[{t.name}].irqMode is {t.irq_mode!r}; expected "
+                f"one of {', '.join(m for m in IrqMode if m)} (or none)"
+            )
+    for where, pattern in patterns:
+        problem = irq_pattern_problem(pattern)
+        if problem is not None:
+            raise ConfigError(
+                f"policy balloons: {where}: pattern {pattern!r} {problem}; expected an "
+                "interrupt number or a shell pattern (*, ?, [...]) over its /proc/interrupts "
+                "description"
+            )
+
+
 def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedConfig:
     """Validate `config` (a spec or a ``BalloonsPolicy`` resource) for `topology`."""
     raw = spec_of(config)
@@ -459,6 +477,7 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
     except ValidationError as exc:
         details = "; ".join(_describe(e) for e in exc.errors())
         raise ConfigError(f"policy balloons: invalid configuration: {details}") from exc
+    _check_interrupts(opts)
     online = topology.online_cpus()
     available = online
     if opts.available_resources.cpu is not None:

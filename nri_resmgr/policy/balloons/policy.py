@@ -48,6 +48,12 @@ A new container is created with a scheduling class (`sched_classes`: Linux sched
 policy, priority, nice, I/O priority): the one its ``scheduling-class`` annotation names,
 else its balloon type's ``schedulingClass``.
 
+Interrupts follow the balloons (`irq_use`, planned by `irq_affinity.plan_affinities`, written
+by `nri_resmgr.control.irq`): a type's ``irqClaim`` sends the interrupts it names to its
+balloons' CPUs, ``irqMode: sink`` balloons take every other interrupt, and ``irqMode:
+isolate`` balloons' CPUs are kept out of interrupts neither claimed nor sunk;
+``controllableInterrupts`` limits which interrupts may be touched at all.
+
 Containers with ``cpu.preserve`` (or matching ``preserve.matchExpressions``) are in no
 balloon and get an empty assignment (left alone); ``memory.preserve`` leaves the memory
 nodes alone.
@@ -105,6 +111,7 @@ from nri_resmgr.policy.decide import (
     differs_from_current,
     nothing_to_release,
 )
+from nri_resmgr.policy.irq_affinity import IrqBalloon, IrqMode, IrqUse
 from nri_resmgr.policy.sched_classes import SchedulingClasses, with_scheduling
 from nri_resmgr.policy.topology_aware.preferences import (
     CPU_PRESERVE,
@@ -800,6 +807,31 @@ class BalloonsPolicy:
         if idle_class and idle:
             out[idle_class] = out.get(idle_class, IDSet()) | idle
         return out
+
+    def irq_use(self, state: BalloonsState) -> IrqUse:
+        """The balloons' interrupt wishes (``irqClaim``, ``irqMode``) for an interrupt
+        controller (`irq_affinity.plan_affinities`; `nri_resmgr.control.irq` writes them)."""
+        wishing = {t.name for t in self.config.types if t.irq_claim or t.irq_mode}
+        return IrqUse(
+            allowed=self.config.available,
+            controllable=self.config.options.controllable_interrupts,
+            balloons=tuple(
+                IrqBalloon(
+                    name=name,
+                    cpus=b.cpus,
+                    claims=self.types[b.type].irq_claim,
+                    mode=IrqMode(self.types[b.type].irq_mode),
+                )
+                for name, b in sorted(state.balloons.items())
+                if b.type in wishing and b.cpus
+            ),
+            configured=bool(wishing),
+            claims=tuple(
+                (f"balloonTypes[{t.name}].irqClaim", t.irq_claim)
+                for t in self.config.types
+                if t.irq_claim
+            ),
+        )
 
     def balloons(self, state: BalloonsState) -> tuple[BalloonReport, ...]:
         """Every balloon with its CPUs, memory and containers: the report hook the

@@ -22,7 +22,7 @@ NS = "e2e-balloons-test04"
 
 
 def test_groupby() -> None:
-    s = Script()
+    s = Script()  # their script never sets CPUREQ..MEMLIM: run.sh's defaults throughout
     grouped = {BALLOON: "grouped-by-label"}
     s.create(annotations=grouped, labels={"balloon-instance": "g1"})
     s.create(annotations=grouped, labels={"balloon-instance": "g2"})

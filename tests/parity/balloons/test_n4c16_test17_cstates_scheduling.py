@@ -54,10 +54,10 @@ AVAILABLE = IDSet.parse("2-7,10-13")
 def test_cstates_scheduling_placements() -> None:
     s = Script()
     low = {BALLOON: "lowlatency-bln"}
-    pod0 = s.create(annotations=low, cpureq="750m", cpulim="750m", memreq="100M")
+    pod0 = s.create(annotations=low, cpureq="750m", cpulim="750m", memreq="100M", memlim="")
     pod1 = s.create(
         annotations={**low, "scheduling-class.resource-policy.nri.io": "run-when-free"},
-        cpureq="3", memreq="100M",
+        cpureq="3", cpulim="", memreq="100M", memlim="",
     )  # fmt: skip
     gone = s.delete("pod1")
     run = simulate(s, CONFIG)

@@ -9,7 +9,7 @@ each container asks for one CPU, which is why pod1's two fill both isolated CPUs
 from __future__ import annotations
 
 from nri_resmgr.topology.cpuset import IDSet
-from tests.parity.balloons._sim import N4C16, Res, Script, config, simulate
+from tests.parity.balloons._sim import N4C16, Script, config, simulate
 
 CONFIG = config("""
 balloonTypes:
@@ -19,14 +19,12 @@ balloonTypes:
     preferIsolCpus: true
     namespaces: [isolcpus]
 """)
-#: their framework's resources for a script that sets none
-DEFAULTS = Res(cpureq="1", cpulim="2", memreq="100M", memlim="200M")
 
 
 def test_isolcpus() -> None:
-    s = Script()
-    pod0 = s.create(contcount=2, **DEFAULTS)
-    pod1 = s.create(namespace="isolcpus", contcount=2, **DEFAULTS)
+    s = Script()  # their script sets no resources: run.sh's defaults
+    pod0 = s.create(contcount=2)
+    pod1 = s.create(namespace="isolcpus", contcount=2)
     run = simulate(s, CONFIG, topology={**N4C16, "isolated": "0-1"})
 
     isolated = IDSet({0, 1})

@@ -45,7 +45,7 @@ def without_numa(topology: Topology) -> Topology:
 
 def test_numa_disabled() -> None:
     machine = without_numa(load_topology(N4C16))
-    s = Script()
+    s = Script()  # their script sets no resources: run.sh's defaults
     pod0 = s.create(
         contcount=2,
         annotations={

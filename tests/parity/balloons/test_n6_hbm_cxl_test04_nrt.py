@@ -35,7 +35,7 @@ RESERVED = 3
 def test_nrt_placements() -> None:
     s = Script()
     pod0 = s.create(
-        contcount=3, cpureq="750m", memreq="100M",
+        contcount=3, cpureq="750m", cpulim="", memreq="100M", memlim="500M",
         annotations={
             "cpu.preserve.resource-policy.nri.io/container.pod0c1": "true",
             "memory.preserve.resource-policy.nri.io/container.pod0c2": "true",

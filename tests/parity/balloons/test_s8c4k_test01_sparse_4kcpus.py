@@ -8,7 +8,7 @@ NodeResourceTopology checks are left to the NRT tests.
 from __future__ import annotations
 
 from nri_resmgr.topology.cpuset import IDSet
-from tests.parity.balloons._sim import BALLOON, S8C4K, Script, config, simulate
+from tests.parity.balloons._sim import BALLOON, BESTEFFORT, S8C4K, Script, config, simulate
 
 CONFIG = config("""
 pinCPU: true
@@ -38,8 +38,10 @@ PER_CONTAINER = f"{BALLOON}/container."
 
 def test_sparse_4kcpus() -> None:
     s = Script()
+    # their `create besteffort` template writes no resources whatever CPUREQ.. say
     pod0 = s.create(
         contcount=3,
+        **BESTEFFORT,
         annotations={
             f"{PER_CONTAINER}pod0c0": "pkg0",
             f"{PER_CONTAINER}pod0c1": "pkg2",

@@ -122,13 +122,13 @@ def test_unimplemented_keys_warn_once_each() -> None:
     raw: dict[str, Any] = {
         "turboDomain": "x",
         "balloonTypes": [
-            {"name": "a", "irqMode": "sink"},
-            {"name": "b", "irqMode": "isolate", "minCPUs": 1},
+            {"name": "a", "cpuClass": "x"},
+            {"name": "b", "cpuClass": "y", "minCPUs": 1},
         ],
     }
     cfg = resolve_config(machine(), raw)
     assert cfg.types  # the keys without effect do not stop it
-    assert warned(raw) == ["turboDomain", "balloonTypes.irqMode"]
+    assert warned(raw) == ["turboDomain", "balloonTypes.cpuClass"]
 
 
 def test_implemented_keys_do_not_warn() -> None:
@@ -150,8 +150,11 @@ def test_implemented_keys_do_not_warn() -> None:
                 "groupBy": "${pod/labels/app}",
                 "hideHyperthreads": True,
                 "memoryTypes": ["DRAM"],
+                "irqClaim": ["*ttyS0*", "4"],
+                "irqMode": "isolate",
             }
         ],
+        "controllableInterrupts": ["*"],
     }
     assert resolve_config(machine(), raw).types
     assert warned(raw) == []
@@ -176,3 +179,32 @@ def test_registered_as_balloons() -> None:
     assert "balloons" in available_policies()
     p = load_policy("balloons", topology=machine(), config={})
     assert type(p).__name__ == "BalloonsPolicy"
+
+
+@pytest.mark.parametrize(
+    ("config", "fragments"),
+    [
+        (
+            {"balloonTypes": [{"name": "a", "irqMode": "drain"}]},
+            ("balloonTypes[a].irqMode is 'drain'", "expected one of sink, isolate"),
+        ),
+        (
+            {"balloonTypes": [{"name": "a", "irqClaim": ["ok", "[tty"]}]},
+            ("balloonTypes[a].irqClaim: pattern '[tty'", "unclosed"),
+        ),
+        (
+            {"controllableInterrupts": ["rtc\\"]},
+            ("controllableInterrupts: pattern 'rtc\\\\'", "backslash"),
+        ),
+        (
+            {"controllableInterrupts": ["[z-a]"]},
+            ("controllableInterrupts: pattern '[z-a]'", "empty range"),
+        ),
+    ],
+    ids=["irq-mode", "irq-claim-pattern", "controllable-escape", "controllable-range"],
+)
+def test_interrupt_keys_are_checked(config: dict[str, Any], fragments: tuple[str, ...]) -> None:
+    with pytest.raises(ConfigError) as exc:
+        resolve_config(machine(), config)
+    for fragment in fragments:
+        assert fragment in str(exc.value)
