@@ -11,6 +11,11 @@ mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource
   first and ``default`` last unless the configuration places them itself;
 - the scheduling classes (``schedulingClasses``, checked by `sched_classes`), every
   type's ``schedulingClass`` naming one of them;
+- the CPUs of every device a type names in ``preferCloseToDevices`` or
+  ``preferFarFromDevices`` (`ResolvedConfig.devices`), looked up in the topology
+  (`nri_resmgr.topology.locality`: discovery read them), and the ``loadClasses`` by name,
+  every type's ``loads`` naming one of them; how they steer the CPUs a balloon takes is
+  the policy's (`policy.BalloonsPolicy._tree_options`);
 - the keys the policy accepts without effect are `NOT_IMPLEMENTED` (key -> why);
   `nri_resmgr.policy_documents` warns once per such key a configuration sets, as it does
   for every policy.
@@ -40,6 +45,7 @@ from nri_resmgr.policy.sched_classes import (
     build_scheduling_classes,
 )
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
+from nri_resmgr.topology.locality import device_cpus
 from nri_resmgr.topology.model import Topology
 
 __all__ = [
@@ -48,6 +54,7 @@ __all__ = [
     "BalloonType",
     "BalloonsConfig",
     "Expression",
+    "LoadClass",
     "Operator",
     "ResolvedConfig",
     "TopologyLevel",
@@ -59,6 +66,8 @@ RESERVED = "reserved"
 DEFAULT = "default"
 ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
 KIND = "BalloonsPolicy"
+#: nri-plugins' device names resolved through the kubelet's PodResources API (not here)
+POD_RESOURCE_PREFIX = "podresourceapi:"
 
 
 class TopologyLevel(enum.StrEnum):
@@ -195,15 +204,11 @@ class BalloonsConfig(_Model):
 NOT_IMPLEMENTED: dict[str, str] = {
     "cpuClasses": "CPU classes are not implemented",
     "turboDomain": "turbo domains are not implemented",
-    "loadClasses": "load classes are not implemented",
     "agent": "the agent section is the daemon's",
     "control": "the control section is the daemon's",
     "instrumentation": "the instrumentation section is the daemon's",
     "log": "the log section is the daemon's",
     "balloonTypes.componentCreation": "component creation is not implemented",
-    "balloonTypes.loads": "load classes are not implemented",
-    "balloonTypes.preferCloseToDevices": "device closeness is not implemented",
-    "balloonTypes.preferFarFromDevices": "device closeness is not implemented",
     "idleCPUClass": "the policy names the CPUs of each class (cpu_classes), but no controller "
     "sets their frequencies or C-states yet",
     "balloonTypes.cpuClass": "the policy names the CPUs of each class (cpu_classes), but no "
@@ -232,6 +237,10 @@ class ResolvedConfig:
     memory_kinds: Mapping[str, tuple[MemoryKind, ...]]
     #: ``schedulingClasses``; a type's ``schedulingClass`` is one of them
     scheduling: SchedulingClasses
+    #: device path (``preferCloseToDevices``/``preferFarFromDevices``) -> its CPUs
+    devices: Mapping[str, CPUSet]
+    #: ``loadClasses`` by name; every type's ``loads`` names one of them
+    load_classes: Mapping[str, LoadClass]
 
     def type_named(self, name: str) -> BalloonType | None:
         for t in self.types:
@@ -380,6 +389,66 @@ def _memory_kinds(t: BalloonType) -> tuple[MemoryKind, ...]:
     return tuple(out)
 
 
+def _device_cpus(topology: Topology, t: BalloonType, key: str, path: str) -> CPUSet:
+    if path.startswith(POD_RESOURCE_PREFIX):
+        raise ConfigError(
+            f"policy balloons: balloon type {t.name}: {key} has {path!r}, a device the "
+            "kubelet assigns (its PodResources API), which nri-resmgr does not read; expected "
+            "a sysfs path"
+        )
+    got = device_cpus(topology, path)
+    if got is None:
+        raise ConfigError(
+            f"policy balloons: balloon type {t.name}: {key} has {path!r}, which this machine "
+            f"({topology.source or 'the topology'}) does not have; expected the sysfs path of "
+            "a NUMA node (/sys/devices/system/node/nodeN), a CPU cache "
+            "(/sys/devices/system/cpu/cpuN/cache/indexM), a PCI function "
+            "(/sys/bus/pci/devices/ADDRESS) or a network device (/sys/class/net/NAME)"
+        )
+    return got
+
+
+def _devices(topology: Topology, types: tuple[BalloonType, ...]) -> dict[str, CPUSet]:
+    """The CPUs of every device a type names, first named first."""
+    out: dict[str, CPUSet] = {}
+    for t in types:
+        if t.components and t.prefer_close_to_devices:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: preferCloseToDevices is set on a "
+                "composite balloon type; expected it on its component types"
+            )
+        for key, paths in (
+            ("preferCloseToDevices", t.prefer_close_to_devices),
+            ("preferFarFromDevices", t.prefer_far_from_devices),
+        ):
+            for path in paths:
+                if path not in out:
+                    out[path] = _device_cpus(topology, t, key, path)
+    return out
+
+
+def _load_classes(
+    types: tuple[BalloonType, ...], load_classes: tuple[LoadClass, ...]
+) -> dict[str, LoadClass]:
+    """``loadClasses`` by name, each name once and every type's ``loads`` among them."""
+    classes: dict[str, LoadClass] = {}
+    for lc in load_classes:
+        if lc.name in classes:
+            raise ConfigError(
+                f"policy balloons: loadClasses defines {lc.name!r} more than once; expected "
+                "each name once"
+            )
+        classes[lc.name] = lc
+    for t in types:
+        unknown = [name for name in t.loads if name not in classes]
+        if unknown:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: loads has {', '.join(unknown)}, not "
+                f"in loadClasses; expected one of {', '.join(classes) or 'no names (none defined)'}"
+            )
+    return classes
+
+
 def _check_interrupts(opts: BalloonsConfig) -> None:
     """``controllableInterrupts``, every ``irqClaim`` pattern and ``irqMode`` are valid."""
     patterns = [("controllableInterrupts", p) for p in opts.controllable_interrupts]
@@ -469,4 +538,6 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
                 if t.scheduling_class
             },
         ),
+        devices=_devices(topology, types),
+        load_classes=_load_classes(types, opts.load_classes),
     )

@@ -26,9 +26,17 @@ sort keys are in its docstring): near the balloon's own CPUs first, then packed 
 ``allocatorTopologyBalancing``, balanced over the topology, one thread per core first
 with ``preferSpreadOnPhysicalCores``, and ``allocatorPriority`` high/low for performance/
 efficient cores.  `_tree_options` gives each type its hints: the reserved balloon keeps
-to the ``reservedResources`` CPUs, ``preferIsolCpus`` to the isolated CPUs,
-``preferCoreType`` to those cores, and every other type keeps off each of those sets
-(the reserved CPUs only when given as a cpuset) while enough other CPUs are free.
+to the ``reservedResources`` CPUs, a type to its ``preferCloseToDevices`` devices, then
+``preferIsolCpus`` to the isolated CPUs and ``preferCoreType`` to those cores; it keeps
+off its ``preferFarFromDevices`` devices and then off each of those sets it does not
+want (the isolated CPUs first; the reserved CPUs only when given as a cpuset), as
+nri-plugins adds them, while enough other CPUs are free.  Last, a type with ``loads``
+keeps off the CPUs under load (`_loaded`: at each level its load classes name, the
+domains of every balloon loading that level); with ``overloadsLevelInBalloon`` it takes
+its CPUs one at a time, each loading its own domains.  A deflating balloon keeps the
+CPUs close to its devices.  The devices' CPUs come from the topology
+(`config.resolve_config` looks each path up with `nri_resmgr.topology.locality`, from
+what discovery read): the policy reads no sysfs.
 
 A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
 ``shareIdleCPUsInSame`` topology domains; an empty balloon with no CPUs is reported
@@ -76,7 +84,14 @@ from nri_resmgr.model import (
     Decision,
     MemoryKind,
 )
-from nri_resmgr.policy.balloons.allocation import CPUTree, Hint, TreeOptions, grow, shrink
+from nri_resmgr.policy.balloons.allocation import (
+    CPUTree,
+    Hint,
+    TreeOptions,
+    grow,
+    level_cpus,
+    shrink,
+)
 from nri_resmgr.policy.balloons.config import (
     RESERVED,
     BalloonType,
@@ -162,24 +177,30 @@ class BalloonsPolicy:
     def _tree_options(self) -> dict[str, TreeOptions]:
         """Every type's `allocation.TreeOptions`: the option values, its own or the
         policy's, and its hints, as nri-plugins derives them: a type is close to the
-        sets it asks for (the reserved type to the ``reservedResources`` CPUs,
-        ``preferIsolCpus`` to the isolated CPUs, ``preferCoreType`` to those cores) and
-        far from every such set it does not ask for, isolated CPUs first; from the
-        reserved CPUs only when ``reservedResources`` names them (a cpuset)."""
+        sets it asks for (the reserved type to the ``reservedResources`` CPUs, then
+        its ``preferCloseToDevices``, ``preferIsolCpus`` to the isolated CPUs,
+        ``preferCoreType`` to those cores) and far from its ``preferFarFromDevices``,
+        then from every such set it does not ask for, isolated CPUs first, then in the
+        order the types name them; from the reserved CPUs only when
+        ``reservedResources`` names them (a cpuset).  Its ``loads`` give the levels it
+        keeps off the CPUs under load at (`_loaded`)."""
         topo = self.topology
         opts = self.config.options
         available = self.config.available
-        sets = {
+        sets: dict[str, CPUSet] = {
             "reserved": self.config.reserved,
             "isolated": topo.isolated_cpus() & available,
             CoreType.PERFORMANCE: topo.core_type_cpus(CoreType.PERFORMANCE) & available,
             CoreType.EFFICIENT: topo.core_type_cpus(CoreType.EFFICIENT) & available,
         }
+        # devices by their sysfs paths, which no name above is
+        sets |= {path: cpus & available for path, cpus in self.config.devices.items()}
         close: dict[str, list[str]] = {}
         for t in self.config.types:
             wanted = []
             if t.name == RESERVED:
                 wanted.append("reserved")
+            wanted += t.prefer_close_to_devices
             if t.prefer_isol_cpus:
                 wanted.append("isolated")
             if t.prefer_core_type in (CoreType.PERFORMANCE, CoreType.EFFICIENT):
@@ -193,8 +214,11 @@ class BalloonsPolicy:
             avoided = [d for d in avoided if d != "reserved"]
         out = {}
         for t in self.config.types:
+            far = [d for d in t.prefer_far_from_devices if sets[d]]
+            far += [d for d in avoided if d not in close[t.name] and d not in far]
             hints = [Hint(sets[d]) for d in close[t.name]]
-            hints += [Hint(sets[d], far=True) for d in avoided if d not in close[t.name]]
+            hints += [Hint(sets[d], far=True) for d in far]
+            loads = [self.config.load_classes[name] for name in t.loads]
             prefer: tuple[CPUSet, ...] = ()
             if t.allocator_priority is CPUPriority.HIGH:
                 prefer = (sets[CoreType.PERFORMANCE],)
@@ -207,10 +231,12 @@ class BalloonsPolicy:
                 spread=opts.prefer_spread_on_physical_cores if spread is None else spread,
                 hints=tuple(hints),
                 prefer=prefer,
+                loads=tuple(dict.fromkeys(lc.level for lc in loads)),
+                overloads=any(lc.overloads_level_in_balloon for lc in loads),
             )
         return out
 
-    def _pick(self, t: BalloonType, cpus: CPUSet, count: int) -> CPUSet:
+    def _pick(self, state: BalloonsState, t: BalloonType, cpus: CPUSet, count: int) -> CPUSet:
         """`count` of `cpus` for a balloon of type `t` that has none yet (rebuild)."""
         got = grow(
             self.topology,
@@ -219,6 +245,7 @@ class BalloonsPolicy:
             free=cpus,
             delta=count,
             opts=self.tree_options[t.name],
+            loaded=self._loaded(state),
         )
         assert got is not None  # count <= len(cpus)
         return got
@@ -233,14 +260,32 @@ class BalloonsPolicy:
             return f"{balloon.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
         if t.components:
             return self._resize_composite(state, balloon, t, want)
-        got = self._sized(balloon.cpus, t, want, used=state.used)
+        got = self._sized(balloon.cpus, t, want, used=state.used, loaded=self._loaded(state))
         if isinstance(got, str):
             return f"{balloon.name} {got}"
         return replace(balloon, cpus=got)
 
-    def _sized(self, cpus: CPUSet, t: BalloonType, want: int, *, used: CPUSet) -> CPUSet | str:
+    def _loaded(self, state: BalloonsState) -> dict[TopologyLevel, CPUSet]:
+        """Level -> the CPUs of every balloon whose type ``loads`` a class of that level
+        (`allocation.grow` keeps off their domains there)."""
+        out: dict[TopologyLevel, CPUSet] = {}
+        for b in state.balloons.values():
+            for level in self.tree_options[b.type].loads:
+                out[level] = out.get(level, IDSet()) | b.cpus
+        return out
+
+    def _sized(
+        self,
+        cpus: CPUSet,
+        t: BalloonType,
+        want: int,
+        *,
+        used: CPUSet,
+        loaded: Mapping[TopologyLevel, CPUSet],
+    ) -> CPUSet | str:
         """`cpus` shrunk or grown to `want` CPUs by the preferences of type `t`, taking
-        only CPUs not in `used` (`cpus` may be in it or not)."""
+        only CPUs not in `used` (`cpus` may be in it or not), keeping off the domains of
+        `loaded` (`_loaded`) at the levels `t` loads."""
         have = len(cpus)
         if want == have:
             return cpus
@@ -252,7 +297,15 @@ class BalloonsPolicy:
                 self.topology, self.tree, current=cpus, free=free, count=have - want, opts=opts
             )
             return cpus - gone
-        more = grow(self.topology, self.tree, current=cpus, free=free, delta=want - have, opts=opts)
+        more = grow(
+            self.topology,
+            self.tree,
+            current=cpus,
+            free=free,
+            delta=want - have,
+            opts=opts,
+            loaded=loaded,
+        )
         if more is None:
             return f"would need {want - have} more CPUs; {len(free)} are free"
         return cpus | more
@@ -267,11 +320,12 @@ class BalloonsPolicy:
         old = balloon.parts or tuple(IDSet() for _ in range(n))
         # others' CPUs, and the other parts' (old ones, and new ones already sized)
         others = state.used - balloon.cpus
+        loaded = self._loaded(state)
         parts: list[CPUSet] = []
         for i, (comp, part, share) in enumerate(zip(t.components, old, shares, strict=True)):
             ctype = self.types[comp.balloon_type]
             used = others | union(parts) | union(old[i + 1 :])
-            got = self._sized(part, ctype, share, used=used)
+            got = self._sized(part, ctype, share, used=used, loaded=loaded)
             if isinstance(got, str):
                 return f"{balloon.name} component {ctype.name} {got}"
             parts.append(got)
@@ -295,7 +349,7 @@ class BalloonsPolicy:
             want = min(len(own), self.target_cpus(t, milli or 0, occupied=occupied))
             keep = take_cpus(self.topology, own, want, prefer=[own])
             if keep:
-                fresh = replace(fresh, cpus=keep, parts=self._split(t, keep))
+                fresh = replace(fresh, cpus=keep, parts=self._split(state, t, keep))
         return self._resize(state, fresh, milli or 0, occupied=occupied)
 
     def initial_state(self) -> BalloonsState:
@@ -309,23 +363,6 @@ class BalloonsPolicy:
         return st
 
     # ---- views and rendering -------------------------------------------------------
-
-    def _domain(self, cpus: CPUSet, level: TopologyLevel) -> CPUSet:
-        topo = self.topology
-        if level is TopologyLevel.SYSTEM:
-            return topo.online_cpus()
-        if not cpus:
-            return IDSet()
-        recs = [topo.cpu(c) for c in cpus]
-        if level is TopologyLevel.PACKAGE:
-            return union(topo.package_cpus(p) for p in {r.package_id for r in recs})
-        if level is TopologyLevel.DIE:
-            return union(topo.die_cpus(d) for d in {r.die_id for r in recs})
-        if level is TopologyLevel.NUMA:
-            return union(topo.node_cpus(n) for n in {r.node_id for r in recs})
-        if level is TopologyLevel.L2CACHE:
-            return union(topo.l2_cpus(i) for i in {r.l2_id for r in recs})
-        return union(topo.core_cpus(i) for i in {r.core_id for r in recs})
 
     def _mems(self, t: BalloonType, cpus: CPUSet, kinds: Sequence[MemoryKind]) -> NodeSet:
         pin = t.pin_memory if t.pin_memory is not None else self.config.options.pin_memory
@@ -345,7 +382,7 @@ class BalloonsPolicy:
             t = self.types[b.type]
             cpus = b.cpus
             if t.share_idle_cpus_in_same is not None:
-                cpus = cpus | (idle & self._domain(b.cpus, t.share_idle_cpus_in_same))
+                cpus = cpus | (idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same))
             if not cpus:
                 cpus = reserved or self.config.reserved
             out[name] = BalloonView(cpus=cpus, mems=self._mems(t, cpus, ()))
@@ -357,7 +394,7 @@ class BalloonsPolicy:
         if t.share_idle_cpus_in_same is None:
             return IDSet()
         idle = self.config.available - state.used
-        return idle & self._domain(b.cpus, t.share_idle_cpus_in_same)
+        return idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same)
 
     def _render(self, m: Member, view: BalloonView, t: BalloonType) -> Assignment:
         cpus = view.cpus
@@ -718,9 +755,9 @@ class BalloonsPolicy:
         fresh = self._new_balloon(state, t, None)
         if keep is None or isinstance(fresh, str):
             return None
-        return replace(fresh, cpus=keep, parts=self._split(t, keep))
+        return replace(fresh, cpus=keep, parts=self._split(state, t, keep))
 
-    def _split(self, t: BalloonType, cpus: CPUSet) -> tuple[CPUSet, ...]:
+    def _split(self, state: BalloonsState, t: BalloonType, cpus: CPUSet) -> tuple[CPUSet, ...]:
         """`cpus` split over the components of composite type `t` (() if plain)."""
         if not t.components:
             return ()
@@ -730,7 +767,7 @@ class BalloonsPolicy:
         for i, comp in enumerate(t.components):
             share = len(cpus) // n + (1 if i < len(cpus) % n else 0)
             ctype = self.types[comp.balloon_type]
-            part = self._pick(ctype, left, share)
+            part = self._pick(state, ctype, left, share)
             parts.append(part)
             left = left - part
         return tuple(parts)
@@ -749,7 +786,7 @@ class BalloonsPolicy:
                     break
                 free = unseen - state.used
                 if t.name != RESERVED and len(free) >= len(got.cpus):
-                    got = replace(got, cpus=self._pick(t, free, len(got.cpus)))
+                    got = replace(got, cpus=self._pick(state, t, free, len(got.cpus)))
                 state = state.with_balloon(got)
         return state
 

@@ -122,13 +122,13 @@ def test_unimplemented_keys_warn_once_each() -> None:
     raw: dict[str, Any] = {
         "turboDomain": "x",
         "balloonTypes": [
-            {"name": "a", "loads": ["x"]},
-            {"name": "b", "loads": ["y"], "minCPUs": 1},
+            {"name": "a", "cpuClass": "x"},
+            {"name": "b", "cpuClass": "y", "minCPUs": 1},
         ],
     }
     cfg = resolve_config(machine(), raw)
     assert cfg.types  # the keys without effect do not stop it
-    assert warned(raw) == ["turboDomain", "balloonTypes.loads"]
+    assert warned(raw) == ["turboDomain", "balloonTypes.cpuClass"]
 
 
 def test_implemented_keys_do_not_warn() -> None:
