@@ -358,9 +358,16 @@ def build_topology(spec: Mapping[str, Any] | TopologySpec, *, source: str = "") 
             if efficient:
                 ctype = CoreType.EFFICIENT if cid in efficient else CoreType.PERFORMANCE
             cpus[cid] = CPU(
-                id=cid, package_id=pkg, die_id=die, node_id=node, core_id=core,
-                l2_id=core, l3_id=l3, online=cid not in offline,
-                isolated=cid in isolated, core_type=ctype,
+                id=cid,
+                package_id=pkg,
+                die_id=die,
+                node_id=node,
+                core_id=core,
+                l2_id=core,
+                l3_id=l3,
+                online=cid not in offline,
+                isolated=cid in isolated,
+                core_type=ctype,
             )
     n_cpu = s.cpu_nodes
     extras = list(s.extra_memory_nodes)

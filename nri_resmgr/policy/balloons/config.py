@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nri_resmgr.model import ConfigError, MemoryKind
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.policy.cpu_classes import CPUClass, TurboDomain, check_classes
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 from nri_resmgr.topology.model import Topology
 
@@ -175,8 +176,8 @@ class BalloonsConfig(_Model):
     show_containers_in_nrt: bool = Field(default=False, alias="showContainersInNrt")
     load_classes: tuple[LoadClass, ...] = Field(default=(), alias="loadClasses")
     scheduling_classes: tuple[Mapping[str, Any], ...] = Field(default=(), alias="schedulingClasses")
-    cpu_classes: tuple[Mapping[str, Any], ...] = Field(default=(), alias="cpuClasses")
-    turbo_domain: str = Field(default="", alias="turboDomain")
+    cpu_classes: tuple[CPUClass, ...] = Field(default=(), alias="cpuClasses")
+    turbo_domain: TurboDomain = Field(default=TurboDomain.PACKAGE, alias="turboDomain")
     controllable_interrupts: tuple[str, ...] = Field(default=(), alias="controllableInterrupts")
     # the common part of every nri-plugins policy spec (the daemon's, not the policy's)
     agent: Mapping[str, Any] | None = None
@@ -189,8 +190,11 @@ class BalloonsConfig(_Model):
 #: ``balloonTypes.KEY`` for keys of a balloon type
 NOT_IMPLEMENTED: dict[str, str] = {
     "schedulingClasses": "scheduling classes are not applied by balloons here",
-    "cpuClasses": "CPU classes are not implemented",
-    "turboDomain": "turbo domains are not implemented",
+    "cpuClasses.pctPriority": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.sstClosID": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.pctMinFreq": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.pctMaxFreq": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.publishExtendedResource": "Intel SST priority core turbo is not implemented",
     "controllableInterrupts": "interrupt affinity is not controlled",
     "loadClasses": "load classes are not implemented",
     "agent": "the agent section is the daemon's",
@@ -204,10 +208,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "balloonTypes.schedulingClass": "scheduling classes are not applied by balloons here",
     "balloonTypes.irqClaim": "interrupt affinity is not controlled",
     "balloonTypes.irqMode": "interrupt affinity is not controlled",
-    "idleCPUClass": "the policy names the CPUs of each class (cpu_classes), but no controller "
-    "sets their frequencies or C-states yet",
-    "balloonTypes.cpuClass": "the policy names the CPUs of each class (cpu_classes), but no "
-    "controller sets their frequencies or C-states yet",
 }
 
 #: the model of the spec's policy keys (read by `nri_resmgr.policy_documents`)
@@ -276,6 +276,7 @@ _NESTED: dict[str, type[BaseModel]] = {
     "components": Component,
     "matchExpressions": Expression,
     "preserve": ContainerMatch,
+    "cpuClasses": CPUClass,
 }
 
 
@@ -374,6 +375,30 @@ def _memory_kinds(t: BalloonType) -> tuple[MemoryKind, ...]:
     return tuple(out)
 
 
+def _check_cpu_classes(opts: BalloonsConfig, types: tuple[BalloonType, ...]) -> None:
+    """Class names given twice, and (when ``cpuClasses`` defines any) a balloon type's
+    ``cpuClass`` or ``idleCPUClass`` naming none of them, are errors.
+
+    Without ``cpuClasses`` the names may be the daemon's ``control.cpu.classes``, which
+    the policy does not see (the CPU class control warns about names defined nowhere).
+    """
+    defined = check_classes(opts.cpu_classes, where="policy balloons: cpuClasses")
+    if not defined:
+        return
+    known = ", ".join(sorted(defined))
+    for t in types:
+        if t.cpu_class and t.cpu_class not in defined:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: cpuClass {t.cpu_class!r} is not "
+                f"in cpuClasses; expected one of {known}"
+            )
+    if opts.idle_cpu_class and opts.idle_cpu_class not in defined:
+        raise ConfigError(
+            f"policy balloons: idleCPUClass {opts.idle_cpu_class!r} is not in cpuClasses; "
+            f"expected one of {known}"
+        )
+
+
 def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedConfig:
     """Validate `config` (a spec or a ``BalloonsPolicy`` resource) for `topology`."""
     raw = spec_of(config)
@@ -419,6 +444,7 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
             "least one available CPU"
         )
     types = _builtins(opts.balloon_types, len(reserved))
+    _check_cpu_classes(opts, types)
     return ResolvedConfig(
         options=opts,
         available=available,
