@@ -162,6 +162,15 @@ def check_classes(classes: Iterable[CPUClass], *, where: str) -> dict[str, CPUCl
     for c in classes:
         if c.name in out:
             raise ConfigError(f"{where}: class {c.name!r} is defined twice; expected once")
+        for low, high, keys in (
+            (c.min_freq, c.max_freq, "minFreq > maxFreq"),
+            (c.uncore_min_freq, c.uncore_max_freq, "uncoreMinFreq > uncoreMaxFreq"),
+        ):
+            if isinstance(low, int) and isinstance(high, int) and low > high:
+                raise ConfigError(
+                    f"{where}: class {c.name!r}: {keys} ({low} > {high} kHz); expected the "
+                    "minimum at most the maximum"
+                )
         if c.uncore_symbolic():
             raise ConfigError(
                 f"{where}: class {c.name!r}: uncoreMinFreq/uncoreMaxFreq are symbolic; "
