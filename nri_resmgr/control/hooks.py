@@ -17,7 +17,11 @@ When the hooks run, per NRI event:
 - StopContainer / RemoveContainer / RemovePodSandbox: `container_released` (best effort);
 - Synchronize and live reconfiguration: `synchronized` with the live pods (restart
   cleanup; best effort);
-- a /metrics scrape: `monitoring_samples` with the live (container id, RDT class) pairs.
+- a /metrics scrape: `monitoring_samples` with the live (container id, RDT class) pairs;
+- after every committed decision whose CPU classes changed (a policy with a
+  ``cpu_class_use(state)`` method, the balloons policy): `cpu_classes_changed` with the
+  policy's `CPUClassUse` (best effort: the decision stands);
+- the daemon stops: `stopped` (undo what must not outlive the daemon; best effort).
 
 A `ClassSelector` picks a container's RDT and block I/O classes (`ClassChoice`).
 """
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     from nri_api import api
     from nri_resmgr.control.resctrl.monitor import MonSample
     from nri_resmgr.model import Assignment, Pod
+    from nri_resmgr.policy.cpu_classes import CPUClassUse
 
 __all__ = ["ClassChoice", "ClassSelector", "Controller"]
 
@@ -92,3 +97,11 @@ class Controller(Protocol):
     ) -> Sequence[MonSample]:
         """Counters read now, for /metrics; `containers` are (id, RDT class) pairs."""
         return ()
+
+    def cpu_classes_changed(self, use: CPUClassUse) -> None:
+        """After a commit: the policy's CPU classes and their CPUs changed to `use`."""
+        return None
+
+    def stopped(self) -> None:
+        """The daemon stops: put back what must not outlive it."""
+        return None

@@ -65,6 +65,7 @@ from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import NRIVersion
 from nri_api.stub import DEFAULT_UPDATE_TIMEOUT, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
+from nri_resmgr.control.cpuclass.files import CPUClassFiles
 from nri_resmgr.control.wiring import class_control_from_config
 from nri_resmgr.model import (
     ConfigError,
@@ -118,6 +119,7 @@ def build_pipeline(
     state_dir: str | None = None,
     runtime_rdt: Callable[[], bool] | None = None,
     sysfs_root: str | None = None,
+    cpu_class_files: CPUClassFiles | None = None,
 ) -> Pipeline:
     """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
 
@@ -128,6 +130,8 @@ def build_pipeline(
     ``control.rdt.enable``), block I/O files under `cgroup_root` (default /sys/fs/cgroup
     when ``control.blockio.enable``).  `runtime_rdt` tells whether the connected runtime
     takes NRI's LinuxRdt adjustment (RDT monitoring, see `control.wiring.RdtGroups`).
+    CPU classes are written through `cpu_class_files` (the daemon's one instance, under
+    its sysfs root), when given.
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
@@ -149,6 +153,7 @@ def build_pipeline(
         cgroup_root=cgroup_root,
         state_dir=state_dir or DEFAULT_STATE_DIR,
         runtime_rdt=runtime_rdt,
+        cpu_class_files=cpu_class_files,
     )
     return Pipeline(
         pol,
@@ -204,6 +209,9 @@ class ResmgrPlugin(Plugin):
         self.state_dir = state_dir
         #: where devices' and mounts' locality is read (None: no topology hints)
         self.sysfs_root = sysfs_root
+        #: CPU class files under the sysfs root, kept across reconfigurations (their
+        #: originals are put back at `close`); None without a sysfs root
+        self.cpu_class_files = CPUClassFiles(sysfs_root) if sysfs_root is not None else None
         self.metrics = metrics or Metrics()
         # pool and container gauges are computed when scraped, not after every event:
         # a snapshot walks every live container, which must stay off the event path
@@ -227,6 +235,7 @@ class ResmgrPlugin(Plugin):
             state_dir=self.state_dir,
             runtime_rdt=self._runtime_has_linux_rdt,
             sysfs_root=self.sysfs_root,
+            cpu_class_files=self.cpu_class_files,
         )
 
     def _runtime_has_linux_rdt(self) -> bool:
@@ -470,6 +479,11 @@ class ResmgrPlugin(Plugin):
                 error=str(error),
                 attempt=attempt,
             )
+
+    def close(self) -> None:
+        """The daemon stops: controllers put back what must not outlive it (CPU class
+        files get their originals)."""
+        self.pipeline.close()
 
     def on_close(self) -> None:
         self.health.registered = False

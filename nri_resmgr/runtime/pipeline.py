@@ -17,7 +17,8 @@ Every event follows the same steps:
    the policy for a `Decision` (pure; may raise `AllocationError` / `AnnotationError`);
 3. **render** the decision as a `ContainerAdjustment` and `ContainerUpdate`\\ s;
 4. let the **controllers** do their out-of-band work (resctrl groups, block I/O files),
-   through the hooks `nri_resmgr.control.hooks.Controller` declares;
+   through the hooks `nri_resmgr.control.hooks.Controller` declares (the CPU class
+   files are written at the commit, from the committed state: best effort);
 5. **commit**: only now are the policy state, the container table and the assignments
    replaced.  An exception in steps 1-4 leaves the pipeline exactly as it was, and the
    daemon turns it into an RPC error whose message reaches the runtime.
@@ -182,6 +183,8 @@ class Pipeline:
         #: block I/O classes we apply ourselves are not the runtime's to resolve: sending
         #: the name would make a runtime without its own class config fail the container
         self.runtime_blockio: bool = not any(c.name == "blockio" for c in self.controllers)
+        #: the policy's CPU class use last handed to the controllers (None: not yet)
+        self._cpu_class_use: object | None = None
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -213,6 +216,7 @@ class Pipeline:
         after a rebuild, where kept containers get their kind and pool that way.
         """
         self.state = decision.state
+        self._apply_cpu_classes()
         if subject is not None:
             self.assignments[subject.container_id] = subject
         for u in updates:
@@ -225,6 +229,30 @@ class Pipeline:
             for cid, a in rendered.items():
                 if cid in self.containers:
                     self.assignments[cid] = inherit_classes(a, self.assignments.get(cid))
+
+    def _apply_cpu_classes(self) -> None:
+        """Hand the controllers the policy's CPU classes when they changed (best effort:
+        the decision is taken; a controller's failure is logged)."""
+        use_of = getattr(self.policy, "cpu_class_use", None)
+        if not callable(use_of) or not self.controllers:
+            return
+        use = use_of(self.state)
+        if use == self._cpu_class_use:
+            return
+        self._cpu_class_use = use
+        for ctl in self.controllers:
+            try:
+                ctl.cpu_classes_changed(use)
+            except (ResmgrError, OSError) as exc:
+                self.log.warning("controller failed", controller=ctl.name, error=str(exc))
+
+    def close(self) -> None:
+        """The daemon stops: every controller's `stopped` (best effort)."""
+        for ctl in self.controllers:
+            try:
+                ctl.stopped()
+            except (ResmgrError, OSError) as exc:
+                self.log.warning("controller failed", controller=ctl.name, error=str(exc))
 
     def _add(self, info: ContainerInfo) -> None:
         """Record `info` (new, or replacing the container's earlier info)."""

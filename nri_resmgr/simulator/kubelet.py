@@ -15,6 +15,7 @@ from nri_api import api
 from nri_resmgr.model import QoSClass, ResmgrError
 from nri_resmgr.ops.metrics import balloon_snapshots
 from nri_resmgr.policy.base import Policy
+from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.pipeline import ClassSelector, Controller, Pipeline
 from nri_resmgr.simulator.results import ContainerReport, StepResult
@@ -381,4 +382,13 @@ class Simulator:
                     info.id: f"{info.pod.name}/{info.name}" for info, _ in self.pipeline.snapshot()
                 },
             ),
+            cpu_classes=self._cpu_classes(),
         )
+
+    def _cpu_classes(self) -> dict[str, str]:
+        """CPU class -> its CPUs, for policies that name CPU classes."""
+        use_of = getattr(self.pipeline.policy, "cpu_class_use", None)
+        if not callable(use_of):
+            return {}
+        use = use_of(self.pipeline.state)
+        return use.to_json() if isinstance(use, CPUClassUse) else {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nri_resmgr.ops.metrics import BalloonSnapshot
@@ -43,6 +43,8 @@ class StepResult:
     containers: Mapping[str, ContainerReport]
     #: the policy's balloons after this step (policies with a ``balloons`` hook only)
     balloons: tuple[BalloonSnapshot, ...] = ()
+    #: CPU class -> its CPUs after this step (policies with a ``cpu_class_use`` hook)
+    cpu_classes: Mapping[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         out = {
@@ -55,6 +57,8 @@ class StepResult:
         }
         if self.balloons:
             out["balloons"] = [b.as_dict() for b in self.balloons]
+        if self.cpu_classes:
+            out["cpu_classes"] = dict(self.cpu_classes)
         return out
 
 
@@ -103,6 +107,10 @@ def render_table(result: SimulationResult) -> str:
         else:
             lines.append("  (no containers)")
         lines += _balloon_rows(s.balloons)
+        if s.cpu_classes:
+            lines.append(
+                "  cpu classes: " + ", ".join(f"{k}={v}" for k, v in s.cpu_classes.items())
+            )
         lines.append("")
     return "\n".join(lines)
 

@@ -40,13 +40,24 @@ def _resolve_topology(scenario: Scenario, override: str | None) -> Topology:
 
 
 def _class_control(
-    config: Config, *, resctrl_root: str | None, cgroup_root: str | None, state_dir: str
+    config: Config,
+    *,
+    resctrl_root: str | None,
+    cgroup_root: str | None,
+    state_dir: str,
+    sysfs_root: str | None,
 ) -> tuple[list[Controller], ClassSelector | None]:
-    """Controllers and class selection from the ``control`` section."""
+    """Controllers and class selection from the ``control`` section (CPU class files
+    under `sysfs_root` when given)."""
+    from nri_resmgr.control.cpuclass.files import CPUClassFiles
     from nri_resmgr.control.wiring import class_control_from_config
 
     return class_control_from_config(
-        config.control, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir
+        config.control,
+        resctrl_root=resctrl_root,
+        cgroup_root=cgroup_root,
+        state_dir=state_dir,
+        cpu_class_files=CPUClassFiles(sysfs_root) if sysfs_root is not None else None,
     )
 
 
@@ -58,11 +69,14 @@ def run_scenario(
     config: Config | None = None,
     resctrl_root: str | None = None,
     cgroup_root: str | None = None,
+    sysfs_root: str | None = None,
     log: Any = None,
 ) -> SimulationResult:
     """Run every step of `scenario`; later steps run even when earlier ones had errors.
 
     `topology`, `policy` and `config` (a daemon `Config`) override the scenario's own.
+    With `sysfs_root` the CPU class files under it are written as the daemon would
+    (`control.cpuclass`); the step results name each class's CPUs either way.
     """
     topo = _resolve_topology(scenario, topology)
     if config is None:
@@ -82,7 +96,11 @@ def run_scenario(
         raise ConfigError("; ".join(lines)) from exc
     with tempfile.TemporaryDirectory(prefix="nri-resmgr-sim-") as state_dir:
         controllers, selector = _class_control(
-            config, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir
+            config,
+            resctrl_root=resctrl_root,
+            cgroup_root=cgroup_root,
+            state_dir=state_dir,
+            sysfs_root=sysfs_root,
         )
         return _simulate(
             scenario,
