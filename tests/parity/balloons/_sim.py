@@ -186,26 +186,33 @@ def simulate(
     *,
     topology: Mapping[str, Any] | Topology = N4C16,
     policy: str = "balloons",
+    sysfs_root: str | None = None,
 ) -> Run:
     """Run `script` with policy `policy` configured by `conf` on `topology`.
 
     A `Topology` (a machine a spec cannot describe, like their cache overrides) is written
-    as a sysfs tree and read back by the daemon's own discovery.
+    as a sysfs tree and read back by the daemon's own discovery.  With `sysfs_root` (a
+    tree with cpufreq/cpuidle files, `control.cpuclass.synthetic`) the CPU class files
+    there are written as the daemon would.
     """
     if isinstance(topology, Topology):
         with tempfile.TemporaryDirectory(prefix="balloons-parity-") as root:
             write_sysfs(topology, root)
-            return _simulate(script, conf, root, policy)
-    return _simulate(script, conf, dict(topology), policy)
+            return _simulate(script, conf, root, policy, sysfs_root)
+    return _simulate(script, conf, dict(topology), policy, sysfs_root)
 
 
 def _simulate(
-    script: Script, conf: Mapping[str, Any], topology: str | dict[str, Any], policy: str
+    script: Script,
+    conf: Mapping[str, Any],
+    topology: str | dict[str, Any],
+    policy: str,
+    sysfs_root: str | None = None,
 ) -> Run:
     scenario = Scenario.model_validate(
         {"topology": topology, "policy": policy, "config": dict(conf), "steps": script.steps}
     )
-    result = run_scenario(scenario, log=QUIET)
+    result = run_scenario(scenario, log=QUIET, sysfs_root=sysfs_root)
     return Run(result, load_topology(topology))
 
 
