@@ -209,8 +209,17 @@ def _simulate(
     policy: str,
     sysfs_root: str | None = None,
 ) -> Run:
+    policy_config = dict(conf)
+    # a custom resource's control section is the daemon's (policy_documents moves it)
+    control = policy_config.pop("control", None) or {}
     scenario = Scenario.model_validate(
-        {"topology": topology, "policy": policy, "config": dict(conf), "steps": script.steps}
+        {
+            "topology": topology,
+            "policy": policy,
+            "config": policy_config,
+            "control": control,
+            "steps": script.steps,
+        }
     )
     result = run_scenario(scenario, log=QUIET, sysfs_root=sysfs_root)
     return Run(result, load_topology(topology))
