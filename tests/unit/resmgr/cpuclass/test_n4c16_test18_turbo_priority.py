@@ -1,4 +1,4 @@
-"""n4c16/test18-turbo-priority: CPU classes compete for turbo by ``turboPriority``.
+"""Their balloons n4c16/test18-turbo-priority: CPU classes compete for turbo by ``turboPriority``.
 
 Their platform override (``cpus 0-15: min 800000, base 2900000, max 3800000`` kHz) is the
 synthetic cpufreq tree here, and their checks of the logged frequency writes are checks
