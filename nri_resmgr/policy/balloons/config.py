@@ -9,6 +9,8 @@ mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource
   (``reservedResources.cpu``, a quantity or ``cpuset:``/``exclude-cpuset:``);
 - the list of balloon types in matching order, with the built-in ``reserved`` type
   first and ``default`` last unless the configuration places them itself;
+- the CPU classes (``cpuClasses``, `nri_resmgr.policy.cpu_classes`): names given once,
+  and every ``cpuClass`` and ``idleCPUClass`` one of them when any is defined;
 - the keys the policy accepts without effect are `NOT_IMPLEMENTED` (key -> why);
   `nri_resmgr.policy_documents` warns once per such key a configuration sets, as it does
   for every policy.

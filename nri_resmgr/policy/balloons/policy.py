@@ -40,6 +40,11 @@ Every decision's updates are the other containers whose rendered CPUs or memory 
 ``rebuild`` keeps every group of containers that run on the same CPUs in one balloon of
 their type claiming those CPUs, when they are free and the balloon fits; the rest are
 placed as if new.  A second rebuild from the rendered result moves nothing.
+
+CPU classes: `cpu_class_use` names each balloon's CPUs under its type's ``cpuClass`` and
+the available CPUs in no balloon under ``idleCPUClass`` (an empty name: the class
+``default`` when ``cpuClasses`` has one), with the definitions; the shell writes them
+(`nri_resmgr.control.cpuclass`) after each decision.
 """
 
 from __future__ import annotations
