@@ -72,6 +72,7 @@ from nri_resmgr.model import (
     TopologyHint,
 )
 from nri_resmgr.policy.base import Policy
+from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.runtime import adapter
 from nri_resmgr.topology.cpuset import IDSet
 
@@ -100,6 +101,10 @@ _LIVE_STATES = frozenset(
 
 #: ``resolve_hints(container)``: the locality of its devices and mounts (sysfs, IO)
 HintResolver = Callable[[ContainerInfo], tuple[TopologyHint, ...]]
+
+
+#: the CPU classes of a policy that has none
+NO_CPU_CLASSES = CPUClassUse()
 
 
 class PipelineError(ResmgrError):
@@ -233,10 +238,12 @@ class Pipeline:
     def _apply_cpu_classes(self) -> None:
         """Hand the controllers the policy's CPU classes when they changed (best effort:
         the decision is taken; a controller's failure is logged)."""
-        use_of = getattr(self.policy, "cpu_class_use", None)
-        if not callable(use_of) or not self.controllers:
+        if not self.controllers:
             return
-        use = use_of(self.state)
+        use_of = getattr(self.policy, "cpu_class_use", None)
+        # a policy without CPU classes (static, none) has none: after a reconfiguration
+        # from one that had, the classes' files get their originals back
+        use = use_of(self.state) if callable(use_of) else NO_CPU_CLASSES
         if use == self._cpu_class_use:
             return
         self._cpu_class_use = use

@@ -8,7 +8,10 @@ from typing import Any
 from nri_resmgr.model import ResmgrError
 from nri_resmgr.policy.balloons import BalloonsPolicy
 from nri_resmgr.policy.cpu_classes import CPUClassUse
+from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.runtime.pipeline import Controller, Pipeline
+from nri_resmgr.simulator.run import run_scenario
+from nri_resmgr.simulator.scenario import Scenario
 from nri_resmgr.topology.cpuset import IDSet
 from tests.unit.resmgr.balloons.support import machine
 from tests.unit.resmgr.test_pipeline import QUIET, container, sandbox
@@ -80,3 +83,37 @@ def test_default_class_for_unnamed_cpus() -> None:
     # without a class named default, unnamed CPUs are in no class
     policy = BalloonsPolicy(topology=machine(), config={"reservedResources": {"cpu": "1"}})
     assert policy.cpu_class_use(policy.initial_state()).cpus == {}
+
+
+def test_a_policy_without_classes_hands_none_over_once() -> None:
+    rec = Recorder()
+    p = Pipeline(StaticPolicy(topology=machine(), config={}), controllers=[rec], log=QUIET)
+    pod = sandbox("p0")
+    p.create(pod, container(pod, "a"))
+    p.create(pod, container(pod, "b"))
+    assert rec.uses == [CPUClassUse()]  # what was set before a reconfiguration goes back
+
+
+FAST_POD = {
+    "pod": "p0",
+    "annotations": {BALLOON: "fast-bln"},
+    "containers": [{"name": "c", "requests": {"cpu": "1"}, "limits": {"cpu": "1"}}],
+}
+
+
+def test_simulator_steps_name_each_class_cpus() -> None:
+    scenario = Scenario.model_validate(
+        {
+            "topology": {"packages": 1, "cores": 4, "threads": 1},
+            "policy": "balloons",
+            "config": {
+                "reservedResources": {"cpu": "1"},
+                "idleCPUClass": "idle",
+                "balloonTypes": [{"name": "fast-bln", "cpuClass": "fast"}],
+                "cpuClasses": [{"name": "idle"}, {"name": "fast"}],
+            },
+            "steps": [{"create": FAST_POD}],
+        }
+    )
+    step = run_scenario(scenario, log=QUIET).steps[0]
+    assert step.as_dict()["cpu_classes"] == {"fast": "1", "idle": "2-3"}
