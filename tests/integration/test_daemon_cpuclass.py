@@ -1,6 +1,6 @@
 """CPU classes through the daemon: a balloon's CPUs get their class's frequencies and
 C-states in the sysfs files, and the files go back to what they were when the balloon
-deflates and when the daemon stops.
+deflates, when a reconfiguration drops the classes and when the daemon stops.
 
 The daemon plugin runs in-process against `nri_api.testing.FakeRuntime` over a real Unix
 socket, with a synthetic sysfs root (topology, cpufreq, cpuidle and uncore files) as its
@@ -13,12 +13,13 @@ import asyncio
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.cpuclass.synthetic import CPUFreqLayout, write_cpu_class_tree
-from nri_resmgr.model import QoSClass
+from nri_resmgr.model import ContainerID, QoSClass
 from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.discover import discover
@@ -27,7 +28,7 @@ from tests.integration.test_daemon import ctr, pod
 from tests.parity.machines import N4C16
 
 BALLOON = "balloon.balloons.resource-policy.nri.io"
-CONFIG = {
+CONFIG: dict[str, Any] = {
     "policy": "balloons",
     "policyConfig": {
         "availableResources": {"cpu": "cpuset:2-7,10-13"},
@@ -47,6 +48,12 @@ CONFIG = {
     },
 }
 LAYOUT = CPUFreqLayout(cstates=("C1E", "C2", "C4", "C8"))
+
+
+def turbo_idle() -> dict[str, Any]:
+    classes = [dict(c) for c in CONFIG["policyConfig"]["cpuClasses"]]
+    classes[1]["maxFreq"] = "turbo"
+    return {**CONFIG, "policyConfig": {**CONFIG["policyConfig"], "cpuClasses": classes}}
 
 
 def files(cpu_dir: Path) -> dict[str, str]:
@@ -104,7 +111,8 @@ def test_balloon_cpus_get_their_class_and_files_come_back(tmp_path: Path) -> Non
         p0 = pod("p0", QoSClass.BURSTABLE)
         p0.annotations[BALLOON] = "lowlatency-bln"
         await rt.run_pod_sandbox(p0)
-        reply = await rt.create_container(p0, ctr(p0, "c0", cpu="750m", limit="750m"))
+        c0 = ctr(p0, "c0", cpu="750m", limit="750m")
+        reply = await rt.create_container(p0, c0)
         (cpu,) = IDSet.parse(reply.adjust.linux.resources.cpu.cpus)
         assert disabled(cpu_dir, cpu) == ["C4", "C8"]
         assert scaling(cpu_dir, cpu) == ("3800000", "3800000", "performance")
@@ -125,6 +133,18 @@ def test_balloon_cpus_get_their_class_and_files_come_back(tmp_path: Path) -> Non
         never = {k: v for k, v in files(cpu_dir).items() if k.split("/")[0] in
                  ("cpu0", "cpu1", "cpu8", "cpu9", "cpu14", "cpu15")}  # fmt: skip
         assert never == {k: v for k, v in start.items() if k in never}
+        # live reconfiguration: the idle class now allows turbo; the balloon keeps its CPU
+        assert await plugin.reconfigure(config_from_mapping(turbo_idle())) == []
+        assert all(scaling(cpu_dir, c)[1] == "3800000" for c in freed)
+        assert disabled(cpu_dir, cpu) == ["C4", "C8"]
+        # and a policy without CPU classes: every file written is back to its original
+        static = {"policy": "static", "policyConfig": {"reservedSystemCPUs": "0"}}
+        await plugin.reconfigure(config_from_mapping(static))
+        assert files(cpu_dir) == start
+        # back to the classes: the container's balloon (wherever the rebuild put it)
+        await plugin.reconfigure(config_from_mapping(CONFIG))
+        (now,) = plugin.pipeline.assignments[ContainerID(c0.id)].cpus
+        assert disabled(cpu_dir, now) == ["C4", "C8"]
         await plugin.stop()
         await asyncio.wait_for(task, 10)
         plugin.close()  # what the daemon process does when it stops
