@@ -189,7 +189,7 @@ class Pipeline:
         #: the name would make a runtime without its own class config fail the container
         self.runtime_blockio: bool = not any(c.name == "blockio" for c in self.controllers)
         #: the policy's CPU class use last handed to the controllers (None: not yet)
-        self._cpu_class_use: object | None = None
+        self._cpu_class_use: CPUClassUse | None = None
 
     # -- helpers ---------------------------------------------------------------------
 
