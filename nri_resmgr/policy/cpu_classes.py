@@ -156,8 +156,39 @@ class CPUControlConfig(_Model):
     classes: Mapping[str, CPUClassSettings] = Field(default_factory=dict)
 
 
+def _check_pct(classes: Mapping[str, CPUClass], *, where: str) -> None:
+    """Their rules for the (otherwise unimplemented) SST/PCT keys, so that a
+    configuration nri-plugins refuses is refused here too."""
+    for c in classes.values():
+        pct = c.pct_priority != ""
+        problem = ""
+        if pct and c.sst_clos_id is not None:
+            problem = "pctPriority and sstClosID are mutually exclusive"
+        elif (c.pct_min_freq is not None or c.pct_max_freq is not None) and not pct:
+            problem = "pctMinFreq/pctMaxFreq need pctPriority (managed mode)"
+        elif c.publish_extended_resource and not pct and c.sst_clos_id is None:
+            problem = "publishExtendedResource needs pctPriority or sstClosID"
+        if problem:
+            raise ConfigError(f"{where}: class {c.name!r}: {problem}")
+    managed = sorted(c.name for c in classes.values() if c.pct_priority)
+    assoc = sorted(c.name for c in classes.values() if c.sst_clos_id is not None)
+    if managed and assoc:
+        raise ConfigError(
+            f"{where}: classes {', '.join(managed)} (pctPriority) and {', '.join(assoc)} "
+            "(sstClosID) mix managed and assoc-only PCT; expected one mode"
+        )
+    for prio in ("high", "low"):
+        named = sorted(c.name for c in classes.values() if c.pct_priority == prio)
+        if len(named) > 1:
+            raise ConfigError(
+                f"{where}: classes {', '.join(named)} all have pctPriority {prio}; "
+                "expected at most one"
+            )
+
+
 def check_classes(classes: Iterable[CPUClass], *, where: str) -> dict[str, CPUClass]:
-    """`classes` by name; a name given twice or an uncore symbol is a `ConfigError`."""
+    """`classes` by name; a name given twice, min above max, an uncore symbol or SST/PCT
+    keys that nri-plugins refuses together are a `ConfigError`."""
     out: dict[str, CPUClass] = {}
     for c in classes:
         if c.name in out:
@@ -177,6 +208,7 @@ def check_classes(classes: Iterable[CPUClass], *, where: str) -> dict[str, CPUCl
                 "expected kHz (the uncore has no min/base/turbo files)"
             )
         out[c.name] = c
+    _check_pct(out, where=where)
     return out
 
 

@@ -193,6 +193,56 @@ def cpu_config(**changes: Any) -> dict[str, Any]:
             id="misspelt",
         ),
         pytest.param({"turboDomain": "numa"}, "turboDomain", id="turbo-domain"),
+        pytest.param(  # their test19-pct balloons-pct-invalid.cfg
+            {
+                "cpuClasses": [
+                    {"name": "idle"},
+                    {"name": "fast", "pctPriority": "high", "sstClosID": 0},
+                ]
+            },
+            "class 'fast': pctPriority and sstClosID are mutually exclusive",
+            id="pct-and-clos",
+        ),
+        pytest.param(
+            {
+                "cpuClasses": [
+                    {"name": "idle", "pctPriority": "low"},
+                    {"name": "fast", "sstClosID": 1},
+                ]
+            },
+            "classes idle (pctPriority) and fast (sstClosID) mix managed and assoc-only",
+            id="pct-modes",
+        ),
+        pytest.param(
+            {
+                "cpuClasses": [
+                    {"name": "idle", "pctPriority": "high"},
+                    {"name": "fast", "pctPriority": "high"},
+                ]
+            },
+            "classes fast, idle all have pctPriority high; expected at most one",
+            id="pct-two-high",
+        ),
+        pytest.param(
+            {"cpuClasses": [{"name": "idle"}, {"name": "fast", "pctMaxFreq": "3GHz"}]},
+            "class 'fast': pctMinFreq/pctMaxFreq need pctPriority",
+            id="pct-freq",
+        ),
+        pytest.param(
+            {"cpuClasses": [{"name": "idle"}, {"name": "fast", "publishExtendedResource": True}]},
+            "class 'fast': publishExtendedResource needs pctPriority or sstClosID",
+            id="pct-publish",
+        ),
+        pytest.param(
+            {
+                "cpuClasses": [
+                    {"name": "idle"},
+                    {"name": "fast", "minFreq": "3GHz", "maxFreq": "2GHz"},
+                ]
+            },
+            "class 'fast': minFreq > maxFreq (3000000 > 2000000 kHz)",
+            id="min-above-max",
+        ),
     ],
 )
 def test_cpu_class_errors(changes: dict[str, Any], message: str) -> None:
