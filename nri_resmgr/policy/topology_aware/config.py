@@ -223,6 +223,17 @@ class ResolvedConfig:
     reserved_milli: int
     reserved_namespaces: tuple[str, ...]
 
+    @property
+    def names_cpu_classes(self) -> bool:
+        """Whether CPU classes are configured: ``cpuClasses`` or a pool's class."""
+        o = self.options
+        return bool(
+            o.cpu_classes
+            or o.reserved_pool_cpu_class
+            or o.shared_pool_cpu_class
+            or o.default_exclusive_cpu_class
+        )
+
 
 def _what(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "configuration"

@@ -239,6 +239,8 @@ class TopologyAwarePolicy:
         ``cpu-class`` annotation or ``defaultExclusiveCPUClass``; for the CPU class
         control (`nri_resmgr.control.cpuclass`)."""
         opts = self.config.options
+        if not self.config.names_cpu_classes:
+            return CPUClassUse(managed=self.config.available)  # O(1) on every event
         out: dict[str, CPUSet] = {}
 
         def add(name: str, cpus: CPUSet) -> None:

@@ -233,6 +233,11 @@ def _cpu_class(container: ContainerInfo, config: ResolvedConfig) -> str:
             f"{container.pretty}: annotation {CPU_CLASS}: CPU class {name!r} invalid for "
             f"non-Guaranteed QoS class {container.qos_class}; expected a Guaranteed container"
         )
+    if not config.names_cpu_classes:
+        raise AnnotationError(
+            f"{container.pretty}: annotation {CPU_CLASS} names CPU class {name!r}; expected "
+            "no such annotation: no CPU classes are configured (cpuClasses)"
+        )
     defined = [c.name for c in config.options.cpu_classes]
     if defined and name not in defined:
         raise AnnotationError(

@@ -89,3 +89,10 @@ def test_pool_classes_must_be_defined(key: str, what: str) -> None:
     # their messages: unknown reserved CPU class "nonexistent" (and shared, default exclusive)
     with pytest.raises(ConfigError, match=f'unknown {what} CPU class "nonexistent"'):
         policy(**{key: "nonexistent"})
+
+
+def test_without_classes_the_annotation_is_an_error_and_nothing_is_classed() -> None:
+    p = TopologyAwarePolicy(topology=MACHINE, config={"reservedResources": {"cpu": "cpuset:0"}})
+    assert p.cpu_class_use(p.initial_state()).cpus == {}
+    with pytest.raises(AnnotationError, match="no CPU classes are configured"):
+        p.allocate(p.initial_state(), ctr("c0", milli=1000, ann={CLASS: "class1"}))
