@@ -26,6 +26,7 @@ from nri_resmgr.control.cpuclass.plan import (
     desired_values,
     paths_to_read,
     plan_writes,
+    undefined_classes,
 )
 from nri_resmgr.policy.cpu_classes import CPUClassSettings, CPUClassUse
 
@@ -133,6 +134,8 @@ class CPUClassFiles:
         """Set the files of `use`'s CPUs to their classes (`classes`: name -> settings);
         restore those no longer wanted.  The writes made."""
         if not classes and not self.originals:
+            for p in undefined_classes(use, classes):
+                self._warn_once(p)
             return []  # nothing defined and nothing to undo: not a single read
         facts = {c: f for c in use.managed if (f := self.facts(c)) is not None}
         desired, problems = desired_values(use, classes, facts)

@@ -51,6 +51,7 @@ __all__ = [
     "desired_values",
     "plan_writes",
     "uncore_path",
+    "undefined_classes",
 ]
 
 RESTORE = "(original)"
@@ -136,6 +137,16 @@ def _resolve(freq: Frequency, f: CPUFacts, *, turbo: bool) -> int | None:
     return f.max_khz
 
 
+def undefined_classes(use: CPUClassUse, classes: Mapping[str, CPUClassSettings]) -> list[str]:
+    """A problem for each class of `use` without a definition (its CPUs are left alone)."""
+    return [
+        f"CPU class {name!r} (CPUs {cpus}) is defined in neither cpuClasses nor "
+        "control.cpu.classes; its CPUs are left as they were"
+        for name, cpus in sorted(use.cpus.items())
+        if name not in classes
+    ]
+
+
 def desired_values(
     use: CPUClassUse,
     classes: Mapping[str, CPUClassSettings],
@@ -146,14 +157,10 @@ def desired_values(
     Only CPUs in ``use.managed`` with `facts` are set.  A class with no definition, or
     a symbolic frequency whose file a CPU lacks, is a problem; its files are left out.
     """
-    problems: list[str] = []
+    problems = undefined_classes(use, classes)
     cpu_class: dict[int, str] = {}
     for name, cpus in sorted(use.cpus.items()):
         if name not in classes:
-            problems.append(
-                f"CPU class {name!r} (CPUs {cpus}) is defined in neither cpuClasses nor "
-                "control.cpu.classes; its CPUs are left as they were"
-            )
             continue
         for cpu in cpus & use.managed:
             if cpu in facts:

@@ -133,9 +133,18 @@ def test_machine_without_cpufreq_or_cpuidle_gives_warnings_not_errors(tmp_path: 
     )
 
 
-def test_nothing_defined_reads_nothing(tmp_path: Path) -> None:
-    files = CPUClassFiles(tmp_path / "absent", log=Log())
+def test_nothing_defined_reads_nothing_and_names_the_undefined_class(tmp_path: Path) -> None:
+    log = Log()
+    files = CPUClassFiles(tmp_path / "absent", log=log)
     assert files.apply(use(fast="1"), {}) == []
+    assert files.apply(use(fast="1"), {}) == []
+    assert log.warnings() == [
+        (
+            "CPU class 'fast' (CPUs 1) is defined in neither cpuClasses nor "
+            "control.cpu.classes; its CPUs are left as they were",
+            {},
+        )
+    ]
 
 
 def test_a_failed_write_is_a_warning(tmp_path: Path) -> None:
