@@ -58,6 +58,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from nri_api import api
@@ -65,6 +66,7 @@ from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import NRIVersion
 from nri_api.stub import DEFAULT_UPDATE_TIMEOUT, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
+from nri_resmgr.control.cpuclass.files import RECORD_NAME as CPU_CLASS_RECORD
 from nri_resmgr.control.cpuclass.files import CPUClassFiles
 from nri_resmgr.control.wiring import class_control_from_config
 from nri_resmgr.model import (
@@ -210,8 +212,16 @@ class ResmgrPlugin(Plugin):
         #: where devices' and mounts' locality is read (None: no topology hints)
         self.sysfs_root = sysfs_root
         #: CPU class files under the sysfs root, kept across reconfigurations (their
-        #: originals are put back at `close`); None without a sysfs root
-        self.cpu_class_files = CPUClassFiles(sysfs_root) if sysfs_root is not None else None
+        #: originals are put back at `close`, and recorded in `state_dir` when given);
+        #: None without a sysfs root
+        self.cpu_class_files = (
+            CPUClassFiles(
+                sysfs_root,
+                record=Path(state_dir) / CPU_CLASS_RECORD if state_dir is not None else None,
+            )
+            if sysfs_root is not None
+            else None
+        )
         self.metrics = metrics or Metrics()
         # pool and container gauges are computed when scraped, not after every event:
         # a snapshot walks every live container, which must stay off the event path

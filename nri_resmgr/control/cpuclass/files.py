@@ -12,10 +12,20 @@ A missing file (a machine without cpufreq, a driver without EPP, no
 ``intel_uncore_frequency``) or a failed write is one warning naming the file and what
 was wanted, logged once per file and value; the rest goes on.  Every write is one log
 line (file, value, class).  Paths are under ``ROOT/sys/devices/system/cpu``.
+
+With a `record` file (the daemon's ``STATE_DIR/cpuclass-originals.json``) the originals
+survive a crash: they are saved (atomically) whenever they change and read back at
+start, so the next daemon restores what was there before the first one wrote.  A record
+of another root is ignored; an entry that is not a class file and value
+(`plan.is_class_file`) is skipped with a warning, never written; a record that cannot be
+written is one warning (the originals are then in memory only).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +34,7 @@ from nri_resmgr.control.cpuclass.plan import (
     CPUFacts,
     Write,
     desired_values,
+    is_class_file,
     paths_to_read,
     plan_writes,
     undefined_classes,
@@ -33,7 +44,10 @@ from nri_resmgr.policy.cpu_classes import CPUClassSettings, CPUClassUse
 if TYPE_CHECKING:
     from nri_resmgr.ops.logs import EventLog  # logs -> config -> control
 
-__all__ = ["CPUClassFiles", "read_facts"]
+__all__ = ["RECORD_NAME", "CPUClassFiles", "read_facts"]
+
+#: the record of originals in the daemon's state directory
+RECORD_NAME = "cpuclass-originals.json"
 
 
 def _read(path: Path) -> str | None:
@@ -79,18 +93,64 @@ def read_facts(cpu_dir: Path, cpu: int) -> CPUFacts | None:
 class CPUClassFiles:
     """CPU class settings written under `root` (module docstring)."""
 
-    def __init__(self, root: str | Path, *, log: EventLog | None = None) -> None:
+    def __init__(
+        self, root: str | Path, *, record: Path | None = None, log: EventLog | None = None
+    ) -> None:
         self.cpu_dir = Path(root) / "sys" / "devices" / "system" / "cpu"
         if log is None:
             from nri_resmgr.ops.logs import get_logger  # logs -> config -> control
 
             log = get_logger("cpuclass")
         self.log: EventLog = log
-        #: path (relative to `cpu_dir`) -> its value before our first write
-        self.originals: dict[str, str] = {}
+        self.record = record
         self._facts: dict[int, CPUFacts | None] = {}
         #: warnings already given (each once)
         self._warned: set[str] = set()
+        #: path (relative to `cpu_dir`) -> its value before our first write
+        self.originals: dict[str, str] = self._load()
+
+    def _load(self) -> dict[str, str]:
+        if self.record is None:
+            return {}
+        try:
+            doc = json.loads(self.record.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, RecursionError) as exc:
+            self._warn_once("cpu class record unreadable, ignored", record=str(self.record),
+                            error=str(exc))  # fmt: skip
+            return {}
+        entries = doc.get("originals") if isinstance(doc, dict) else None
+        if not isinstance(entries, dict) or doc.get("root") != str(self.cpu_dir):
+            return {}  # not ours, or another root's
+        out: dict[str, str] = {}
+        for path, value in entries.items():
+            if isinstance(path, str) and isinstance(value, str) and is_class_file(path, value):
+                out[path] = value
+            else:
+                self._warn_once("cpu class record entry skipped", entry=repr(path)[:120])
+        return out
+
+    def _save(self, before: Mapping[str, str]) -> None:
+        if self.record is None or self.originals == before:
+            return
+        tmp = self.record.with_suffix(".tmp")
+        try:
+            if not self.originals:
+                self.record.unlink(missing_ok=True)
+                return
+            self.record.parent.mkdir(parents=True, exist_ok=True)
+            doc = {"root": str(self.cpu_dir), "originals": dict(sorted(self.originals.items()))}
+            tmp.write_text(json.dumps(doc, indent=1))
+            os.replace(tmp, self.record)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            self._warn_once(
+                "cpu class record not writable: originals kept in memory only",
+                record=str(self.record),
+                error=exc.strerror or str(exc),
+            )
 
     def _warn_once(self, message: str, **kw: object) -> None:
         key = message + repr(sorted(kw.items()))
@@ -150,13 +210,19 @@ class CPUClassFiles:
                 value=desired[p].value,
                 cpu_class=desired[p].cls,
             )
+        # recorded before writing (the new originals and those being restored), so that
+        # a crash mid-way still knows every original; then without the restored ones
+        before, self.originals = self.originals, {**self.originals, **plan.originals}
+        self._save(before)
         done = self._write(plan.writes)
-        self.originals = dict(plan.originals)
+        before, self.originals = self.originals, dict(plan.originals)
+        self._save(before)
         return done
 
     def restore(self) -> list[Write]:
         """Every file written back to its original; the writes made."""
         plan = plan_writes({}, self._current(sorted(self.originals)), self.originals)
         done = self._write(plan.writes)
-        self.originals = {}
+        before, self.originals = self.originals, {}
+        self._save(before)
         return done

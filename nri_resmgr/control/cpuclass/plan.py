@@ -30,6 +30,7 @@ Nothing here does IO: `nri_resmgr.control.cpuclass.files` reads and writes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -49,6 +50,7 @@ __all__ = [
     "cpufreq_path",
     "cpuidle_path",
     "desired_values",
+    "is_class_file",
     "plan_writes",
     "uncore_path",
     "undefined_classes",
@@ -95,6 +97,22 @@ class Plan:
     originals: Mapping[str, str]
     #: files that are desired but could not be read (missing): named, never written
     missing: tuple[str, ...]
+
+
+#: every file a plan may name (relative to ``sys/devices/system/cpu``), and its values: what
+#: a record read back from disk is checked against before anything is written from it
+_CLASS_FILE = re.compile(
+    r"cpu[0-9]{1,5}/cpufreq/(scaling_min_freq|scaling_max_freq|scaling_governor"
+    r"|energy_performance_preference)"
+    r"|cpu[0-9]{1,5}/cpuidle/state[0-9]{1,3}/disable"
+    r"|intel_uncore_frequency/package_[0-9]{2,4}_die_[0-9]{2,4}/(min|max)_freq_khz"
+)
+_CLASS_VALUE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def is_class_file(path: str, value: str) -> bool:
+    """Whether `path` is a file a plan may write and `value` a value such a file holds."""
+    return _CLASS_FILE.fullmatch(path) is not None and _CLASS_VALUE.fullmatch(value) is not None
 
 
 def cpufreq_path(cpu: int, name: str) -> str:

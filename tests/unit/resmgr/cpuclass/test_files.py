@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from nri_resmgr.control.cpuclass.files import CPUClassFiles
+from nri_resmgr.commands.reset import restore_cpu_class_files
+from nri_resmgr.control.cpuclass.files import RECORD_NAME, CPUClassFiles
 from nri_resmgr.control.cpuclass.synthetic import CPUFreqLayout, write_cpu_class_tree
 from nri_resmgr.policy.cpu_classes import CPUClassSettings, CPUClassUse
 from nri_resmgr.topology.cpuset import IDSet
@@ -162,3 +164,59 @@ def test_a_failed_write_is_a_warning(tmp_path: Path) -> None:
         "performance",
         "fast",
     )
+
+
+def test_originals_survive_a_crash_through_the_record(tmp_path: Path) -> None:
+    cpu_dir = tree(tmp_path / "root")
+    start = {k: v.strip() for k, v in snapshot(cpu_dir).items()}
+    record = tmp_path / "state" / "cpuclass-originals.json"
+    first = CPUClassFiles(tmp_path / "root", record=record, log=Log())
+    first.apply(use(fast="1,5", idle="2-4,6-7"), CLASSES)
+    assert record.exists()
+    # the daemon dies (no restore); the next one takes over from the record
+    second = CPUClassFiles(tmp_path / "root", record=record, log=Log())
+    assert second.originals == first.originals
+    second.apply(use(fast="1", idle="2-7"), CLASSES)
+    second.restore()
+    assert {k: v.strip() for k, v in snapshot(cpu_dir).items()} == start
+    assert not record.exists()  # nothing left to restore
+
+
+def test_a_tampered_record_is_never_written_from(tmp_path: Path) -> None:
+    cpu_dir = tree(tmp_path / "root")
+    record = tmp_path / "cpuclass-originals.json"
+    record.write_text(
+        json.dumps(
+            {
+                "root": str(cpu_dir),
+                "originals": {
+                    "../../../../etc/motd": "pwned",
+                    "cpu1/cpufreq/scaling_governor": "a\nb",
+                    "cpu1/cpufreq/scaling_max_freq": "3800000",
+                },
+            }
+        )
+    )
+    log = Log()
+    files = CPUClassFiles(tmp_path / "root", record=record, log=log)
+    assert files.originals == {"cpu1/cpufreq/scaling_max_freq": "3800000"}
+    assert [e for e, _ in log.warnings()] == ["cpu class record entry skipped"] * 2
+    # another root's record is not this daemon's
+    other = CPUClassFiles(tmp_path / "elsewhere", record=record, log=Log())
+    assert other.originals == {}
+
+
+def test_reset_puts_back_what_a_crashed_daemon_left(tmp_path: Path) -> None:
+    root, state = tmp_path / "root", tmp_path / "state"
+    cpu_dir = tree(root)
+    start = {k: v.strip() for k, v in snapshot(cpu_dir).items()}
+    assert restore_cpu_class_files(sysfs_root=root, state_dir=state) == []  # no record
+    files = CPUClassFiles(root, record=state / RECORD_NAME, log=Log())
+    files.apply(use(fast="1"), CLASSES)  # and the daemon dies
+    planned = restore_cpu_class_files(sysfs_root=root, state_dir=state, dry_run=True)
+    assert "cpu1/cpufreq/scaling_min_freq" in planned
+    assert {k: v.strip() for k, v in snapshot(cpu_dir).items()} != start
+    restored = restore_cpu_class_files(sysfs_root=root, state_dir=state)
+    assert "cpu1/cpufreq/scaling_min_freq" in restored
+    assert {k: v.strip() for k, v in snapshot(cpu_dir).items()} == start
+    assert not (state / RECORD_NAME).exists()
