@@ -127,6 +127,11 @@ def uncore_path(package: int, die: int, name: str) -> str:
     return f"intel_uncore_frequency/package_{package:02d}_die_{die:02d}/{name}"
 
 
+def _turbo_domain(f: CPUFacts, domain: TurboDomain) -> int:
+    """The turbo domain `f`'s CPU competes in: its package, or the one machine-wide."""
+    return f.package if domain is TurboDomain.PACKAGE else 0
+
+
 def _turbo_winners(
     cpu_class: Mapping[int, str],
     classes: Mapping[str, CPUClassSettings],
@@ -136,8 +141,7 @@ def _turbo_winners(
     """Turbo domain -> the classes that get real turbo there."""
     active: dict[int, set[str]] = {}
     for cpu, name in cpu_class.items():
-        key = facts[cpu].package if domain is TurboDomain.PACKAGE else 0
-        active.setdefault(key, set()).add(name)
+        active.setdefault(_turbo_domain(facts[cpu], domain), set()).add(name)
     out: dict[int, frozenset[str]] = {}
     for key, names in active.items():
         top = max(classes[n].turbo_priority for n in names)
@@ -189,8 +193,7 @@ def desired_values(
     for cpu, name in sorted(cpu_class.items()):
         c, f = classes[name], facts[cpu]
         dies.setdefault((f.package, f.die), set()).add(name)
-        domain = f.package if use.turbo_domain is TurboDomain.PACKAGE else 0
-        turbo = name in winners[domain]
+        turbo = name in winners[_turbo_domain(f, use.turbo_domain)]
         for key, freq in (("scaling_min_freq", c.min_freq), ("scaling_max_freq", c.max_freq)):
             if freq is None:
                 continue
