@@ -18,9 +18,9 @@ When the hooks run, per NRI event:
 - Synchronize and live reconfiguration: `synchronized` with the live pods (restart
   cleanup; best effort);
 - a /metrics scrape: `monitoring_samples` with the live (container id, RDT class) pairs;
-- after every committed decision whose CPU classes changed (a policy with a
-  ``cpu_class_use(state)`` method, the balloons policy): `cpu_classes_changed` with the
-  policy's `CPUClassUse` (best effort: the decision stands);
+- after every committed decision whose CPU classes changed: `cpu_classes_changed` with the
+  policy's `CPUClassUse` (its ``cpu_class_use(state)``: balloons, topology-aware; an empty
+  one for a policy without the method), best effort: the decision stands;
 - the daemon stops: `stopped` (undo what must not outlive the daemon; best effort).
 
 A `ClassSelector` picks a container's RDT and block I/O classes (`ClassChoice`).
