@@ -30,7 +30,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -238,6 +238,6 @@ class CPUClassUse:
     classes: tuple[CPUClass, ...] = ()
     turbo_domain: TurboDomain = TurboDomain.PACKAGE
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str]:
         """Class name -> CPU list (for reports and the simulator)."""
         return {name: str(cpus) for name, cpus in sorted(self.cpus.items())}
