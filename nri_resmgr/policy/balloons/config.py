@@ -16,6 +16,8 @@ mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource
   (`nri_resmgr.topology.locality`: discovery read them), and the ``loadClasses`` by name,
   every type's ``loads`` naming one of them; how they steer the CPUs a balloon takes is
   the policy's (`policy.BalloonsPolicy._tree_options`);
+- the CPU classes (``cpuClasses``, `nri_resmgr.policy.cpu_classes`): names given once,
+  and every ``cpuClass`` and ``idleCPUClass`` one of them when any is defined;
 - the keys the policy accepts without effect are `NOT_IMPLEMENTED` (key -> why);
   `nri_resmgr.policy_documents` warns once per such key a configuration sets, as it does
   for every policy.
@@ -37,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from nri_resmgr.model import ConfigError, MemoryKind
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.policy.cpu_classes import CPUClass, TurboDomain, check_classes
 from nri_resmgr.policy.expressions import Operator, check_key, check_values
 from nri_resmgr.policy.irq_affinity import IrqMode, irq_pattern_problem
 from nri_resmgr.policy.sched_classes import (
@@ -189,8 +192,8 @@ class BalloonsConfig(_Model):
     scheduling_classes: tuple[SchedulingClassSpec, ...] = Field(
         default=(), alias="schedulingClasses"
     )
-    cpu_classes: tuple[Mapping[str, Any], ...] = Field(default=(), alias="cpuClasses")
-    turbo_domain: str = Field(default="", alias="turboDomain")
+    cpu_classes: tuple[CPUClass, ...] = Field(default=(), alias="cpuClasses")
+    turbo_domain: TurboDomain = Field(default=TurboDomain.PACKAGE, alias="turboDomain")
     controllable_interrupts: tuple[str, ...] = Field(default=(), alias="controllableInterrupts")
     # the common part of every nri-plugins policy spec (the daemon's, not the policy's)
     agent: Mapping[str, Any] | None = None
@@ -202,17 +205,16 @@ class BalloonsConfig(_Model):
 #: keys accepted as nri-plugins spells them but with no effect here (one warning each);
 #: ``balloonTypes.KEY`` for keys of a balloon type
 NOT_IMPLEMENTED: dict[str, str] = {
-    "cpuClasses": "CPU classes are not implemented",
-    "turboDomain": "turbo domains are not implemented",
+    "cpuClasses.pctPriority": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.sstClosID": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.pctMinFreq": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.pctMaxFreq": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.publishExtendedResource": "Intel SST priority core turbo is not implemented",
     "agent": "the agent section is the daemon's",
     "control": "the control section is the daemon's",
     "instrumentation": "the instrumentation section is the daemon's",
     "log": "the log section is the daemon's",
     "balloonTypes.componentCreation": "component creation is not implemented",
-    "idleCPUClass": "the policy names the CPUs of each class (cpu_classes), but no controller "
-    "sets their frequencies or C-states yet",
-    "balloonTypes.cpuClass": "the policy names the CPUs of each class (cpu_classes), but no "
-    "controller sets their frequencies or C-states yet",
 }
 
 #: the model of the spec's policy keys (read by `nri_resmgr.policy_documents`)
@@ -291,6 +293,7 @@ _NESTED: dict[str, type[BaseModel]] = {
     "matchExpressions": Expression,
     "preserve": ContainerMatch,
     "schedulingClasses": SchedulingClassSpec,
+    "cpuClasses": CPUClass,
 }
 
 
@@ -469,6 +472,30 @@ def _check_interrupts(opts: BalloonsConfig) -> None:
             )
 
 
+def _check_cpu_classes(opts: BalloonsConfig, types: tuple[BalloonType, ...]) -> None:
+    """Class names given twice, and (when ``cpuClasses`` defines any) a balloon type's
+    ``cpuClass`` or ``idleCPUClass`` naming none of them, are errors.
+
+    Without ``cpuClasses`` the names may be the daemon's ``control.cpu.classes``, which
+    the policy does not see (the CPU class control warns about names defined nowhere).
+    """
+    defined = check_classes(opts.cpu_classes, where="policy balloons: cpuClasses")
+    if not defined:
+        return
+    known = ", ".join(sorted(defined))
+    for t in types:
+        if t.cpu_class and t.cpu_class not in defined:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: cpuClass {t.cpu_class!r} is not "
+                f"in cpuClasses; expected one of {known}"
+            )
+    if opts.idle_cpu_class and opts.idle_cpu_class not in defined:
+        raise ConfigError(
+            f"policy balloons: idleCPUClass {opts.idle_cpu_class!r} is not in cpuClasses; "
+            f"expected one of {known}"
+        )
+
+
 def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedConfig:
     """Validate `config` (a spec or a ``BalloonsPolicy`` resource) for `topology`."""
     raw = spec_of(config)
@@ -518,6 +545,7 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
             "least one available CPU"
         )
     types = _builtins(opts.balloon_types, len(reserved))
+    _check_cpu_classes(opts, types)
     return ResolvedConfig(
         options=opts,
         available=available,

@@ -66,6 +66,11 @@ their type claiming those CPUs, when they are free and enough for the balloon as
 live reconfiguration refills as nri-plugins does, so they may join a balloon with room),
 a new balloon keeping what it can of the CPUs its container runs on.  A second rebuild
 from the rendered result moves nothing.
+
+CPU classes: `cpu_class_use` names each balloon's CPUs under its type's ``cpuClass`` and
+the available CPUs in no balloon under ``idleCPUClass`` (an empty name: the class
+``default`` when ``cpuClasses`` has one), with the definitions; the shell writes them
+(`nri_resmgr.control.cpuclass`) after each decision.
 """
 
 from __future__ import annotations
@@ -104,6 +109,7 @@ from nri_resmgr.policy.balloons.invariants import check_invariants
 from nri_resmgr.policy.balloons.matching import balloon_type_of, evaluate, expand
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.common import one_thread_per_core, parse_bool_annotation, take_cpus
+from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.decide import (
     decide,
     decide_release,
@@ -124,6 +130,8 @@ from nri_resmgr.topology.model import CoreType, Topology
 
 __all__ = ["BalloonReport", "BalloonView", "BalloonsPolicy"]
 
+#: the class of CPUs whose balloon type (or idleCPUClass) names none, when cpuClasses has it
+DEFAULT_CPU_CLASS = "default"
 _DRAM = (MemoryKind.DRAM,)
 _NO_CPUS: CPUSet = IDSet()
 
@@ -792,17 +800,23 @@ class BalloonsPolicy:
 
     # ---- what the shell and reports read --------------------------------------------
 
+    def _class_name(self, name: str) -> str:
+        """`name`, or for an empty one the class named ``default`` when cpuClasses has it."""
+        if name or not any(c.name == DEFAULT_CPU_CLASS for c in self.config.options.cpu_classes):
+            return name
+        return DEFAULT_CPU_CLASS
+
     def cpu_classes(self, state: BalloonsState) -> dict[str, CPUSet]:
         """CPU class name -> the CPUs in it: balloons' ``cpuClass``, idle ``idleCPUClass``.
 
-        The hook for a CPU class controller (cpufreq/cpuidle under the sysfs root).
+        An empty name is the class ``default`` when ``cpuClasses`` defines one.
         """
         out: dict[str, CPUSet] = {}
         for b in state.balloons.values():
-            cls = self.types[b.type].cpu_class
+            cls = self._class_name(self.types[b.type].cpu_class)
             if cls and b.cpus:
                 out[cls] = out.get(cls, IDSet()) | b.cpus
-        idle_class = self.config.options.idle_cpu_class
+        idle_class = self._class_name(self.config.options.idle_cpu_class)
         idle = self.config.available - state.used
         if idle_class and idle:
             out[idle_class] = out.get(idle_class, IDSet()) | idle
@@ -831,6 +845,17 @@ class BalloonsPolicy:
                 for t in self.config.types
                 if t.irq_claim
             ),
+        )
+
+    def cpu_class_use(self, state: BalloonsState) -> CPUClassUse:
+        """What the CPU class control sets after a decision (`cpu_classes` of `state`,
+        the definitions, the available CPUs as the ones it may touch)."""
+        opts = self.config.options
+        return CPUClassUse(
+            cpus=self.cpu_classes(state),
+            managed=self.config.available,
+            classes=opts.cpu_classes,
+            turbo_domain=opts.turbo_domain,
         )
 
     def balloons(self, state: BalloonsState) -> tuple[BalloonReport, ...]:
