@@ -44,6 +44,7 @@ placed as if new.  A second rebuild from the rendered result moves nothing.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -61,6 +62,7 @@ from nri_resmgr.model import (
 from nri_resmgr.policy.balloons.config import (
     RESERVED,
     BalloonType,
+    ComponentCreation,
     CPUPriority,
     ResolvedConfig,
     TopologyLevel,
@@ -89,6 +91,7 @@ from nri_resmgr.topology.model import CoreType, Topology
 __all__ = ["BalloonReport", "BalloonView", "BalloonsPolicy"]
 
 _DRAM = (MemoryKind.DRAM,)
+_NONE: CPUSet = IDSet()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +133,21 @@ class BalloonsPolicy:
     # ---- balloon sizes and CPUs ----------------------------------------------------
 
     def target_cpus(self, t: BalloonType, milli: int) -> int:
-        """The CPUs a balloon of type `t` needs for `milli` requested millicores."""
+        """The CPUs a plain balloon of type `t` needs for `milli` requested millicores."""
         return max(t.min_cpus, _ceil_cpus(milli))
+
+    def needed_cpus(self, b: Balloon, milli: int) -> int:
+        """The CPUs balloon `b` needs for `milli` requested millicores: `target_cpus`
+        when plain; a composite's is the sum of its components' (`component_share`)."""
+        if not b.components:
+            return self.target_cpus(self.types[b.type], milli)
+        share = self.component_share(b, milli)
+        return sum(self.needed_cpus(c, share) for c in b.components)
+
+    def component_share(self, b: Balloon, milli: int) -> int:
+        """The millicores each component of composite `b` is sized for when `b` holds
+        `milli`: an equal share (rounded down) of ``max(milli, 1000 * minCPUs)``."""
+        return max(milli, 1000 * self.types[b.type].min_cpus) // len(b.components)
 
     def _tiers(self, t: BalloonType, near: CPUSet, *, free: CPUSet | None = None) -> list[CPUSet]:
         """The CPU sets to take new CPUs from, most preferred first (module docstring);
@@ -199,16 +215,33 @@ class BalloonsPolicy:
 
     def _resize(self, state: BalloonsState, balloon: Balloon, milli: int) -> Balloon | str:
         """`balloon` sized for `milli` millicores, or why it cannot be."""
-        t = self.types[balloon.type]
-        want = self.target_cpus(t, milli)
+        return self._resized(balloon, milli, used=state.used - balloon.cpus)
+
+    def _resized(self, b: Balloon, milli: int, *, used: CPUSet) -> Balloon | str:
+        """`b` (a balloon or a component) sized for `milli`, taking no CPU of `used`.
+
+        A composite's components are sized one after the other for their share, each
+        taking CPUs by its own type's preferences and seeing the others' as used; its
+        CPUs are their union.  Any ``maxCPUs`` on the way that the size passes fails.
+        """
+        t = self.types[b.type]
+        want = self.needed_cpus(b, milli)
         if t.max_cpus and want > t.max_cpus:
-            return f"{balloon.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
-        if t.components:
-            return self._resize_composite(state, balloon, t, want)
-        got = self._sized(balloon.cpus, t, want, used=state.used)
-        if isinstance(got, str):
-            return f"{balloon.name} {got}"
-        return replace(balloon, cpus=got)
+            return f"{b.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
+        if not b.components:
+            cpus = self._sized(b.cpus, t, want, used=used)
+            if isinstance(cpus, str):
+                return f"{b.name} {cpus}"
+            return replace(b, cpus=cpus)
+        share = self.component_share(b, milli)
+        done: list[Balloon] = []
+        for i, comp in enumerate(b.components):
+            others = union(x.cpus for x in (*done, *b.components[i + 1 :]))
+            got = self._resized(comp, share, used=used | others)
+            if isinstance(got, str):
+                return f"{b.name} component {got}"
+            done.append(got)
+        return replace(b, cpus=union(x.cpus for x in done), components=tuple(done))
 
     def _sized(self, cpus: CPUSet, t: BalloonType, want: int, *, used: CPUSet) -> CPUSet | str:
         """`cpus` shrunk or grown to `want` CPUs by the preferences of type `t`, taking
@@ -227,34 +260,80 @@ class BalloonsPolicy:
             return f"would need {want - have} more CPUs; {len(free)} are free"
         return cpus | more
 
-    def _resize_composite(
-        self, state: BalloonsState, balloon: Balloon, t: BalloonType, want: int
-    ) -> Balloon | str:
-        """A composite balloon: `want` CPUs split evenly over its components, each part
-        picked by its component type's preferences; its CPUs are the parts' union."""
-        n = len(t.components)
-        shares = [want // n + (1 if i < want % n else 0) for i in range(n)]
-        old = balloon.parts or tuple(IDSet() for _ in range(n))
-        # others' CPUs, and the other parts' (old ones, and new ones already sized)
-        others = state.used - balloon.cpus
-        parts: list[CPUSet] = []
-        for i, (comp, part, share) in enumerate(zip(t.components, old, shares, strict=True)):
-            ctype = self.types[comp.balloon_type]
-            used = others | union(parts) | union(old[i + 1 :])
-            got = self._sized(part, ctype, share, used=used)
-            if isinstance(got, str):
-                return f"{balloon.name} component {ctype.name} {got}"
-            parts.append(got)
-        return replace(balloon, cpus=union(parts), parts=tuple(parts))
-
     def _new_balloon(self, state: BalloonsState, t: BalloonType, milli: int) -> Balloon | str:
         """A new instance of `t` sized for `milli`, or why it cannot be made."""
-        count = len(state.of_type(t.name))
-        if t.max_balloons and count >= t.max_balloons:
+        got = self._unsized(state, t)
+        if isinstance(got, str):
+            return got
+        return self._resize(state, got, milli)
+
+    def _unsized(self, state: BalloonsState, t: BalloonType, near: CPUSet = _NONE) -> Balloon | str:
+        """A new instance of `t` without CPUs, a composite with new components of the
+        types `_component_types` chooses; or why it cannot be made (``maxBalloons``
+        counts the state's instances of a type, not components, as nri-plugins does)."""
+        mine = state.of_type(t.name)
+        if t.max_balloons and len(mine) >= t.max_balloons:
             return f"no new {t.name} balloon: maxBalloons {t.max_balloons} reached"
-        taken = {b.instance for b in state.of_type(t.name)}
-        instance = next(i for i in range(count + 1) if i not in taken)
-        return self._resize(state, Balloon(type=t.name, instance=instance, cpus=IDSet()), milli)
+        taken = {b.instance for b in mine}
+        instance = next(i for i in range(len(mine) + 1) if i not in taken)
+        components: list[Balloon] = []
+        for ctype in self._component_types(state, t, near):
+            got = self._unsized(state, ctype, near)
+            if isinstance(got, str):
+                return f"no new {t.name} balloon: its component {got}"
+            components.append(got)
+        return Balloon(type=t.name, instance=instance, cpus=IDSet(), components=tuple(components))
+
+    def _component_types(
+        self, state: BalloonsState, t: BalloonType, near: CPUSet
+    ) -> list[BalloonType]:
+        """The types of the components a new `t` balloon gets: every one in
+        ``components``, or with ``componentCreation: balance-balloons`` the one with the
+        fewest instances (top-level or components) of itself and the types it is made
+        of, the first such in ``components``.  `near` (rebuild: the CPUs the balloon
+        claims) puts first the component whose preferred CPUs overlap it most."""
+        types = [self.types[c.balloon_type] for c in t.components]
+        if t.component_creation != ComponentCreation.BALANCE_BALLOONS:
+            return types
+        made = Counter(x.type for b in state.balloons.values() for x in b.walk())
+
+        def key(i: int) -> tuple[int, int, int]:
+            ctype = types[i]
+            close = len(near & self._preferred(ctype)) if near else 0
+            return (-close, sum(made[name] for name in self._made_of(ctype)), i)
+
+        return [types[min(range(len(types)), key=key)]]
+
+    def _made_of(self, t: BalloonType) -> set[str]:
+        """The names of `t` and of every type its components are made of, recursively."""
+        out = {t.name}
+        for comp in t.components:
+            out |= self._made_of(self.types[comp.balloon_type])
+        return out
+
+    def _preferred(self, t: BalloonType) -> CPUSet:
+        """The CPUs a new `t` balloon takes first: its most preferred tier, or for a
+        composite its component types' (all of them)."""
+        if t.components:
+            return union(self._preferred(self.types[c.balloon_type]) for c in t.components)
+        tiers = self._tiers(t, IDSet())
+        return tiers[0] if tiers else IDSet()
+
+    def _fill(self, b: Balloon, pool: CPUSet, milli: int) -> Balloon:
+        """`b` holding CPUs of `pool` only, as many as it needs for `milli` or all of
+        `pool` when fewer; a composite's are its components', each picked by its own
+        type's preferences (rebuild: spreading claimed CPUs over the components)."""
+        if not b.components:
+            t = self.types[b.type]
+            n = min(self.target_cpus(t, milli), len(pool))
+            cpus = take_cpus(self.topology, pool, n, prefer=self._tiers(t, IDSet()))
+            assert cpus is not None  # n <= len(pool)
+            return replace(b, cpus=cpus)
+        share = self.component_share(b, milli)
+        done: list[Balloon] = []
+        for comp in b.components:
+            done.append(self._fill(comp, pool - union(x.cpus for x in done), share))
+        return replace(b, cpus=union(x.cpus for x in done), components=tuple(done))
 
     def initial_state(self) -> BalloonsState:
         st = BalloonsState(balloons={}, members={})
@@ -456,7 +535,7 @@ class BalloonsPolicy:
             fits: list[tuple[tuple[int, int, str], Balloon]] = []
             for b in cands:
                 milli = state.milli_of(b.name) + m.milli
-                if step == "balanced" and self.target_cpus(t, milli) > len(b.cpus):
+                if step == "balanced" and self.needed_cpus(b, milli) > len(b.cpus):
                     continue
                 got = self._resize(state, b, milli)
                 if isinstance(got, str):
@@ -619,7 +698,10 @@ class BalloonsPolicy:
         milli = sum(m.milli for m in members)
         if t.group_by and len({m.group for m in members}) > 1:
             return None
-        want = self.target_cpus(t, milli)
+        fresh = self._unsized(state, t, cpus)
+        if isinstance(fresh, str):
+            return None
+        want = self.needed_cpus(fresh, milli)
         if t.max_cpus and want > t.max_cpus:
             return None
         mine = cpus
@@ -635,28 +717,10 @@ class BalloonsPolicy:
         keep = take_cpus(
             self.topology, own, min(want, len(own)), prefer=[cpus & alone, alone, cpus]
         )
-        fresh = self._new_balloon(state, t, 0)
-        if keep is None or isinstance(fresh, str) or (want and not keep):
+        if keep is None or (want and not keep):
             return None
-        claimed = replace(fresh, cpus=keep, parts=self._split(t, keep))
-        got = self._resize(state, claimed, milli)
+        got = self._resize(state, self._fill(fresh, keep, milli), milli)
         return got if isinstance(got, Balloon) else None
-
-    def _split(self, t: BalloonType, cpus: CPUSet) -> tuple[CPUSet, ...]:
-        """`cpus` split over the components of composite type `t` (() if plain)."""
-        if not t.components:
-            return ()
-        n = len(t.components)
-        parts: list[CPUSet] = []
-        left = cpus
-        for i, comp in enumerate(t.components):
-            share = len(cpus) // n + (1 if i < len(cpus) % n else 0)
-            ctype = self.types[comp.balloon_type]
-            part = take_cpus(self.topology, left, share, prefer=self._tiers(ctype, IDSet()))
-            assert part is not None  # the shares add up to len(cpus)
-            parts.append(part)
-            left = left - part
-        return tuple(parts)
 
     def _top_up(self, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
         """`state` with at least ``minBalloons`` balloons of every type (rebuild).
@@ -672,11 +736,7 @@ class BalloonsPolicy:
                     break
                 free = unseen - state.used
                 if t.name != RESERVED and len(free) >= len(got.cpus):
-                    cpus = take_cpus(
-                        self.topology, free, len(got.cpus), prefer=self._tiers(t, IDSet())
-                    )
-                    if cpus is not None:
-                        got = replace(got, cpus=cpus)
+                    got = self._fill(got, free, 0)
                 state = state.with_balloon(got)
         return state
 
@@ -688,10 +748,11 @@ class BalloonsPolicy:
         The hook for a CPU class controller (cpufreq/cpuidle under the sysfs root).
         """
         out: dict[str, CPUSet] = {}
-        for b in state.balloons.values():
-            cls = self.types[b.type].cpu_class
-            if cls and b.cpus:
-                out[cls] = out.get(cls, IDSet()) | b.cpus
+        for top in state.balloons.values():
+            for b in top.walk():  # a composite's components carry the classes
+                cls = self.types[b.type].cpu_class
+                if cls and b.cpus:
+                    out[cls] = out.get(cls, IDSet()) | b.cpus
         idle_class = self.config.options.idle_cpu_class
         idle = self.config.available - state.used
         if idle_class and idle:
