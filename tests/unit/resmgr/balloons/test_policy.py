@@ -12,7 +12,6 @@ from nri_resmgr.policy.balloons.config import Expression, Operator
 from nri_resmgr.policy.balloons.matching import evaluate, expand, key_value
 from nri_resmgr.topology.cpuset import IDSet
 from tests.unit.resmgr.balloons.support import bctr, policy, run
-from tests.unit.resmgr.test_policy_support import topo
 
 FULL: dict[str, Any] = {
     "reservedResources": {"cpu": "1"},
@@ -300,36 +299,6 @@ def test_expand_and_key_value() -> None:
     assert key_value(c, "labels/app") is None
 
 
-def test_composite_balloon_splits_cpus_over_components() -> None:
-    # nri-plugins' split: each component is sized for an equal share of the requests
-    cfg = {
-        "reservedResources": {"cpu": "cpuset:7"},
-        "balloonTypes": [
-            {"name": "perf", "preferCoreType": "performance"},
-            {"name": "eff", "preferCoreType": "efficient"},
-            {
-                "name": "both",
-                "components": [{"balloonType": "perf"}, {"balloonType": "eff"}],
-                "namespaces": ["*"],
-            },
-        ],
-    }
-    p = policy(cfg, topo(**HYBRID))
-    st = run(p, bctr("a", milli=3000))
-    b = st.balloons["both[0]"]
-    # 1500m each: two CPUs each, four in all (not the three that 3000m would need)
-    assert [(c.type, str(c.cpus)) for c in b.components] == [("perf", "0-1"), ("eff", "4-5")]
-    assert b.cpus == IDSet.parse("0-1,4-5")
-    st = p.allocate(st, bctr("b", pod="q", milli=1000)).state
-    assert st.balloons["both[0]"] == b  # 2000m each still fits in two
-    st = p.allocate(st, bctr("c", pod="r", milli=1000)).state
-    p.check(st)
-    b2 = st.balloons["both[0]"]
-    assert [len(c.cpus) for c in b2.components] == [3, 3]
-    assert b.components[0].cpus <= b2.components[0].cpus <= IDSet.parse("0-3")
-    assert b.components[1].cpus <= b2.components[1].cpus
-
-
 HYBRID = {
     "packages": 1,
     "nodes": 1,
@@ -353,6 +322,8 @@ HYBRID = {
     ids=["preferCoreType", "priority-low", "priority-high", "preferIsolCpus", "none"],
 )
 def test_cpu_preferences(balloon_type: dict[str, Any], expected: str) -> None:
+    from tests.unit.resmgr.test_policy_support import topo
+
     cfg = {
         "reservedResources": {"cpu": "cpuset:0"},
         "balloonTypes": [{"name": "t", "namespaces": ["*"], **balloon_type}],
