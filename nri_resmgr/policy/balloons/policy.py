@@ -642,6 +642,7 @@ class BalloonsPolicy:
             for cpu in cpus:
                 holders[cpu] = holders.get(cpu, 0) + 1
         placed: set[ContainerID] = set()
+        on_reserved = IDSet()  # what containers of balloons without CPUs run on
         for (tname, cpus), members in sorted(
             groups.items(), key=lambda kv: (len(kv[0][1]), kv[0][0], kv[0][1].sorted())
         ):
@@ -650,13 +651,15 @@ class BalloonsPolicy:
             got = self._claim(st, t, cpus, ms, holders)
             if got is None:
                 continue
+            if not got.cpus:
+                on_reserved |= cpus
             st = st.with_balloon(got)
             for m in ms:
                 st = st.with_member(replace(m, balloon=got.name))
                 placed.add(m.container_id)
         # 2. the balloons every type has from the start, then everyone else as if new
         reported = union(c.current_cpus for c in unique.values() if c.current_cpus)
-        st = self._top_up(st, unseen=self.config.available - reported)
+        st = self._top_up(st, unseen=self.config.available - reported, on_reserved=on_reserved)
         for c in unique.values():
             if c.id in placed:
                 continue
@@ -714,28 +717,40 @@ class BalloonsPolicy:
             mine = cpus | IDSet(s for c in cpus for s in self.topology.siblings(c) if s > c)
         own = mine & (self.config.available - state.used)
         alone = IDSet(c for c in own if holders.get(c, 0) <= 1)
-        keep = take_cpus(
-            self.topology, own, min(want, len(own)), prefer=[cpus & alone, alone, cpus]
-        )
+        prefer = [cpus & alone, alone, cpus]
+        level = t.share_idle_cpus_in_same
+        if level is not None:
+            # `cpus` may include idle CPUs shared in the balloon's domains: keeping a CPU
+            # in each of those domains keeps the balloon's view (a composite's
+            # components, or a large balloon, may span several)
+            units = {self._domain(IDSet([c]), level) for c in own}
+            firsts = IDSet(min(u & alone or u & own) for u in units)
+            prefer.insert(0, firsts)
+        keep = take_cpus(self.topology, own, min(want, len(own)), prefer=prefer)
         if keep is None or (want and not keep):
             return None
         got = self._resize(state, self._fill(fresh, keep, milli), milli)
         return got if isinstance(got, Balloon) else None
 
-    def _top_up(self, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
+    def _top_up(
+        self, state: BalloonsState, *, unseen: CPUSet, on_reserved: CPUSet
+    ) -> BalloonsState:
         """`state` with at least ``minBalloons`` balloons of every type (rebuild).
 
         The empty ones take their CPUs from `unseen` (in no container's reported
         cpuset) where they can: that is where empty balloons were, so the idle CPUs
-        other balloons share stay the same.
+        other balloons share stay the same.  An empty reserved balloon takes them from
+        `on_reserved`, what the containers of balloons without CPUs report: they run on
+        the reserved balloon's CPUs (a composite reserved balloon's components would
+        otherwise pick from whatever is free now).
         """
         for t in self.config.types:
             while len(state.of_type(t.name)) < t.min_balloons:
                 got = self._new_balloon(state, t, 0)
                 if isinstance(got, str):
                     break
-                free = unseen - state.used
-                if t.name != RESERVED and len(free) >= len(got.cpus):
+                free = (on_reserved if t.name == RESERVED else unseen) - state.used
+                if len(free) >= len(got.cpus):
                     got = self._fill(got, free, 0)
                 state = state.with_balloon(got)
         return state
