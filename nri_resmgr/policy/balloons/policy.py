@@ -720,12 +720,15 @@ class BalloonsPolicy:
         prefer = [cpus & alone, alone, cpus]
         level = t.share_idle_cpus_in_same
         if level is not None:
-            # `cpus` may include idle CPUs shared in the balloon's domains: keeping a CPU
-            # in each of those domains keeps the balloon's view (a composite's
-            # components, or a large balloon, may span several)
+            # `cpus` may include idle CPUs shared in the balloon's domains (a composite's
+            # components, or a large balloon, may span several).  Where others report
+            # CPUs of a domain too, those they share are the idle ones and the rest
+            # were the balloon's own; elsewhere keeping a CPU in each domain keeps the
+            # balloon's view
             units = {self._domain(IDSet([c]), level) for c in own}
+            seen = [u for u in units if any(holders.get(c, 0) > 1 for c in u & cpus)]
             firsts = IDSet(min(u & alone or u & own) for u in units)
-            prefer.insert(0, firsts)
+            prefer[:0] = [union(u & alone for u in seen), firsts]
         keep = take_cpus(self.topology, own, min(want, len(own)), prefer=prefer)
         if keep is None or (want and not keep):
             return None
@@ -739,19 +742,25 @@ class BalloonsPolicy:
 
         The empty ones take their CPUs from `unseen` (in no container's reported
         cpuset) where they can: that is where empty balloons were, so the idle CPUs
-        other balloons share stay the same.  An empty reserved balloon takes them from
+        other balloons share stay the same.  An empty reserved balloon first tries
         `on_reserved`, what the containers of balloons without CPUs report: they run on
         the reserved balloon's CPUs (a composite reserved balloon's components would
-        otherwise pick from whatever is free now).
+        otherwise pick from whatever is free now); then `unseen` and the
+        ``reservedResources`` CPUs, which containers of unclaimed balloons may report.
         """
         for t in self.config.types:
             while len(state.of_type(t.name)) < t.min_balloons:
                 got = self._new_balloon(state, t, 0)
                 if isinstance(got, str):
                     break
-                free = (on_reserved if t.name == RESERVED else unseen) - state.used
-                if len(free) >= len(got.cpus):
-                    got = self._fill(got, free, 0)
+                pools = [unseen]
+                if t.name == RESERVED:
+                    pools = [on_reserved, unseen | self.config.reserved]
+                for pool in pools:
+                    free = pool - state.used
+                    if len(free) >= len(got.cpus):
+                        got = self._fill(got, free, 0)
+                        break
                 state = state.with_balloon(got)
         return state
 
