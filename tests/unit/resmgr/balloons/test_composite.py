@@ -18,6 +18,7 @@ from nri_resmgr.policy.balloons.invariants import violations
 from nri_resmgr.policy.balloons.state import Balloon
 from nri_resmgr.topology.cpuset import IDSet
 from tests.unit.resmgr.balloons.support import bctr, policy, run
+from tests.unit.resmgr.balloons.test_props import CONFIGS as PROPS
 from tests.unit.resmgr.test_policy_support import topo
 
 MACHINE = {
@@ -254,3 +255,48 @@ def test_invariants_see_broken_composites() -> None:
     for key, broken in bad.items():
         found = violations(p, st.with_balloon(broken))
         assert any(expected[key] in line for line in found), (key, found)
+
+
+def _rebuilt_after(config: dict[str, Any], *steps: tuple[str, str, int, str]) -> Any:
+    """The first rebuild from where containers (pod, namespace, milli, app label) run
+    after being created in order on the unit machine; `_rebuild_twice` checks that it
+    and a second one move nothing."""
+    p = policy(config)
+    st = p.initial_state()
+    cs = [
+        bctr("c0", pod=pod, ns=ns, milli=milli, labels={"app": app})
+        for pod, ns, milli, app in steps
+    ]
+    for c in cs:
+        st = p.allocate(st, c).state
+    return _rebuild_twice(p, st, cs)
+
+
+def test_rebuild_keeps_own_cpus_in_domains_others_share() -> None:
+    # trio[1] spans three NUMA nodes, sharing their idle CPUs, and trio[0] shares two of
+    # them: which of its CPUs there were its own shows, and it keeps exactly those
+    got = _rebuilt_after(
+        PROPS[2], ("pod1", "grp", 0, "a0"), ("pod0", "grp", 2500, "a1"), ("pod2", "grp", 1000, "a1")
+    )
+    assert len(got.balloons) == 4
+
+
+def test_rebuild_puts_a_composite_reserved_balloon_back() -> None:
+    # the pair and leafa balloons have no CPUs: their containers run on the reserved
+    # balloon's, which is composite and would take other CPUs if made anew
+    got = _rebuilt_after(PROPS[2], ("pod0", "new", 0, "a0"), ("pod1", "full", 0, "a0"))
+    assert "reserved[0]" in got.balloons
+
+
+def test_rebuild_gives_the_reserved_balloon_its_reserved_cpus() -> None:
+    # two groups on the reserved CPUs, in one cpuset: no balloon claims them, and the
+    # reserved balloon takes the reservedResources CPU back
+    got = _rebuilt_after(PROPS[0], ("pod0", "grp", 0, "a1"), ("pod1", "grp", 0, "a0"))
+    assert got.balloons["reserved[0]"].cpus == IDSet([0])
+
+
+def test_rebuild_keeps_a_cpu_in_each_domain_a_composite_spans() -> None:
+    # trio[0]'s components are on three NUMA nodes; alone there, it shares their idle
+    # CPUs, and any CPU of each node keeps that view
+    got = _rebuilt_after(PROPS[2], ("pod0", "grp", 0, "a0"))
+    assert len(got.balloons["trio[0]"].cpus) == 3
