@@ -25,6 +25,20 @@ growing, ``allocatorTopologyBalancing`` and ``preferSpreadOnPhysicalCores``); th
 balloon prefers the ``reservedResources`` CPUs and every other balloon avoids them and
 the isolated CPUs unless it prefers those.
 
+A *composite* balloon (its type has ``components``) has no CPUs of its own choosing: it
+holds the union of its component balloons' CPUs (`state.Balloon.components`), new
+instances of the component types made for it alone, each picking CPUs by its own type's
+preferences; a component may be composite too.  With ``componentCreation: all`` (the
+default) a new composite gets one component of every component type; with
+``balance-balloons`` only one, of the component type with the fewest instances of itself
+and the types it is made of, top-level or inside composites, the first one listed on a
+tie (`_component_types`).  Sizes follow nri-plugins: each component is sized for an
+equal share, rounded down, of ``max(requests, 1000 * minCPUs)`` (`component_share`), so
+a composite's size is the sum of its components' (`needed_cpus`); a size beyond the
+``maxCPUs`` of the composite or of any component fails.  A composite and its
+components count as one balloon: they go when the composite does, and a component type's
+``minBalloons``/``maxBalloons`` count only its own top-level balloons.
+
 A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
 ``shareIdleCPUsInSame`` topology domains; a container in a balloon with no CPUs at all
 runs on the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
@@ -39,7 +53,16 @@ Every decision's updates are the other containers whose rendered CPUs or memory 
 (`decide.decide`): only the members of balloons whose view changed are rendered.
 ``rebuild`` keeps every group of containers that run on the same CPUs in one balloon of
 their type claiming those CPUs, when they are free and the balloon fits; the rest are
-placed as if new.  A second rebuild from the rendered result moves nothing.
+placed as if new.  The CPUs a container reports may include idle ones it shares: where
+other groups report CPUs of the same domain, those they do not are the balloon's own and
+it keeps them, and it keeps a CPU in each domain it reports.  A claiming composite
+spreads the claimed CPUs over its components by their preferences, and with
+``balance-balloons`` takes the component whose preferred CPUs overlap them most.  The
+empty reserved balloon goes back to what the containers of CPU-less balloons report.
+A rebuild from the rendered result moves nothing, nor does a second one, with one known
+exception: a ``balance-balloons`` composite without CPUs of its own cannot show which
+component it had, and when its component types size the same share differently the
+rebuild may give it the other one.
 """
 
 from __future__ import annotations
