@@ -114,7 +114,6 @@ from nri_resmgr.topology.model import CoreType, Topology
 __all__ = ["BalloonReport", "BalloonView", "BalloonsPolicy"]
 
 _DRAM = (MemoryKind.DRAM,)
-_NONE: CPUSet = IDSet()
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +289,9 @@ class BalloonsPolicy:
             return got
         return self._resize(state, got, milli)
 
-    def _unsized(self, state: BalloonsState, t: BalloonType, near: CPUSet = _NONE) -> Balloon | str:
+    def _unsized(
+        self, state: BalloonsState, t: BalloonType, near: CPUSet | None = None
+    ) -> Balloon | str:
         """A new instance of `t` without CPUs, a composite with new components of the
         types `_component_types` chooses; or why it cannot be made (``maxBalloons``
         counts the state's instances of a type, not components, as nri-plugins does)."""
@@ -308,7 +309,7 @@ class BalloonsPolicy:
         return Balloon(type=t.name, instance=instance, cpus=IDSet(), components=tuple(components))
 
     def _component_types(
-        self, state: BalloonsState, t: BalloonType, near: CPUSet
+        self, state: BalloonsState, t: BalloonType, near: CPUSet | None
     ) -> list[BalloonType]:
         """The types of the components a new `t` balloon gets: every one in
         ``components``, or with ``componentCreation: balance-balloons`` the one with the
