@@ -336,8 +336,8 @@ class BalloonsPolicy:
         return out
 
     def _preferred(self, t: BalloonType) -> CPUSet:
-        """The CPUs a new `t` balloon takes first: its most preferred tier, or for a
-        composite its component types' (all of them)."""
+        """The CPUs a new `t` balloon takes first (its most preferred tier), or for a
+        composite those of all its component types."""
         if t.components:
             return union(self._preferred(self.types[c.balloon_type]) for c in t.components)
         tiers = self._tiers(t, IDSet())
@@ -345,8 +345,9 @@ class BalloonsPolicy:
 
     def _fill(self, b: Balloon, pool: CPUSet, milli: int) -> Balloon:
         """`b` holding CPUs of `pool` only, as many as it needs for `milli` or all of
-        `pool` when fewer; a composite's are its components', each picked by its own
-        type's preferences (rebuild: spreading claimed CPUs over the components)."""
+        `pool` when fewer, by its type's preferences, packed (`common.take_cpus`: filling
+        the holes the CPUs of `pool` are); a composite's are its components', each
+        picked so (rebuild: spreading claimed CPUs over the components)."""
         if not b.components:
             t = self.types[b.type]
             n = min(self.target_cpus(t, milli), len(pool))
