@@ -58,7 +58,9 @@ other groups report CPUs of the same domain, those they do not are the balloon's
 it keeps them, and it keeps a CPU in each domain it reports.  A claiming composite
 spreads the claimed CPUs over its components by their preferences, and with
 ``balance-balloons`` takes the component whose preferred CPUs overlap them most.  The
-empty reserved balloon goes back to what the containers of CPU-less balloons report.
+empty balloons of ``minBalloons`` then take CPUs no container reports, first those in
+domains a claimed balloon shares idle CPUs in (it would report them were they idle);
+the empty reserved balloon goes back to what the containers of CPU-less balloons report.
 A rebuild from the rendered result moves nothing, nor does a second one, with one known
 exception: a ``balance-balloons`` composite without CPUs of its own cannot show which
 component it had, and when its component types size the same share differently the
@@ -343,21 +345,27 @@ class BalloonsPolicy:
         tiers = self._tiers(t, IDSet())
         return tiers[0] if tiers else IDSet()
 
-    def _fill(self, b: Balloon, pool: CPUSet, milli: int) -> Balloon:
+    def _fill(
+        self, b: Balloon, pool: CPUSet, milli: int, *, first: CPUSet | None = None
+    ) -> Balloon:
         """`b` holding CPUs of `pool` only, as many as it needs for `milli` or all of
-        `pool` when fewer, by its type's preferences, packed (`common.take_cpus`: filling
-        the holes the CPUs of `pool` are); a composite's are its components', each
-        picked so (rebuild: spreading claimed CPUs over the components)."""
+        `pool` when fewer: those of `first` first, then by its type's preferences,
+        packed (`common.take_cpus`: filling the holes the CPUs of `pool` are); a
+        composite's are its components', each picked so (rebuild)."""
         if not b.components:
             t = self.types[b.type]
             n = min(self.target_cpus(t, milli), len(pool))
-            cpus = take_cpus(self.topology, pool, n, prefer=self._tiers(t, IDSet()))
+            tiers = self._tiers(t, IDSet())
+            if first:
+                tiers = [x & first for x in tiers] + [first] + tiers
+            cpus = take_cpus(self.topology, pool, n, prefer=tiers)
             assert cpus is not None  # n <= len(pool)
             return replace(b, cpus=cpus)
         share = self.component_share(b, milli)
         done: list[Balloon] = []
         for comp in b.components:
-            done.append(self._fill(comp, pool - union(x.cpus for x in done), share))
+            left = pool - union(x.cpus for x in done)
+            done.append(self._fill(comp, left, share, first=first))
         return replace(b, cpus=union(x.cpus for x in done), components=tuple(done))
 
     def initial_state(self) -> BalloonsState:
@@ -677,7 +685,7 @@ class BalloonsPolicy:
             if got is None:
                 continue
             if not got.cpus:
-                on_reserved |= cpus
+                on_reserved |= cpus & self.config.available
             st = st.with_balloon(got)
             for m in ms:
                 st = st.with_member(replace(m, balloon=got.name))
@@ -773,6 +781,13 @@ class BalloonsPolicy:
         otherwise pick from whatever is free now); then `unseen` and the
         ``reservedResources`` CPUs, which containers of unclaimed balloons may report.
         """
+        # unseen CPUs in the domains whose idle CPUs a claimed balloon shares are not
+        # idle (it would report them): empty balloons held them
+        held = unseen & union(
+            self._domain(b.cpus, level)
+            for b in state.balloons.values()
+            if (level := self.types[b.type].share_idle_cpus_in_same) is not None
+        )
         for t in self.config.types:
             while len(state.of_type(t.name)) < t.min_balloons:
                 got = self._new_balloon(state, t, 0)
@@ -784,7 +799,7 @@ class BalloonsPolicy:
                 for pool in pools:
                     free = pool - state.used
                     if len(free) >= len(got.cpus):
-                        got = self._fill(got, free, 0)
+                        got = self._fill(got, free, 0, first=held)
                         break
                 state = state.with_balloon(got)
         return state

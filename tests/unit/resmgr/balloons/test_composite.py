@@ -300,3 +300,38 @@ def test_rebuild_keeps_a_cpu_in_each_domain_a_composite_spans() -> None:
     # CPUs, and any CPU of each node keeps that view
     got = _rebuilt_after(PROPS[2], ("pod0", "grp", 0, "a0"))
     assert len(got.balloons["trio[0]"].cpus) == 3
+
+
+def _rebuilt_from(config: dict[str, Any], reports: list[Any]) -> Any:
+    """A rebuild from `reports`, then a second one from its result: that moves nothing."""
+    p = policy(config)
+    d = p.rebuild(reports)
+    p.check(d.state)
+    r = p.render(d.state)
+    again = [replace(c, current_cpus=r[c.id].cpus, current_mems=r[c.id].mems) for c in reports]
+    d2 = p.rebuild(again)
+    p.check(d2.state)
+    assert d2.updates == ()
+    return d.state
+
+
+def test_second_rebuild_puts_empty_balloons_back_in_shared_domains() -> None:
+    # trio[0] shares the idle CPUs of its NUMA nodes; the composite reserved balloon sits
+    # on an unreported CPU in one of them, and goes back there, not to any unseen CPU
+    reports = [
+        bctr("c0", pod="pod0", ns="full", labels={"app": "a0"}),
+        bctr("c0", pod="pod1", ns="full", milli=100, labels={"app": "a0"}, cur="0-2,4,8-10,12,28"),
+        bctr("c1", pod="pod0", ns="grp", labels={"app": "a0"}),
+    ]
+    _rebuilt_from(PROPS[2], reports)
+
+
+def test_rebuild_ignores_unknown_cpus_a_cpu_less_balloon_reports() -> None:
+    # leafa's containers have no CPUs of their own and report the reserved balloon's
+    # CPUs, here with one the machine does not have
+    reports = [
+        bctr("c0", pod="pod1", ns="full", milli=2500, labels={"app": "a0"}, cur="0-2"),
+        bctr("c1", pod="pod0", ns="full", labels={"app": "a0"}, cur="0-2,32"),
+    ]
+    st = _rebuilt_from(PROPS[2], reports)
+    assert st.balloons["reserved[0]"].cpus <= IDSet.parse("0-31")
