@@ -60,6 +60,8 @@ class BalloonSnapshot:
     mems: str
     containers: tuple[str, ...]
     show_containers: bool = False
+    #: a composite balloon's CPUs per component, nested ("" when plain)
+    component_cpus: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +98,8 @@ class BalloonReportLike(Protocol):
     def containers(self) -> Sequence[str]: ...
     @property
     def show_containers_in_nrt(self) -> bool: ...
+    @property
+    def component_cpus(self) -> str: ...
 
 
 def balloon_snapshots(
@@ -120,6 +124,7 @@ def balloon_snapshots(
             mems=str(b.mems),
             containers=tuple(names.get(c, c) for c in b.containers),
             show_containers=b.show_containers_in_nrt,
+            component_cpus=b.component_cpus,
         )
         for b in hook(state)
     )

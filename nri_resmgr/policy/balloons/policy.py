@@ -137,6 +137,17 @@ class BalloonReport:
     mems: NodeSet
     containers: tuple[str, ...]
     show_containers_in_nrt: bool
+    #: a composite's CPUs per component, nested as nri-plugins' "component cpusets"
+    #: zone attribute shows them (``{{0}, {4}}``); "" for a plain balloon
+    component_cpus: str = ""
+
+
+def _component_cpus(b: Balloon) -> str:
+    """nri-plugins' nesting of a composite balloon's component CPUs ("" when plain)."""
+    if not b.components:
+        return ""
+    inner = (_component_cpus(c) or f"{{{c.cpus}}}" for c in b.components)
+    return "{" + ", ".join(inner) + "}"
 
 
 def _ceil_cpus(milli: int) -> int:
@@ -845,6 +856,7 @@ class BalloonsPolicy:
                     mems=views[name].mems,
                     containers=tuple(sorted(str(m.container_id) for m in state.members_of(name))),
                     show_containers_in_nrt=show,
+                    component_cpus=_component_cpus(b),
                 )
             )
         return tuple(out)

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from nri_resmgr.kube.report import PoolReporter
 from nri_resmgr.model import AllocationError, ConfigError
+from nri_resmgr.ops.metrics import StateSnapshot, balloon_snapshots
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION, BalloonsPolicy, BalloonsState
 from nri_resmgr.policy.balloons.invariants import violations
 from nri_resmgr.policy.balloons.state import Balloon
@@ -335,3 +337,18 @@ def test_rebuild_ignores_unknown_cpus_a_cpu_less_balloon_reports() -> None:
     ]
     st = _rebuilt_from(PROPS[2], reports)
     assert st.balloons["reserved[0]"].cpus <= IDSet.parse("0-31")
+
+
+def test_nrt_shows_the_component_cpusets_of_a_composite() -> None:
+    p = _policy(
+        {"name": "pe", "components": _comps("perf", "eff")},
+        {"name": "top", "components": _comps("pe", "isol"), "minCPUs": 4},
+    )
+    st = run(p, _in("top", "a"))
+    (_, pc), (_, ec), (_, ic) = _leaves(st.balloons["top[0]"])
+    snap = StateSnapshot(balloons=balloon_snapshots(p, st))
+    zones = {z["name"]: z for z in PoolReporter(lambda: snap, "balloons").report()["zones"]}
+    attrs = {a["name"]: a["value"] for a in zones["top[0]"]["attributes"]}
+    assert attrs["component cpusets"] == f"{{{{{{{pc}}}, {{{ec}}}}}, {{{ic}}}}}"
+    assert attrs["cpuset"] == str(pc | ec | ic)
+    assert "component cpusets" not in {a["name"] for a in zones["reserved[0]"]["attributes"]}
