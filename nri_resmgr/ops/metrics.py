@@ -62,6 +62,8 @@ class BalloonSnapshot:
     show_containers: bool = False
     #: a composite balloon's CPUs per component, nested ("" when plain)
     component_cpus: str = ""
+    #: the millicores of its CPUs its containers did not request
+    excess_milli: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +102,8 @@ class BalloonReportLike(Protocol):
     def show_containers_in_nrt(self) -> bool: ...
     @property
     def component_cpus(self) -> str: ...
+    @property
+    def excess_milli(self) -> int: ...
 
 
 def balloon_snapshots(
@@ -125,6 +129,7 @@ def balloon_snapshots(
             containers=tuple(names.get(c, c) for c in b.containers),
             show_containers=b.show_containers_in_nrt,
             component_cpus=b.component_cpus,
+            excess_milli=b.excess_milli,
         )
         for b in hook(state)
     )

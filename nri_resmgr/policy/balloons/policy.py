@@ -140,6 +140,9 @@ class BalloonReport:
     #: a composite's CPUs per component, nested as nri-plugins' "component cpusets"
     #: zone attribute shows them (``{{0}, {4}}``); "" for a plain balloon
     component_cpus: str = ""
+    #: nri-plugins' "excess cpus": the millicores of its CPUs its containers did not
+    #: request (the largest request that fits without inflating it)
+    excess_milli: int = 0
 
 
 def _component_cpus(b: Balloon) -> str:
@@ -857,6 +860,7 @@ class BalloonsPolicy:
                     containers=tuple(sorted(str(m.container_id) for m in state.members_of(name))),
                     show_containers_in_nrt=show,
                     component_cpus=_component_cpus(b),
+                    excess_milli=1000 * len(b.cpus) - state.milli_of(name),
                 )
             )
         return tuple(out)

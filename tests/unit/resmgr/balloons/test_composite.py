@@ -351,4 +351,5 @@ def test_nrt_shows_the_component_cpusets_of_a_composite() -> None:
     attrs = {a["name"]: a["value"] for a in zones["top[0]"]["attributes"]}
     assert attrs["component cpusets"] == f"{{{{{{{pc}}}, {{{ec}}}}}, {{{ic}}}}}"
     assert attrs["cpuset"] == str(pc | ec | ic)
+    assert attrs["excess cpus"] == "3000m"  # 4 CPUs, 1000m requested
     assert "component cpusets" not in {a["name"] for a in zones["reserved[0]"]["attributes"]}
