@@ -353,3 +353,17 @@ def test_nrt_shows_the_component_cpusets_of_a_composite() -> None:
     assert attrs["cpuset"] == str(pc | ec | ic)
     assert attrs["excess cpus"] == "3000m"  # 4 CPUs, 1000m requested
     assert "component cpusets" not in {a["name"] for a in zones["reserved[0]"]["attributes"]}
+
+
+def test_an_updated_request_resizes_the_composite_in_place() -> None:
+    p = _policy({"name": "both", "components": _comps("perf", "eff")})
+    st = run(p, _in("both", "a", milli=2000))
+    before = st.balloons["both[0]"]
+    d = p.update(st, _in("both", "a", milli=6000))
+    p.check(d.state)
+    after = d.state.balloons["both[0]"]
+    assert [len(c.cpus) for c in after.components] == [3, 3]
+    assert before.components[0].cpus < after.components[0].cpus <= PERF
+    assert before.components[1].cpus < after.components[1].cpus <= EFF
+    d = p.update(d.state, _in("both", "a", milli=1000))
+    assert [len(c.cpus) for c in d.state.balloons["both[0]"].components] == [1, 1]
