@@ -41,12 +41,12 @@ class ContainerKind(enum.StrEnum):
 class CPUKind(enum.StrEnum):
     """How a container's CPUs are held."""
 
-    NONE = "none"            # policy does not pin (none policy, preserve annotation)
-    SHARED = "shared"        # the pool's shared subset, changes as exclusive CPUs come and go
+    NONE = "none"  # policy does not pin (none policy, preserve annotation)
+    SHARED = "shared"  # the pool's shared subset, changes as exclusive CPUs come and go
     EXCLUSIVE = "exclusive"  # whole CPUs for this container only
-    ISOLATED = "isolated"    # exclusive CPUs taken from the kernel's isolcpus
-    RESERVED = "reserved"    # the reserved CPUs (kube-system and configured namespaces)
-    MIXED = "mixed"          # exclusive CPUs plus a share of the pool's shared CPUs
+    ISOLATED = "isolated"  # exclusive CPUs taken from the kernel's isolcpus
+    RESERVED = "reserved"  # the reserved CPUs (kube-system and configured namespaces)
+    MIXED = "mixed"  # exclusive CPUs plus a share of the pool's shared CPUs
 
 
 class MemoryKind(enum.StrEnum):

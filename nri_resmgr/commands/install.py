@@ -22,7 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-file", default=DEFAULT_LOG_FILE)
     parser.add_argument("--python", help="interpreter for the launcher (default: this one)")
     parser.add_argument(
-        "--run-arg", action="append", default=[], metavar="ARG",
+        "--run-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
         help="extra argument for `nri-resmgr run` in the launcher (repeatable), "
         "e.g. --run-arg=--sysfs-root=/host",
     )

@@ -15,16 +15,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", help="policy name (overrides the config's 'policy')")
     parser.add_argument("--config", help="configuration file (YAML or JSON)")
     parser.add_argument(
-        "--socket", help="NRI socket path (default /var/run/nri/nri.sock; ignored when "
-        "started by the runtime with the socket on fd 3)"
+        "--socket",
+        help="NRI socket path (default /var/run/nri/nri.sock; ignored when "
+        "started by the runtime with the socket on fd 3)",
     )
     parser.add_argument(
         "--plugin-index", help="two-digit plugin index (default $NRI_PLUGIN_IDX or 90)"
     )
+    parser.add_argument("--plugin-name", help="plugin name (default $NRI_PLUGIN_NAME or resmgr)")
     parser.add_argument(
-        "--plugin-name", help="plugin name (default $NRI_PLUGIN_NAME or resmgr)"
+        "--sysfs-root",
+        help="root directory holding sys/ and proc/ (interrupt affinities) (default /)",
     )
-    parser.add_argument("--sysfs-root", help="root directory holding sys/ (default /)")
     parser.add_argument(
         "--topology", help="use this topology instead of discovery (spec, file or archive)"
     )
@@ -37,23 +39,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--log-file", help="log to this file (pre-registered plugins have no stdout)"
     )
     kube = parser.add_argument_group(
-        "Kubernetes", "configuration objects (live reload) and node reports; off without "
-        "a node name"
+        "Kubernetes",
+        "configuration objects (live reload) and node reports; off without a node name",
     )
     kube.add_argument("--node-name", help="this node's name (default $NODE_NAME)")
     kube.add_argument(
-        "--namespace", help="namespace of the configuration ConfigMaps "
-        "(default $POD_NAMESPACE or kube-system)"
+        "--namespace",
+        help="namespace of the configuration ConfigMaps (default $POD_NAMESPACE or kube-system)",
     )
+    kube.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, else in-cluster)")
     kube.add_argument(
-        "--kubeconfig", help="kubeconfig file (default $KUBECONFIG, else in-cluster)"
-    )
-    kube.add_argument(
-        "--node-resource-topology", action="store_true",
+        "--node-resource-topology",
+        action="store_true",
         help="write this node's NodeResourceTopology object",
     )
     kube.add_argument(
-        "--report-interval", type=float, default=30.0,
+        "--report-interval",
+        type=float,
+        default=30.0,
         help="seconds between node reports (default 30)",
     )
 

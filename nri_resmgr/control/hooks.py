@@ -17,7 +17,11 @@ When the hooks run, per NRI event:
 - StopContainer / RemoveContainer / RemovePodSandbox: `container_released` (best effort);
 - Synchronize and live reconfiguration: `synchronized` with the live pods (restart
   cleanup; best effort);
-- a /metrics scrape: `monitoring_samples` with the live (container id, RDT class) pairs.
+- a /metrics scrape: `monitoring_samples` with the live (container id, RDT class) pairs;
+- after every committed decision whose interrupt wishes changed (a policy with an
+  ``irq_use(state)`` method, the balloons policy; others wish nothing):
+  `irq_use_changed` with the policy's `IrqUse` (best effort: the decision stands);
+- the daemon stops: `stopped` (undo what must not outlive the daemon; best effort).
 
 A `ClassSelector` picks a container's RDT and block I/O classes (`ClassChoice`).
 """
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     from nri_api import api
     from nri_resmgr.control.resctrl.monitor import MonSample
     from nri_resmgr.model import Assignment, Pod
+    from nri_resmgr.policy.irq_affinity import IrqUse
 
 __all__ = ["ClassChoice", "ClassSelector", "Controller"]
 
@@ -92,3 +97,11 @@ class Controller(Protocol):
     ) -> Sequence[MonSample]:
         """Counters read now, for /metrics; `containers` are (id, RDT class) pairs."""
         return ()
+
+    def irq_use_changed(self, use: IrqUse) -> None:
+        """After a commit: the policy's interrupt wishes changed to `use`."""
+        return None
+
+    def stopped(self) -> None:
+        """The daemon stops: put back what must not outlive it."""
+        return None

@@ -54,9 +54,7 @@ class PathEscapeError(ResmgrError):
     """A path that would resolve outside the root it must stay in."""
 
 
-def validate_name(
-    name: object, *, subject: str, error: type[Exception] = InvalidNameError
-) -> str:
+def validate_name(name: object, *, subject: str, error: type[Exception] = InvalidNameError) -> str:
     """Return `name` if it is a usable class/group name, else raise `error`.
 
     `subject` names where the value came from (an annotation key with the pod, or a

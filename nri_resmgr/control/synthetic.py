@@ -42,11 +42,22 @@ class ResctrlLayout:
 
 
 INTEL_SKX = ResctrlLayout(
-    cache_ids=(0, 1), cbm_mask="7ff", min_cbm_bits=1, num_closids=16, shareable_bits="600",
+    cache_ids=(0, 1),
+    cbm_mask="7ff",
+    min_cbm_bits=1,
+    num_closids=16,
+    shareable_bits="600",
 )
 AMD_ROME = ResctrlLayout(
-    cache_ids=(0, 1, 2, 3), cbm_mask="ffff", min_cbm_bits=0, num_closids=16,
-    mb_gran=1, mb_min=0, mb_closids=16, mb_delay_linear="0", mb_default=2048,
+    cache_ids=(0, 1, 2, 3),
+    cbm_mask="ffff",
+    min_cbm_bits=0,
+    num_closids=16,
+    mb_gran=1,
+    mb_min=0,
+    mb_closids=16,
+    mb_delay_linear="0",
+    mb_default=2048,
     num_rmids=256,
 )
 #: what the kernel shows as the MB default with mba_MBps (MBA_MAX_MBPS, U32_MAX)
@@ -94,13 +105,18 @@ def make_resctrl_tree(root: str | os.PathLike[str], layout: ResctrlLayout) -> Pa
     _put(info / "last_cmd_status", "ok")
     width = max(len(line.partition(":")[0]) for line in schemata)
     # the kernel right-aligns resource names in the root schemata
-    _put(base / "schemata", "\n".join(
-        line.partition(":")[0].rjust(width) + ":" + line.partition(":")[2] for line in schemata))
+    _put(
+        base / "schemata",
+        "\n".join(
+            line.partition(":")[0].rjust(width) + ":" + line.partition(":")[2] for line in schemata
+        ),
+    )
     _put(base / "tasks", "1")
     (base / "mon_groups").mkdir(exist_ok=True)
     (base / "mon_data").mkdir(exist_ok=True)
-    options = "rw,relatime" + (",cdp" if layout.cdp else "") + (
-        ",mba_MBps" if layout.mba_mbps else "")
+    options = (
+        "rw,relatime" + (",cdp" if layout.cdp else "") + (",mba_MBps" if layout.mba_mbps else "")
+    )
     mounts = base.parent / f"{base.name}.mounts"
     mounts.write_text(
         "proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"

@@ -6,6 +6,9 @@ Theory of operation: `class_control_from_config` turns `ControlConfig` into the
 `blockio.BlockIOController` (a class's files in a container's cgroup) to the hooks.
 Without a resctrl root or a cgroup root the class *names* still go to the runtime, and
 nothing here writes; with them, the controllers write when their hooks run.
+`IrqControl` adapts `irq.IrqFiles` (interrupt affinities under the procfs mount point;
+one instance for the daemon's life, so its originals survive a reconfiguration) to the
+hooks; `irq_control` makes it for a policy, refusing claims on denied interrupts.
 """
 
 from __future__ import annotations
@@ -21,9 +24,12 @@ from nri_resmgr.model import Assignment, ContainerInfo, Pod, ResmgrError
 if TYPE_CHECKING:
     from nri_resmgr.control.blockio import BlockIOController
     from nri_resmgr.control.config import ControlConfig
+    from nri_resmgr.control.irq import IrqFiles
     from nri_resmgr.control.resctrl import MonSample, RdtController
+    from nri_resmgr.policy.base import Policy
+    from nri_resmgr.policy.irq_affinity import IrqUse
 
-__all__ = ["BlockIOFiles", "RdtGroups", "class_control_from_config"]
+__all__ = ["BlockIOFiles", "IrqControl", "RdtGroups", "class_control_from_config", "irq_control"]
 
 
 class RdtGroups(Controller):
@@ -110,6 +116,38 @@ class BlockIOFiles(Controller):
     def container_started(self, container: ContainerInfo, assignment: Assignment) -> None:
         if assignment.blockio_class is not None:
             self.controller.apply(container.cgroups_path, assignment.blockio_class)
+
+
+class IrqControl(Controller):
+    """`Controller` over `IrqFiles`: a policy's interrupt wishes into smp_affinity_list
+    files; at shutdown every interrupt written to gets its original affinity back."""
+
+    name = "irq"
+
+    def __init__(self, files: IrqFiles) -> None:
+        self.files = files
+
+    def irq_use_changed(self, use: IrqUse) -> None:
+        self.files.apply(use)
+
+    def stopped(self) -> None:
+        self.files.restore()
+
+
+def irq_control(policy: Policy, files: IrqFiles | None) -> list[Controller]:
+    """The interrupt controller for `policy` over `files` (none without files).
+
+    A policy that steers interrupts (``irq_use``) has its claims checked against the
+    machine's interrupts first: `ConfigError` when one names an interrupt its
+    ``controllableInterrupts`` denies.  Other policies get the controller too, so that
+    what an earlier configuration wrote goes back to its original.
+    """
+    if files is None:
+        return []
+    use_of = getattr(policy, "irq_use", None)
+    if callable(use_of):
+        files.check_claims(use_of(policy.initial_state()))
+    return [IrqControl(files)]
 
 
 def class_control_from_config(

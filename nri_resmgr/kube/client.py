@@ -92,8 +92,9 @@ def load_kubeconfig(path: str | Path) -> KubeCredentials:
 
 
 def in_cluster_credentials() -> KubeCredentials | None:
-    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get(
-        "KUBERNETES_SERVICE_PORT", "443"
+    host, port = (
+        os.environ.get("KUBERNETES_SERVICE_HOST"),
+        os.environ.get("KUBERNETES_SERVICE_PORT", "443"),
     )
     if not host or not (SA_DIR / "token").exists():
         return None
@@ -158,8 +159,12 @@ class KubeClient:
         data = json.dumps(body).encode() if body is not None else None
         conn = self._connection(self.timeout)
         try:
-            conn.request(method, path, body=data,
-                         headers=self._headers(content_type if data is not None else None))
+            conn.request(
+                method,
+                path,
+                body=data,
+                headers=self._headers(content_type if data is not None else None),
+            )
             resp = conn.getresponse()
             raw = resp.read()
         except (OSError, http.client.HTTPException) as exc:
@@ -171,8 +176,9 @@ class KubeClient:
         except ValueError:
             decoded = {"message": raw[:200].decode("utf-8", "replace")}
         if resp.status >= 400:
-            raise KubeError(resp.status, f"{method} {path}: {resp.status} "
-                            f"{decoded.get('message', resp.reason)}")
+            raise KubeError(
+                resp.status, f"{method} {path}: {resp.status} {decoded.get('message', resp.reason)}"
+            )
         if not isinstance(decoded, dict):
             raise KubeError(resp.status, f"{method} {path}: expected a JSON object")
         return decoded
@@ -180,12 +186,19 @@ class KubeClient:
     def apply(self, path: str, obj: Mapping[str, Any], *, manager: str) -> dict[str, Any]:
         """Server-side apply: create or update `obj` at `path` in one request."""
         return self.request(
-            "PATCH", path, body=obj, content_type="application/apply-patch+yaml",
+            "PATCH",
+            path,
+            body=obj,
+            content_type="application/apply-patch+yaml",
             query={"fieldManager": manager, "force": "true"},
         )
 
     def watch(
-        self, path: str, *, resource_version: str = "", timeout_seconds: int = 300,
+        self,
+        path: str,
+        *,
+        resource_version: str = "",
+        timeout_seconds: int = 300,
         query: Mapping[str, str] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Stream watch events (`{"type": ..., "object": ...}`) until the server ends it."""

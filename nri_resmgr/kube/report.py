@@ -97,20 +97,36 @@ class TopologyReporter:
         for nid in topo.node_ids():
             node = topo.nodes[nid]
             cpus = len(node.cpus - topo.isolated_cpus()) if node.cpus else 0
-            resources = [{"name": "memory", "capacity": str(node.memory_bytes),
-                          "allocatable": str(node.memory_bytes),
-                          "available": str(node.memory_bytes)}]
+            resources = [
+                {
+                    "name": "memory",
+                    "capacity": str(node.memory_bytes),
+                    "allocatable": str(node.memory_bytes),
+                    "available": str(node.memory_bytes),
+                }
+            ]
             if node.cpus:
-                resources.insert(0, {"name": "cpu", "capacity": str(len(node.cpus)),
-                                     "allocatable": str(cpus), "available": str(cpus)})
-            zones.append({
-                "name": _zone_name(nid),
-                "type": "Node",
-                "costs": [{"name": _zone_name(o), "value": topo.distance(nid, o)}
-                          for o in topo.node_ids()],
-                "attributes": [{"name": "memory-kind", "value": str(node.kind)}],
-                "resources": resources,
-            })
+                resources.insert(
+                    0,
+                    {
+                        "name": "cpu",
+                        "capacity": str(len(node.cpus)),
+                        "allocatable": str(cpus),
+                        "available": str(cpus),
+                    },
+                )
+            zones.append(
+                {
+                    "name": _zone_name(nid),
+                    "type": "Node",
+                    "costs": [
+                        {"name": _zone_name(o), "value": topo.distance(nid, o)}
+                        for o in topo.node_ids()
+                    ],
+                    "attributes": [{"name": "memory-kind", "value": str(node.kind)}],
+                    "resources": resources,
+                }
+            )
         return {
             "zones": zones,
             "attributes": [
@@ -135,19 +151,23 @@ class PoolReporter:
                 "name": f"pool-{p.name}",
                 "type": "Pool",
                 "attributes": [{"name": "containers", "value": str(p.containers)}],
-                "resources": [{
-                    "name": "cpu",
-                    "capacity": str(p.capacity),
-                    "allocatable": str(p.capacity),
-                    "available": str(p.shared),
-                }],
+                "resources": [
+                    {
+                        "name": "cpu",
+                        "capacity": str(p.capacity),
+                        "allocatable": str(p.capacity),
+                        "available": str(p.shared),
+                    }
+                ],
             }
             for p in snap.pools
         ]
         zones += balloon_zones(snap)
         attrs = [{"name": "nri-resmgr.policy", "value": self.policy}]
-        attrs += [{"name": f"nri-resmgr.containers.{kind}", "value": str(n)}
-                  for kind, n in sorted(snap.containers_by_kind.items())]
+        attrs += [
+            {"name": f"nri-resmgr.containers.{kind}", "value": str(n)}
+            for kind, n in sorted(snap.containers_by_kind.items())
+        ]
         return {"zones": zones, "attributes": attrs}
 
 
@@ -159,25 +179,29 @@ def balloon_zones(snap: StateSnapshot) -> list[dict[str, Any]]:
     zones: list[dict[str, Any]] = []
     for b in snap.balloons:
         components = [{"name": "component cpusets", "value": b.component_cpus}]
-        zones.append({
-            "name": b.name,
-            "type": "balloon",
-            "attributes": [
-                {"name": "balloon type", "value": b.type},
-                {"name": "cpuset", "value": b.cpus},
-                {"name": "shared cpuset", "value": b.shared_idle_cpus},
-                {"name": "memory set", "value": b.mems},
-                {"name": "containers", "value": str(len(b.containers))},
-                {"name": "excess cpus", "value": f"{b.excess_milli}m"},
-                *(components if b.component_cpus else []),
-            ],
-            "resources": [{
-                "name": "cpu",
-                "capacity": str(b.cpu_count),
-                "allocatable": str(b.cpu_count),
-                "available": str(b.cpu_count),
-            }],
-        })
+        zones.append(
+            {
+                "name": b.name,
+                "type": "balloon",
+                "attributes": [
+                    {"name": "balloon type", "value": b.type},
+                    {"name": "cpuset", "value": b.cpus},
+                    {"name": "shared cpuset", "value": b.shared_idle_cpus},
+                    {"name": "memory set", "value": b.mems},
+                    {"name": "containers", "value": str(len(b.containers))},
+                    {"name": "excess cpus", "value": f"{b.excess_milli}m"},
+                    *(components if b.component_cpus else []),
+                ],
+                "resources": [
+                    {
+                        "name": "cpu",
+                        "capacity": str(b.cpu_count),
+                        "allocatable": str(b.cpu_count),
+                        "available": str(b.cpu_count),
+                    }
+                ],
+            }
+        )
         if b.show_containers:
             zones += [
                 {"name": c, "type": "allocation for container", "parent": b.name}
@@ -195,11 +219,15 @@ class ClassReporter:
     name: str = "classes"
 
     def report(self) -> Mapping[str, Any]:
-        return {"attributes": [
-            {"name": "nri-resmgr.rdt-classes", "value": ",".join(sorted(self.rdt_classes))},
-            {"name": "nri-resmgr.blockio-classes",
-             "value": ",".join(sorted(self.blockio_classes))},
-        ]}
+        return {
+            "attributes": [
+                {"name": "nri-resmgr.rdt-classes", "value": ",".join(sorted(self.rdt_classes))},
+                {
+                    "name": "nri-resmgr.blockio-classes",
+                    "value": ",".join(sorted(self.blockio_classes)),
+                },
+            ]
+        }
 
 
 class Publisher(Protocol):

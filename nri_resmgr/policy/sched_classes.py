@@ -13,9 +13,11 @@ resolve` then picks a container's class, in this order:
 
 1. the effective annotation ``scheduling-class.resource-policy.nri.io`` (``/container.NAME``
    over ``/pod`` over the bare key);
-2. the class of the container's namespace;
-3. the class of the pod's QoS class;
-4. none: the runtime's defaults.
+2. the policy's own default for the container, if it has one (the balloons policy: the
+   ``schedulingClass`` of the container's balloon type);
+3. the class of the container's namespace;
+4. the class of the pod's QoS class;
+5. none: the runtime's defaults.
 
 The class travels to the runtime in the creation adjustment (NRI's ``LinuxScheduler``,
 from NRI v0.11.0, and ``LinuxIOPriority``, from v0.10.0; `SchedulingClasses.
@@ -125,8 +127,12 @@ class SchedulingClasses:
     by_namespace: Mapping[str, str] = field(default_factory=dict)
     by_qos: Mapping[QoSClass, str] = field(default_factory=dict)
 
-    def resolve(self, container: ContainerInfo) -> SchedulingClass | None:
-        """The class `container` is created with: annotation, namespace, QoS, or None."""
+    def resolve(
+        self, container: ContainerInfo, *, default: str | None = None
+    ) -> SchedulingClass | None:
+        """The class `container` is created with: annotation, the policy's `default` (a
+        class name given to `build_scheduling_classes` in `references`), namespace, QoS,
+        or None."""
         name = container.annotation(SCHEDULING_CLASS_ANNOTATION)
         if name is not None:
             found = self.by_name.get(name.strip())
@@ -137,7 +143,8 @@ class SchedulingClasses:
                     f"scheduling class {shown(name)}; expected one of schedulingClasses ({known})"
                 )
             return found
-        default = self.by_namespace.get(container.namespace)
+        if default is None:
+            default = self.by_namespace.get(container.namespace)
         if default is None:
             default = self.by_qos.get(container.qos_class)
         return self.by_name[default] if default is not None else None
@@ -216,9 +223,12 @@ def build_scheduling_classes(
     namespaces: Mapping[str, str],
     qos: Mapping[str, str],
     where: str,
+    references: Mapping[str, str] | None = None,
 ) -> SchedulingClasses:
     """Check a configuration's classes and defaults (`where` prefixes every error,
-    e.g. ``policy topology-aware``); raises `ConfigError`."""
+    e.g. ``policy topology-aware``); `references` are the configuration's other class
+    names (the key says where, ``balloonTypes[db].schedulingClass``); raises
+    `ConfigError`."""
     by_name: dict[str, SchedulingClass] = {}
     for spec in classes:
         if not spec.name.strip():
@@ -231,13 +241,16 @@ def build_scheduling_classes(
                 "unique names"
             )
         by_name[spec.name] = _class_value(spec, where=where)
-    known = ", ".join(sorted(by_name)) or "none defined"
-    for key, ref in namespaces.items():
+
+    def check(key: str, ref: str) -> None:
         if ref not in by_name:
+            known = ", ".join(sorted(by_name)) or "none defined"
             raise ConfigError(
-                f"{where}: namespaceSchedulingClasses[{key}] is {ref!r}; expected one of "
-                f"schedulingClasses ({known})"
+                f"{where}: {key} is {ref!r}; expected one of schedulingClasses ({known})"
             )
+
+    for key, ref in namespaces.items():
+        check(f"namespaceSchedulingClasses[{key}]", ref)
     by_qos: dict[QoSClass, str] = {}
     for key, ref in qos.items():
         q = _QOS_BY_LOWER.get(key.lower())
@@ -246,12 +259,10 @@ def build_scheduling_classes(
                 f"{where}: podQoSSchedulingClasses has key {key!r}; expected one of "
                 + ", ".join(c.value for c in QoSClass)
             )
-        if ref not in by_name:
-            raise ConfigError(
-                f"{where}: podQoSSchedulingClasses[{key}] is {ref!r}; expected one of "
-                f"schedulingClasses ({known})"
-            )
+        check(f"podQoSSchedulingClasses[{key}]", ref)
         by_qos[q] = ref
+    for key, ref in (references or {}).items():
+        check(key, ref)
     return SchedulingClasses(by_name=by_name, by_namespace=dict(namespaces), by_qos=by_qos)
 
 

@@ -58,6 +58,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from nri_api import api
@@ -65,7 +66,8 @@ from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import NRIVersion
 from nri_api.stub import DEFAULT_UPDATE_TIMEOUT, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
-from nri_resmgr.control.wiring import class_control_from_config
+from nri_resmgr.control.irq import IrqFiles
+from nri_resmgr.control.wiring import class_control_from_config, irq_control
 from nri_resmgr.model import (
     ConfigError,
     ContainerID,
@@ -118,6 +120,7 @@ def build_pipeline(
     state_dir: str | None = None,
     runtime_rdt: Callable[[], bool] | None = None,
     sysfs_root: str | None = None,
+    irq_files: IrqFiles | None = None,
 ) -> Pipeline:
     """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
 
@@ -128,6 +131,8 @@ def build_pipeline(
     ``control.rdt.enable``), block I/O files under `cgroup_root` (default /sys/fs/cgroup
     when ``control.blockio.enable``).  `runtime_rdt` tells whether the connected runtime
     takes NRI's LinuxRdt adjustment (RDT monitoring, see `control.wiring.RdtGroups`).
+    Interrupt affinities are written through `irq_files` (the daemon's one instance,
+    under its root's proc), when given; a claim on a denied interrupt is a `ConfigError`.
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
@@ -150,6 +155,7 @@ def build_pipeline(
         state_dir=state_dir or DEFAULT_STATE_DIR,
         runtime_rdt=runtime_rdt,
     )
+    controllers += irq_control(pol, irq_files)
     return Pipeline(
         pol,
         controllers=controllers,
@@ -204,6 +210,9 @@ class ResmgrPlugin(Plugin):
         self.state_dir = state_dir
         #: where devices' and mounts' locality is read (None: no topology hints)
         self.sysfs_root = sysfs_root
+        #: interrupt affinities under the root's proc, kept across reconfigurations (their
+        #: originals are put back at `close`); None without a sysfs root
+        self.irq_files = IrqFiles(Path(sysfs_root) / "proc") if sysfs_root is not None else None
         self.metrics = metrics or Metrics()
         # pool and container gauges are computed when scraped, not after every event:
         # a snapshot walks every live container, which must stay off the event path
@@ -227,6 +236,7 @@ class ResmgrPlugin(Plugin):
             state_dir=self.state_dir,
             runtime_rdt=self._runtime_has_linux_rdt,
             sysfs_root=self.sysfs_root,
+            irq_files=self.irq_files,
         )
 
     def _runtime_has_linux_rdt(self) -> bool:
@@ -470,6 +480,11 @@ class ResmgrPlugin(Plugin):
                 error=str(error),
                 attempt=attempt,
             )
+
+    def close(self) -> None:
+        """The daemon stops: controllers put back what must not outlive it (interrupt
+        affinities get their originals)."""
+        self.pipeline.close()
 
     def on_close(self) -> None:
         self.health.registered = False

@@ -17,7 +17,8 @@ Every event follows the same steps:
    the policy for a `Decision` (pure; may raise `AllocationError` / `AnnotationError`);
 3. **render** the decision as a `ContainerAdjustment` and `ContainerUpdate`\\ s;
 4. let the **controllers** do their out-of-band work (resctrl groups, block I/O files),
-   through the hooks `nri_resmgr.control.hooks.Controller` declares;
+   through the hooks `nri_resmgr.control.hooks.Controller` declares (interrupt
+   affinities follow at the commit, from the committed state: best effort);
 5. **commit**: only now are the policy state, the container table and the assignments
    replaced.  An exception in steps 1-4 leaves the pipeline exactly as it was, and the
    daemon turns it into an RPC error whose message reaches the runtime.
@@ -71,6 +72,7 @@ from nri_resmgr.model import (
     TopologyHint,
 )
 from nri_resmgr.policy.base import Policy
+from nri_resmgr.policy.irq_affinity import IrqUse
 from nri_resmgr.runtime import adapter
 from nri_resmgr.topology.cpuset import IDSet
 
@@ -182,6 +184,8 @@ class Pipeline:
         #: block I/O classes we apply ourselves are not the runtime's to resolve: sending
         #: the name would make a runtime without its own class config fail the container
         self.runtime_blockio: bool = not any(c.name == "blockio" for c in self.controllers)
+        #: the policy's interrupt wishes last handed to the controllers (None: not yet)
+        self._irq_use: IrqUse | None = None
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -213,6 +217,7 @@ class Pipeline:
         after a rebuild, where kept containers get their kind and pool that way.
         """
         self.state = decision.state
+        self._apply_irq_use()
         if subject is not None:
             self.assignments[subject.container_id] = subject
         for u in updates:
@@ -225,6 +230,31 @@ class Pipeline:
             for cid, a in rendered.items():
                 if cid in self.containers:
                     self.assignments[cid] = inherit_classes(a, self.assignments.get(cid))
+
+    def _apply_irq_use(self) -> None:
+        """Hand the controllers the policy's interrupt wishes when they changed (a policy
+        without ``irq_use`` wishes nothing); best effort: the decision is taken, a
+        controller's failure is logged."""
+        if not self.controllers:
+            return
+        use_of = getattr(self.policy, "irq_use", None)
+        use = use_of(self.state) if callable(use_of) else IrqUse(allowed=IDSet())
+        if use == self._irq_use:
+            return
+        self._irq_use = use
+        for ctl in self.controllers:
+            try:
+                ctl.irq_use_changed(use)
+            except (ResmgrError, OSError) as exc:
+                self.log.warning("controller failed", controller=ctl.name, error=str(exc))
+
+    def close(self) -> None:
+        """The daemon stops: every controller's `stopped` (best effort)."""
+        for ctl in self.controllers:
+            try:
+                ctl.stopped()
+            except (ResmgrError, OSError) as exc:
+                self.log.warning("controller failed", controller=ctl.name, error=str(exc))
 
     def _add(self, info: ContainerInfo) -> None:
         """Record `info` (new, or replacing the container's earlier info)."""

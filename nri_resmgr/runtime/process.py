@@ -84,6 +84,7 @@ async def _serve(plugin: ResmgrPlugin, endpoint: str, kube: KubeSide | None = No
     try:
         return await plugin.serve()
     finally:
+        plugin.close()
         if side is not None and kube is not None:
             kube.stop()
             side.cancel()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nri_api import api
+from nri_resmgr.control.irq import IrqFiles
 from nri_resmgr.model import QoSClass, ResmgrError
 from nri_resmgr.ops.metrics import balloon_snapshots
 from nri_resmgr.policy.base import Policy
@@ -130,8 +131,11 @@ class Simulator:
         select_classes: ClassSelector | None = None,
         cgroup_root: str | None = None,
         log: Any = None,
+        irq_files: IrqFiles | None = None,
     ) -> None:
         self.policy = policy
+        #: interrupt affinities written by the controllers, read back after every step
+        self.irq_files = irq_files
         self.cgroup_root = cgroup_root
         self.driver = cgroup_driver
         self.controllers = tuple(controllers)
@@ -380,5 +384,10 @@ class Simulator:
                 names={
                     info.id: f"{info.pod.name}/{info.name}" for info, _ in self.pipeline.snapshot()
                 },
+            ),
+            irqs=(
+                {n: str(c) for n, c in self.irq_files.current().items()}
+                if self.irq_files is not None
+                else {}
             ),
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nri_resmgr.ops.metrics import BalloonSnapshot
@@ -43,6 +43,9 @@ class StepResult:
     containers: Mapping[str, ContainerReport]
     #: the policy's balloons after this step (policies with a ``balloons`` hook only)
     balloons: tuple[BalloonSnapshot, ...] = ()
+    #: every interrupt's smp_affinity_list after this step (a simulation with a procfs
+    #: root only)
+    irqs: Mapping[int, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         out = {
@@ -55,6 +58,8 @@ class StepResult:
         }
         if self.balloons:
             out["balloons"] = [b.as_dict() for b in self.balloons]
+        if self.irqs:
+            out["irqs"] = {str(n): c for n, c in sorted(self.irqs.items())}
         return out
 
 

@@ -12,6 +12,7 @@ from nri_resmgr.config import (
     config_from_mapping,
     policy_config_problems,
 )
+from nri_resmgr.control.irq import IrqFiles
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy_registry import load_policy
@@ -59,11 +60,17 @@ def run_scenario(
     resctrl_root: str | None = None,
     cgroup_root: str | None = None,
     log: Any = None,
+    proc_root: str | None = None,
 ) -> SimulationResult:
     """Run every step of `scenario`; later steps run even when earlier ones had errors.
 
     `topology`, `policy` and `config` (a daemon `Config`) override the scenario's own.
+    With `proc_root` (a procfs mount point, e.g. `control.irq.write_synthetic_proc`'s) the
+    policy's interrupt wishes are written there and every step reports the interrupts'
+    affinities; a claim on a denied interrupt is a `ConfigError`.
     """
+    from nri_resmgr.control.wiring import irq_control
+
     topo = _resolve_topology(scenario, topology)
     if config is None:
         doc: dict[str, Any] = {"policyConfig": scenario.config, "control": scenario.control}
@@ -84,6 +91,8 @@ def run_scenario(
         controllers, selector = _class_control(
             config, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir
         )
+        irq_files = IrqFiles(proc_root) if proc_root is not None else None
+        controllers += irq_control(pol, irq_files)
         return _simulate(
             scenario,
             topology=topo,
@@ -93,6 +102,7 @@ def run_scenario(
             selector=selector,
             cgroup_root=cgroup_root,
             log=log,
+            irq_files=irq_files,
         )
 
 
@@ -106,6 +116,7 @@ def _simulate(
     selector: ClassSelector | None,
     cgroup_root: str | None,
     log: Any,
+    irq_files: IrqFiles | None = None,
 ) -> SimulationResult:
     if log is None:
         import structlog
@@ -118,6 +129,7 @@ def _simulate(
         select_classes=selector,
         cgroup_root=cgroup_root,
         log=log,
+        irq_files=irq_files,
     )
     results = tuple(sim.run_step(i, step) for i, step in enumerate(scenario.steps))
     return SimulationResult(

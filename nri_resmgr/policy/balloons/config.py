@@ -9,6 +9,13 @@ mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource
   (``reservedResources.cpu``, a quantity or ``cpuset:``/``exclude-cpuset:``);
 - the list of balloon types in matching order, with the built-in ``reserved`` type
   first and ``default`` last unless the configuration places them itself;
+- the scheduling classes (``schedulingClasses``, checked by `sched_classes`), every
+  type's ``schedulingClass`` naming one of them;
+- the CPUs of every device a type names in ``preferCloseToDevices`` or
+  ``preferFarFromDevices`` (`ResolvedConfig.devices`), looked up in the topology
+  (`nri_resmgr.topology.locality`: discovery read them), and the ``loadClasses`` by name,
+  every type's ``loads`` naming one of them; how they steer the CPUs a balloon takes is
+  the policy's (`policy.BalloonsPolicy._tree_options`);
 - the keys the policy accepts without effect are `NOT_IMPLEMENTED` (key -> why);
   `nri_resmgr.policy_documents` warns once per such key a configuration sets, as it does
   for every policy.
@@ -26,11 +33,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from nri_resmgr.model import ConfigError, MemoryKind
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.policy.expressions import Operator, check_key, check_values
+from nri_resmgr.policy.irq_affinity import IrqMode, irq_pattern_problem
+from nri_resmgr.policy.sched_classes import (
+    SchedulingClasses,
+    SchedulingClassSpec,
+    build_scheduling_classes,
+)
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
+from nri_resmgr.topology.locality import device_cpus
 from nri_resmgr.topology.model import Topology
 
 __all__ = [
@@ -40,6 +55,7 @@ __all__ = [
     "BalloonsConfig",
     "ComponentCreation",
     "Expression",
+    "LoadClass",
     "Operator",
     "ResolvedConfig",
     "TopologyLevel",
@@ -51,22 +67,8 @@ RESERVED = "reserved"
 DEFAULT = "default"
 ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
 KIND = "BalloonsPolicy"
-
-
-class Operator(enum.StrEnum):
-    """The operators of nri-plugins' expressions (``matchExpressions``)."""
-
-    EQUALS = "Equals"
-    NOT_EQUAL = "NotEqual"
-    IN = "In"
-    NOT_IN = "NotIn"
-    EXISTS = "Exists"
-    NOT_EXIST = "NotExist"
-    ALWAYS_TRUE = "AlwaysTrue"
-    MATCHES = "Matches"
-    MATCHES_NOT = "MatchesNot"
-    MATCHES_ANY = "MatchesAny"
-    MATCHES_NONE = "MatchesNone"
+#: nri-plugins' device names resolved through the kubelet's PodResources API (not here)
+POD_RESOURCE_PREFIX = "podresourceapi:"
 
 
 class TopologyLevel(enum.StrEnum):
@@ -101,9 +103,19 @@ class _Model(BaseModel):
 
 
 class Expression(_Model):
-    key: str
+    """One of ``matchExpressions`` (`nri_resmgr.policy.expressions` says what it means)."""
+
+    key: str = ""
     operator: Operator
     values: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _valid(self) -> Expression:
+        where = f"{self.operator} expression"
+        check_values(self.operator, self.values, where=where)
+        if self.operator is not Operator.ALWAYS_TRUE:
+            check_key(self.key, where=where)
+        return self
 
 
 class Constraints(_Model):
@@ -184,7 +196,9 @@ class BalloonsConfig(_Model):
     preserve: ContainerMatch | None = None
     show_containers_in_nrt: bool = Field(default=False, alias="showContainersInNrt")
     load_classes: tuple[LoadClass, ...] = Field(default=(), alias="loadClasses")
-    scheduling_classes: tuple[Mapping[str, Any], ...] = Field(default=(), alias="schedulingClasses")
+    scheduling_classes: tuple[SchedulingClassSpec, ...] = Field(
+        default=(), alias="schedulingClasses"
+    )
     cpu_classes: tuple[Mapping[str, Any], ...] = Field(default=(), alias="cpuClasses")
     turbo_domain: str = Field(default="", alias="turboDomain")
     controllable_interrupts: tuple[str, ...] = Field(default=(), alias="controllableInterrupts")
@@ -198,21 +212,12 @@ class BalloonsConfig(_Model):
 #: keys accepted as nri-plugins spells them but with no effect here (one warning each);
 #: ``balloonTypes.KEY`` for keys of a balloon type
 NOT_IMPLEMENTED: dict[str, str] = {
-    "schedulingClasses": "scheduling classes are not applied by balloons here",
     "cpuClasses": "CPU classes are not implemented",
     "turboDomain": "turbo domains are not implemented",
-    "controllableInterrupts": "interrupt affinity is not controlled",
-    "loadClasses": "load classes are not implemented",
     "agent": "the agent section is the daemon's",
     "control": "the control section is the daemon's",
     "instrumentation": "the instrumentation section is the daemon's",
     "log": "the log section is the daemon's",
-    "balloonTypes.loads": "load classes are not implemented",
-    "balloonTypes.preferCloseToDevices": "device closeness is not implemented",
-    "balloonTypes.preferFarFromDevices": "device closeness is not implemented",
-    "balloonTypes.schedulingClass": "scheduling classes are not applied by balloons here",
-    "balloonTypes.irqClaim": "interrupt affinity is not controlled",
-    "balloonTypes.irqMode": "interrupt affinity is not controlled",
     "idleCPUClass": "the policy names the CPUs of each class (cpu_classes), but no controller "
     "sets their frequencies or C-states yet",
     "balloonTypes.cpuClass": "the policy names the CPUs of each class (cpu_classes), but no "
@@ -232,10 +237,19 @@ class ResolvedConfig:
     #: the reserved balloon's preferred CPUs (``reservedResources.cpu``)
     reserved: CPUSet
     reserved_milli: int
+    #: ``reservedResources.cpu`` names the CPUs (``cpuset:``/``exclude-cpuset:``), not a
+    #: quantity: the reserved balloon keeps to them and every other balloon avoids them
+    reserved_given: bool
     #: every balloon type, in matching order, the built-in ones included
     types: tuple[BalloonType, ...]
     reserved_namespaces: tuple[str, ...]
     memory_kinds: Mapping[str, tuple[MemoryKind, ...]]
+    #: ``schedulingClasses``; a type's ``schedulingClass`` is one of them
+    scheduling: SchedulingClasses
+    #: device path (``preferCloseToDevices``/``preferFarFromDevices``) -> its CPUs
+    devices: Mapping[str, CPUSet]
+    #: ``loadClasses`` by name; every type's ``loads`` names one of them
+    load_classes: Mapping[str, LoadClass]
 
     def type_named(self, name: str) -> BalloonType | None:
         for t in self.types:
@@ -285,6 +299,7 @@ _NESTED: dict[str, type[BaseModel]] = {
     "components": Component,
     "matchExpressions": Expression,
     "preserve": ContainerMatch,
+    "schedulingClasses": SchedulingClassSpec,
 }
 
 
@@ -438,6 +453,86 @@ def _memory_kinds(t: BalloonType) -> tuple[MemoryKind, ...]:
     return tuple(out)
 
 
+def _device_cpus(topology: Topology, t: BalloonType, key: str, path: str) -> CPUSet:
+    if path.startswith(POD_RESOURCE_PREFIX):
+        raise ConfigError(
+            f"policy balloons: balloon type {t.name}: {key} has {path!r}, a device the "
+            "kubelet assigns (its PodResources API), which nri-resmgr does not read; expected "
+            "a sysfs path"
+        )
+    got = device_cpus(topology, path)
+    if got is None:
+        raise ConfigError(
+            f"policy balloons: balloon type {t.name}: {key} has {path!r}, which this machine "
+            f"({topology.source or 'the topology'}) does not have; expected the sysfs path of "
+            "a NUMA node (/sys/devices/system/node/nodeN), a CPU cache "
+            "(/sys/devices/system/cpu/cpuN/cache/indexM), a PCI function "
+            "(/sys/bus/pci/devices/ADDRESS) or a network device (/sys/class/net/NAME)"
+        )
+    return got
+
+
+def _devices(topology: Topology, types: tuple[BalloonType, ...]) -> dict[str, CPUSet]:
+    """The CPUs of every device a type names, first named first."""
+    out: dict[str, CPUSet] = {}
+    for t in types:
+        if t.components and t.prefer_close_to_devices:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: preferCloseToDevices is set on a "
+                "composite balloon type; expected it on its component types"
+            )
+        for key, paths in (
+            ("preferCloseToDevices", t.prefer_close_to_devices),
+            ("preferFarFromDevices", t.prefer_far_from_devices),
+        ):
+            for path in paths:
+                if path not in out:
+                    out[path] = _device_cpus(topology, t, key, path)
+    return out
+
+
+def _load_classes(
+    types: tuple[BalloonType, ...], load_classes: tuple[LoadClass, ...]
+) -> dict[str, LoadClass]:
+    """``loadClasses`` by name, each name once and every type's ``loads`` among them."""
+    classes: dict[str, LoadClass] = {}
+    for lc in load_classes:
+        if lc.name in classes:
+            raise ConfigError(
+                f"policy balloons: loadClasses defines {lc.name!r} more than once; expected "
+                "each name once"
+            )
+        classes[lc.name] = lc
+    for t in types:
+        unknown = [name for name in t.loads if name not in classes]
+        if unknown:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: loads has {', '.join(unknown)}, not "
+                f"in loadClasses; expected one of {', '.join(classes) or 'no names (none defined)'}"
+            )
+    return classes
+
+
+def _check_interrupts(opts: BalloonsConfig) -> None:
+    """``controllableInterrupts``, every ``irqClaim`` pattern and ``irqMode`` are valid."""
+    patterns = [("controllableInterrupts", p) for p in opts.controllable_interrupts]
+    for t in opts.balloon_types:
+        patterns += [(f"balloonTypes[{t.name}].irqClaim", p) for p in t.irq_claim]
+        if t.irq_mode not in set(IrqMode):
+            raise ConfigError(
+                f"policy balloons: balloonTypes[{t.name}].irqMode is {t.irq_mode!r}; expected "
+                f"one of {', '.join(m for m in IrqMode if m)} (or none)"
+            )
+    for where, pattern in patterns:
+        problem = irq_pattern_problem(pattern)
+        if problem is not None:
+            raise ConfigError(
+                f"policy balloons: {where}: pattern {pattern!r} {problem}; expected an "
+                "interrupt number or a shell pattern (*, ?, [...]) over its /proc/interrupts "
+                "description"
+            )
+
+
 def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedConfig:
     """Validate `config` (a spec or a ``BalloonsPolicy`` resource) for `topology`."""
     raw = spec_of(config)
@@ -446,6 +541,7 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
     except ValidationError as exc:
         details = "; ".join(_describe(e) for e in exc.errors())
         raise ConfigError(f"policy balloons: invalid configuration: {details}") from exc
+    _check_interrupts(opts)
     online = topology.online_cpus()
     available = online
     if opts.available_resources.cpu is not None:
@@ -476,7 +572,10 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
     else:
         amount = parse_cpu_amount(raw_reserved, what="policy balloons: reservedResources.cpu")
         milli = amount.milli
-        reserved = lowest_cpus(topology, available, -(-milli // 1000))
+        count = -(-milli // 1000)
+        # housekeeping stays off the kernel's isolated CPUs while others are left
+        plain = available - topology.isolated_cpus()
+        reserved = lowest_cpus(topology, plain if len(plain) >= count else available, count)
     if not reserved:
         raise ConfigError(
             f"policy balloons: reservedResources.cpu {text!r} gives no CPU; expected at "
@@ -488,7 +587,21 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
         available=available,
         reserved=reserved,
         reserved_milli=milli,
+        reserved_given=explicit is not None,
         types=types,
         reserved_namespaces=ALWAYS_RESERVED_NAMESPACES + tuple(opts.reserved_pool_namespaces),
         memory_kinds={t.name: _memory_kinds(t) for t in types},
+        scheduling=build_scheduling_classes(
+            opts.scheduling_classes,
+            namespaces={},
+            qos={},
+            where="policy balloons",
+            references={
+                f"balloonTypes[{t.name}].schedulingClass": t.scheduling_class
+                for t in types
+                if t.scheduling_class
+            },
+        ),
+        devices=_devices(topology, types),
+        load_classes=_load_classes(types, opts.load_classes),
     )

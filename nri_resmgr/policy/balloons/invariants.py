@@ -5,7 +5,7 @@
    are the top-level ones, and the components split their composite's CPUs;
 2. a balloon holds at least ``minCPUs`` and at most ``maxCPUs`` (0: no limit) CPUs,
    and exactly what its requests need (`BalloonsPolicy.needed_cpus`) when that is
-   within ``maxCPUs``: ``max(minCPUs, ceil(requests))`` when plain;
+   within ``maxCPUs``: ``max(minCPUs, ceil(requests), 1 if it has members)`` when plain;
 3. every member's balloon exists, and the member's container matches its balloon's
    type (it is the type `matching.balloon_type_of` gave it);
 4. instances of a type are between ``minBalloons`` and ``maxBalloons``;
@@ -59,10 +59,10 @@ def violations(policy: BalloonsPolicy, state: BalloonsState) -> list[str]:
             out.append(f"balloon {name} has {n} CPUs; expected {t.min_cpus}..{t.max_cpus or 'any'}")
         members = state.members_of(name)
         milli = sum(m.milli for m in members)
-        want = policy.needed_cpus(b, milli)
+        want = policy.needed_cpus(b, milli, occupied=bool(members))
         if (not t.max_cpus or want <= t.max_cpus) and n != want:
             out.append(f"balloon {name} has {n} CPUs; its requests need {want}")
-        out.extend(_composite_violations(policy, b, milli, name))
+        out.extend(_composite_violations(policy, b, milli, name, occupied=bool(members)))
         if t.group_by and len({m.group for m in members}) > 1:
             out.append(f"balloon {name} mixes groups {sorted({m.group for m in members})}")
     for t in policy.config.types:
@@ -78,7 +78,9 @@ def violations(policy: BalloonsPolicy, state: BalloonsState) -> list[str]:
     return out
 
 
-def _composite_violations(policy: BalloonsPolicy, b: Balloon, milli: int, where: str) -> list[str]:
+def _composite_violations(
+    policy: BalloonsPolicy, b: Balloon, milli: int, where: str, *, occupied: bool
+) -> list[str]:
     """Invariant 6 for `b` (sized for `milli`) and its components, recursively."""
     t = policy.types.get(b.type)
     if t is None:
@@ -104,12 +106,12 @@ def _composite_violations(policy: BalloonsPolicy, b: Balloon, milli: int, where:
     share = policy.component_share(b, milli)
     for c in b.components:
         ct = policy.types.get(c.type)
-        need = policy.needed_cpus(c, share) if ct is not None else 0
+        need = policy.needed_cpus(c, share, occupied=occupied) if ct is not None else 0
         if ct is not None and (not ct.max_cpus or need <= ct.max_cpus) and len(c.cpus) != need:
             out.append(
                 f"{where}: component {c.name} has {len(c.cpus)} CPUs; its share needs {need}"
             )
-        out.extend(_composite_violations(policy, c, share, where))
+        out.extend(_composite_violations(policy, c, share, where, occupied=occupied))
     return out
 
 

@@ -12,18 +12,31 @@ Choosing the instance for a container follows nri-plugins' fill chain, in order
 ``preferPerNamespaceBalloon`` a balloon of its namespace, else a new one; then with
 ``preferNewBalloons`` new, balanced, balanced-inflate, and otherwise balanced,
 balanced-inflate, new.  *Balanced* is an existing balloon with room for the request as
-it is, *balanced-inflate* one that can grow to fit.  Among the candidates of a step the
-one with the most free millicores wins, then the one with fewest containers, then the
-name.  A balloon with members of another group is never a candidate.
+it is, *balanced-inflate* one that can grow to fit; *new* takes an empty balloon of the
+type before it makes one.  Among the candidates of a step the one with the most free
+millicores wins (as it is; for balanced-inflate, inflated as far as free CPUs and
+``maxCPUs`` let it), then the one with fewest containers, then the lowest instance.  A
+balloon with members of another group is never a candidate.
 
-A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, at most
-``maxCPUs`` (0: no limit): it inflates and deflates as containers come and go (`_resize`).
-New CPUs are picked by `common.take_cpus` (topology-packed), near the balloon's own
-first, then by the type's preferences (`_tiers`: ``preferIsolCpus``, ``preferCoreType``,
-``allocatorPriority`` high = performance cores, low = efficient cores; then, when
-growing, ``allocatorTopologyBalancing`` and ``preferSpreadOnPhysicalCores``); the reserved
-balloon prefers the ``reservedResources`` CPUs and every other balloon avoids them and
-the isolated CPUs unless it prefers those.
+A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, and at least
+one CPU while it has containers (best-effort ones too), at most ``maxCPUs`` (0: no
+limit): it inflates and deflates as containers come and go (`_resize`).
+Which CPUs it takes and gives back is `allocation`'s rule (nri-plugins' CPU tree; the
+sort keys are in its docstring): near the balloon's own CPUs first, then packed or, with
+``allocatorTopologyBalancing``, balanced over the topology, one thread per core first
+with ``preferSpreadOnPhysicalCores``, and ``allocatorPriority`` high/low for performance/
+efficient cores.  `_tree_options` gives each type its hints: the reserved balloon keeps
+to the ``reservedResources`` CPUs, a type to its ``preferCloseToDevices`` devices, then
+``preferIsolCpus`` to the isolated CPUs and ``preferCoreType`` to those cores; it keeps
+off its ``preferFarFromDevices`` devices and then off each of those sets it does not
+want (the isolated CPUs first; the reserved CPUs only when given as a cpuset), as
+nri-plugins adds them, while enough other CPUs are free.  Last, a type with ``loads``
+keeps off the CPUs under load (`_loaded`: at each level its load classes name, the
+domains of every balloon loading that level); with ``overloadsLevelInBalloon`` it takes
+its CPUs one at a time, each loading its own domains.  A deflating balloon keeps the
+CPUs close to its devices.  The devices' CPUs come from the topology
+(`config.resolve_config` looks each path up with `nri_resmgr.topology.locality`, from
+what discovery read): the policy reads no sysfs.
 
 A *composite* balloon (its type has ``components``) has no CPUs of its own choosing: it
 holds the union of its component balloons' CPUs (`state.Balloon.components`), new
@@ -40,10 +53,20 @@ components count as one balloon: they go when the composite does, and a componen
 ``minBalloons``/``maxBalloons`` count only its own top-level balloons.
 
 A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
-``shareIdleCPUsInSame`` topology domains; a container in a balloon with no CPUs at all
-runs on the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
+``shareIdleCPUsInSame`` topology domains; an empty balloon with no CPUs is reported
+with the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
 thread per core; memory is pinned (``pinMemory``) to the nodes of those CPUs, of the
 ``memoryTypes`` kinds (or the ``memory-type`` annotation's).
+
+A new container is created with a scheduling class (`sched_classes`: Linux scheduling
+policy, priority, nice, I/O priority): the one its ``scheduling-class`` annotation names,
+else its balloon type's ``schedulingClass``.
+
+Interrupts follow the balloons (`irq_use`, planned by `irq_affinity.plan_affinities`, written
+by `nri_resmgr.control.irq`): a type's ``irqClaim`` sends the interrupts it names to its
+balloons' CPUs, ``irqMode: sink`` balloons take every other interrupt, and ``irqMode:
+isolate`` balloons' CPUs are kept out of interrupts neither claimed nor sunk;
+``controllableInterrupts`` limits which interrupts may be touched at all.
 
 Containers with ``cpu.preserve`` (or matching ``preserve.matchExpressions``) are in no
 balloon and get an empty assignment (left alone); ``memory.preserve`` leaves the memory
@@ -52,19 +75,22 @@ nodes alone.
 Every decision's updates are the other containers whose rendered CPUs or memory changed
 (`decide.decide`): only the members of balloons whose view changed are rendered.
 ``rebuild`` keeps every group of containers that run on the same CPUs in one balloon of
-their type claiming those CPUs, when they are free and the balloon fits; the rest are
-placed as if new.  The CPUs a container reports may include idle ones it shares: where
-other groups report CPUs of the same domain, those they do not are the balloon's own and
-it keeps them, and it keeps a CPU in each domain it reports.  A claiming composite
-spreads the claimed CPUs over its components by their preferences, and with
-``balance-balloons`` takes the component whose preferred CPUs overlap them most.  The
-empty balloons of ``minBalloons`` then take CPUs no container reports, first those in
-domains a claimed balloon shares idle CPUs in (it would report them were they idle);
-the empty reserved balloon goes back to what the containers of CPU-less balloons report.
-A rebuild from the rendered result moves nothing, nor does a second one, with one known
-exception: a ``balance-balloons`` composite without CPUs of its own cannot show which
-component it had, and when its component types size the same share differently the
-rebuild may give it the other one.
+their type claiming those CPUs, when they are free and enough for the balloon as it is
+(no inflating); the rest are placed as if new, in the order given (creation order: a
+live reconfiguration refills as nri-plugins does, so they may join a balloon with room),
+a new balloon keeping what it can of the CPUs its container runs on.  The CPUs a
+container reports may include idle ones it shares: where other groups report CPUs of the
+same domain, those they do not are the balloon's own and it keeps them, and it keeps a
+CPU in each domain it reports.  A claiming composite spreads the claimed CPUs over its
+components by their preferences (`_fill`), and with ``balance-balloons`` takes the
+component whose preferred CPUs overlap them most.  The empty balloons of
+``minBalloons`` then take CPUs no container reports, first those in domains a claimed
+balloon shares idle CPUs in (it would report them were they idle); the empty reserved
+balloon goes back to what the containers of CPU-less balloons report.  A rebuild from
+the rendered result moves nothing, nor does a second one, with one known exception: a
+``balance-balloons`` composite without CPUs of its own cannot show which component it
+had, and when its component types size the same share differently the rebuild may give
+it the other one.
 """
 
 from __future__ import annotations
@@ -83,6 +109,14 @@ from nri_resmgr.model import (
     CPUKind,
     Decision,
     MemoryKind,
+)
+from nri_resmgr.policy.balloons.allocation import (
+    CPUTree,
+    Hint,
+    TreeOptions,
+    grow,
+    level_cpus,
+    shrink,
 )
 from nri_resmgr.policy.balloons.config import (
     RESERVED,
@@ -104,6 +138,8 @@ from nri_resmgr.policy.decide import (
     differs_from_current,
     nothing_to_release,
 )
+from nri_resmgr.policy.irq_affinity import IrqBalloon, IrqMode, IrqUse
+from nri_resmgr.policy.sched_classes import SchedulingClasses, with_scheduling
 from nri_resmgr.policy.topology_aware.preferences import (
     CPU_PRESERVE,
     HIDE_HYPERTHREADS,
@@ -116,6 +152,7 @@ from nri_resmgr.topology.model import CoreType, Topology
 __all__ = ["BalloonReport", "BalloonView", "BalloonsPolicy"]
 
 _DRAM = (MemoryKind.DRAM,)
+_NO_CPUS: CPUSet = IDSet()
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,96 +203,128 @@ class BalloonsPolicy:
         self.topology = topology
         self.config: ResolvedConfig = resolve_config(topology, config)
         self.types: dict[str, BalloonType] = {t.name: t for t in self.config.types}
-        #: accepted-but-not-implemented keys, one line each (the shell logs them)
+        self.tree = CPUTree.of(topology)
+        self.tree_options = self._tree_options()
+        #: the scheduling classes (`sched_classes.policy_nri_requirements` reads them)
+        self.scheduling: SchedulingClasses = self.config.scheduling
 
     # ---- balloon sizes and CPUs ----------------------------------------------------
 
-    def target_cpus(self, t: BalloonType, milli: int) -> int:
-        """The CPUs a plain balloon of type `t` needs for `milli` requested millicores."""
-        return max(t.min_cpus, _ceil_cpus(milli))
+    def target_cpus(self, t: BalloonType, milli: int, *, occupied: bool) -> int:
+        """The CPUs a balloon of type `t` needs for `milli` requested millicores; an
+        `occupied` one (with containers) at least one, even for best-effort ones."""
+        return max(t.min_cpus, _ceil_cpus(milli), 1 if occupied else 0)
 
-    def needed_cpus(self, b: Balloon, milli: int) -> int:
+    def needed_cpus(self, b: Balloon, milli: int, *, occupied: bool) -> int:
         """The CPUs balloon `b` needs for `milli` requested millicores: `target_cpus`
         when plain; a composite's is the sum of its components' (`component_share`)."""
         if not b.components:
-            return self.target_cpus(self.types[b.type], milli)
+            return self.target_cpus(self.types[b.type], milli, occupied=occupied)
         share = self.component_share(b, milli)
-        return sum(self.needed_cpus(c, share) for c in b.components)
+        return sum(self.needed_cpus(c, share, occupied=occupied) for c in b.components)
 
     def component_share(self, b: Balloon, milli: int) -> int:
         """The millicores each component of composite `b` is sized for when `b` holds
         `milli`: an equal share (rounded down) of ``max(milli, 1000 * minCPUs)``."""
         return max(milli, 1000 * self.types[b.type].min_cpus) // len(b.components)
 
-    def _tiers(self, t: BalloonType, near: CPUSet, *, free: CPUSet | None = None) -> list[CPUSet]:
-        """The CPU sets to take new CPUs from, most preferred first (module docstring);
-        with `free` (growing), also ``allocatorTopologyBalancing`` and
-        ``preferSpreadOnPhysicalCores``."""
-        tiers = self._base_tiers(t, near)
-        if free is None or t.name == RESERVED:
-            return tiers
-        opts = self.config.options
-        balancing = t.allocator_topology_balancing
-        if balancing is None:
-            balancing = opts.allocator_topology_balancing
-        if balancing and not near:
-            # a new balloon: in the package, then the node, with the most free CPUs
-            topo = self.topology
-            domain = free
-            for sets in (
-                [topo.package_cpus(i) for i in topo.package_ids()],
-                [topo.node_cpus(i) for i in topo.node_ids(with_cpus=True)],
-            ):
-                best = max((x & domain for x in sets), key=len, default=IDSet())
-                domain = best or domain
-            tiers = [x & domain for x in tiers] + tiers
-        spread = t.prefer_spread_on_physical_cores
-        if spread is None:
-            spread = opts.prefer_spread_on_physical_cores
-        if spread:
-            whole = [
-                cpus
-                for cpus in self.topology.cores_of(free).values()
-                if cpus == union(self.topology.siblings(c) for c in cpus)
-            ]
-            one_each = IDSet(cpus.sorted()[0] for cpus in whole)
-            tiers = [x & one_each for x in tiers] + tiers
-        return [x for x in tiers if x]
-
-    def _base_tiers(self, t: BalloonType, near: CPUSet) -> list[CPUSet]:
+    def _tree_options(self) -> dict[str, TreeOptions]:
+        """Every type's `allocation.TreeOptions`: the option values, its own or the
+        policy's, and its hints, as nri-plugins derives them: a type is close to the
+        sets it asks for (the reserved type to the ``reservedResources`` CPUs, then
+        its ``preferCloseToDevices``, ``preferIsolCpus`` to the isolated CPUs,
+        ``preferCoreType`` to those cores) and far from its ``preferFarFromDevices``,
+        then from every such set it does not ask for, isolated CPUs first, then in the
+        order the types name them; from the reserved CPUs only when
+        ``reservedResources`` names them (a cpuset).  Its ``loads`` give the levels it
+        keeps off the CPUs under load at (`_loaded`)."""
         topo = self.topology
+        opts = self.config.options
         available = self.config.available
-        reserved = self.config.reserved
-        isolated = topo.isolated_cpus()
-        if t.name == RESERVED:
-            return [reserved, available - isolated]
-        base = available - reserved
-        plain = base - isolated
-        liked: list[CPUSet] = []
-        if t.prefer_isol_cpus:
-            liked.append(isolated & base)
-        if t.prefer_core_type:
-            liked.append(topo.core_type_cpus(t.prefer_core_type) & plain)
-        if t.allocator_priority is CPUPriority.HIGH:
-            liked.append(topo.core_type_cpus(CoreType.PERFORMANCE) & plain)
-        elif t.allocator_priority is CPUPriority.LOW:
-            liked.append(topo.core_type_cpus(CoreType.EFFICIENT) & plain)
-        tiers: list[CPUSet] = []
-        if near:
-            close = union(topo.siblings(c) for c in near) | union(
-                topo.node_cpus(n) for n in topo.nodes_of(near)
+        sets: dict[str, CPUSet] = {
+            "reserved": self.config.reserved,
+            "isolated": topo.isolated_cpus() & available,
+            CoreType.PERFORMANCE: topo.core_type_cpus(CoreType.PERFORMANCE) & available,
+            CoreType.EFFICIENT: topo.core_type_cpus(CoreType.EFFICIENT) & available,
+        }
+        # devices by their sysfs paths, which no name above is
+        sets |= {path: cpus & available for path, cpus in self.config.devices.items()}
+        close: dict[str, list[str]] = {}
+        for t in self.config.types:
+            wanted = []
+            if t.name == RESERVED:
+                wanted.append("reserved")
+            wanted += t.prefer_close_to_devices
+            if t.prefer_isol_cpus:
+                wanted.append("isolated")
+            if t.prefer_core_type in (CoreType.PERFORMANCE, CoreType.EFFICIENT):
+                wanted.append(t.prefer_core_type)
+            close[t.name] = [d for d in wanted if sets[d]]
+        avoided = ["isolated"] if sets["isolated"] else []
+        for names in close.values():
+            avoided += [d for d in names if d not in avoided]
+        if not self.config.reserved_given:
+            # a quantity: the reserved balloon starts on those CPUs, others may take them
+            avoided = [d for d in avoided if d != "reserved"]
+        out = {}
+        for t in self.config.types:
+            far = [d for d in t.prefer_far_from_devices if sets[d]]
+            far += [d for d in avoided if d not in close[t.name] and d not in far]
+            hints = [Hint(sets[d]) for d in close[t.name]]
+            hints += [Hint(sets[d], far=True) for d in far]
+            loads = [self.config.load_classes[name] for name in t.loads]
+            prefer: tuple[CPUSet, ...] = ()
+            if t.allocator_priority is CPUPriority.HIGH:
+                prefer = (sets[CoreType.PERFORMANCE],)
+            elif t.allocator_priority is CPUPriority.LOW:
+                prefer = (sets[CoreType.EFFICIENT],)
+            balancing = t.allocator_topology_balancing
+            spread = t.prefer_spread_on_physical_cores
+            out[t.name] = TreeOptions(
+                balancing=opts.allocator_topology_balancing if balancing is None else balancing,
+                spread=opts.prefer_spread_on_physical_cores if spread is None else spread,
+                hints=tuple(hints),
+                prefer=prefer,
+                loads=tuple(dict.fromkeys(lc.level for lc in loads)),
+                overloads=any(lc.overloads_level_in_balloon for lc in loads),
             )
-            tiers.extend(x & close for x in liked)
-            tiers.append(plain & close)
-        tiers.extend(liked)
-        tiers.extend([plain, base])
-        return [x for x in tiers if x]
+        return out
 
-    def _resize(self, state: BalloonsState, balloon: Balloon, milli: int) -> Balloon | str:
-        """`balloon` sized for `milli` millicores, or why it cannot be."""
-        return self._resized(balloon, milli, used=state.used - balloon.cpus)
+    def _pick(self, state: BalloonsState, t: BalloonType, cpus: CPUSet, count: int) -> CPUSet:
+        """`count` of `cpus` for a balloon of type `t` that has none yet (rebuild)."""
+        got = grow(
+            self.topology,
+            self.tree,
+            current=IDSet(),
+            free=cpus,
+            delta=count,
+            opts=self.tree_options[t.name],
+            loaded=self._loaded(state),
+        )
+        assert got is not None  # count <= len(cpus)
+        return got
 
-    def _resized(self, b: Balloon, milli: int, *, used: CPUSet) -> Balloon | str:
+    def _resize(
+        self, state: BalloonsState, balloon: Balloon, milli: int, *, occupied: bool
+    ) -> Balloon | str:
+        """`balloon` sized for `milli` millicores (`needed_cpus`), or why it cannot be."""
+        return self._resized(
+            balloon,
+            milli,
+            used=state.used - balloon.cpus,
+            loaded=self._loaded(state),
+            occupied=occupied,
+        )
+
+    def _resized(
+        self,
+        b: Balloon,
+        milli: int,
+        *,
+        used: CPUSet,
+        loaded: Mapping[TopologyLevel, CPUSet],
+        occupied: bool,
+    ) -> Balloon | str:
         """`b` (a balloon or a component) sized for `milli`, taking no CPU of `used`.
 
         A composite's components are sized one after the other for their share, each
@@ -263,11 +332,11 @@ class BalloonsPolicy:
         CPUs are their union.  Any ``maxCPUs`` on the way that the size passes fails.
         """
         t = self.types[b.type]
-        want = self.needed_cpus(b, milli)
+        want = self.needed_cpus(b, milli, occupied=occupied)
         if t.max_cpus and want > t.max_cpus:
             return f"{b.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
         if not b.components:
-            cpus = self._sized(b.cpus, t, want, used=used)
+            cpus = self._sized(b.cpus, t, want, used=used, loaded=loaded)
             if isinstance(cpus, str):
                 return f"{b.name} {cpus}"
             return replace(b, cpus=cpus)
@@ -275,35 +344,72 @@ class BalloonsPolicy:
         done: list[Balloon] = []
         for i, comp in enumerate(b.components):
             others = union(x.cpus for x in (*done, *b.components[i + 1 :]))
-            got = self._resized(comp, share, used=used | others)
+            got = self._resized(comp, share, used=used | others, loaded=loaded, occupied=occupied)
             if isinstance(got, str):
                 return f"{b.name} component {got}"
             done.append(got)
         return replace(b, cpus=union(x.cpus for x in done), components=tuple(done))
 
-    def _sized(self, cpus: CPUSet, t: BalloonType, want: int, *, used: CPUSet) -> CPUSet | str:
+    def _loaded(self, state: BalloonsState) -> dict[TopologyLevel, CPUSet]:
+        """Level -> the CPUs of every balloon whose type ``loads`` a class of that level
+        (`allocation.grow` keeps off their domains there)."""
+        out: dict[TopologyLevel, CPUSet] = {}
+        for top in state.balloons.values():
+            for b in top.walk():  # a composite's components load as their types do
+                for level in self.tree_options[b.type].loads:
+                    out[level] = out.get(level, IDSet()) | b.cpus
+        return out
+
+    def _sized(
+        self,
+        cpus: CPUSet,
+        t: BalloonType,
+        want: int,
+        *,
+        used: CPUSet,
+        loaded: Mapping[TopologyLevel, CPUSet],
+    ) -> CPUSet | str:
         """`cpus` shrunk or grown to `want` CPUs by the preferences of type `t`, taking
-        only CPUs not in `used` (`cpus` may be in it or not)."""
+        only CPUs not in `used` (`cpus` may be in it or not), keeping off the domains of
+        `loaded` (`_loaded`) at the levels `t` loads."""
         have = len(cpus)
         if want == have:
             return cpus
-        if want < have:
-            keep = take_cpus(self.topology, cpus, want, prefer=self._tiers(t, IDSet()))
-            assert keep is not None  # want < have CPUs of cpus
-            return keep
         # the balloon may not be in the state yet (a new one, a claim at rebuild)
         free = self.config.available - used - cpus
-        more = take_cpus(self.topology, free, want - have, prefer=self._tiers(t, cpus, free=free))
+        opts = self.tree_options[t.name]
+        if want < have:
+            gone = shrink(
+                self.topology, self.tree, current=cpus, free=free, count=have - want, opts=opts
+            )
+            return cpus - gone
+        more = grow(
+            self.topology,
+            self.tree,
+            current=cpus,
+            free=free,
+            delta=want - have,
+            opts=opts,
+            loaded=loaded,
+        )
         if more is None:
             return f"would need {want - have} more CPUs; {len(free)} are free"
         return cpus | more
 
-    def _new_balloon(self, state: BalloonsState, t: BalloonType, milli: int) -> Balloon | str:
-        """A new instance of `t` sized for `milli`, or why it cannot be made."""
-        got = self._unsized(state, t)
-        if isinstance(got, str):
-            return got
-        return self._resize(state, got, milli)
+    def _new_balloon(
+        self, state: BalloonsState, t: BalloonType, milli: int | None, *, seed: CPUSet = _NO_CPUS
+    ) -> Balloon | str:
+        """A new instance of `t` sized for `milli` (None: empty), or why it cannot be made;
+        it keeps what it can of the free CPUs of `seed` (rebuild: where its container
+        runs now)."""
+        fresh = self._unsized(state, t)
+        if isinstance(fresh, str):
+            return fresh
+        occupied = milli is not None
+        own = seed & (self.config.available - state.used)
+        if own:
+            fresh = self._fill(state, fresh, own, milli or 0, occupied=occupied)
+        return self._resize(state, fresh, milli or 0, occupied=occupied)
 
     def _unsized(
         self, state: BalloonsState, t: BalloonType, near: CPUSet | None = None
@@ -352,64 +458,50 @@ class BalloonsPolicy:
         return out
 
     def _preferred(self, t: BalloonType) -> CPUSet:
-        """The CPUs a new `t` balloon takes first (its most preferred tier), or for a
+        """The CPUs a new `t` balloon wants first (its first close hint), or for a
         composite those of all its component types."""
         if t.components:
             return union(self._preferred(self.types[c.balloon_type]) for c in t.components)
-        tiers = self._tiers(t, IDSet())
-        return tiers[0] if tiers else IDSet()
+        close = [h.cpus for h in self.tree_options[t.name].hints if not h.far]
+        return close[0] if close else self.config.available
 
     def _fill(
-        self, b: Balloon, pool: CPUSet, milli: int, *, first: CPUSet | None = None
+        self,
+        state: BalloonsState,
+        b: Balloon,
+        pool: CPUSet,
+        milli: int,
+        *,
+        occupied: bool,
+        first: CPUSet | None = None,
     ) -> Balloon:
         """`b` holding CPUs of `pool` only, as many as it needs for `milli` or all of
-        `pool` when fewer: those of `first` first, then by its type's preferences,
-        packed (`common.take_cpus`: filling the holes the CPUs of `pool` are); a
-        composite's are its components', each picked so (rebuild)."""
+        `pool` when fewer, picked as its type grows (`_pick`), from those of `first`
+        alone when they are enough; a composite's are its components', each picked so
+        (rebuild: spreading claimed or seeded CPUs over the components)."""
         if not b.components:
             t = self.types[b.type]
-            n = min(self.target_cpus(t, milli), len(pool))
-            tiers = self._tiers(t, IDSet())
-            if first:
-                tiers = [x & first for x in tiers] + [first] + tiers
-            cpus = take_cpus(self.topology, pool, n, prefer=tiers)
-            assert cpus is not None  # n <= len(pool)
-            return replace(b, cpus=cpus)
+            n = min(self.target_cpus(t, milli, occupied=occupied), len(pool))
+            inner = pool & first if first else IDSet()
+            return replace(b, cpus=self._pick(state, t, inner if len(inner) >= n else pool, n))
         share = self.component_share(b, milli)
         done: list[Balloon] = []
         for comp in b.components:
             left = pool - union(x.cpus for x in done)
-            done.append(self._fill(comp, left, share, first=first))
+            done.append(self._fill(state, comp, left, share, occupied=occupied, first=first))
         return replace(b, cpus=union(x.cpus for x in done), components=tuple(done))
 
     def initial_state(self) -> BalloonsState:
         st = BalloonsState(balloons={}, members={})
         for t in self.config.types:
             for _ in range(t.min_balloons):
-                got = self._new_balloon(st, t, 0)
+                got = self._new_balloon(st, t, None)
                 if isinstance(got, str):
                     raise AllocationError(f"policy balloons: minBalloons of {t.name}: {got}")
                 st = st.with_balloon(got)
         return st
 
     # ---- views and rendering -------------------------------------------------------
-
-    def _domain(self, cpus: CPUSet, level: TopologyLevel) -> CPUSet:
-        topo = self.topology
-        if level is TopologyLevel.SYSTEM:
-            return topo.online_cpus()
-        if not cpus:
-            return IDSet()
-        recs = [topo.cpu(c) for c in cpus]
-        if level is TopologyLevel.PACKAGE:
-            return union(topo.package_cpus(p) for p in {r.package_id for r in recs})
-        if level is TopologyLevel.DIE:
-            return union(topo.die_cpus(d) for d in {r.die_id for r in recs})
-        if level is TopologyLevel.NUMA:
-            return union(topo.node_cpus(n) for n in {r.node_id for r in recs})
-        if level is TopologyLevel.L2CACHE:
-            return union(topo.l2_cpus(i) for i in {r.l2_id for r in recs})
-        return union(topo.core_cpus(i) for i in {r.core_id for r in recs})
 
     def _mems(self, t: BalloonType, cpus: CPUSet, kinds: Sequence[MemoryKind]) -> NodeSet:
         pin = t.pin_memory if t.pin_memory is not None else self.config.options.pin_memory
@@ -429,7 +521,7 @@ class BalloonsPolicy:
             t = self.types[b.type]
             cpus = b.cpus
             if t.share_idle_cpus_in_same is not None:
-                cpus = cpus | (idle & self._domain(b.cpus, t.share_idle_cpus_in_same))
+                cpus = cpus | (idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same))
             if not cpus:
                 cpus = reserved or self.config.reserved
             out[name] = BalloonView(cpus=cpus, mems=self._mems(t, cpus, ()))
@@ -441,7 +533,7 @@ class BalloonsPolicy:
         if t.share_idle_cpus_in_same is None:
             return IDSet()
         idle = self.config.available - state.used
-        return idle & self._domain(b.cpus, t.share_idle_cpus_in_same)
+        return idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same)
 
     def _render(self, m: Member, view: BalloonView, t: BalloonType) -> Assignment:
         cpus = view.cpus
@@ -550,22 +642,50 @@ class BalloonsPolicy:
         return chain
 
     def _place(
-        self, state: BalloonsState, t: BalloonType, m: Member, *, prefer: str | None = None
+        self,
+        state: BalloonsState,
+        t: BalloonType,
+        m: Member,
+        *,
+        prefer: str | None = None,
+        seed: CPUSet = _NO_CPUS,
     ) -> tuple[Balloon, str]:
-        """The balloon (resized, or new) `m` goes to in `state`, and the fill step."""
-        mine = state.of_type(t.name)
+        """The balloon (resized, or new: seeded with `seed`) `m` goes to in `state`, and
+        the fill step.
+
+        A step's candidates are the balloons it names that can grow to take `m`; the one
+        with the most free millicores wins (free now; for balanced-inflate, free when
+        inflated as far as it can), then the one with fewest containers, then the lowest
+        instance.  The new step takes an empty balloon of the type before making one.
+        """
+        mine = sorted(state.of_type(t.name), key=lambda b: b.instance)
         members = {b.name: state.members_of(b.name) for b in mine}
         if t.group_by:
             mine = [b for b in mine if all(x.group == m.group for x in members[b.name])]
+        free_cpus = len(self.config.available - state.used)
+
+        def free(b: Balloon, *, inflated: bool) -> int:
+            cpus = len(b.cpus)
+            if inflated:
+                cpus += free_cpus
+                if t.max_cpus:
+                    cpus = min(cpus, max(t.max_cpus, len(b.cpus)))
+            return 1000 * cpus - state.milli_of(b.name)
+
         reasons: list[str] = []
         steps = ["current"] if prefer is not None else []
         steps += self._fill_chain(t)
         for step in steps:
             if step == "new":
-                got = self._new_balloon(state, t, m.milli)
-                if isinstance(got, Balloon):
-                    return got, step
-                reasons.append(got)
+                for b in (b for b in mine if not members[b.name]):
+                    got = self._resize(state, b, m.milli, occupied=True)
+                    if isinstance(got, Balloon):
+                        return got, step
+                    reasons.append(got)
+                made = self._new_balloon(state, t, m.milli, seed=seed)
+                if isinstance(made, Balloon):
+                    return made, step
+                reasons.append(made)
                 continue
             if step == "current":
                 cands = [b for b in mine if b.name == prefer]
@@ -577,19 +697,19 @@ class BalloonsPolicy:
                 cands = [
                     b for b in mine if any(x.namespace == m.namespace for x in members[b.name])
                 ]
+            elif step == "balanced":
+                cands = [b for b in mine if free(b, inflated=False) >= m.milli]
             else:
                 cands = list(mine)
-            fits: list[tuple[tuple[int, int, str], Balloon]] = []
+            inflated = step == "balanced-inflate"
+            fits: list[tuple[tuple[int, int, int], Balloon]] = []
             for b in cands:
-                milli = state.milli_of(b.name) + m.milli
-                if step == "balanced" and self.needed_cpus(b, milli) > len(b.cpus):
-                    continue
-                got = self._resize(state, b, milli)
+                got = self._resize(state, b, state.milli_of(b.name) + m.milli, occupied=True)
                 if isinstance(got, str):
                     reasons.append(got)
                     continue
-                room = 1000 * len(got.cpus) - milli
-                fits.append(((-room, len(members[b.name]), b.name), got))
+                rank = (-free(b, inflated=inflated), len(members[b.name]), b.instance)
+                fits.append((rank, got))
             if fits:
                 return min(fits, key=lambda kb: kb[0])[1], step
         raise AllocationError(
@@ -597,12 +717,17 @@ class BalloonsPolicy:
         )
 
     def _add(
-        self, state: BalloonsState, c: ContainerInfo, *, prefer: str | None = None
+        self,
+        state: BalloonsState,
+        c: ContainerInfo,
+        *,
+        prefer: str | None = None,
+        seed: CPUSet = _NO_CPUS,
     ) -> tuple[BalloonsState, str]:
         t = balloon_type_of(c, self.config)
         m = self._member(c, t)
         try:
-            balloon, step = self._place(state, t, m, prefer=prefer)
+            balloon, step = self._place(state, t, m, prefer=prefer, seed=seed)
         except AllocationError as exc:
             raise AllocationError(f"{c.pretty}: {exc}") from exc
         new = state.with_balloon(balloon).with_member(replace(m, balloon=balloon.name))
@@ -622,7 +747,7 @@ class BalloonsPolicy:
         t = self.types[b.type]
         if not state.members_of(name) and len(state.of_type(t.name)) > t.min_balloons:
             return state.without_balloon(name)
-        got = self._resize(state, b, state.milli_of(name))
+        got = self._resize(state, b, state.milli_of(name), occupied=bool(state.members_of(name)))
         assert isinstance(got, Balloon)  # deflating within maxCPUs always fits
         return state.with_balloon(got)
 
@@ -635,7 +760,10 @@ class BalloonsPolicy:
         if why is not None:
             return self._leave_alone(state, container, why)
         new, reason = self._add(state, container)
-        return decide(self._render_changed, state, new, container.id, reason)
+        t = self.types[new.balloons[new.members[container.id].balloon].type]
+        scheduling = self.scheduling.resolve(container, default=t.scheduling_class or None)
+        decision = decide(self._render_changed, state, new, container.id, reason)
+        return with_scheduling(decision, scheduling)
 
     def release(self, state: BalloonsState, container_id: ContainerID) -> Decision[BalloonsState]:
         if container_id not in state.members:
@@ -711,7 +839,7 @@ class BalloonsPolicy:
             if c.id in placed:
                 continue
             try:
-                st, _ = self._add(st, c)
+                st, _ = self._add(st, c, seed=c.current_cpus or IDSet())
             except (AllocationError, AnnotationError) as exc:
                 notes.append(f"not placed: {exc}")
         rendered = self.render(st)
@@ -751,7 +879,7 @@ class BalloonsPolicy:
         fresh = self._unsized(state, t, cpus)
         if isinstance(fresh, str):
             return None
-        want = self.needed_cpus(fresh, milli)
+        want = self.needed_cpus(fresh, milli, occupied=True)
         if t.max_cpus and want > t.max_cpus:
             return None
         mine = cpus
@@ -772,15 +900,18 @@ class BalloonsPolicy:
             # CPUs of a domain too, those they share are the idle ones and the rest
             # were the balloon's own; elsewhere keeping a CPU in each domain keeps the
             # balloon's view
-            units = {self._domain(IDSet([c]), level) for c in own}
+            units = {level_cpus(self.topology, IDSet([c]), level) for c in own}
             seen = [u for u in units if any(holders.get(c, 0) > 1 for c in u & cpus)]
             firsts = IDSet(min(u & alone or u & own) for u in units)
             prefer[:0] = [union(u & alone for u in seen), firsts]
-        keep = take_cpus(self.topology, own, min(want, len(own)), prefer=prefer)
-        if keep is None or (want and not keep):
+        # None when `own` is too few to hold their balloon as it is: not a placement of
+        # this configuration (a live reconfiguration changed the type's sizes), so they
+        # go by the fill chain, as nri-plugins refills, not into a balloon inflated
+        # around them
+        keep = take_cpus(self.topology, own, want, prefer=prefer)
+        if keep is None:
             return None
-        got = self._resize(state, self._fill(fresh, keep, milli), milli)
-        return got if isinstance(got, Balloon) else None
+        return self._fill(state, fresh, keep, milli, occupied=True)
 
     def _top_up(
         self, state: BalloonsState, *, unseen: CPUSet, on_reserved: CPUSet
@@ -798,13 +929,13 @@ class BalloonsPolicy:
         # unseen CPUs in the domains whose idle CPUs a claimed balloon shares are not
         # idle (it would report them): empty balloons held them
         held = unseen & union(
-            self._domain(b.cpus, level)
+            level_cpus(self.topology, b.cpus, level)
             for b in state.balloons.values()
             if (level := self.types[b.type].share_idle_cpus_in_same) is not None
         )
         for t in self.config.types:
             while len(state.of_type(t.name)) < t.min_balloons:
-                got = self._new_balloon(state, t, 0)
+                got = self._new_balloon(state, t, None)
                 if isinstance(got, str):
                     break
                 pools = [unseen]
@@ -813,7 +944,7 @@ class BalloonsPolicy:
                 for pool in pools:
                     free = pool - state.used
                     if len(free) >= len(got.cpus):
-                        got = self._fill(got, free, 0, first=held)
+                        got = self._fill(state, got, free, 0, occupied=False, first=held)
                         break
                 state = state.with_balloon(got)
         return state
@@ -821,13 +952,14 @@ class BalloonsPolicy:
     # ---- what the shell and reports read --------------------------------------------
 
     def cpu_classes(self, state: BalloonsState) -> dict[str, CPUSet]:
-        """CPU class name -> the CPUs in it: balloons' ``cpuClass``, idle ``idleCPUClass``.
+        """CPU class name -> the CPUs in it: balloons' ``cpuClass`` (a composite's
+        components carry theirs), idle ``idleCPUClass``.
 
         The hook for a CPU class controller (cpufreq/cpuidle under the sysfs root).
         """
         out: dict[str, CPUSet] = {}
         for top in state.balloons.values():
-            for b in top.walk():  # a composite's components carry the classes
+            for b in top.walk():
                 cls = self.types[b.type].cpu_class
                 if cls and b.cpus:
                     out[cls] = out.get(cls, IDSet()) | b.cpus
@@ -836,6 +968,31 @@ class BalloonsPolicy:
         if idle_class and idle:
             out[idle_class] = out.get(idle_class, IDSet()) | idle
         return out
+
+    def irq_use(self, state: BalloonsState) -> IrqUse:
+        """The balloons' interrupt wishes (``irqClaim``, ``irqMode``) for an interrupt
+        controller (`irq_affinity.plan_affinities`; `nri_resmgr.control.irq` writes them)."""
+        wishing = {t.name for t in self.config.types if t.irq_claim or t.irq_mode}
+        return IrqUse(
+            allowed=self.config.available,
+            controllable=self.config.options.controllable_interrupts,
+            balloons=tuple(
+                IrqBalloon(
+                    name=name,
+                    cpus=b.cpus,
+                    claims=self.types[b.type].irq_claim,
+                    mode=IrqMode(self.types[b.type].irq_mode),
+                )
+                for name, b in sorted(state.balloons.items())
+                if b.type in wishing and b.cpus
+            ),
+            configured=bool(wishing),
+            claims=tuple(
+                (f"balloonTypes[{t.name}].irqClaim", t.irq_claim)
+                for t in self.config.types
+                if t.irq_claim
+            ),
+        )
 
     def balloons(self, state: BalloonsState) -> tuple[BalloonReport, ...]:
         """Every balloon with its CPUs, memory and containers: the report hook the

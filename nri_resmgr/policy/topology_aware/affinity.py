@@ -16,12 +16,8 @@ from) which other containers, on the pod, not per container:
       weight W (default 1; for anti-affinity the weight is negated), clamped to
       +-1000.
 
-    An expression is ``{key: KEY, operator: OP, values: [...]}``; keys are ``name``,
-    ``namespace``, ``qosclass``, ``id``, ``labels/L``, ``pod/name``, ``pod/namespace``,
-    ``pod/qosclass``, ``pod/id``, ``pod/uid``, ``pod/labels/L`` (joint keys
-    ``:K1:K2`` join several values with ``:``); operators ``Equals``, ``NotEqual``,
-    ``In``, ``NotIn``, ``Exists``, ``NotExist``, ``AlwaysTrue``, ``Matches``,
-    ``MatchesNot``, ``MatchesAny``, ``MatchesNone`` (shell globs).
+    An expression is ``{key: KEY, operator: OP, values: [...]}``, with the keys and
+    operators of `nri_resmgr.policy.expressions` (shared with the balloons policy).
 
 Containers without explicit rules get the implicit ones nri-plugins adds:
 ``colocatePods`` (weight 10 towards every container of a pod of the same name) and
@@ -49,13 +45,19 @@ in errors are cut to a prefix (`limits.shown`).
 
 from __future__ import annotations
 
-import enum
-import fnmatch
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nri_resmgr.limits import load_annotation_yaml, shown
 from nri_resmgr.model import ANNOTATION_DOMAIN, AnnotationError, ContainerID, ContainerInfo
+from nri_resmgr.policy.expressions import (
+    Expression,
+    Operator,
+    Subject,
+    check_key,
+    check_values,
+    subject_of,
+)
 from nri_resmgr.policy.topology_aware.pools import PoolTree
 
 __all__ = [
@@ -90,127 +92,6 @@ DILUTION = 0.75
 MAX_TERMS = 256
 
 
-class Operator(enum.StrEnum):
-    EQUALS = "Equals"
-    NOT_EQUAL = "NotEqual"
-    IN = "In"
-    NOT_IN = "NotIn"
-    EXISTS = "Exists"
-    NOT_EXIST = "NotExist"
-    ALWAYS_TRUE = "AlwaysTrue"
-    MATCHES = "Matches"
-    MATCHES_NOT = "MatchesNot"
-    MATCHES_ANY = "MatchesAny"
-    MATCHES_NONE = "MatchesNone"
-
-
-_ONE_VALUE = {Operator.EQUALS, Operator.NOT_EQUAL, Operator.MATCHES, Operator.MATCHES_NOT}
-_NO_VALUE = {Operator.EXISTS, Operator.NOT_EXIST, Operator.ALWAYS_TRUE}
-_PLAIN_KEYS = {"name", "namespace", "qosclass", "id", "uid"}
-
-
-@dataclass(frozen=True, slots=True)
-class Subject:
-    """What an expression can ask about one container."""
-
-    id: str
-    name: str
-    namespace: str
-    qos_class: str
-    pod_id: str
-    pod_uid: str
-    pod_name: str
-    pod_labels: tuple[tuple[str, str], ...] = ()
-
-    #: every key this subject has, normalized (``pod/labels/app``), to its value
-    _index: Mapping[str, str] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        # container labels and tags are not carried by NRI's view here: never present
-        index = {
-            "name": self.name,
-            "namespace": self.namespace,
-            "qosclass": self.qos_class,
-            "id": self.id,
-            "pod/name": self.pod_name,
-            "pod/namespace": self.namespace,
-            "pod/qosclass": self.qos_class,
-            "pod/id": self.pod_id,
-            "pod/uid": self.pod_uid,
-        }
-        index.update((f"pod/labels/{k}", v) for k, v in self.pod_labels)
-        object.__setattr__(self, "_index", index)
-
-    def lookup(self, key: str) -> str | None:
-        """The value of one normalized (non-joint) key, or None when there is none."""
-        return self._index.get(key)
-
-
-def _split_keys(key: str) -> tuple[list[str], str]:
-    """nri-plugins' joint keys: ``:K1:K2`` or ``:<ksep><vsep>K1<ksep>K2``."""
-    if len(key) < 4 or key[0] != ":":
-        return [key], ""
-    rest = key[1:]
-    ksep, vsep = rest[0], rest[1]
-    if _separator(ksep) and _separator(vsep):
-        rest = rest[2:]
-    else:
-        ksep = vsep = ":"
-    return rest.split(ksep), vsep
-
-
-def _separator(ch: str) -> bool:
-    return not (ch.isalnum() or ch in "/.")
-
-
-@dataclass(frozen=True, slots=True)
-class Expression:
-    """One ``{key, operator, values}`` test of a `Subject`."""
-
-    key: str
-    op: Operator
-    values: tuple[str, ...] = ()
-    #: `key` split into its (joint) keys, each normalized, and the joint value separator
-    _parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    _vsep: str = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        keys, vsep = _split_keys(self.key)
-        parts = tuple("/".join(p for p in k.split("/") if p) for k in keys)
-        object.__setattr__(self, "_parts", parts)
-        object.__setattr__(self, "_vsep", vsep)
-
-    def value_of(self, subject: Subject) -> str | None:
-        if len(self._parts) == 1:
-            return subject.lookup(self._parts[0])
-        found = [subject.lookup(k) for k in self._parts]
-        if all(v is None for v in found):
-            return None
-        return self._vsep.join(v or "" for v in found)
-
-    def evaluate(self, subject: Subject) -> bool:
-        op = self.op
-        if op is Operator.ALWAYS_TRUE:
-            return True
-        value = self.value_of(subject)
-        if op is Operator.EXISTS:
-            return value is not None
-        if op is Operator.NOT_EXIST:
-            return value is None
-        if op is Operator.EQUALS:
-            return value is not None and self.values[0] in (value, "*")
-        if op is Operator.NOT_EQUAL:
-            return value is None or value != self.values[0]
-        if op in (Operator.IN, Operator.NOT_IN):
-            hit = value is not None and any(v in (value, "*") for v in self.values)
-            return hit if op is Operator.IN else not hit
-        if op in (Operator.MATCHES, Operator.MATCHES_NOT):
-            hit = value is not None and fnmatch.fnmatchcase(value, self.values[0])
-            return hit if op is Operator.MATCHES else not hit
-        hit = value is not None and any(fnmatch.fnmatchcase(value, p) for p in self.values)
-        return hit if op is Operator.MATCHES_ANY else not hit
-
-
 ALWAYS = Expression(key="", op=Operator.ALWAYS_TRUE)
 
 
@@ -227,21 +108,6 @@ class Affinity:
         if self.scope.evaluate(subject) and self.match.evaluate(subject):
             return self.weight
         return 0
-
-
-def subject_of(container: ContainerInfo) -> Subject:
-    """`container` as expressions see it."""
-    pod = container.pod
-    return Subject(
-        id=str(container.id),
-        name=container.name,
-        namespace=pod.namespace,
-        qos_class=str(pod.qos_class),
-        pod_id=str(pod.id),
-        pod_uid=pod.uid,
-        pod_name=pod.name,
-        pod_labels=tuple(sorted(pod.labels.items())),
-    )
 
 
 def _pod_scope(container: ContainerInfo) -> Expression:
@@ -270,40 +136,11 @@ def _expression(raw: object, *, where: str) -> Expression:
     for v in values:
         if isinstance(v, Mapping | list):
             raise ValueError(f"{where}: values: expected strings, found {shown(v)}")
-    if op in _ONE_VALUE and len(values) != 1:
-        raise ValueError(f"{where}: {op} takes exactly one value, found {len(values)}")
-    if op in _NO_VALUE and values:
-        raise ValueError(f"{where}: {op} takes no values, found {len(values)}")
+    check_values(op, values, where=where)
     key = str(raw.get("key", ""))
     if op is not Operator.ALWAYS_TRUE:
-        _check_key(key, where=where)
+        check_key(key, where=where)
     return Expression(key=key, op=op, values=tuple(str(v) for v in values))
-
-
-def _check_key(key: str, *, where: str) -> None:
-    keys, _ = _split_keys(key)
-    for k in keys:
-        parts = k.strip("/").split("/")
-        head = parts[0]
-        if head == "pod":
-            parts = parts[1:]
-            head = parts[0] if parts else ""
-            if not head:
-                raise ValueError(
-                    f'{where}: key {shown(key)}: expected a pod field after "pod/", found none'
-                )
-        if head in ("labels", "tags"):
-            if len(parts) < 2 or not parts[1]:
-                raise ValueError(
-                    f'{where}: key {shown(key)}: expected a label after "{head}/", found none'
-                )
-            continue
-        if head not in _PLAIN_KEYS or len(parts) != 1:
-            raise ValueError(
-                f"{where}: unknown key {shown(key)}; expected name, namespace, qosclass, id, "
-                "labels/L, pod/name, pod/namespace, pod/qosclass, pod/id, pod/uid, "
-                "pod/labels/L"
-            )
 
 
 def _parse(container: ContainerInfo, key: str, sign: int) -> dict[str, list[Affinity]]:

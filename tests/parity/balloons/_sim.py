@@ -9,6 +9,17 @@ container may run on.  `Script` records the same sequence as scenario steps (pod
 as their pod template does), `simulate` runs it, and `Placement` answers their ``cpus``,
 ``mems``, ``nodes``, ``cores`` and ``packages`` questions for one step.
 
+Resources follow their framework: every ``create`` starts from its defaults (run.sh's
+``yaml_in_defaults``: CPUREQ=1 CPULIM=2 MEMREQ=100M MEMLIM=200M), so `Script.create`
+defaults to ``cpureq="1", cpulim="2", memreq="100M", memlim="200M"``.  A script's plain
+assignment (``CPUREQ=""`` on a line of its own) holds for every later ``create`` of that
+test and a prefix assignment (``CPUREQ="" create ...``) for that one only; a translation
+passes the values in effect at each ``create``.  As in their template, ``""`` means unset:
+requests only when CPUREQ is non-empty (memory only when MEMREQ is too), limits only when
+CPUREQ and CPULIM are (memory only when MEMLIM is too).  So ``cpureq=""`` makes a best
+effort container whatever the other three say (as their ``create besteffort`` template
+is, which writes no resources at all).
+
 Their machines are qemu VMs, numbered as qemu does (the two threads of a core are adjacent
 ids); `tests.parity.machines` builds the same machines, so a CPU id means the same CPU in
 their test and here.  As in their ``verify``, a container without a cpuset may run on
@@ -53,8 +64,12 @@ class Res(TypedDict, total=False):
     memlim: str
 
 
+#: their ``CPUREQ="" MEMREQ="" CPULIM="" MEMLIM=""``: a best effort container
+BESTEFFORT = Res(cpureq="", cpulim="", memreq="", memlim="")
+
+
 def res(cpu: str, mem: str | None = None) -> Res:
-    """Guaranteed: requests equal limits (mem None: no memory request or limit)."""
+    """CPU requests equal limits; memory too when `mem` is given (None: their defaults)."""
     out = Res(cpureq=cpu, cpulim=cpu)
     if mem is not None:
         out["memreq"] = out["memlim"] = mem
@@ -80,16 +95,17 @@ class Script:
         *,
         contcount: int = 1,
         namespace: str = "default",
-        cpureq: str | None = None,
-        cpulim: str | None = None,
-        memreq: str | None = None,
-        memlim: str | None = None,
+        cpureq: str = "1",
+        cpulim: str = "2",
+        memreq: str = "100M",
+        memlim: str = "200M",
         annotations: Mapping[str, str] | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> int:
         """``create balloons-busybox``; returns the step index.
 
-        Like their template, limits are only set when requests are (CPUREQ gates both).
+        The resource defaults are their framework's; ``""`` leaves one unset, and as in
+        their template limits are only set when requests are (CPUREQ gates both).
         """
         name = f"pod{self.pods}"
         self.pods += 1
@@ -186,26 +202,33 @@ def simulate(
     *,
     topology: Mapping[str, Any] | Topology = N4C16,
     policy: str = "balloons",
+    proc_root: str | None = None,
 ) -> Run:
     """Run `script` with policy `policy` configured by `conf` on `topology`.
 
     A `Topology` (a machine a spec cannot describe, like their cache overrides) is written
-    as a sysfs tree and read back by the daemon's own discovery.
+    as a sysfs tree and read back by the daemon's own discovery.  With `proc_root` (a
+    synthetic procfs, `nri_resmgr.control.irq.write_synthetic_proc`) interrupt affinities
+    are written there and each step reports them (`StepResult.irqs`).
     """
     if isinstance(topology, Topology):
         with tempfile.TemporaryDirectory(prefix="balloons-parity-") as root:
             write_sysfs(topology, root)
-            return _simulate(script, conf, root, policy)
-    return _simulate(script, conf, dict(topology), policy)
+            return _simulate(script, conf, root, policy, proc_root)
+    return _simulate(script, conf, dict(topology), policy, proc_root)
 
 
 def _simulate(
-    script: Script, conf: Mapping[str, Any], topology: str | dict[str, Any], policy: str
+    script: Script,
+    conf: Mapping[str, Any],
+    topology: str | dict[str, Any],
+    policy: str,
+    proc_root: str | None = None,
 ) -> Run:
     scenario = Scenario.model_validate(
         {"topology": topology, "policy": policy, "config": dict(conf), "steps": script.steps}
     )
-    result = run_scenario(scenario, log=QUIET)
+    result = run_scenario(scenario, log=QUIET, proc_root=proc_root)
     return Run(result, load_topology(topology))
 
 

@@ -7,10 +7,16 @@ frequency classes, applied by their cpu controller) sections are left out here.
 
 from __future__ import annotations
 
-import pytest
-
 from nri_resmgr.topology.cpuset import union
-from tests.parity.balloons._sim import BALLOON, Script, config, disjoint, res, simulate
+from tests.parity.balloons._sim import (
+    BALLOON,
+    BESTEFFORT,
+    Script,
+    config,
+    disjoint,
+    res,
+    simulate,
+)
 
 CONFIG = config("""
 pinCPU: true
@@ -49,13 +55,11 @@ reservedResources:
 G100 = res("100m", "100M")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: needs a new balloon per best-effort container (preferNewBalloons)",
-)
 def test_basic_placement() -> None:
     s = Script()
-    pod0 = s.create(namespace="kube-system", contcount=2)
+    # their CPUREQ="" ... create: the rest still run.sh's defaults
+    pod0 = s.create(namespace="kube-system", contcount=2, cpureq="")
+    # from here on each block sets all four on a line of its own
     pod1 = s.create(contcount=2, annotations={BALLOON: "two-cpu"}, **G100)
     pod2 = s.create(annotations={BALLOON: "two-cpu"}, **G100)
     pod3 = s.create(
@@ -71,15 +75,24 @@ def test_basic_placement() -> None:
         contcount=3,
         cpureq="3",
         cpulim="3",
+        memreq="",
+        memlim="",
         annotations={
             BALLOON: "four-cpu",
             "hide-hyperthreads.resource-policy.nri.io/container.pod4c1": "true",
         },
     )
     s.delete("pod4")
-    pod5 = s.create(contcount=3, cpureq="1250m", annotations={BALLOON: "five-cpu"})
-    pod6 = s.create(contcount=4, annotations={BALLOON: "five-cpu"})
-    pod7 = s.create(contcount=4, annotations={BALLOON: "five-cpu"})
+    pod5 = s.create(
+        contcount=3,
+        cpureq="1250m",
+        cpulim="",
+        memreq="",
+        memlim="",
+        annotations={BALLOON: "five-cpu"},
+    )
+    pod6 = s.create(contcount=4, annotations={BALLOON: "five-cpu"}, **BESTEFFORT)
+    pod7 = s.create(contcount=4, annotations={BALLOON: "five-cpu"}, **BESTEFFORT)
     run = simulate(s, CONFIG)
 
     # pod0: kube-system, on the reserved CPUs

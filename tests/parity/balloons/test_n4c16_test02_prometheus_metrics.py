@@ -42,10 +42,10 @@ def test_prometheus_metrics_placements() -> None:
     )
     fast = {BALLOON: "fast-dualcore"}
     flex = {BALLOON: "flex"}
-    pod1 = s.create(annotations=fast, **res("200m"))
-    pod2 = s.create(annotations=fast, **res("500m"))
-    pod3 = s.create(annotations=flex, **res("3500m"))
-    pod4 = s.create(annotations=flex, **res("1200m"))
+    pod1 = s.create(annotations=fast, **res("200m", ""))
+    pod2 = s.create(annotations=fast, **res("500m", ""))
+    pod3 = s.create(annotations=flex, **res("3500m", ""))
+    pod4 = s.create(annotations=flex, **res("1200m", ""))
     deflated = s.delete("pod3")
     s.delete("pod4")
     popped = s.delete("pod1")

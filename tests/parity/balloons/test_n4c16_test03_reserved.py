@@ -35,15 +35,13 @@ def test_reserved() -> None:
     s = Script()
     g100 = res("100m", "100M")
     pod0 = s.create(namespace="kube-system", **g100)
-    pod1 = s.create(namespace="monitor-mypods", contcount=2, cpureq="1", cpulim="1")
-    pod2 = s.create(namespace="system-logs", cpureq="1", cpulim="1")
-    pod3 = s.create(
-        namespace="kube-system", cpureq="2", cpulim="2", annotations={BALLOON: "full-core"}
-    )
-    pod4 = s.create(cpureq="2500m", cpulim="2500m")
-    pod5 = s.create(cpureq="2500m", cpulim="2500m", annotations={BALLOON: "reserved"})
+    pod1 = s.create(namespace="monitor-mypods", contcount=2, **res("1", ""))
+    pod2 = s.create(namespace="system-logs", **res("1", ""))
+    pod3 = s.create(namespace="kube-system", annotations={BALLOON: "full-core"}, **res("2", ""))
+    pod4 = s.create(**res("2500m", ""))
+    pod5 = s.create(annotations={BALLOON: "reserved"}, **res("2500m", ""))
     s.delete(*(f"pod{i}" for i in range(6)))
-    pod6 = s.create(cpureq="999m", cpulim="999m")
+    pod6 = s.create(**res("999m", ""))
     pod7 = s.create(namespace="kube-system", **g100)
     run = simulate(s, CONFIG)
 

@@ -22,8 +22,8 @@ G100 = res("100m", "100M")
 
 def test_namespace() -> None:
     s = Script()
-    pod0 = s.create(contcount=2)
-    pod1 = s.create(namespace="e2e-a", contcount=2)
+    pod0 = s.create(contcount=2, cpureq="")  # their CPUREQ="" on a line of its own
+    pod1 = s.create(namespace="e2e-a", contcount=2, cpureq="")
     pod2 = s.create(contcount=2, **G2)
     pod3 = s.create(contcount=2, **G100)
     pod4 = s.create(namespace="e2e-b", contcount=2, **G2)

@@ -71,9 +71,6 @@ def instance(plugin: ResmgrPlugin, cid: str) -> str:
     return plugin.pipeline.assignments[ContainerID(cid)].pool
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 15: needs reconfigure to refill btype2[0], not btype2[1]"
-)
 def test_update_config(n4c16: Topology) -> None:
     async def scenario() -> None:
         initial = config_from_mapping({"policy": "balloons", "policyConfig": INITIAL})

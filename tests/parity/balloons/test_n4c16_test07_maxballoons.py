@@ -44,6 +44,7 @@ def test_maxballoons() -> None:
     s = Script()
     singleton = {BALLOON: "singleton"}
     two = {BALLOON: "dynamictwo"}
+    # their script sets only CPUREQ and CPULIM: MEMREQ and MEMLIM keep run.sh's defaults
     pod0 = s.create(cpureq="1500m", cpulim="1500m", annotations=singleton)
     pod1 = s.create(cpureq="500m", cpulim="500m", annotations=singleton)
     full = s.create(cpureq="100m", cpulim="100m", annotations=singleton)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.parity.balloons._sim import Script, config, disjoint, res, simulate
+from tests.parity.balloons._sim import BESTEFFORT, Script, config, disjoint, res, simulate
 
 CONFIG = config("""
 availableResources:
@@ -24,9 +24,9 @@ G1 = res("1", "50M")
 
 def test_numa() -> None:
     s = Script()
-    steps = [s.create()]  # pod0: best effort
+    steps = [s.create(**BESTEFFORT)]  # pod0: best effort
     steps += [s.create(**G1) for _ in range(4)]  # pod1..pod4: guaranteed, 1 CPU each
-    steps.append(s.create())  # pod5: best effort
+    steps.append(s.create(**BESTEFFORT))  # pod5: best effort
     steps.append(s.create(**G1))  # pod6
     gone3 = s.delete("pod1", "pod2", "pod3")
     gone4 = s.delete("pod4")

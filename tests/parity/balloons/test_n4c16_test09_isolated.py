@@ -6,7 +6,7 @@ number of distinct cpusets of a type's containers.
 
 from __future__ import annotations
 
-from tests.parity.balloons._sim import BALLOON, Script, config, disjoint, simulate
+from tests.parity.balloons._sim import BALLOON, BESTEFFORT, Script, config, disjoint, simulate
 
 CONFIG = config("""
 reservedResources:
@@ -32,7 +32,7 @@ balloonTypes:
 def test_isolated() -> None:
     s = Script()
     pods = {BALLOON: "isolated-pods"}
-    pod0 = s.create(contcount=2, annotations=pods)
+    pod0 = s.create(contcount=2, annotations=pods, **BESTEFFORT)
     pod1 = s.create(
         contcount=2,
         cpureq="600m",
@@ -41,8 +41,16 @@ def test_isolated() -> None:
         memlim="100M",
         annotations=pods,
     )
-    pod2 = s.create(contcount=2, cpureq="100m", cpulim="200m", annotations=pods)
-    pod3 = s.create(contcount=4, annotations={BALLOON: "isolated-ctrs"})
+    # their MEMREQ and MEMLIM still 100M from pod1's line
+    pod2 = s.create(
+        contcount=2,
+        cpureq="100m",
+        cpulim="200m",
+        memreq="100M",
+        memlim="100M",
+        annotations=pods,
+    )
+    pod3 = s.create(contcount=4, annotations={BALLOON: "isolated-ctrs"}, **BESTEFFORT)
     run = simulate(s, CONFIG)
 
     p = run.at(pod0)

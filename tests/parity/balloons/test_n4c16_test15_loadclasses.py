@@ -7,12 +7,11 @@ NodeResourceTopology print is for debugging only.
 
 from __future__ import annotations
 
-import pytest
-
 from nri_resmgr.topology.load import load_topology
 from tests.parity.balloons._sim import (
     BALLOON,
     N4C16,
+    Res,
     Script,
     config,
     disjoint,
@@ -53,20 +52,21 @@ loadClasses:
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs loadClasses")
 def test_loadclasses() -> None:
     s = Script()
     ann = {t: {BALLOON: t} for t in ("l2load", "noload", "l2htload", "pre-reserved-avx")}
     pod0 = s.create(contcount=2, annotations=ann["l2load"], cpureq="500m", cpulim="500m",
-                    memreq="100M")  # fmt: skip
-    pod1 = s.create(annotations=ann["noload"], cpureq="1", cpulim="1", memreq="100M")
-    pod2 = s.create(annotations=ann["noload"], cpureq="1", cpulim="1", memreq="100M")
-    pod3 = s.create(annotations=ann["l2htload"], cpureq="100m", cpulim="200m", memreq="100M")
-    pod4 = s.create(annotations=ann["l2htload"], cpureq="100m", cpulim="200m", memreq="100M")
+                    memreq="100M", memlim="")  # fmt: skip
+    noload = Res(cpureq="1", cpulim="1", memreq="100M", memlim="")
+    pod1 = s.create(annotations=ann["noload"], **noload)
+    pod2 = s.create(annotations=ann["noload"], **noload)
+    htload = Res(cpureq="100m", cpulim="200m", memreq="100M", memlim="")
+    pod3 = s.create(annotations=ann["l2htload"], **htload)
+    pod4 = s.create(annotations=ann["l2htload"], **htload)
     pod5 = s.create(contcount=2, annotations=ann["pre-reserved-avx"], **res("1", "100M"))
     pod6 = s.create(contcount=2, annotations=ann["pre-reserved-avx"], **res("2", "100M"))
     s.delete("pod0", "pod3", "pod4", "pod5", "pod6")
-    pod7 = s.create(annotations=ann["l2htload"], cpureq="4")
+    pod7 = s.create(annotations=ann["l2htload"], cpureq="4", cpulim="", memreq="", memlim="")
     run = simulate(s, CONFIG, topology=with_l2_per_node(load_topology(N4C16)))
 
     p = run.at(pod0)  # each container loads an L2 group of its own, on one package

@@ -10,8 +10,6 @@ report; here the same zone is built from the step's balloons.
 
 from __future__ import annotations
 
-import pytest
-
 from nri_resmgr.kube.report import balloon_zones
 from nri_resmgr.ops.metrics import StateSnapshot
 from nri_resmgr.topology.cpuset import IDSet
@@ -90,20 +88,30 @@ def per_node(p: Placement, ctr: str) -> list[int]:
     return [sum(1 for c in cpus if p.topology.cpus[c].node_id == n) for n in range(4)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs composite balloons")
+def burstable(cpu: str) -> Res:
+    """Their ``CPUREQ=cpu MEMREQ="100M" CPULIM="" MEMLIM=""``: requests only."""
+    return Res(cpureq=cpu, cpulim="", memreq="100M", memlim="")
+
+
 def test_composite_balloons() -> None:
     s = Script()
     all_nodes = {BALLOON: "balance-all-nodes"}
     pkg1 = {BALLOON: "balance-pkg1-nodes"}
-    pod0 = s.create(contcount=2, annotations=all_nodes, cpureq="500m", cpulim="500m", memreq="100M")
-    pod1 = s.create(annotations=all_nodes, cpureq="9", memreq="100M")
-    pod2 = s.create(namespace="kube-system", cpureq="100m", cpulim="100m")
+    pod0 = s.create(
+        contcount=2,
+        annotations=all_nodes,
+        **Res(cpureq="500m", cpulim="500m", memreq="100M", memlim=""),
+    )
+    pod1 = s.create(annotations=all_nodes, **burstable("9"))
+    pod2 = s.create(
+        namespace="kube-system", **Res(cpureq="100m", cpulim="100m", memreq="", memlim="")
+    )
     shrunk = s.delete("pod1")
     s.delete("pod0", "pod2")
-    pod3 = s.create(annotations=pkg1, cpureq="1", memreq="100M")
-    pod4 = s.create(annotations=pkg1, cpureq="4", memreq="100M")
+    pod3 = s.create(annotations=pkg1, **burstable("1"))
+    pod4 = s.create(annotations=pkg1, **burstable("4"))
     s.delete("pod3", "pod4")
-    pod5 = s.create(annotations=all_nodes, cpureq="12", memreq="100M")
+    pod5 = s.create(annotations=all_nodes, **burstable("12"))
     run = simulate(s, CONFIG)
 
     p = run.at(pod0)
@@ -136,11 +144,10 @@ def test_composite_balloons() -> None:
     assert per_node(p, "pod5c0") == [3, 3, 3, 3]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs composite balloons")
 def test_component_creation_order() -> None:
     s = Script()
     order = {BALLOON: "nodes2301"}
-    g = Res(cpureq="1", memreq="100M")
+    g = burstable("1")
     steps = [s.create(annotations=order, **g) for _ in range(4)]  # pod0..pod3
     s.delete("pod1")  # it ran in balloon "node3"
     pod4 = s.create(annotations=order, **g)

@@ -1,16 +1,25 @@
-"""n4c16/test17-cstates-scheduling, its placements: a low-latency balloon inflating and
-deflating within ``availableResources``.
+"""n4c16/test17-cstates-scheduling: a low-latency balloon inflating and deflating within
+``availableResources``, and the scheduling class each container is created with.
+
+Their scheduling checks read ``policy`` and ``prio`` from the started process's
+/proc/PID/sched and its ``ionice``; here the same numbers come from the creation
+adjustment the daemon sends (`runtime.adapter.adjustment_for`), turned into what the
+kernel shows by `kernel_view` (real-time: 99 - priority; others: 120 + nice).
 
 Not here: the C-state ``disable`` writes of the CPU class (cpuidle files; the CPU class
-control's tests, on a synthetic sysfs tree) and the scheduling policy, priority and I/O
-priority of the started process (SCHED_FIFO 42, SCHED_IDLE nice 17, best-effort 6),
-which only a real container shows.
+control's tests, on a synthetic sysfs tree).
 """
 
 from __future__ import annotations
 
+from nri_api import api
+from nri_resmgr.policy.balloons import BalloonsPolicy
+from nri_resmgr.runtime.adapter import adjustment_for
 from nri_resmgr.topology.cpuset import IDSet
-from tests.parity.balloons._sim import BALLOON, Script, config, simulate
+from nri_resmgr.topology.load import load_topology
+from tests.parity.balloons._sim import BALLOON, N4C16, Script, config, simulate
+from tests.unit.resmgr.balloons.support import bctr
+from tests.unit.resmgr.test_sched_classes import SCHED_FIFO, SCHED_IDLE, kernel_view
 
 CONFIG = config("""
 allocatorTopologyBalancing: false
@@ -45,10 +54,10 @@ AVAILABLE = IDSet.parse("2-7,10-13")
 def test_cstates_scheduling_placements() -> None:
     s = Script()
     low = {BALLOON: "lowlatency-bln"}
-    pod0 = s.create(annotations=low, cpureq="750m", cpulim="750m", memreq="100M")
+    pod0 = s.create(annotations=low, cpureq="750m", cpulim="750m", memreq="100M", memlim="")
     pod1 = s.create(
         annotations={**low, "scheduling-class.resource-policy.nri.io": "run-when-free"},
-        cpureq="3", memreq="100M",
+        cpureq="3", cpulim="", memreq="100M", memlim="",
     )  # fmt: skip
     gone = s.delete("pod1")
     run = simulate(s, CONFIG)
@@ -61,3 +70,23 @@ def test_cstates_scheduling_placements() -> None:
     assert len(p.cpus("pod0c0")) == 4
     assert p.cpus("pod0c0") <= AVAILABLE
     assert len(run.at(gone).cpus("pod0c0")) == 1  # deflated again
+
+
+def test_cstates_scheduling_classes() -> None:
+    p = BalloonsPolicy(topology=load_topology(dict(N4C16)), config=CONFIG)
+    low = {BALLOON: "lowlatency-bln"}
+    # pod0: the balloon type's class, realtime (SCHED_FIFO 42)
+    d0 = p.allocate(p.initial_state(), bctr("pod0c0", pod="pod0", milli=750, ann=low))
+    assert d0.assignment is not None
+    pod0 = adjustment_for(d0.assignment)
+    assert kernel_view(pod0) == (SCHED_FIFO, 99 - 42)
+    assert not pod0.linux.HasField("io_priority")
+    # pod1: its annotation's class over the type's, run-when-free (SCHED_IDLE nice 17,
+    # ionice "best-effort: prio 6")
+    ann = {**low, "scheduling-class.resource-policy.nri.io": "run-when-free"}
+    d1 = p.allocate(d0.state, bctr("pod1c0", pod="pod1", milli=3000, ann=ann))
+    assert d1.assignment is not None
+    pod1 = adjustment_for(d1.assignment)
+    assert kernel_view(pod1) == (SCHED_IDLE, 120 + 17)
+    io = pod1.linux.io_priority
+    assert (api.IOPrioClass.Name(getattr(io, "class")), io.priority) == ("IOPRIO_CLASS_BE", 6)

@@ -26,8 +26,9 @@ balloonTypes:
 
 def test_available_cpus() -> None:
     s = Script()
-    pod0 = s.create(namespace="kube-system", cpureq="50m")
-    pod1 = s.create(namespace="reserved", cpureq="50m")
+    # their CPUREQ="50m" CPULIM="" create: MEMREQ keeps run.sh's default
+    pod0 = s.create(namespace="kube-system", cpureq="50m", cpulim="")
+    pod1 = s.create(namespace="reserved", cpureq="50m", cpulim="")
     run = simulate(s, CONFIG)
 
     assert run.at(pod0).cpus("pod0c0") <= IDSet({2, 3})

@@ -52,7 +52,12 @@ def test_memory_types() -> None:
         f"{PER_CONTAINER}pod0c8": "no-pin-mem",
     }
     pod0 = s.create(
-        contcount=9, cpureq="200m", memreq="300M", memlim="300M", annotations=annotations
+        contcount=9,
+        cpureq="200m",
+        cpulim="",
+        memreq="300M",
+        memlim="300M",
+        annotations=annotations,
     )
     # their template sets limits only with CPULIM; MEMLIM alone is dropped there too
     run = simulate(s, CONFIG, topology=N6_HBM_CXL)

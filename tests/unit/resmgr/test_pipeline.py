@@ -25,6 +25,7 @@ from nri_resmgr.model import (
     PolicyState,
     ResmgrError,
 )
+from nri_resmgr.policy.irq_affinity import IrqBalloon, IrqMode, IrqUse
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.pipeline import ClassChoice, Controller, Pipeline, inherit_classes
@@ -688,3 +689,52 @@ def test_consequences_are_logged_once_per_moved_container() -> None:
     assert [u["method"] for u in update] == ["debug"]
     summary = [line for line in lines if line["event"] == "updates"]
     assert [(u["method"], u["count"]) for u in summary] == [("info", 1)]
+
+
+class IrqWishingPolicy(CountingPolicy):
+    """Wishes every held CPU to sink interrupts, and nothing after the second container."""
+
+    def irq_use(self, state: CountState) -> IrqUse:
+        held = CPUSet(v for v in state.held.values() if v < 2)
+        sink = (IrqBalloon("sink[0]", held, mode=IrqMode.SINK),) if held else ()
+        return IrqUse(allowed=CPUSet(range(8)), balloons=sink, configured=True)
+
+
+class IrqRecorder(Controller):
+    def __init__(self, name: str, *, fail: bool = False) -> None:
+        self.name = name
+        self.fail = fail
+        self.uses: list[str] = []
+        self.stops = 0
+
+    def irq_use_changed(self, use: IrqUse) -> None:
+        self.uses.append(",".join(str(b.cpus) for b in use.balloons))
+        if self.fail:
+            raise OSError(5, "Input/output error")
+
+    def stopped(self) -> None:
+        self.stops += 1
+        if self.fail:
+            raise ResmgrError("cannot restore")
+
+
+def test_irq_wishes_reach_controllers_when_they_change_and_failures_do_not_stop_it() -> None:
+    failing, ok = IrqRecorder("failing", fail=True), IrqRecorder("ok")
+    p = Pipeline(IrqWishingPolicy(), controllers=[failing, ok], log=QUIET)
+    s = sandbox()
+    for name in ("a", "b", "c", "d"):
+        p.create(s, container(s, name))
+    # a: {0}, b: {0,1}, c and d hold CPUs 2 and 3, which wish nothing: no new call
+    assert ok.uses == failing.uses == ["0", "0-1"]
+    assert set(p.containers) == {"p0-a", "p0-b", "p0-c", "p0-d"}  # the decisions stand
+    p.close()
+    assert (failing.stops, ok.stops) == (1, 1)
+
+
+def test_a_policy_without_irq_wishes_hands_out_an_empty_use() -> None:
+    ok = IrqRecorder("ok")
+    p = Pipeline(CountingPolicy(), controllers=[ok], log=QUIET)
+    s = sandbox()
+    p.create(s, container(s, "a"))
+    p.create(s, container(s, "b"))
+    assert ok.uses == [""]

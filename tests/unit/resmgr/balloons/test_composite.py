@@ -89,7 +89,7 @@ def test_nested_composite_shares_and_min_cpus() -> None:
     st = run(p, _in("top", "a"))
     b = st.balloons["top[0]"]
     assert [(t, len(c)) for t, c in _leaves(b)] == [("perf", 1), ("eff", 1), ("isol", 2)]
-    assert p.needed_cpus(b, 1000) == 4
+    assert p.needed_cpus(b, 1000, occupied=True) == 4
     (_, pc), (_, ec), (_, ic) = _leaves(b)
     assert pc <= PERF and ec <= EFF and ic <= ISOL
     # 10000m: 5000m to pe (2500m each: three CPUs each), 5000m to isol: five, the four

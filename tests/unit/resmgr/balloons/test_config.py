@@ -67,6 +67,28 @@ def test_reserved_resources_forms(spec: str, reserved: str) -> None:
         ({"balloonTypes": [{"name": "x", "memoryTypes": ["HBMX"]}]}, "memoryTypes has 'HBMX'"),
         ({"balloonTypes": [{"name": "reserved", "maxBalloons": 2}]}, "exactly one reserved"),
         ({"kind": "TopologyAwarePolicy", "spec": {}}, "expected BalloonsPolicy"),
+        (
+            {
+                "balloonTypes": [
+                    {
+                        "name": "x",
+                        "matchExpressions": [
+                            {"key": "name", "operator": "Equals", "values": ["a", "b"]}
+                        ],
+                    }
+                ]
+            },
+            "balloonTypes.0.matchExpressions.0: Value error, Equals expression: Equals takes "
+            "exactly one value, found 2",
+        ),
+        (
+            {
+                "balloonTypes": [
+                    {"name": "x", "matchExpressions": [{"key": "pod/colour", "operator": "Exists"}]}
+                ]
+            },
+            "unknown key 'pod/colour'",
+        ),
     ],
     ids=[
         "misspelt-top",
@@ -78,6 +100,8 @@ def test_reserved_resources_forms(spec: str, reserved: str) -> None:
         "memory-type",
         "two-reserved",
         "wrong-kind",
+        "operator-arity",
+        "expression-key",
     ],
 )
 def test_errors_name_the_key(config: dict[str, Any], fragment: str) -> None:
@@ -98,13 +122,13 @@ def test_unimplemented_keys_warn_once_each() -> None:
     raw: dict[str, Any] = {
         "turboDomain": "x",
         "balloonTypes": [
-            {"name": "a", "irqMode": "sink"},
-            {"name": "b", "irqMode": "isolate", "minCPUs": 1},
+            {"name": "a", "cpuClass": "x"},
+            {"name": "b", "cpuClass": "y", "minCPUs": 1},
         ],
     }
     cfg = resolve_config(machine(), raw)
     assert cfg.types  # the keys without effect do not stop it
-    assert warned(raw) == ["turboDomain", "balloonTypes.irqMode"]
+    assert warned(raw) == ["turboDomain", "balloonTypes.cpuClass"]
 
 
 def test_implemented_keys_do_not_warn() -> None:
@@ -126,8 +150,11 @@ def test_implemented_keys_do_not_warn() -> None:
                 "groupBy": "${pod/labels/app}",
                 "hideHyperthreads": True,
                 "memoryTypes": ["DRAM"],
+                "irqClaim": ["*ttyS0*", "4"],
+                "irqMode": "isolate",
             }
         ],
+        "controllableInterrupts": ["*"],
     }
     assert resolve_config(machine(), raw).types
     assert warned(raw) == []
@@ -152,3 +179,32 @@ def test_registered_as_balloons() -> None:
     assert "balloons" in available_policies()
     p = load_policy("balloons", topology=machine(), config={})
     assert type(p).__name__ == "BalloonsPolicy"
+
+
+@pytest.mark.parametrize(
+    ("config", "fragments"),
+    [
+        (
+            {"balloonTypes": [{"name": "a", "irqMode": "drain"}]},
+            ("balloonTypes[a].irqMode is 'drain'", "expected one of sink, isolate"),
+        ),
+        (
+            {"balloonTypes": [{"name": "a", "irqClaim": ["ok", "[tty"]}]},
+            ("balloonTypes[a].irqClaim: pattern '[tty'", "unclosed"),
+        ),
+        (
+            {"controllableInterrupts": ["rtc\\"]},
+            ("controllableInterrupts: pattern 'rtc\\\\'", "backslash"),
+        ),
+        (
+            {"controllableInterrupts": ["[z-a]"]},
+            ("controllableInterrupts: pattern '[z-a]'", "empty range"),
+        ),
+    ],
+    ids=["irq-mode", "irq-claim-pattern", "controllable-escape", "controllable-range"],
+)
+def test_interrupt_keys_are_checked(config: dict[str, Any], fragments: tuple[str, ...]) -> None:
+    with pytest.raises(ConfigError) as exc:
+        resolve_config(machine(), config)
+    for fragment in fragments:
+        assert fragment in str(exc.value)

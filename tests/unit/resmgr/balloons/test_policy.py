@@ -6,10 +6,18 @@ from typing import Any
 
 import pytest
 
-from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, CPUKind, QoSClass
+from nri_resmgr.model import (
+    AllocationError,
+    AnnotationError,
+    ConfigError,
+    ContainerID,
+    CPUKind,
+    QoSClass,
+)
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION
 from nri_resmgr.policy.balloons.config import Expression, Operator
 from nri_resmgr.policy.balloons.matching import evaluate, expand, key_value
+from nri_resmgr.policy.sched_classes import SCHEDULING_CLASS_ANNOTATION, policy_nri_requirements
 from nri_resmgr.topology.cpuset import IDSet
 from tests.unit.resmgr.balloons.support import bctr, policy, run
 
@@ -184,10 +192,72 @@ def test_hide_hyperthreads_keeps_one_thread_per_core() -> None:
     assert len(d.state.balloons["h[0]"].cpus) == 4 and len(d.assignment.cpus) == 2
 
 
-def test_empty_balloon_runs_on_reserved_cpus() -> None:
+def test_best_effort_container_gets_a_cpu_of_its_own() -> None:
+    # minCPUs 0: the balloon still takes one CPU for its best-effort container (not
+    # the reserved ones), and gives it back when the container goes
     p = policy(FULL)
     d = p.allocate(p.initial_state(), bctr("a", qos=QoSClass.BEST_EFFORT))
-    assert d.assignment is not None and d.assignment.cpus == IDSet([0])
+    p.check(d.state)
+    assert len(d.state.balloons["default[0]"].cpus) == 1
+    assert d.assignment is not None and d.assignment.cpus == d.state.balloons["default[0]"].cpus
+    assert not d.assignment.cpus & IDSet([0])
+    r = p.release(d.state, ContainerID("p-a"))
+    assert r.state.balloons["default[0]"].cpus == IDSet()
+
+
+def test_prefer_new_balloons_gives_each_best_effort_container_a_cpu() -> None:
+    # their test01 pod6: a new one-CPU balloon per best-effort container
+    cfg = {
+        "reservedResources": {"cpu": "1"},
+        "balloonTypes": [
+            {"name": "n", "preferNewBalloons": True, "preferSpreadingPods": True,
+             "namespaces": ["*"]},
+        ],
+    }  # fmt: skip
+    p = policy(cfg)
+    st = run(p, *(bctr(f"c{i}", pod="p1") for i in range(3)))
+    cpus = [st.balloons[f"n[{i}]"].cpus for i in range(3)]
+    assert [len(c) for c in cpus] == [1, 1, 1]
+    assert len(cpus[0] | cpus[1] | cpus[2]) == 3
+
+
+def test_new_step_takes_an_empty_balloon_before_making_one() -> None:
+    cfg = {
+        "balloonTypes": [
+            {"name": "n", "preferNewBalloons": True, "minBalloons": 2, "minCPUs": 1,
+             "namespaces": ["*"]},
+        ],
+    }  # fmt: skip
+    p = policy(cfg)
+    st = run(
+        p,
+        bctr("a", pod="p1", milli=100),
+        bctr("b", pod="p2", milli=100),
+        bctr("c", pod="p3", milli=100),
+    )
+    assert _names(p, st) == {"p1-a": "n[0]", "p2-b": "n[1]", "p3-c": "n[2]"}
+
+
+def test_balanced_inflate_ranks_by_free_millicores_when_inflated() -> None:
+    # b[0]: 2 CPUs, 1500m; b[1]: 1 CPU, 900m; maxCPUs 3.  1200m fits neither as it is
+    # (balanced); inflated to 3 CPUs b[1] has 600m more free than b[0], so it takes it,
+    # though b[0] has more free now
+    cfg = {
+        "reservedResources": {"cpu": "1"},
+        "balloonTypes": [
+            {"name": "b", "minBalloons": 2, "minCPUs": 1, "maxCPUs": 3, "namespaces": ["*"]},
+        ],
+    }
+    p = policy(cfg)
+    st = run(p, bctr("a", pod="p1", milli=1500), bctr("c", pod="p2", milli=900))
+    assert _names(p, st) == {"p1-a": "b[0]", "p2-c": "b[1]"}
+    d = p.allocate(st, bctr("d", pod="p3", milli=1200))
+    assert d.state.members[ContainerID("p3-d")].balloon == "b[1]"
+    assert d.reason.endswith("(balanced-inflate)")
+    # 400m fits b[0] as it is: balanced, the most free now
+    d = p.allocate(st, bctr("e", pod="p4", milli=400))
+    assert d.state.members[ContainerID("p4-e")].balloon == "b[0]"
+    assert d.reason.endswith("(balanced)")
 
 
 def test_cpu_classes_of_balloons_and_idle() -> None:
@@ -263,6 +333,32 @@ def test_rebuild_moves_containers_off_cpus_of_another_balloon() -> None:
     # both fit one balloon of 4 CPUs, which keeps 4-5
     assert d.state.balloons["full[0]"].cpus >= IDSet.parse("4-5")
     assert len(d.state.balloons["full[0]"].cpus) == 4
+
+
+def test_rebuild_fills_with_containers_on_too_few_cpus_for_their_balloon() -> None:
+    # a live reconfiguration (their test06): b ran on one CPU of a type now gone and
+    # matches type t (minCPUs 4); it joins a's balloon, which has room, as
+    # nri-plugins' refill does, rather than growing a second balloon around CPU 8
+    cfg = {
+        "reservedResources": {"cpu": "1"},
+        "balloonTypes": [{"name": "t", "minCPUs": 4, "namespaces": ["*"]}],
+    }
+    p = policy(cfg)
+    d = p.rebuild(
+        [
+            bctr("a", pod="p1", milli=1000, cur="4-7"),
+            bctr("b", pod="p2", milli=1000, cur="8"),
+        ]
+    )
+    p.check(d.state)
+    assert _names(p, d.state) == {"p1-a": "t[0]", "p2-b": "t[0]"}
+    assert d.state.balloons["t[0]"].cpus == IDSet.parse("4-7")
+    # (a's update only adds the memory nodes it was not reported with)
+    assert {str(u.container_id): u.cpus for u in d.updates}.items() <= {
+        "p1-a": IDSet.parse("4-7"),
+        "p2-b": IDSet.parse("4-7"),
+    }.items()
+    assert "p2-b" in {str(u.container_id) for u in d.updates}
 
 
 @pytest.mark.parametrize(
@@ -391,3 +487,64 @@ def test_prefer_spread_on_physical_cores(spread: bool) -> None:
     st = run(p, bctr("a", milli=2000))
     cores = p.topology.cores_of(st.balloons["b[0]"].cpus)
     assert len(cores) == (2 if spread else 1)
+
+
+SCHED: dict[str, Any] = {
+    "reservedResources": {"cpu": "1"},
+    "schedulingClasses": [
+        {"name": "realtime", "policy": "fifo", "priority": 42},
+        {"name": "idle", "policy": "idle", "nice": 17, "ioClass": "be", "ioPriority": 6},
+    ],
+    "balloonTypes": [
+        {"name": "rt", "schedulingClass": "realtime", "namespaces": ["rt"]},
+        {"name": "plain", "namespaces": ["plain"]},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("ns", "annotations", "expected"),
+    [
+        ("rt", None, "realtime"),  # the balloon type's class
+        ("rt", {SCHEDULING_CLASS_ANNOTATION: "idle"}, "idle"),  # the annotation's first
+        ("plain", {f"{SCHEDULING_CLASS_ANNOTATION}/pod": "realtime"}, "realtime"),
+        ("plain", None, None),  # neither: the runtime's defaults
+    ],
+    ids=["type", "annotation-over-type", "annotation", "none"],
+)
+def test_scheduling_class_of_the_balloon_type_or_the_annotation(
+    ns: str, annotations: dict[str, str] | None, expected: str | None
+) -> None:
+    p = policy(SCHED)
+    d = p.allocate(p.initial_state(), bctr("a", ns=ns, milli=100, ann=annotations))
+    assert d.assignment is not None
+    got = d.assignment.scheduling
+    assert (got.name if got is not None else None) == expected
+
+
+def test_scheduling_classes_need_the_runtime_scheduler_fields() -> None:
+    assert [r.field for r in policy_nri_requirements(policy(SCHED))] == [
+        "LinuxScheduler",
+        "LinuxIOPriority",
+    ]
+    assert policy_nri_requirements(policy(FULL)) == ()
+
+
+def test_undefined_scheduling_class_of_a_type_is_a_config_error() -> None:
+    cfg = {
+        "schedulingClasses": [{"name": "realtime", "policy": "fifo", "priority": 42}],
+        "balloonTypes": [{"name": "rt", "schedulingClass": "fast"}],
+    }
+    with pytest.raises(
+        ConfigError,
+        match=r"balloonTypes\[rt\]\.schedulingClass is 'fast'; expected one of "
+        r"schedulingClasses \(realtime\)",
+    ):
+        policy(cfg)
+
+
+def test_an_unknown_annotated_scheduling_class_fails_the_container() -> None:
+    p = policy(SCHED)
+    c = bctr("a", ns="rt", ann={SCHEDULING_CLASS_ANNOTATION: "turbo"})
+    with pytest.raises(AnnotationError, match=r"'turbo'; expected one of .*idle, realtime"):
+        p.allocate(p.initial_state(), c)

@@ -26,9 +26,17 @@ CONFIGS: list[dict[str, Any]] = [
     {
         "reservedResources": {"cpu": "1"},
         "allocatorTopologyBalancing": True,
+        "loadClasses": [{"name": "membw", "level": "l2cache", "overloadsLevelInBalloon": True}],
         "balloonTypes": [
             {"name": "full", "minCPUs": 1, "maxCPUs": 4, "namespaces": ["full"]},
-            {"name": "new", "preferNewBalloons": True, "maxBalloons": 3, "namespaces": ["new"]},
+            {
+                "name": "new",
+                "preferNewBalloons": True,
+                "maxBalloons": 3,
+                "namespaces": ["new"],
+                "preferCloseToDevices": ["/sys/devices/system/node/node1"],
+                "loads": ["membw"],
+            },
             {
                 "name": "grp",
                 "groupBy": "${pod/labels/app}",
