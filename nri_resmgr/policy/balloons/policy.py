@@ -47,8 +47,9 @@ default) a new composite gets one component of every component type; with
 and the types it is made of, top-level or inside composites, the first one listed on a
 tie (`_component_types`).  Sizes follow nri-plugins: each component is sized for an
 equal share, rounded down, of ``max(requests, 1000 * minCPUs)`` (`component_share`), so
-a composite's size is the sum of its components' (`needed_cpus`); a size beyond the
-``maxCPUs`` of the composite or of any component fails.  A composite and its
+a composite's size is the sum of its components' (`needed_cpus`; while it has
+containers each component has at least one CPU, as a plain balloon does); a size beyond
+the ``maxCPUs`` of the composite or of any component fails.  A composite and its
 components count as one balloon: they go when the composite does, and a component type's
 ``minBalloons``/``maxBalloons`` count only its own top-level balloons.
 

@@ -367,3 +367,12 @@ def test_an_updated_request_resizes_the_composite_in_place() -> None:
     assert before.components[1].cpus < after.components[1].cpus <= EFF
     d = p.update(d.state, _in("both", "a", milli=1000))
     assert [len(c.cpus) for c in d.state.balloons["both[0]"].components] == [1, 1]
+
+
+def test_a_composite_with_best_effort_containers_has_a_cpu_per_component() -> None:
+    p = _policy({"name": "both", "components": _comps("perf", "eff")})
+    st = run(p, _in("both", "a", milli=0))
+    b = st.balloons["both[0]"]
+    assert [(t, len(c)) for t, c in _leaves(b)] == [("perf", 1), ("eff", 1)]
+    st = p.release(st, next(iter(st.members))).state
+    assert "both[0]" not in st.balloons
