@@ -475,12 +475,7 @@ def _device_cpus(topology: Topology, t: BalloonType, key: str, path: str) -> CPU
 def _devices(topology: Topology, types: tuple[BalloonType, ...]) -> dict[str, CPUSet]:
     """The CPUs of every device a type names, first named first."""
     out: dict[str, CPUSet] = {}
-    for t in types:
-        if t.components and t.prefer_close_to_devices:
-            raise ConfigError(
-                f"policy balloons: balloon type {t.name}: preferCloseToDevices is set on a "
-                "composite balloon type; expected it on its component types"
-            )
+    for t in types:  # a composite type has none (`_check_composites`)
         for key, paths in (
             ("preferCloseToDevices", t.prefer_close_to_devices),
             ("preferFarFromDevices", t.prefer_far_from_devices),
