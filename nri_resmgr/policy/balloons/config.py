@@ -56,6 +56,7 @@ __all__ = [
     "SPEC_MODEL",
     "BalloonType",
     "BalloonsConfig",
+    "ComponentCreation",
     "Expression",
     "LoadClass",
     "Operator",
@@ -82,6 +83,15 @@ class TopologyLevel(enum.StrEnum):
     NUMA = "numa"
     L2CACHE = "l2cache"
     CORE = "core"
+
+
+class ComponentCreation(enum.StrEnum):
+    """``componentCreation``: which components a new composite balloon gets."""
+
+    #: one component balloon of every component type (the default)
+    ALL = "all"
+    #: one component balloon only, of the component type with the fewest instances
+    BALANCE_BALLOONS = "balance-balloons"
 
 
 class CPUPriority(enum.StrEnum):
@@ -214,7 +224,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "control": "the control section is the daemon's",
     "instrumentation": "the instrumentation section is the daemon's",
     "log": "the log section is the daemon's",
-    "balloonTypes.componentCreation": "component creation is not implemented",
 }
 
 #: the model of the spec's policy keys (read by `nri_resmgr.policy_documents`)
@@ -367,16 +376,71 @@ def _builtins(types: tuple[BalloonType, ...], reserved_cpus: int) -> tuple[Ballo
                 f"maxBalloons {t.max_balloons}; expected minBalloons <= maxBalloons"
             )
         fixed.append(t)
-    known = {t.name for t in fixed}
-    for t in fixed:
-        for comp in t.components:
-            if comp.balloon_type not in known or comp.balloon_type == t.name:
-                raise ConfigError(
-                    f"policy balloons: balloon type {t.name}: component balloonType "
-                    f"{comp.balloon_type!r} is not another balloon type; expected one of "
-                    f"{', '.join(sorted(known - {t.name}))}"
-                )
+    _check_composites(fixed)
     return tuple(fixed)
+
+
+#: CPU allocation keys a composite type may not set: its components' types choose CPUs
+_COMPONENT_CHOOSES = (
+    "prefer_spread_on_physical_cores",
+    "allocator_topology_balancing",
+    "prefer_close_to_devices",
+    "prefer_isol_cpus",
+    "prefer_core_type",
+    "cpu_class",
+)
+
+
+def _check_composites(types: list[BalloonType]) -> None:
+    """``components`` name other types without cycles, ``componentCreation`` is one of
+    `ComponentCreation` and only with components, and composite types leave choosing
+    CPUs to their components (nri-plugins' rules)."""
+    by_name = {t.name: t for t in types}
+    allowed = ", ".join(c.value for c in ComponentCreation)
+    for t in types:
+        where = f"policy balloons: balloon type {t.name}"
+        creation = t.component_creation
+        if creation is not None and creation not in set(ComponentCreation):
+            raise ConfigError(
+                f"{where}: componentCreation is {creation!r}; expected one of {allowed}"
+            )
+        if creation is not None and not t.components:
+            raise ConfigError(
+                f"{where}: componentCreation is {creation!r} but there are no components; "
+                "expected components with it"
+            )
+        for comp in t.components:
+            if comp.balloon_type not in by_name or comp.balloon_type == t.name:
+                raise ConfigError(
+                    f"{where}: component balloonType {comp.balloon_type!r} is not another "
+                    f"balloon type; expected one of {', '.join(sorted(set(by_name) - {t.name}))}"
+                )
+        if t.components:
+            aliases = BalloonType.model_fields
+            chosen = [aliases[k].alias or k for k in _COMPONENT_CHOOSES if k in t.model_fields_set]
+            if chosen:
+                raise ConfigError(
+                    f"{where}: a composite type sets {', '.join(chosen)}; expected CPU "
+                    "allocation options on its component types only"
+                )
+    for t in types:
+        path = [t.name]
+        todo = [(t, 0)]
+        while todo:  # depth first over the component types, `path` the way down
+            cur, i = todo.pop()
+            if i == len(cur.components):
+                path.pop()
+                continue
+            todo.append((cur, i + 1))
+            name = cur.components[i].balloon_type
+            if name in path:
+                raise ConfigError(
+                    f"policy balloons: balloon type {t.name}: components form a cycle "
+                    f"{' -> '.join([*path[path.index(name) :], name])}; expected no type "
+                    "to contain itself"
+                )
+            path.append(name)
+            todo.append((by_name[name], 0))
 
 
 def _memory_kinds(t: BalloonType) -> tuple[MemoryKind, ...]:
@@ -414,12 +478,7 @@ def _device_cpus(topology: Topology, t: BalloonType, key: str, path: str) -> CPU
 def _devices(topology: Topology, types: tuple[BalloonType, ...]) -> dict[str, CPUSet]:
     """The CPUs of every device a type names, first named first."""
     out: dict[str, CPUSet] = {}
-    for t in types:
-        if t.components and t.prefer_close_to_devices:
-            raise ConfigError(
-                f"policy balloons: balloon type {t.name}: preferCloseToDevices is set on a "
-                "composite balloon type; expected it on its component types"
-            )
+    for t in types:  # a composite type has none (`_check_composites`)
         for key, paths in (
             ("preferCloseToDevices", t.prefer_close_to_devices),
             ("preferFarFromDevices", t.prefer_far_from_devices),
