@@ -253,6 +253,15 @@ def parse_document(
     try:
         _check_shape(text, source, limits)
         data = yaml.load(text, Loader=_LOADER)  # a safe loader
+    except yaml.MarkedYAMLError as exc:
+        if "maximum nesting depth" in (exc.problem or ""):
+            # PyYAML >= 6.0.4 stops deep flow collections in its scanner, which reads
+            # ahead of the events `_check_shape` counts: the same error, said the same way
+            line = exc.problem_mark.line + 1 if exc.problem_mark else 0
+            deep = f"expected nesting at most {limits.max_depth} levels deep, found deeper"
+            raise DocumentError(source, [f"line {line}: {deep}"]) from exc
+        detail = " ".join(str(exc).split())
+        raise DocumentError(source, [f"expected YAML or JSON, found an error: {detail}"]) from exc
     except yaml.YAMLError as exc:
         detail = " ".join(str(exc).split())
         raise DocumentError(source, [f"expected YAML or JSON, found an error: {detail}"]) from exc

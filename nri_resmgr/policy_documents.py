@@ -13,7 +13,7 @@ before it is validated, so their files load unchanged:
   recognised by its keys: no key of this project's own form that theirs lacks
   (``policy``, ``policyConfig``, ``policyDirs``, ``limits``) and at least one of a
   policy's spec keys;
-* the spec's common sections map to ours (``control.rdt``, ``control.blockio``,
+* the spec's common sections map to ours (``control.rdt``, ``control.blockio``, ``control.cpu``,
   ``log.debug``, ``instrumentation.httpEndpoint``); the keys that have no counterpart here
   (`COMMON_NOT_IMPLEMENTED`) are removed with one warning each;
 * every other spec key goes to ``policyConfig``, where the policy's model accepts it;
@@ -99,7 +99,6 @@ COMMON_SECTIONS = ("control", "log", "instrumentation", "agent")
 COMMON_NOT_IMPLEMENTED: dict[str, str] = {
     "agent.nodeResourceTopology": "set with `run --node-resource-topology` here",
     "agent.podResourceAPI": "the pod resources API is not read",
-    "control.cpu": "CPU classes are not implemented",
     "control.rdt.force": "RDT control is not forced on here",
     "log.source": "log lines do not carry source locations",
     "log.klog": "there is no klog here",

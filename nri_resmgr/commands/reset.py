@@ -17,7 +17,10 @@ from the daemon's, so it may connect while the daemon is still registered):
    the updates the runtime could not apply;
 4. disconnect, then remove the resctrl groups recorded in the daemon's ownership record
    (``<state-dir>/resctrl-groups.json``; nothing else is touched): pod and monitoring
-   groups first, then class groups.  Removing a group moves its tasks to the root group.
+   groups first, then class groups.  Removing a group moves its tasks to the root group;
+5. put back the CPU class files (cpufreq, cpuidle, uncore) recorded in
+   ``<state-dir>/cpuclass-originals.json`` under ``--sysfs-root``: a daemon that stopped
+   cleanly has done so itself and left no record, one that crashed has not.
 
 Steps 2-3 are bounded by ``--timeout`` (which also covers ``--wait-port`` below).
 Exit status: 0 when every planned update was applied and every owned group removed, 1 when
@@ -364,6 +367,25 @@ def remove_owned_rdt_groups(
     return removed
 
 
+# ------------------------------------------------------------------------ CPU classes
+
+
+def restore_cpu_class_files(
+    *, sysfs_root: Path, state_dir: Path, dry_run: bool = False
+) -> list[str]:
+    """Put back the CPU class files the daemon's record lists; the files (relative to
+    ``sys/devices/system/cpu``).  Nothing is read without a record."""
+    from nri_resmgr.control.cpuclass.files import RECORD_NAME, CPUClassFiles
+
+    record = state_dir / RECORD_NAME
+    if not record.exists():
+        return []
+    files = CPUClassFiles(sysfs_root, record=record)
+    if dry_run:
+        return sorted(files.originals)
+    return sorted(w.path for w in files.restore())
+
+
 # ---------------------------------------------------------------------------- report
 
 
@@ -469,6 +491,16 @@ def run(args: argparse.Namespace) -> int:
             verb = "would remove" if args.dry_run else "removed"
             for g in groups:
                 print(f"{verb} resctrl group {g}")
+    from nri_resmgr.runtime.daemon import DEFAULT_STATE_DIR
+
+    restored = restore_cpu_class_files(
+        sysfs_root=Path(args.sysfs_root),
+        state_dir=Path(args.state_dir or DEFAULT_STATE_DIR),
+        dry_run=args.dry_run,
+    )
+    verb = "would restore" if args.dry_run else "restored"
+    for f in restored:
+        print(f"{verb} CPU class file {f}")
     for failure in outcome.failures:
         print(f"reset: {failure}", file=sys.stderr)
     print(

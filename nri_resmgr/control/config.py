@@ -5,7 +5,9 @@ settings (`enable`, `usePodQoSAsDefaultClass`, `defaultClass`, see `classes`) ne
 class *definitions* (`partitions`/`options`/`monitorPods` for RDT, `classes` for block
 I/O).  `RdtConfig` and `BlockIOConfig` extend `ClassSelection`, so a `ControlConfig` is a
 `ClassConfig` and goes straight to `select_classes`, while its parts go to
-`RdtController` and `BlockIOController`.
+`RdtController` and `BlockIOController`.  `control.cpu` holds CPU class definitions
+(`nri_resmgr.policy.cpu_classes.CPUControlConfig`, nri-plugins' older place for them),
+the base that a policy's own ``cpuClasses`` override.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from pydantic import Field
 from nri_resmgr.control.blockio import BlockIOConfig
 from nri_resmgr.control.classes import ClassConfig
 from nri_resmgr.control.resctrl.config import RdtConfig
+from nri_resmgr.policy.cpu_classes import CPUControlConfig
 
 
 class ControlConfig(ClassConfig):
-    """`control: {rdt: RdtConfig, blockio: BlockIOConfig}`."""
+    """`control: {rdt: RdtConfig, blockio: BlockIOConfig, cpu: CPUControlConfig}`."""
 
     rdt: RdtConfig = Field(default_factory=RdtConfig)
     blockio: BlockIOConfig = Field(default_factory=BlockIOConfig)
+    cpu: CPUControlConfig = Field(default_factory=CPUControlConfig)

@@ -21,6 +21,9 @@ When the hooks run, per NRI event:
 - after every committed decision whose interrupt wishes changed (a policy with an
   ``irq_use(state)`` method, the balloons policy; others wish nothing):
   `irq_use_changed` with the policy's `IrqUse` (best effort: the decision stands);
+- after every committed decision whose CPU classes changed: `cpu_classes_changed` with the
+  policy's `CPUClassUse` (its ``cpu_class_use(state)``: balloons, topology-aware; an empty
+  one for a policy without the method), best effort: the decision stands;
 - the daemon stops: `stopped` (undo what must not outlive the daemon; best effort).
 
 A `ClassSelector` picks a container's RDT and block I/O classes (`ClassChoice`).
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
     from nri_api import api
     from nri_resmgr.control.resctrl.monitor import MonSample
     from nri_resmgr.model import Assignment, Pod
+    from nri_resmgr.policy.cpu_classes import CPUClassUse
     from nri_resmgr.policy.irq_affinity import IrqUse
 
 __all__ = ["ClassChoice", "ClassSelector", "Controller"]
@@ -100,6 +104,10 @@ class Controller(Protocol):
 
     def irq_use_changed(self, use: IrqUse) -> None:
         """After a commit: the policy's interrupt wishes changed to `use`."""
+        return None
+
+    def cpu_classes_changed(self, use: CPUClassUse) -> None:
+        """After a commit: the policy's CPU classes and their CPUs changed to `use`."""
         return None
 
     def stopped(self) -> None:

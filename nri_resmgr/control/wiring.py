@@ -9,12 +9,15 @@ nothing here writes; with them, the controllers write when their hooks run.
 `IrqControl` adapts `irq.IrqFiles` (interrupt affinities under the procfs mount point;
 one instance for the daemon's life, so its originals survive a reconfiguration) to the
 hooks; `irq_control` makes it for a policy, refusing claims on denied interrupts.
+`CPUClassControl` adapts `cpuclass.files.CPUClassFiles` (cpufreq, cpuidle and uncore files
+under the sysfs root; one instance for the daemon's life, so its originals survive a
+reconfiguration) to the hooks, with ``control.cpu.classes`` under the policy's classes.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from nri_api import api
@@ -24,12 +27,21 @@ from nri_resmgr.model import Assignment, ContainerInfo, Pod, ResmgrError
 if TYPE_CHECKING:
     from nri_resmgr.control.blockio import BlockIOController
     from nri_resmgr.control.config import ControlConfig
+    from nri_resmgr.control.cpuclass.files import CPUClassFiles
     from nri_resmgr.control.irq import IrqFiles
     from nri_resmgr.control.resctrl import MonSample, RdtController
     from nri_resmgr.policy.base import Policy
+    from nri_resmgr.policy.cpu_classes import CPUClassSettings, CPUClassUse
     from nri_resmgr.policy.irq_affinity import IrqUse
 
-__all__ = ["BlockIOFiles", "IrqControl", "RdtGroups", "class_control_from_config", "irq_control"]
+__all__ = [
+    "BlockIOFiles",
+    "CPUClassControl",
+    "IrqControl",
+    "RdtGroups",
+    "class_control_from_config",
+    "irq_control",
+]
 
 
 class RdtGroups(Controller):
@@ -134,6 +146,28 @@ class IrqControl(Controller):
         self.files.restore()
 
 
+class CPUClassControl(Controller):
+    """`Controller` over `CPUClassFiles`: a policy's CPU classes into sysfs files.
+
+    `base` is ``control.cpu.classes``; the policy's own ``cpuClasses`` replace classes of
+    the same name (`merged_classes`).  At shutdown every file gets its original back.
+    """
+
+    name = "cpuclass"
+
+    def __init__(self, files: CPUClassFiles, base: Mapping[str, CPUClassSettings]) -> None:
+        self.files = files
+        self.base = base
+
+    def cpu_classes_changed(self, use: CPUClassUse) -> None:
+        from nri_resmgr.policy.cpu_classes import merged_classes
+
+        self.files.apply(use, merged_classes(self.base, use.classes))
+
+    def stopped(self) -> None:
+        self.files.restore()
+
+
 def irq_control(policy: Policy, files: IrqFiles | None) -> list[Controller]:
     """The interrupt controller for `policy` over `files` (none without files).
 
@@ -157,6 +191,7 @@ def class_control_from_config(
     cgroup_root: str | None = None,
     state_dir: str | None = None,
     runtime_rdt: Callable[[], bool] | None = None,
+    cpu_class_files: CPUClassFiles | None = None,
 ) -> tuple[list[Controller], ClassSelector | None]:
     """Controllers and a class selector for the daemon config's ``control`` section.
 
@@ -165,17 +200,20 @@ def class_control_from_config(
     ownership record in `state_dir`, else in a new temporary directory) and block I/O
     files written under `cgroup_root` only when those are given; without them the class
     names still go to the runtime.  `runtime_rdt` tells whether the runtime takes NRI's
-    LinuxRdt (see `RdtGroups`).  Nothing enabled and nothing defined: no selector and no
-    controllers at all.
+    LinuxRdt (see `RdtGroups`).  With `cpu_class_files`, a `CPUClassControl` sets CPU
+    classes (it reads nothing while no class is defined).  RDT and block I/O with nothing
+    enabled and nothing defined: no selector and no controllers for them.
     """
     from nri_resmgr.control.blockio import BlockIOController
     from nri_resmgr.control.classes import select_classes
     from nri_resmgr.control.resctrl import RdtController
 
     rdt, blockio = control.rdt, control.blockio
-    if not (rdt.enable or blockio.enable or rdt.partitions or blockio.classes):
-        return [], None
     controllers: list[Controller] = []
+    if cpu_class_files is not None:
+        controllers.append(CPUClassControl(cpu_class_files, control.cpu.classes))
+    if not (rdt.enable or blockio.enable or rdt.partitions or blockio.classes):
+        return controllers, None
     known_rdt: tuple[str, ...] = tuple(rdt.class_names())
     if resctrl_root is not None:
         import tempfile  # only when a record may need a home (about 3 ms of import)

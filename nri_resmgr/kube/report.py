@@ -172,11 +172,13 @@ class PoolReporter:
 
 
 def balloon_zones(snap: StateSnapshot) -> list[dict[str, Any]]:
-    """A zone per balloon (type ``balloon``: its CPUs, shared idle CPUs and memory), and
-    with ``showContainersInNrt`` a zone per container in it (type ``allocation for
-    container``, parent the balloon), as nri-plugins' balloons policy reports them."""
+    """A zone per balloon (type ``balloon``: its CPUs, shared idle CPUs, memory, excess
+    millicores, and a composite's component cpusets), and with ``showContainersInNrt`` a
+    zone per container in it (type ``allocation for container``, parent the balloon), as
+    nri-plugins' balloons policy reports them."""
     zones: list[dict[str, Any]] = []
     for b in snap.balloons:
+        components = [{"name": "component cpusets", "value": b.component_cpus}]
         zones.append(
             {
                 "name": b.name,
@@ -187,6 +189,8 @@ def balloon_zones(snap: StateSnapshot) -> list[dict[str, Any]]:
                     {"name": "shared cpuset", "value": b.shared_idle_cpus},
                     {"name": "memory set", "value": b.mems},
                     {"name": "containers", "value": str(len(b.containers))},
+                    {"name": "excess cpus", "value": f"{b.excess_milli}m"},
+                    *(components if b.component_cpus else []),
                 ],
                 "resources": [
                     {

@@ -60,6 +60,10 @@ class BalloonSnapshot:
     mems: str
     containers: tuple[str, ...]
     show_containers: bool = False
+    #: a composite balloon's CPUs per component, nested ("" when plain)
+    component_cpus: str = ""
+    #: the millicores of its CPUs its containers did not request
+    excess_milli: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +100,10 @@ class BalloonReportLike(Protocol):
     def containers(self) -> Sequence[str]: ...
     @property
     def show_containers_in_nrt(self) -> bool: ...
+    @property
+    def component_cpus(self) -> str: ...
+    @property
+    def excess_milli(self) -> int: ...
 
 
 def balloon_snapshots(
@@ -120,6 +128,8 @@ def balloon_snapshots(
             mems=str(b.mems),
             containers=tuple(names.get(c, c) for c in b.containers),
             show_containers=b.show_containers_in_nrt,
+            component_cpus=b.component_cpus,
+            excess_milli=b.excess_milli,
         )
         for b in hook(state)
     )

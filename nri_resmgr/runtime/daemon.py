@@ -66,6 +66,8 @@ from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import NRIVersion
 from nri_api.stub import DEFAULT_UPDATE_TIMEOUT, Plugin, RuntimeInfo
 from nri_resmgr.config import Config, load_config
+from nri_resmgr.control.cpuclass.files import RECORD_NAME as CPU_CLASS_RECORD
+from nri_resmgr.control.cpuclass.files import CPUClassFiles
 from nri_resmgr.control.irq import IrqFiles
 from nri_resmgr.control.wiring import class_control_from_config, irq_control
 from nri_resmgr.model import (
@@ -121,6 +123,7 @@ def build_pipeline(
     runtime_rdt: Callable[[], bool] | None = None,
     sysfs_root: str | None = None,
     irq_files: IrqFiles | None = None,
+    cpu_class_files: CPUClassFiles | None = None,
 ) -> Pipeline:
     """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
 
@@ -133,6 +136,8 @@ def build_pipeline(
     takes NRI's LinuxRdt adjustment (RDT monitoring, see `control.wiring.RdtGroups`).
     Interrupt affinities are written through `irq_files` (the daemon's one instance,
     under its root's proc), when given; a claim on a denied interrupt is a `ConfigError`.
+    CPU classes are written through `cpu_class_files` (the daemon's one instance, under
+    its sysfs root), when given.
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
@@ -154,6 +159,7 @@ def build_pipeline(
         cgroup_root=cgroup_root,
         state_dir=state_dir or DEFAULT_STATE_DIR,
         runtime_rdt=runtime_rdt,
+        cpu_class_files=cpu_class_files,
     )
     controllers += irq_control(pol, irq_files)
     return Pipeline(
@@ -213,6 +219,17 @@ class ResmgrPlugin(Plugin):
         #: interrupt affinities under the root's proc, kept across reconfigurations (their
         #: originals are put back at `close`); None without a sysfs root
         self.irq_files = IrqFiles(Path(sysfs_root) / "proc") if sysfs_root is not None else None
+        #: CPU class files under the sysfs root, kept across reconfigurations (their
+        #: originals are put back at `close`, and recorded in `state_dir` when given);
+        #: None without a sysfs root
+        self.cpu_class_files = (
+            CPUClassFiles(
+                sysfs_root,
+                record=Path(state_dir) / CPU_CLASS_RECORD if state_dir is not None else None,
+            )
+            if sysfs_root is not None
+            else None
+        )
         self.metrics = metrics or Metrics()
         # pool and container gauges are computed when scraped, not after every event:
         # a snapshot walks every live container, which must stay off the event path
@@ -237,6 +254,7 @@ class ResmgrPlugin(Plugin):
             runtime_rdt=self._runtime_has_linux_rdt,
             sysfs_root=self.sysfs_root,
             irq_files=self.irq_files,
+            cpu_class_files=self.cpu_class_files,
         )
 
     def _runtime_has_linux_rdt(self) -> bool:
@@ -482,8 +500,8 @@ class ResmgrPlugin(Plugin):
             )
 
     def close(self) -> None:
-        """The daemon stops: controllers put back what must not outlive it (interrupt
-        affinities get their originals)."""
+        """The daemon stops: controllers put back what must not outlive it (CPU class
+        files and interrupt affinities get their originals)."""
         self.pipeline.close()
 
     def on_close(self) -> None:

@@ -17,8 +17,8 @@ Every event follows the same steps:
    the policy for a `Decision` (pure; may raise `AllocationError` / `AnnotationError`);
 3. **render** the decision as a `ContainerAdjustment` and `ContainerUpdate`\\ s;
 4. let the **controllers** do their out-of-band work (resctrl groups, block I/O files),
-   through the hooks `nri_resmgr.control.hooks.Controller` declares (interrupt
-   affinities follow at the commit, from the committed state: best effort);
+   through the hooks `nri_resmgr.control.hooks.Controller` declares (the CPU class files
+   and interrupt affinities follow at the commit, from the committed state: best effort);
 5. **commit**: only now are the policy state, the container table and the assignments
    replaced.  An exception in steps 1-4 leaves the pipeline exactly as it was, and the
    daemon turns it into an RPC error whose message reaches the runtime.
@@ -72,6 +72,7 @@ from nri_resmgr.model import (
     TopologyHint,
 )
 from nri_resmgr.policy.base import Policy
+from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.irq_affinity import IrqUse
 from nri_resmgr.runtime import adapter
 from nri_resmgr.topology.cpuset import IDSet
@@ -101,6 +102,10 @@ _LIVE_STATES = frozenset(
 
 #: ``resolve_hints(container)``: the locality of its devices and mounts (sysfs, IO)
 HintResolver = Callable[[ContainerInfo], tuple[TopologyHint, ...]]
+
+
+#: the CPU classes of a policy that has none
+NO_CPU_CLASSES = CPUClassUse()
 
 
 class PipelineError(ResmgrError):
@@ -186,6 +191,8 @@ class Pipeline:
         self.runtime_blockio: bool = not any(c.name == "blockio" for c in self.controllers)
         #: the policy's interrupt wishes last handed to the controllers (None: not yet)
         self._irq_use: IrqUse | None = None
+        #: the policy's CPU class use last handed to the controllers (None: not yet)
+        self._cpu_class_use: CPUClassUse | None = None
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -217,7 +224,7 @@ class Pipeline:
         after a rebuild, where kept containers get their kind and pool that way.
         """
         self.state = decision.state
-        self._apply_irq_use()
+        self._apply_machine_use()
         if subject is not None:
             self.assignments[subject.container_id] = subject
         for u in updates:
@@ -231,30 +238,37 @@ class Pipeline:
                 if cid in self.containers:
                     self.assignments[cid] = inherit_classes(a, self.assignments.get(cid))
 
-    def _apply_irq_use(self) -> None:
-        """Hand the controllers the policy's interrupt wishes when they changed (a policy
-        without ``irq_use`` wishes nothing); best effort: the decision is taken, a
+    def _apply_machine_use(self) -> None:
+        """Hand the controllers what the committed state wants of the machine besides the
+        containers' adjustments, each part when it changed: the CPU classes
+        (`cpu_classes_changed`, from the policy's ``cpu_class_use(state)``) and the
+        interrupt affinities (`irq_use_changed`, from ``irq_use(state)``).  A policy
+        without the method wants none: after a reconfiguration from one that had, the
+        files get their originals back.  Best effort: the decision is taken; a
         controller's failure is logged."""
         if not self.controllers:
             return
-        use_of = getattr(self.policy, "irq_use", None)
-        use = use_of(self.state) if callable(use_of) else IrqUse(allowed=IDSet())
-        if use == self._irq_use:
-            return
-        self._irq_use = use
+        cpu_of = getattr(self.policy, "cpu_class_use", None)
+        cpu = cpu_of(self.state) if callable(cpu_of) else NO_CPU_CLASSES
+        if cpu != self._cpu_class_use:
+            self._cpu_class_use = cpu
+            self._each_controller(lambda ctl: ctl.cpu_classes_changed(cpu))
+        irq_of = getattr(self.policy, "irq_use", None)
+        irq = irq_of(self.state) if callable(irq_of) else IrqUse(allowed=IDSet())
+        if irq != self._irq_use:
+            self._irq_use = irq
+            self._each_controller(lambda ctl: ctl.irq_use_changed(irq))
+
+    def _each_controller(self, hook: Callable[[Controller], None]) -> None:
         for ctl in self.controllers:
             try:
-                ctl.irq_use_changed(use)
+                hook(ctl)
             except (ResmgrError, OSError) as exc:
                 self.log.warning("controller failed", controller=ctl.name, error=str(exc))
 
     def close(self) -> None:
         """The daemon stops: every controller's `stopped` (best effort)."""
-        for ctl in self.controllers:
-            try:
-                ctl.stopped()
-            except (ResmgrError, OSError) as exc:
-                self.log.warning("controller failed", controller=ctl.name, error=str(exc))
+        self._each_controller(lambda ctl: ctl.stopped())
 
     def _add(self, info: ContainerInfo) -> None:
         """Record `info` (new, or replacing the container's earlier info)."""

@@ -25,7 +25,7 @@ from nri_api.stub import OnClose
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
 from nri_resmgr.ops.metrics import serve_http
-from nri_resmgr.runtime.daemon import ResmgrPlugin
+from nri_resmgr.runtime.daemon import DEFAULT_STATE_DIR, ResmgrPlugin
 from nri_resmgr.topology.model import Topology
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def main(options: DaemonOptions) -> int:
             policy_override=options.policy,
             resctrl_root=options.resctrl_root,
             cgroup_root=options.cgroup_root,
-            state_dir=options.state_dir,
+            state_dir=options.state_dir or DEFAULT_STATE_DIR,
             # device locality comes from the machine's sysfs, not from a --topology file
             sysfs_root=options.sysfs_root or (None if options.topology else "/"),
             name=options.plugin_name,

@@ -16,6 +16,7 @@ from nri_resmgr.control.irq import IrqFiles
 from nri_resmgr.model import QoSClass, ResmgrError
 from nri_resmgr.ops.metrics import balloon_snapshots
 from nri_resmgr.policy.base import Policy
+from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.pipeline import ClassSelector, Controller, Pipeline
 from nri_resmgr.simulator.results import ContainerReport, StepResult
@@ -390,4 +391,13 @@ class Simulator:
                 if self.irq_files is not None
                 else {}
             ),
+            cpu_classes=self._cpu_classes(),
         )
+
+    def _cpu_classes(self) -> dict[str, str]:
+        """CPU class -> its CPUs, for policies that name CPU classes."""
+        use_of = getattr(self.pipeline.policy, "cpu_class_use", None)
+        if not callable(use_of):
+            return {}
+        use = use_of(self.pipeline.state)
+        return use.to_json() if isinstance(use, CPUClassUse) else {}

@@ -46,6 +46,8 @@ class StepResult:
     #: every interrupt's smp_affinity_list after this step (a simulation with a procfs
     #: root only)
     irqs: Mapping[int, str] = field(default_factory=dict)
+    #: CPU class -> its CPUs after this step (policies with a ``cpu_class_use`` hook)
+    cpu_classes: Mapping[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         out = {
@@ -60,6 +62,8 @@ class StepResult:
             out["balloons"] = [b.as_dict() for b in self.balloons]
         if self.irqs:
             out["irqs"] = {str(n): c for n, c in sorted(self.irqs.items())}
+        if self.cpu_classes:
+            out["cpu_classes"] = dict(self.cpu_classes)
         return out
 
 
@@ -108,6 +112,10 @@ def render_table(result: SimulationResult) -> str:
         else:
             lines.append("  (no containers)")
         lines += _balloon_rows(s.balloons)
+        if s.cpu_classes:
+            lines.append(
+                "  cpu classes: " + ", ".join(f"{k}={v}" for k, v in s.cpu_classes.items())
+            )
         lines.append("")
     return "\n".join(lines)
 

@@ -41,13 +41,24 @@ def _resolve_topology(scenario: Scenario, override: str | None) -> Topology:
 
 
 def _class_control(
-    config: Config, *, resctrl_root: str | None, cgroup_root: str | None, state_dir: str
+    config: Config,
+    *,
+    resctrl_root: str | None,
+    cgroup_root: str | None,
+    state_dir: str,
+    sysfs_root: str | None,
 ) -> tuple[list[Controller], ClassSelector | None]:
-    """Controllers and class selection from the ``control`` section."""
+    """Controllers and class selection from the ``control`` section (CPU class files
+    under `sysfs_root` when given)."""
+    from nri_resmgr.control.cpuclass.files import CPUClassFiles
     from nri_resmgr.control.wiring import class_control_from_config
 
     return class_control_from_config(
-        config.control, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir
+        config.control,
+        resctrl_root=resctrl_root,
+        cgroup_root=cgroup_root,
+        state_dir=state_dir,
+        cpu_class_files=CPUClassFiles(sysfs_root) if sysfs_root is not None else None,
     )
 
 
@@ -59,6 +70,7 @@ def run_scenario(
     config: Config | None = None,
     resctrl_root: str | None = None,
     cgroup_root: str | None = None,
+    sysfs_root: str | None = None,
     log: Any = None,
     proc_root: str | None = None,
 ) -> SimulationResult:
@@ -68,6 +80,8 @@ def run_scenario(
     With `proc_root` (a procfs mount point, e.g. `control.irq.write_synthetic_proc`'s) the
     policy's interrupt wishes are written there and every step reports the interrupts'
     affinities; a claim on a denied interrupt is a `ConfigError`.
+    With `sysfs_root` the CPU class files under it are written as the daemon would
+    (`control.cpuclass`); the step results name each class's CPUs either way.
     """
     from nri_resmgr.control.wiring import irq_control
 
@@ -89,7 +103,11 @@ def run_scenario(
         raise ConfigError("; ".join(lines)) from exc
     with tempfile.TemporaryDirectory(prefix="nri-resmgr-sim-") as state_dir:
         controllers, selector = _class_control(
-            config, resctrl_root=resctrl_root, cgroup_root=cgroup_root, state_dir=state_dir
+            config,
+            resctrl_root=resctrl_root,
+            cgroup_root=cgroup_root,
+            state_dir=state_dir,
+            sysfs_root=sysfs_root,
         )
         irq_files = IrqFiles(proc_root) if proc_root is not None else None
         controllers += irq_control(pol, irq_files)

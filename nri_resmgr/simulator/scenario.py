@@ -161,7 +161,7 @@ class Scenario(_Doc):
     policy: str | None = None
     #: the policy's configuration (the daemon config's ``policyConfig``)
     config: dict[str, Any] = Field(default_factory=dict)
-    #: the daemon config's ``control`` section (RDT and block I/O)
+    #: the daemon config's ``control`` section (RDT, block I/O, CPU classes)
     control: dict[str, Any] = Field(default_factory=dict)
     cgroup_driver: Literal["systemd", "cgroupfs"] = Field(default="systemd", alias="cgroupDriver")
     steps: tuple[Step, ...] = ()

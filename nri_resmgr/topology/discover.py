@@ -50,6 +50,11 @@ parent is the PCI function; its name is not an address).  Only when ``root`` is 
 the link names come from netlink (pyroute2, so that the daemon sees the devices of its
 own network namespace); snapshot roots never touch the host.
 
+PCI functions.  Every directory named like a PCI address under ``sys/devices/pci*``
+(functions behind bridges nest below them; symlinks are not followed) is recorded with
+its ``local_cpulist`` and ``numa_node``: `nri_resmgr.topology.locality` answers from
+them which CPUs are close to a device a policy names (balloons' ``preferCloseToDevices``).
+
 Missing files degrade to defaults; a file that is present but malformed raises
 `DiscoveryError` naming the file, what was expected and what was found.
 """
@@ -64,7 +69,15 @@ from pathlib import Path
 
 from nri_resmgr.model import MemoryKind
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
-from nri_resmgr.topology.model import CPU, CoreType, NetDevice, NumaNode, Topology, TopologyError
+from nri_resmgr.topology.model import (
+    CPU,
+    CoreType,
+    NetDevice,
+    NumaNode,
+    PCIDevice,
+    Topology,
+    TopologyError,
+)
 
 __all__ = ["DiscoveryError", "discover", "discover_topology"]
 
@@ -76,6 +89,9 @@ _MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s*kB\s*$", re.MULTILINE
 _PROC_MEMTOTAL = re.compile(r"^MemTotal:\s+(\d+)\s*kB\s*$", re.MULTILINE)
 #: a PCI function: domain:bus:device.function (the domain may be wider than four digits)
 _PCI_ADDRESS = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+#: bounds of the walk for PCI functions (bridges nest a few levels deep)
+_MAX_PCI_FUNCTIONS = 4096
+_MAX_PCI_DEPTH = 16
 
 
 class DiscoveryError(TopologyError):
@@ -418,6 +434,40 @@ def _pci_function(dev: Path) -> Path | None:
     return None
 
 
+def _discover_pci(sys_dir: Path) -> tuple[PCIDevice, ...]:
+    """Every PCI function under ``devices/pci*`` (bridges' functions nest below them)."""
+    out: list[PCIDevice] = []
+    devices = sys_dir / "devices"
+    try:
+        buses = sorted(d for d in devices.iterdir() if d.name.startswith("pci"))
+    except OSError:
+        return ()
+    todo = [(bus, 0) for bus in buses]
+    while todo and len(out) < _MAX_PCI_FUNCTIONS:
+        directory, depth = todo.pop()
+        try:
+            children = sorted(
+                e
+                for e in directory.iterdir()
+                if _PCI_ADDRESS.fullmatch(e.name) and not e.is_symlink()
+            )
+        except OSError:
+            continue
+        for fn in children:
+            node = _read_int(fn / "numa_node")
+            out.append(
+                PCIDevice(
+                    address=fn.name,
+                    path="/sys/" + fn.relative_to(sys_dir).as_posix(),
+                    cpus=_read_set(fn / "local_cpulist") or IDSet(),
+                    node_id=node if node is not None and node >= 0 else None,
+                )
+            )
+            if depth < _MAX_PCI_DEPTH:
+                todo.append((fn, depth + 1))
+    return tuple(sorted(out, key=lambda f: f.path))
+
+
 # ---- entry point ---------------------------------------------------------------------
 
 
@@ -481,7 +531,13 @@ def discover(root: Path | str = "/", *, netlink: bool | None = None) -> Topology
         }
     use_netlink = root_path.resolve() == Path("/") if netlink is None else netlink
     netdevs = _discover_netdevs(sys_dir, use_netlink=use_netlink)
-    return Topology(cpus=cpus, nodes=nodes, netdevs=netdevs, source=f"sysfs:{root_path}")
+    return Topology(
+        cpus=cpus,
+        nodes=nodes,
+        netdevs=netdevs,
+        pci_devices=_discover_pci(sys_dir),
+        source=f"sysfs:{root_path}",
+    )
 
 
 #: the verb-style name the style guide prefers; same function

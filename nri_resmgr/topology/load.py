@@ -180,7 +180,13 @@ def _load_archive(path: Path) -> Topology:
     with tempfile.TemporaryDirectory(prefix="nri-resmgr-topology-") as tmp:
         root = extract_archive(path, tmp)
         topo = discover(root)
-    return Topology(cpus=topo.cpus, nodes=topo.nodes, netdevs=topo.netdevs, source=str(path))
+    return Topology(
+        cpus=topo.cpus,
+        nodes=topo.nodes,
+        netdevs=topo.netdevs,
+        pci_devices=topo.pci_devices,
+        source=str(path),
+    )
 
 
 # ---- specs ---------------------------------------------------------------------------

@@ -38,6 +38,7 @@ __all__ = [
     "MemoryKind",
     "NetDevice",
     "NumaNode",
+    "PCIDevice",
     "Topology",
     "TopologyError",
 ]
@@ -98,6 +99,20 @@ class NetDevice:
     pci_address: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class PCIDevice:
+    """A PCI function and where it sits: its ``local_cpulist`` and ``numa_node``."""
+
+    #: the bus address, ``0000:3b:00.0``
+    address: str
+    #: its sysfs directory, ``/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0``
+    path: str
+    #: the CPUs the kernel calls local to it (empty if unknown)
+    cpus: CPUSet = field(default_factory=IDSet)
+    #: its NUMA node (None if unknown or not NUMA-aware)
+    node_id: int | None = None
+
+
 def _index(pairs: Iterable[tuple[int, int]]) -> dict[int, IDSet]:
     acc: dict[int, set[int]] = {}
     for key, value in pairs:
@@ -114,6 +129,8 @@ class Topology:
     netdevs: tuple[NetDevice, ...] = ()
     #: where the topology came from (path, spec), for messages; not part of equality
     source: str = field(default="", compare=False)
+    #: the PCI functions discovery found (the locality of devices a policy may name)
+    pci_devices: tuple[PCIDevice, ...] = ()
 
     # derived indexes (online CPUs only); not part of equality
     _online: CPUSet = field(init=False, repr=False, compare=False)
@@ -158,6 +175,7 @@ class Topology:
         s(self, "cpus", MappingProxyType(cpus))
         s(self, "nodes", MappingProxyType(nodes))
         s(self, "netdevs", tuple(self.netdevs))
+        s(self, "pci_devices", tuple(self.pci_devices))
         s(self, "_online", IDSet(c.id for c in online))
         s(self, "_isolated", IDSet(c.id for c in online if c.isolated))
         s(self, "_pkg_cpus", _index((c.package_id, c.id) for c in online))
@@ -172,7 +190,10 @@ class Topology:
 
     def __reduce__(self) -> tuple[type[Topology], tuple[object, ...]]:
         """Pickle through the constructor (read-only mapping views do not pickle)."""
-        return (Topology, (dict(self.cpus), dict(self.nodes), self.netdevs, self.source))
+        return (
+            Topology,
+            (dict(self.cpus), dict(self.nodes), self.netdevs, self.source, self.pci_devices),
+        )
 
     def __copy__(self) -> Topology:
         return self  # immutable: a copy is the value itself

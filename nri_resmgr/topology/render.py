@@ -10,7 +10,8 @@ attached to, network devices under their node (or at the machine level when unkn
 `to_dict` is the stable machine-readable form: counts (``packages``, ``dies``,
 ``cores`` = physical cores with an online thread, ``threads`` = online CPUs), kernel CPU
 list strings (``online``, ``isolated``, ``offline``), ``numa_nodes``, ``l3_caches``,
-``netdevs`` and a nested ``package_tree``.
+``netdevs``, ``pci_devices`` (the PCI functions a policy may name by sysfs path, with
+their local CPUs and node) and a nested ``package_tree``.
 """
 
 from __future__ import annotations
@@ -105,6 +106,10 @@ def to_dict(topo: Topology) -> dict[str, Any]:
         "l3_caches": l3_caches,
         "netdevs": [
             {"name": d.name, "node": d.node_id, "pci_address": d.pci_address} for d in topo.netdevs
+        ],
+        "pci_devices": [
+            {"address": f.address, "path": f.path, "cpus": str(f.cpus), "node": f.node_id}
+            for f in topo.pci_devices
         ],
         "package_tree": package_tree,
     }

@@ -51,6 +51,7 @@ from nri_resmgr.topology.model import (
     CoreType,
     NetDevice,
     NumaNode,
+    PCIDevice,
     Topology,
     TopologyError,
 )
@@ -410,9 +411,24 @@ def build_topology(spec: Mapping[str, Any] | TopologySpec, *, source: str = "") 
         NetDevice(name=d.name, node_id=d.node, pci_address=d.pci or f"0000:{0x10 + i:02x}:00.0")
         for i, d in enumerate(s.netdevs)
     )
-    return Topology(
-        cpus=cpus, nodes=nodes, netdevs=netdevs, source=source or f"spec:{s.describe()}"
+    # each network device sits on a PCI function of its own (as `write_sysfs` writes it)
+    functions = tuple(
+        PCIDevice(address=d.pci_address, path=pci_path(d.pci_address), node_id=d.node_id)
+        for d in netdevs
     )
+    return Topology(
+        cpus=cpus,
+        nodes=nodes,
+        netdevs=netdevs,
+        pci_devices=tuple(sorted(functions, key=lambda f: f.path)),
+        source=source or f"spec:{s.describe()}",
+    )
+
+
+def pci_path(address: str) -> str:
+    """The sysfs directory a synthetic PCI function at `address` is written to (on a
+    root bus of its own: ``/sys/devices/pci0000:BB/ADDRESS``)."""
+    return f"/sys/devices/pci0000:{address.split(':')[1]}/{address}"
 
 
 # ---- writing sysfs -------------------------------------------------------------------
@@ -541,9 +557,14 @@ def write_sysfs(
             _put(rdir / f"dax_region{region}" / f"dax{region}.0" / "target_node", str(n.id))
             region += 1
 
+    for fn in topo.pci_devices:
+        fdir = sys_dir / fn.path.removeprefix("/sys/")
+        _put(fdir / "numa_node", str(fn.node_id if fn.node_id is not None else -1))
+        if fn.cpus:
+            _put(fdir / "local_cpulist", str(fn.cpus))
     for i, dev in enumerate(topo.netdevs):
         pci = dev.pci_address or f"0000:{0x10 + i:02x}:00.0"
-        bus = f"pci0000:{pci.split(':')[1]}"
+        bus = pci_path(pci).split("/")[3]
         pdir = sys_dir / "devices" / bus / pci
         _put(pdir / "numa_node", str(dev.node_id if dev.node_id is not None else -1))
         ndir = pdir / "net" / dev.name
@@ -569,8 +590,7 @@ def write_pci_devices(
     ]
     block_dirs: dict[str, str] = {}
     for d in specs:
-        bus = f"pci0000:{d.pci.split(':')[1]}"
-        rel = f"devices/{bus}/{d.pci}"
+        rel = pci_path(d.pci).removeprefix("/sys/")
         pdir = sys_dir / rel
         _put(pdir / "numa_node", str(d.node if d.node is not None else -1))
         if d.local_cpus is not None:

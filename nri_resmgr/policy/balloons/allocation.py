@@ -10,10 +10,15 @@ deepest node with room is a set of threads on different cores.
 Growing a balloon by `delta` CPUs (`grow`) narrows the free CPUs in steps, each of
 which may only narrow them to a set still holding `delta` CPUs:
 
-1. *hints* (`Hint`), in order: a set to be close to (the isolated CPUs for
-   ``preferIsolCpus``, the reserved cpuset for the reserved balloon, a core type for
-   ``preferCoreType``) keeps the free CPUs in it; a set to be far from (the same sets,
-   for every type that does not want them) keeps the free CPUs outside it;
+1. *hints* (`Hint`), in order: a set to be close to (the reserved cpuset for the
+   reserved balloon, a ``preferCloseToDevices`` device, the isolated CPUs for
+   ``preferIsolCpus``, a core type for ``preferCoreType``) keeps the free CPUs in it; a
+   set to be far from (a ``preferFarFromDevices`` device, then the same sets, for every
+   type that does not want them) keeps the free CPUs outside it; last, the CPUs under
+   load (`TreeOptions.loads`): at each level the type's ``loads`` load, the domains of
+   the CPUs of every balloon loading it, this one's included (`level_cpus`).  With
+   ``overloadsLevelInBalloon`` (`TreeOptions.overloads`) the balloon takes its CPUs one
+   at a time, the lowest of the narrowed set, each one loading its domains for the next;
 2. the *local set*: the deepest tree node with at least `delta` free CPUs, the best by
    the sort key (smallest first), compared level by level from the root::
 
@@ -51,11 +56,21 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from nri_resmgr.policy.balloons.config import TopologyLevel
 from nri_resmgr.policy.common import take_cpus
-from nri_resmgr.topology.cpuset import CPUSet, IDSet
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["CPUTree", "Hint", "Levels", "TreeNode", "TreeOptions", "grow", "shrink"]
+__all__ = [
+    "CPUTree",
+    "Hint",
+    "Levels",
+    "TreeNode",
+    "TreeOptions",
+    "grow",
+    "level_cpus",
+    "shrink",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +118,28 @@ class TreeOptions:
     hints: tuple[Hint, ...] = ()
     #: the final pick's preferred CPUs, most preferred first (``allocatorPriority``)
     prefer: tuple[CPUSet, ...] = ()
+    #: the levels the type's ``loads`` put load on, each once, in order
+    loads: tuple[TopologyLevel, ...] = ()
+    #: a load class of the type ``overloadsLevelInBalloon``: CPUs one at a time
+    overloads: bool = False
+
+
+def level_cpus(topology: Topology, cpus: CPUSet, level: TopologyLevel) -> CPUSet:
+    """The CPUs of the `level` domains (packages, ..., cores) `cpus` are in."""
+    if level is TopologyLevel.SYSTEM:
+        return topology.online_cpus()
+    if not cpus:
+        return IDSet()
+    recs = [topology.cpu(c) for c in cpus]
+    if level is TopologyLevel.PACKAGE:
+        return union(topology.package_cpus(p) for p in {r.package_id for r in recs})
+    if level is TopologyLevel.DIE:
+        return union(topology.die_cpus(d) for d in {r.die_id for r in recs})
+    if level is TopologyLevel.NUMA:
+        return union(topology.node_cpus(n) for n in {r.node_id for r in recs})
+    if level is TopologyLevel.L2CACHE:
+        return union(topology.l2_cpus(i) for i in {r.l2_id for r in recs})
+    return union(topology.core_cpus(i) for i in {r.core_id for r in recs})
 
 
 def _build(topo: Topology) -> TreeNode:
@@ -311,11 +348,16 @@ def _close_sets(hints: Sequence[Hint], free: CPUSet) -> list[CPUSet]:
 
 
 def _add_from(
-    tree: CPUTree, current: CPUSet, free: CPUSet, delta: int, opts: TreeOptions
+    tree: CPUTree,
+    current: CPUSet,
+    free: CPUSet,
+    delta: int,
+    opts: TreeOptions,
+    loaded: Sequence[Hint],
 ) -> CPUSet:
     if len(free) <= delta:
         return free
-    for want in _close_sets(opts.hints, free):
+    for want in _close_sets((*opts.hints, *loaded), free):
         narrowed = free & want
         if len(narrowed) >= delta:
             free = narrowed
@@ -345,6 +387,17 @@ def _remove_from(
     return sure | IDSet(sorted(more)[: count - len(sure)])
 
 
+def _loaded(
+    topology: Topology, opts: TreeOptions, loaded: Mapping[TopologyLevel, CPUSet], cpus: CPUSet
+) -> tuple[Hint, ...]:
+    """Far hints from the CPUs under load at the type's load levels: the domains of the
+    CPUs `loaded` there and of the balloon's own `cpus`."""
+    return tuple(
+        Hint(level_cpus(topology, loaded.get(level, IDSet()) | cpus, level), far=True)
+        for level in opts.loads
+    )
+
+
 def grow(
     topology: Topology,
     tree: CPUTree,
@@ -353,14 +406,29 @@ def grow(
     free: CPUSet,
     delta: int,
     opts: TreeOptions,
+    loaded: Mapping[TopologyLevel, CPUSet] | None = None,
 ) -> CPUSet | None:
-    """`delta` CPUs out of `free` for a balloon holding `current`; None if too few."""
+    """`delta` CPUs out of `free` for a balloon holding `current`; None if too few.
+
+    `loaded`: level -> the CPUs of the balloons whose types load it (`TreeOptions.loads`).
+    """
     if delta <= 0:
         return IDSet()
     if len(free) < delta:
         return None
-    pool = _add_from(tree, current, free, delta, opts)
-    return take_cpus(topology, pool, delta, prefer=list(opts.prefer))
+    load = loaded or {}
+    if not (opts.overloads and opts.loads):
+        pool = _add_from(tree, current, free, delta, opts, _loaded(topology, opts, load, current))
+        return take_cpus(topology, pool, delta, prefer=list(opts.prefer))
+    # every CPU taken loads its domains: the next one is chosen knowing them
+    added = IDSet()
+    pool = _add_from(tree, current, free, delta, opts, _loaded(topology, opts, load, current))
+    while True:
+        added = added | IDSet([min(pool)])
+        if len(added) == delta:
+            return added
+        mine = current | added
+        pool = _add_from(tree, mine, free - added, 1, opts, _loaded(topology, opts, load, mine))
 
 
 def shrink(

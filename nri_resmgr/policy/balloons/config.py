@@ -11,6 +11,13 @@ mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource
   first and ``default`` last unless the configuration places them itself;
 - the scheduling classes (``schedulingClasses``, checked by `sched_classes`), every
   type's ``schedulingClass`` naming one of them;
+- the CPUs of every device a type names in ``preferCloseToDevices`` or
+  ``preferFarFromDevices`` (`ResolvedConfig.devices`), looked up in the topology
+  (`nri_resmgr.topology.locality`: discovery read them), and the ``loadClasses`` by name,
+  every type's ``loads`` naming one of them; how they steer the CPUs a balloon takes is
+  the policy's (`policy.BalloonsPolicy._tree_options`);
+- the CPU classes (``cpuClasses``, `nri_resmgr.policy.cpu_classes`): names given once,
+  and every ``cpuClass`` and ``idleCPUClass`` one of them when any is defined;
 - the keys the policy accepts without effect are `NOT_IMPLEMENTED` (key -> why);
   `nri_resmgr.policy_documents` warns once per such key a configuration sets, as it does
   for every policy.
@@ -32,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from nri_resmgr.model import ConfigError, MemoryKind
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.policy.cpu_classes import CPUClass, TurboDomain, check_classes
 from nri_resmgr.policy.expressions import Operator, check_key, check_values
 from nri_resmgr.policy.irq_affinity import IrqMode, irq_pattern_problem
 from nri_resmgr.policy.sched_classes import (
@@ -40,6 +48,7 @@ from nri_resmgr.policy.sched_classes import (
     build_scheduling_classes,
 )
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
+from nri_resmgr.topology.locality import device_cpus
 from nri_resmgr.topology.model import Topology
 
 __all__ = [
@@ -47,7 +56,9 @@ __all__ = [
     "SPEC_MODEL",
     "BalloonType",
     "BalloonsConfig",
+    "ComponentCreation",
     "Expression",
+    "LoadClass",
     "Operator",
     "ResolvedConfig",
     "TopologyLevel",
@@ -59,6 +70,8 @@ RESERVED = "reserved"
 DEFAULT = "default"
 ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
 KIND = "BalloonsPolicy"
+#: nri-plugins' device names resolved through the kubelet's PodResources API (not here)
+POD_RESOURCE_PREFIX = "podresourceapi:"
 
 
 class TopologyLevel(enum.StrEnum):
@@ -70,6 +83,15 @@ class TopologyLevel(enum.StrEnum):
     NUMA = "numa"
     L2CACHE = "l2cache"
     CORE = "core"
+
+
+class ComponentCreation(enum.StrEnum):
+    """``componentCreation``: which components a new composite balloon gets."""
+
+    #: one component balloon of every component type (the default)
+    ALL = "all"
+    #: one component balloon only, of the component type with the fewest instances
+    BALANCE_BALLOONS = "balance-balloons"
 
 
 class CPUPriority(enum.StrEnum):
@@ -180,8 +202,8 @@ class BalloonsConfig(_Model):
     scheduling_classes: tuple[SchedulingClassSpec, ...] = Field(
         default=(), alias="schedulingClasses"
     )
-    cpu_classes: tuple[Mapping[str, Any], ...] = Field(default=(), alias="cpuClasses")
-    turbo_domain: str = Field(default="", alias="turboDomain")
+    cpu_classes: tuple[CPUClass, ...] = Field(default=(), alias="cpuClasses")
+    turbo_domain: TurboDomain = Field(default=TurboDomain.PACKAGE, alias="turboDomain")
     controllable_interrupts: tuple[str, ...] = Field(default=(), alias="controllableInterrupts")
     # the common part of every nri-plugins policy spec (the daemon's, not the policy's)
     agent: Mapping[str, Any] | None = None
@@ -193,21 +215,15 @@ class BalloonsConfig(_Model):
 #: keys accepted as nri-plugins spells them but with no effect here (one warning each);
 #: ``balloonTypes.KEY`` for keys of a balloon type
 NOT_IMPLEMENTED: dict[str, str] = {
-    "cpuClasses": "CPU classes are not implemented",
-    "turboDomain": "turbo domains are not implemented",
-    "loadClasses": "load classes are not implemented",
+    "cpuClasses.pctPriority": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.sstClosID": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.pctMinFreq": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.pctMaxFreq": "Intel SST priority core turbo is not implemented",
+    "cpuClasses.publishExtendedResource": "Intel SST priority core turbo is not implemented",
     "agent": "the agent section is the daemon's",
     "control": "the control section is the daemon's",
     "instrumentation": "the instrumentation section is the daemon's",
     "log": "the log section is the daemon's",
-    "balloonTypes.componentCreation": "component creation is not implemented",
-    "balloonTypes.loads": "load classes are not implemented",
-    "balloonTypes.preferCloseToDevices": "device closeness is not implemented",
-    "balloonTypes.preferFarFromDevices": "device closeness is not implemented",
-    "idleCPUClass": "the policy names the CPUs of each class (cpu_classes), but no controller "
-    "sets their frequencies or C-states yet",
-    "balloonTypes.cpuClass": "the policy names the CPUs of each class (cpu_classes), but no "
-    "controller sets their frequencies or C-states yet",
 }
 
 #: the model of the spec's policy keys (read by `nri_resmgr.policy_documents`)
@@ -232,6 +248,10 @@ class ResolvedConfig:
     memory_kinds: Mapping[str, tuple[MemoryKind, ...]]
     #: ``schedulingClasses``; a type's ``schedulingClass`` is one of them
     scheduling: SchedulingClasses
+    #: device path (``preferCloseToDevices``/``preferFarFromDevices``) -> its CPUs
+    devices: Mapping[str, CPUSet]
+    #: ``loadClasses`` by name; every type's ``loads`` names one of them
+    load_classes: Mapping[str, LoadClass]
 
     def type_named(self, name: str) -> BalloonType | None:
         for t in self.types:
@@ -282,6 +302,7 @@ _NESTED: dict[str, type[BaseModel]] = {
     "matchExpressions": Expression,
     "preserve": ContainerMatch,
     "schedulingClasses": SchedulingClassSpec,
+    "cpuClasses": CPUClass,
 }
 
 
@@ -355,16 +376,71 @@ def _builtins(types: tuple[BalloonType, ...], reserved_cpus: int) -> tuple[Ballo
                 f"maxBalloons {t.max_balloons}; expected minBalloons <= maxBalloons"
             )
         fixed.append(t)
-    known = {t.name for t in fixed}
-    for t in fixed:
-        for comp in t.components:
-            if comp.balloon_type not in known or comp.balloon_type == t.name:
-                raise ConfigError(
-                    f"policy balloons: balloon type {t.name}: component balloonType "
-                    f"{comp.balloon_type!r} is not another balloon type; expected one of "
-                    f"{', '.join(sorted(known - {t.name}))}"
-                )
+    _check_composites(fixed)
     return tuple(fixed)
+
+
+#: CPU allocation keys a composite type may not set: its components' types choose CPUs
+_COMPONENT_CHOOSES = (
+    "prefer_spread_on_physical_cores",
+    "allocator_topology_balancing",
+    "prefer_close_to_devices",
+    "prefer_isol_cpus",
+    "prefer_core_type",
+    "cpu_class",
+)
+
+
+def _check_composites(types: list[BalloonType]) -> None:
+    """``components`` name other types without cycles, ``componentCreation`` is one of
+    `ComponentCreation` and only with components, and composite types leave choosing
+    CPUs to their components (nri-plugins' rules)."""
+    by_name = {t.name: t for t in types}
+    allowed = ", ".join(c.value for c in ComponentCreation)
+    for t in types:
+        where = f"policy balloons: balloon type {t.name}"
+        creation = t.component_creation
+        if creation is not None and creation not in set(ComponentCreation):
+            raise ConfigError(
+                f"{where}: componentCreation is {creation!r}; expected one of {allowed}"
+            )
+        if creation is not None and not t.components:
+            raise ConfigError(
+                f"{where}: componentCreation is {creation!r} but there are no components; "
+                "expected components with it"
+            )
+        for comp in t.components:
+            if comp.balloon_type not in by_name or comp.balloon_type == t.name:
+                raise ConfigError(
+                    f"{where}: component balloonType {comp.balloon_type!r} is not another "
+                    f"balloon type; expected one of {', '.join(sorted(set(by_name) - {t.name}))}"
+                )
+        if t.components:
+            aliases = BalloonType.model_fields
+            chosen = [aliases[k].alias or k for k in _COMPONENT_CHOOSES if k in t.model_fields_set]
+            if chosen:
+                raise ConfigError(
+                    f"{where}: a composite type sets {', '.join(chosen)}; expected CPU "
+                    "allocation options on its component types only"
+                )
+    for t in types:
+        path = [t.name]
+        todo = [(t, 0)]
+        while todo:  # depth first over the component types, `path` the way down
+            cur, i = todo.pop()
+            if i == len(cur.components):
+                path.pop()
+                continue
+            todo.append((cur, i + 1))
+            name = cur.components[i].balloon_type
+            if name in path:
+                raise ConfigError(
+                    f"policy balloons: balloon type {t.name}: components form a cycle "
+                    f"{' -> '.join([*path[path.index(name) :], name])}; expected no type "
+                    "to contain itself"
+                )
+            path.append(name)
+            todo.append((by_name[name], 0))
 
 
 def _memory_kinds(t: BalloonType) -> tuple[MemoryKind, ...]:
@@ -378,6 +454,61 @@ def _memory_kinds(t: BalloonType) -> tuple[MemoryKind, ...]:
                 f"one of {', '.join(k.value.upper() for k in MemoryKind)}"
             ) from None
     return tuple(out)
+
+
+def _device_cpus(topology: Topology, t: BalloonType, key: str, path: str) -> CPUSet:
+    if path.startswith(POD_RESOURCE_PREFIX):
+        raise ConfigError(
+            f"policy balloons: balloon type {t.name}: {key} has {path!r}, a device the "
+            "kubelet assigns (its PodResources API), which nri-resmgr does not read; expected "
+            "a sysfs path"
+        )
+    got = device_cpus(topology, path)
+    if got is None:
+        raise ConfigError(
+            f"policy balloons: balloon type {t.name}: {key} has {path!r}, which this machine "
+            f"({topology.source or 'the topology'}) does not have; expected the sysfs path of "
+            "a NUMA node (/sys/devices/system/node/nodeN), a CPU cache "
+            "(/sys/devices/system/cpu/cpuN/cache/indexM), a PCI function "
+            "(/sys/bus/pci/devices/ADDRESS) or a network device (/sys/class/net/NAME)"
+        )
+    return got
+
+
+def _devices(topology: Topology, types: tuple[BalloonType, ...]) -> dict[str, CPUSet]:
+    """The CPUs of every device a type names, first named first."""
+    out: dict[str, CPUSet] = {}
+    for t in types:  # a composite type has none (`_check_composites`)
+        for key, paths in (
+            ("preferCloseToDevices", t.prefer_close_to_devices),
+            ("preferFarFromDevices", t.prefer_far_from_devices),
+        ):
+            for path in paths:
+                if path not in out:
+                    out[path] = _device_cpus(topology, t, key, path)
+    return out
+
+
+def _load_classes(
+    types: tuple[BalloonType, ...], load_classes: tuple[LoadClass, ...]
+) -> dict[str, LoadClass]:
+    """``loadClasses`` by name, each name once and every type's ``loads`` among them."""
+    classes: dict[str, LoadClass] = {}
+    for lc in load_classes:
+        if lc.name in classes:
+            raise ConfigError(
+                f"policy balloons: loadClasses defines {lc.name!r} more than once; expected "
+                "each name once"
+            )
+        classes[lc.name] = lc
+    for t in types:
+        unknown = [name for name in t.loads if name not in classes]
+        if unknown:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: loads has {', '.join(unknown)}, not "
+                f"in loadClasses; expected one of {', '.join(classes) or 'no names (none defined)'}"
+            )
+    return classes
 
 
 def _check_interrupts(opts: BalloonsConfig) -> None:
@@ -398,6 +529,30 @@ def _check_interrupts(opts: BalloonsConfig) -> None:
                 "interrupt number or a shell pattern (*, ?, [...]) over its /proc/interrupts "
                 "description"
             )
+
+
+def _check_cpu_classes(opts: BalloonsConfig, types: tuple[BalloonType, ...]) -> None:
+    """Class names given twice, and (when ``cpuClasses`` defines any) a balloon type's
+    ``cpuClass`` or ``idleCPUClass`` naming none of them, are errors.
+
+    Without ``cpuClasses`` the names may be the daemon's ``control.cpu.classes``, which
+    the policy does not see (the CPU class control warns about names defined nowhere).
+    """
+    defined = check_classes(opts.cpu_classes, where="policy balloons: cpuClasses")
+    if not defined:
+        return
+    known = ", ".join(sorted(defined))
+    for t in types:
+        if t.cpu_class and t.cpu_class not in defined:
+            raise ConfigError(
+                f"policy balloons: balloon type {t.name}: cpuClass {t.cpu_class!r} is not "
+                f"in cpuClasses; expected one of {known}"
+            )
+    if opts.idle_cpu_class and opts.idle_cpu_class not in defined:
+        raise ConfigError(
+            f"policy balloons: idleCPUClass {opts.idle_cpu_class!r} is not in cpuClasses; "
+            f"expected one of {known}"
+        )
 
 
 def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedConfig:
@@ -449,6 +604,7 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
             "least one available CPU"
         )
     types = _builtins(opts.balloon_types, len(reserved))
+    _check_cpu_classes(opts, types)
     return ResolvedConfig(
         options=opts,
         available=available,
@@ -469,4 +625,6 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
                 if t.scheduling_class
             },
         ),
+        devices=_devices(topology, types),
+        load_classes=_load_classes(types, opts.load_classes),
     )

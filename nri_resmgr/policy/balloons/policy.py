@@ -26,9 +26,32 @@ sort keys are in its docstring): near the balloon's own CPUs first, then packed 
 ``allocatorTopologyBalancing``, balanced over the topology, one thread per core first
 with ``preferSpreadOnPhysicalCores``, and ``allocatorPriority`` high/low for performance/
 efficient cores.  `_tree_options` gives each type its hints: the reserved balloon keeps
-to the ``reservedResources`` CPUs, ``preferIsolCpus`` to the isolated CPUs,
-``preferCoreType`` to those cores, and every other type keeps off each of those sets
-(the reserved CPUs only when given as a cpuset) while enough other CPUs are free.
+to the ``reservedResources`` CPUs, a type to its ``preferCloseToDevices`` devices, then
+``preferIsolCpus`` to the isolated CPUs and ``preferCoreType`` to those cores; it keeps
+off its ``preferFarFromDevices`` devices and then off each of those sets it does not
+want (the isolated CPUs first; the reserved CPUs only when given as a cpuset), as
+nri-plugins adds them, while enough other CPUs are free.  Last, a type with ``loads``
+keeps off the CPUs under load (`_loaded`: at each level its load classes name, the
+domains of every balloon loading that level); with ``overloadsLevelInBalloon`` it takes
+its CPUs one at a time, each loading its own domains.  A deflating balloon keeps the
+CPUs close to its devices.  The devices' CPUs come from the topology
+(`config.resolve_config` looks each path up with `nri_resmgr.topology.locality`, from
+what discovery read): the policy reads no sysfs.
+
+A *composite* balloon (its type has ``components``) has no CPUs of its own choosing: it
+holds the union of its component balloons' CPUs (`state.Balloon.components`), new
+instances of the component types made for it alone, each picking CPUs by its own type's
+preferences; a component may be composite too.  With ``componentCreation: all`` (the
+default) a new composite gets one component of every component type; with
+``balance-balloons`` only one, of the component type with the fewest instances of itself
+and the types it is made of, top-level or inside composites, the first one listed on a
+tie (`_component_types`).  Sizes follow nri-plugins: each component is sized for an
+equal share, rounded down, of ``max(requests, 1000 * minCPUs)`` (`component_share`), so
+a composite's size is the sum of its components' (`needed_cpus`; while it has
+containers each component has at least one CPU, as a plain balloon does); a size beyond
+the ``maxCPUs`` of the composite or of any component fails.  A composite and its
+components count as one balloon: they go when the composite does, and a component type's
+``minBalloons``/``maxBalloons`` count only its own top-level balloons.
 
 A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
 ``shareIdleCPUsInSame`` topology domains; an empty balloon with no CPUs is reported
@@ -56,12 +79,29 @@ Every decision's updates are the other containers whose rendered CPUs or memory 
 their type claiming those CPUs, when they are free and enough for the balloon as it is
 (no inflating); the rest are placed as if new, in the order given (creation order: a
 live reconfiguration refills as nri-plugins does, so they may join a balloon with room),
-a new balloon keeping what it can of the CPUs its container runs on.  A second rebuild
-from the rendered result moves nothing.
+a new balloon keeping what it can of the CPUs its container runs on.  The CPUs a
+container reports may include idle ones it shares: where other groups report CPUs of the
+same domain, those they do not are the balloon's own and it keeps them, and it keeps a
+CPU in each domain it reports.  A claiming composite spreads the claimed CPUs over its
+components by their preferences (`_fill`), and with ``balance-balloons`` takes the
+component whose preferred CPUs overlap them most.  The empty balloons of
+``minBalloons`` then take CPUs no container reports, first those in domains a claimed
+balloon shares idle CPUs in (it would report them were they idle); the empty reserved
+balloon goes back to what the containers of CPU-less balloons report.  A rebuild from
+the rendered result moves nothing, nor does a second one, with one known exception: a
+``balance-balloons`` composite without CPUs of its own cannot show which component it
+had, and when its component types size the same share differently the rebuild may give
+it the other one.
+
+CPU classes: `cpu_class_use` names each balloon's CPUs under its type's ``cpuClass`` and
+the available CPUs in no balloon under ``idleCPUClass`` (an empty name: the class
+``default`` when ``cpuClasses`` has one), with the definitions; the shell writes them
+(`nri_resmgr.control.cpuclass`) after each decision.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -76,11 +116,19 @@ from nri_resmgr.model import (
     Decision,
     MemoryKind,
 )
-from nri_resmgr.policy.balloons.allocation import CPUTree, Hint, TreeOptions, grow, shrink
+from nri_resmgr.policy.balloons.allocation import (
+    CPUTree,
+    Hint,
+    TreeOptions,
+    grow,
+    level_cpus,
+    shrink,
+)
 from nri_resmgr.policy.balloons.config import (
     DEFAULT,
     RESERVED,
     BalloonType,
+    ComponentCreation,
     CPUPriority,
     ResolvedConfig,
     TopologyLevel,
@@ -90,6 +138,7 @@ from nri_resmgr.policy.balloons.invariants import check_invariants
 from nri_resmgr.policy.balloons.matching import balloon_type_of, evaluate, expand
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.common import one_thread_per_core, parse_bool_annotation, take_cpus
+from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.decide import (
     decide,
     decide_release,
@@ -110,6 +159,8 @@ from nri_resmgr.topology.model import CoreType, Topology
 
 __all__ = ["BalloonReport", "BalloonView", "BalloonsPolicy"]
 
+#: the class of CPUs whose balloon type (or idleCPUClass) names none, when cpuClasses has it
+DEFAULT_CPU_CLASS = "default"
 _DRAM = (MemoryKind.DRAM,)
 _NO_CPUS: CPUSet = IDSet()
 
@@ -133,6 +184,20 @@ class BalloonReport:
     mems: NodeSet
     containers: tuple[str, ...]
     show_containers_in_nrt: bool
+    #: a composite's CPUs per component, nested as nri-plugins' "component cpusets"
+    #: zone attribute shows them (``{{0}, {4}}``); "" for a plain balloon
+    component_cpus: str = ""
+    #: nri-plugins' "excess cpus": the millicores of its CPUs its containers did not
+    #: request (the largest request that fits without inflating it)
+    excess_milli: int = 0
+
+
+def _component_cpus(b: Balloon) -> str:
+    """nri-plugins' nesting of a composite balloon's component CPUs ("" when plain)."""
+    if not b.components:
+        return ""
+    inner = (_component_cpus(c) or f"{{{c.cpus}}}" for c in b.components)
+    return "{" + ", ".join(inner) + "}"
 
 
 def _ceil_cpus(milli: int) -> int:
@@ -160,27 +225,46 @@ class BalloonsPolicy:
         `occupied` one (with containers) at least one, even for best-effort ones."""
         return max(t.min_cpus, _ceil_cpus(milli), 1 if occupied else 0)
 
+    def needed_cpus(self, b: Balloon, milli: int, *, occupied: bool) -> int:
+        """The CPUs balloon `b` needs for `milli` requested millicores: `target_cpus`
+        when plain; a composite's is the sum of its components' (`component_share`)."""
+        if not b.components:
+            return self.target_cpus(self.types[b.type], milli, occupied=occupied)
+        share = self.component_share(b, milli)
+        return sum(self.needed_cpus(c, share, occupied=occupied) for c in b.components)
+
+    def component_share(self, b: Balloon, milli: int) -> int:
+        """The millicores each component of composite `b` is sized for when `b` holds
+        `milli`: an equal share (rounded down) of ``max(milli, 1000 * minCPUs)``."""
+        return max(milli, 1000 * self.types[b.type].min_cpus) // len(b.components)
+
     def _tree_options(self) -> dict[str, TreeOptions]:
         """Every type's `allocation.TreeOptions`: the option values, its own or the
         policy's, and its hints, as nri-plugins derives them: a type is close to the
-        sets it asks for (the reserved type to the ``reservedResources`` CPUs,
-        ``preferIsolCpus`` to the isolated CPUs, ``preferCoreType`` to those cores) and
-        far from every such set it does not ask for, isolated CPUs first; from the
-        reserved CPUs only when ``reservedResources`` names them (a cpuset)."""
+        sets it asks for (the reserved type to the ``reservedResources`` CPUs, then
+        its ``preferCloseToDevices``, ``preferIsolCpus`` to the isolated CPUs,
+        ``preferCoreType`` to those cores) and far from its ``preferFarFromDevices``,
+        then from every such set it does not ask for, isolated CPUs first, then in the
+        order the types name them; from the reserved CPUs only when
+        ``reservedResources`` names them (a cpuset).  Its ``loads`` give the levels it
+        keeps off the CPUs under load at (`_loaded`)."""
         topo = self.topology
         opts = self.config.options
         available = self.config.available
-        sets = {
+        sets: dict[str, CPUSet] = {
             "reserved": self.config.reserved,
             "isolated": topo.isolated_cpus() & available,
             CoreType.PERFORMANCE: topo.core_type_cpus(CoreType.PERFORMANCE) & available,
             CoreType.EFFICIENT: topo.core_type_cpus(CoreType.EFFICIENT) & available,
         }
+        # devices by their sysfs paths, which no name above is
+        sets |= {path: cpus & available for path, cpus in self.config.devices.items()}
         close: dict[str, list[str]] = {}
         for t in self.config.types:
             wanted = []
             if t.name == RESERVED:
                 wanted.append("reserved")
+            wanted += t.prefer_close_to_devices
             if t.prefer_isol_cpus:
                 wanted.append("isolated")
             if t.prefer_core_type in (CoreType.PERFORMANCE, CoreType.EFFICIENT):
@@ -194,8 +278,11 @@ class BalloonsPolicy:
             avoided = [d for d in avoided if d != "reserved"]
         out = {}
         for t in self.config.types:
+            far = [d for d in t.prefer_far_from_devices if sets[d]]
+            far += [d for d in avoided if d not in close[t.name] and d not in far]
             hints = [Hint(sets[d]) for d in close[t.name]]
-            hints += [Hint(sets[d], far=True) for d in avoided if d not in close[t.name]]
+            hints += [Hint(sets[d], far=True) for d in far]
+            loads = [self.config.load_classes[name] for name in t.loads]
             prefer: tuple[CPUSet, ...] = ()
             if t.allocator_priority is CPUPriority.HIGH:
                 prefer = (sets[CoreType.PERFORMANCE],)
@@ -208,10 +295,12 @@ class BalloonsPolicy:
                 spread=opts.prefer_spread_on_physical_cores if spread is None else spread,
                 hints=tuple(hints),
                 prefer=prefer,
+                loads=tuple(dict.fromkeys(lc.level for lc in loads)),
+                overloads=any(lc.overloads_level_in_balloon for lc in loads),
             )
         return out
 
-    def _pick(self, t: BalloonType, cpus: CPUSet, count: int) -> CPUSet:
+    def _pick(self, state: BalloonsState, t: BalloonType, cpus: CPUSet, count: int) -> CPUSet:
         """`count` of `cpus` for a balloon of type `t` that has none yet (rebuild)."""
         got = grow(
             self.topology,
@@ -220,6 +309,7 @@ class BalloonsPolicy:
             free=cpus,
             delta=count,
             opts=self.tree_options[t.name],
+            loaded=self._loaded(state),
         )
         assert got is not None  # count <= len(cpus)
         return got
@@ -227,21 +317,71 @@ class BalloonsPolicy:
     def _resize(
         self, state: BalloonsState, balloon: Balloon, milli: int, *, occupied: bool
     ) -> Balloon | str:
-        """`balloon` sized for `milli` millicores (`target_cpus`), or why it cannot be."""
-        t = self.types[balloon.type]
-        want = self.target_cpus(t, milli, occupied=occupied)
-        if t.max_cpus and want > t.max_cpus:
-            return f"{balloon.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
-        if t.components:
-            return self._resize_composite(state, balloon, t, want)
-        got = self._sized(balloon.cpus, t, want, used=state.used)
-        if isinstance(got, str):
-            return f"{balloon.name} {got}"
-        return replace(balloon, cpus=got)
+        """`balloon` sized for `milli` millicores (`needed_cpus`), or why it cannot be."""
+        return self._resized(
+            balloon,
+            milli,
+            used=state.used - balloon.cpus,
+            loaded=self._loaded(state),
+            occupied=occupied,
+        )
 
-    def _sized(self, cpus: CPUSet, t: BalloonType, want: int, *, used: CPUSet) -> CPUSet | str:
+    def _resized(
+        self,
+        b: Balloon,
+        milli: int,
+        *,
+        used: CPUSet,
+        loaded: Mapping[TopologyLevel, CPUSet],
+        occupied: bool,
+    ) -> Balloon | str:
+        """`b` (a balloon or a component) sized for `milli`, taking no CPU of `used`.
+
+        A composite's components are sized one after the other for their share, each
+        taking CPUs by its own type's preferences and seeing the others' as used; its
+        CPUs are their union.  Any ``maxCPUs`` on the way that the size passes fails.
+        """
+        t = self.types[b.type]
+        want = self.needed_cpus(b, milli, occupied=occupied)
+        if t.max_cpus and want > t.max_cpus:
+            return f"{b.name} would need {want} CPUs; maxCPUs is {t.max_cpus}"
+        if not b.components:
+            cpus = self._sized(b.cpus, t, want, used=used, loaded=loaded)
+            if isinstance(cpus, str):
+                return f"{b.name} {cpus}"
+            return replace(b, cpus=cpus)
+        share = self.component_share(b, milli)
+        done: list[Balloon] = []
+        for i, comp in enumerate(b.components):
+            others = union(x.cpus for x in (*done, *b.components[i + 1 :]))
+            got = self._resized(comp, share, used=used | others, loaded=loaded, occupied=occupied)
+            if isinstance(got, str):
+                return f"{b.name} component {got}"
+            done.append(got)
+        return replace(b, cpus=union(x.cpus for x in done), components=tuple(done))
+
+    def _loaded(self, state: BalloonsState) -> dict[TopologyLevel, CPUSet]:
+        """Level -> the CPUs of every balloon whose type ``loads`` a class of that level
+        (`allocation.grow` keeps off their domains there)."""
+        out: dict[TopologyLevel, CPUSet] = {}
+        for top in state.balloons.values():
+            for b in top.walk():  # a composite's components load as their types do
+                for level in self.tree_options[b.type].loads:
+                    out[level] = out.get(level, IDSet()) | b.cpus
+        return out
+
+    def _sized(
+        self,
+        cpus: CPUSet,
+        t: BalloonType,
+        want: int,
+        *,
+        used: CPUSet,
+        loaded: Mapping[TopologyLevel, CPUSet],
+    ) -> CPUSet | str:
         """`cpus` shrunk or grown to `want` CPUs by the preferences of type `t`, taking
-        only CPUs not in `used` (`cpus` may be in it or not)."""
+        only CPUs not in `used` (`cpus` may be in it or not), keeping off the domains of
+        `loaded` (`_loaded`) at the levels `t` loads."""
         have = len(cpus)
         if want == have:
             return cpus
@@ -253,30 +393,18 @@ class BalloonsPolicy:
                 self.topology, self.tree, current=cpus, free=free, count=have - want, opts=opts
             )
             return cpus - gone
-        more = grow(self.topology, self.tree, current=cpus, free=free, delta=want - have, opts=opts)
+        more = grow(
+            self.topology,
+            self.tree,
+            current=cpus,
+            free=free,
+            delta=want - have,
+            opts=opts,
+            loaded=loaded,
+        )
         if more is None:
             return f"would need {want - have} more CPUs; {len(free)} are free"
         return cpus | more
-
-    def _resize_composite(
-        self, state: BalloonsState, balloon: Balloon, t: BalloonType, want: int
-    ) -> Balloon | str:
-        """A composite balloon: `want` CPUs split evenly over its components, each part
-        picked by its component type's preferences; its CPUs are the parts' union."""
-        n = len(t.components)
-        shares = [want // n + (1 if i < want % n else 0) for i in range(n)]
-        old = balloon.parts or tuple(IDSet() for _ in range(n))
-        # others' CPUs, and the other parts' (old ones, and new ones already sized)
-        others = state.used - balloon.cpus
-        parts: list[CPUSet] = []
-        for i, (comp, part, share) in enumerate(zip(t.components, old, shares, strict=True)):
-            ctype = self.types[comp.balloon_type]
-            used = others | union(parts) | union(old[i + 1 :])
-            got = self._sized(part, ctype, share, used=used)
-            if isinstance(got, str):
-                return f"{balloon.name} component {ctype.name} {got}"
-            parts.append(got)
-        return replace(balloon, cpus=union(parts), parts=tuple(parts))
 
     def _new_balloon(
         self, state: BalloonsState, t: BalloonType, milli: int | None, *, seed: CPUSet = _NO_CPUS
@@ -284,20 +412,94 @@ class BalloonsPolicy:
         """A new instance of `t` sized for `milli` (None: empty), or why it cannot be made;
         it keeps what it can of the free CPUs of `seed` (rebuild: where its container
         runs now)."""
-        count = len(state.of_type(t.name))
-        if t.max_balloons and count >= t.max_balloons:
-            return f"no new {t.name} balloon: maxBalloons {t.max_balloons} reached"
-        taken = {b.instance for b in state.of_type(t.name)}
-        instance = next(i for i in range(count + 1) if i not in taken)
-        fresh = Balloon(type=t.name, instance=instance, cpus=IDSet())
+        fresh = self._unsized(state, t)
+        if isinstance(fresh, str):
+            return fresh
         occupied = milli is not None
         own = seed & (self.config.available - state.used)
         if own:
-            want = min(len(own), self.target_cpus(t, milli or 0, occupied=occupied))
-            keep = take_cpus(self.topology, own, want, prefer=[own])
-            if keep:
-                fresh = replace(fresh, cpus=keep, parts=self._split(t, keep))
+            fresh = self._fill(state, fresh, own, milli or 0, occupied=occupied)
         return self._resize(state, fresh, milli or 0, occupied=occupied)
+
+    def _unsized(
+        self, state: BalloonsState, t: BalloonType, near: CPUSet | None = None
+    ) -> Balloon | str:
+        """A new instance of `t` without CPUs, a composite with new components of the
+        types `_component_types` chooses; or why it cannot be made (``maxBalloons``
+        counts the state's instances of a type, not components, as nri-plugins does)."""
+        mine = state.of_type(t.name)
+        if t.max_balloons and len(mine) >= t.max_balloons:
+            return f"no new {t.name} balloon: maxBalloons {t.max_balloons} reached"
+        taken = {b.instance for b in mine}
+        instance = next(i for i in range(len(mine) + 1) if i not in taken)
+        components: list[Balloon] = []
+        for ctype in self._component_types(state, t, near):
+            got = self._unsized(state, ctype, near)
+            if isinstance(got, str):
+                return f"no new {t.name} balloon: its component {got}"
+            components.append(got)
+        return Balloon(type=t.name, instance=instance, cpus=IDSet(), components=tuple(components))
+
+    def _component_types(
+        self, state: BalloonsState, t: BalloonType, near: CPUSet | None
+    ) -> list[BalloonType]:
+        """The types of the components a new `t` balloon gets: every one in
+        ``components``, or with ``componentCreation: balance-balloons`` the one with the
+        fewest instances (top-level or components) of itself and the types it is made
+        of, the first such in ``components``.  `near` (rebuild: the CPUs the balloon
+        claims) puts first the component whose preferred CPUs overlap it most."""
+        types = [self.types[c.balloon_type] for c in t.components]
+        if t.component_creation != ComponentCreation.BALANCE_BALLOONS:
+            return types
+        made = Counter(x.type for b in state.balloons.values() for x in b.walk())
+
+        def key(i: int) -> tuple[int, int, int]:
+            ctype = types[i]
+            close = len(near & self._preferred(ctype)) if near else 0
+            return (-close, sum(made[name] for name in self._made_of(ctype)), i)
+
+        return [types[min(range(len(types)), key=key)]]
+
+    def _made_of(self, t: BalloonType) -> set[str]:
+        """The names of `t` and of every type its components are made of, recursively."""
+        out = {t.name}
+        for comp in t.components:
+            out |= self._made_of(self.types[comp.balloon_type])
+        return out
+
+    def _preferred(self, t: BalloonType) -> CPUSet:
+        """The CPUs a new `t` balloon wants first (its first close hint), or for a
+        composite those of all its component types."""
+        if t.components:
+            return union(self._preferred(self.types[c.balloon_type]) for c in t.components)
+        close = [h.cpus for h in self.tree_options[t.name].hints if not h.far]
+        return close[0] if close else self.config.available
+
+    def _fill(
+        self,
+        state: BalloonsState,
+        b: Balloon,
+        pool: CPUSet,
+        milli: int,
+        *,
+        occupied: bool,
+        first: CPUSet | None = None,
+    ) -> Balloon:
+        """`b` holding CPUs of `pool` only, as many as it needs for `milli` or all of
+        `pool` when fewer, picked as its type grows (`_pick`), from those of `first`
+        alone when they are enough; a composite's are its components', each picked so
+        (rebuild: spreading claimed or seeded CPUs over the components)."""
+        if not b.components:
+            t = self.types[b.type]
+            n = min(self.target_cpus(t, milli, occupied=occupied), len(pool))
+            inner = pool & first if first else IDSet()
+            return replace(b, cpus=self._pick(state, t, inner if len(inner) >= n else pool, n))
+        share = self.component_share(b, milli)
+        done: list[Balloon] = []
+        for comp in b.components:
+            left = pool - union(x.cpus for x in done)
+            done.append(self._fill(state, comp, left, share, occupied=occupied, first=first))
+        return replace(b, cpus=union(x.cpus for x in done), components=tuple(done))
 
     def initial_state(self) -> BalloonsState:
         st = BalloonsState(balloons={}, members={})
@@ -310,23 +512,6 @@ class BalloonsPolicy:
         return st
 
     # ---- views and rendering -------------------------------------------------------
-
-    def _domain(self, cpus: CPUSet, level: TopologyLevel) -> CPUSet:
-        topo = self.topology
-        if level is TopologyLevel.SYSTEM:
-            return topo.online_cpus()
-        if not cpus:
-            return IDSet()
-        recs = [topo.cpu(c) for c in cpus]
-        if level is TopologyLevel.PACKAGE:
-            return union(topo.package_cpus(p) for p in {r.package_id for r in recs})
-        if level is TopologyLevel.DIE:
-            return union(topo.die_cpus(d) for d in {r.die_id for r in recs})
-        if level is TopologyLevel.NUMA:
-            return union(topo.node_cpus(n) for n in {r.node_id for r in recs})
-        if level is TopologyLevel.L2CACHE:
-            return union(topo.l2_cpus(i) for i in {r.l2_id for r in recs})
-        return union(topo.core_cpus(i) for i in {r.core_id for r in recs})
 
     def _mems(self, t: BalloonType, cpus: CPUSet, kinds: Sequence[MemoryKind]) -> NodeSet:
         pin = t.pin_memory if t.pin_memory is not None else self.config.options.pin_memory
@@ -346,7 +531,7 @@ class BalloonsPolicy:
             t = self.types[b.type]
             cpus = b.cpus
             if t.share_idle_cpus_in_same is not None:
-                cpus = cpus | (idle & self._domain(b.cpus, t.share_idle_cpus_in_same))
+                cpus = cpus | (idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same))
             if not cpus:
                 cpus = reserved or self.config.reserved
             out[name] = BalloonView(cpus=cpus, mems=self._mems(t, cpus, ()))
@@ -358,7 +543,7 @@ class BalloonsPolicy:
         if t.share_idle_cpus_in_same is None:
             return IDSet()
         idle = self.config.available - state.used
-        return idle & self._domain(b.cpus, t.share_idle_cpus_in_same)
+        return idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same)
 
     @staticmethod
     def _hides(t: BalloonType, m: Member) -> bool:
@@ -633,11 +818,6 @@ class BalloonsPolicy:
                 unique.setdefault(c.id, c)
         known = {c.id: self._rebuild_member(c, notes) for c in unique.values()}
         types = {cid: t for cid, (t, _) in known.items()}
-        # 0. the reserved balloon on the CPUs it has from the start (`initial_state`):
-        # they are no other balloon's to claim
-        reserved = self._new_balloon(st, self.types[RESERVED], None)
-        assert isinstance(reserved, Balloon)  # initial_state makes it the same way
-        st = st.with_balloon(reserved)
         # 1. containers on the same CPUs, of the same type: one balloon claiming them
         groups: dict[tuple[str, CPUSet], list[ContainerInfo]] = {}
         for c in unique.values():
@@ -649,6 +829,7 @@ class BalloonsPolicy:
                 holders[cpu] = holders.get(cpu, 0) + 1
         held = self._held(groups, known)
         placed: set[ContainerID] = set()
+        on_reserved = IDSet()  # what containers of balloons without CPUs run on
         for (tname, cpus), members in sorted(
             groups.items(), key=lambda kv: (len(kv[0][1]), kv[0][0], kv[0][1].sorted())
         ):
@@ -657,13 +838,15 @@ class BalloonsPolicy:
             got = self._claim(st, t, cpus, ms, holders, held)
             if got is None:
                 continue
+            if not got.cpus:
+                on_reserved |= cpus & self.config.available
             st = st.with_balloon(got)
             for m in ms:
                 st = st.with_member(replace(m, balloon=got.name))
                 placed.add(m.container_id)
         # 2. the balloons every type has from the start, then everyone else as if new
         reported = union(c.current_cpus for c in unique.values() if c.current_cpus)
-        st = self._top_up(st, unseen=self.config.available - reported)
+        st = self._top_up(st, unseen=self.config.available - reported, on_reserved=on_reserved)
         for c in unique.values():
             if c.id in placed:
                 continue
@@ -716,7 +899,10 @@ class BalloonsPolicy:
         milli = sum(m.milli for m in members)
         if t.group_by and len({m.group for m in members}) > 1:
             return None
-        want = self.target_cpus(t, milli, occupied=True)
+        fresh = self._unsized(state, t, cpus)
+        if isinstance(fresh, str):
+            return None
+        want = self.needed_cpus(fresh, milli, occupied=True)
         if t.max_cpus and want > t.max_cpus:
             return None
         mine = cpus
@@ -728,26 +914,26 @@ class BalloonsPolicy:
         # reported by no other group (a hidden sibling is not in `cpus`: any report of it
         # is another's)
         alone = IDSet(c for c in own if holders.get(c, 0) <= (1 if c in cpus else 0))
+        prefer = [cpus & alone, alone & held, alone, cpus]
+        level = t.share_idle_cpus_in_same
+        if level is not None:
+            # `cpus` may include idle CPUs shared in the balloon's domains (a composite's
+            # components, or a large balloon, may span several).  Where others report
+            # CPUs of a domain too, those they share are the idle ones and the rest
+            # were the balloon's own; elsewhere keeping a CPU in each domain keeps the
+            # balloon's view
+            units = {level_cpus(self.topology, IDSet([c]), level) for c in own}
+            seen = [u for u in units if any(holders.get(c, 0) > 1 for c in u & cpus)]
+            firsts = IDSet(min(u & alone or u & own) for u in units)
+            prefer[:0] = [union(u & alone for u in seen), firsts]
         # None when `own` is too few to hold their balloon as it is: not a placement of
         # this configuration (a live reconfiguration changed the type's sizes), so they
         # go by the fill chain, as nri-plugins refills, not into a balloon inflated
         # around them
-        prefer = [cpus & alone, alone & held, alone, cpus]
-        empty = [b for b in state.of_type(t.name) if not state.members_of(b.name)]
-        if empty:
-            # the reserved balloon, made first: its containers take it over, and it
-            # keeps its own CPUs before any of theirs
-            base = min(empty, key=lambda b: b.instance)
-            keep = self._claimed(t, cpus, own | base.cpus, want, prefer=[base.cpus, *prefer])
-        else:
-            made = self._new_balloon(state, t, None)
-            if isinstance(made, str):
-                return None
-            base = made
-            keep = self._claimed(t, cpus, own, want, prefer=prefer)
+        keep = take_cpus(self.topology, own, want, prefer=prefer)
         if keep is None:
             return None
-        return replace(base, cpus=keep, parts=self._split(t, keep))
+        return self._fill(state, fresh, keep, milli, occupied=True)
 
     def _held(
         self,
@@ -763,76 +949,66 @@ class BalloonsPolicy:
             level = self.types[tname].share_idle_cpus_in_same
             if level is None or any(self._hides(*known[c.id]) for c in members):
                 continue
-            out.append(self._domain(cpus, level) - cpus)
+            out.append(level_cpus(self.topology, cpus, level) - cpus)
         return union(out) & self.config.available
 
-    def _claimed(
-        self, t: BalloonType, cpus: CPUSet, own: CPUSet, want: int, *, prefer: Sequence[CPUSet]
-    ) -> CPUSet | None:
-        """`want` of `own` for a balloon of `t` whose containers run on `cpus` (rebuild).
-
-        A type sharing idle CPUs is seen on its own CPUs plus the idle ones of their
-        ``shareIdleCPUsInSame`` domains: the claim takes a CPU in each domain `cpus`
-        touch first (when `want` is enough), so that the balloon sees the same domains,
-        and the same idle CPUs, as the one that rendered `cpus`.
-        """
-        level = t.share_idle_cpus_in_same
-        first: CPUSet = IDSet()
-        if level is not None and level is not TopologyLevel.SYSTEM:
-            domains = {self._domain(IDSet([c]), level) for c in cpus}
-            if len(domains) <= want:
-                for domain in sorted(domains, key=lambda d: d.sorted()):
-                    one = take_cpus(self.topology, own & domain, 1, prefer=prefer)
-                    first = first | (one or IDSet())
-        rest = take_cpus(self.topology, own - first, want - len(first), prefer=prefer)
-        return None if rest is None else first | rest
-
-    def _split(self, t: BalloonType, cpus: CPUSet) -> tuple[CPUSet, ...]:
-        """`cpus` split over the components of composite type `t` (() if plain)."""
-        if not t.components:
-            return ()
-        n = len(t.components)
-        parts: list[CPUSet] = []
-        left = cpus
-        for i, comp in enumerate(t.components):
-            share = len(cpus) // n + (1 if i < len(cpus) % n else 0)
-            ctype = self.types[comp.balloon_type]
-            part = self._pick(ctype, left, share)
-            parts.append(part)
-            left = left - part
-        return tuple(parts)
-
-    def _top_up(self, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
+    def _top_up(
+        self, state: BalloonsState, *, unseen: CPUSet, on_reserved: CPUSet
+    ) -> BalloonsState:
         """`state` with at least ``minBalloons`` balloons of every type (rebuild).
 
         The empty ones take their CPUs from `unseen` (in no container's reported
         cpuset) where they can: that is where empty balloons were, so the idle CPUs
-        other balloons share stay the same.
+        other balloons share stay the same.  An empty reserved balloon first tries
+        `on_reserved`, what the containers of balloons without CPUs report: they run on
+        the reserved balloon's CPUs (a composite reserved balloon's components would
+        otherwise pick from whatever is free now); then `unseen` and the
+        ``reservedResources`` CPUs, which containers of unclaimed balloons may report.
         """
+        # unseen CPUs in the domains whose idle CPUs a claimed balloon shares are not
+        # idle (it would report them): empty balloons held them
+        held = unseen & union(
+            level_cpus(self.topology, b.cpus, level)
+            for b in state.balloons.values()
+            if (level := self.types[b.type].share_idle_cpus_in_same) is not None
+        )
         for t in self.config.types:
             while len(state.of_type(t.name)) < t.min_balloons:
                 got = self._new_balloon(state, t, None)
                 if isinstance(got, str):
                     break
-                free = unseen - state.used
-                if t.name != RESERVED and len(free) >= len(got.cpus):
-                    got = replace(got, cpus=self._pick(t, free, len(got.cpus)))
+                pools = [unseen]
+                if t.name == RESERVED:
+                    pools = [on_reserved, unseen | self.config.reserved]
+                for pool in pools:
+                    free = pool - state.used
+                    if len(free) >= len(got.cpus):
+                        got = self._fill(state, got, free, 0, occupied=False, first=held)
+                        break
                 state = state.with_balloon(got)
         return state
 
     # ---- what the shell and reports read --------------------------------------------
 
-    def cpu_classes(self, state: BalloonsState) -> dict[str, CPUSet]:
-        """CPU class name -> the CPUs in it: balloons' ``cpuClass``, idle ``idleCPUClass``.
+    def _class_name(self, name: str) -> str:
+        """`name`, or for an empty one the class named ``default`` when cpuClasses has it."""
+        if name or not any(c.name == DEFAULT_CPU_CLASS for c in self.config.options.cpu_classes):
+            return name
+        return DEFAULT_CPU_CLASS
 
-        The hook for a CPU class controller (cpufreq/cpuidle under the sysfs root).
+    def cpu_classes(self, state: BalloonsState) -> dict[str, CPUSet]:
+        """CPU class name -> the CPUs in it: balloons' ``cpuClass`` (a composite's
+        components carry theirs), idle ``idleCPUClass``.
+
+        An empty name is the class ``default`` when ``cpuClasses`` defines one.
         """
         out: dict[str, CPUSet] = {}
-        for b in state.balloons.values():
-            cls = self.types[b.type].cpu_class
-            if cls and b.cpus:
-                out[cls] = out.get(cls, IDSet()) | b.cpus
-        idle_class = self.config.options.idle_cpu_class
+        for top in state.balloons.values():
+            for b in top.walk():
+                cls = self._class_name(self.types[b.type].cpu_class)
+                if cls and b.cpus:
+                    out[cls] = out.get(cls, IDSet()) | b.cpus
+        idle_class = self._class_name(self.config.options.idle_cpu_class)
         idle = self.config.available - state.used
         if idle_class and idle:
             out[idle_class] = out.get(idle_class, IDSet()) | idle
@@ -863,6 +1039,17 @@ class BalloonsPolicy:
             ),
         )
 
+    def cpu_class_use(self, state: BalloonsState) -> CPUClassUse:
+        """What the CPU class control sets after a decision (`cpu_classes` of `state`,
+        the definitions, the available CPUs as the ones it may touch)."""
+        opts = self.config.options
+        return CPUClassUse(
+            cpus=self.cpu_classes(state),
+            managed=self.config.available,
+            classes=opts.cpu_classes,
+            turbo_domain=opts.turbo_domain,
+        )
+
     def balloons(self, state: BalloonsState) -> tuple[BalloonReport, ...]:
         """Every balloon with its CPUs, memory and containers: the report hook the
         simulator, the NodeResourceTopology report and the metrics read
@@ -885,6 +1072,8 @@ class BalloonsPolicy:
                     mems=views[name].mems,
                     containers=tuple(sorted(str(m.container_id) for m in state.members_of(name))),
                     show_containers_in_nrt=show,
+                    component_cpus=_component_cpus(b),
+                    excess_milli=1000 * len(b.cpus) - state.milli_of(name),
                 )
             )
         return tuple(out)

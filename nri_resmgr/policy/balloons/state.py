@@ -7,11 +7,17 @@ a balloon's size follows the sum of its members' requests (`BalloonsState.milli_
 CPUs in no balloon are *idle*; balloon types with ``shareIdleCPUsInSame`` let their
 containers run on the idle CPUs near their own.  The state is immutable: every change
 builds a new one (`with_balloon`, `with_member`, `without_member`, `without_balloon`).
+
+A *composite* balloon (its type has ``components``) holds the CPUs of its component
+balloons, instances of other types made for it alone and kept inside it
+(`Balloon.components`, recursively: a component may be composite too).  The state's
+balloons are the top-level ones: a composite and its components hold their CPUs once,
+as one balloon, and the components split the composite's CPUs without overlap.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from nri_resmgr.model import ContainerID, MemoryKind, PodID, PolicyState
@@ -32,12 +38,18 @@ class Balloon:
     type: str
     instance: int
     cpus: CPUSet
-    #: a composite balloon's CPUs per component (in ``components`` order); () otherwise
-    parts: tuple[CPUSet, ...] = ()
+    #: a composite balloon's component balloons, whose CPUs it holds; () when plain
+    components: tuple[Balloon, ...] = ()
 
     @property
     def name(self) -> str:
         return balloon_name(self.type, self.instance)
+
+    def walk(self) -> Iterator[Balloon]:
+        """This balloon and its components, recursively (depth first)."""
+        yield self
+        for comp in self.components:
+            yield from comp.walk()
 
 
 @dataclass(frozen=True, slots=True)

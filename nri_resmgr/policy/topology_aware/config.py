@@ -36,6 +36,11 @@ defaultCPUPriority         ``none``    ``high``, ``normal``, ``low`` or ``none``
 unlimitedBurstable         ``package`` topology level Burstable containers without a
                                        CPU limit prefer: system, package, die, numa,
                                        l3cache
+cpuClasses                 ``[]``      CPU classes (`nri_resmgr.policy.cpu_classes`)
+reservedPoolCPUClass       ``""``      the class of the reserved CPUs
+sharedPoolCPUClass         ``""``      the class of the shared CPUs
+defaultExclusiveCPUClass   ``""``      the class of exclusive CPUs (a Guaranteed
+                                       container's ``cpu-class`` annotation overrides)
 =========================  ==========  ===================================================
 
 The other keys of nri-plugins' ``TopologyAwarePolicy`` spec are accepted so that their
@@ -56,6 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.policy.cpu_classes import CPUClass, check_classes
 from nri_resmgr.policy.sched_classes import SchedulingClassSpec
 from nri_resmgr.policy.topology_aware.priority import CPUPriority
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
@@ -168,6 +174,10 @@ class TopologyAwareConfig(NriPluginsKeys):
     unlimited_burstable: Literal["system", "package", "die", "numa", "l3cache"] = Field(
         default="package", alias="unlimitedBurstable"
     )
+    cpu_classes: tuple[CPUClass, ...] = Field(default=(), alias="cpuClasses")
+    shared_pool_cpu_class: str = Field(default="", alias="sharedPoolCPUClass")
+    reserved_pool_cpu_class: str = Field(default="", alias="reservedPoolCPUClass")
+    default_exclusive_cpu_class: str = Field(default="", alias="defaultExclusiveCPUClass")
 
 
 #: the model a ``TopologyAwarePolicy`` spec's policy keys are checked against
@@ -177,6 +187,11 @@ SPEC_MODEL = TopologyAwareConfig
 NOT_IMPLEMENTED_NESTED: dict[str, str] = {
     "reservedResources.memory": "memory reserved for kube-system",
     "availableResources.memory": "memory available to containers",
+    **{
+        f"cpuClasses.{key}": "Intel SST priority core turbo"
+        for key in ("pctPriority", "sstClosID", "pctMinFreq", "pctMaxFreq")
+    },
+    "cpuClasses.publishExtendedResource": "Intel SST priority core turbo",
 }
 
 
@@ -208,6 +223,17 @@ class ResolvedConfig:
     reserved_milli: int
     reserved_namespaces: tuple[str, ...]
 
+    @property
+    def names_cpu_classes(self) -> bool:
+        """Whether CPU classes are configured: ``cpuClasses`` or a pool's class."""
+        o = self.options
+        return bool(
+            o.cpu_classes
+            or o.reserved_pool_cpu_class
+            or o.shared_pool_cpu_class
+            or o.default_exclusive_cpu_class
+        )
+
 
 def _what(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "configuration"
@@ -228,6 +254,23 @@ def _reserve_by_count(topology: Topology, available: CPUSet, count: int) -> CPUS
     return out | lowest_cpus(topology, available - out, count - len(out))
 
 
+def _check_cpu_classes(opts: TopologyAwareConfig) -> None:
+    """Class names given once; the pools' classes among them when any is defined."""
+    defined = check_classes(opts.cpu_classes, where="policy topology-aware: cpuClasses")
+    if not defined:
+        return
+    for what, name in (
+        ("reserved", opts.reserved_pool_cpu_class),
+        ("shared", opts.shared_pool_cpu_class),
+        ("default exclusive", opts.default_exclusive_cpu_class),
+    ):
+        if name and name not in defined:
+            raise ConfigError(
+                f'policy topology-aware: unknown {what} CPU class "{name}"; expected one of '
+                f"{', '.join(sorted(defined))}"
+            )
+
+
 def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedConfig:
     """Validate `config` and apply it to `topology`."""
     try:
@@ -237,6 +280,7 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
             f"{_what(e['loc'])}: {e['msg']} (found {e.get('input')!r})" for e in exc.errors()
         )
         raise ConfigError(f"policy topology-aware: invalid configuration: {details}") from exc
+    _check_cpu_classes(opts)
     online = topology.online_cpus()
 
     available = online

@@ -80,6 +80,7 @@ from nri_resmgr.model import (
     Decision,
 )
 from nri_resmgr.policy.common import one_thread_per_core, order_claims
+from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.decide import (
     decide,
     decide_release,
@@ -110,6 +111,7 @@ from nri_resmgr.policy.topology_aware.offers import (
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import (
     ALL_MEMORY,
+    CPU_CLASS,
     ContainerRequest,
     container_request,
 )
@@ -141,6 +143,16 @@ _PHASE_ORDER = {
     CPUKind.RESERVED: 3,
     CPUKind.NONE: 4,
 }
+
+
+def _check_cpu_class(container: ContainerInfo, grant: Grant) -> None:
+    """A ``cpu-class`` annotation needs exclusive CPUs to set."""
+    if grant.request.cpu_class and not grant.exclusive:
+        raise AnnotationError(
+            f"{container.pretty}: annotation {CPU_CLASS}: CPU class "
+            f"{grant.request.cpu_class!r} invalid without exclusive CPUs; expected a "
+            "Guaranteed container with whole CPUs"
+        )
 
 
 def _as_shared(request: ContainerRequest) -> ContainerRequest:
@@ -220,6 +232,27 @@ class TopologyAwarePolicy:
     ) -> tuple[dict[ContainerID, Assignment], dict[ContainerID, Assignment]]:
         """The policy's `decide.RenderChanged`: `rendering.render_changed` for `cid`."""
         return render_changed(self.topology, old, new, (cid,))
+
+    def cpu_class_use(self, state: TopologyAwareState) -> CPUClassUse:
+        """CPU class -> CPUs: ``reservedPoolCPUClass`` on the reserved CPUs,
+        ``sharedPoolCPUClass`` on the shared ones, and on each grant's exclusive CPUs its
+        ``cpu-class`` annotation or ``defaultExclusiveCPUClass``; for the CPU class
+        control (`nri_resmgr.control.cpuclass`)."""
+        opts = self.config.options
+        if not self.config.names_cpu_classes:
+            return CPUClassUse(managed=self.config.available)  # O(1) on every event
+        out: dict[str, CPUSet] = {}
+
+        def add(name: str, cpus: CPUSet) -> None:
+            if name and cpus:
+                out[name] = out.get(name, IDSet()) | cpus
+
+        reserved = self.config.reserved
+        add(opts.reserved_pool_cpu_class, reserved)
+        add(opts.shared_pool_cpu_class, union(state.supply.shared) - reserved)
+        for g in state.grants.values():
+            add(g.request.cpu_class or opts.default_exclusive_cpu_class, g.exclusive)
+        return CPUClassUse(cpus=out, managed=self.config.available, classes=opts.cpu_classes)
 
     def _candidates(self, request: ContainerRequest, *, root_only: bool) -> list[Pool]:
         if root_only:
@@ -353,6 +386,7 @@ class TopologyAwarePolicy:
             hint=hinted_pool(self.tree, hints),
             prefer=pick_preference(hints),
         )
+        _check_cpu_class(container, grant)
         new = state.with_grant(grant)
         decision = decide(self._render_changed, state, new, container.id, reason)
         if decision.assignment is not None:
@@ -380,6 +414,7 @@ class TopologyAwarePolicy:
         grant, reason = self._place(
             without, container, request, hint=old.pool, prefer=[old.exclusive]
         )
+        _check_cpu_class(container, grant)
         new = without.with_grant(grant)
         return decide(self._render_changed, state, new, container.id, f"updated: {reason}")
 

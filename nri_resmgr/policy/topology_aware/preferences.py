@@ -70,6 +70,7 @@ from nri_resmgr.policy.topology_aware.priority import CPUPriority, parse_cpu_pri
 
 __all__ = [
     "ALL_MEMORY",
+    "CPU_CLASS",
     "CPU_PRESERVE",
     "DEFAULT_MEMORY",
     "HIDE_HYPERTHREADS",
@@ -94,6 +95,7 @@ CPU_PRESERVE = f"cpu.preserve.{ANNOTATION_DOMAIN}"
 MEMORY_PRESERVE = f"memory.preserve.{ANNOTATION_DOMAIN}"
 MEMORY_TYPE = f"memory-type.{ANNOTATION_DOMAIN}"
 UNLIMITED_BURSTABLE = f"unlimited-burstable.{ANNOTATION_DOMAIN}"
+CPU_CLASS = f"cpu-class.{ANNOTATION_DOMAIN}"
 
 ALL_MEMORY = frozenset({MemoryKind.DRAM, MemoryKind.PMEM, MemoryKind.HBM})
 #: the kinds of a container without ``memory-type``: every kind but HBM, which is kept for
@@ -128,6 +130,8 @@ class ContainerRequest:
     cpu_priority: CPUPriority = CPUPriority.NONE
     #: ``require-isolated-cpus``: whole CPUs only from the isolated ones, or fail
     require_isolated: bool = False
+    #: ``cpu-class`` (Guaranteed containers): the CPU class of its exclusive CPUs
+    cpu_class: str = ""
     #: the container as affinity expressions of others see it (`affinity`)
     subject: Subject | None = None
     #: its affinity and anti-affinity rules, explicit or implicit (`affinity`)
@@ -219,6 +223,30 @@ def _unlimited_level(container: ContainerInfo, default: str) -> str:
     return level
 
 
+def _cpu_class(container: ContainerInfo, config: ResolvedConfig) -> str:
+    """The ``cpu-class`` annotation: a Guaranteed container's, naming a defined class."""
+    name = (container.annotation(CPU_CLASS) or "").strip()
+    if not name:
+        return ""
+    if container.qos_class is not QoSClass.GUARANTEED:
+        raise AnnotationError(
+            f"{container.pretty}: annotation {CPU_CLASS}: CPU class {name!r} invalid for "
+            f"non-Guaranteed QoS class {container.qos_class}; expected a Guaranteed container"
+        )
+    if not config.names_cpu_classes:
+        raise AnnotationError(
+            f"{container.pretty}: annotation {CPU_CLASS} names CPU class {name!r}; expected "
+            "no such annotation: no CPU classes are configured (cpuClasses)"
+        )
+    defined = [c.name for c in config.options.cpu_classes]
+    if defined and name not in defined:
+        raise AnnotationError(
+            f"{container.pretty}: annotation {CPU_CLASS} names CPU class {name!r}; expected "
+            f"one of {', '.join(sorted(defined))}"
+        )
+    return name
+
+
 def container_request(container: ContainerInfo, config: ResolvedConfig) -> ContainerRequest:
     """Apply the eligibility table (module docstring) to `container`."""
     opts = config.options
@@ -247,6 +275,8 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
         else default_priority
     )
 
+    cpu_class = _cpu_class(container, config)
+
     def make(
         kind: CPUKind,
         full: int = 0,
@@ -266,6 +296,7 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
             pin_cpu=opts.pin_cpu and not cpu_preserve,
             pin_memory=opts.pin_memory and not mem_preserve,
             cpu_priority=priority,
+            cpu_class=cpu_class,
             require_isolated=strict and isolated and full > 0,
             subject=subject,
             affinities=rules,

@@ -203,19 +203,23 @@ def simulate(
     topology: Mapping[str, Any] | Topology = N4C16,
     policy: str = "balloons",
     proc_root: str | None = None,
+    sysfs_root: str | None = None,
 ) -> Run:
     """Run `script` with policy `policy` configured by `conf` on `topology`.
 
     A `Topology` (a machine a spec cannot describe, like their cache overrides) is written
     as a sysfs tree and read back by the daemon's own discovery.  With `proc_root` (a
     synthetic procfs, `nri_resmgr.control.irq.write_synthetic_proc`) interrupt affinities
-    are written there and each step reports them (`StepResult.irqs`).
+    are written there and each step reports them (`StepResult.irqs`).  With `sysfs_root`
+    (a tree with cpufreq/cpuidle files, `control.cpuclass.synthetic`) the CPU class files
+    there are written as the daemon would.
     """
+    roots = {"proc_root": proc_root, "sysfs_root": sysfs_root}
     if isinstance(topology, Topology):
         with tempfile.TemporaryDirectory(prefix="balloons-parity-") as root:
             write_sysfs(topology, root)
-            return _simulate(script, conf, root, policy, proc_root)
-    return _simulate(script, conf, dict(topology), policy, proc_root)
+            return _simulate(script, conf, root, policy, **roots)
+    return _simulate(script, conf, dict(topology), policy, **roots)
 
 
 def _simulate(
@@ -223,12 +227,23 @@ def _simulate(
     conf: Mapping[str, Any],
     topology: str | dict[str, Any],
     policy: str,
+    *,
     proc_root: str | None = None,
+    sysfs_root: str | None = None,
 ) -> Run:
+    policy_config = dict(conf)
+    # a custom resource's control section is the daemon's (policy_documents moves it)
+    control = policy_config.pop("control", None) or {}
     scenario = Scenario.model_validate(
-        {"topology": topology, "policy": policy, "config": dict(conf), "steps": script.steps}
+        {
+            "topology": topology,
+            "policy": policy,
+            "config": policy_config,
+            "control": control,
+            "steps": script.steps,
+        }
     )
-    result = run_scenario(scenario, log=QUIET, proc_root=proc_root)
+    result = run_scenario(scenario, log=QUIET, proc_root=proc_root, sysfs_root=sysfs_root)
     return Run(result, load_topology(topology))
 
 

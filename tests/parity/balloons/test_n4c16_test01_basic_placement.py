@@ -1,13 +1,14 @@
 """n4c16/test01-basic-placement: pods to balloon types by annotation, namespace and default.
 
 Their configuration is the suite's helm-config.yaml (four balloon types, CPUs 1-15
-available, one reserved); its ``log``, ``instrumentation`` and ``control.cpu`` (the CPU
-frequency classes, applied by their cpu controller) sections are left out here.
+available, one reserved) with its ``control.cpu`` CPU classes (the daemon's section: the
+simulator has no cpufreq tree here, so they only name each class's CPUs); its ``log`` and
+``instrumentation`` sections are left out.
 """
 
 from __future__ import annotations
 
-from nri_resmgr.topology.cpuset import union
+from nri_resmgr.topology.cpuset import IDSet, union
 from tests.parity.balloons._sim import (
     BALLOON,
     BESTEFFORT,
@@ -50,6 +51,14 @@ availableResources:
   cpu: cpuset:1-15
 reservedResources:
   cpu: "1"
+control:
+  cpu:
+    classes:
+      default: {minFreq: 800000, maxFreq: 2800000}
+      class2: {minFreq: 900000, maxFreq: 2900000}
+      class3: {minFreq: 1000000, maxFreq: 3000000}
+      class4: {minFreq: 1100000, maxFreq: 3100000, energyPerformancePreference: 1}
+      class5: {minFreq: 1200000, maxFreq: 3200000, energyPerformancePreference: 2}
 """)
 
 G100 = res("100m", "100M")
@@ -107,6 +116,9 @@ def test_basic_placement() -> None:
     p = run.at(pod2)
     assert len(p.cpus("pod2c0")) == 2
     assert disjoint(p.cpus("pod2c0"), p.cpus("pod1c0"))
+    # the two two-cpu balloons are class2's CPUs (control.cpu.classes)
+    classes = run.result.steps[pod2].cpu_classes
+    assert IDSet.parse(classes["class2"]) == p.cpus("pod1c0") | p.cpus("pod2c0")
     # pod3: 2 x 1.5 CPUs fit exactly in one three-cpu balloon, spreading or not
     p = run.at(pod3)
     assert p.cpus("pod3c0") == p.cpus("pod3c1")

@@ -3,8 +3,6 @@ preferCloseToDevices (a NUMA node) per balloon type and policy-wide."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.parity.balloons._sim import BALLOON, Script, config, res, simulate
 
 CONFIG = config("""
@@ -38,9 +36,6 @@ balloonTypes:
 NODE2 = 2
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 15: needs preferCloseToDevices (node2; spreading passes)"
-)
 def test_allocator_opts() -> None:
     s = Script()
     g = res("100m", "100M")

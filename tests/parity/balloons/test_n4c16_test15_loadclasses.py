@@ -7,8 +7,6 @@ NodeResourceTopology print is for debugging only.
 
 from __future__ import annotations
 
-import pytest
-
 from nri_resmgr.topology.load import load_topology
 from tests.parity.balloons._sim import (
     BALLOON,
@@ -54,7 +52,6 @@ loadClasses:
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs loadClasses")
 def test_loadclasses() -> None:
     s = Script()
     ann = {t: {BALLOON: t} for t in ("l2load", "noload", "l2htload", "pre-reserved-avx")}

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
@@ -45,7 +43,6 @@ def without_numa(topology: Topology) -> Topology:
     )  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs preferCloseToDevices (a cache)")
 def test_numa_disabled() -> None:
     machine = without_numa(load_topology(N4C16))
     s = Script()  # their script sets no resources: run.sh's defaults

@@ -7,8 +7,6 @@ NodeResourceTopology checks are left to the NRT tests.
 
 from __future__ import annotations
 
-import pytest
-
 from nri_resmgr.topology.cpuset import IDSet
 from tests.parity.balloons._sim import BALLOON, BESTEFFORT, S8C4K, Script, config, simulate
 
@@ -38,7 +36,6 @@ reservedResources:
 PER_CONTAINER = f"{BALLOON}/container."
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: needs preferCloseToDevices (a NUMA node)")
 def test_sparse_4kcpus() -> None:
     s = Script()
     # their `create besteffort` template writes no resources whatever CPUREQ.. say

@@ -23,12 +23,13 @@ def test_balloons_policy_resource_names_the_balloons_policy() -> None:
 def test_bare_balloons_spec_is_balloons_and_warns_once_per_key() -> None:
     doc = {
         "reservedResources": {"cpu": "750m"},
-        "balloonTypes": [{"name": "a", "loads": ["x"]}, {"name": "b", "loads": ["y"]}],
+        "cpuClasses": [{"name": "x", "pctPriority": "high"}, {"name": "y", "pctPriority": "low"}],
+        "balloonTypes": [{"name": "a", "cpuClass": "x"}, {"name": "b", "cpuClass": "y"}],
     }
     got = normalize_document(doc)
     assert got.data["policy"] == "balloons"
     assert len(got.warnings) == 1
-    assert got.warnings[0].startswith("balloonTypes.loads: accepted, not implemented")
+    assert got.warnings[0].startswith("cpuClasses.pctPriority: accepted, not implemented")
 
 
 def test_shared_keys_alone_stay_topology_aware() -> None:

@@ -170,6 +170,8 @@ def test_a_spec_with_every_key_of_their_schema_loads() -> None:
     for path in [*COMMON_NOT_IMPLEMENTED, *NOT_IMPLEMENTED]:
         value: Any = doc["spec"]
         for part in path.split("."):
+            if isinstance(value, list):  # a list of entries (cpuClasses): the first one's
+                value = value[0] if value else None
             value = value.get(part) if isinstance(value, dict) else None
         if value is not None and value != SERVER_DEFAULTS.get(path):
             expected.append(path)
@@ -220,7 +222,11 @@ def test_both_forms_mean_the_same_config(doc: Mapping[str, Any]) -> None:
 
 #: a value the key's type takes, other than their default (else a string)
 VALUES: dict[str, Any] = {
-    "cpuClasses": [{"name": "turbo"}],
+    "pctPriority": "high",
+    "sstClosID": 1,
+    "pctMinFreq": "2GHz",
+    "pctMaxFreq": "3GHz",
+    "publishExtendedResource": True,
     "schedulingClasses": [{"name": "rt"}],
     "namespaceSchedulingClasses": {"db": "rt"},
     "podQoSSchedulingClasses": {"Burstable": "rt"},
@@ -234,6 +240,9 @@ def test_a_key_without_effect_gives_one_warning_naming_it(path: str) -> None:
     node = spec
     *parents, key = path.split(".")
     for part in parents:
+        if part == "cpuClasses":  # a list of named entries
+            node = node.setdefault(part, [{"name": "c"}])[0]
+            continue
         node = node.setdefault(part, {})
     node[key] = VALUES.get(key, "set by the operator")
     config = config_from_mapping(resource(spec))
@@ -243,9 +252,9 @@ def test_a_key_without_effect_gives_one_warning_naming_it(path: str) -> None:
 
 def test_a_key_without_effect_in_our_form_warns_too() -> None:
     config = config_from_mapping(
-        {"policy": "topology-aware", "policyConfig": {"cpuClasses": [{"name": "c"}]}}
+        {"policy": "topology-aware", "policyConfig": {"controllableInterrupts": ["42"]}}
     )
-    assert [w.split(":")[0] for w in config.warnings] == ["policyConfig.cpuClasses"]
+    assert [w.split(":")[0] for w in config.warnings] == ["policyConfig.controllableInterrupts"]
 
 
 def test_the_policy_is_built_with_keys_without_effect() -> None:
@@ -255,15 +264,15 @@ def test_the_policy_is_built_with_keys_without_effect() -> None:
         "schedulingClasses": [{"name": "rt", "policy": "fifo", "priority": 42}],
         "namespaceSchedulingClasses": {"db": "rt"},
         "unlimitedBurstable": "system",
-        "controllableInterrupts": ["*"],  # their default: no warning
+        "controllableInterrupts": ["42"],
     }
     config = config_from_mapping(resource(spec))
     policy = load_policy(config.policy, topology=load_topology(TOPO), config=config.policy_config)
     assert policy.name == "topology-aware"
     # the keys still without effect (helpers implementing one shrink NOT_IMPLEMENTED)
-    warned = [k for k in spec if k in NOT_IMPLEMENTED and k != "controllableInterrupts"]
+    warned = [k for k in spec if k in NOT_IMPLEMENTED]
     assert sorted(w.split(":")[0] for w in config.warnings) == sorted(f"spec.{k}" for k in warned)
-    assert "spec.cpuClasses" in [w.split(":")[0] for w in config.warnings]
+    assert [w.split(":")[0] for w in config.warnings] == ["spec.controllableInterrupts"]
 
 
 @pytest.mark.parametrize(
@@ -344,16 +353,19 @@ def test_simulate_takes_their_config(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_implementing_a_key_takes_it_out_of_the_table() -> None:
     """A field of TopologyAwareConfig replaces the placeholder, and is not warned."""
-    assert "cpuClasses" in NOT_IMPLEMENTED
+    assert "controllableInterrupts" in NOT_IMPLEMENTED
 
     class Implemented(TopologyAwareConfig):
-        cpu_classes: tuple[str, ...] = Field(default=(), alias="cpuClasses")
+        controllable_interrupts: tuple[str, ...] = Field(default=(), alias="controllableInterrupts")
 
-    assert Implemented.model_validate({"cpuClasses": ["a"]}).cpu_classes == ("a",)
+    got = Implemented.model_validate({"controllableInterrupts": ["a"]})
+    assert got.controllable_interrupts == ("a",)
     with pytest.raises(ValidationError):
-        Implemented.model_validate({"cpuClasses": [{"not": "a string"}]})
-    assert "cpuClasses" not in not_implemented_keys(Implemented)
-    assert set(not_implemented_keys(Implemented)) == set(NOT_IMPLEMENTED) - {"cpuClasses"}
+        Implemented.model_validate({"controllableInterrupts": [{"not": "a string"}]})
+    assert "controllableInterrupts" not in not_implemented_keys(Implemented)
+    assert set(not_implemented_keys(Implemented)) == set(NOT_IMPLEMENTED) - {
+        "controllableInterrupts"
+    }
 
 
 def test_kinds_table_names_policies_that_exist() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -120,15 +121,16 @@ def warned(raw: dict[str, Any]) -> list[str]:
 
 def test_unimplemented_keys_warn_once_each() -> None:
     raw: dict[str, Any] = {
-        "turboDomain": "x",
+        "cpuClasses": [{"name": "c", "pctPriority": "high"}, {"name": "d", "pctPriority": "low"}],
+        "instrumentation": {"reportPeriod": "60s"},
         "balloonTypes": [
-            {"name": "a", "loads": ["x"]},
-            {"name": "b", "loads": ["y"], "minCPUs": 1},
+            {"name": "a", "cpuClass": "c"},
+            {"name": "b", "cpuClass": "d", "minCPUs": 1},
         ],
     }
     cfg = resolve_config(machine(), raw)
     assert cfg.types  # the keys without effect do not stop it
-    assert warned(raw) == ["turboDomain", "balloonTypes.loads"]
+    assert warned(raw) == ["cpuClasses.pctPriority", "instrumentation"]
 
 
 def test_implemented_keys_do_not_warn() -> None:
@@ -158,10 +160,123 @@ def test_implemented_keys_do_not_warn() -> None:
     }
     assert resolve_config(machine(), raw).types
     assert warned(raw) == []
-    # no controller sets CPU frequencies or C-states yet: a class is a warning
+    # CPU classes are set by the CPU class control: no warning
     raw["idleCPUClass"] = "idle"
     raw["balloonTypes"][0]["cpuClass"] = "turbo"
-    assert warned(raw) == ["idleCPUClass", "balloonTypes.cpuClass"]
+    raw["turboDomain"] = "system"
+    raw["cpuClasses"] = [
+        {"name": "idle", "maxFreq": "base", "disabledCstates": []},
+        {"name": "turbo", "minFreq": "2.1GHz", "maxFreq": "turbo", "turboPriority": 1},
+    ]
+    assert resolve_config(machine(), raw).options.cpu_classes[1].min_freq == 2_100_000
+    assert warned(raw) == []
+
+
+def cpu_config(**changes: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "idleCPUClass": "idle",
+        "balloonTypes": [{"name": "a", "cpuClass": "fast"}],
+        "cpuClasses": [{"name": "idle"}, {"name": "fast", "maxFreq": "3GHz"}],
+    }
+    raw.update(changes)
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        pytest.param(
+            {"balloonTypes": [{"name": "a", "cpuClass": "fats"}]},
+            "balloon type a: cpuClass 'fats' is not in cpuClasses; expected one of fast, idle",
+            id="unknown-balloon-class",
+        ),
+        pytest.param(
+            {"idleCPUClass": "idel"},
+            "idleCPUClass 'idel' is not in cpuClasses; expected one of fast, idle",
+            id="unknown-idle-class",
+        ),
+        pytest.param(
+            {"cpuClasses": [{"name": "idle"}, {"name": "fast"}, {"name": "idle"}]},
+            "class 'idle' is defined twice",
+            id="twice",
+        ),
+        pytest.param(
+            {"cpuClasses": [{"name": "idle"}, {"name": "fast", "maxFreq": "3 GHz!"}]},
+            "cpuClasses.1.maxFreq",
+            id="bad-frequency",
+        ),
+        pytest.param(
+            {"cpuClasses": [{"name": "idle"}, {"name": "fast", "uncoreMaxFreq": "turbo"}]},
+            "uncoreMinFreq/uncoreMaxFreq are symbolic",
+            id="symbolic-uncore",
+        ),
+        pytest.param(
+            {"cpuClasses": [{"name": "idle"}, {"name": "fast", "maxFrq": 1}]},
+            "did you mean 'maxFreq'?",
+            id="misspelt",
+        ),
+        pytest.param({"turboDomain": "numa"}, "turboDomain", id="turbo-domain"),
+        pytest.param(  # their test19-pct balloons-pct-invalid.cfg
+            {
+                "cpuClasses": [
+                    {"name": "idle"},
+                    {"name": "fast", "pctPriority": "high", "sstClosID": 0},
+                ]
+            },
+            "class 'fast': pctPriority and sstClosID are mutually exclusive",
+            id="pct-and-clos",
+        ),
+        pytest.param(
+            {
+                "cpuClasses": [
+                    {"name": "idle", "pctPriority": "low"},
+                    {"name": "fast", "sstClosID": 1},
+                ]
+            },
+            "classes idle (pctPriority) and fast (sstClosID) mix managed and assoc-only",
+            id="pct-modes",
+        ),
+        pytest.param(
+            {
+                "cpuClasses": [
+                    {"name": "idle", "pctPriority": "high"},
+                    {"name": "fast", "pctPriority": "high"},
+                ]
+            },
+            "classes fast, idle all have pctPriority high; expected at most one",
+            id="pct-two-high",
+        ),
+        pytest.param(
+            {"cpuClasses": [{"name": "idle"}, {"name": "fast", "pctMaxFreq": "3GHz"}]},
+            "class 'fast': pctMinFreq/pctMaxFreq need pctPriority",
+            id="pct-freq",
+        ),
+        pytest.param(
+            {"cpuClasses": [{"name": "idle"}, {"name": "fast", "publishExtendedResource": True}]},
+            "class 'fast': publishExtendedResource needs pctPriority or sstClosID",
+            id="pct-publish",
+        ),
+        pytest.param(
+            {
+                "cpuClasses": [
+                    {"name": "idle"},
+                    {"name": "fast", "minFreq": "3GHz", "maxFreq": "2GHz"},
+                ]
+            },
+            "class 'fast': minFreq > maxFreq (3000000 > 2000000 kHz)",
+            id="min-above-max",
+        ),
+    ],
+)
+def test_cpu_class_errors(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        resolve_config(machine(), cpu_config(**changes))
+
+
+def test_cpu_class_names_are_free_without_cpu_classes() -> None:
+    # the names may be the daemon's control.cpu.classes, which the policy does not see
+    raw = cpu_config(cpuClasses=[])
+    assert resolve_config(machine(), raw).options.idle_cpu_class == "idle"
 
 
 def test_custom_resource_form_takes_its_spec() -> None:

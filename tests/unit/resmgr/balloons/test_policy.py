@@ -395,29 +395,6 @@ def test_expand_and_key_value() -> None:
     assert key_value(c, "labels/app") is None
 
 
-def test_composite_balloon_splits_cpus_over_components() -> None:
-    cfg = {
-        "balloonTypes": [
-            {"name": "perf", "preferCoreType": "performance"},
-            {"name": "eff", "preferCoreType": "efficient"},
-            {
-                "name": "both",
-                "components": [{"balloonType": "perf"}, {"balloonType": "eff"}],
-                "namespaces": ["*"],
-            },
-        ]
-    }
-    p = policy(cfg)
-    st = run(p, bctr("a", milli=3000))
-    b = st.balloons["both[0]"]
-    assert [len(x) for x in b.parts] == [2, 1]
-    st = p.allocate(st, bctr("b", pod="q", milli=1000)).state
-    p.check(st)
-    b2 = st.balloons["both[0]"]
-    assert [len(x) for x in b2.parts] == [2, 2]
-    assert b.parts[0] <= b2.parts[0] and b.parts[1] <= b2.parts[1]
-
-
 HYBRID = {
     "packages": 1,
     "nodes": 1,

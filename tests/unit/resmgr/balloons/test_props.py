@@ -2,10 +2,11 @@
 
 After every step: the invariants hold (`check_invariants`: no CPU in two balloons,
 sizes within minCPUs..maxCPUs and following the requests, members only in balloons of
-their own type), the updates are exactly the other containers whose rendering changed
-(render-everything oracle), and every container is in a balloon of the type
-`balloon_type_of` gives it.  At the end a rebuild from the rendered cpusets moves
-nothing, and a second rebuild from the first one's result moves nothing either.
+their own type, composites split over their components), the updates are exactly the
+other containers whose rendering changed (render-everything oracle), and every
+container is in a balloon of the type `balloon_type_of` gives it.  At the end a rebuild
+from the rendered cpusets moves nothing, and a second rebuild from the first one's
+result moves nothing either.
 """
 
 from __future__ import annotations
@@ -26,9 +27,17 @@ CONFIGS: list[dict[str, Any]] = [
     {
         "reservedResources": {"cpu": "1"},
         "allocatorTopologyBalancing": True,
+        "loadClasses": [{"name": "membw", "level": "l2cache", "overloadsLevelInBalloon": True}],
         "balloonTypes": [
             {"name": "full", "minCPUs": 1, "maxCPUs": 4, "namespaces": ["full"]},
-            {"name": "new", "preferNewBalloons": True, "maxBalloons": 3, "namespaces": ["new"]},
+            {
+                "name": "new",
+                "preferNewBalloons": True,
+                "maxBalloons": 3,
+                "namespaces": ["new"],
+                "preferCloseToDevices": ["/sys/devices/system/node/node1"],
+                "loads": ["membw"],
+            },
             {
                 "name": "grp",
                 "groupBy": "${pod/labels/app}",
@@ -61,6 +70,41 @@ CONFIGS: list[dict[str, Any]] = [
                 "namespaces": ["other"],
             },
             {"name": "default", "shareIdleCPUsInSame": "system", "minCPUs": 1},
+        ],
+    },
+    {
+        # composites: nested, balance-balloons, minCPUs and limits on both levels, and a
+        # composite reserved balloon (their test16's)
+        "reservedResources": {"cpu": "1"},
+        "allocatorTopologyBalancing": True,
+        "balloonTypes": [
+            {"name": "reserved", "components": [{"balloonType": "leafb"}]},
+            {"name": "leafa", "maxCPUs": 3, "namespaces": ["full"]},
+            {"name": "leafb", "preferSpreadOnPhysicalCores": True, "minCPUs": 1},
+            {"name": "leafc", "preferSpreadOnPhysicalCores": True, "maxCPUs": 3},
+            {
+                # components sized alike: a rebuild cannot tell which one a composite
+                # without CPUs of its own had (policy docstring)
+                "name": "pair",
+                "components": [{"balloonType": "leafa"}, {"balloonType": "leafc"}],
+                "componentCreation": "balance-balloons",
+                "preferNewBalloons": True,
+                "maxCPUs": 3,
+                "namespaces": ["new"],
+            },
+            {
+                "name": "trio",
+                "components": [
+                    {"balloonType": "pair"},
+                    {"balloonType": "leafa"},
+                    {"balloonType": "leafb"},
+                ],
+                "minCPUs": 2,
+                "minBalloons": 1,
+                "groupBy": "${pod/labels/app}",
+                "shareIdleCPUsInSame": "numa",
+                "namespaces": ["grp", "other"],
+            },
         ],
     },
 ]
