@@ -113,12 +113,14 @@ def test_a_shared_idle_claim_covers_the_domains_it_is_seen_on() -> None:
 
 
 def test_a_claim_counts_only_other_groups_as_holders() -> None:
-    """A hidden sibling reported by another group is that group's, not free to take."""
+    """A hidden sibling reported by another group is that group's, not free to take:
+    16 (the sibling of 0) is the reserved balloon's."""
     p = policy(HIDDEN)
-    big = bctr("big", pod="big", ns="full", milli=2500, cur="2,3")
-    small = bctr("small", pod="small", ns="full", cur="0,2")
-    st = _settled(p, [big, small])
-    assert st.members[big.id].balloon != st.members[small.id].balloon
+    full = bctr("f", pod="f", ns="full", milli=2500, cur="0,3")
+    kube = bctr("k", pod="k", ns="kube-system", milli=2500, cur="1-2,16")
+    st = _settled(p, [full, kube])
+    assert 16 not in st.balloons[st.members[full.id].balloon].cpus
+    assert str(st.balloons[st.members[kube.id].balloon].cpus) == "1-2,16"
 
 
 def test_hidden_siblings_are_taken_where_shared_idle_views_show_them_held() -> None:
