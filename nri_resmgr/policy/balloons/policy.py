@@ -82,7 +82,11 @@ live reconfiguration refills as nri-plugins does, so they may join a balloon wit
 a new balloon keeping what it can of the CPUs its container runs on.  The CPUs a
 container reports may include idle ones it shares: where other groups report CPUs of the
 same domain, those they do not are the balloon's own and it keeps them, and it keeps a
-CPU in each domain it reports.  A claiming composite spreads the claimed CPUs over its
+CPU in each domain it reports.  A CPU another group reports is not free for a claim,
+and a ``hideHyperthreads`` balloon takes for the siblings it does not show those another
+group's shared idle CPUs show to be held.  A container whose annotations cannot be read
+is in the default type, as a plain member, both when it claims and when it is placed
+as new (`_rebuild_member`).  A claiming composite spreads the claimed CPUs over its
 components by their preferences (`_fill`), and with ``balance-balloons`` takes the
 component whose preferred CPUs overlap them most.  The empty balloons of
 ``minBalloons`` then take CPUs no container reports, first those in domains a claimed
