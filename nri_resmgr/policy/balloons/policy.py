@@ -82,7 +82,7 @@ live reconfiguration refills as nri-plugins does, so they may join a balloon wit
 a new balloon keeping what it can of the CPUs its container runs on.  The CPUs a
 container reports may include idle ones it shares: where other groups report CPUs of the
 same domain, those they do not are the balloon's own and it keeps them, and it keeps a
-CPU in each domain it reports.  A CPU another group reports is not free for a claim,
+CPU in each domain it reports.  A claim takes CPUs no other group reports first,
 and a ``hideHyperthreads`` balloon takes for the siblings it does not show those another
 group's shared idle CPUs show to be held.  A container whose annotations cannot be read
 is in the default type, as a plain member, both when it claims and when it is placed
@@ -90,8 +90,9 @@ as new (`_rebuild_member`).  A claiming composite spreads the claimed CPUs over 
 components by their preferences (`_fill`), and with ``balance-balloons`` takes the
 component whose preferred CPUs overlap them most.  The empty balloons of
 ``minBalloons`` then take CPUs no container reports, first those in domains a claimed
-balloon shares idle CPUs in (it would report them were they idle); the empty reserved
-balloon goes back to what the containers of CPU-less balloons report.  A rebuild from
+balloon shares idle CPUs in (it would report them were they idle).  The reserved
+balloon is made before any claim, where `initial_state` puts it: no other balloon claims
+its CPUs, and its containers' claim takes it over, keeping its CPUs first.  A rebuild from
 the rendered result moves nothing, nor does a second one, with one known exception: a
 ``balance-balloons`` composite without CPUs of its own cannot show which component it
 had, and when its component types size the same share differently the rebuild may give
@@ -822,6 +823,11 @@ class BalloonsPolicy:
                 unique.setdefault(c.id, c)
         known = {c.id: self._rebuild_member(c, notes) for c in unique.values()}
         types = {cid: t for cid, (t, _) in known.items()}
+        # 0. the reserved balloon where it is from the start (`initial_state`): no other
+        # balloon claims its CPUs; its containers' claim takes it over
+        reserved = self._new_balloon(st, self.types[RESERVED], None)
+        assert isinstance(reserved, Balloon)  # initial_state makes it so
+        st = st.with_balloon(reserved)
         # 1. containers on the same CPUs, of the same type: one balloon claiming them
         groups: dict[tuple[str, CPUSet], list[ContainerInfo]] = {}
         for c in unique.values():
@@ -833,7 +839,6 @@ class BalloonsPolicy:
                 holders[cpu] = holders.get(cpu, 0) + 1
         held = self._held(groups, known)
         placed: set[ContainerID] = set()
-        on_reserved = IDSet()  # what containers of balloons without CPUs run on
         for (tname, cpus), members in sorted(
             groups.items(), key=lambda kv: (len(kv[0][1]), kv[0][0], kv[0][1].sorted())
         ):
@@ -842,15 +847,13 @@ class BalloonsPolicy:
             got = self._claim(st, t, cpus, ms, holders, held)
             if got is None:
                 continue
-            if not got.cpus:
-                on_reserved |= cpus & self.config.available
             st = st.with_balloon(got)
             for m in ms:
                 st = st.with_member(replace(m, balloon=got.name))
                 placed.add(m.container_id)
         # 2. the balloons every type has from the start, then everyone else as if new
         reported = union(c.current_cpus for c in unique.values() if c.current_cpus)
-        st = self._top_up(st, unseen=self.config.available - reported, on_reserved=on_reserved)
+        st = self._top_up(st, unseen=self.config.available - reported)
         for c in unique.values():
             if c.id in placed:
                 continue
@@ -903,6 +906,11 @@ class BalloonsPolicy:
         milli = sum(m.milli for m in members)
         if t.group_by and len({m.group for m in members}) > 1:
             return None
+        empty = [b for b in state.of_type(t.name) if not state.members_of(b.name)]
+        base = min(empty, key=lambda b: b.instance) if empty else None
+        if base is not None:
+            # the reserved balloon, made first: taken over, it keeps its CPUs first
+            state = state.without_balloon(base.name)
         fresh = self._unsized(state, t, cpus)
         if isinstance(fresh, str):
             return None
@@ -934,6 +942,8 @@ class BalloonsPolicy:
         # this configuration (a live reconfiguration changed the type's sizes), so they
         # go by the fill chain, as nri-plugins refills, not into a balloon inflated
         # around them
+        if base is not None:
+            own, prefer = own | base.cpus, [base.cpus, *prefer]
         keep = take_cpus(self.topology, own, want, prefer=prefer)
         if keep is None:
             return None
@@ -956,18 +966,13 @@ class BalloonsPolicy:
             out.append(level_cpus(self.topology, cpus, level) - cpus)
         return union(out) & self.config.available
 
-    def _top_up(
-        self, state: BalloonsState, *, unseen: CPUSet, on_reserved: CPUSet
-    ) -> BalloonsState:
+    def _top_up(self, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
         """`state` with at least ``minBalloons`` balloons of every type (rebuild).
 
         The empty ones take their CPUs from `unseen` (in no container's reported
         cpuset) where they can: that is where empty balloons were, so the idle CPUs
-        other balloons share stay the same.  An empty reserved balloon first tries
-        `on_reserved`, what the containers of balloons without CPUs report: they run on
-        the reserved balloon's CPUs (a composite reserved balloon's components would
-        otherwise pick from whatever is free now); then `unseen` and the
-        ``reservedResources`` CPUs, which containers of unclaimed balloons may report.
+        other balloons share stay the same.  (The reserved balloon is made before the
+        claims, where `initial_state` puts it.)
         """
         # unseen CPUs in the domains whose idle CPUs a claimed balloon shares are not
         # idle (it would report them): empty balloons held them
@@ -981,14 +986,9 @@ class BalloonsPolicy:
                 got = self._new_balloon(state, t, None)
                 if isinstance(got, str):
                     break
-                pools = [unseen]
-                if t.name == RESERVED:
-                    pools = [on_reserved, unseen | self.config.reserved]
-                for pool in pools:
-                    free = pool - state.used
-                    if len(free) >= len(got.cpus):
-                        got = self._fill(state, got, free, 0, occupied=False, first=held)
-                        break
+                free = unseen - state.used
+                if len(free) >= len(got.cpus):
+                    got = self._fill(state, got, free, 0, occupied=False, first=held)
                 state = state.with_balloon(got)
         return state
 

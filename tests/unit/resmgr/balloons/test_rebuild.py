@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import pytest
-
 from nri_resmgr.model import ContainerInfo, Decision
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION, BalloonsPolicy, BalloonsState
 from nri_resmgr.topology.cpuset import IDSet
@@ -66,11 +64,6 @@ def test_an_unreadable_annotation_is_the_default_type_for_claim_and_placement() 
     assert "not placed" not in d.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the reserved balloon is placed after the claims: a claim of a reserved CPU "
-    "puts it elsewhere (stable, but not on the reservedResources CPUs)",
-)
 def test_no_claim_takes_the_reserved_cpus() -> None:
     """A default container reported on a reserved CPU used to claim it; the reserved
     balloon went elsewhere, and came back to its CPUs the next time."""
@@ -114,13 +107,13 @@ def test_a_shared_idle_claim_covers_the_domains_it_is_seen_on() -> None:
 
 def test_a_claim_counts_only_other_groups_as_holders() -> None:
     """A hidden sibling reported by another group is that group's, not free to take:
-    16 (the sibling of 0) is the reserved balloon's."""
+    18 (the sibling of 2) is the default balloon's."""
     p = policy(HIDDEN)
-    full = bctr("f", pod="f", ns="full", milli=2500, cur="0,3")
-    kube = bctr("k", pod="k", ns="kube-system", milli=2500, cur="1-2,16")
-    st = _settled(p, [full, kube])
-    assert 16 not in st.balloons[st.members[full.id].balloon].cpus
-    assert str(st.balloons[st.members[kube.id].balloon].cpus) == "1-2,16"
+    full = bctr("f", pod="f", ns="full", milli=2500, cur="2,3")
+    new = bctr("n", pod="n", ns="other", cur="18")
+    st = _settled(p, [full, new])
+    assert str(st.balloons[st.members[full.id].balloon].cpus) == "2-3,19"
+    assert str(st.balloons[st.members[new.id].balloon].cpus) == "18"
 
 
 def test_hidden_siblings_are_taken_where_shared_idle_views_show_them_held() -> None:
