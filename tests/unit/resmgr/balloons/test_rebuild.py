@@ -74,6 +74,16 @@ def test_no_claim_takes_the_reserved_cpus() -> None:
     assert 0 not in st.balloons[st.members[c.id].balloon].cpus
 
 
+def test_the_reserved_balloon_taken_over_keeps_its_cpus_first() -> None:
+    """A kube-system container reported elsewhere joins the reserved balloon on its
+    CPUs; the reserved balloon does not move to where the container was."""
+    p = policy(GIVEN)
+    k = bctr("k", pod="k", ns="kube-system", cur="5,6")
+    st = _settled(p, [k])
+    assert st.members[k.id].balloon == "reserved[0]"
+    assert _cpus(st)["reserved[0]"] == "0,16"
+
+
 def test_an_inflated_reserved_balloon_is_taken_over_by_its_containers() -> None:
     """The reserved balloon is made first on its CPUs; its containers' claim keeps those
     and the ones it inflated to (placed as new, it inflated elsewhere)."""
@@ -106,14 +116,14 @@ def test_a_shared_idle_claim_covers_the_domains_it_is_seen_on() -> None:
 
 
 def test_a_claim_counts_only_other_groups_as_holders() -> None:
-    """A hidden sibling reported by another group is that group's, not free to take:
-    18 (the sibling of 2) is the default balloon's."""
+    """A hidden sibling reported by another group is not one to take while others are
+    free: 18 (the sibling of 2) is an idle CPU the default balloon of node 0 shares."""
     p = policy(HIDDEN)
-    full = bctr("f", pod="f", ns="full", milli=2500, cur="2,3")
-    new = bctr("n", pod="n", ns="other", cur="18")
-    st = _settled(p, [full, new])
-    assert str(st.balloons[st.members[full.id].balloon].cpus) == "2-3,19"
-    assert str(st.balloons[st.members[new.id].balloon].cpus) == "18"
+    full = bctr("f", pod="f", ns="full", milli=7000, cur="1-4")
+    idle = bctr("d", pod="d", ns="other", cur="16,18")
+    st = _settled(p, [full, idle])
+    assert str(st.balloons[st.members[full.id].balloon].cpus) == "1-4,17,19-20"
+    assert str(st.balloons[st.members[idle.id].balloon].cpus) == "16"
 
 
 def test_hidden_siblings_are_taken_where_shared_idle_views_show_them_held() -> None:
