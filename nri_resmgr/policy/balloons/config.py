@@ -5,8 +5,9 @@ keys, as in the CRD ``config.nri_balloonspolicies.yaml``); `resolve_config` vali
 mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource whose
 ``spec`` it takes) and applies it to the machine:
 
-- the usable CPUs (``availableResources.cpu``) and the reserved CPUs and millicores
-  (``reservedResources.cpu``, a quantity or ``cpuset:``/``exclude-cpuset:``);
+- the usable CPUs (``availableResources.cpu``) and the reserved millicores
+  (``reservedResources.cpu``, a quantity or ``cpuset:``/``exclude-cpuset:``), with the
+  reserved CPUs when it names them (a quantity's are the CPU tree allocator's pick);
 - the list of balloon types in matching order, with the built-in ``reserved`` type
   first and ``default`` last unless the configuration places them itself;
 - the scheduling classes (``schedulingClasses``, checked by `sched_classes`), every
@@ -38,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from nri_resmgr.model import ConfigError, MemoryKind
-from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.policy.common import parse_cpu_amount
 from nri_resmgr.policy.cpu_classes import CPUClass, TurboDomain, check_classes
 from nri_resmgr.policy.expressions import Operator, check_key, check_values
 from nri_resmgr.policy.irq_affinity import IrqMode, irq_pattern_problem
@@ -236,12 +237,11 @@ class ResolvedConfig:
 
     options: BalloonsConfig
     available: CPUSet
-    #: the reserved balloon's preferred CPUs (``reservedResources.cpu``)
+    #: the CPUs ``reservedResources.cpu`` names (``cpuset:``/``exclude-cpuset:``): the
+    #: reserved balloon keeps to them and every other balloon avoids them; empty for a
+    #: quantity, whose CPUs the CPU tree allocator picks as for any balloon
     reserved: CPUSet
     reserved_milli: int
-    #: ``reservedResources.cpu`` names the CPUs (``cpuset:``/``exclude-cpuset:``), not a
-    #: quantity: the reserved balloon keeps to them and every other balloon avoids them
-    reserved_given: bool
     #: every balloon type, in matching order, the built-in ones included
     types: tuple[BalloonType, ...]
     reserved_namespaces: tuple[str, ...]
@@ -593,24 +593,21 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
         milli = 1000 * len(reserved)
     else:
         amount = parse_cpu_amount(raw_reserved, what="policy balloons: reservedResources.cpu")
+        reserved = IDSet()
         milli = amount.milli
-        count = -(-milli // 1000)
-        # housekeeping stays off the kernel's isolated CPUs while others are left
-        plain = available - topology.isolated_cpus()
-        reserved = lowest_cpus(topology, plain if len(plain) >= count else available, count)
-    if not reserved:
+    count = -(-milli // 1000)
+    if count <= 0:
         raise ConfigError(
             f"policy balloons: reservedResources.cpu {text!r} gives no CPU; expected at "
             "least one available CPU"
         )
-    types = _builtins(opts.balloon_types, len(reserved))
+    types = _builtins(opts.balloon_types, count)
     _check_cpu_classes(opts, types)
     return ResolvedConfig(
         options=opts,
         available=available,
         reserved=reserved,
         reserved_milli=milli,
-        reserved_given=explicit is not None,
         types=types,
         reserved_namespaces=ALWAYS_RESERVED_NAMESPACES + tuple(opts.reserved_pool_namespaces),
         memory_kinds={t.name: _memory_kinds(t) for t in types},

@@ -24,19 +24,21 @@ limit): it inflates and deflates as containers come and go (`_resize`).
 Which CPUs it takes and gives back is `allocation`'s rule (nri-plugins' CPU tree; the
 sort keys are in its docstring): near the balloon's own CPUs first, then packed or, with
 ``allocatorTopologyBalancing``, balanced over the topology, one thread per core first
-with ``preferSpreadOnPhysicalCores``, and ``allocatorPriority`` high/low for performance/
-efficient cores.  `_tree_options` gives each type its hints: the reserved balloon keeps
-to the ``reservedResources`` CPUs, a type to its ``preferCloseToDevices`` devices, then
-``preferIsolCpus`` to the isolated CPUs and ``preferCoreType`` to those cores; it keeps
-off its ``preferFarFromDevices`` devices and then off each of those sets it does not
-want (the isolated CPUs first; the reserved CPUs only when given as a cpuset), as
-nri-plugins adds them, while enough other CPUs are free.  Last, a type with ``loads``
-keeps off the CPUs under load (`_loaded`: at each level its load classes name, the
-domains of every balloon loading that level); with ``overloadsLevelInBalloon`` it takes
-its CPUs one at a time, each loading its own domains.  A deflating balloon keeps the
-CPUs close to its devices.  The devices' CPUs come from the topology
-(`config.resolve_config` looks each path up with `nri_resmgr.topology.locality`, from
-what discovery read): the policy reads no sysfs.
+with ``preferSpreadOnPhysicalCores``, and ``allocatorPriority`` high/low for
+performance/efficient cores.  `_tree_options` gives each type its hints: the reserved
+balloon keeps to its home (`reserved_home`: the ``reservedResources`` cpuset, or for a
+quantity the CPUs the tree gives it in the initial state, as nri-plugins places it, not
+the lowest ones; it deflates back onto them and a rebuild finds them again), a type to
+its ``preferCloseToDevices`` devices, then ``preferIsolCpus`` to the isolated CPUs and
+``preferCoreType`` to those cores; it keeps off its ``preferFarFromDevices`` devices and
+then off each of those sets it does not want (the isolated CPUs first; the reserved CPUs
+only when given as a cpuset), as nri-plugins adds them, while enough other CPUs are
+free.  Last, a type with ``loads`` keeps off the CPUs under load (`_loaded`: at each
+level its load classes name, the domains of every balloon loading that level); with
+``overloadsLevelInBalloon`` it takes its CPUs one at a time, each loading its own
+domains.  A deflating balloon keeps the CPUs close to its devices.  The devices' CPUs
+come from the topology (`config.resolve_config` looks each path up with
+`nri_resmgr.topology.locality`, from what discovery read): the policy reads no sysfs.
 
 A *composite* balloon (its type has ``components``) has no CPUs of its own choosing: it
 holds the union of its component balloons' CPUs (`state.Balloon.components`), new
@@ -91,8 +93,9 @@ components by their preferences (`_fill`), and with ``balance-balloons`` takes t
 component whose preferred CPUs overlap them most.  The empty balloons of
 ``minBalloons`` then take CPUs no container reports, first those in domains a claimed
 balloon shares idle CPUs in (it would report them were they idle).  The reserved
-balloon is made before any claim, where `initial_state` puts it: no other balloon claims
-its CPUs, and its containers' claim takes it over, keeping its CPUs first.  A rebuild from
+balloon is made before any claim, at its home (`reserved_home`, where `initial_state`
+puts it): no other balloon claims its CPUs, and its containers' claim takes it over,
+keeping its CPUs first.  A rebuild from
 the rendered result moves nothing, nor does a second one, with one known exception: a
 ``balance-balloons`` composite without CPUs of its own cannot show which component it
 had, and when its component types size the same share differently the rebuild may give
@@ -219,7 +222,13 @@ class BalloonsPolicy:
         self.config: ResolvedConfig = resolve_config(topology, config)
         self.types: dict[str, BalloonType] = {t.name: t for t in self.config.types}
         self.tree = CPUTree.of(topology)
+        #: the reserved balloon's home: the CPUs ``reservedResources`` names, or for a
+        #: quantity those the CPU tree gives it in the initial state (`_reserved_home`)
+        self.reserved_home: CPUSet = self.config.reserved
         self.tree_options = self._tree_options()
+        if not self.reserved_home:
+            self.reserved_home = self._reserved_home()
+            self.tree_options = self._tree_options()
         #: the scheduling classes (`sched_classes.policy_nri_requirements` reads them)
         self.scheduling: SchedulingClasses = self.config.scheduling
 
@@ -243,11 +252,20 @@ class BalloonsPolicy:
         `milli`: an equal share (rounded down) of ``max(milli, 1000 * minCPUs)``."""
         return max(milli, 1000 * self.types[b.type].min_cpus) // len(b.components)
 
+    def _reserved_home(self) -> CPUSet:
+        """The CPUs of the reserved balloon in the initial state, as the CPU tree picks
+        them when ``reservedResources`` is a quantity (nri-plugins gives its reserved
+        type no preferred CPUs then); empty when there is no initial state."""
+        st = self._initial()
+        if isinstance(st, str):
+            return IDSet()  # initial_state says why
+        return union(b.cpus for b in st.of_type(RESERVED))
+
     def _tree_options(self) -> dict[str, TreeOptions]:
         """Every type's `allocation.TreeOptions`: the option values, its own or the
         policy's, and its hints, as nri-plugins derives them: a type is close to the
-        sets it asks for (the reserved type to the ``reservedResources`` CPUs, then
-        its ``preferCloseToDevices``, ``preferIsolCpus`` to the isolated CPUs,
+        sets it asks for (the reserved type to its home, `reserved_home`, then its
+        ``preferCloseToDevices``, ``preferIsolCpus`` to the isolated CPUs,
         ``preferCoreType`` to those cores) and far from its ``preferFarFromDevices``,
         then from every such set it does not ask for, isolated CPUs first, then in the
         order the types name them; from the reserved CPUs only when
@@ -257,7 +275,7 @@ class BalloonsPolicy:
         opts = self.config.options
         available = self.config.available
         sets: dict[str, CPUSet] = {
-            "reserved": self.config.reserved,
+            "reserved": self.reserved_home,
             "isolated": topo.isolated_cpus() & available,
             CoreType.PERFORMANCE: topo.core_type_cpus(CoreType.PERFORMANCE) & available,
             CoreType.EFFICIENT: topo.core_type_cpus(CoreType.EFFICIENT) & available,
@@ -278,8 +296,8 @@ class BalloonsPolicy:
         avoided = ["isolated"] if sets["isolated"] else []
         for names in close.values():
             avoided += [d for d in names if d not in avoided]
-        if not self.config.reserved_given:
-            # a quantity: the reserved balloon starts on those CPUs, others may take them
+        if not self.config.reserved:
+            # a quantity: the reserved balloon keeps to its home, others may take it
             avoided = [d for d in avoided if d != "reserved"]
         out = {}
         for t in self.config.types:
@@ -507,12 +525,19 @@ class BalloonsPolicy:
         return replace(b, cpus=union(x.cpus for x in done), components=tuple(done))
 
     def initial_state(self) -> BalloonsState:
+        st = self._initial()
+        if isinstance(st, str):
+            raise AllocationError(st)
+        return st
+
+    def _initial(self) -> BalloonsState | str:
+        """The ``minBalloons`` balloons of every type, in type order; or why not."""
         st = BalloonsState(balloons={}, members={})
         for t in self.config.types:
             for _ in range(t.min_balloons):
                 got = self._new_balloon(st, t, None)
                 if isinstance(got, str):
-                    raise AllocationError(f"policy balloons: minBalloons of {t.name}: {got}")
+                    return f"policy balloons: minBalloons of {t.name}: {got}"
                 st = st.with_balloon(got)
         return st
 
@@ -538,7 +563,7 @@ class BalloonsPolicy:
             if t.share_idle_cpus_in_same is not None:
                 cpus = cpus | (idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same))
             if not cpus:
-                cpus = reserved or self.config.reserved
+                cpus = reserved or self.reserved_home
             out[name] = BalloonView(cpus=cpus, mems=self._mems(t, cpus, ()))
         return out
 
@@ -972,7 +997,7 @@ class BalloonsPolicy:
         The empty ones take their CPUs from `unseen` (in no container's reported
         cpuset) where they can: that is where empty balloons were, so the idle CPUs
         other balloons share stay the same.  (The reserved balloon is made before the
-        claims, where `initial_state` puts it.)
+        claims, at its home.)
         """
         # unseen CPUs in the domains whose idle CPUs a claimed balloon shares are not
         # idle (it would report them): empty balloons held them

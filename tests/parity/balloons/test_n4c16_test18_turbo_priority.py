@@ -7,11 +7,11 @@ tree after the steps up to it).  "No new writes" (a second container in the same
 balloon, a partial deflate) is "no file changed" here; that only differing files are
 ever written is the planner's property test (`tests/unit/resmgr/cpuclass/test_plan.py`).
 
-Their reserved CPU is 10 and their balloons land next to it in package 1; ours is 2 with
-the balloons next to it in package 0: the same relation (one package), so the same turbo
-outcomes.  Not here: the initial writes before any pod (the simulator commits at the
-first event; the daemon test covers the idle classes at start) and the live CR patches
-(each configuration runs on its own).
+The reserved CPU is 10, as theirs: ``reservedResources`` is a quantity, so the CPU tree
+allocator packs the reserved balloon into package 1, which has fewer available CPUs, and
+the turbo balloons land next to it there.  Not here: the initial writes before any pod
+(the simulator commits at the first event; the daemon test covers the idle classes at
+start) and the live CR patches (each configuration runs on its own).
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping
 from typing import Any
-
-import pytest
 
 from nri_resmgr.control.cpuclass.synthetic import CPUFreqLayout, write_cpu_class_tree
 from nri_resmgr.topology.cpuset import IDSet
@@ -138,11 +136,6 @@ def reserved_cpu(run: Run, step: int) -> int:
     return only(IDSet.parse(b.cpus))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: needs the reserved balloon of a quantity placed by the CPU tree allocator "
-    "(theirs is CPU 10, in package 1 with the turbo balloons; ours is CPU 2)",
-)
 def test_turbo_goes_to_the_highest_priority_active_class() -> None:
     s = Script()
     low = {BALLOON: "turbo-low-bln"}
@@ -158,6 +151,7 @@ def test_turbo_goes_to_the_highest_priority_active_class() -> None:
     # (the reserved CPU) loses it, down to base; idle CPUs are default-noturbo
     run, f1 = freqs(CONFIG, s, 1)
     res, low_cpu = reserved_cpu(run, 0), only(run.at(0).cpus("pod0c0"))
+    assert res == 10  # their comments and checks: "cpu 10 (default-turbo)"
     assert f1[low_cpu] == (TURBO, TURBO)
     assert f1[res] == (MIN, BASE)
     assert all(f1[c] == (MIN, BASE) for c in AVAILABLE - IDSet([res, low_cpu]))
@@ -201,6 +195,7 @@ def test_default_class_for_idle_and_reserved_cpus() -> None:
     s.delete("pod0")
     run, f = freqs(DEFAULT_CLASS, s, 1)
     fast = only(run.at(0).cpus("pod0c0"))
+    assert reserved_cpu(run, 0) == 10  # theirs: "Reserved CPU (10)"
     assert f[fast] == (TURBO, TURBO)
     # no idleCPUClass and no cpuClass on the reserved type: both are "default"
     assert all(f[c] == (MIN, BASE) for c in AVAILABLE - IDSet([fast]))

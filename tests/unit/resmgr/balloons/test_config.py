@@ -31,13 +31,20 @@ def test_explicit_reserved_keeps_its_place() -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "reserved"),
-    [("cpuset:2,18", "2,18"), ("exclude-cpuset:3-31", "0-2"), ("2", "0,16"), ("1500m", "0,16")],
+    ("spec", "reserved", "milli"),
+    [
+        ("cpuset:2,18", "2,18", 2000),
+        ("exclude-cpuset:3-31", "0-2", 3000),
+        # a quantity names no CPUs: the CPU tree allocator picks them (policy)
+        ("2", "", 2000),
+        ("1500m", "", 1500),
+    ],
     ids=["cpuset", "exclude-cpuset", "quantity", "millis"],
 )
-def test_reserved_resources_forms(spec: str, reserved: str) -> None:
+def test_reserved_resources_forms(spec: str, reserved: str, milli: int) -> None:
     cfg = resolve_config(machine(), {"reservedResources": {"cpu": spec}})
-    assert cfg.reserved == IDSet.parse(reserved)
+    assert (cfg.reserved, cfg.reserved_milli) == (IDSet.parse(reserved), milli)
+    assert cfg.types[0].min_cpus == -(-milli // 1000)
 
 
 @pytest.mark.parametrize(
