@@ -95,11 +95,10 @@ component whose preferred CPUs overlap them most.  The empty balloons of
 balloon shares idle CPUs in (it would report them were they idle).  The reserved
 balloon is made before any claim, at its home (`reserved_home`, where `initial_state`
 puts it): no other balloon claims its CPUs, and its containers' claim takes it over,
-keeping its CPUs first.  A rebuild from
-the rendered result moves nothing, nor does a second one, with one known exception: a
-``balance-balloons`` composite without CPUs of its own cannot show which component it
-had, and when its component types size the same share differently the rebuild may give
-it the other one.
+keeping its CPUs first.  A rebuild from the rendered result moves nothing, nor does a
+second one, with one known exception: a ``balance-balloons`` composite without CPUs of
+its own cannot show which component it had, and when its component types size the same
+share differently the rebuild may give it the other one.
 
 CPU classes: `cpu_class_use` names each balloon's CPUs under its type's ``cpuClass`` and
 the available CPUs in no balloon under ``idleCPUClass`` (an empty name: the class
