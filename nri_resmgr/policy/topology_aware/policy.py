@@ -166,6 +166,12 @@ def _as_shared(request: ContainerRequest) -> ContainerRequest:
     )
 
 
+def _beyond_reserved(request: ContainerRequest) -> ContainerRequest:
+    """A reserved `request` as it runs beyond the reserved capacity: shared (in the root
+    pool, `_fall_back`)."""
+    return replace(request, kind=CPUKind.SHARED)
+
+
 def _pins_cpus(request: ContainerRequest) -> bool:
     """Whether the policy decides the CPUs of a container with `request` (not opted out)."""
     return request.pin_cpu and request.kind is not CPUKind.NONE
@@ -362,9 +368,13 @@ class TopologyAwarePolicy:
             grant, where = self._place(state, container, shared, hint=hint, prefer=prefer)
             return grant, f"{where} (fallbackToShared: {message})"
         if request.kind is CPUKind.RESERVED:
-            shared = replace(request, kind=CPUKind.SHARED)
             grant, where = self._place(
-                state, container, shared, hint=hint, prefer=prefer, root_only=True
+                state,
+                container,
+                _beyond_reserved(request),
+                hint=hint,
+                prefer=prefer,
+                root_only=True,
             )
             return grant, f"{where} (reserved capacity exceeded: {message})"
         raise AllocationError(message)
@@ -543,6 +553,11 @@ class TopologyAwarePolicy:
         for c in pending:
             req = requests[c.id]
             st = st.without(c.id)
+            # one that ran beyond the reserved capacity stays where it runs, even if
+            # the capacity it lacked is free now (the live policy would not move it)
+            root_only = req.kind is CPUKind.RESERVED and self._runs_beyond_reserved(st, c, req)
+            if root_only:
+                req = _beyond_reserved(req)
             hint = hint_for(self.topology, st, c, req)
             mine = union(
                 self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
@@ -555,7 +570,7 @@ class TopologyAwarePolicy:
             evidence = IDSet(cpu for cpu in lonely if missing[cpu])
             prefer = [evidence, lonely]
             try:
-                grant, _ = self._place(st, c, req, hint=hint, prefer=prefer)
+                grant, _ = self._place(st, c, req, hint=hint, prefer=prefer, root_only=root_only)
             except AllocationError as exc:
                 # it runs anyway: on shared CPUs, off everyone's exclusive ones
                 notes.append(f"overcommitted: {exc}")
@@ -572,6 +587,18 @@ class TopologyAwarePolicy:
             overcommitted=tuple(overcommitted),
             kept_shared_like=frozenset(kept_shared_like),
         )
+
+    def _runs_beyond_reserved(
+        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
+    ) -> bool:
+        """Whether pinned `c` reports what a reserved request beyond the reserved
+        capacity renders: the root pool's shared set in `state` (rebuild's reserved
+        phase, when every exclusive and mixed container holds its CPUs), never the
+        reserved CPUs, which no shared set holds."""
+        view = state.supply.shared[self.tree.root.index]
+        if req.hide_hyperthreads:
+            view = one_thread_per_core(self.topology, view)
+        return req.pin_cpu and bool(view) and c.current_cpus == view
 
     def _stand_in(
         self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
