@@ -568,7 +568,10 @@ class TopologyAwarePolicy:
             lonely = IDSet(cpu for cpu in mine if holders[cpu] - (cpu in own) == 0)
             # a mixed container's own CPUs are the ones other shared views lack
             evidence = IDSet(cpu for cpu in lonely if missing[cpu])
-            prefer = [evidence, lonely]
+            # under hide-hyperthreads, a CPU shown before its hidden sibling: the
+            # rendering shows the lowest thread held on each core, so a shown CPU that
+            # is a higher thread is held while its lower sibling is not
+            prefer = [evidence, lonely & own, lonely]
             try:
                 grant, _ = self._place(st, c, req, hint=hint, prefer=prefer, root_only=root_only)
             except AllocationError as exc:

@@ -474,3 +474,24 @@ def test_rebuild_keeps_a_shared_containers_pool_from_a_mixed_one_placed_before_i
     )
     assert (n.a("c1").pool, n.a("c2").kind) == ("node2", CPUKind.MIXED)
     n.rebuilt_moves_nobody()
+
+
+def test_rebuild_prefers_a_shown_cpu_to_its_hidden_sibling() -> None:
+    """A mixed hide-hyperthreads container whose isolated CPU is the higher thread of
+    its core (9 of core 1,9: CPU 1 is also free) reports that thread, so the rebuild
+    takes it, not the lower sibling, which would show instead (a Hypothesis example of
+    the preference properties on hybrid-isolated: the rebuild moved c0 to 1-3,8)."""
+    t = build_topology(
+        {"packages": 1, "nodes": 2, "cores": 4, "threads": 2, "memory": "2G",
+         "efficient_cpus": "2-3,6-7,10-11,14-15", "isolated": "1,9"}
+    )  # fmt: skip
+    p = TopologyAwarePolicy(topology=t, config={})
+    ann = {PREFER_ISOLATED: "true", HIDE_HYPERTHREADS: "true"}
+    cs = [
+        ctr("c0", pod="c0", milli=1500, ann=ann, cur="2-3,8-9", cur_mems="0", cid="c0"),
+        ctr("c1", pod="c1", milli=0, cur="4-7,12-15", cur_mems="1", cid="c1"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state.grants[cs[0].id].exclusive == IDSet([9])
