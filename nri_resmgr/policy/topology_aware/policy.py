@@ -470,7 +470,14 @@ class TopologyAwarePolicy:
         overcommitted: list[ContainerID] = []
         requests = dict(requests)
         unique = {c.id: c for c in containers}
-        holders = Counter(cpu for c in containers for cpu in (c.current_cpus or IDSet()))
+        # how many reports hold each CPU; one of a container that opted out of pinning
+        # (cpu.preserve, pinCPU: false) holds none: we never set it, it may be every CPU
+        holders = Counter(
+            cpu
+            for c in containers
+            if _pins_cpus(requests[c.id])
+            for cpu in (c.current_cpus or IDSet())
+        )
         missing = missing_from_shared_views(self.tree, containers, requests)
 
         # 1. keep valid exclusive placements exactly: of the claims valid on their own,
@@ -564,7 +571,7 @@ class TopologyAwarePolicy:
                 for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus
             )
             # in nobody else's cpuset (a hidden sibling counts only if no one sees it)
-            own = c.current_cpus or IDSet()
+            own = (c.current_cpus or IDSet()) if _pins_cpus(req) else IDSet()
             lonely = IDSet(cpu for cpu in mine if holders[cpu] - (cpu in own) == 0)
             # a mixed container's own CPUs are the ones other shared views lack
             evidence = IDSet(cpu for cpu in lonely if missing[cpu])

@@ -33,6 +33,7 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.preferences import (
+    CPU_PRESERVE,
     HIDE_HYPERTHREADS,
     PREFER_ISOLATED,
     PREFER_SHARED,
@@ -495,3 +496,22 @@ def test_rebuild_prefers_a_shown_cpu_to_its_hidden_sibling() -> None:
     p.check(d.state)
     assert d.updates == (), d.reason
     assert d.state.grants[cs[0].id].exclusive == IDSet([9])
+
+
+def test_rebuild_counts_no_cpus_held_by_an_unpinned_report() -> None:
+    """A cpu.preserve container is never pinned, so its report (here every CPU) tells
+    nothing about whose CPUs are whose: the mixed container m still takes back the CPU
+    the other shared views lack (7), not one the cpu.preserve report "shares" (a
+    Hypothesis example of the restart properties on 2s2n2c2t: the second rebuild gave
+    m CPU 5 and moved the shared containers)."""
+    p = TopologyAwarePolicy(topology=small(), config={"reservedResources": {"cpu": "2"}})
+    keep = {CPU_PRESERVE: "true"}
+    cs = [
+        ctr("m", pod="m", milli=1500, cur="1-7,9-15", cur_mems="0-3", cid="m"),
+        ctr("s", pod="s", qos=BU, milli=0, cur="6,14-15", cur_mems="3", cid="s"),
+        ctr("k", pod="k", milli=1000, ann=keep, cur="0-15", cur_mems="0-3", cid="k"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state.grants[cs[0].id].exclusive == IDSet([7])
