@@ -39,22 +39,27 @@ current pool and CPUs.
    deepest such pool whose memory matches the current mems.  Claims no other report
    overlaps go first, then those another container's cpuset overlaps, then those another
    claim overlaps, smaller first (`common.order_claims`), each only while it stays valid
-   next to those kept: a claim of every CPU (a fail-open creation, a shared container's
-   cpuset) never makes a valid grant move, and a container that fell back to shared on
-   exactly its count of CPUs (under hide-hyperthreads: reporting one thread on each
-   core of that shared set) does not take them from the grant that left them shared;
-   since a pool nobody shares may be sliced empty, such a claim can be valid and still
-   push the shared containers placed next off their CPUs: when another container's
-   report (shared or pinned) overlaps such a kept claim, the rebuild is retried without
-   those claims, and the retry wins if it overcommits fewer containers, or as many and
-   moves fewer, and leaves those claimants on the CPUs they report;
+   next to those kept (the report of a container that opted out of pinning counts for
+   no CPU anywhere in a rebuild: it may be anything): a claim of every CPU (a fail-open
+   creation, a shared container's cpuset) never makes a valid grant move, and a
+   container that fell back to shared on exactly its count of CPUs (under
+   hide-hyperthreads: reporting one thread on each core of that shared set) does not
+   take them from the grant that left them shared; since a pool nobody shares may be
+   sliced empty, such a claim can be valid and still push the shared containers placed
+   next off their CPUs: when another pinned container's report (shared or exclusive)
+   overlaps such a kept claim, the rebuild is retried without those claims, and the
+   retry wins if it overcommits fewer containers, or as many and moves fewer, and
+   leaves those claimants on the CPUs they report;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
-   then untouched; until its turn, each shared or mixed container holds the pool of its report
-   with a 0m stand-in, so that no pool it shares is sliced empty before), with the pool
-   whose rendering matches their current cpuset/mems as a hint (first in the sort key)
-   and their current CPUs preferred when slicing.  One
-   that fits nowhere by its request (or whose annotations are malformed) still runs: it
-   is *overcommitted* on the shared CPUs of the best pool with no demand counted (or on
+   then untouched; until its turn, each shared or mixed container holds the pool of its
+   report with a 0m stand-in, so that no pool it shares is sliced empty before), with
+   the pool whose rendering matches their current cpuset/mems as a hint (first in the
+   sort key) and their current CPUs preferred when slicing (under hide-hyperthreads,
+   the CPUs shown before their hidden siblings).  A reserved container that reports the
+   root pool's shared set ran beyond the reserved capacity and stays there, even when
+   that capacity is free now (as it would while the daemon runs).  One that fits
+   nowhere by its request (or whose annotations are malformed) still runs: it is
+   *overcommitted* on the shared CPUs of the best pool with no demand counted (or on
    the reserved CPUs when no pool has a shared CPU; `_overcommit`), named in the reason,
    rather than left where it is, which could be on CPUs now exclusive to another;
 3. the decision's updates are the containers whose rendering differs from what the
@@ -501,12 +506,11 @@ class TopologyAwarePolicy:
             for cid in claims
         }
         shared_like = self._shared_like(claims, others, shown=shown)
-        # those another container's report overlaps (any container's: a shared one
-        # next to a claimant that fell back to shared shows the same CPUs) are the ones
-        # that may have fallen back next to it: the retry (`rebuild`) leaves them shared
-        seen = union(
-            c.current_cpus for c in containers if c.id not in claims and c.current_cpus
-        ) | union(others)
+        # those another pinned container's report overlaps (a shared one next to a
+        # claimant that fell back to shared shows the same CPUs; an unpinned one's
+        # report, perhaps every CPU, shows nothing) are the ones that may have fallen
+        # back next to it: the retry (`rebuild`) leaves them shared
+        seen = union(others)
         kept_shared_like: set[ContainerID] = set()
         for cid in order_claims(claims, others=others, shared_like=shared_like):
             if cid in skip:

@@ -515,3 +515,28 @@ def test_rebuild_counts_no_cpus_held_by_an_unpinned_report() -> None:
     p.check(d.state)
     assert d.updates == (), d.reason
     assert d.state.grants[cs[0].id].exclusive == IDSet([7])
+
+
+def test_rebuild_retry_ignores_an_unpinned_report() -> None:
+    """With fallbackToShared, x (3 CPUs) fell back to package0's shared set 1,9,11 next
+    to c2's hide-hyperthreads grant 2-3,10 (shown: 2-3).  Both claims are exactly a
+    shared set; only x's is overlapped by other pinned reports (s, t), so only x is
+    retried as shared.  The cpu.preserve container k on every CPU is not pinned and
+    overlaps nothing: counted, it marked c2 too, the retry then moved c2 and lost, and
+    s and t were moved off x's CPUs (a Hypothesis example of the restart properties on
+    2s2n2c2t, 2 CPUs reserved: 0,8)."""
+    config = {"fallbackToShared": True, "reservedResources": {"cpu": "2"}}
+    p = TopologyAwarePolicy(topology=small(), config=config)
+    hide = {HIDE_HYPERTHREADS: "true", PREFER_ISOLATED: "true"}
+    keep = {CPU_PRESERVE: "true", PREFER_ISOLATED: "true"}
+    cs = [
+        ctr("c2", pod="c2", milli=3000, ann=hide, cur="2-3", cur_mems="1", cid="c2"),
+        ctr("x", pod="x", milli=3000, cur="1,9,11", cur_mems="0-1", cid="x"),
+        ctr("s", pod="s", milli=0, cur="1,9", cur_mems="0", cid="s"),
+        ctr("t", pod="t", milli=0, cur="11", cur_mems="1", cid="t"),
+        ctr("k", pod="k", milli=0, ann=keep, cur="0-15", cur_mems="0-3", cid="k"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state.grants[cs[1].id].kind is CPUKind.SHARED
