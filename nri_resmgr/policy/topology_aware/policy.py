@@ -39,22 +39,27 @@ current pool and CPUs.
    deepest such pool whose memory matches the current mems.  Claims no other report
    overlaps go first, then those another container's cpuset overlaps, then those another
    claim overlaps, smaller first (`common.order_claims`), each only while it stays valid
-   next to those kept: a claim of every CPU (a fail-open creation, a shared container's
-   cpuset) never makes a valid grant move, and a container that fell back to shared on
-   exactly its count of CPUs (under hide-hyperthreads: reporting one thread on each
-   core of that shared set) does not take them from the grant that left them shared;
-   since a pool nobody shares may be sliced empty, such a claim can be valid and still
-   push the shared containers placed next off their CPUs: when another container's
-   report (shared or pinned) overlaps such a kept claim, the rebuild is retried without
-   those claims, and the retry wins if it overcommits fewer containers, or as many and
-   moves fewer, and leaves those claimants on the CPUs they report;
+   next to those kept (the report of a container that opted out of pinning counts for
+   no CPU anywhere in a rebuild: it may be anything): a claim of every CPU (a fail-open
+   creation, a shared container's cpuset) never makes a valid grant move, and a
+   container that fell back to shared on exactly its count of CPUs (under
+   hide-hyperthreads: reporting one thread on each core of that shared set) does not
+   take them from the grant that left them shared; since a pool nobody shares may be
+   sliced empty, such a claim can be valid and still push the shared containers placed
+   next off their CPUs: when another pinned container's report (shared or exclusive)
+   overlaps such a kept claim, the rebuild is retried without those claims, and the
+   retry wins if it overcommits fewer containers, or as many and moves fewer, and
+   leaves those claimants on the CPUs they report;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
-   then untouched; until its turn, each shared or mixed container holds the pool of its report
-   with a 0m stand-in, so that no pool it shares is sliced empty before), with the pool
-   whose rendering matches their current cpuset/mems as a hint (first in the sort key)
-   and their current CPUs preferred when slicing.  One
-   that fits nowhere by its request (or whose annotations are malformed) still runs: it
-   is *overcommitted* on the shared CPUs of the best pool with no demand counted (or on
+   then untouched; until its turn, each shared or mixed container holds the pool of its
+   report with a 0m stand-in, so that no pool it shares is sliced empty before), with
+   the pool whose rendering matches their current cpuset/mems as a hint (first in the
+   sort key) and their current CPUs preferred when slicing (under hide-hyperthreads,
+   the CPUs shown before their hidden siblings).  A reserved container that reports the
+   root pool's shared set ran beyond the reserved capacity and stays there, even when
+   that capacity is free now (as it would while the daemon runs).  One that fits
+   nowhere by its request (or whose annotations are malformed) still runs: it is
+   *overcommitted* on the shared CPUs of the best pool with no demand counted (or on
    the reserved CPUs when no pool has a shared CPU; `_overcommit`), named in the reason,
    rather than left where it is, which could be on CPUs now exclusive to another;
 3. the decision's updates are the containers whose rendering differs from what the
@@ -164,6 +169,12 @@ def _as_shared(request: ContainerRequest) -> ContainerRequest:
         shared_milli=1000 * request.full + request.shared_milli,
         prefer_isolated=False,
     )
+
+
+def _beyond_reserved(request: ContainerRequest) -> ContainerRequest:
+    """A reserved `request` as it runs beyond the reserved capacity: shared (in the root
+    pool, `_fall_back`)."""
+    return replace(request, kind=CPUKind.SHARED)
 
 
 def _pins_cpus(request: ContainerRequest) -> bool:
@@ -362,9 +373,13 @@ class TopologyAwarePolicy:
             grant, where = self._place(state, container, shared, hint=hint, prefer=prefer)
             return grant, f"{where} (fallbackToShared: {message})"
         if request.kind is CPUKind.RESERVED:
-            shared = replace(request, kind=CPUKind.SHARED)
             grant, where = self._place(
-                state, container, shared, hint=hint, prefer=prefer, root_only=True
+                state,
+                container,
+                _beyond_reserved(request),
+                hint=hint,
+                prefer=prefer,
+                root_only=True,
             )
             return grant, f"{where} (reserved capacity exceeded: {message})"
         raise AllocationError(message)
@@ -460,7 +475,14 @@ class TopologyAwarePolicy:
         overcommitted: list[ContainerID] = []
         requests = dict(requests)
         unique = {c.id: c for c in containers}
-        holders = Counter(cpu for c in containers for cpu in (c.current_cpus or IDSet()))
+        # how many reports hold each CPU; one of a container that opted out of pinning
+        # (cpu.preserve, pinCPU: false) holds none: we never set it, it may be every CPU
+        holders = Counter(
+            cpu
+            for c in containers
+            if _pins_cpus(requests[c.id])
+            for cpu in (c.current_cpus or IDSet())
+        )
         missing = missing_from_shared_views(self.tree, containers, requests)
 
         # 1. keep valid exclusive placements exactly: of the claims valid on their own,
@@ -484,12 +506,11 @@ class TopologyAwarePolicy:
             for cid in claims
         }
         shared_like = self._shared_like(claims, others, shown=shown)
-        # those another container's report overlaps (any container's: a shared one
-        # next to a claimant that fell back to shared shows the same CPUs) are the ones
-        # that may have fallen back next to it: the retry (`rebuild`) leaves them shared
-        seen = union(
-            c.current_cpus for c in containers if c.id not in claims and c.current_cpus
-        ) | union(others)
+        # those another pinned container's report overlaps (a shared one next to a
+        # claimant that fell back to shared shows the same CPUs; an unpinned one's
+        # report, perhaps every CPU, shows nothing) are the ones that may have fallen
+        # back next to it: the retry (`rebuild`) leaves them shared
+        seen = union(others)
         kept_shared_like: set[ContainerID] = set()
         for cid in order_claims(claims, others=others, shared_like=shared_like):
             if cid in skip:
@@ -543,19 +564,27 @@ class TopologyAwarePolicy:
         for c in pending:
             req = requests[c.id]
             st = st.without(c.id)
+            # one that ran beyond the reserved capacity stays where it runs, even if
+            # the capacity it lacked is free now (the live policy would not move it)
+            root_only = req.kind is CPUKind.RESERVED and self._runs_beyond_reserved(st, c, req)
+            if root_only:
+                req = _beyond_reserved(req)
             hint = hint_for(self.topology, st, c, req)
             mine = union(
                 self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
                 for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus
             )
             # in nobody else's cpuset (a hidden sibling counts only if no one sees it)
-            own = c.current_cpus or IDSet()
+            own = (c.current_cpus or IDSet()) if _pins_cpus(req) else IDSet()
             lonely = IDSet(cpu for cpu in mine if holders[cpu] - (cpu in own) == 0)
             # a mixed container's own CPUs are the ones other shared views lack
             evidence = IDSet(cpu for cpu in lonely if missing[cpu])
-            prefer = [evidence, lonely]
+            # under hide-hyperthreads, a CPU shown before its hidden sibling: the
+            # rendering shows the lowest thread held on each core, so a shown CPU that
+            # is a higher thread is held while its lower sibling is not
+            prefer = [evidence, lonely & own, lonely]
             try:
-                grant, _ = self._place(st, c, req, hint=hint, prefer=prefer)
+                grant, _ = self._place(st, c, req, hint=hint, prefer=prefer, root_only=root_only)
             except AllocationError as exc:
                 # it runs anyway: on shared CPUs, off everyone's exclusive ones
                 notes.append(f"overcommitted: {exc}")
@@ -572,6 +601,18 @@ class TopologyAwarePolicy:
             overcommitted=tuple(overcommitted),
             kept_shared_like=frozenset(kept_shared_like),
         )
+
+    def _runs_beyond_reserved(
+        self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
+    ) -> bool:
+        """Whether pinned `c` reports what a reserved request beyond the reserved
+        capacity renders: the root pool's shared set in `state` (rebuild's reserved
+        phase, when every exclusive and mixed container holds its CPUs), never the
+        reserved CPUs, which no shared set holds."""
+        view = state.supply.shared[self.tree.root.index]
+        if req.hide_hyperthreads:
+            view = one_thread_per_core(self.topology, view)
+        return req.pin_cpu and bool(view) and c.current_cpus == view
 
     def _stand_in(
         self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nri_resmgr.model import (
@@ -159,6 +159,17 @@ def test_synthetic_sequences(name: str, ops: list[Op], colocate: bool, fallback:
 @pytest.mark.parametrize("name", snapshot_names() or ["(no snapshots)"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS)
+# a reserved request beyond the reserved capacity (2 CPUs: 2000m) ran on the root's
+# shared CPUs; once the reserved container before it left, the rebuild put it on the
+# reserved CPUs (server-2s-4n-2pmem-112t-isolated; test_ta_rules has the focused case)
+@example(
+    ops=[
+        Op(True, 0, QoSClass.GUARANTEED, 1000, True, False, 0, {}),
+        Op(True, 0, QoSClass.GUARANTEED, 0, False, False, 0, {}),
+        Op(True, 1, QoSClass.GUARANTEED, 1500, True, False, 0, {}),
+        Op(False, 0, QoSClass.GUARANTEED, 0, False, False, 0, {}),
+    ]
+)
 def test_real_machine_sequences(name: str, ops: list[Op]) -> None:
     require_topologies()
     exercise(snapshot(name), {"reservedResources": {"cpu": "2"}}, ops)

@@ -33,6 +33,7 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.preferences import (
+    CPU_PRESERVE,
     HIDE_HYPERTHREADS,
     PREFER_ISOLATED,
     PREFER_SHARED,
@@ -257,6 +258,27 @@ def test_reserved_750m_is_750m() -> None:
     assert n.a("d").kind is CPUKind.RESERVED
 
 
+def test_rebuild_keeps_a_reserved_overflow_on_the_shared_cpus() -> None:
+    """A reserved request that ran beyond the reserved capacity stays on the root's
+    shared CPUs at a rebuild, even once the capacity it lacked has been freed: the
+    live policy does not move it then, so a restart must not either (a Hypothesis
+    example of the real-machine properties on server-2s-4n-2pmem-112t-isolated: it
+    went to the reserved CPUs at the rebuild, an update without cause)."""
+    n = Node()
+    n.create(ctr("a", pod="a", ns="kube-system", milli=500, cid="a"))
+    n.create(ctr("b", pod="b", ns="kube-system", milli=500, cid="b"))
+    assert (n.a("b").kind, n.a("b").pool) == (CPUKind.SHARED, "root")
+    n.rebuilt_moves_nobody()
+    n.delete("a")  # b alone would fit the reserved capacity now
+    n.rebuilt_moves_nobody()
+    # ... and is still told apart from a reserved container reporting the reserved CPU,
+    # whichever the runtime lists first
+    n.create(ctr("c", pod="c", ns="kube-system", milli=500, cid="c"))
+    assert n.a("c").kind is CPUKind.RESERVED
+    n.live = dict(reversed(list(n.live.items())))
+    n.rebuilt_moves_nobody()
+
+
 def test_reserved_resources_test05() -> None:
     """n4c16/test05-reserved-resources, reserved cpuset:7,11 of available 4-7,8-13.
 
@@ -453,3 +475,68 @@ def test_rebuild_keeps_a_shared_containers_pool_from_a_mixed_one_placed_before_i
     )
     assert (n.a("c1").pool, n.a("c2").kind) == ("node2", CPUKind.MIXED)
     n.rebuilt_moves_nobody()
+
+
+def test_rebuild_prefers_a_shown_cpu_to_its_hidden_sibling() -> None:
+    """A mixed hide-hyperthreads container whose isolated CPU is the higher thread of
+    its core (9 of core 1,9: CPU 1 is also free) reports that thread, so the rebuild
+    takes it, not the lower sibling, which would show instead (a Hypothesis example of
+    the preference properties on hybrid-isolated: the rebuild moved c0 to 1-3,8)."""
+    t = build_topology(
+        {"packages": 1, "nodes": 2, "cores": 4, "threads": 2, "memory": "2G",
+         "efficient_cpus": "2-3,6-7,10-11,14-15", "isolated": "1,9"}
+    )  # fmt: skip
+    p = TopologyAwarePolicy(topology=t, config={})
+    ann = {PREFER_ISOLATED: "true", HIDE_HYPERTHREADS: "true"}
+    cs = [
+        ctr("c0", pod="c0", milli=1500, ann=ann, cur="2-3,8-9", cur_mems="0", cid="c0"),
+        ctr("c1", pod="c1", milli=0, cur="4-7,12-15", cur_mems="1", cid="c1"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state.grants[cs[0].id].exclusive == IDSet([9])
+
+
+def test_rebuild_counts_no_cpus_held_by_an_unpinned_report() -> None:
+    """A cpu.preserve container is never pinned, so its report (here every CPU) tells
+    nothing about whose CPUs are whose: the mixed container m still takes back the CPU
+    the other shared views lack (7), not one the cpu.preserve report "shares" (a
+    Hypothesis example of the restart properties on 2s2n2c2t: the second rebuild gave
+    m CPU 5 and moved the shared containers)."""
+    p = TopologyAwarePolicy(topology=small(), config={"reservedResources": {"cpu": "2"}})
+    keep = {CPU_PRESERVE: "true"}
+    cs = [
+        ctr("m", pod="m", milli=1500, cur="1-7,9-15", cur_mems="0-3", cid="m"),
+        ctr("s", pod="s", qos=BU, milli=0, cur="6,14-15", cur_mems="3", cid="s"),
+        ctr("k", pod="k", milli=1000, ann=keep, cur="0-15", cur_mems="0-3", cid="k"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state.grants[cs[0].id].exclusive == IDSet([7])
+
+
+def test_rebuild_retry_ignores_an_unpinned_report() -> None:
+    """With fallbackToShared, x (3 CPUs) fell back to package0's shared set 1,9,11 next
+    to c2's hide-hyperthreads grant 2-3,10 (shown: 2-3).  Both claims are exactly a
+    shared set; only x's is overlapped by other pinned reports (s, t), so only x is
+    retried as shared.  The cpu.preserve container k on every CPU is not pinned and
+    overlaps nothing: counted, it marked c2 too, the retry then moved c2 and lost, and
+    s and t were moved off x's CPUs (a Hypothesis example of the restart properties on
+    2s2n2c2t, 2 CPUs reserved: 0,8)."""
+    config = {"fallbackToShared": True, "reservedResources": {"cpu": "2"}}
+    p = TopologyAwarePolicy(topology=small(), config=config)
+    hide = {HIDE_HYPERTHREADS: "true", PREFER_ISOLATED: "true"}
+    keep = {CPU_PRESERVE: "true", PREFER_ISOLATED: "true"}
+    cs = [
+        ctr("c2", pod="c2", milli=3000, ann=hide, cur="2-3", cur_mems="1", cid="c2"),
+        ctr("x", pod="x", milli=3000, cur="1,9,11", cur_mems="0-1", cid="x"),
+        ctr("s", pod="s", milli=0, cur="1,9", cur_mems="0", cid="s"),
+        ctr("t", pod="t", milli=0, cur="11", cur_mems="1", cid="t"),
+        ctr("k", pod="k", milli=0, ann=keep, cur="0-15", cur_mems="0-3", cid="k"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state.grants[cs[1].id].kind is CPUKind.SHARED
