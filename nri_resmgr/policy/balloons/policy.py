@@ -84,16 +84,21 @@ live reconfiguration refills as nri-plugins does, so they may join a balloon wit
 a new balloon keeping what it can of the CPUs its container runs on.  The CPUs a
 container reports may include idle ones it shares: where other groups report CPUs of the
 same domain, those they do not are the balloon's own and it keeps them, and it keeps a
-CPU in each domain it reports.  A claiming composite spreads the claimed CPUs over its
+CPU in each domain it reports.  A claim takes CPUs no other group reports first,
+and a ``hideHyperthreads`` balloon takes for the siblings it does not show those another
+group's shared idle CPUs show to be held.  A container whose annotations cannot be read
+is in the default type, as a plain member, both when it claims and when it is placed
+as new (`_rebuild_member`).  A claiming composite spreads the claimed CPUs over its
 components by their preferences (`_fill`), and with ``balance-balloons`` takes the
 component whose preferred CPUs overlap them most.  The empty balloons of
 ``minBalloons`` then take CPUs no container reports, first those in domains a claimed
-balloon shares idle CPUs in (it would report them were they idle); the empty reserved
-balloon goes back to what the containers of CPU-less balloons report, else to its home.
-A rebuild from the rendered result moves nothing, nor does a second one, with one known
-exception: a ``balance-balloons`` composite without CPUs of its own cannot show which
-component it had, and when its component types size the same share differently the
-rebuild may give it the other one.
+balloon shares idle CPUs in (it would report them were they idle).  The reserved
+balloon is made before any claim, at its home (`reserved_home`, where `initial_state`
+puts it): no other balloon claims its CPUs, and its containers' claim takes it over,
+keeping its CPUs first.  A rebuild from the rendered result moves nothing, nor does a
+second one, with one known exception: a ``balance-balloons`` composite without CPUs of
+its own cannot show which component it had, and when its component types size the same
+share differently the rebuild may give it the other one.
 
 CPU classes: `cpu_class_use` names each balloon's CPUs under its type's ``cpuClass`` and
 the available CPUs in no balloon under ``idleCPUClass`` (an empty name: the class
@@ -127,6 +132,7 @@ from nri_resmgr.policy.balloons.allocation import (
     shrink,
 )
 from nri_resmgr.policy.balloons.config import (
+    DEFAULT,
     RESERVED,
     BalloonType,
     ComponentCreation,
@@ -568,12 +574,16 @@ class BalloonsPolicy:
         idle = self.config.available - state.used
         return idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same)
 
+    @staticmethod
+    def _hides(t: BalloonType, m: Member) -> bool:
+        """Whether `m` sees one thread per core: its annotation, else its type's."""
+        if m.hide_hyperthreads is None:
+            return bool(t.hide_hyperthreads)
+        return m.hide_hyperthreads
+
     def _render(self, m: Member, view: BalloonView, t: BalloonType) -> Assignment:
         cpus = view.cpus
-        hide = m.hide_hyperthreads
-        if hide is None:
-            hide = bool(t.hide_hyperthreads)
-        if hide:
+        if self._hides(t, m):
             cpus = one_thread_per_core(self.topology, cpus)
         if not self.config.options.pin_cpu:
             cpus = IDSet()
@@ -756,9 +766,14 @@ class BalloonsPolicy:
         *,
         prefer: str | None = None,
         seed: CPUSet = _NO_CPUS,
+        as_member: tuple[BalloonType, Member] | None = None,
     ) -> tuple[BalloonsState, str]:
-        t = balloon_type_of(c, self.config)
-        m = self._member(c, t)
+        """`state` with `c` placed, as its annotations say or (rebuild) as `as_member`."""
+        if as_member is None:
+            t = balloon_type_of(c, self.config)
+            m = self._member(c, t)
+        else:
+            t, m = as_member
         try:
             balloon, step = self._place(state, t, m, prefer=prefer, seed=seed)
         except AllocationError as exc:
@@ -830,16 +845,13 @@ class BalloonsPolicy:
         for c in containers:
             if self.preserved(c) is None:  # preserved ones stay where they are, unknown
                 unique.setdefault(c.id, c)
-        types: dict[ContainerID, BalloonType] = {}
-        for c in unique.values():
-            try:
-                types[c.id] = balloon_type_of(c, self.config)
-                self._member(c, types[c.id])
-            except AnnotationError as exc:
-                notes.append(f"unreadable, in the default balloon: {exc}")
-                fallback = self.config.type_named("default")
-                assert fallback is not None
-                types[c.id] = fallback
+        known = {c.id: self._rebuild_member(c, notes) for c in unique.values()}
+        types = {cid: t for cid, (t, _) in known.items()}
+        # 0. the reserved balloon where it is from the start (`initial_state`): no other
+        # balloon claims its CPUs; its containers' claim takes it over
+        reserved = self._new_balloon(st, self.types[RESERVED], None)
+        assert isinstance(reserved, Balloon)  # initial_state makes it so
+        st = st.with_balloon(reserved)
         # 1. containers on the same CPUs, of the same type: one balloon claiming them
         groups: dict[tuple[str, CPUSet], list[ContainerInfo]] = {}
         for c in unique.values():
@@ -849,30 +861,28 @@ class BalloonsPolicy:
         for _, cpus in groups:
             for cpu in cpus:
                 holders[cpu] = holders.get(cpu, 0) + 1
+        held = self._held(groups, known)
         placed: set[ContainerID] = set()
-        on_reserved = IDSet()  # what containers of balloons without CPUs run on
         for (tname, cpus), members in sorted(
             groups.items(), key=lambda kv: (len(kv[0][1]), kv[0][0], kv[0][1].sorted())
         ):
             t = self.types[tname]
-            ms = [self._safe_member(c, t) for c in members]
-            got = self._claim(st, t, cpus, ms, holders)
+            ms = [known[c.id][1] for c in members]
+            got = self._claim(st, t, cpus, ms, holders, held)
             if got is None:
                 continue
-            if not got.cpus:
-                on_reserved |= cpus & self.config.available
             st = st.with_balloon(got)
             for m in ms:
                 st = st.with_member(replace(m, balloon=got.name))
                 placed.add(m.container_id)
         # 2. the balloons every type has from the start, then everyone else as if new
         reported = union(c.current_cpus for c in unique.values() if c.current_cpus)
-        st = self._top_up(st, unseen=self.config.available - reported, on_reserved=on_reserved)
+        st = self._top_up(st, unseen=self.config.available - reported)
         for c in unique.values():
             if c.id in placed:
                 continue
             try:
-                st, _ = self._add(st, c, seed=c.current_cpus or IDSet())
+                st, _ = self._add(st, c, seed=c.current_cpus or IDSet(), as_member=known[c.id])
             except (AllocationError, AnnotationError) as exc:
                 notes.append(f"not placed: {exc}")
         rendered = self.render(st)
@@ -884,18 +894,27 @@ class BalloonsPolicy:
         reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
 
-    def _safe_member(self, c: ContainerInfo, t: BalloonType) -> Member:
+    def _rebuild_member(self, c: ContainerInfo, notes: list[str]) -> tuple[BalloonType, Member]:
+        """`c`'s balloon type and membership at rebuild, the same for claiming its CPUs
+        and for placing it as new: when its annotations cannot be read (an unknown
+        balloon type, a bad value) it goes to the default type as a plain member, where
+        it went the first time, so a second rebuild does not move it."""
         try:
-            return self._member(c, t)
-        except AnnotationError:
-            return Member(
-                container_id=c.id,
-                pod_id=c.pod.id,
-                namespace=c.namespace,
-                pretty=c.pretty,
-                balloon="",
-                milli=c.request.cpu_request_milli,
-            )
+            t = balloon_type_of(c, self.config)
+            return t, self._member(c, t)
+        except AnnotationError as exc:
+            notes.append(f"unreadable, in the default balloon: {exc}")
+        fallback = self.config.type_named(DEFAULT)
+        assert fallback is not None  # resolve_config always adds it
+        plain = Member(
+            container_id=c.id,
+            pod_id=c.pod.id,
+            namespace=c.namespace,
+            pretty=c.pretty,
+            balloon="",
+            milli=c.request.cpu_request_milli,
+        )
+        return fallback, plain
 
     def _claim(
         self,
@@ -904,11 +923,18 @@ class BalloonsPolicy:
         cpus: CPUSet,
         members: Sequence[Member],
         holders: Mapping[int, int],
+        held: CPUSet,
     ) -> Balloon | None:
-        """A balloon of `t` for `members`, now running on `cpus`, keeping them there."""
+        """A balloon of `t` for `members`, now running on `cpus`, keeping them there:
+        their CPUs first, then hidden siblings of theirs that are `held` (`_held`)."""
         milli = sum(m.milli for m in members)
         if t.group_by and len({m.group for m in members}) > 1:
             return None
+        empty = [b for b in state.of_type(t.name) if not state.members_of(b.name)]
+        base = min(empty, key=lambda b: b.instance) if empty else None
+        if base is not None:
+            # the reserved balloon, made first: taken over, it keeps its CPUs first
+            state = state.without_balloon(base.name)
         fresh = self._unsized(state, t, cpus)
         if isinstance(fresh, str):
             return None
@@ -916,16 +942,15 @@ class BalloonsPolicy:
         if t.max_cpus and want > t.max_cpus:
             return None
         mine = cpus
-        if any(
-            m.hide_hyperthreads or (m.hide_hyperthreads is None and t.hide_hyperthreads)
-            for m in members
-        ):
+        if any(self._hides(t, m) for m in members):
             # the container sees the lowest thread of each core the balloon has: the
             # balloon may hold the higher threads of those cores too
             mine = cpus | IDSet(s for c in cpus for s in self.topology.siblings(c) if s > c)
         own = mine & (self.config.available - state.used)
-        alone = IDSet(c for c in own if holders.get(c, 0) <= 1)
-        prefer = [cpus & alone, alone, cpus]
+        # reported by no other group (a hidden sibling is not in `cpus`: any report of it
+        # is another's)
+        alone = IDSet(c for c in own if holders.get(c, 0) <= (1 if c in cpus else 0))
+        prefer = [cpus & alone, alone & held, alone, cpus]
         level = t.share_idle_cpus_in_same
         if level is not None:
             # `cpus` may include idle CPUs shared in the balloon's domains (a composite's
@@ -941,23 +966,37 @@ class BalloonsPolicy:
         # this configuration (a live reconfiguration changed the type's sizes), so they
         # go by the fill chain, as nri-plugins refills, not into a balloon inflated
         # around them
+        if base is not None:
+            own, prefer = own | base.cpus, [base.cpus, *prefer]
         keep = take_cpus(self.topology, own, want, prefer=prefer)
         if keep is None:
             return None
         return self._fill(state, fresh, keep, milli, occupied=True)
 
-    def _top_up(
-        self, state: BalloonsState, *, unseen: CPUSet, on_reserved: CPUSet
-    ) -> BalloonsState:
+    def _held(
+        self,
+        groups: Mapping[tuple[str, CPUSet], Sequence[ContainerInfo]],
+        known: Mapping[ContainerID, tuple[BalloonType, Member]],
+    ) -> CPUSet:
+        """The CPUs the reports show to be in some balloon though no one reports them
+        (rebuild): those in the ``shareIdleCPUsInSame`` domains of a group that sees
+        every thread, yet not in its cpuset, were not idle.  A claim prefers them for
+        the hidden hyperthreads of a ``hideHyperthreads`` balloon."""
+        out: list[CPUSet] = []
+        for (tname, cpus), members in groups.items():
+            level = self.types[tname].share_idle_cpus_in_same
+            if level is None or any(self._hides(*known[c.id]) for c in members):
+                continue
+            out.append(level_cpus(self.topology, cpus, level) - cpus)
+        return union(out) & self.config.available
+
+    def _top_up(self, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
         """`state` with at least ``minBalloons`` balloons of every type (rebuild).
 
         The empty ones take their CPUs from `unseen` (in no container's reported
         cpuset) where they can: that is where empty balloons were, so the idle CPUs
-        other balloons share stay the same.  An empty reserved balloon first tries
-        `on_reserved`, what the containers of balloons without CPUs report: they run on
-        the reserved balloon's CPUs (a composite reserved balloon's components would
-        otherwise pick from whatever is free now); then `unseen` and its home
-        (`reserved_home`), which containers of unclaimed balloons may report.
+        other balloons share stay the same.  (The reserved balloon is made before the
+        claims, at its home.)
         """
         # unseen CPUs in the domains whose idle CPUs a claimed balloon shares are not
         # idle (it would report them): empty balloons held them
@@ -971,14 +1010,9 @@ class BalloonsPolicy:
                 got = self._new_balloon(state, t, None)
                 if isinstance(got, str):
                     break
-                pools = [unseen]
-                if t.name == RESERVED:
-                    pools = [on_reserved, unseen | self.reserved_home]
-                for pool in pools:
-                    free = pool - state.used
-                    if len(free) >= len(got.cpus):
-                        got = self._fill(state, got, free, 0, occupied=False, first=held)
-                        break
+                free = unseen - state.used
+                if len(free) >= len(got.cpus):
+                    got = self._fill(state, got, free, 0, occupied=False, first=held)
                 state = state.with_balloon(got)
         return state
 

@@ -26,16 +26,20 @@ from nri_resmgr.model import (
     Decision,
     PolicyState,
 )
+from nri_resmgr.policy.balloons import BalloonsPolicy, BalloonsState
 from nri_resmgr.policy.static import StaticPolicy, StaticState
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.preferences import container_request
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 
-RestartPolicy = StaticPolicy | TopologyAwarePolicy
+RestartPolicy = StaticPolicy | TopologyAwarePolicy | BalloonsPolicy
 
 
 def render(policy: RestartPolicy, state: PolicyState) -> dict[ContainerID, Assignment]:
-    """Every container's assignment in `state`, for either policy."""
+    """Every container's assignment in `state`, for any of the policies."""
+    if isinstance(policy, BalloonsPolicy):
+        assert isinstance(state, BalloonsState)
+        return policy.render(state)
     if isinstance(policy, StaticPolicy):
         assert isinstance(state, StaticState)
         return policy.render(state)
@@ -74,6 +78,9 @@ def exclusive_cpus(policy: RestartPolicy, state: PolicyState) -> dict[ContainerI
     A hide-hyperthreads grant holds whole cores though it shows one thread of each:
     the hidden siblings are its own too.
     """
+    if isinstance(policy, BalloonsPolicy):
+        assert isinstance(state, BalloonsState)
+        return {cid: state.balloons[m.balloon].cpus for cid, m in state.members.items()}
     if isinstance(policy, StaticPolicy):
         assert isinstance(state, StaticState)
         return {cid: e.exclusive for cid, e in state.entries.items() if e.exclusive}
@@ -81,6 +88,14 @@ def exclusive_cpus(policy: RestartPolicy, state: PolicyState) -> dict[ContainerI
     return {
         cid: g.exclusive for cid, g in state.grants.items() if g.exclusive and g.request.pin_cpu
     }
+
+
+def companions(policy: RestartPolicy, state: PolicyState) -> dict[ContainerID, str]:
+    """The balloon of every container in one (balloons); no one shares otherwise."""
+    if isinstance(policy, BalloonsPolicy):
+        assert isinstance(state, BalloonsState)
+        return {cid: m.balloon for cid, m in state.members.items()}
+    return {}
 
 
 def opted_out(policy: RestartPolicy, containers: Sequence[ContainerInfo]) -> set[ContainerID]:
@@ -91,6 +106,9 @@ def opted_out(policy: RestartPolicy, containers: Sequence[ContainerInfo]) -> set
     """
     if isinstance(policy, StaticPolicy):
         return set()
+    if isinstance(policy, BalloonsPolicy):
+        pinned = policy.config.options.pin_cpu
+        return {c.id for c in containers if not pinned or policy.preserved(c) is not None}
     out = set()
     for c in containers:
         try:
@@ -105,14 +123,18 @@ def opted_out(policy: RestartPolicy, containers: Sequence[ContainerInfo]) -> set
 def restart_violations(
     policy: RestartPolicy, containers: Sequence[ContainerInfo], decision: Decision
 ) -> list[str]:
-    """Every CPU exclusive to one container that is in another's final cpuset."""
+    """Every CPU exclusive to one container that is in another's final cpuset (one
+    outside its balloon: a balloon's containers share its CPUs)."""
     final = final_cpusets(containers, decision)
     exclusive = exclusive_cpus(policy, decision.state)
     skip = opted_out(policy, containers)
+    together = companions(policy, decision.state)
     problems = []
     for owner, cpus in sorted(exclusive.items()):
         for other, now in sorted(final.items()):
             if other == owner or other in skip:
+                continue
+            if owner in together and together.get(other) == together[owner]:
                 continue
             both = cpus & now
             if both:

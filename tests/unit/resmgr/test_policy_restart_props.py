@@ -39,6 +39,7 @@ from nri_resmgr.model import (
     PolicyState,
     QoSClass,
 )
+from nri_resmgr.policy.balloons import BalloonsState
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.static import StaticPolicy, StaticState
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
@@ -172,8 +173,11 @@ def check(p: RestartPolicy, state: PolicyState) -> None:
     if isinstance(p, StaticPolicy):
         assert isinstance(state, StaticState)
         check_static(p, state)
-    else:
+    elif isinstance(p, TopologyAwarePolicy):
         assert isinstance(state, TopologyAwareState)
+        p.check(state)
+    else:
+        assert isinstance(state, BalloonsState)
         p.check(state)
 
 

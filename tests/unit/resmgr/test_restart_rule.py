@@ -14,6 +14,7 @@ import pytest
 import structlog
 
 from nri_resmgr.model import ContainerID, ContainerInfo, CPUKind, PolicyState, QoSClass
+from nri_resmgr.policy.balloons import BalloonsPolicy
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
@@ -50,7 +51,15 @@ def topology_aware(t: Topology) -> RestartPolicy:
     return TopologyAwarePolicy(topology=t, config={})
 
 
-POLICIES = [pytest.param(static, id="static"), pytest.param(topology_aware, id="topology-aware")]
+def balloons(t: Topology) -> RestartPolicy:
+    return BalloonsPolicy(topology=t, config={"reservedResources": {"cpu": "cpuset:0"}})
+
+
+#: the policies that grant a container CPUs of its own: the tests of which grant wins
+EXCLUSIVE = [pytest.param(static, id="static"), pytest.param(topology_aware, id="topology-aware")]
+#: balloons too: its containers share their balloon's CPUs, which grow and shrink with
+#: the balloon, so who moves is its own rule (`test_balloons_keep_the_rule_and_settle`)
+POLICIES = [*EXCLUSIVE, pytest.param(balloons, id="balloons")]
 
 
 def placed(p: RestartPolicy, containers: list[ContainerInfo]) -> list[ContainerInfo]:
@@ -66,7 +75,7 @@ def placed(p: RestartPolicy, containers: list[ContainerInfo]) -> list[ContainerI
 # ---- finding 1: exclusive CPUs shared after a restart ---------------------------------------
 
 
-@pytest.mark.parametrize("make", POLICIES)
+@pytest.mark.parametrize("make", EXCLUSIVE)
 def test_fail_open_guaranteed_never_share_cpus_with_a_full_shared_pool(make: PolicyMaker) -> None:
     """Shared containers fill the pool; Guaranteed ones created while the daemon was down."""
     p = make(small())
@@ -140,7 +149,7 @@ def test_a_shared_claim_of_every_cpu_moves_no_valid_exclusive(
     assert moved(d, reports) <= {claimant.id}
 
 
-@pytest.mark.parametrize("make", POLICIES)
+@pytest.mark.parametrize("make", EXCLUSIVE)
 def test_a_fail_open_guaranteed_claim_of_every_cpu_is_the_one_that_moves(
     make: PolicyMaker,
 ) -> None:
@@ -152,7 +161,7 @@ def test_a_fail_open_guaranteed_claim_of_every_cpu_is_the_one_that_moves(
     assert moved(d, [late, *reports]) == {late.id}
 
 
-@pytest.mark.parametrize("make", POLICIES)
+@pytest.mark.parametrize("make", EXCLUSIVE)
 def test_two_containers_reporting_the_same_exclusive_cpus_one_keeps_them(
     make: PolicyMaker,
 ) -> None:
@@ -168,7 +177,7 @@ def test_two_containers_reporting_the_same_exclusive_cpus_one_keeps_them(
         assert moved(d, listed) == {listed[1].id}
 
 
-@pytest.mark.parametrize("make", POLICIES)
+@pytest.mark.parametrize("make", EXCLUSIVE)
 def test_smaller_valid_claims_win_over_one_covering_them(make: PolicyMaker) -> None:
     """A 4-CPU claim covering two valid 2-CPU grants moves; the two stay."""
     p = make(small())
@@ -182,7 +191,7 @@ def test_smaller_valid_claims_win_over_one_covering_them(make: PolicyMaker) -> N
     assert moved(d, cs) == {cs[0].id}
 
 
-@pytest.mark.parametrize("make", POLICIES)
+@pytest.mark.parametrize("make", EXCLUSIVE)
 @pytest.mark.parametrize(
     "cur",
     ["4,12,99", "4,12,16", "", "4", "0-15"],
@@ -201,7 +210,7 @@ def test_an_invalid_report_moves_only_its_owner(make: PolicyMaker, cur: str) -> 
 # ---- the pipeline: Synchronize never raises ------------------------------------------------
 
 
-@pytest.mark.parametrize("make", POLICIES)
+@pytest.mark.parametrize("make", EXCLUSIVE)
 def test_synchronize_places_a_container_whose_cpuset_cannot_be_read(make: PolicyMaker) -> None:
     """A cpuset beyond the largest CPU id is "unknown", not a reason to skip the container."""
     p = Pipeline(make(small()), log=QUIET)
@@ -215,7 +224,7 @@ def test_synchronize_places_a_container_whose_cpuset_cannot_be_read(make: Policy
     assert len(got["db-wild"]) == 2 and got["db-wild"].isdisjoint(IDSet.parse("4,12"))
 
 
-@pytest.mark.parametrize("make", POLICIES)
+@pytest.mark.parametrize("make", EXCLUSIVE)
 def test_synchronize_takes_a_container_listed_twice_once(make: PolicyMaker) -> None:
     p = Pipeline(make(small()), log=QUIET)
     pod = sandbox("db")
@@ -241,3 +250,54 @@ def test_with_no_shared_cpu_at_all_a_shared_container_goes_to_the_reserved_ones(
     assert restart_violations(p, cs, d) == []
     assert final_cpusets(cs, d) == {cs[0].id: IDSet([0]), cs[1].id: IDSet([1])}
     assert "on the reserved CPUs: pod default/s container s" in d.reason
+
+
+# ---- balloons: the rule on the same reports, and the fixed point ---------------------------
+
+
+def _balloons_scenarios() -> dict[str, tuple[Topology, list[ContainerInfo]]]:
+    big = topo(**BIG)
+    p_small, p_big = balloons(small()), balloons(big)
+    shared = placed(p_small, [ctr(f"s{i}", pod=f"s{i}", qos=BU, milli=1000) for i in range(10)])
+    fail_open = [
+        ctr(f"g{i}", pod=f"g{i}", milli=2000, cur="0-15" if i % 2 else None) for i in range(3)
+    ]
+    keep = placed(p_small, [ctr("k", pod="k", milli=2000), ctr("s", pod="s", qos=BU, milli=500)])
+    out = {
+        "fail-open": (small(), shared + fail_open),
+        "late-claim-of-all": (
+            big,
+            [ctr("late", pod="late", milli=2000, cur="0-63"), *_twenty_five(p_big)[:-1]],
+        ),
+        "twins": (
+            small(),
+            [
+                ctr("b", pod="b", milli=2000, cur="4,12", cur_mems="2"),
+                ctr("a", pod="a", milli=2000, cur="4,12", cur_mems="2"),
+            ],
+        ),
+        "covering": (
+            small(),
+            [
+                ctr("big", pod="big", milli=4000, cur="4,6,12,14"),
+                ctr("x", pod="x", milli=2000, cur="4,12"),
+                ctr("y", pod="y", milli=2000, cur="6,14"),
+            ],
+        ),
+    }
+    for cur in ["4,12,99", "4,12,16", "", "4", "0-15"]:
+        out[f"invalid-{cur}"] = (small(), [ctr("bad", pod="bad", milli=2000, cur=cur), *keep])
+    return out
+
+
+@pytest.mark.parametrize("scenario", sorted(_balloons_scenarios()))
+def test_balloons_keep_the_rule_and_settle(scenario: str) -> None:
+    """No CPU of one balloon is in the cpuset of another's container, and once the
+    updates are applied a second Synchronize moves nobody."""
+    t, reports = _balloons_scenarios()[scenario]
+    p = BalloonsPolicy(topology=t, config={"reservedResources": {"cpu": "cpuset:0"}})
+    d = p.rebuild(reports)
+    p.check(d.state)
+    assert restart_violations(p, reports, d) == []
+    again = p.rebuild(applied(reports, d))
+    assert again.updates == (), [str(u.container_id) for u in again.updates]

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, ContainerInfo
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION, BalloonsState, balloon_type_of
 from nri_resmgr.policy.decide import diff_updates
+from nri_resmgr.topology.cpuset import IDSet
 from tests.unit.resmgr.balloons.support import bctr, policy
 
 CONFIGS: list[dict[str, Any]] = [
@@ -183,3 +184,59 @@ def test_random_sequences_keep_the_invariants(
 
 def _sizes(state: BalloonsState) -> list[tuple[str, int]]:
     return sorted((b.type, len(b.cpus)) for b in state.balloons.values())
+
+
+#: hyperthreads hidden by a type and by the annotation, with shared idle CPUs
+HIDDEN: dict[str, Any] = {
+    "reservedResources": {"cpu": "1"},
+    "balloonTypes": [
+        {"name": "full", "hideHyperthreads": True, "minCPUs": 2, "namespaces": ["full"]},
+        {"name": "new", "preferNewBalloons": True, "namespaces": ["new"]},
+        {"name": "grp", "groupBy": "${pod/labels/app}", "namespaces": ["grp"]},
+        {"name": "default", "shareIdleCPUsInSame": "numa"},
+    ],
+}
+
+CPUS = st.one_of(
+    st.none(),
+    st.lists(st.integers(0, 31), min_size=1, max_size=32).map(
+        lambda ids: ",".join(str(i) for i in sorted(set(ids)))
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    config=st.sampled_from([*CONFIGS, HIDDEN]),
+    reported=st.lists(st.tuples(CONTAINER, CPUS), min_size=1, max_size=20),
+)
+def test_rebuild_from_any_reported_cpusets_settles(
+    config: dict[str, Any], reported: list[tuple[ContainerInfo, str | None]]
+) -> None:
+    """A Synchronize reporting any cpusets (stale, overlapping, hostile) gives a state
+    that keeps the invariants, and rebuilding from that state's rendering moves nothing:
+    the restart rule's fixed point."""
+    p = policy(config)
+    seen: dict[ContainerID, ContainerInfo] = {}
+    for c, cpus in reported:
+        if c.id not in seen:
+            seen[c.id] = replace(c, current_cpus=IDSet.parse(cpus) if cpus else None)
+    try:
+        first = p.rebuild(list(seen.values()))
+    except (AllocationError, AnnotationError):
+        return
+    p.check(first.state)
+    rendered = p.render(first.state)
+    again = [
+        replace(c, current_cpus=rendered[c.id].cpus, current_mems=rendered[c.id].mems)
+        for c in seen.values()
+        if c.id in rendered
+    ]
+    second = p.rebuild(again)
+    p.check(second.state)
+    assert second.updates == (), [str(u.container_id) for u in second.updates]
+    # the same CPUs and memory for everyone (instance numbers may be given anew)
+    final = p.render(second.state)
+    assert {c.id: (final[c.id].cpus, final[c.id].mems) for c in again} == {
+        c.id: (rendered[c.id].cpus, rendered[c.id].mems) for c in again
+    }
