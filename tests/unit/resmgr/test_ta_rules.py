@@ -540,3 +540,28 @@ def test_rebuild_retry_ignores_an_unpinned_report() -> None:
     p.check(d.state)
     assert d.updates == (), d.reason
     assert d.state.grants[cs[1].id].kind is CPUKind.SHARED
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_rebuild_reads_a_fallen_back_view_next_to_a_mixed_container(
+    order: tuple[int, int],
+) -> None:
+    """With fallbackToShared, h (4 CPUs, hide-hyperthreads) runs shared in package1 next
+    to the mixed m, which holds CPU 4 of node2: h shows one thread on each core of
+    package1's shared set, 5-7,12 (12, not 4, on core 4/12).  That is also a valid
+    4-CPU claim; kept, it took m's shared CPUs and moved m.  The rebuild reads it as the
+    shared view it is when m's report may hold the CPUs the view lacks (a Hypothesis
+    example of the restart properties on two-socket, 2 CPUs reserved: the second
+    Synchronize moved the mixed and a shared container)."""
+    config = {"fallbackToShared": True, "reservedResources": {"cpu": "2"}}
+    p = TopologyAwarePolicy(topology=small(), config=config)
+    hide = {HIDE_HYPERTHREADS: "true", PREFER_ISOLATED: "true"}
+    cs = [
+        ctr("m", pod="m", milli=1500, cur="4-5,12-13", cur_mems="2", cid="m"),
+        ctr("h", pod="h", milli=4000, ann=hide, cur="5-7,12", cur_mems="2-3", cid="h"),
+    ]
+    d = p.rebuild([cs[i] for i in order])
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state.grants[cs[1].id].kind is CPUKind.SHARED
+    assert d.state.grants[cs[0].id].exclusive == IDSet([4])
