@@ -507,11 +507,14 @@ class TopologyAwarePolicy:
             cid: (unique[cid].current_cpus or IDSet()) if requests[cid].hide_hyperthreads else None
             for cid in claims
         }
-        # a mixed container's own CPUs are somewhere in its report (step 2 picks them)
-        mixed = union(
-            c.current_cpus or IDSet()
+        # a mixed container's own CPUs are CPUs of its report in no other pinned
+        # report (step 2 picks them)
+        mixed = IDSet(
+            cpu
             for c in containers
             if requests[c.id].kind is CPUKind.MIXED and _pins_cpus(requests[c.id])
+            for cpu in (c.current_cpus or IDSet())
+            if holders[cpu] == 1
         )
         shared_like = self._shared_like(claims, others, shown=shown, mixed=mixed)
         # those another pinned container's report overlaps (a shared one next to a
@@ -696,9 +699,9 @@ class TopologyAwarePolicy:
 
         A clear claim overlaps no other claim and no other container's cpuset, as an
         exclusive grant rendered as it is does.  A mixed container's own whole CPUs are
-        somewhere in its report (`mixed`: the union of the pinned mixed reports); which
-        ones is decided only later, so every CPU of those reports that a claim lacks is
-        taken as possibly held.  A claim that is exactly the CPUs the clear claims and
+        among the CPUs of its report that no other pinned report holds (`mixed`); which
+        ones is decided only later, so each of those that a claim lacks is taken as
+        possibly held.  A claim that is exactly the CPUs the clear claims and
         the mixed containers (other than itself) leave shared in some pool is what a
         container that fell back to shared (``fallbackToShared``) reports when that
         shared set has its count of CPUs: a valid claim on its own, which must not take
