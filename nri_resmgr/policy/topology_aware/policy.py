@@ -495,7 +495,9 @@ class TopologyAwarePolicy:
         # after a fail-open, a claim of the wrong size) only order it, never drop it.
         claims: dict[ContainerID, CPUSet] = {}
         for c in containers:
-            held = claim_of(self.tree, self.topology, c, requests[c.id], holders=holders)
+            held = claim_of(
+                self.tree, self.topology, c, requests[c.id], holders=holders, missing=missing
+            )
             if held is not None and self._reclaim(st, c, requests[c.id], held) is not None:
                 claims[c.id] = held
         others = [

@@ -76,6 +76,7 @@ def claim_of(
     req: ContainerRequest,
     *,
     holders: Mapping[int, int] | None = None,
+    missing: Mapping[int, int] | None = None,
 ) -> CPUSet | None:
     """The CPUs `c`'s report would hold as its exclusive grant, if it could be one.
 
@@ -85,8 +86,10 @@ def claim_of(
     core it touches (`rendering`), so the report names the cores and, on each, a thread
     held; the claim adds to it the N - |shown| hidden threads it needs from the higher
     threads of those cores, first those in nobody's cpuset (`holders`: how many reports
-    hold each CPU; a thread a shared container sees is not hidden), any such choice
-    rendering as the report does.
+    hold each CPU; a thread a shared container sees is not hidden), of those first the
+    ones shared views lack (`missing`, `missing_from_shared_views`: somebody's exclusive
+    CPU, while a thread no view covers may be free), any such choice rendering as the
+    report does.
     """
     shown = c.current_cpus
     if (
@@ -104,7 +107,7 @@ def claim_of(
         return None
     hidden = sorted(
         (t for cpu in shown for t in topology.siblings(cpu) if t > cpu and t in tree.root.cpus),
-        key=lambda t: ((holders or {}).get(t, 0) > 0, t),
+        key=lambda t: ((holders or {}).get(t, 0) > 0, not (missing or {}).get(t, 0), t),
     )
     if len(hidden) < need:
         return None

@@ -565,3 +565,22 @@ def test_rebuild_reads_a_fallen_back_view_next_to_a_mixed_container(
     assert d.updates == (), d.reason
     assert d.state.grants[cs[1].id].kind is CPUKind.SHARED
     assert d.state.grants[cs[0].id].exclusive == IDSet([4])
+
+
+def test_rebuild_hides_the_thread_a_shared_view_lacks() -> None:
+    """h (4 CPUs, hide-hyperthreads) holds 1,3,6,9 (cores 0/6, 1/7, 3/9; CPU 0 is
+    reserved) and shows 1,3,6.  Its hidden thread is 7 or 9; s's view of node1 lacks 9
+    (and 3), so 9 is somebody's exclusive CPU, while 7 is in no view at all.  The claim
+    took 7 (the lower id) and handed 9 to s's shared set, moving s (a Hypothesis example
+    of test_rebuild_from_arbitrary_cpusets_is_valid on pmem-hbm)."""
+    t = build_topology({"packages": 1, "nodes": 2, "cores": 3, "threads": 2, "memory": "2G"})
+    p = TopologyAwarePolicy(topology=t, config={})
+    hide = {HIDE_HYPERTHREADS: "true"}
+    cs = [
+        ctr("h", pod="h", milli=4000, ann=hide, cur="1,3,6", cur_mems="0-1", cid="h"),
+        ctr("s", pod="s", milli=0, cur="4-5,10-11", cur_mems="1", cid="s"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state.grants[cs[0].id].exclusive == IDSet([1, 3, 6, 9])
