@@ -6,7 +6,8 @@ anything: valid placements, a fail-open creation on every CPU, stale or foreign 
 `policy.TopologyAwarePolicy.rebuild` decides from them; these pure functions are the
 readings it takes: the exclusive grant a report could be (`claim_of`), the pool whose
 rendering matches a report (`hint_for`), the CPUs shared views lack, which tells a mixed
-container's own CPUs apart (`missing_from_shared_views`), and the request standing in
+container's own CPUs and the hidden threads of a hide-hyperthreads grant apart
+(`missing_from_shared_views`), and the request standing in
 for a container whose annotations cannot be read (`unreadable_request`).
 """
 
