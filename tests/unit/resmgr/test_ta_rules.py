@@ -584,3 +584,25 @@ def test_rebuild_hides_the_thread_a_shared_view_lacks() -> None:
     p.check(d.state)
     assert d.updates == (), d.reason
     assert d.state.grants[cs[0].id].exclusive == IDSet([1, 3, 6, 9])
+
+
+def test_rebuild_reads_no_mixed_cpus_from_a_fail_open_mixed_report() -> None:
+    """m, mixed, was created while the daemon was down and reports every CPU.  A mixed
+    container's own CPUs are in no other pinned report, so m's report tells nothing
+    about them here; read as "any CPU may be m's own", it made every claim look like a
+    fallen-back shared view, and the retry moved c1 (mixed, own CPU 4, sharing 12)
+    instead of m alone (found by comparing rebuilds with and without that reading)."""
+    config = {"fallbackToShared": True, "reservedResources": {"cpu": "2"}}
+    p = TopologyAwarePolicy(topology=small(), config=config)
+    hide = {HIDE_HYPERTHREADS: "true"}
+    cs = [
+        ctr("m", pod="m", milli=1500, cur="0-15", cid="m"),
+        ctr("c3", pod="c3", milli=2000, cur="5,13", cur_mems="2", cid="c3"),
+        ctr("c1", pod="c1", milli=1500, cur="4,12", cur_mems="2", cid="c1"),
+        ctr("c0", pod="c0", milli=4000, ann=hide, cur="2-3", cur_mems="1", cid="c0"),
+        ctr("c2", pod="c2", milli=4000, cur="6-7,14-15", cur_mems="3", cid="c2"),
+        ctr("c5", pod="c5", milli=2000, ann=hide, cur="1", cur_mems="0", cid="c5"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert [u.container_id for u in d.updates] == [cs[0].id], d.reason
