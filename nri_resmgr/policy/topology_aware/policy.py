@@ -43,13 +43,15 @@ current pool and CPUs.
    no CPU anywhere in a rebuild: it may be anything): a claim of every CPU (a fail-open
    creation, a shared container's cpuset) never makes a valid grant move, and a
    container that fell back to shared on exactly its count of CPUs (under
-   hide-hyperthreads: reporting one thread on each core of that shared set) does not
-   take them from the grant that left them shared; since a pool nobody shares may be
-   sliced empty, such a claim can be valid and still push the shared containers placed
-   next off their CPUs: when another pinned container's report (shared or exclusive)
-   overlaps such a kept claim, the rebuild is retried without those claims, and the
-   retry wins if it overcommits fewer containers, or as many and moves fewer, and
-   leaves those claimants on the CPUs they report;
+   hide-hyperthreads: reporting one thread on each core of that shared set; the set
+   left by the kept claims and by the mixed containers, whose own CPUs may be any of
+   their report's) does not take them from the grants that left them shared; since a
+   pool nobody shares may be sliced empty, such a claim can be valid and still push the
+   shared containers (or a mixed one) placed next off their CPUs: when another pinned
+   container's report (shared or exclusive) overlaps such a kept claim, the rebuild is
+   retried with those claimants read as fallen back to shared, and the retry wins if
+   it overcommits fewer containers, or as many and moves fewer, and leaves those
+   claimants on the CPUs they report;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
    then untouched; until its turn, each shared or mixed container holds the pool of its
    report with a 0m stand-in, so that no pool it shares is sliced empty before), with
@@ -493,7 +495,9 @@ class TopologyAwarePolicy:
         # after a fail-open, a claim of the wrong size) only order it, never drop it.
         claims: dict[ContainerID, CPUSet] = {}
         for c in containers:
-            held = claim_of(self.tree, self.topology, c, requests[c.id], holders=holders)
+            held = claim_of(
+                self.tree, self.topology, c, requests[c.id], holders=holders, missing=missing
+            )
             if held is not None and self._reclaim(st, c, requests[c.id], held) is not None:
                 claims[c.id] = held
         others = [
@@ -505,7 +509,16 @@ class TopologyAwarePolicy:
             cid: (unique[cid].current_cpus or IDSet()) if requests[cid].hide_hyperthreads else None
             for cid in claims
         }
-        shared_like = self._shared_like(claims, others, shown=shown)
+        # a mixed container's own CPUs are CPUs of its report in no other pinned
+        # report (step 2 picks them)
+        mixed = IDSet(
+            cpu
+            for c in containers
+            if requests[c.id].kind is CPUKind.MIXED and _pins_cpus(requests[c.id])
+            for cpu in (c.current_cpus or IDSet())
+            if holders[cpu] == 1
+        )
+        shared_like = self._shared_like(claims, others, shown=shown, mixed=mixed)
         # those another pinned container's report overlaps (a shared one next to a
         # claimant that fell back to shared shows the same CPUs; an unpinned one's
         # report, perhaps every CPU, shows nothing) are the ones that may have fallen
@@ -544,7 +557,8 @@ class TopologyAwarePolicy:
                     wrong = not (cores <= req.full <= tpc * cores)
                 else:
                     wrong = len(cur) != req.full
-                if wrong or cur in views:
+                # (in the retry, the skipped claims are read as fallen back: `rebuild`)
+                if wrong or cur in views or c.id in skip:
                     requests[c.id] = _as_shared(req)
         pending.sort(
             key=lambda c: (
@@ -680,18 +694,24 @@ class TopologyAwarePolicy:
         others: Sequence[CPUSet],
         *,
         shown: Mapping[ContainerID, CPUSet | None],
+        mixed: CPUSet,
     ) -> set[ContainerID]:
-        """The claims that are exactly some pool's shared CPUs next to the clear claims.
+        """The claims that are exactly some pool's shared CPUs next to the clear claims
+        and the mixed containers.
 
         A clear claim overlaps no other claim and no other container's cpuset, as an
-        exclusive grant rendered as it is does.  A claim that is exactly the CPUs the
-        clear claims (other than itself) leave shared in some pool is what a container
-        that fell back to shared (``fallbackToShared``) reports when that shared set has
-        its count of CPUs: a valid claim on its own, which must not take the CPUs of
-        the grants that left them shared (`common.order_claims` keeps it after them).
-        Under hide-hyperthreads (`shown` maps such a claim to the cpuset reported) the
-        claim adds hidden threads to what was shown, so what is compared is the shown
-        view: one thread on each core of that shared set.
+        exclusive grant rendered as it is does.  A mixed container's own whole CPUs are
+        among the CPUs of its report that no other pinned report holds (`mixed`); which
+        ones is decided only later, so each of those that a claim lacks is taken as
+        possibly held.  A claim that is exactly the CPUs the clear claims and
+        the mixed containers (other than itself) leave shared in some pool is what a
+        container that fell back to shared (``fallbackToShared``) reports when that
+        shared set has its count of CPUs: a valid claim on its own, which must not take
+        the CPUs of the grants that left them shared (`common.order_claims` keeps it
+        after them; the retry reads it as shared).  Under hide-hyperthreads (`shown`
+        maps such a claim to the cpuset reported) the claim adds hidden threads to what
+        was shown, so what is compared is the shown view: one thread on each core of
+        that shared set.
         """
         holders = Counter(cpu for cpus in claims.values() for cpu in cpus)
         seen = union(others)
@@ -702,7 +722,7 @@ class TopologyAwarePolicy:
         )
         out = set()
         for cid, cpus in claims.items():
-            rest = clear - cpus
+            rest = (clear | mixed) - cpus
             view = shown.get(cid)
             if any(
                 (view is None and pool.sharable - rest == cpus)

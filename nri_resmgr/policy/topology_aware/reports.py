@@ -6,7 +6,8 @@ anything: valid placements, a fail-open creation on every CPU, stale or foreign 
 `policy.TopologyAwarePolicy.rebuild` decides from them; these pure functions are the
 readings it takes: the exclusive grant a report could be (`claim_of`), the pool whose
 rendering matches a report (`hint_for`), the CPUs shared views lack, which tells a mixed
-container's own CPUs apart (`missing_from_shared_views`), and the request standing in
+container's own CPUs and the hidden threads of a hide-hyperthreads grant apart
+(`missing_from_shared_views`), and the request standing in
 for a container whose annotations cannot be read (`unreadable_request`).
 """
 
@@ -76,6 +77,7 @@ def claim_of(
     req: ContainerRequest,
     *,
     holders: Mapping[int, int] | None = None,
+    missing: Mapping[int, int] | None = None,
 ) -> CPUSet | None:
     """The CPUs `c`'s report would hold as its exclusive grant, if it could be one.
 
@@ -85,8 +87,10 @@ def claim_of(
     core it touches (`rendering`), so the report names the cores and, on each, a thread
     held; the claim adds to it the N - |shown| hidden threads it needs from the higher
     threads of those cores, first those in nobody's cpuset (`holders`: how many reports
-    hold each CPU; a thread a shared container sees is not hidden), any such choice
-    rendering as the report does.
+    hold each CPU; a thread a shared container sees is not hidden), of those first the
+    ones shared views lack (`missing`, `missing_from_shared_views`: somebody's exclusive
+    CPU, while a thread no view covers may be free), any such choice rendering as the
+    report does.
     """
     shown = c.current_cpus
     if (
@@ -104,7 +108,7 @@ def claim_of(
         return None
     hidden = sorted(
         (t for cpu in shown for t in topology.siblings(cpu) if t > cpu and t in tree.root.cpus),
-        key=lambda t: ((holders or {}).get(t, 0) > 0, t),
+        key=lambda t: ((holders or {}).get(t, 0) > 0, not (missing or {}).get(t, 0), t),
     )
     if len(hidden) < need:
         return None

@@ -540,3 +540,69 @@ def test_rebuild_retry_ignores_an_unpinned_report() -> None:
     p.check(d.state)
     assert d.updates == (), d.reason
     assert d.state.grants[cs[1].id].kind is CPUKind.SHARED
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_rebuild_reads_a_fallen_back_view_next_to_a_mixed_container(
+    order: tuple[int, int],
+) -> None:
+    """With fallbackToShared, h (4 CPUs, hide-hyperthreads) runs shared in package1 next
+    to the mixed m, which holds CPU 4 of node2: h shows one thread on each core of
+    package1's shared set, 5-7,12 (12, not 4, on core 4/12).  That is also a valid
+    4-CPU claim; kept, it took m's shared CPUs and moved m.  The rebuild reads it as the
+    shared view it is when m's report may hold the CPUs the view lacks (a Hypothesis
+    example of the restart properties on two-socket, 2 CPUs reserved: the second
+    Synchronize moved the mixed and a shared container)."""
+    config = {"fallbackToShared": True, "reservedResources": {"cpu": "2"}}
+    p = TopologyAwarePolicy(topology=small(), config=config)
+    hide = {HIDE_HYPERTHREADS: "true", PREFER_ISOLATED: "true"}
+    cs = [
+        ctr("m", pod="m", milli=1500, cur="4-5,12-13", cur_mems="2", cid="m"),
+        ctr("h", pod="h", milli=4000, ann=hide, cur="5-7,12", cur_mems="2-3", cid="h"),
+    ]
+    d = p.rebuild([cs[i] for i in order])
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state.grants[cs[1].id].kind is CPUKind.SHARED
+    assert d.state.grants[cs[0].id].exclusive == IDSet([4])
+
+
+def test_rebuild_hides_the_thread_a_shared_view_lacks() -> None:
+    """h (4 CPUs, hide-hyperthreads) holds 1,3,6,9 (cores 0/6, 1/7, 3/9; CPU 0 is
+    reserved) and shows 1,3,6.  Its hidden thread is 7 or 9; s's view of node1 lacks 9
+    (and 3), so 9 is somebody's exclusive CPU, while 7 is in no view at all.  The claim
+    took 7 (the lower id) and handed 9 to s's shared set, moving s (a Hypothesis example
+    of test_rebuild_from_arbitrary_cpusets_is_valid on pmem-hbm)."""
+    t = build_topology({"packages": 1, "nodes": 2, "cores": 3, "threads": 2, "memory": "2G"})
+    p = TopologyAwarePolicy(topology=t, config={})
+    hide = {HIDE_HYPERTHREADS: "true"}
+    cs = [
+        ctr("h", pod="h", milli=4000, ann=hide, cur="1,3,6", cur_mems="0-1", cid="h"),
+        ctr("s", pod="s", milli=0, cur="4-5,10-11", cur_mems="1", cid="s"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state.grants[cs[0].id].exclusive == IDSet([1, 3, 6, 9])
+
+
+def test_rebuild_reads_no_mixed_cpus_from_a_fail_open_mixed_report() -> None:
+    """m, mixed, was created while the daemon was down and reports every CPU.  A mixed
+    container's own CPUs are in no other pinned report, so m's report tells nothing
+    about them here; read as "any CPU may be m's own", it made every claim look like a
+    fallen-back shared view, and the retry moved c1 (mixed, own CPU 4, sharing 12)
+    instead of m alone (found by comparing rebuilds with and without that reading)."""
+    config = {"fallbackToShared": True, "reservedResources": {"cpu": "2"}}
+    p = TopologyAwarePolicy(topology=small(), config=config)
+    hide = {HIDE_HYPERTHREADS: "true"}
+    cs = [
+        ctr("m", pod="m", milli=1500, cur="0-15", cid="m"),
+        ctr("c3", pod="c3", milli=2000, cur="5,13", cur_mems="2", cid="c3"),
+        ctr("c1", pod="c1", milli=1500, cur="4,12", cur_mems="2", cid="c1"),
+        ctr("c0", pod="c0", milli=4000, ann=hide, cur="2-3", cur_mems="1", cid="c0"),
+        ctr("c2", pod="c2", milli=4000, cur="6-7,14-15", cur_mems="3", cid="c2"),
+        ctr("c5", pod="c5", milli=2000, ann=hide, cur="1", cur_mems="0", cid="c5"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert [u.container_id for u in d.updates] == [cs[0].id], d.reason
