@@ -178,9 +178,10 @@ def irq_control(policy: Policy, files: IrqFiles | None) -> list[Controller]:
     """
     if files is None:
         return []
-    use_of = getattr(policy, "irq_use", None)
-    if callable(use_of):
-        files.check_claims(use_of(policy.initial_state()))
+    from nri_resmgr.policy.irq_affinity import irq_use_of
+
+    if callable(getattr(policy, "irq_use", None)):  # others claim nothing: no initial state
+        files.check_claims(irq_use_of(policy, policy.initial_state()))
     return [IrqControl(files)]
 
 

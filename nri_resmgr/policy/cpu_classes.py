@@ -46,6 +46,7 @@ __all__ = [
     "Frequency",
     "TurboDomain",
     "check_classes",
+    "cpu_class_use_of",
     "merged_classes",
     "parse_frequency",
 ]
@@ -241,3 +242,15 @@ class CPUClassUse:
     def to_json(self) -> dict[str, str]:
         """Class name -> CPU list (for reports and the simulator)."""
         return {name: str(cpus) for name, cpus in sorted(self.cpus.items())}
+
+
+#: what a policy without CPU classes asks: nothing (its files keep or get back originals)
+NO_CPU_CLASSES = CPUClassUse()
+
+
+def cpu_class_use_of(policy: object, state: object) -> CPUClassUse:
+    """`policy`'s CPU classes in `state`: its ``cpu_class_use(state)`` when it has one
+    (balloons, topology-aware), else `NO_CPU_CLASSES`."""
+    use_of = getattr(policy, "cpu_class_use", None)
+    use = use_of(state) if callable(use_of) else NO_CPU_CLASSES
+    return use if isinstance(use, CPUClassUse) else NO_CPU_CLASSES

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from nri_resmgr.topology.cpuset import CPUSet, union
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 
 __all__ = [
     "Interrupt",
@@ -39,6 +39,7 @@ __all__ = [
     "denied_claims",
     "irq_pattern_matches",
     "irq_pattern_problem",
+    "irq_use_of",
     "plan_affinities",
 ]
 
@@ -231,3 +232,11 @@ def denied_claims(use: IrqUse, irqs: Iterable[Interrupt]) -> list[str]:
         for irq in denied
         if irq.claimed_by(claim)
     ]
+
+
+def irq_use_of(policy: object, state: object) -> IrqUse:
+    """`policy`'s interrupt wishes in `state`: its ``irq_use(state)`` when it has one
+    (balloons), else none (what an earlier configuration wrote goes back)."""
+    use_of = getattr(policy, "irq_use", None)
+    use = use_of(state) if callable(use_of) else None
+    return use if isinstance(use, IrqUse) else IrqUse(allowed=IDSet())

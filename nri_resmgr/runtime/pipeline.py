@@ -72,8 +72,8 @@ from nri_resmgr.model import (
     TopologyHint,
 )
 from nri_resmgr.policy.base import Policy
-from nri_resmgr.policy.cpu_classes import CPUClassUse
-from nri_resmgr.policy.irq_affinity import IrqUse
+from nri_resmgr.policy.cpu_classes import CPUClassUse, cpu_class_use_of
+from nri_resmgr.policy.irq_affinity import IrqUse, irq_use_of
 from nri_resmgr.runtime import adapter
 from nri_resmgr.topology.cpuset import IDSet
 
@@ -102,10 +102,6 @@ _LIVE_STATES = frozenset(
 
 #: ``resolve_hints(container)``: the locality of its devices and mounts (sysfs, IO)
 HintResolver = Callable[[ContainerInfo], tuple[TopologyHint, ...]]
-
-
-#: the CPU classes of a policy that has none
-NO_CPU_CLASSES = CPUClassUse()
 
 
 class PipelineError(ResmgrError):
@@ -248,13 +244,11 @@ class Pipeline:
         controller's failure is logged."""
         if not self.controllers:
             return
-        cpu_of = getattr(self.policy, "cpu_class_use", None)
-        cpu = cpu_of(self.state) if callable(cpu_of) else NO_CPU_CLASSES
+        cpu = cpu_class_use_of(self.policy, self.state)
         if cpu != self._cpu_class_use:
             self._cpu_class_use = cpu
             self._each_controller(lambda ctl: ctl.cpu_classes_changed(cpu))
-        irq_of = getattr(self.policy, "irq_use", None)
-        irq = irq_of(self.state) if callable(irq_of) else IrqUse(allowed=IDSet())
+        irq = irq_use_of(self.policy, self.state)
         if irq != self._irq_use:
             self._irq_use = irq
             self._each_controller(lambda ctl: ctl.irq_use_changed(irq))
