@@ -628,8 +628,9 @@ class BalloonsPolicy:
 
     # ---- choosing a balloon ----------------------------------------------------------
 
-    def _member(self, c: ContainerInfo, t: BalloonType) -> Member:
-        kinds = parse_memory_types(c)
+    @staticmethod
+    def _plain_member(c: ContainerInfo) -> Member:
+        """`c` as a member before its annotations and its type's ``groupBy`` are read."""
         return Member(
             container_id=c.id,
             pod_id=c.pod.id,
@@ -637,6 +638,12 @@ class BalloonsPolicy:
             pretty=c.pretty,
             balloon="",
             milli=c.request.cpu_request_milli,
+        )
+
+    def _member(self, c: ContainerInfo, t: BalloonType) -> Member:
+        kinds = parse_memory_types(c)
+        return replace(
+            self._plain_member(c),
             group=expand(t.group_by, c) if t.group_by else "",
             hide_hyperthreads=parse_bool_annotation(c, HIDE_HYPERTHREADS),
             memory_kinds=tuple(sorted(kinds)) if kinds else (),
@@ -906,15 +913,7 @@ class BalloonsPolicy:
             notes.append(f"unreadable, in the default balloon: {exc}")
         fallback = self.config.type_named(DEFAULT)
         assert fallback is not None  # resolve_config always adds it
-        plain = Member(
-            container_id=c.id,
-            pod_id=c.pod.id,
-            namespace=c.namespace,
-            pretty=c.pretty,
-            balloon="",
-            milli=c.request.cpu_request_milli,
-        )
-        return fallback, plain
+        return fallback, self._plain_member(c)
 
     def _claim(
         self,
