@@ -15,15 +15,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from nri_api.stub import OnClose
-from nri_api.testing import FakeRuntime
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.cpuclass.synthetic import CPUFreqLayout, write_cpu_class_tree
 from nri_resmgr.model import ContainerID, QoSClass
-from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.synthetic import write_sysfs
+from tests.integration.daemon_session import start_daemon
 from tests.integration.test_daemon import ctr, pod
 from tests.parity.machines import N4C16
 
@@ -90,19 +88,7 @@ def test_balloon_cpus_get_their_class_and_files_come_back(tmp_path: Path) -> Non
     sock = str(sock_dir / "nri.sock")
 
     async def scenario() -> None:
-        rt = FakeRuntime()
-        await rt.listen(sock)
-        plugin = ResmgrPlugin(
-            config=config_from_mapping(CONFIG),
-            topology=topology,
-            sysfs_root=str(root),
-            name="resmgr",
-            idx="90",
-            socket_path=sock,
-            on_close=OnClose.EXIT,
-        )
-        task = asyncio.create_task(plugin.serve())
-        await rt.wait_ready()
+        rt, plugin, task = await start_daemon(sock, CONFIG, topology, sysfs_root=str(root))
         available = IDSet.parse("2-7,10-13")
         # Synchronize placed the reserved balloon: every other available CPU is idle
         assert all(disabled(cpu_dir, c) == [] for c in available)

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from nri_api import api
-from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.irq import write_synthetic_proc
@@ -27,6 +26,7 @@ from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.synthetic import write_sysfs
+from tests.integration.daemon_session import start_daemon
 from tests.integration.test_daemon import ctr, pod
 from tests.parity.machines import N4C16
 
@@ -70,19 +70,7 @@ def test_balloons_steer_interrupts_and_the_originals_come_back(tmp_path: Path) -
         return IDSet.parse(reply.adjust.linux.resources.cpu.cpus)
 
     async def scenario() -> None:
-        rt = FakeRuntime()
-        await rt.listen(sock)
-        plugin = ResmgrPlugin(
-            config=config_from_mapping(CONFIG),
-            topology=topology,
-            sysfs_root=str(root),
-            name="resmgr",
-            idx="90",
-            socket_path=sock,
-            on_close=OnClose.EXIT,
-        )
-        task = asyncio.create_task(plugin.serve())
-        await rt.wait_ready()
+        rt, plugin, task = await start_daemon(sock, CONFIG, topology, sysfs_root=str(root))
         assert affinities(proc) == ORIGINAL  # no balloon with wishes yet
         sink = await place(rt, "p0", "sink")
         assert len(sink) == 2

@@ -21,15 +21,14 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime
-from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.model import QoSClass
 from nri_resmgr.ops.metrics import serve_http
 from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.model import Topology
 from tests._support import REPO
+from tests.integration.daemon_session import start_daemon
 from tests.integration.test_daemon import ctr, guaranteed, pod
 from tests.integration.test_daemon import topology as topology
 from tests.integration.test_metrics_http import _get
@@ -66,21 +65,9 @@ async def _session(
     config: dict[str, Any] = CONFIG,
     **rt_kw: object,
 ) -> tuple[FakeRuntime, ResmgrPlugin, asyncio.Task[int]]:
-    rt = FakeRuntime(**rt_kw)  # type: ignore[arg-type]
-    await rt.listen(sock)
-    plugin = ResmgrPlugin(
-        config=config_from_mapping(config),
-        topology=topo,
-        resctrl_root=str(root),
-        state_dir=str(state),
-        name="resmgr",
-        idx="90",
-        socket_path=sock,
-        on_close=OnClose.EXIT,
+    return await start_daemon(
+        sock, config, topo, rt_kw=rt_kw, resctrl_root=str(root), state_dir=str(state)
     )
-    task = asyncio.create_task(plugin.serve())
-    await rt.wait_ready()
-    return rt, plugin, task
 
 
 async def _end(rt: FakeRuntime, plugin: ResmgrPlugin, task: asyncio.Task[int]) -> None:
