@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests._support import REPO, SHARED, require, require_go
+from tests._support import REPO, SHARED, go_binary, require, require_go
 
 HELM_VERSION = "v3.19.0"
 
@@ -119,19 +119,33 @@ def _wrapper_gomod(src: Path, topo: Path) -> str:
     )
 
 
-def build_nri_plugins() -> NriPlugins:
-    """Build (or reuse) nri-plugins' topology-aware and balloons plugins.
+class NriPluginsBuildError(RuntimeError):
+    """nri-plugins could not be built here: no Go, no nested topology source, a failed
+    build; the message says which."""
 
-    Skips the calling test where Go or the nested topology source is missing (fails under
-    NRI_RESMGR_STRICT=1); a failed build skips likewise, with Go's error in the reason.
-    """
-    go = require_go()
+
+def build_nri_plugins() -> NriPlugins:
+    """`make_nri_plugins()` for a test: skips it (fails under NRI_RESMGR_STRICT=1) with the
+    reason where they cannot be built here."""
+    try:
+        return make_nri_plugins()
+    except NriPluginsBuildError as exc:
+        require(False, str(exc))
+        raise
+
+
+def make_nri_plugins() -> NriPlugins:
+    """Build (or reuse) nri-plugins' topology-aware and balloons plugins; raise
+    `NriPluginsBuildError` where that cannot be done here."""
+    go = go_binary()
+    if go is None:
+        raise NriPluginsBuildError("the Go toolchain is not installed (needed for nri-plugins)")
     topo = nri_plugins_topology_dir().resolve()
-    require(
-        (topo / "topology.go").is_file(),
-        f"{topo}/topology.go is absent: nri-plugins' nested pkg/topology module lives in "
-        "../shared/third_party (or set NRI_PLUGINS_TOPOLOGY_DIR)",
-    )
+    if not (topo / "topology.go").is_file():
+        raise NriPluginsBuildError(
+            f"{topo}/topology.go is absent: nri-plugins' nested pkg/topology module lives in "
+            "../shared/third_party (or set NRI_PLUGINS_TOPOLOGY_DIR)"
+        )
     go_version = _go_output(go, "env", "GOVERSION")
     key = hashlib.sha256(
         f"{NRI_PLUGINS_VERSION}\0{_tree_digest(topo)}\0{go_version}".encode()
@@ -166,11 +180,11 @@ def build_nri_plugins() -> NriPlugins:
                 check=False,
                 timeout=3600,
             )
-            require(
-                proc.returncode == 0,
-                f"building nri-plugins {NRI_PLUGINS_VERSION} {pkg} failed (go build exit "
-                f"{proc.returncode}): {proc.stderr[-2000:]}",
-            )
+            if proc.returncode != 0:
+                raise NriPluginsBuildError(
+                    f"building nri-plugins {NRI_PLUGINS_VERSION} {pkg} failed (go build exit "
+                    f"{proc.returncode}): {proc.stderr[-2000:]}"
+                )
             tmp.rename(out / binary)
     return built
 
@@ -179,7 +193,11 @@ def main(argv: list[str]) -> int:
     if argv != ["nri-plugins"]:
         print("usage: python3 -m tests.peers nri-plugins", file=sys.stderr)
         return 2
-    built = build_nri_plugins()
+    try:
+        built = make_nri_plugins()
+    except NriPluginsBuildError as exc:
+        print(f"nri-plugins: not built: {exc}", file=sys.stderr)
+        return 1
     print(built.topology_aware.parent)
     return 0
 
