@@ -17,15 +17,12 @@ divergence it finds to its shortest sequence, then prints it the same way.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-from hypothesis import HealthCheck, Phase, given, settings
 
 from tests.conformance.harness import short_tempdir
 from tests.differential.gen import Case
@@ -35,8 +32,8 @@ from tests.differential.profile import (
     POLICIES,
     RANDOM_MACHINES,
     Tally,
-    case_strategy,
     long_cases,
+    shortest_divergence,
 )
 from tests.differential.run import CaseResult, Observation, run_case
 from tests.peers import NriPlugins, build_nri_plugins
@@ -73,37 +70,35 @@ def run_all(
 ) -> list[tuple[Machine, CaseResult]]:
     """Run the cases, `jobs` at once, sharing one host root per machine."""
     items = list(cases)
+    done = 0
+
+    def one(mc: tuple[Machine, Case]) -> CaseResult:
+        nonlocal done
+        r = run_case(mc[1], mc[0], plugins, roots)
+        done += 1
+        same = sum(o.identical for o in r.observations)
+        print(
+            f"[{done}/{len(items)}] {r.case.policy} {r.case.machine} seed {r.case.seed}: "
+            f"{same}/{len(r.observations)} identical{' ERROR' if r.error else ''}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return r
+
     with short_tempdir("nri-diff-roots-") as base, ThreadPoolExecutor(jobs) as pool:
         roots = HostRoots(base)
-        results = list(pool.map(lambda mc: run_case(mc[1], mc[0], plugins, roots), items))
+        results = list(pool.map(one, items))
     return [(m, r) for (m, _c), r in zip(items, results, strict=True)]
 
 
 def shrink(policy: str, machine: Machine | None, plugins: NriPlugins, examples: int) -> str:
-    found: list[tuple[Machine, CaseResult, Observation | None]] = []
-
-    @settings(
-        max_examples=examples,
-        database=None,
-        deadline=None,
-        derandomize=True,
-        phases=(Phase.generate, Phase.shrink),
-        suppress_health_check=list(HealthCheck),
+    found = shortest_divergence(
+        policy, machine, lambda m, case: run_case(case, m, plugins), examples=examples
     )
-    @given(case_strategy(policy, machine))
-    def probe(mc: tuple[Machine, Case]) -> None:
-        m, case = mc
-        result = run_case(case, m, plugins)
-        div = result.first_divergence()
-        if div is not None or result.error:
-            found.append((m, result, div))
-            raise AssertionError("diverges")
-
-    with contextlib.suppress(AssertionError):
-        probe()
-    if not found:
-        return f"no divergence in {examples} examples"
-    return "shortest found:\n" + describe(*found[-1])
+    if found is None:
+        return f"{policy}: no divergence in {examples} examples"
+    m, result = found
+    return "shortest found:\n" + describe(m, result, result.first_divergence())
 
 
 def main(argv: list[str] | None = None) -> int:

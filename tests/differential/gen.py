@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from hypothesis import strategies as st
@@ -57,6 +57,11 @@ class Draw(Protocol):
 
     def choice(self, options: Sequence[T]) -> T: ...
 
+    def items(self, item: Callable[[Draw], T], lo: int, hi: int) -> list[T]:
+        """`lo` to `hi` values of `item`, each drawn on its own (so that hypothesis can
+        drop any of them when it shrinks)."""
+        ...
+
 
 class RandomDraw:
     """Choices from a seeded `random.Random`."""
@@ -69,6 +74,9 @@ class RandomDraw:
 
     def choice(self, options: Sequence[T]) -> T:
         return options[self.rng.randrange(len(options))]
+
+    def items(self, item: Callable[[Draw], T], lo: int, hi: int) -> list[T]:
+        return [item(self) for _ in range(self.integer(lo, hi))]
 
 
 class HypothesisDraw:
@@ -83,6 +91,11 @@ class HypothesisDraw:
 
     def choice(self, options: Sequence[T]) -> T:
         return options[self.integer(0, len(options) - 1)]
+
+    def items(self, item: Callable[[Draw], T], lo: int, hi: int) -> list[T]:
+        one = st.composite(lambda draw: item(HypothesisDraw(draw)))()
+        values: list[T] = self.draw(st.lists(one, min_size=lo, max_size=hi))
+        return values
 
 
 def chance(d: Draw, percent: int) -> bool:
@@ -233,14 +246,13 @@ def _ta_annotations(d: Draw, ctrs: Sequence[Ctr], kinds: Sequence[str]) -> list[
     return out
 
 
-def _pod(d: Draw, name: str, policy: str, topo: Topology, balloon_types: Sequence[str]) -> Pod:
+def _pod(d: Draw, policy: str, topo: Topology, balloon_types: Sequence[str]) -> Pod:
+    """A pod named "?" (containers "?c0", "?i0", ...); `_named` gives it its name."""
     cpus = len(topo.online_cpus())
     qos = d.choice(("guaranteed", "burstable", "besteffort"))
     namespace = "kube-system" if chance(d, 8) else "default"
-    containers = tuple(
-        _container(d, f"{name}c{j}", qos, cpus) for j in range(d.choice((1, 1, 2, 3)))
-    )
-    init = tuple(_container(d, f"{name}i{j}", qos, cpus) for j in range(d.choice((0, 0, 0, 1))))
+    containers = tuple(_container(d, f"?c{j}", qos, cpus) for j in range(d.choice((1, 2, 3))))
+    init = tuple(_container(d, f"?i{j}", qos, cpus) for j in range(d.choice((0, 0, 0, 1))))
     annotations: list[tuple[str, str]] = []
     if policy == "topology-aware":
         kinds = ["dram", *sorted({n.kind.value.lower() for n in topo.nodes.values()} - {"dram"})]
@@ -249,36 +261,58 @@ def _pod(d: Draw, name: str, policy: str, topo: Topology, balloon_types: Sequenc
         annotations = [(BALLOON_ANNOTATION, d.choice(balloon_types))]
     if policy == "balloons" and chance(d, 30):
         namespace = d.choice(("default", "batch", "prod", "kube-system"))
-    return Pod(name, namespace, qos, containers, init, tuple(annotations))
+    return Pod("?", namespace, qos, containers, init, tuple(annotations))
+
+
+def _named(pod: Pod, name: str) -> Pod:
+    def ctr(c: Ctr) -> Ctr:
+        return replace(c, name=c.name.replace("?", name))
+
+    return replace(
+        pod,
+        name=name,
+        containers=tuple(ctr(c) for c in pod.containers),
+        init=tuple(ctr(c) for c in pod.init),
+        annotations=tuple(
+            (k.replace("?", name), v.replace("?", name)) for k, v in pod.annotations
+        ),
+    )
+
+
+def _draft(d: Draw, policy: str, topo: Topology, balloon_types: Sequence[str]) -> Op:
+    """One operation, drawn on its own: a pod to create (most), a delete or a restart."""
+    kind = d.integer(0, 99)
+    if kind < 65:
+        return CreatePod(_pod(d, policy, topo, balloon_types))
+    if kind < 92:
+        return DeletePod(d.integer(0, 7))
+    return Restart()
 
 
 def operations(
     d: Draw, policy: str, topo: Topology, *, balloon_types: Sequence[str] = (), max_ops: int = 16
 ) -> tuple[Op, ...]:
-    """A sequence of pod creations, deletions and plugin restarts. A creation that would
-    take the pods' CPU requests past two thirds of the machine deletes a pod instead, so
-    most of a sequence places containers rather than refusing them."""
+    """A sequence of pod creations, deletions and plugin restarts. Each is drawn on its
+    own (so a shrink can drop any), then read in order: pods get their names p0, p1, ...;
+    a delete or restart with no live pod, and a creation that would take the pods' CPU
+    requests past two thirds of the machine (except into an empty one), are dropped."""
+    drafts = d.items(lambda d: _draft(d, policy, topo, balloon_types), 1, max_ops)
     ops: list[Op] = []
     live: list[int] = []  # the CPU requests of the live pods, in creation order
     budget = len(topo.online_cpus()) * 1000 * 2 // 3
     pods = 0
-    for _ in range(d.integer(1, max_ops)):
-        kind = d.integer(0, 99)
-        if kind < 65 or not live:
-            pod = _pod(d, f"p{pods}", policy, topo, balloon_types)
-            pods += 1
-            need = sum(c.cpu_request for c in pod.containers)
-            if not live or sum(live) + need <= budget:
-                ops.append(CreatePod(pod))
-                live.append(need)
+    for op in drafts:
+        if isinstance(op, CreatePod):
+            need = sum(c.cpu_request for c in op.pod.containers)
+            if live and sum(live) + need > budget:
                 continue
-            kind = 65
-        if kind < 92:
-            index = d.integer(0, 7)
-            ops.append(DeletePod(index))
-            live.pop(index % len(live))
-        else:
-            ops.append(Restart())
+            ops.append(CreatePod(_named(op.pod, f"p{pods}")))
+            pods += 1
+            live.append(need)
+        elif live:
+            ops.append(op)
+            if isinstance(op, DeletePod):
+                live.pop(op.index % len(live))
     return tuple(ops)
 
 

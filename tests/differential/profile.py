@@ -13,12 +13,14 @@ identical, per documented class, undocumented; `Tally.table()` prints the percen
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.differential.gen import (
@@ -48,6 +50,7 @@ __all__ = [
     "long_cases",
     "machines",
     "make_case",
+    "shortest_divergence",
 ]
 
 POLICIES = ("topology-aware", "balloons")
@@ -112,6 +115,40 @@ def machines(randoms: int = RANDOM_MACHINES) -> list[Machine]:
     """Every shipped machine and `randoms` random ones (machine seeds 1..randoms); cheap:
     no topology is built until a case needs it."""
     return shipped() + [random_machine(s) for s in range(1, randoms + 1)]
+
+
+def shortest_divergence(
+    policy: str,
+    machine: Machine | None,
+    run: Callable[[Machine, Case], CaseResult],
+    *,
+    examples: int,
+) -> tuple[Machine, CaseResult] | None:
+    """Search `examples` cases of hypothesis (on `machine`, else on random machines) for
+    an undocumented divergence or a run error, and shrink the first found: the shortest
+    case hypothesis reaches, with its result, or None."""
+    found: list[tuple[Machine, CaseResult]] = []
+
+    @settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        derandomize=True,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case_strategy(policy, machine))
+    def probe(mc: tuple[Machine, Case]) -> None:
+        m, case = mc
+        result = run(m, case)
+        if result.first_divergence() is not None or result.error:
+            found.append((m, result))
+            raise AssertionError(f"{case.policy} on {m.name} diverges")
+
+    with contextlib.suppress(AssertionError):
+        probe()
+    # hypothesis runs the shortest failing case last, to report it
+    return found[-1] if found else None
 
 
 def ci_cases(policies: Iterable[str] = POLICIES) -> Iterator[tuple[Machine, Case]]:

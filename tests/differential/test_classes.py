@@ -22,11 +22,18 @@ from nri_resmgr.policy_documents import normalize_document
 from nri_resmgr.topology.synthetic import build_topology
 from tests._support import REPO
 from tests.differential.classes import CLASSES, Context, classify
-from tests.differential.gen import CreatePod, Ctr, DeletePod, Pod, Restart
+from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Pod, Restart
 from tests.differential.host import host_root
 from tests.differential.machines import Machine, random_machine
 from tests.differential.plugins import Placement
-from tests.differential.profile import POLICIES, case_strategy, make_case, sample_config
+from tests.differential.profile import (
+    POLICIES,
+    case_strategy,
+    make_case,
+    sample_config,
+    shortest_divergence,
+)
+from tests.differential.run import CaseResult, Observation
 
 DOCS = REPO / "docs" / "policies.md"
 N4 = build_topology({"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "numbering": "qemu"})
@@ -153,7 +160,7 @@ def test_balloons_samples_load(name: str) -> None:
 def test_strategy_draws_cases(mc: tuple[Machine, object]) -> None:
     m, case = mc
     ops = case.ops  # type: ignore[attr-defined]
-    assert ops and isinstance(ops[0], CreatePod)
+    assert not ops or isinstance(ops[0], CreatePod)
     assert all(isinstance(op, CreatePod | DeletePod | Restart) for op in ops)
     build_topology(m.source)  # type: ignore[arg-type]
 
@@ -192,3 +199,31 @@ def test_host_root_has_what_nri_plugins_reads(tmp_path: Path) -> None:
     assert (cache / "ways_of_associativity").exists()
     header = (root / "proc/interrupts").read_text()
     assert header.split() == [f"CPU{i}" for i in range(16)]
+
+
+def test_a_divergence_shrinks_to_its_shortest_sequence() -> None:
+    """A fake pair of plugins that differ on any Guaranteed container of 2 CPUs or more:
+    hypothesis shrinks the first divergence it finds to one pod creation of one such
+    container (on the smallest machine it reaches)."""
+
+    def run(m: Machine, case: Case) -> CaseResult:
+        result = CaseResult(case)
+        for i, op in enumerate(case.ops):
+            if isinstance(op, CreatePod):
+                for c in op.pod.containers:
+                    same = not (op.pod.qos == "guaranteed" and c.cpu_request >= 2000)
+                    theirs = Placement("0-1" if same else "2-3")
+                    result.observations.append(
+                        Observation(i, i, str(op), c.name, Placement("0-1"), theirs,
+                                    None if same else "")
+                    )
+        return result
+
+    found = shortest_divergence("topology-aware", None, run, examples=200)
+    assert found is not None
+    _m, result = found
+    assert len(result.case.ops) == 1
+    op = result.case.ops[0]
+    assert isinstance(op, CreatePod) and op.pod.qos == "guaranteed"
+    assert [c.cpu_request for c in op.pod.containers] == [2000]
+    assert not op.pod.init and not op.pod.annotations
