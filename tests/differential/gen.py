@@ -358,7 +358,7 @@ def balloons_config(d: Draw, topo: Topology) -> tuple[str, tuple[str, ...]]:
             "  name: default",
             "spec:",
             "  reservedResources:",
-            f"    cpu: {d.choice(('750m', '1', '1500m'))}",
+            f"    cpu: '{d.choice(('750m', '1', '1500m'))}'",
             "  pinCPU: true",
             "  pinMemory: true",
             f"  allocatorTopologyBalancing: {d.choice(('true', 'false'))}",
