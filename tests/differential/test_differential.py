@@ -39,10 +39,15 @@ pytestmark = pytest.mark.conformance
 #: machines per chunk of the profile, and cases run at once
 CHUNK = 8
 JOBS = 2
-#: agreement (identical or documented) of the CI profile that must not be lost, per policy
-FLOORS = {"topology-aware": 0.0, "balloons": 0.0}
+#: agreement (identical or documented) of the CI profile that must not be lost, per policy:
+#: the rate measured, less a point; raise it as the policies close the gap
+FLOORS = {"topology-aware": 0.38, "balloons": 0.71}
 #: the agreement measured when the target's expected-failure mark was last set
-MEASURED = {"topology-aware": "not measured yet", "balloons": "not measured yet"}
+#: (`python -m tests.differential`, 2026-11-27, before the gap fixes of issue 22 item 2)
+MEASURED = {
+    "topology-aware": "39.6% (shipped machines 43.2%, random 38.8%)",
+    "balloons": "72.0% (shipped machines 86.2%, random 66.8%)",
+}
 TARGET = 0.99
 
 
