@@ -1,13 +1,6 @@
-"""nri-plugins' topology-aware e2e suite on n4c16 (test14 on), ported to the simulator.
+"""nri-plugins' topology-aware e2e suite on n4c16, test14 on (pools, classes, hints).
 
-Source: containers/nri-plugins test/e2e/policies.test-suite/topology-aware/n4c16/ at
-`tests.parity.upstream.TAG`.  Each test function replays its script's steps in order
-(create, delete, a relaunch with another configuration) and, where the script calls
-``verify``, calls `Suite.verify` with the same expressions as written there, every one of
-them (`tests.parity.ports`; `tests.parity.test_upstream` counts them).  A test split in
-two replays the earlier steps without their checks.  The machine: 2 packages x 2 NUMA
-nodes x 2 cores x 2 threads, QEMU numbering (node0 = cpus 0-3, node1 = 4-7, node2 =
-8-11, node3 = 12-15); their default config reserves 750m.
+The rest of the machine's tests and how a port is written: `test_topology_aware_n4c16`.
 """
 
 from __future__ import annotations
@@ -28,15 +21,11 @@ from tests.parity.suite import Suite, helm_launch
 TA = "topology-aware/n4c16"
 
 
-def suite(pod_count: int = 0, **config: Any) -> Suite:
-    return helm_launch(N4C16, pod_count, **config)
-
-
 @port(f"{TA}/test14-burstable")
 @pytest.mark.xfail(strict=True, reason="issue 14: needs memory requests of Burstable containers")
 def test14_burstable_memory_by_request() -> None:
     """n4c16/test14-burstable, pod0-pod3: memory fits by request, limits widen the nodes."""
-    s = suite(colocatePods=True)
+    s = helm_launch(N4C16, colocatePods=True)
     s.create("burstable", CPUREQ="1", CPULIM="2", MEMREQ="100M", MEMLIM="2.5G")
     s.create("burstable", CPUREQ="1", CPULIM="2", MEMREQ="200M", MEMLIM="5G")
     s.create("burstable", CPUREQ="1", CPULIM="2", MEMREQ="100M", MEMLIM="2.5G")
@@ -52,7 +41,7 @@ def test14_burstable_memory_by_request() -> None:
 @port(f"{TA}/test14-burstable")
 def test14_burstable_limits() -> None:
     """n4c16/test14-burstable, pod4-pod8: CPU limits, unlimitedBurstable and annotations."""
-    s = suite(4)
+    s = helm_launch(N4C16, 4)
     s.create("burstable", CONTCOUNT=2, CPUREQ="2", CPULIM="5", MEMREQ="100M")
     s.verify('nodes["pod4c0"] == { "node2" ,"node3" }', 'nodes["pod4c1"] == { "node0", "node1" }')
     s.create("burstable", CONTCOUNT=2, CPUREQ="2", CPULIM="0", MEMREQ="100M")
@@ -69,7 +58,7 @@ def test14_burstable_limits() -> None:
     ann = {f"{key}.pod7c0": "numa", f"{key}.pod7c1": "die"}
     s.create("burstable", CONTCOUNT=2, CPUREQ="2", CPULIM="0", MEMREQ="100M", annotations=ann)
     s.verify('len(nodes["pod7c0"]) == 1', 'len(nodes["pod7c1"]) == 2')
-    s = suite(8, unlimitedBurstable="numa")
+    s = helm_launch(N4C16, 8, unlimitedBurstable="numa")
     ann = {f"{key}.pod8c1": "die"}
     s.create("burstable", CONTCOUNT=2, CPUREQ="2", CPULIM="0", MEMREQ="100M", annotations=ann)
     s.verify('len(nodes["pod8c0"]) == 1', 'len(nodes["pod8c1"]) == 2')
@@ -78,7 +67,7 @@ def test14_burstable_limits() -> None:
 @port(f"{TA}/test14-global-shared-preference")
 def test14_global_shared_preference() -> None:
     """n4c16/test14-global-shared-preference: preferSharedCPUs and the per-pod opt-out."""
-    s = suite(preferSharedCPUs=True)
+    s = helm_launch(N4C16, preferSharedCPUs=True)
     s.create("guaranteed", CPU="1")
     s.verify("len(cpus['pod0c0']) > 1")
     s.create("guaranteed", CPU="2")
@@ -94,7 +83,7 @@ def test14_global_shared_preference() -> None:
 @port(f"{TA}/test15-busy-shared-pools")
 def test15_busy_shared_pools() -> None:
     """n4c16/test15-busy-shared-pools: a node-sized container next to busy shared pools."""
-    s = suite()
+    s = helm_launch(N4C16)
     s.create("besteffort", CONTCOUNT=4)
     s.create("guaranteed", CPU="4", MEM="100M")
     s.verify(
@@ -117,7 +106,7 @@ def test15_busy_shared_pools() -> None:
 @port(f"{TA}/test16-idle-shared-pools")
 def test16_idle_shared_pools() -> None:
     """n4c16/test16-idle-shared-pools: idle shared pools may be sliced empty."""
-    s = suite()
+    s = helm_launch(N4C16)
     s.create("guaranteed", CPU="4", MEM="100M", CONTCOUNT=3)
     s.verify('disjoint_sets(cpus["pod0c0"],cpus["pod0c1"],cpus["pod0c2"])')
     s.verify('len(cpus["pod0c0"]) == 4', 'len(cpus["pod0c1"]) == 4', 'len(cpus["pod0c2"]) == 4')
@@ -147,7 +136,7 @@ def test16_idle_shared_pools() -> None:
 
 
 #: their test17 scheduling classes (helm-config.yaml's values from their script)
-SCHEDULING = {
+SCHEDULING: dict[str, Any] = {
     "schedulingClasses": [
         {"name": "realtime", "policy": "fifo", "priority": 42},
         {"name": "highprio", "policy": "fifo", "priority": 10},
@@ -172,7 +161,7 @@ def test17_scheduling_classes() -> None:
     on the adjustment the daemon sends in
     `tests/unit/resmgr/test_sched_classes.py::test_n4c16_test17_scheduling_classes`.
     """
-    s = suite(colocatePods=False, **SCHEDULING)
+    s = helm_launch(N4C16, colocatePods=False, **SCHEDULING)
     sc = "scheduling-class.resource-policy.nri.io"
 
     def ann(pod: str, c0: str, pod_class: str | None = None) -> dict[str, str]:
@@ -247,7 +236,7 @@ def test18_strict_alignment() -> None:
     Their pods 3, 4 and 6 must reach CreateContainerError: here they are refused, each
     with an error naming it.
     """
-    s = suite()
+    s = helm_launch(N4C16)
     iso = "isolated-cpus.resource-policy.nri.io"
     s.create("guaranteed", CPU="1", MEM="100M", annotations=_strict_on_node("pod0", 2))
     s.verify(
@@ -367,6 +356,6 @@ FUZZ_PODS = (
 @example(ops=[0, 4, 6, 3])  # refused before the shared-pool rule
 def test06_fuzz(ops: list[int]) -> None:
     """n4c16/test06-fuzz: every pod their model lets in is placed (none refused)."""
-    s = suite()
+    s = helm_launch(N4C16)
     apply(s, FUZZ_PODS, ops, max_mem=7500, max_cpu=15000, max_reserved_cpu=1000)
     s.verify()
