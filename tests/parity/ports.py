@@ -7,7 +7,9 @@ A port carries each EXPR as the string their ``code.var.sh`` has and calls `chec
 them at the step where their script calls ``verify``; `check` evaluates each one in the
 same namespace over an `Allowed` (`tests.parity.verify.allowed`).  A shell variable inside
 an expression (``"cpus['${pod}c0'] == ..."`` in a loop of theirs) stays in the string and
-is substituted from `check`'s ``shell`` mapping, as their shell does.
+is substituted from `check`'s ``shell`` mapping, as their shell does.  A `Differs` among
+the expressions is one of theirs that is false here by design: it is checked false, and
+our own expression for it true.
 
 Counting.  `port` registers a test function under their test's name
 (``topology-aware/n4c16/test01-always-fits``).  Every `check` adds its expressions to the
