@@ -19,6 +19,7 @@ not a check, and ``verify-cstates`` and the like are their own helpers, not coun
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Iterator
@@ -161,9 +162,14 @@ _BACKTICK_COMMENT = re.compile(r"`#[^`]*`")
 
 
 def suite_dir() -> Path:
-    """Their suite in the Go module cache (absent until ``go mod download``)."""
-    gopath = Path.home() / "go"
-    base = gopath / "pkg" / "mod" / "github.com" / "containers" / f"nri-plugins@{TAG}"
+    """Their suite in the Go module cache (absent until ``go mod download``): under
+    ``$GOMODCACHE``, else ``$GOPATH/pkg/mod``, else ``~/go/pkg/mod``, as go puts it."""
+    cache = os.environ.get("GOMODCACHE") or str(
+        Path((os.environ.get("GOPATH") or "").split(os.pathsep)[0] or Path.home() / "go")
+        / "pkg"
+        / "mod"
+    )
+    base = Path(cache) / "github.com" / "containers" / f"nri-plugins@{TAG}"
     return base / "test" / "e2e" / "policies.test-suite"
 
 
