@@ -10,8 +10,6 @@ from tests.parity.balloons._sim import BALLOON, N6_HBM_CXL, Script, config, simu
 from tests.parity.machines import N6_HBM_CXL_CONSTS
 from tests.parity.ports import port
 
-DRAM, HBM, PMEM = (0, 1), (2, 3), (4, 5)
-
 CONFIG = config("""
 reservedResources:
   cpu: "1"
