@@ -36,22 +36,25 @@ nri-plugins' ``compareScores`` (pools.go) written as one key, its rules in its o
                              kind the pool lacks counts as one node more (their memory
                              allocator widens the offer by the nearest node of it, so
                              their "offer type match" rule rarely decides)
- 9     ``priority unmet``    ``prefer-cpu-priority`` high or low: 1 when the pool's free
+ 9     ``kinds missing``     1 when the pool lacks a memory kind the container may use
+                             that the machine has: their "matching memory type wins"
+                             (a NUMA node with PMEM attached beats one without)
+ 10    ``priority unmet``    ``prefer-cpu-priority`` high or low: 1 when the pool's free
                              shared CPUs of that class cannot hold the request
                              (`priority.priority_unmet`); 0 otherwise
- 10    ``-depth``            deeper pools first: the tightest pool that fits (a NUMA
+ 11    ``-depth``            deeper pools first: the tightest pool that fits (a NUMA
                              node or L3 group before its package, before the machine)
- 11    ``-isolated``         isolated requests: more free isolated CPUs left first, when
+ 12    ``-isolated``         isolated requests: more free isolated CPUs left first, when
                              the pool keeps some; the components after it are then 0
                              (theirs decides by id next)
- 12    ``normal unmet``      the same as 9 for ``prefer-cpu-priority: normal``, which
+ 13    ``normal unmet``      the same as 10 for ``prefer-cpu-priority: normal``, which
                              nri-plugins ranks after depth; 0 otherwise
- 13    ``-sliceable``        whole-CPU requests: more shared room left first, when the
+ 14    ``-sliceable``        whole-CPU requests: more shared room left first, when the
                              pool keeps some; the components after it are then 0
- 14    ``crowding``          fewer containers living in the pool (on shared or exclusive
+ 15    ``crowding``          fewer containers living in the pool (on shared or exclusive
                              CPUs), so that shared containers spread over the leaves
- 15    ``-shared``           more shared room left after the grant
- 16    ``pool index``        breadth-first pool number: deterministic final tie-break
+ 16    ``-shared``           more shared room left after the grant
+ 17    ``pool index``        breadth-first pool number: deterministic final tie-break
 =====  ====================  =============================================================
 
 `key_bound` is the smallest key an offer of a pool could possibly get, computed from the
@@ -89,11 +92,13 @@ __all__ = [
     "offer_key",
 ]
 
-OfferKey = tuple[int, int, int, float, int, int, int, int, int, int, int, int, int, int, int, int]
+OfferKey = tuple[
+    int, int, int, float, int, int, int, int, int, int, int, int, int, int, int, int, int
+]
 
 
 def _priority_terms(priority: CPUPriority, unmet: bool) -> tuple[int, int]:
-    """Components 9 and 12 of the key: (high/low unmet, normal unmet)."""
+    """Components 10 and 13 of the key: (high/low unmet, normal unmet)."""
     if not unmet:
         return 0, 0
     return (0, 1) if priority is CPUPriority.NORMAL else (1, 0)
@@ -122,25 +127,25 @@ def affinity_by_pool(
     return diluted_scores(tree, weights)
 
 
-def memory_key(tree: PoolTree, pool: Pool, request: ContainerRequest) -> tuple[int, int]:
-    """Components 5 and 8 of the key: (memory burst, memory span).
+def memory_key(tree: PoolTree, pool: Pool, request: ContainerRequest) -> tuple[int, int, int]:
+    """Components 5, 8 and 9 of the key: (memory burst, memory span, kinds missing).
 
     Only for containers whose memory is pinned (nri-plugins offers the root's memory
     to ``memory.preserve`` ones, the same from every pool).
     """
     if not request.pin_memory:
-        return (0, 0)
+        return (0, 0, 0)
     wanted = {k for k in request.memory_kinds if tree.root.mems.get(k)}
     missing = sum(not pool.mems.get(k) for k in wanted)
     burst = 0
     if request.memory_burst is not None:
         size = pool.memory_of(request.memory_kinds)
         burst = (size < request.memory_burst) if request.memory_burst else -size
-    return (burst, len(pool.mems_of(request.memory_kinds)) + missing)
+    return (burst, len(pool.mems_of(request.memory_kinds)) + missing, int(missing > 0))
 
 
 def _capacity_terms(request: ContainerRequest, cap: Capacity) -> tuple[int, int, int, int]:
-    """Components 11, 13, 14 (as a flag: 1 when crowding counts) and 15 of the key."""
+    """Components 12, 14, 15 (as a flag: 1 when crowding counts) and 16 of the key."""
     if request.prefer_isolated and cap.isolated > 0:
         return (-cap.isolated, 0, 0, 0)
     if request.full > 0 and cap.shared > 0:
@@ -154,7 +159,7 @@ def _key(
     hinted: bool,
     unmet_preference: bool,
     affinity_score: float,
-    memory: tuple[int, int],
+    memory: tuple[int, int, int],
     burst: tuple[int, int],
     priority: CPUPriority,
     priority_unmet: bool,
@@ -177,6 +182,7 @@ def _key(
         memory[0],
         *burst,
         memory[1],
+        memory[2],
         prio,
         -depth,
         isolated,
