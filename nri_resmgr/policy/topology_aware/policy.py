@@ -87,6 +87,7 @@ from nri_resmgr.model import (
     Decision,
 )
 from nri_resmgr.policy.common import one_thread_per_core, order_claims
+from nri_resmgr.policy.cpu_allocator import CPUAllocator
 from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.decide import (
     decide,
@@ -226,6 +227,14 @@ class TopologyAwarePolicy:
             where="policy topology-aware",
         )
         self.priorities: PriorityCPUs = priority_cpus(topology)
+        #: nri-plugins' CPU allocator on this machine: which CPUs each grant takes
+        self.allocator = CPUAllocator(
+            topology,
+            high=self.priorities.high,
+            normal=self.priorities.normal,
+            low=self.priorities.low,
+            hybrid=self.priorities.hybrid,
+        )
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -291,11 +300,11 @@ class TopologyAwarePolicy:
         # the Burstable components, once per pool (offers.burst_key)
         candidates = self._candidates(request, root_only=root_only)
         bursts = {pool.index: (0, 0) for pool in candidates}
+        rooms = allocatable_by_pool(self.tree, supply)
         if is_burst_ranked(request):
-            room = allocatable_by_pool(self.tree, supply)
             for pool in candidates:
                 bursts[pool.index] = burst_key(
-                    self.tree, supply, pool, request, room=room[pool.index]
+                    self.tree, supply, pool, request, room=rooms[pool.index]
                 )
         # offers in the order of the best key each pool could reach; once the best offer
         # so far beats the bound of the next pool it beats all the rest (scoring.key_bound)
@@ -304,7 +313,9 @@ class TopologyAwarePolicy:
                 (
                     key_bound(
                         pool,
+                        tree=self.tree,
                         supply=supply,
+                        room=rooms[pool.index],
                         request=request,
                         hinted=pool.index == hint,
                         affinity_score=affinities.get(pool.index, 0),
@@ -326,6 +337,7 @@ class TopologyAwarePolicy:
             got = make_offer(
                 tree=self.tree,
                 topology=self.topology,
+                allocator=self.allocator,
                 supply=supply,
                 pool=pool,
                 container_id=container.id,
@@ -335,6 +347,7 @@ class TopologyAwarePolicy:
                 prefer=prefer,
                 priorities=self.priorities,
                 burst=bursts[pool.index],
+                rooms=rooms,
             )
             if isinstance(got, Offer):
                 offers.append(got)
@@ -342,12 +355,13 @@ class TopologyAwarePolicy:
                     got,
                     hinted=pool.index == hint,
                     affinity_score=affinities.get(pool.index, 0),
+                    tree=self.tree,
                 )
                 best_key = key if best_key is None else min(best_key, key)
             else:
                 failed.append((pool.index, f"{pool.name}: {got}"))
         reasons = [reason for _, reason in sorted(failed)]
-        best = best_offer(offers, hint=hint, affinities=affinities)
+        best = best_offer(offers, hint=hint, affinities=affinities, tree=self.tree)
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
         message = f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)
@@ -640,7 +654,16 @@ class TopologyAwarePolicy:
         pool = self.tree.deepest_containing(view)[0]
         if not state.supply.shared[pool]:
             return None
-        stand_in = replace(req, kind=CPUKind.SHARED, full=0, shared_milli=0, memory_bytes=0)
+        # (not a container with no CPU request: the 1m it would keep back, which the
+        # containers placed before it in the live order never saw, could refuse them)
+        stand_in = replace(
+            req,
+            kind=CPUKind.SHARED,
+            full=0,
+            shared_milli=0,
+            memory_bytes=0,
+            zero_cpu_request=False,
+        )
         return Grant(
             container_id=c.id,
             pod_id=c.pod.id,

@@ -142,6 +142,12 @@ class ContainerRequest:
     #: Burstable without a CPU limit: the topology level it prefers
     #: (``unlimitedBurstable``, the ``unlimited-burstable`` annotation); None otherwise
     unlimited_level: str | None = None
+    #: BestEffort, or Burstable with no CPU request: nri-plugins keeps 1m of shared
+    #: capacity back in every pool holding such a container (``hasZeroCpuReqContainer``)
+    zero_cpu_request: bool = False
+    #: Burstable: its memory limit in bytes, 0 without one; pools are ranked by their
+    #: memory (``compareScores``' memory offer burstability, `scoring`); None otherwise
+    memory_burst: int | None = None
 
     def describe(self) -> str:
         """``2 exclusive CPUs + 500m shared`` and the like, for messages."""
@@ -276,6 +282,8 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     )
 
     cpu_class = _cpu_class(container, config)
+    zero = qos is QoSClass.BEST_EFFORT or (qos is QoSClass.BURSTABLE and milli == 0)
+    memory_burst = (container.request.memory_limit or 0) if qos is QoSClass.BURSTABLE else None
 
     def make(
         kind: CPUKind,
@@ -302,6 +310,8 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
             affinities=rules,
             limit_milli=limit,
             unlimited_level=level,
+            zero_cpu_request=zero,
+            memory_burst=memory_burst,
         )
 
     if cpu_preserve:
