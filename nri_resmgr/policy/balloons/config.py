@@ -236,7 +236,7 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "log": "the log section is the daemon's",
 }
 
-#: the model of the spec's policy keys (read by `nri_resmgr.policy_documents`)
+#: the model of the spec's policy keys (the package's `RECORD` carries it)
 SPEC_MODEL = BalloonsConfig
 
 

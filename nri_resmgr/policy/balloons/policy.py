@@ -229,7 +229,7 @@ class BalloonsPolicy(Policy[BalloonsState]):
         if not self.reserved_home:
             self.reserved_home = self._reserved_home()
             self.tree_options = self._tree_options()
-        #: the scheduling classes (`sched_classes.policy_nri_requirements` reads them)
+        #: the scheduling classes (the contract's `scheduling` hook; the daemon checks them)
         self.scheduling: SchedulingClasses = self.config.scheduling
 
     # ---- balloon sizes and CPUs ----------------------------------------------------

@@ -81,7 +81,7 @@ def required_cpu(raw: str | int | float | None, *, subject: str) -> str | int | 
         raise invalid(
             subject,
             RESERVED_CPU,
-            "is required; expected a quantity such as 750m or cpuset:0-1, found none",
+            "expected a quantity such as 750m or cpuset:0-1 (required), found none",
         )
     return raw
 
