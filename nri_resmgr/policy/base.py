@@ -61,7 +61,6 @@ from typing_extensions import TypeVar
 
 from nri_resmgr.model import (
     Assignment,
-    ConfigError,
     ContainerID,
     ContainerInfo,
     Decision,
@@ -71,6 +70,7 @@ from nri_resmgr.policy.cpu_classes import NO_CPU_CLASSES, CPUClassUse
 from nri_resmgr.policy.irq_affinity import NO_IRQ_USE, IrqUse
 from nri_resmgr.policy.sched_classes import NO_SCHEDULING_CLASSES, SchedulingClasses
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.validation import InvalidConfig, Problem
 
 __all__ = [
     "BalloonReportLike",
@@ -117,8 +117,12 @@ class Policy(ABC, Generic[S]):
 
     def __init__(self, *, topology: Topology, config: Mapping[str, Any]) -> None:
         if config:
-            raise ConfigError(
-                f"policy {self.name}: unknown configuration keys {sorted(config)}; expected none"
+            raise InvalidConfig(
+                f"policy {self.name}",
+                [
+                    Problem("", f"unknown configuration key {key!r}; expected none", at=key)
+                    for key in sorted(map(str, config))
+                ],
             )
         self.topology = topology
 

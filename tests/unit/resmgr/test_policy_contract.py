@@ -55,7 +55,9 @@ def test_a_policy_without_a_hook_gets_its_default() -> None:
 
 
 def test_the_default_constructor_takes_no_configuration() -> None:
-    with pytest.raises(ConfigError, match=r"policy bare: unknown configuration keys \['x'\]"):
+    with pytest.raises(
+        ConfigError, match=r"policy bare: unknown configuration key 'x'; expected none$"
+    ):
         Bare(topology=small(), config={"x": 1})
 
 
