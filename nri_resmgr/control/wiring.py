@@ -173,9 +173,9 @@ def irq_control(policy: Policy, files: IrqFiles | None) -> list[Controller]:
 
     The policy's claims (``irq_use`` of its initial state) are checked against the
     machine's interrupts first: `ConfigError` when one names an interrupt its
-    ``controllableInterrupts`` denies.  A policy without interrupt wishes claims nothing and
-    gets the controller too, so that
-    what an earlier configuration wrote goes back to its original.
+    ``controllableInterrupts`` denies.  A policy without interrupt wishes claims nothing
+    and gets the controller too, so that what an earlier configuration wrote goes back to
+    its original.
     """
     if files is None:
         return []

@@ -234,9 +234,8 @@ class Pipeline:
         (`cpu_classes_changed`, from the policy's ``cpu_class_use(state)``) and the
         interrupt affinities (`irq_use_changed`, from ``irq_use(state)``).  A policy
         without CPU classes or interrupt wishes wants none (the contract's defaults):
-        after a reconfiguration from one that had, the
-        files get their originals back.  Best effort: the decision is taken; a
-        controller's failure is logged."""
+        after a reconfiguration from one that had, the files get their originals back.
+        Best effort: the decision is taken; a controller's failure is logged."""
         if not self.controllers:
             return
         cpu = self.policy.cpu_class_use(self.state)
