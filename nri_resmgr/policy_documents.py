@@ -40,7 +40,7 @@ from pydantic import BaseModel
 from nri_resmgr.documents import DocumentError
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.base import PolicyRecord
-from nri_resmgr.policy_registry import available_policies
+from nri_resmgr.policy_registry import PolicySource, available_policies
 from nri_resmgr.validation import unknown_key_message
 
 __all__ = [
@@ -96,15 +96,20 @@ def policy_kinds() -> tuple[PolicyKind, ...]:
     in this project's form).  A policy whose entry point fails to load has no kind here;
     loading it by name reports why.
     """
-    out = []
-    for source in available_policies().values():
-        try:
-            record = source.load()
-        except ConfigError:
-            continue
-        if record.resource is not None and record.spec_model is not None:
-            out.append(PolicyKind(record.resource.kind, record.resource.plural, record))
-    return tuple(sorted(out, key=lambda k: k.policy != _DEFAULT_KIND_POLICY))
+    kinds = (_kind(source) for source in available_policies().values())
+    found = [k for k in kinds if k is not None]
+    return tuple(sorted(found, key=lambda k: k.policy != _DEFAULT_KIND_POLICY))
+
+
+def _kind(source: PolicySource) -> PolicyKind | None:
+    """The kind `source`'s record names (None: none, or its entry point fails to load)."""
+    try:
+        record = source.load()
+    except ConfigError:
+        return None
+    if record.resource is None or record.spec_model is None:
+        return None
+    return PolicyKind(record.resource.kind, record.resource.plural, record)
 
 
 #: the common sections of their specs, handled here rather than by the policy
@@ -175,8 +180,12 @@ class Normalized:
 
 
 def kind_of_policy(policy: str) -> PolicyKind | None:
-    """The custom resource kind configuring `policy` (None for policies without one)."""
-    return next((k for k in policy_kinds() if k.policy == policy), None)
+    """The custom resource kind configuring `policy` (None for policies without one).
+
+    Only `policy`'s own record is loaded: the daemon's start pays for no other policy.
+    """
+    source = available_policies().get(policy)
+    return _kind(source) if source is not None else None
 
 
 def _pop_path(data: dict[str, Any], path: str) -> bool:
@@ -319,8 +328,10 @@ def normalize_document(
                     return _from_spec(data, kind, form="spec", source=source)
         if "agent" in keys and kinds:  # only their common sections
             return _from_spec(data, kinds[0], form="spec", source=source)
-    own = kind_of_policy(str(data.get("policy", default_policy)))
     config = data.get("policyConfig")
-    if own is None or not isinstance(config, Mapping):
+    if not isinstance(config, Mapping) or not config:
+        return Normalized(data)
+    own = kind_of_policy(str(data.get("policy", default_policy)))
+    if own is None:
         return Normalized(data)
     return Normalized(data, tuple(policy_warnings(own, config, prefix="policyConfig.")))
