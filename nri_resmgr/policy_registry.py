@@ -14,8 +14,9 @@ imports nothing that loads code.  Two sources are searched:
    form) -- so metadata written before records existed still loads;
 2. drop-in modules: every ``*.py`` file (not starting with ``_``) in the configured
    plugin directories, in directory order and then file-name order.  A module
-   contributes each record it defines, and each `Policy` subclass defined in it that has
-   a string ``name`` and no record (a bare record).  ``plugins.d/`` in the repository is
+   contributes the records of the policies defined in it, and a bare record for each
+   concrete `Policy` subclass defined in it that has none (an imported record or class is
+   not the module's).  ``plugins.d/`` in the repository is
    the example directory.
 
 A name defined twice is a configuration error naming both origins: a drop-in cannot
@@ -122,7 +123,10 @@ def _drop_ins(plugin_dirs: Iterable[str | Path]) -> list[PolicySource]:
         for path in sorted(directory.glob("*.py")):
             if path.name.startswith("_"):
                 continue
-            for record in records_of(_import_file(path)):
+            module = _import_file(path)
+            # its own policies: a record imported from elsewhere is not redefined here
+            own = [r for r in records_of(module) if r.policy.__module__ == module.__name__]
+            for record in own:
                 load = partial(_same, record)
                 out.append(PolicySource(name=record.name, origin=str(path), loader=load))
     return out

@@ -120,6 +120,17 @@ def test_a_drop_in_with_a_record_and_its_class_is_one_policy(tmp_path: Path) -> 
     )
 
 
+def test_a_drop_in_importing_a_built_in_does_not_define_it_again(tmp_path: Path) -> None:
+    (tmp_path / "uses.py").write_text(
+        "from nri_resmgr.policy.static import RECORD, StaticPolicy\n"
+        "class Mine(StaticPolicy):\n"
+        "    name = 'mine'\n"
+    )
+    found = available_policies([tmp_path])
+    assert found["static"].origin.startswith("entry point")
+    assert found["mine"].origin.endswith("uses.py")
+
+
 def _getattr_on_a_policy(tree: ast.AST) -> list[int]:
     return [
         node.lineno
