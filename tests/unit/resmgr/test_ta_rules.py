@@ -104,7 +104,9 @@ def besteffort(name: str, pod: str | None = None, ns: str = "default") -> Contai
 
 
 def burstable(name: str, milli: int, limit: int | None = None) -> ContainerInfo:
-    return ctr(name, pod=name, qos=BU, milli=milli, limit=limit, cid=name)
+    """With a 200M memory limit every pool holds (without one the root would win first:
+    nri-plugins ranks Burstable containers by memory before CPU)."""
+    return ctr(name, pod=name, qos=BU, milli=milli, limit=limit, mem=200 << 20, cid=name)
 
 
 def disjoint(*sets: CPUSet) -> bool:
