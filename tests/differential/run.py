@@ -31,15 +31,12 @@ from tests.differential.classes import Context, classify
 from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Op, Pod, Restart
 from tests.differential.host import HostRoots, host_root
 from tests.differential.machines import Machine
-from tests.differential.plugins import Placement, Side, ours_argv, side, theirs_argv
+from tests.differential.plugins import Held, Side, ours_argv, side, theirs_argv
 from tests.peers import NriPlugins
 
 __all__ = ["CaseResult", "Observation", "run_case"]
 
 T = TypeVar("T")
-
-#: what a side holds for a container: its placement, or the refusal's text
-Held = Placement | str
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +158,13 @@ class _Run:
         self.restarted = False
         self.step += 1
 
-    def create(self, live: _Live, c: Ctr) -> str:
+    def create(self, live: _Live, c: Ctr) -> Json:
         cj = _ctr_json(live.json, c)
         self.names[cj["id"]] = (f"{live.pod.namespace}/{live.pod.name}/{c.name}", live.pod, c)
         mine, their = self.pair.both(lambda s: s.create(live.json, cj))
         if mine is not None or their is not None:
             self.refused[cj["id"]] = (mine or "", their or "")
-        return str(cj["id"])
+        return cj
 
     def stop_remove(self, cid: str) -> None:
         self.pair.both(
@@ -180,13 +177,13 @@ class _Run:
             live = _Live(op.pod, pj, [])
             self.pair.both(lambda s: s.run_pod(pj))
             for c in op.pod.init:
-                cid = self.create(live, c)
+                cj = self.create(live, c)
                 self.observe(f"{op} (init {c.name} created)")
-                self.stop_remove(cid)
+                self.stop_remove(cj["id"])
             for c in op.pod.containers:
-                self.create(live, c)
+                cj = self.create(live, c)
                 self.observe(f"{op} ({c.name} created)")
-                live.ctrs.append((c, _ctr_json(pj, c)))
+                live.ctrs.append((c, cj))
             self.live.append(live)
         elif isinstance(op, DeletePod):
             if not self.live:
