@@ -40,14 +40,17 @@ pytestmark = pytest.mark.conformance
 CHUNK = 8
 JOBS = 2
 #: agreement (identical or documented) of the CI profile that must not be lost, per policy:
-#: the rate measured, less a point; raise it as the policies close the gap
-FLOORS = {"topology-aware": 0.71, "balloons": 0.71}
+#: the rate measured, less a margin (topology-aware: three points, since nri-plugins'
+#: topology-aware does not always re-place the same containers at a restart, so the steps
+#: after one vary from run to run; balloons gave the same counts on every run); raise it
+#: as the policies close the gap
+FLOORS = {"topology-aware": 0.75, "balloons": 0.71}
 #: the agreement measured when the target's expected-failure mark was last set
 #: (`python -m tests.differential`, 2026-11-27: topology-aware with the first gap fixes of
 #: issue 22 item 2 merged, balloons before them)
 MEASURED = {
-    "topology-aware": "72.2% (shipped machines 69.6%, random 72.8%)",
-    "balloons": "72.0% (shipped machines 86.2%, random 66.8%)",
+    "topology-aware": "78.4% (shipped machines 87.0%, random 76.6%)",
+    "balloons": "72.1% (shipped machines 86.4%, random 66.8%)",
 }
 TARGET = 0.99
 
