@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +16,17 @@ from nri_resmgr.control.irq import IrqFiles
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy_registry import load_policy
-from nri_resmgr.runtime.pipeline import ClassSelector, Controller
+from nri_resmgr.runtime.pipeline import ClassSelector, Controller, Pipeline
 from nri_resmgr.simulator.kubelet import Simulator
 from nri_resmgr.simulator.results import SimulationResult
 from nri_resmgr.simulator.scenario import Scenario, ScenarioError
 from nri_resmgr.topology.load import load_topology, path_kind
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.render import summarize
+
+#: called after every step with its index, the machine and the pipeline as the step
+#: left it (read only): `nri_resmgr.view` draws each step's picture from it
+StepObserver = Callable[[int, Topology, Pipeline], None]
 
 # ---- putting it together --------------------------------------------------------------
 
@@ -73,6 +77,7 @@ def run_scenario(
     sysfs_root: str | None = None,
     log: Any = None,
     proc_root: str | None = None,
+    observe: StepObserver | None = None,
 ) -> SimulationResult:
     """Run every step of `scenario`; later steps run even when earlier ones had errors.
 
@@ -82,6 +87,7 @@ def run_scenario(
     affinities; a claim on a denied interrupt is a `ConfigError`.
     With `sysfs_root` the CPU class files under it are written as the daemon would
     (`control.cpuclass`); the step results name each class's CPUs either way.
+    `observe` is called after every step (`StepObserver`).
     """
     from nri_resmgr.control.wiring import irq_control
 
@@ -121,6 +127,7 @@ def run_scenario(
             cgroup_root=cgroup_root,
             log=log,
             irq_files=irq_files,
+            observe=observe,
         )
 
 
@@ -135,6 +142,7 @@ def _simulate(
     cgroup_root: str | None,
     log: Any,
     irq_files: IrqFiles | None = None,
+    observe: StepObserver | None = None,
 ) -> SimulationResult:
     if log is None:
         import structlog
@@ -149,7 +157,11 @@ def _simulate(
         log=log,
         irq_files=irq_files,
     )
-    results = tuple(sim.run_step(i, step) for i, step in enumerate(scenario.steps))
+    results = []
+    for i, step in enumerate(scenario.steps):
+        results.append(sim.run_step(i, step))
+        if observe is not None:
+            observe(i, topology, sim.pipeline)
     return SimulationResult(
-        topology=topology.source or "", policy=name, steps=results, machine=summarize(topology)
+        topology=topology.source or "", policy=name, steps=tuple(results), machine=summarize(topology)
     )
