@@ -30,6 +30,7 @@ from nri_resmgr import __version__
 COMMAND_MODULES = (
     "run",
     "simulate",
+    "show",
     "topology",
     "validate_config",
     "install",

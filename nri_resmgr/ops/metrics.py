@@ -18,7 +18,8 @@ the kernel's running byte counts; they are gauges here, as the project exports t
 their names carry no ``_total`` suffix.  `HealthState` holds the two facts
 the probes report: the daemon is alive (`/healthz`) and it is registered with the runtime
 and synchronized (`/readyz`).
-`serve_http` is the asyncio HTTP shell for `/metrics`, `/healthz` and `/readyz`.
+`serve_http` is the asyncio HTTP shell for `/metrics`, `/healthz` and `/readyz`, and for
+any read-only `pages` the daemon adds (the node picture, `nri_resmgr.view.pages`).
 """
 
 from __future__ import annotations
@@ -311,10 +312,20 @@ async def _respond(writer: asyncio.StreamWriter, status: str, ctype: str, body: 
     writer.close()
 
 
+#: a read-only page: called per GET, returns (content type, body)
+Page = Callable[[], tuple[str, bytes]]
+
+
 async def serve_http(
-    metrics: Metrics, health: HealthState, *, host: str = "0.0.0.0", port: int = 8891
+    metrics: Metrics,
+    health: HealthState,
+    *,
+    host: str = "0.0.0.0",
+    port: int = 8891,
+    pages: Mapping[str, Page] | None = None,
 ) -> asyncio.Server:
-    """Serve /metrics, /healthz and /readyz; returns the started server."""
+    """Serve /metrics, /healthz, /readyz and `pages` (path -> page); returns the server."""
+    pages = pages or {}
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -339,6 +350,14 @@ async def serve_http(
             else:
                 body = f"not ready: {health.reason}\n".encode()
                 await _respond(writer, "503 Service Unavailable", "text/plain", body)
+        elif path in pages:
+            try:
+                ctype, body = pages[path]()
+            except Exception as exc:  # a page is best effort: report, keep serving
+                body = f"{path}: {type(exc).__name__}: {exc}\n".encode()
+                await _respond(writer, "500 Internal Server Error", "text/plain", body)
+                return
+            await _respond(writer, "200 OK", ctype, body)
         else:
             await _respond(writer, "404 Not Found", "text/plain", b"not found\n")
 

@@ -27,6 +27,7 @@ from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logg
 from nri_resmgr.ops.metrics import serve_http
 from nri_resmgr.runtime.daemon import DEFAULT_STATE_DIR, ResmgrPlugin
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.view.pages import NodePages, live_view
 
 if TYPE_CHECKING:
     # imported by `main` only when there is a node name (the Kubernetes side is on):
@@ -77,8 +78,14 @@ async def _serve(plugin: ResmgrPlugin, endpoint: str, kube: KubeSide | None = No
     server = None
     if endpoint:
         host, _, port = endpoint.rpartition(":")
+        # issue 27: the node picture on the same port (read only, bounded per request)
+        pages = NodePages(lambda: live_view(plugin.topology, plugin.pipeline))
         server = await serve_http(
-            plugin.metrics, plugin.health, host=host or "0.0.0.0", port=int(port)
+            plugin.metrics,
+            plugin.health,
+            host=host or "0.0.0.0",
+            port=int(port),
+            pages=pages.routes(),
         )
     side = asyncio.create_task(kube.run()) if kube is not None else None
     try:

@@ -28,6 +28,17 @@ from nri_resmgr.topology.render import summarize
 #: left it (read only): `nri_resmgr.view` draws each step's picture from it
 StepObserver = Callable[[int, Topology, Pipeline], None]
 
+
+def quiet_log() -> Any:
+    """A pipeline logger that drops every line (when the result is the output)."""
+    import structlog
+
+    def drop(_logger: Any, _method: str, _event: Any) -> Any:
+        raise structlog.DropEvent
+
+    return structlog.wrap_logger(structlog.PrintLogger(), processors=[drop])
+
+
 # ---- putting it together --------------------------------------------------------------
 
 
@@ -163,5 +174,8 @@ def _simulate(
         if observe is not None:
             observe(i, topology, sim.pipeline)
     return SimulationResult(
-        topology=topology.source or "", policy=name, steps=tuple(results), machine=summarize(topology)
+        topology=topology.source or "",
+        policy=name,
+        steps=tuple(results),
+        machine=summarize(topology),
     )

@@ -47,6 +47,7 @@ __all__ = [
     "MemoryRow",
     "NodeView",
     "build_view",
+    "cell_tag",
     "policy_view",
     "view_from_dict",
 ]
@@ -165,12 +166,10 @@ class NodeView:
             "machine": self.machine,
             "packages": _lists(self.packages),
             "cpus": [
-                [c.id, str(c.holder), c.owner, c.isolcpu, c.cpu_class]
-                for c in self.cpus.values()
+                [c.id, str(c.holder), c.owner, c.isolcpu, c.cpu_class] for c in self.cpus.values()
             ],
             "memory": [
-                [m.node, m.kind, m.memory_bytes, m.attached_to, list(m.pinned)]
-                for m in self.memory
+                [m.node, m.kind, m.memory_bytes, m.attached_to, list(m.pinned)] for m in self.memory
             ],
             "containers": [
                 {
@@ -235,8 +234,7 @@ def view_from_dict(data: Mapping[str, Any]) -> NodeView:
                 ContainerRow(**{k: str(v) for k, v in c.items()}) for c in data["containers"]
             ),
             balloons=tuple(
-                BalloonRow(**{**b, "containers": tuple(b["containers"])})
-                for b in data["balloons"]
+                BalloonRow(**{**b, "containers": tuple(b["containers"])}) for b in data["balloons"]
             ),
             conflicts=str(data.get("conflicts", "")),
         )
@@ -245,6 +243,21 @@ def view_from_dict(data: Mapping[str, Any]) -> NodeView:
             f"node view: expected the JSON of NodeView.as_dict, found a document that does "
             f"not fit ({type(exc).__name__}: {exc})"
         ) from exc
+
+
+_TAG = {Holder.RESERVED: "res", Holder.SHARED: "shr", Holder.IDLE: "idl", Holder.OFFLINE: "off"}
+
+
+def cell_tag(cell: CPUCell, containers: dict[str, int], balloons: dict[str, int]) -> str:
+    """The short tag of what holds `cell` for a picture: ``res``, ``shr``, ``idl``, ``off``,
+    ``c<N>`` container N, ``b<N>`` balloon N (numbers from 1); ``*`` when kernel-isolated."""
+    if cell.holder in (Holder.EXCLUSIVE, Holder.ISOLATED):
+        tag = f"c{containers.get(cell.owner, 0)}"
+    elif cell.holder is Holder.BALLOON:
+        tag = f"b{balloons.get(cell.owner, 0)}"
+    else:
+        tag = _TAG[cell.holder]
+    return tag + ("*" if cell.isolcpu else "")
 
 
 # ---- building -------------------------------------------------------------------------
@@ -265,9 +278,7 @@ def _hierarchy(topo: Topology) -> Packages:
                 for l3 in topo.l3_ids(die):
                     share = topo.l3_cpus(l3) & ncpus
                     if share:
-                        cores = tuple(
-                            tuple(t.sorted()) for t in topo.cores_of(share).values()
-                        )
+                        cores = tuple(tuple(t.sorted()) for t in topo.cores_of(share).values())
                         l3s.append((l3, cores))
                 nodes.append((node, tuple(l3s)))
             dies.append((die, tuple(nodes)))

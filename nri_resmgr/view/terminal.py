@@ -22,10 +22,10 @@ from rich.text import Text
 from rich.tree import Tree
 
 from nri_resmgr.topology.render import format_bytes
-from nri_resmgr.view.model import CPUCell, Holder, NodeView
+from nri_resmgr.view.model import CPUCell, Holder, NodeView, cell_tag
 from nri_resmgr.view.text import shown
 
-__all__ = ["cell_tag", "render_text"]
+__all__ = ["render_text"]
 
 _PALETTE = ("cyan", "magenta", "blue", "bright_green", "bright_magenta", "bright_cyan")
 _STYLE = {
@@ -34,7 +34,6 @@ _STYLE = {
     Holder.IDLE: "dim",
     Holder.OFFLINE: "dim red",
 }
-_TAG = {Holder.RESERVED: "res", Holder.SHARED: "shr", Holder.IDLE: "idl", Holder.OFFLINE: "off"}
 
 
 def _numbers(view: NodeView) -> tuple[dict[str, int], dict[str, int]]:
@@ -43,17 +42,6 @@ def _numbers(view: NodeView) -> tuple[dict[str, int], dict[str, int]]:
         {c.id: i for i, c in enumerate(view.containers, 1)},
         {b.name: i for i, b in enumerate(view.balloons, 1)},
     )
-
-
-def cell_tag(cell: CPUCell, containers: dict[str, int], balloons: dict[str, int]) -> str:
-    """The short tag of what holds `cell` (module docstring)."""
-    if cell.holder in (Holder.EXCLUSIVE, Holder.ISOLATED):
-        tag = f"c{containers.get(cell.owner, 0)}"
-    elif cell.holder is Holder.BALLOON:
-        tag = f"b{balloons.get(cell.owner, 0)}"
-    else:
-        tag = _TAG[cell.holder]
-    return tag + ("*" if cell.isolcpu else "")
 
 
 def _style(cell: CPUCell, containers: dict[str, int], balloons: dict[str, int]) -> str:
@@ -86,16 +74,27 @@ def _tree(view: NodeView, containers: dict[str, int], balloons: dict[str, int]) 
                         for j, cpu in enumerate(threads):
                             cell = view.cpus[cpu]
                             tag = cell_tag(cell, containers, balloons)
-                            line.append(("," if j else "") + f"{cpu}:{tag}",
-                                        style=_style(cell, containers, balloons))
+                            line.append(
+                                ("," if j else "") + f"{cpu}:{tag}",
+                                style=_style(cell, containers, balloons),
+                            )
                     n.add(line)
     return root
 
 
 def _containers(view: NodeView) -> Table:
     table = Table(title="containers", title_justify="left")
-    for col in ("#", "namespace/pod/container", "qos", "kind", "pool", "cpus", "mems",
-                "rdt", "blockio"):
+    for col in (
+        "#",
+        "namespace/pod/container",
+        "qos",
+        "kind",
+        "pool",
+        "cpus",
+        "mems",
+        "rdt",
+        "blockio",
+    ):
         table.add_column(col, overflow="fold")
     for i, c in enumerate(view.containers, 1):
         table.add_row(
@@ -118,8 +117,9 @@ def _memory(view: NodeView, containers: dict[str, int]) -> Table:
         table.add_column(col, overflow="fold")
     for m in view.memory:
         pinned = ",".join(str(containers[c]) for c in m.pinned if c in containers)
-        table.add_row(str(m.node), m.kind, format_bytes(m.memory_bytes), str(m.attached_to),
-                      pinned or "-")
+        table.add_row(
+            str(m.node), m.kind, format_bytes(m.memory_bytes), str(m.attached_to), pinned or "-"
+        )
     return table
 
 
@@ -129,8 +129,15 @@ def _balloons(view: NodeView, containers: dict[str, int]) -> Table:
         table.add_column(col, overflow="fold")
     for i, b in enumerate(view.balloons, 1):
         members = ",".join(str(containers[c]) for c in b.containers if c in containers)
-        table.add_row(str(i), Text(shown(b.name)), Text(shown(b.type)), b.cpus or "-",
-                      b.shared_idle_cpus or "-", b.mems or "-", members or "-")
+        table.add_row(
+            str(i),
+            Text(shown(b.name)),
+            Text(shown(b.type)),
+            b.cpus or "-",
+            b.shared_idle_cpus or "-",
+            b.mems or "-",
+            members or "-",
+        )
     return table
 
 
