@@ -13,11 +13,14 @@ pinned containers, and the balloons.  With several views (the simulator's steps)
 Every name (pod, container, namespace, pool, balloon, class, title) goes through
 `text.for_html`: markup is shown as text, quotes cannot close an attribute, and control
 and invisible characters appear as escapes.  The page never puts a name inside the
+script, and a Content-Security-Policy lets the page load nothing and run only that
 script.  Pure: the page is a string.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Sequence
 
 from nri_resmgr.topology.render import format_bytes
@@ -64,6 +67,14 @@ sel.addEventListener('change',pick);pick();
 """
 
 
+#: what the page may load and run: its own inline style and its one script, nothing else
+#: (an injected script or a request to anywhere is refused even if escaping failed)
+_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; "
+    f"script-src 'sha256-{base64.b64encode(hashlib.sha256(_SCRIPT.encode()).digest()).decode()}'"
+)
+
+
 def _colour(
     view: NodeView, cell: CPUCell, numbers: dict[str, int], balloons: dict[str, int]
 ) -> str:
@@ -90,6 +101,10 @@ def _cpu(view: NodeView, cpu: int, numbers: dict[str, int], balloons: dict[str, 
         f'data-holder="{cell.holder}" data-owner="{for_html(owner)}" title="{for_html(title)}"'
         f"{_colour(view, cell, numbers, balloons)}>{cpu} {for_html(tag)}</span>"
     )
+
+
+def _annotations(notes: Sequence[tuple[str, str]]) -> str:
+    return "<br>".join(f'<span class="note">{for_html(k)}={for_html(v)}</span>' for k, v in notes)
 
 
 def _tree(view: NodeView, numbers: dict[str, int], balloons: dict[str, int]) -> list[str]:
@@ -148,7 +163,8 @@ def _section(view: NodeView, index: int, *, hidden: bool) -> str:
         f'<td class="kind">{for_html(c.kind)}</td><td class="pool">{for_html(c.pool)}</td>'
         f'<td class="cpus">{for_html(c.cpus)}</td><td class="mems">{for_html(c.mems)}</td>'
         f'<td class="rdt">{for_html(c.rdt_class)}</td>'
-        f'<td class="blockio">{for_html(c.blockio_class)}</td></tr>'
+        f'<td class="blockio">{for_html(c.blockio_class)}</td>'
+        f'<td class="annotations">{_annotations(c.annotations)}</td></tr>'
         for i, c in enumerate(view.containers, 1)
     ]
     parts.append("<h2>containers</h2>")
@@ -212,6 +228,7 @@ def render_page(
     head = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
         f"<title>{for_html(title)}</title>",
         f"<style>{_CSS}</style>",
     ]

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nri_resmgr.model import Assignment, ContainerInfo, CPUKind
+from nri_resmgr.model import ANNOTATION_DOMAIN, Assignment, ContainerInfo, CPUKind
 from nri_resmgr.policy.cpu_classes import cpu_class_use_of
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
@@ -95,6 +95,8 @@ class ContainerRow:
     mems: str
     rdt_class: str
     blockio_class: str
+    #: the pod's and container's resource-policy annotations (`shown_annotations`)
+    annotations: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -184,6 +186,7 @@ class NodeView:
                     "mems": c.mems,
                     "rdt_class": c.rdt_class,
                     "blockio_class": c.blockio_class,
+                    "annotations": [list(kv) for kv in c.annotations],
                 }
                 for c in self.containers
             ],
@@ -210,6 +213,12 @@ def _tuples(value: Any) -> Any:
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
+def _container_row(data: Mapping[str, Any]) -> ContainerRow:
+    fields = {k: str(v) for k, v in data.items() if k != "annotations"}
+    notes = tuple((str(k), str(v)) for k, v in data.get("annotations", ()))
+    return ContainerRow(**fields, annotations=notes)
+
+
 class ViewError(ValueError):
     """A JSON document that is not a node view."""
 
@@ -230,9 +239,7 @@ def view_from_dict(data: Mapping[str, Any]) -> NodeView:
                 MemoryRow(int(n), str(k), int(b), int(a), tuple(map(str, p)))
                 for n, k, b, a, p in data["memory"]
             ),
-            containers=tuple(
-                ContainerRow(**{k: str(v) for k, v in c.items()}) for c in data["containers"]
-            ),
+            containers=tuple(_container_row(c) for c in data["containers"]),
             balloons=tuple(
                 BalloonRow(**{**b, "containers": tuple(b["containers"])}) for b in data["balloons"]
             ),
@@ -286,6 +293,30 @@ def _hierarchy(topo: Topology) -> Packages:
     return tuple(packages)
 
 
+#: a picture shows at most this many annotations per container, each value at most
+#: `MAX_ANNOTATION_CHARS` characters: what a pod spec carries cannot make a page large
+MAX_ANNOTATIONS = 16
+MAX_ANNOTATION_CHARS = 256
+
+
+def shown_annotations(info: ContainerInfo) -> tuple[tuple[str, str], ...]:
+    """The pod's and the container's annotations in the ``resource-policy.nri.io``
+    domain (those a policy reads), sorted, bounded by `MAX_ANNOTATIONS` and
+    `MAX_ANNOTATION_CHARS` (a longer value ends in ``... (N more)``)."""
+    found = {
+        k: v
+        for source in (info.pod.annotations, info.annotations)
+        for k, v in source.items()
+        if ANNOTATION_DOMAIN in k
+    }
+    out = []
+    for k, v in sorted(found.items())[:MAX_ANNOTATIONS]:
+        if len(v) > MAX_ANNOTATION_CHARS:
+            v = f"{v[:MAX_ANNOTATION_CHARS]}... ({len(v) - MAX_ANNOTATION_CHARS} more)"
+        out.append((k[:MAX_ANNOTATION_CHARS], v))
+    return tuple(out)
+
+
 def _row(info: ContainerInfo, a: Assignment | None) -> ContainerRow:
     return ContainerRow(
         id=str(info.id),
@@ -299,6 +330,7 @@ def _row(info: ContainerInfo, a: Assignment | None) -> ContainerRow:
         mems=str(a.mems) if a is not None else "",
         rdt_class=(a.rdt_class or "") if a is not None else "",
         blockio_class=(a.blockio_class or "") if a is not None else "",
+        annotations=shown_annotations(info),
     )
 
 

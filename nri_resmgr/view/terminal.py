@@ -94,6 +94,7 @@ def _containers(view: NodeView) -> Table:
         "mems",
         "rdt",
         "blockio",
+        "annotations",
     ):
         table.add_column(col, overflow="fold")
     for i, c in enumerate(view.containers, 1):
@@ -107,6 +108,7 @@ def _containers(view: NodeView) -> Table:
             c.mems or "-",
             Text(shown(c.rdt_class) or "-"),
             Text(shown(c.blockio_class) or "-"),
+            Text("\n".join(f"{shown(k)}={shown(v)}" for k, v in c.annotations) or "-"),
         )
     return table
 
