@@ -182,6 +182,7 @@ def _section(view: NodeView, index: int, *, hidden: bool) -> str:
                 "mems",
                 "rdt",
                 "blockio",
+                "annotations",
             ),
             rows,
             "containers",

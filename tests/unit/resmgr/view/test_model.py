@@ -22,9 +22,15 @@ from nri_resmgr.view.model import (
 from nri_resmgr.view.pools import PoolCPUs
 from tests.unit.resmgr.view.support import container_info
 
-GUARANTEED_2 = {"requests": {"cpu": "2", "memory": "100M"}, "limits": {"cpu": "2", "memory": "100M"}}
+GUARANTEED_2 = {
+    "requests": {"cpu": "2", "memory": "100M"},
+    "limits": {"cpu": "2", "memory": "100M"},
+}
 
-GUARANTEED_1 = {"requests": {"cpu": "1", "memory": "100M"}, "limits": {"cpu": "1", "memory": "100M"}}
+GUARANTEED_1 = {
+    "requests": {"cpu": "1", "memory": "100M"},
+    "limits": {"cpu": "1", "memory": "100M"},
+}
 
 
 def views(doc: dict[str, Any]) -> list[NodeView]:
@@ -52,8 +58,12 @@ def test_topology_aware_marks_reserved_exclusive_shared_and_offline() -> None:
             "config": {"reservedResources": {"cpu": "cpuset:0"}},
             "steps": [
                 {"create": {"pod": "db", "containers": [{"name": "pg", **GUARANTEED_2}]}},
-                {"create": {"pod": "web", "containers": [{"name": "nginx",
-                                                          "requests": {"cpu": "100m"}}]}},
+                {
+                    "create": {
+                        "pod": "web",
+                        "containers": [{"name": "nginx", "requests": {"cpu": "100m"}}],
+                    }
+                },
             ],
         }
     )[-1]
@@ -79,9 +89,7 @@ def test_topology_aware_isolated_container_holds_isolated_cpus() -> None:
             "topology": "packages=1,cores=4,threads=1,isolated=2-3",
             "policy": "topology-aware",
             "config": {"reservedResources": {"cpu": "cpuset:0"}},
-            "steps": [
-                {"create": {"pod": "rt", "containers": [{"name": "loop", **GUARANTEED_1}]}}
-            ],
+            "steps": [{"create": {"pod": "rt", "containers": [{"name": "loop", **GUARANTEED_1}]}}],
         }
     )[-1]
     loop = view.containers[0]
@@ -99,8 +107,12 @@ def test_static_reserved_and_exclusive() -> None:
             "policy": "static",
             "config": {"reservedSystemCPUs": "0,8"},
             "steps": [
-                {"create": {"pod": "web", "containers": [{"name": "nginx",
-                                                          "requests": {"cpu": "500m"}}]}},
+                {
+                    "create": {
+                        "pod": "web",
+                        "containers": [{"name": "nginx", "requests": {"cpu": "500m"}}],
+                    }
+                },
                 {"create": {"pod": "db", "containers": [{"name": "pg", **GUARANTEED_2}]}},
             ],
         }
@@ -121,8 +133,13 @@ def test_balloons_each_cpu_in_its_balloon() -> None:
                 "balloonTypes": [{"name": "db", "namespaces": ["db"], "minCPUs": 2}],
             },
             "steps": [
-                {"create": {"pod": "pg", "namespace": "db",
-                            "containers": [{"name": "main", **GUARANTEED_2}]}}
+                {
+                    "create": {
+                        "pod": "pg",
+                        "namespace": "db",
+                        "containers": [{"name": "main", **GUARANTEED_2}],
+                    }
+                }
             ],
         }
     )[-1]
@@ -157,8 +174,12 @@ def a(cid: str, cpus: str, kind: CPUKind, mems: str = "", pool: str = "p") -> As
 
 def test_mixed_container_holds_its_cpus_outside_the_shared_set() -> None:
     containers = [(container_info("m"), a("m", "1-3", CPUKind.MIXED))]
-    view = build_view(TOPO, policy="p", containers=containers,
-                      pools=PoolCPUs(reserved=IDSet({0}), shared={"p": IDSet({3, 4})}))
+    view = build_view(
+        TOPO,
+        policy="p",
+        containers=containers,
+        pools=PoolCPUs(reserved=IDSet({0}), shared={"p": IDSet({3, 4})}),
+    )
     assert held_by(view, "m") == IDSet({1, 2})
     assert view.cpus[3].holder is Holder.SHARED and view.cpus[3].owner == "p"
     assert view.cpus[5].holder is Holder.IDLE
@@ -205,5 +226,5 @@ def test_json_round_trip() -> None:
     ids=["empty", "bad-cpu"],
 )
 def test_not_a_view_is_a_view_error(doc: dict[str, Any]) -> None:
-    with pytest.raises(ViewError, match="expected the JSON of NodeView.as_dict"):
+    with pytest.raises(ViewError, match=r"expected the JSON of NodeView\.as_dict"):
         view_from_dict(doc)

@@ -19,7 +19,7 @@ from tests.unit.resmgr.view.support import container_info
 
 #: names a pod spec may carry: markup, quotes, terminal escapes, bidi and zero-width
 HOSTILE = (
-    '<script>alert(1)</script>',
+    "<script>alert(1)</script>",
     '"><img src=x onerror=alert(2)>',
     "it's \x1b[31mred\x1b[0m\x07",
     "evil\u202egnp.exe\u200b",
@@ -55,15 +55,35 @@ TOPO = load_topology("packages=1,nodes=2,cores=2,threads=2")
 def hostile_view() -> NodeView:
     containers = []
     for i, name in enumerate(HOSTILE):
-        info = container_info(f"id{i}", pod=name, name=name, namespace=name,
-                              annotations={"note": name, f"cpu.preserve.resource-policy.nri.io/pod{i}": name})
+        info = container_info(
+            f"id{i}",
+            pod=name,
+            name=name,
+            namespace=name,
+            annotations={"note": name, f"cpu.preserve.resource-policy.nri.io/pod{i}": name},
+        )
         kind = CPUKind.EXCLUSIVE if i < 2 else CPUKind.SHARED
         cpus = f"{2 * i + 1}" if i < 2 else "5-7"
-        containers.append((info, Assignment(ContainerID(f"id{i}"), IDSet.parse(cpus),
-                                            IDSet({1}), kind, pool=name, rdt_class=name)))
-    return build_view(TOPO, policy="topology-aware", containers=containers,
-                      pools=PoolCPUs(reserved=IDSet({0}), shared={HOSTILE[0]: IDSet({5, 6, 7})}),
-                      title=HOSTILE[1])
+        containers.append(
+            (
+                info,
+                Assignment(
+                    ContainerID(f"id{i}"),
+                    IDSet.parse(cpus),
+                    IDSet({1}),
+                    kind,
+                    pool=name,
+                    rdt_class=name,
+                ),
+            )
+        )
+    return build_view(
+        TOPO,
+        policy="topology-aware",
+        containers=containers,
+        pools=PoolCPUs(reserved=IDSet({0}), shared={HOSTILE[0]: IDSet({5, 6, 7})}),
+        title=HOSTILE[1],
+    )
 
 
 def test_terminal_plain_text_has_no_escape_sequences_and_shows_names_escaped() -> None:
@@ -93,9 +113,13 @@ class _Page(HTMLParser):
         self.refs: list[tuple[str, str]] = []
         self.handlers: list[str] = []
         self.cells: dict[str, dict[str, str]] = {}
+        #: header cells of the containers table, and cells of each of its rows
+        self.heads = 0
+        self.widths: list[int] = []
         self._row: str | None = None
         self._cell: str | None = None
         self._in_script = False
+        self._table: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
@@ -104,11 +128,17 @@ class _Page(HTMLParser):
         if tag == "script":
             self._in_script = True
             self.scripts.append("")
+        if tag == "table":
+            self._table = a.get("class")
+        if tag == "th" and self._table == "containers":
+            self.heads += 1
         if tag == "tr" and "data-container" in a:
             self._row = a["data-container"] or ""
             self.cells[self._row] = {}
+            self.widths.append(0)
         if tag == "td" and self._row is not None:
             self._cell = a.get("class") or ""
+            self.widths[-1] += 1
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "script":
@@ -130,13 +160,16 @@ def test_page_shows_hostile_names_as_text() -> None:
     page = _Page()
     page.feed(render_page([view], refresh=5))
     assert page.scripts == [] and page.refs == [] and page.handlers == []
+    assert page.widths == [page.heads] * len(view.containers)
     for row in view.containers:
         cells = page.cells[row.id]
         assert cells["pod"] == shown(row.pod)
         assert cells["cpus"] == row.cpus
         assert cells["rdt"] == shown(row.rdt_class)
         i = int(row.id[2:])
-        assert cells["annotations"] == f"cpu.preserve.resource-policy.nri.io/pod{i}={shown(row.pod)}"
+        assert (
+            cells["annotations"] == f"cpu.preserve.resource-policy.nri.io/pod{i}={shown(row.pod)}"
+        )
 
 
 def test_page_with_steps_has_one_inline_script_and_loads_nothing() -> None:
