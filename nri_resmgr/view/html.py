@@ -31,8 +31,10 @@ __all__ = ["render_page"]
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1em;color:#222;background:#fafafa}
-h1{font-size:1.2em;margin:.2em 0} h2{font-size:1em;margin:.8em 0 .3em}
-.tree ul{list-style:none;margin:0;padding-left:1.2em} .tree li{margin:.15em 0}
+h1{font-size:1.05em;margin:.2em 0} h2{font-size:1em;margin:.8em 0 .3em}
+.tree ul{list-style:none;margin:0;padding:0;display:flex;flex-wrap:wrap;gap:.4em}
+.tree li{border:1px solid #ccc;border-radius:4px;padding:.15em .4em;background:#fff}
+.tree li.l3row{border:none;padding:0;background:none}
 .l3{display:flex;flex-wrap:wrap;gap:3px;align-items:center}
 .core{display:inline-flex;border:1px solid #999;border-radius:3px;padding:1px;gap:1px}
 .cpu{display:inline-block;min-width:3.6em;padding:1px 3px;font:12px monospace;
@@ -125,7 +127,7 @@ def _tree(view: NodeView, numbers: dict[str, int], balloons: dict[str, int]) -> 
                         + "</span>"
                         for threads in cores
                     )
-                    out.append(f'<li><div class="l3">L3 {l3}: {cells}</div></li>')
+                    out.append(f'<li class="l3row"><div class="l3">L3 {l3}: {cells}</div></li>')
                 out.append("</ul></li>")
             out.append("</ul></li>")
         out.append("</ul></li>")
