@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "run",
     "simulate",
     "show",
+    "dump",
     "topology",
     "validate_config",
     "install",

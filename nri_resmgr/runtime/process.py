@@ -2,9 +2,10 @@
 
 `main` builds everything the command line (`DaemonOptions`) and the configuration file
 ask for: logging, the machine's topology (`--topology`, else discovery under
-`--sysfs-root`), the plugin, the HTTP endpoint (metrics and health) and, when the node
-name is known, the Kubernetes side, which is imported only then (the pre-registered daemon
-starts inside the runtime's registration timeout); then it serves until stopped.
+`--sysfs-root`), the plugin, the HTTP endpoint (metrics and health, and the read-only
+node pages of `node_pages`) and, when the node name is known, the Kubernetes side, which
+is imported only then (the pre-registered daemon starts inside the runtime's
+registration timeout); then it serves until stopped.
 
 Signals: SIGTERM and SIGINT stop the daemon (at once, also during registration); SIGHUP
 is logged and ignored (no reload on a signal).  A missing socket is retried with backoff
@@ -24,17 +25,17 @@ from nri_api.loop import run as run_loop
 from nri_api.stub import OnClose
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
-from nri_resmgr.ops.metrics import serve_http
+from nri_resmgr.ops.metrics import Page, serve_http
 from nri_resmgr.runtime.daemon import DEFAULT_STATE_DIR, ResmgrPlugin
 from nri_resmgr.topology.model import Topology
-from nri_resmgr.view.pages import NodePages, live_view
+from nri_resmgr.view.pages import JSON, NodePages, cached_page, live_view
 
 if TYPE_CHECKING:
     # imported by `main` only when there is a node name (the Kubernetes side is on):
     # the pre-registered daemon starts inside the runtime's registration timeout
     from nri_resmgr.kube.agent import KubeSide
 
-__all__ = ["DaemonOptions", "load_daemon_topology", "main"]
+__all__ = ["DaemonOptions", "load_daemon_topology", "main", "node_pages"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +79,12 @@ async def _serve(plugin: ResmgrPlugin, endpoint: str, kube: KubeSide | None = No
     server = None
     if endpoint:
         host, _, port = endpoint.rpartition(":")
-        # issue 27: the node picture on the same port (read only, bounded per request)
-        pages = NodePages(lambda: live_view(plugin.topology, plugin.pipeline))
         server = await serve_http(
             plugin.metrics,
             plugin.health,
             host=host or "0.0.0.0",
             port=int(port),
-            pages=pages.routes(),
+            pages=node_pages(plugin),
         )
     side = asyncio.create_task(kube.run()) if kube is not None else None
     try:
@@ -99,6 +98,31 @@ async def _serve(plugin: ResmgrPlugin, endpoint: str, kube: KubeSide | None = No
                 await side
         if server is not None:
             server.close()
+
+
+def node_pages(plugin: ResmgrPlugin) -> dict[str, Page]:
+    """The read-only pages the daemon adds to its HTTP port (issue 27): the node picture
+    (``/``, ``/view``, ``/view.json``) and the node as a scenario (``/scenario.json``),
+    each drawn at most once a second (`nri_resmgr.view.pages`)."""
+    pages = NodePages(lambda: live_view(plugin.topology, plugin.pipeline)).routes()
+    pages["/scenario.json"] = cached_page(JSON, lambda: _scenario(plugin))
+    return pages
+
+
+def _scenario(plugin: ResmgrPlugin) -> bytes:
+    """The live node as a scenario (`nri-resmgr dump`), as JSON."""
+    import json
+
+    # the simulator's modules are not imported before the daemon registers
+    from nri_resmgr.simulator.dump import dump_scenario
+
+    doc = dump_scenario(
+        plugin.topology,
+        plugin.config,
+        plugin.pipeline.snapshot(),
+        description=f"dump of {plugin.full_name}",
+    )
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def main(options: DaemonOptions) -> int:

@@ -27,7 +27,14 @@ if TYPE_CHECKING:
     from nri_resmgr.topology.model import Topology
     from nri_resmgr.view.model import NodeView
 
-__all__ = ["DEFAULT_MAX_AGE", "REFRESH_SECONDS", "LiveNode", "NodePages", "live_view"]
+__all__ = [
+    "DEFAULT_MAX_AGE",
+    "REFRESH_SECONDS",
+    "LiveNode",
+    "NodePages",
+    "cached_page",
+    "live_view",
+]
 
 #: how old a served picture may be, in seconds
 DEFAULT_MAX_AGE = 1.0
@@ -59,6 +66,25 @@ def live_view(topology: Topology, node: LiveNode, *, title: str = "live") -> Nod
         containers=node.snapshot(),
         title=title,
     )
+
+
+def cached_page(
+    ctype: str,
+    build: Callable[[], bytes],
+    *,
+    max_age: float = DEFAULT_MAX_AGE,
+    clock: Callable[[], float] = time.monotonic,
+) -> Page:
+    """A page whose body `build` makes at most once per `max_age` seconds."""
+    made: list[tuple[float, bytes]] = []
+
+    def page() -> tuple[str, bytes]:
+        now = clock()
+        if not made or now - made[0][0] >= max_age:
+            made[:] = [(now, build())]
+        return ctype, made[0][1]
+
+    return page
 
 
 class NodePages:

@@ -12,11 +12,11 @@ from nri_resmgr.cli import main
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.model import QoSClass
 from nri_resmgr.ops.metrics import serve_http
+from nri_resmgr.runtime.process import node_pages
 from nri_resmgr.simulator.run import quiet_log, run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
-from nri_resmgr.view.pages import NodePages, live_view
 from nri_resmgr.view.text import shown
 from tests._support import REPO
 from tests.integration.browser import (
@@ -69,9 +69,8 @@ def test_daemon_page_shows_the_runtimes_cpusets_and_hostile_names_escaped(
             {"policy": "topology-aware", "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}}}
         )
         async with running(topology, config=config) as (rt, plugin, _):
-            pages = NodePages(lambda: live_view(plugin.topology, plugin.pipeline), max_age=0)
             server = await serve_http(
-                plugin.metrics, plugin.health, host="127.0.0.1", port=0, pages=pages.routes()
+                plugin.metrics, plugin.health, host="127.0.0.1", port=0, pages=node_pages(plugin)
             )
             port = server.sockets[0].getsockname()[1]
             #: what the runtime was told: container id -> cpuset (adjustments and updates)
