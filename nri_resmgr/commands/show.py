@@ -21,6 +21,8 @@ HELP = "show what holds each CPU, each node's memory and each container's placem
 
 #: the daemon's HTTP endpoint (`nri-resmgr run --metrics-address`)
 DEFAULT_URL = "http://127.0.0.1:8891"
+#: the width of the text written to a file or a pipe
+PLAIN_WIDTH = 120
 #: the most a view document may be (a node of 8192 CPUs and thousands of containers
 #: is a few megabytes)
 MAX_VIEW_BYTES = 64 << 20
@@ -107,7 +109,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(view.as_dict(), indent=1))
         return 0
-    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-    width = shutil.get_terminal_size((120, 40)).columns
-    sys.stdout.write(render_text(view, color=color, width=max(width, 80)))
+    tty = sys.stdout.isatty()
+    color = args.color == "always" or (args.color == "auto" and tty)
+    # a terminal's own width; a file or pipe gets the same text whatever ran it
+    width = max(shutil.get_terminal_size().columns, 80) if tty else PLAIN_WIDTH
+    sys.stdout.write(render_text(view, color=color, width=width))
     return 0
