@@ -38,23 +38,27 @@ def test_dump_replays_every_cpuset_and_the_whatif_moves_what_applying_moves(
             told: dict[str, tuple[str, str]] = {}
             names: dict[str, str] = {}
             try:
-                for name, qos, make in (
-                    ("db", QoSClass.GUARANTEED, lambda s: guaranteed(s, "pg", "2")),
-                    ("one", QoSClass.GUARANTEED, lambda s: guaranteed(s, "solo", "1")),
-                    ("web", QoSClass.BURSTABLE, lambda s: ctr(s, "nginx", cpu="500m")),
-                    ("batch", QoSClass.BEST_EFFORT, lambda s: ctr(s, "worker")),
+                for name, qos, cname, cpu in (
+                    ("db", QoSClass.GUARANTEED, "pg", "2"),
+                    ("one", QoSClass.GUARANTEED, "solo", "1"),
+                    ("web", QoSClass.BURSTABLE, "nginx", "500m"),
+                    ("batch", QoSClass.BEST_EFFORT, "worker", None),
                 ):
                     sandbox = pod(name, qos)
                     sandbox.annotations["note"] = name
                     await rt.run_pod_sandbox(sandbox)
-                    c = make(sandbox)
+                    c = (
+                        guaranteed(sandbox, cname, cpu)
+                        if qos is QoSClass.GUARANTEED and cpu is not None
+                        else ctr(sandbox, cname, cpu=cpu)
+                    )
                     c.id = f"ctr-{name}"
                     reply = await rt.create_container(sandbox, c)
                     res = reply.adjust.linux.resources.cpu
                     told[c.id] = (res.cpus, res.mems)
                     for u in reply.update:
-                        cpu = u.linux.resources.cpu
-                        told[u.container_id] = (cpu.cpus, cpu.mems or told[u.container_id][1])
+                        upd = u.linux.resources.cpu
+                        told[u.container_id] = (upd.cpus, upd.mems or told[u.container_id][1])
                     names[c.id] = f"{name}/{c.name}"
                 url = f"http://127.0.0.1:{port}"
                 code = await asyncio.to_thread(main, ["dump", "--url", url, "-o", str(dump)])

@@ -98,9 +98,9 @@ def test_daemon_page_shows_the_runtimes_cpusets_and_hostile_names_escaped(
             assert {cid: r["cpus"] for cid, r in rows.items()} == told
             for cid, name in names.items():
                 assert rows[cid]["pod"] == shown(name)
-                i = cid.removeprefix("ctr-")
+                index = cid.removeprefix("ctr-")
                 assert rows[cid]["annotations"] == (
-                    f"note.resource-policy.nri.io/pod{i}={shown(name)}"
+                    f"note.resource-policy.nri.io/pod{index}={shown(name)}"
                 )
                 if rows[cid]["kind"] == "exclusive":
                     held = IDSet(c for c, (_, owner) in cpus.items() if owner == cid)
