@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "simulate",
     "show",
     "dump",
+    "explain",
     "topology",
     "validate_config",
     "install",
