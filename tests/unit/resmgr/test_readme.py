@@ -40,10 +40,11 @@ def test_readme_sample_output_is_what_the_command_prints(
         at = printed.index(line, at) + 1
 
 
-def test_readme_picture_of_the_node_is_what_show_prints(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("command", ["show", "explain"])
+def test_readme_excerpt_is_what_the_command_prints(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    argv, shown = shown_session("show")
+    argv, shown = shown_session(command)
     monkeypatch.chdir(REPO)
     assert main(argv) == 0
     printed = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
