@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 from nri_resmgr.model import ResmgrError
+from nri_resmgr.ops.fetch import DEFAULT_URL, fetch_json
 
 NAME = "dump"
 HELP = "write the live node (machine, configuration, containers and placements) as a scenario"
-
-DEFAULT_URL = "http://127.0.0.1:8891"
-#: the most a dump may be (a record of 8192 CPUs and a few hundred containers is ~1 MB)
-MAX_DUMP_BYTES = 64 << 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,30 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", "-o", help="write to this file (default: standard output)")
 
 
-def fetch_scenario(url: str) -> dict[str, Any]:
-    """The daemon's ``/scenario.json`` at `url` (`ResmgrError` naming what went wrong)."""
-    target = url.rstrip("/") + "/scenario.json"
-    try:
-        with urllib.request.urlopen(target, timeout=30) as resp:
-            body = resp.read(MAX_DUMP_BYTES + 1)
-    except (urllib.error.URLError, OSError) as exc:
-        raise ResmgrError(f"{target}: expected the daemon's scenario, found {exc}") from exc
-    if len(body) > MAX_DUMP_BYTES:
-        raise ResmgrError(f"{target}: expected at most {MAX_DUMP_BYTES} bytes, found more")
-    try:
-        doc = json.loads(body)
-    except ValueError as exc:
-        raise ResmgrError(f"{target}: expected JSON, found {exc}") from exc
-    if not isinstance(doc, dict):
-        raise ResmgrError(f"{target}: expected a JSON object, found {type(doc).__name__}")
-    return doc
-
-
 def run(args: argparse.Namespace) -> int:
     import yaml
 
     try:
-        doc = fetch_scenario(args.url)
+        doc = fetch_json(args.url.rstrip("/") + "/scenario.json", what="the daemon's scenario")
     except ResmgrError as exc:
         print(f"nri-resmgr dump: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

@@ -1,20 +1,35 @@
-"""`nri-resmgr explain POD[/CONTAINER]`: one placement decision, explained (a simulator step)."""
+"""`nri-resmgr explain POD[/CONTAINER]`: one placement decision, explained.
+
+From a scenario (``--scenario``): the full explanation (`view.explain`: every candidate
+pool and its sort key).  From the live daemon (``--url``, the default): the last decision
+the daemon recorded for the container (`view.record`: event, time, placement, reason,
+the containers it updated).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from nri_resmgr.model import ResmgrError
+from nri_resmgr.ops.fetch import DEFAULT_URL, fetch_json
 
 NAME = "explain"
 HELP = "explain one container's placement: its request, every candidate pool, the winner"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="POD[/CONTAINER]", help="the pod (its first container)")
-    parser.add_argument("--scenario", required=True, help="scenario file (YAML or JSON)")
+    parser.add_argument(
+        "target", metavar="POD[/CONTAINER]", help="the pod (in a scenario: its first container)"
+    )
+    parser.add_argument("--scenario", help="explain a simulated decision: the scenario file")
+    parser.add_argument(
+        "--url",
+        default=DEFAULT_URL,
+        help=f"the live daemon's HTTP endpoint (default {DEFAULT_URL}); its /decisions.json",
+    )
     parser.add_argument(
         "--step", type=int, help="explain the pod as created at or before this step (default: last)"
     )
@@ -23,7 +38,66 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="daemon configuration file (replaces the scenario's)")
 
 
+def _fail(message: str) -> int:
+    print(f"nri-resmgr explain: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+def render_live(doc: dict[str, Any], target: str) -> str:
+    """The daemon's recorded decisions (``/decisions.json``) of the containers `target`
+    (``POD`` or ``POD/CONTAINER``) names, as text; `ResmgrError` when none is live."""
+    from datetime import UTC, datetime
+
+    from nri_resmgr.view.text import shown
+
+    pod, _, name = target.partition("/")
+    entries = doc.get("containers")
+    if not isinstance(entries, list):
+        raise ResmgrError("decisions: expected a 'containers' list, found none")
+    names = {str(e.get("id")): f"{e.get('pod')}/{e.get('name')}" for e in entries}
+    found = [e for e in entries if e.get("pod") == pod and (not name or e.get("name") == name)]
+    if not found:
+        raise ResmgrError(f"{target}: expected a live container of that pod, found none")
+    lines = []
+    for e in found:
+        key = "/".join(str(e[k]) for k in ("namespace", "pod", "name"))
+        lines.append(f"container {shown(key)}")
+        d = e.get("decision")
+        if not isinstance(d, dict):
+            lines.append("  no decision recorded since the daemon started (kept at Synchronize)")
+            continue
+        at = datetime.fromtimestamp(float(d["at"]), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines.append(f"  {d['event']} at {at}")
+        lines.append(
+            f"  decision: {d['kind']} in {shown(str(d['pool']))}, cpus {d['cpus'] or '-'}, "
+            f"mems {d['mems'] or '-'} ({shown(str(d['reason']))})"
+        )
+        if d["updates"]:
+            shown_ids = ", ".join(shown(names.get(u, u)) for u in d["updated"])
+            more = d["updates"] - len(d["updated"])
+            lines.append(
+                f"  updated {d['updates']} other containers: {shown_ids}"
+                + (f" and {more} more" if more > 0 else "")
+            )
+        else:
+            lines.append("  no update to other containers")
+    return "\n".join(lines) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
+    if not args.scenario:
+        try:
+            doc = fetch_json(
+                args.url.rstrip("/") + "/decisions.json", what="the daemon's decisions"
+            )
+            sys.stdout.write(render_live(doc, args.target))
+        except (ResmgrError, KeyError, TypeError, ValueError) as exc:
+            return _fail(str(exc))
+        return 0
+    return _simulated(args)
+
+
+def _simulated(args: argparse.Namespace) -> int:
     from nri_resmgr.config import load_config
     from nri_resmgr.simulator.explain import explain_in_scenario
     from nri_resmgr.simulator.run import quiet_log
@@ -44,8 +118,7 @@ def run(args: argparse.Namespace) -> int:
             log=quiet_log(),
         )
     except ResmgrError as exc:
-        print(f"nri-resmgr explain: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+        return _fail(str(exc))
     if isinstance(found, str):
         print(f"{shown(args.target)}: refused: {shown(found)}")
         return 0

@@ -6,12 +6,11 @@ import argparse
 import json
 import shutil
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nri_resmgr.model import ResmgrError
+from nri_resmgr.ops.fetch import DEFAULT_URL, fetch_json
 
 if TYPE_CHECKING:
     from nri_resmgr.view.model import NodeView
@@ -19,13 +18,8 @@ if TYPE_CHECKING:
 NAME = "show"
 HELP = "show what holds each CPU, each node's memory and each container's placement"
 
-#: the daemon's HTTP endpoint (`nri-resmgr run --metrics-address`)
-DEFAULT_URL = "http://127.0.0.1:8891"
 #: the width of the text written to a file or a pipe
 PLAIN_WIDTH = 120
-#: the most a view document may be (a node of 8192 CPUs and thousands of containers
-#: is a few megabytes)
-MAX_VIEW_BYTES = 64 << 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,20 +76,7 @@ def _live(url: str) -> NodeView:
     from nri_resmgr.view.model import view_from_dict
 
     target = url.rstrip("/") + "/view.json"
-    try:
-        with urllib.request.urlopen(target, timeout=10) as resp:
-            body = resp.read(MAX_VIEW_BYTES + 1)
-    except (urllib.error.URLError, OSError) as exc:
-        raise ResmgrError(f"{target}: expected the daemon's node view, found {exc}") from exc
-    if len(body) > MAX_VIEW_BYTES:
-        raise ResmgrError(f"{target}: expected at most {MAX_VIEW_BYTES} bytes, found more")
-    try:
-        data = json.loads(body)
-    except ValueError as exc:
-        raise ResmgrError(f"{target}: expected JSON, found {exc}") from exc
-    if not isinstance(data, dict):
-        raise ResmgrError(f"{target}: expected a JSON object, found {type(data).__name__}")
-    return view_from_dict(data)
+    return view_from_dict(fetch_json(target, what="the daemon's node view"))
 
 
 def run(args: argparse.Namespace) -> int:

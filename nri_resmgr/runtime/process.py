@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,17 +103,22 @@ async def _serve(plugin: ResmgrPlugin, endpoint: str, kube: KubeSide | None = No
 
 def node_pages(plugin: ResmgrPlugin) -> dict[str, Page]:
     """The read-only pages the daemon adds to its HTTP port (issue 27): the node picture
-    (``/``, ``/view``, ``/view.json``) and the node as a scenario (``/scenario.json``),
-    each drawn at most once a second (`nri_resmgr.view.pages`)."""
+    (``/``, ``/view``, ``/view.json``), the node as a scenario (``/scenario.json``) and
+    the last decision per container (``/decisions.json``), each made at most once a
+    second (`nri_resmgr.view.pages`)."""
     pages = NodePages(lambda: live_view(plugin.topology, plugin.pipeline)).routes()
     pages["/scenario.json"] = cached_page(JSON, lambda: _scenario(plugin))
+    pages["/decisions.json"] = cached_page(JSON, lambda: _decisions(plugin))
     return pages
+
+
+def _decisions(plugin: ResmgrPlugin) -> bytes:
+    """The last decision of every live container (`nri-resmgr explain --url`), as JSON."""
+    return json.dumps(plugin.decisions.as_dict(plugin.pipeline.containers)).encode()
 
 
 def _scenario(plugin: ResmgrPlugin) -> bytes:
     """The live node as a scenario (`nri-resmgr dump`), as JSON."""
-    import json
-
     # the simulator's modules are not imported before the daemon registers
     from nri_resmgr.simulator.dump import dump_scenario
 
