@@ -13,7 +13,9 @@ by a real pipeline in this process.  Timed, `--reps` times each (CPU time and wa
   (``/``) and the terminal text of `nri-resmgr show`, from one picture;
 * **dump**: `simulator.dump.dump_scenario` (``/scenario.json``, before JSON);
 * **decision**: one Burstable `Pipeline.create` at the same live count, the reference the
-  ratios are taken against (a probe, removed again after each sample).
+  ratios are taken against (a probe, removed again after each sample);
+* **record**: the memory the daemon's decision record (`view.record`) holds per container,
+  noting the 1,000 live containers' decisions (tracemalloc).
 
 The table shows CPU time p50 (`time.thread_time_ns`); the JSON has wall times too.
 
@@ -27,6 +29,7 @@ import argparse
 import json
 import os
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,12 +39,14 @@ from bench.decision import TOPOLOGY, pb_ctr, pb_pod
 from bench.stats import summary_us
 from bench.workload import live, probe
 from nri_resmgr.config import Config, LogConfig
+from nri_resmgr.model import ContainerInfo, Decision
 from nri_resmgr.ops.logs import configure_logging
 from nri_resmgr.runtime.daemon import build_pipeline
 from nri_resmgr.simulator.dump import dump_scenario
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.view.html import render_page
 from nri_resmgr.view.pages import live_view
+from nri_resmgr.view.record import DecisionRecord
 from nri_resmgr.view.terminal import render_text
 
 
@@ -62,7 +67,14 @@ def timed(fn: Callable[[], Any], reps: int) -> tuple[dict[str, Any], Any]:
 def measure(policy: str, n: int, reps: int) -> dict[str, Any]:
     topology = load_topology(str(TOPOLOGY))
     config = Config(policy=policy)
-    pipe = build_pipeline(config, topology=topology, policy=policy, state_dir="/nonexistent")
+    noted: list[tuple[str, ContainerInfo, Decision]] = []
+    pipe = build_pipeline(
+        config,
+        topology=topology,
+        policy=policy,
+        state_dir="/nonexistent",
+        on_decision=lambda *args: noted.append(args),
+    )
     for pod, ctr in live(n):
         sp = pb_pod(pod)
         pipe.run_pod(sp)
@@ -86,6 +98,15 @@ def measure(policy: str, n: int, reps: int) -> dict[str, Any]:
         pipe.remove(sp, sc)
         pipe.remove_pod(sp)
     decision_t = {**summary_us(decisions_cpu), "wall": summary_us(decisions)}
+    # the decision record: what noting every live container's decision holds
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    record = DecisionRecord()
+    for event, info, dec in noted[:n]:
+        record.note(event, info, dec)
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    held = sum(d.size_diff for d in after.compare_to(before, "filename"))
     base = decision_t["p50_us"]
     return {
         "live": len(pipe.containers),
@@ -95,6 +116,7 @@ def measure(policy: str, n: int, reps: int) -> dict[str, Any]:
         "text": text_t,
         "dump": dump_t,
         "decision": decision_t,
+        "record_bytes_per_container": round(held / max(len(record), 1)),
         "ratios_to_decision": {
             k: round(v["p50_us"] / base, 1)
             for k, v in (
@@ -112,8 +134,8 @@ def measure(policy: str, n: int, reps: int) -> dict[str, Any]:
 def table(result: dict[str, Any]) -> str:
     lines = [
         "| policy | live | view | json | page | text | dump | one decision | "
-        "view+page / decision | page size |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "view+page / decision | page size | record per container |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for policy, r in result["policies"].items():
         ms = {
@@ -123,7 +145,8 @@ def table(result: dict[str, Any]) -> str:
         lines.append(
             f"| {policy} | {r['live']} | {ms['view']:.1f} ms | {ms['json']:.1f} ms | "
             f"{ms['page']:.1f} ms | {ms['text']:.0f} ms | {ms['dump']:.1f} ms | "
-            f"{ms['decision']:.2f} ms | {both:.0f}x | {r['page']['bytes'] / 1024:.0f} KiB |"
+            f"{ms['decision']:.2f} ms | {both:.0f}x | {r['page']['bytes'] / 1024:.0f} KiB | "
+            f"{r['record_bytes_per_container']} B |"
         )
     return "\n".join(lines)
 
