@@ -3,7 +3,8 @@
 From a scenario (``--scenario``): the full explanation (`view.explain`: every candidate
 pool and its sort key).  From the live daemon (``--url``, the default): the last decision
 the daemon recorded for the container (`view.record`: event, time, placement, reason,
-the containers it updated).
+the containers it updated), then the full explanation of how the policy would place it
+now, the other containers as they are (``/explain/<id>``).
 """
 
 from __future__ import annotations
@@ -43,13 +44,9 @@ def _fail(message: str) -> int:
     return 2
 
 
-def render_live(doc: dict[str, Any], target: str) -> str:
-    """The daemon's recorded decisions (``/decisions.json``) of the containers `target`
-    (``POD`` or ``POD/CONTAINER``) names, as text; `ResmgrError` when none is live."""
-    from datetime import UTC, datetime
-
-    from nri_resmgr.view.text import shown
-
+def _select(doc: dict[str, Any], target: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The entries of ``/decisions.json`` that `target` (``POD[/CONTAINER]``) names, and
+    every live container's name by id; `ResmgrError` when none is live."""
     pod, _, name = target.partition("/")
     entries = doc.get("containers")
     if not isinstance(entries, list):
@@ -58,39 +55,65 @@ def render_live(doc: dict[str, Any], target: str) -> str:
     found = [e for e in entries if e.get("pod") == pod and (not name or e.get("name") == name)]
     if not found:
         raise ResmgrError(f"{target}: expected a live container of that pod, found none")
-    lines = []
-    for e in found:
-        key = "/".join(str(e[k]) for k in ("namespace", "pod", "name"))
-        lines.append(f"container {shown(key)}")
-        d = e.get("decision")
-        if not isinstance(d, dict):
-            lines.append("  no decision recorded since the daemon started (kept at Synchronize)")
-            continue
-        at = datetime.fromtimestamp(float(d["at"]), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        lines.append(f"  {d['event']} at {at}")
+    return found, names
+
+
+def render_recorded(entry: dict[str, Any], names: dict[str, str]) -> list[str]:
+    """The lines of one container's recorded decision (`view.record`)."""
+    from datetime import UTC, datetime
+
+    from nri_resmgr.view.text import shown
+
+    key = "/".join(str(entry[k]) for k in ("namespace", "pod", "name"))
+    lines = [f"container {shown(key)}"]
+    d = entry.get("decision")
+    if not isinstance(d, dict):
+        return [*lines, "  no decision recorded since the daemon started (kept at Synchronize)"]
+    at = datetime.fromtimestamp(float(d["at"]), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    lines.append(f"  {d['event']} at {at}")
+    lines.append(
+        f"  decision: {d['kind']} in {shown(str(d['pool']))}, cpus {d['cpus'] or '-'}, "
+        f"mems {d['mems'] or '-'} ({shown(str(d['reason']))})"
+    )
+    if d["updates"]:
+        shown_ids = ", ".join(shown(names.get(u, u)) for u in d["updated"])
+        more = d["updates"] - len(d["updated"])
         lines.append(
-            f"  decision: {d['kind']} in {shown(str(d['pool']))}, cpus {d['cpus'] or '-'}, "
-            f"mems {d['mems'] or '-'} ({shown(str(d['reason']))})"
+            f"  updated {d['updates']} other containers: {shown_ids}"
+            + (f" and {more} more" if more > 0 else "")
         )
-        if d["updates"]:
-            shown_ids = ", ".join(shown(names.get(u, u)) for u in d["updated"])
-            more = d["updates"] - len(d["updated"])
-            lines.append(
-                f"  updated {d['updates']} other containers: {shown_ids}"
-                + (f" and {more} more" if more > 0 else "")
-            )
-        else:
-            lines.append("  no update to other containers")
+    else:
+        lines.append("  no update to other containers")
+    return lines
+
+
+def _live(url: str, target: str) -> str:
+    """Per container `target` names: its recorded decision, then how the policy would
+    place it now (``/explain/<id>``: the request as read, every candidate pool)."""
+    from urllib.parse import quote
+
+    from nri_resmgr.view.explain import explanation_from_dict, render_explanation
+
+    base = url.rstrip("/")
+    doc = fetch_json(base + "/decisions.json", what="the daemon's decisions")
+    found, names = _select(doc, target)
+    lines: list[str] = []
+    for entry in found:
+        lines += render_recorded(entry, names)
+        now = fetch_json(
+            f"{base}/explain/{quote(str(entry['id']), safe='')}", what="an explanation"
+        )
+        lines.append("  placed now, the others as they are:")
+        lines += [
+            "  " + ln for ln in render_explanation(explanation_from_dict(now)).splitlines()[1:]
+        ]
     return "\n".join(lines) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.scenario:
         try:
-            doc = fetch_json(
-                args.url.rstrip("/") + "/decisions.json", what="the daemon's decisions"
-            )
-            sys.stdout.write(render_live(doc, args.target))
+            sys.stdout.write(_live(args.url, args.target))
         except (ResmgrError, KeyError, TypeError, ValueError) as exc:
             return _fail(str(exc))
         return 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -314,6 +315,9 @@ async def _respond(writer: asyncio.StreamWriter, status: str, ctype: str, body: 
 
 #: a read-only page: called per GET, returns (content type, body)
 Page = Callable[[], tuple[str, bytes]]
+#: a read-only page under a prefix: called per GET with the rest of the path (``/a/b``
+#: under ``/a/`` is ``b``); returns (status, content type, body)
+Lookup = Callable[[str], tuple[str, str, bytes]]
 
 
 async def serve_http(
@@ -323,9 +327,12 @@ async def serve_http(
     host: str = "0.0.0.0",
     port: int = 8891,
     pages: Mapping[str, Page] | None = None,
+    lookups: Mapping[str, Lookup] | None = None,
 ) -> asyncio.Server:
-    """Serve /metrics, /healthz, /readyz and `pages` (path -> page); returns the server."""
+    """Serve /metrics, /healthz, /readyz, `pages` (path -> page) and `lookups` (path
+    prefix ending in ``/`` -> lookup); returns the server."""
     pages = pages or {}
+    lookups = lookups or {}
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -358,6 +365,14 @@ async def serve_http(
                 await _respond(writer, "500 Internal Server Error", "text/plain", body)
                 return
             await _respond(writer, "200 OK", ctype, body)
+        elif path.rpartition("/")[0] + "/" in lookups:
+            prefix, _, rest = path.rpartition("/")
+            try:
+                status, ctype, body = lookups[prefix + "/"](urllib.parse.unquote(rest))
+            except Exception as exc:  # best effort, as a page
+                body = f"{path}: {type(exc).__name__}: {exc}\n".encode()
+                status, ctype = "500 Internal Server Error", "text/plain"
+            await _respond(writer, status, ctype, body)
         else:
             await _respond(writer, "404 Not Found", "text/plain", b"not found\n")
 

@@ -25,18 +25,19 @@ from typing import TYPE_CHECKING
 from nri_api.loop import run as run_loop
 from nri_api.stub import OnClose
 from nri_resmgr.config import Config, load_config
+from nri_resmgr.model import ContainerID
 from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
-from nri_resmgr.ops.metrics import Page, serve_http
+from nri_resmgr.ops.metrics import Lookup, Page, serve_http
 from nri_resmgr.runtime.daemon import DEFAULT_STATE_DIR, ResmgrPlugin
 from nri_resmgr.topology.model import Topology
-from nri_resmgr.view.pages import JSON, NodePages, cached_page, live_view
+from nri_resmgr.view.pages import JSON, NodePages, RateLimit, cached_page, live_view
 
 if TYPE_CHECKING:
     # imported by `main` only when there is a node name (the Kubernetes side is on):
     # the pre-registered daemon starts inside the runtime's registration timeout
     from nri_resmgr.kube.agent import KubeSide
 
-__all__ = ["DaemonOptions", "load_daemon_topology", "main", "node_pages"]
+__all__ = ["DaemonOptions", "load_daemon_topology", "main", "node_lookups", "node_pages"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,7 @@ async def _serve(plugin: ResmgrPlugin, endpoint: str, kube: KubeSide | None = No
             host=host or "0.0.0.0",
             port=int(port),
             pages=node_pages(plugin),
+            lookups=node_lookups(plugin),
         )
     side = asyncio.create_task(kube.run()) if kube is not None else None
     try:
@@ -110,6 +112,34 @@ def node_pages(plugin: ResmgrPlugin) -> dict[str, Page]:
     pages["/scenario.json"] = cached_page(JSON, lambda: _scenario(plugin))
     pages["/decisions.json"] = cached_page(JSON, lambda: _decisions(plugin))
     return pages
+
+
+#: explanations of live containers computed per second at most (each asks the policy for
+#: a decision and every pool for an offer)
+EXPLAIN_PER_SECOND = 10
+
+
+def node_lookups(plugin: ResmgrPlugin) -> dict[str, Lookup]:
+    """The daemon's per-container pages (issue 27): ``/explain/<container id>``, how the
+    policy would place that live container now (`view.explain.now_explained`), at most
+    `EXPLAIN_PER_SECOND` a second (429 beyond)."""
+    limit = RateLimit(EXPLAIN_PER_SECOND)
+
+    def explain(cid: str) -> tuple[str, str, bytes]:
+        # the view's explanation imports the topology-aware policy: not before registering
+        from nri_resmgr.view.explain import explanation_as_dict, now_explained
+
+        pipeline = plugin.pipeline
+        info = pipeline.containers.get(ContainerID(cid))
+        if info is None:
+            return "404 Not Found", "text/plain", b"no live container of that id\n"
+        if not limit.take():
+            return "429 Too Many Requests", "text/plain", b"explanations: at most 10 a second\n"
+        names = {str(c.id): f"{c.pod.name}/{c.name}" for c in pipeline.containers.values()}
+        found = now_explained(pipeline.policy, pipeline.state, info, names=names)
+        return "200 OK", JSON, json.dumps(explanation_as_dict(found)).encode()
+
+    return {"/explain/": explain}
 
 
 def _decisions(plugin: ResmgrPlugin) -> bytes:

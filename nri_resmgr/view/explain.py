@@ -15,16 +15,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from nri_resmgr.model import ContainerInfo, PolicyState, ResmgrError
 from nri_resmgr.policy.base import Policy
-from nri_resmgr.policy.topology_aware.explain import COMPONENTS, Ranking, rank_pools
+from nri_resmgr.policy.topology_aware.explain import COMPONENTS, Candidate, Ranking, rank_pools
 from nri_resmgr.policy.topology_aware.policy import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.state import TopologyAwareState
 from nri_resmgr.view.model import shown_annotations
 from nri_resmgr.view.text import shown
 
-__all__ = ["Explanation", "explain", "render_explanation"]
+__all__ = [
+    "Explanation",
+    "explain",
+    "explanation_as_dict",
+    "explanation_from_dict",
+    "now_explained",
+    "render_explanation",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +53,61 @@ class Explanation:
     #: the policy's message when the container is refused
     refusal: str = ""
     ranking: Ranking | None = None
+
+
+#: the plain string fields of an `Explanation`
+_PLAIN = ("container", "qos", "kind", "pool", "cpus", "mems", "reason", "refusal")
+
+
+def _pairs(value: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((str(k), str(v)) for k, v in value)
+
+
+def explanation_as_dict(e: Explanation) -> dict[str, Any]:
+    """The JSON form of `e` (`explanation_from_dict` reads it back)."""
+    ranking = None
+    if e.ranking is not None:
+        ranking = {
+            "request": e.ranking.request,
+            "kind": e.ranking.kind,
+            "hinted_pool": e.ranking.hinted_pool,
+            "candidates": [
+                [c.pool, list(c.key) if c.key is not None else None, c.cpus, c.verdict]
+                for c in e.ranking.candidates
+            ],
+        }
+    out = {f: getattr(e, f) for f in _PLAIN}
+    out.update(
+        resources=[list(p) for p in e.resources],
+        annotations=[list(p) for p in e.annotations],
+        updates=[list(p) for p in e.updates],
+        ranking=ranking,
+    )
+    return out
+
+
+def explanation_from_dict(data: Mapping[str, Any]) -> Explanation:
+    """The `Explanation` of an `explanation_as_dict` mapping (KeyError/TypeError/ValueError
+    when it is not one)."""
+    r = data["ranking"]
+    ranking = None
+    if r is not None:
+        ranking = Ranking(
+            request=str(r["request"]),
+            kind=str(r["kind"]),
+            hinted_pool=str(r["hinted_pool"]),
+            candidates=tuple(
+                Candidate(str(pool), tuple(key) if key is not None else None, str(cpus), str(v))
+                for pool, key, cpus, v in r["candidates"]
+            ),
+        )
+    return Explanation(
+        **{f: str(data[f]) for f in _PLAIN},
+        resources=_pairs(data["resources"]),
+        annotations=_pairs(data["annotations"]),
+        updates=_pairs(data["updates"]),
+        ranking=ranking,
+    )
 
 
 def _resources(info: ContainerInfo) -> tuple[tuple[str, str], ...]:
@@ -98,6 +161,14 @@ def explain(
             (names.get(u.container_id, u.container_id), str(u.cpus)) for u in decision.updates
         ),
     )
+
+
+def now_explained(
+    policy: Policy, state: PolicyState, container: ContainerInfo, *, names: Mapping[str, str]
+) -> Explanation:
+    """How a live container would be placed now: `explain` in `state` without it (the
+    others as they are now, its own grant released)."""
+    return explain(policy, policy.release(state, container.id).state, container, names=names)
 
 
 def render_explanation(e: Explanation) -> str:

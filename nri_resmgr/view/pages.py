@@ -32,6 +32,7 @@ __all__ = [
     "REFRESH_SECONDS",
     "LiveNode",
     "NodePages",
+    "RateLimit",
     "cached_page",
     "live_view",
 ]
@@ -85,6 +86,26 @@ def cached_page(
         return ctype, made[0][1]
 
     return page
+
+
+class RateLimit:
+    """At most `per_second` takes in any second (a token bucket of that size)."""
+
+    def __init__(self, per_second: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_second = per_second
+        self._clock = clock
+        self._tokens = float(per_second)
+        self._at = clock()
+
+    def take(self) -> bool:
+        """Whether one more may go now (and count it)."""
+        now = self._clock()
+        self._tokens = min(self.per_second, self._tokens + (now - self._at) * self.per_second)
+        self._at = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
 
 
 class NodePages:

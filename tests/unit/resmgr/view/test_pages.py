@@ -6,7 +6,7 @@ import json
 
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.view.model import NodeView, build_view, view_from_dict
-from nri_resmgr.view.pages import REFRESH_SECONDS, NodePages
+from nri_resmgr.view.pages import REFRESH_SECONDS, NodePages, RateLimit
 from nri_resmgr.view.pools import PoolCPUs
 
 TOPO = load_topology("packages=1,cores=2,threads=2")
@@ -47,3 +47,13 @@ def test_a_picture_is_drawn_at_most_once_per_max_age() -> None:
     assert ctype.startswith("text/html")
     assert f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">'.encode() in page
     assert b"picture 2" in page
+
+
+def test_rate_limit_lets_per_second_through_then_refills() -> None:
+    clock = Clock()
+    limit = RateLimit(3, clock=clock)
+    assert [limit.take() for _ in range(4)] == [True, True, True, False]
+    clock.now += 0.34  # one token back (3 a second)
+    assert limit.take() and not limit.take()
+    clock.now += 10  # never more than a second's worth
+    assert [limit.take() for _ in range(4)] == [True, True, True, False]
