@@ -579,6 +579,8 @@ def test_page_explain_dump_and_whatif_on_the_node(
     decisions = json.loads(_daemon_page(node, "/decisions.json"))
     (g,) = [e for e in decisions["containers"] if e["pod"] == "guaranteed"]
     assert (g["decision"]["kind"], g["decision"]["cpus"]) == ("exclusive", kernel["guaranteed"])
+    now = json.loads(_daemon_page(node, f"/explain/{g['id']}"))
+    assert (now["kind"], now["cpus"], now["refusal"]) == ("exclusive", kernel["guaranteed"], "")
     # the dump, replayed, gives every container the cpuset it has on the node
     dump = json.loads(_daemon_page(node, "/scenario.json"))
     (replayed,) = run_scenario(load_scenario(dump), log=quiet_log()).steps
