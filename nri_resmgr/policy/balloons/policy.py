@@ -15,7 +15,7 @@ balanced-inflate, new.  *Balanced* is an existing balloon with room for the requ
 it is, *balanced-inflate* one that can grow to fit; *new* takes an empty balloon of the
 type before it makes one.  Among the candidates of a step the one with the most free
 millicores wins (as it is; for balanced-inflate, inflated as far as free CPUs and
-``maxCPUs`` let it), then the one with fewest containers, then the lowest instance.  A
+``maxCPUs`` let it), then the one with fewest containers, then the one made first.  A
 balloon with members of another group is never a candidate.
 
 A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, and at least
@@ -529,10 +529,22 @@ class BalloonsPolicy:
             raise AllocationError(st)
         return st
 
+    def _creation_rank(self, t: BalloonType) -> int:
+        """Where `t`'s ``minBalloons`` balloons come in the initial state: by
+        ``allocatorPriority``, high first and none (the option absent) last, as
+        nri-plugins' setConfig creates them, so a high-priority type takes its CPUs
+        before the reserved balloon (low, or normal when ``reservedResources`` is a
+        cpuset); in type order within a priority."""
+        prio = t.allocator_priority
+        if t.name == RESERVED and self.config.reserved:
+            prio = CPUPriority.NORMAL
+        return list(CPUPriority).index(prio)
+
     def _initial(self) -> BalloonsState | str:
-        """The ``minBalloons`` balloons of every type, in type order; or why not."""
+        """The ``minBalloons`` balloons of every type, in `_creation_rank` order; or why
+        not."""
         st = BalloonsState(balloons={}, members={})
-        for t in self.config.types:
+        for t in sorted(self.config.types, key=self._creation_rank):
             for _ in range(t.min_balloons):
                 got = self._new_balloon(st, t, None)
                 if isinstance(got, str):
@@ -705,10 +717,12 @@ class BalloonsPolicy:
 
         A step's candidates are the balloons it names that can grow to take `m`; the one
         with the most free millicores wins (free now; for balanced-inflate, free when
-        inflated as far as it can), then the one with fewest containers, then the lowest
-        instance.  The new step takes an empty balloon of the type before making one.
+        inflated as far as it can), then the one with fewest containers, then the one
+        made first (the state's order, nri-plugins' list of balloons: a balloon made
+        again after one went comes last, whatever its instance).  The new step takes an
+        empty balloon of the type before making one.
         """
-        mine = sorted(state.of_type(t.name), key=lambda b: b.instance)
+        mine = state.of_type(t.name)
         members = {b.name: state.members_of(b.name) for b in mine}
         if t.group_by:
             mine = [b for b in mine if all(x.group == m.group for x in members[b.name])]
@@ -758,7 +772,7 @@ class BalloonsPolicy:
                 if isinstance(got, str):
                     reasons.append(got)
                     continue
-                rank = (-free(b, inflated=inflated), len(members[b.name]), b.instance)
+                rank = (-free(b, inflated=inflated), len(members[b.name]), mine.index(b))
                 fits.append((rank, got))
             if fits:
                 return min(fits, key=lambda kb: kb[0])[1], step
