@@ -20,7 +20,9 @@ balloon with members of another group is never a candidate.
 
 A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, and at least
 one CPU while it has containers (best-effort ones too), at most ``maxCPUs`` (0: no
-limit): it inflates and deflates as containers come and go (`_resize`).
+limit): it inflates and deflates as containers come and go (`_resize`).  A new balloon
+is made at its ``minCPUs`` and then inflated for its first container, as nri-plugins
+does: the second pick grows near the first, which sizing it at once would not.
 Which CPUs it takes and gives back is `allocation`'s rule (nri-plugins' CPU tree; the
 sort keys are in its docstring): near the balloon's own CPUs first, then packed or, with
 ``allocatorTopologyBalancing``, balanced over the topology, one thread per core first
@@ -746,7 +748,11 @@ class BalloonsPolicy:
                     if isinstance(got, Balloon):
                         return got, step
                     reasons.append(got)
-                made = self._new_balloon(state, t, m.milli, seed=seed)
+                made = self._new_balloon(state, t, m.milli if seed else None, seed=seed)
+                if isinstance(made, Balloon) and not seed:
+                    # made at its minCPUs, then inflated for `m` as a balloon already
+                    # there, as nri-plugins does (the second pick grows near the first)
+                    made = self._resize(state.with_balloon(made), made, m.milli, occupied=True)
                 if isinstance(made, Balloon):
                     return made, step
                 reasons.append(made)

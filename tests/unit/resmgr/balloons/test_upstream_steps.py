@@ -12,6 +12,7 @@ from typing import Any
 
 from nri_resmgr.model import ContainerID, QoSClass
 from nri_resmgr.policy.balloons.config import CPUPriority
+from nri_resmgr.topology.cpuset import IDSet
 from tests.unit.resmgr.balloons.support import bctr, policy, run
 
 
@@ -46,3 +47,19 @@ def test_ties_go_to_the_balloon_made_first_not_the_lowest_instance() -> None:
     assert st.members[ContainerID("p3-c")].balloon == "t[0]"
     d = p.allocate(st, bctr("g", pod="p4", qos=QoSClass.BEST_EFFORT))
     assert d.state.members[ContainerID("p4-g")].balloon == "t[1]"
+
+
+def test_a_new_balloon_is_made_at_min_cpus_then_inflated() -> None:
+    # node 0 is CPUs 0-3 and their siblings 16-19; the reserved balloon has CPU 0.  The
+    # new balloon's first CPU (minCPUs 1) is 16, the free thread of a used core; the
+    # inflation adds three near it.  Sized for 3500m at once it would take the whole
+    # free cores 1 and 2 (1-2,17-18) and leave 16 idle
+    cfg = {
+        "reservedResources": {"cpu": "1"},
+        "balloonTypes": [{"name": "t", "minCPUs": 1, "namespaces": ["*"]}],
+    }
+    p = policy(cfg)
+    st = p.initial_state()
+    assert st.balloons["reserved[0]"].cpus == IDSet([0])
+    d = p.allocate(st, bctr("a", milli=3500))
+    assert d.state.balloons["t[0]"].cpus == IDSet([1, 2, 16, 17])
