@@ -324,6 +324,40 @@ class BalloonsPolicy:
             )
         return out
 
+    def share_idle(
+        self, state: BalloonsState, *, add: CPUSet, remove: CPUSet = _NO_CPUS
+    ) -> BalloonsState:
+        """`state` with the idle CPUs `add` shared by the balloons whose
+        ``shareIdleCPUsInSame`` domains hold them, and `remove` (just taken) shared by
+        none: nri-plugins' shareIdleCpus.  Kernel-isolated CPUs are never shared.  A
+        balloon keeps what it shares until a balloon takes it, even when it no longer
+        has CPUs in that domain."""
+        add = add - self.topology.isolated_cpus()
+        out = {}
+        for name, b in state.balloons.items():
+            shared = b.shared - remove
+            level = self.types[b.type].share_idle_cpus_in_same
+            if level is not None and add and b.cpus:
+                shared = shared | (add & level_cpus(self.topology, b.cpus, level))
+            out[name] = b if shared == b.shared else replace(b, shared=shared)
+        return BalloonsState(balloons=out, members=state.members)
+
+    def _commit(self, state: BalloonsState, balloon: Balloon) -> BalloonsState:
+        """`state` with `balloon` made or resized, its CPUs shared as nri-plugins shares
+        them (`share_idle`): after an inflation every balloon shares the idle CPUs of
+        its domains, the new CPUs are shared by none; after a deflation the CPUs given
+        back are shared by the balloons (this one too) in whose domains they are."""
+        old = state.balloons.get(balloon.name)
+        before = old.cpus if old is not None else _NO_CPUS
+        balloon = replace(balloon, shared=old.shared if old is not None else _NO_CPUS)
+        state = state.with_balloon(balloon)
+        added, removed = balloon.cpus - before, before - balloon.cpus
+        if added:
+            return self.share_idle(state, add=self.config.available - state.used, remove=added)
+        if removed:
+            return self.share_idle(state, add=removed)
+        return state
+
     def _pick(self, state: BalloonsState, t: BalloonType, cpus: CPUSet, count: int) -> CPUSet:
         """`count` of `cpus` for a balloon of type `t` that has none yet (rebuild)."""
         got = grow(
@@ -552,7 +586,7 @@ class BalloonsPolicy:
                 if isinstance(got, str):
                     return f"policy balloons: minBalloons of {t.name}: {got}"
                 st = st.with_balloon(got)
-        return st
+        return self.share_idle(st, add=self.config.available - st.used)
 
     # ---- views and rendering -------------------------------------------------------
 
@@ -567,26 +601,19 @@ class BalloonsPolicy:
 
     def views(self, state: BalloonsState) -> dict[str, BalloonView]:
         """Every balloon's view: own CPUs plus shared idle ones, and memory nodes."""
-        idle = self.config.available - state.used
         reserved = next((b.cpus for b in state.balloons.values() if b.type == RESERVED), None)
         out = {}
         for name, b in state.balloons.items():
             t = self.types[b.type]
-            cpus = b.cpus
-            if t.share_idle_cpus_in_same is not None:
-                cpus = cpus | (idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same))
+            cpus = b.cpus | b.shared
             if not cpus:
                 cpus = reserved or self.reserved_home
             out[name] = BalloonView(cpus=cpus, mems=self._mems(t, cpus, ()))
         return out
 
     def shared_idle(self, state: BalloonsState, name: str) -> CPUSet:
-        b = state.balloons[name]
-        t = self.types[b.type]
-        if t.share_idle_cpus_in_same is None:
-            return IDSet()
-        idle = self.config.available - state.used
-        return idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same)
+        """The idle CPUs balloon `name`'s containers share (`share_idle`)."""
+        return state.balloons[name].shared
 
     @staticmethod
     def _hides(t: BalloonType, m: Member) -> bool:
@@ -805,7 +832,7 @@ class BalloonsPolicy:
             balloon, step = self._place(state, t, m, prefer=prefer, seed=seed)
         except AllocationError as exc:
             raise AllocationError(f"{c.pretty}: {exc}") from exc
-        new = state.with_balloon(balloon).with_member(replace(m, balloon=balloon.name))
+        new = self._commit(state, balloon).with_member(replace(m, balloon=balloon.name))
         return new, f"in balloon {balloon.name} ({step})"
 
     def _drop(self, state: BalloonsState, cid: ContainerID) -> BalloonsState:
@@ -820,11 +847,14 @@ class BalloonsPolicy:
         if b is None:
             return state
         t = self.types[b.type]
-        if not state.members_of(name) and len(state.of_type(t.name)) > t.min_balloons:
-            return state.without_balloon(name)
         got = self._resize(state, b, state.milli_of(name), occupied=bool(state.members_of(name)))
         assert isinstance(got, Balloon)  # deflating within maxCPUs always fits
-        return state.with_balloon(got)
+        state = self._commit(state, got)
+        if not state.members_of(name) and len(state.of_type(t.name)) > t.min_balloons:
+            # deflated to its minCPUs first, as nri-plugins does: the CPUs it gave back
+            # are shared at once, the rest only when a balloon next inflates
+            return state.without_balloon(name)
+        return state
 
     # ---- the protocol --------------------------------------------------------------
 
@@ -912,6 +942,12 @@ class BalloonsPolicy:
                 st, _ = self._add(st, c, seed=c.current_cpus or IDSet(), as_member=known[c.id])
             except (AllocationError, AnnotationError) as exc:
                 notes.append(f"not placed: {exc}")
+        # every balloon shares the idle CPUs of its domains, as when nri-plugins starts
+        st = BalloonsState(
+            balloons={n: replace(b, shared=_NO_CPUS) for n, b in st.balloons.items()},
+            members=st.members,
+        )
+        st = self.share_idle(st, add=self.config.available - st.used)
         rendered = self.render(st)
         updates = tuple(
             rendered[c.id]

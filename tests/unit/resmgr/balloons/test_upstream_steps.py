@@ -14,6 +14,7 @@ from nri_resmgr.model import ContainerID, QoSClass
 from nri_resmgr.policy.balloons.config import CPUPriority
 from nri_resmgr.topology.cpuset import IDSet
 from tests.unit.resmgr.balloons.support import bctr, policy, run
+from tests.unit.resmgr.test_policy_support import topo
 
 
 def _hp(priority: CPUPriority) -> dict[str, Any]:
@@ -63,3 +64,64 @@ def test_a_new_balloon_is_made_at_min_cpus_then_inflated() -> None:
     assert st.balloons["reserved[0]"].cpus == IDSet([0])
     d = p.allocate(st, bctr("a", milli=3500))
     assert d.state.balloons["t[0]"].cpus == IDSet([1, 2, 16, 17])
+
+
+def test_isolated_cpus_are_never_shared_idle_cpus() -> None:
+    # node 0 is CPUs 0-3,16-19; 2 and 18 are kernel-isolated: idle, in the node, yet
+    # never shared (nri-plugins' shareIdleCpus takes them out)
+    machine = topo(packages=2, nodes=2, cores=4, threads=2, memory="2G", isolated="2,18")
+    cfg = {
+        "reservedResources": {"cpu": "cpuset:31"},
+        "balloonTypes": [
+            {"name": "s", "shareIdleCPUsInSame": "numa", "minCPUs": 2, "namespaces": ["*"]}
+        ],
+    }
+    p = policy(cfg, machine)
+    d = p.allocate(p.initial_state(), bctr("a", milli=100))
+    assert d.state.balloons["s[0]"].cpus == IDSet([0, 16])
+    assert d.assignment is not None
+    assert d.assignment.cpus == IDSet([0, 1, 3, 16, 17, 19])
+
+
+_SHARE_AND_MIN: dict[str, Any] = {
+    "reservedResources": {"cpu": "cpuset:31"},
+    "balloonTypes": [
+        {"name": "s", "shareIdleCPUsInSame": "numa", "namespaces": ["s"]},
+        {"name": "t", "minCPUs": 2, "namespaces": ["t"]},
+    ],
+}
+
+
+def test_cpus_of_a_deleted_balloon_are_shared_at_the_next_inflation() -> None:
+    # t[0] (3 CPUs, minCPUs 2) and s[0] share node 3 (12-15,28-31; 31 is reserved).
+    # When t[0]'s container goes it deflates to 2 CPUs, the one it gives back shared
+    # at once, and is deleted: its last 2 CPUs are idle but shared only when a
+    # balloon next inflates
+    p = policy(_SHARE_AND_MIN)
+    node3 = p.topology.node_cpus(3) - IDSet([31])
+    st = run(p, bctr("a", pod="pt", ns="t", milli=3000), bctr("b", pod="ps", ns="s", milli=1000))
+    gone = st.balloons["t[0]"].cpus
+    assert gone <= node3 and st.balloons["s[0]"].cpus <= node3
+    r = p.release(st, ContainerID("pt-a"))
+    (view,) = (u.cpus for u in r.updates if u.container_id == ContainerID("ps-b"))
+    waiting = node3 - view
+    assert len(waiting) == 2 and waiting <= gone
+    assert not waiting & r.state.used
+    d = p.allocate(r.state, bctr("c", pod="ps2", ns="s", milli=1000))
+    assert d.assignment is not None and d.assignment.cpus == node3
+
+
+def test_a_balloon_keeps_sharing_idle_cpus_of_a_domain_it_left() -> None:
+    # s[0] grows out of node 3 onto node 2 and shares node 2's idle CPUs; when it
+    # deflates back into node 3 it keeps sharing them (nri-plugins takes a shared CPU
+    # back only when a balloon takes the CPU), but not the node 2 CPUs it gave back
+    p = policy(_SHARE_AND_MIN)
+    st = run(p, bctr("a", pod="p1", ns="s", milli=5000), bctr("b", pod="p2", ns="s", milli=3000))
+    before = st.balloons["s[0]"]
+    node2 = p.topology.node_cpus(2)
+    assert p.topology.nodes_of(before.cpus) == IDSet([2, 3])
+    r = p.release(st, ContainerID("p2-b"))
+    after = r.state.balloons["s[0]"]
+    assert p.topology.nodes_of(after.cpus) == IDSet([3])
+    assert after.shared & node2 == before.shared & node2 != IDSet()
+    assert not after.shared & (before.cpus - after.cpus)
