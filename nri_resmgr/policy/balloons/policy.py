@@ -57,11 +57,17 @@ the ``maxCPUs`` of the composite or of any component fails.  A composite and its
 components count as one balloon: they go when the composite does, and a component type's
 ``minBalloons``/``maxBalloons`` count only its own top-level balloons.
 
-A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
-``shareIdleCPUsInSame`` topology domains; an empty balloon with no CPUs is reported
-with the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
-thread per core; memory is pinned (``pinMemory``) to the nodes of those CPUs, of the
-``memoryTypes`` kinds (or the ``memory-type`` annotation's).
+A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) it shares
+with ``shareIdleCPUsInSame``: as in nri-plugins these are state (`state.Balloon.shared`,
+`share_idle`), not recomputed: after an inflation every balloon shares the idle CPUs of
+its domains, after a deflation the CPUs given back join the balloons near them, a
+deleted balloon's last CPUs wait for the next inflation, a shared CPU leaves only when a
+balloon takes it, and kernel-isolated CPUs are never shared.  An empty balloon with no
+CPUs is reported with the reserved balloon's CPUs.  ``hideHyperthreads`` (or the
+annotation) keeps one thread per core; memory is pinned (``pinMemory``) to the nodes of
+those CPUs, of the ``memoryTypes`` kinds (or the ``memory-type`` annotation's), as the
+container's memory zone when it joins; as its balloon changes the zone only widens
+(`memzone`, nri-plugins' libmem reallocation; `_follow_mems`).
 
 A new container is created with a scheduling class (`sched_classes`: Linux scheduling
 policy, priority, nice, I/O priority): the one its ``scheduling-class`` annotation names,
@@ -145,6 +151,7 @@ from nri_resmgr.policy.balloons.config import (
 )
 from nri_resmgr.policy.balloons.invariants import check_invariants
 from nri_resmgr.policy.balloons.matching import balloon_type_of, evaluate, expand
+from nri_resmgr.policy.balloons.memzone import MemZone, realloc
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.common import one_thread_per_core, parse_bool_annotation, take_cpus
 from nri_resmgr.policy.cpu_classes import CPUClassUse
@@ -628,7 +635,10 @@ class BalloonsPolicy:
             cpus = one_thread_per_core(self.topology, cpus)
         if not self.config.options.pin_cpu:
             cpus = IDSet()
-        mems = self._mems(t, view.cpus, m.memory_kinds) if m.memory_kinds else view.mems
+        if m.memory is not None:
+            mems = m.memory.given
+        else:
+            mems = self._mems(t, view.cpus, m.memory_kinds) if m.memory_kinds else view.mems
         if m.preserve_mems:
             mems = IDSet()
         return Assignment(
@@ -705,7 +715,7 @@ class BalloonsPolicy:
     def _leave_alone(
         self, state: BalloonsState, c: ContainerInfo, reason: str
     ) -> Decision[BalloonsState]:
-        new = self._drop(state, c.id) if c.id in state.members else state
+        new = self._follow_mems(state, self._drop(state, c.id)) if c.id in state.members else state
         untouched = Assignment(
             container_id=c.id, cpus=IDSet(), mems=IDSet(), kind=CPUKind.NONE, pool=""
         )
@@ -832,8 +842,39 @@ class BalloonsPolicy:
             balloon, step = self._place(state, t, m, prefer=prefer, seed=seed)
         except AllocationError as exc:
             raise AllocationError(f"{c.pretty}: {exc}") from exc
-        new = self._commit(state, balloon).with_member(replace(m, balloon=balloon.name))
+        new = self._commit(state, balloon)
+        m = replace(m, balloon=balloon.name)
+        new = new.with_member(replace(m, memory=self._first_zone(new, m)))
         return new, f"in balloon {balloon.name} ({step})"
+
+    def _first_zone(self, state: BalloonsState, m: Member) -> MemZone | None:
+        """`m`'s memory zone as it joins its balloon in `state`: the nodes near the
+        balloon's view of the kinds it wants (None when memory is not pinned)."""
+        b = state.balloons[m.balloon]
+        t = self.types[b.type]
+        view = self.views(state)[m.balloon]
+        zone = self._mems(t, view.cpus, m.memory_kinds) if m.memory_kinds else view.mems
+        if not zone:
+            return None
+        return MemZone.first(self.topology.nodes_of(view.cpus), zone)
+
+    def _follow_mems(self, old: BalloonsState, new: BalloonsState) -> BalloonsState:
+        """`new` with the memory zones of the containers whose balloon changed its view
+        since `old` reallocated (`memzone.realloc`: a zone only widens); a container
+        that joined its balloon in between keeps the zone it joined with."""
+        v_old, v_new = self.views(old), self.views(new)
+        members = dict(new.members)
+        for cid, m in new.members.items():
+            was = old.members.get(cid)
+            if m.memory is None or was is None or was.balloon != m.balloon:
+                continue
+            if v_old.get(m.balloon) == v_new[m.balloon]:
+                continue
+            t = self.types[new.balloons[m.balloon].type]
+            kinds = m.memory_kinds or self.config.memory_kinds.get(t.name) or ()
+            nodes = self.topology.nodes_of(v_new[m.balloon].cpus)
+            members[cid] = replace(m, memory=realloc(self.topology, m.memory, nodes, kinds))
+        return BalloonsState(balloons=new.balloons, members=members)
 
     def _drop(self, state: BalloonsState, cid: ContainerID) -> BalloonsState:
         """`state` without `cid`: its balloon deflates, or goes when empty and optional."""
@@ -865,6 +906,7 @@ class BalloonsPolicy:
         if why is not None:
             return self._leave_alone(state, container, why)
         new, reason = self._add(state, container)
+        new = self._follow_mems(state, new)
         t = self.types[new.balloons[new.members[container.id].balloon].type]
         scheduling = self.scheduling.resolve(container, default=t.scheduling_class or None)
         decision = decide(self._render_changed, state, new, container.id, reason)
@@ -873,7 +915,7 @@ class BalloonsPolicy:
     def release(self, state: BalloonsState, container_id: ContainerID) -> Decision[BalloonsState]:
         if container_id not in state.members:
             return nothing_to_release(state)
-        new = self._drop(state, container_id)
+        new = self._follow_mems(state, self._drop(state, container_id))
         return decide_release(self._render_changed, state, new, container_id)
 
     def update(self, state: BalloonsState, container: ContainerInfo) -> Decision[BalloonsState]:
@@ -884,7 +926,7 @@ class BalloonsPolicy:
         if why is not None:
             return self._leave_alone(state, container, why)
         t = balloon_type_of(container, self.config)
-        fresh = replace(self._member(container, t), balloon=old.balloon)
+        fresh = replace(self._member(container, t), balloon=old.balloon, memory=old.memory)
         if state.balloons[old.balloon].type == t.name and fresh == old:
             return decide(self._render_changed, state, state, container.id, "unchanged")
         # the old balloon keeps its CPUs until the container is placed again, so that
@@ -893,6 +935,9 @@ class BalloonsPolicy:
         new, reason = self._add(without, container, prefer=old.balloon)
         if new.members[container.id].balloon != old.balloon:
             new = self._settle(new, old.balloon)
+        else:  # it keeps its memory zone, which follows the balloon as the others' do
+            new = new.with_member(replace(new.members[container.id], memory=old.memory))
+        new = self._follow_mems(state, new)
         return decide(self._render_changed, state, new, container.id, f"updated: {reason}")
 
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[BalloonsState]:
@@ -942,12 +987,8 @@ class BalloonsPolicy:
                 st, _ = self._add(st, c, seed=c.current_cpus or IDSet(), as_member=known[c.id])
             except (AllocationError, AnnotationError) as exc:
                 notes.append(f"not placed: {exc}")
-        # every balloon shares the idle CPUs of its domains, as when nri-plugins starts
-        st = BalloonsState(
-            balloons={n: replace(b, shared=_NO_CPUS) for n, b in st.balloons.items()},
-            members=st.members,
-        )
-        st = self.share_idle(st, add=self.config.available - st.used)
+        st = self._reshared(st, unique)
+        st = self._rezoned(st, unique)
         rendered = self.render(st)
         updates = tuple(
             rendered[c.id]
@@ -956,6 +997,59 @@ class BalloonsPolicy:
         )
         reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
+
+    def _reshared(
+        self, state: BalloonsState, containers: Mapping[ContainerID, ContainerInfo]
+    ) -> BalloonsState:
+        """`state` with the idle CPUs each balloon shares (rebuild): those its containers
+        report, which it shared before the restart (nri-plugins shares some only at
+        the next inflation, and keeps others it no longer is near: `share_idle`), in
+        its domains or reported by no other balloon's containers; a balloon whose
+        containers report none shares those of its domains, as when nri-plugins
+        starts."""
+        st = BalloonsState(
+            balloons={n: replace(b, shared=_NO_CPUS) for n, b in state.balloons.items()},
+            members=state.members,
+        )
+        idle = self.config.available - st.used
+        st = self.share_idle(st, add=idle)
+        shareable = idle - self.topology.isolated_cpus()
+        seen: dict[str, CPUSet] = {}
+        reports: set[str] = set()
+        for name, b in st.balloons.items():
+            t = self.types[b.type]
+            cpus = []
+            for m in st.members_of(name):
+                mine = containers[m.container_id].current_cpus or _NO_CPUS
+                if self._hides(t, m):  # it sees one thread of each core it shares
+                    mine = mine | IDSet(s for c in mine for s in self.topology.siblings(c))
+                cpus.append(mine)
+            if any(cpus):
+                reports.add(name)
+            seen[name] = union(cpus) & shareable
+        holders = Counter(c for cpus in seen.values() for c in cpus)
+        balloons = dict(st.balloons)
+        for name, b in st.balloons.items():
+            if self.types[b.type].share_idle_cpus_in_same is None or name not in reports:
+                continue
+            alone = IDSet(c for c in seen[name] if holders[c] == 1)
+            balloons[name] = replace(b, shared=seen[name] & (b.shared | alone))
+        return BalloonsState(balloons=balloons, members=st.members)
+
+    def _rezoned(
+        self, state: BalloonsState, containers: Mapping[ContainerID, ContainerInfo]
+    ) -> BalloonsState:
+        """`state` with every member's memory zone as it joins its balloon now
+        (rebuild), or the memory nodes it reports when they hold that zone: a zone
+        widened before the restart stays as wide."""
+        members = {}
+        for cid, m in state.members.items():
+            mz = self._first_zone(state, m)
+            now = containers[cid].current_mems
+            if mz is not None and now and mz.zone <= now:
+                mz = MemZone(affinity=mz.affinity, zone=now, given=now)
+            members[cid] = replace(m, memory=mz)
+        return BalloonsState(balloons=state.balloons, members=members)
 
     def _rebuild_member(self, c: ContainerInfo, notes: list[str]) -> tuple[BalloonType, Member]:
         """`c`'s balloon type and membership at rebuild, the same for claiming its CPUs

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from nri_resmgr.model import ContainerID, MemoryKind, PodID, PolicyState
+from nri_resmgr.policy.balloons.memzone import MemZone
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 
 __all__ = ["Balloon", "BalloonsState", "Member", "balloon_name"]
@@ -79,6 +80,9 @@ class Member:
     memory_kinds: tuple[MemoryKind, ...] = ()
     #: ``memory.preserve``: the policy leaves its memory nodes alone
     preserve_mems: bool = False
+    #: its memory zone (`memzone`), which only widens as its balloon changes; None
+    #: when memory is not pinned (its nodes are its balloon's)
+    memory: MemZone | None = None
 
 
 @dataclass(frozen=True, slots=True)

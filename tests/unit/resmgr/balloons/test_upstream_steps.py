@@ -125,3 +125,23 @@ def test_a_balloon_keeps_sharing_idle_cpus_of_a_domain_it_left() -> None:
     assert p.topology.nodes_of(after.cpus) == IDSet([3])
     assert after.shared & node2 == before.shared & node2 != IDSet()
     assert not after.shared & (before.cpus - after.cpus)
+
+
+def test_a_containers_memory_nodes_only_widen() -> None:
+    # nodes 0-1 and 2-3 are pairs (distance 11), the pairs 21 apart.  t[0] grows from
+    # node 0 onto node 1: a's zone takes node 1 and, as libmem's Realloc expands a zone,
+    # the nearest DRAM nodes beyond it (2 and 3); b joins with the balloon's nodes.
+    # When the balloon deflates back into one node a keeps its zone
+    p = policy(
+        {"reservedResources": {"cpu": "1"}, "balloonTypes": [{"name": "t", "namespaces": ["*"]}]}
+    )
+    a, b = ContainerID("p1-a"), ContainerID("p2-b")
+    st = run(p, bctr("a", pod="p1", milli=1000))
+    assert p.render(st)[a].mems == IDSet([0])
+    d = p.allocate(st, bctr("b", pod="p2", milli=7000))
+    assert p.topology.nodes_of(d.state.balloons["t[0]"].cpus) == IDSet([0, 1])
+    assert p.render(d.state)[a].mems == IDSet([0, 1, 2, 3])
+    assert d.assignment is not None and d.assignment.mems == IDSet([0, 1])
+    r = p.release(d.state, b)
+    assert len(p.topology.nodes_of(r.state.balloons["t[0]"].cpus)) == 1
+    assert p.render(r.state)[a].mems == IDSet([0, 1, 2, 3])
