@@ -237,6 +237,12 @@ class BalloonsPolicy:
         if not self.reserved_home:
             self.reserved_home = self._reserved_home()
             self.tree_options = self._tree_options()
+        #: the balloons of the initial state, in order, and their CPUs: a rebuild makes
+        #: the empty ones there again, when it can, and keeps their order
+        initial = self._initial()
+        self.initial_homes: dict[str, CPUSet] = (
+            {} if isinstance(initial, str) else {n: b.cpus for n, b in initial.balloons.items()}
+        )
         #: the scheduling classes (`sched_classes.policy_nri_requirements` reads them)
         self.scheduling: SchedulingClasses = self.config.scheduling
 
@@ -1142,10 +1148,12 @@ class BalloonsPolicy:
     def _top_up(self, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
         """`state` with at least ``minBalloons`` balloons of every type (rebuild).
 
-        The empty ones take their CPUs from `unseen` (in no container's reported
-        cpuset) where they can: that is where empty balloons were, so the idle CPUs
-        other balloons share stay the same.  (The reserved balloon is made before the
-        claims, at its home.)
+        The empty ones are made in the initial state's order (`_creation_rank`) and
+        take the CPUs they have there (`initial_homes`) when those are unseen (in no
+        container's reported cpuset) and free, so a rebuild without containers is the
+        initial state; else they take their CPUs from `unseen` where they can: that is
+        where empty balloons were, so the idle CPUs other balloons share stay the same.
+        (The reserved balloon is made before the claims, at its home.)
         """
         # unseen CPUs in the domains whose idle CPUs a claimed balloon shares are not
         # idle (it would report them): empty balloons held them
@@ -1154,16 +1162,23 @@ class BalloonsPolicy:
             for b in state.balloons.values()
             if (level := self.types[b.type].share_idle_cpus_in_same) is not None
         )
-        for t in self.config.types:
+        for t in sorted(self.config.types, key=self._creation_rank):
             while len(state.of_type(t.name)) < t.min_balloons:
                 got = self._new_balloon(state, t, None)
                 if isinstance(got, str):
                     break
                 free = unseen - state.used
-                if len(free) >= len(got.cpus):
+                home = self.initial_homes.get(got.name, _NO_CPUS)
+                if home and home <= free and len(home) == len(got.cpus):
+                    got = self._fill(state, got, home, 0, occupied=False)
+                elif len(free) >= len(got.cpus):
                     got = self._fill(state, got, free, 0, occupied=False, first=held)
                 state = state.with_balloon(got)
-        return state
+        # the initial state's balloons first, in its order (nri-plugins' list of balloons
+        # after a restart), then the others
+        order = {name: i for i, name in enumerate(self.initial_homes)}
+        ranked = sorted(state.balloons.items(), key=lambda nb: order.get(nb[0], len(order)))
+        return BalloonsState(balloons=dict(ranked), members=state.members)
 
     # ---- what the shell and reports read --------------------------------------------
 

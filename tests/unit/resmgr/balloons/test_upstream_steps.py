@@ -145,3 +145,23 @@ def test_a_containers_memory_nodes_only_widen() -> None:
     r = p.release(d.state, b)
     assert len(p.topology.nodes_of(r.state.balloons["t[0]"].cpus)) == 1
     assert p.render(r.state)[a].mems == IDSet([0, 1, 2, 3])
+
+
+def test_a_rebuild_without_containers_is_the_initial_state() -> None:
+    # the daemon starts with a rebuild (Synchronize): with no containers it must make
+    # the initial balloons where and in the order nri-plugins' setConfig makes them,
+    # though the rebuild makes the reserved balloon first
+    cfg = {
+        "reservedResources": {"cpu": "1500m"},
+        "balloonTypes": [
+            {"name": "t0", "minCPUs": 2, "minBalloons": 2, "allocatorPriority": "high"},
+            {"name": "t1", "minCPUs": 1, "minBalloons": 1},
+        ],
+    }
+    p = policy(cfg, topo(packages=2, nodes=2, cores=2, threads=2, memory="2G"))
+    initial = p.initial_state().balloons
+    rebuilt = p.rebuild([]).state.balloons
+    assert (
+        list(rebuilt) == list(initial) == ["t0[0]", "t0[1]", "reserved[0]", "default[0]", "t1[0]"]
+    )
+    assert {n: b.cpus for n, b in rebuilt.items()} == {n: b.cpus for n, b in initial.items()}
