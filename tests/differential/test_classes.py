@@ -109,10 +109,6 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
             theirs=Placement("3", "0"),
         ),
     ),
-    ("balloons", "balloon-mems-follow-cpus"): (
-        ctx(policy="balloons", ours=Placement("2-5", "0-1"), theirs=Placement("2-5", "0")),
-        ctx(policy="balloons", ours=Placement("2-5", "0-1"), theirs=Placement("2-6", "0")),
-    ),
 }
 
 
