@@ -165,3 +165,19 @@ def test_a_rebuild_without_containers_is_the_initial_state() -> None:
         list(rebuilt) == list(initial) == ["t0[0]", "t0[1]", "reserved[0]", "default[0]", "t1[0]"]
     )
     assert {n: b.cpus for n, b in rebuilt.items()} == {n: b.cpus for n, b in initial.items()}
+
+
+def test_kept_difference_a_balloon_never_takes_more_than_max_cpus_hold() -> None:
+    # class maxcpus-honoured: 5 CPUs besides the reserved one; t[0] holds 3000m on 3 of
+    # them, 2 are free.  1500m would need 5 CPUs in t[0] (maxCPUs 4): nri-plugins counts
+    # t[0] as able to grow by all free CPUs when maxCPUs exceeds them, puts the container
+    # there and clamps the balloon at 4 CPUs for 4500m; here it gets a new balloon
+    cfg = {
+        "availableResources": {"cpu": "cpuset:0-5"},
+        "reservedResources": {"cpu": "1"},
+        "balloonTypes": [{"name": "t", "maxCPUs": 4, "namespaces": ["*"]}],
+    }
+    p = policy(cfg)
+    st = run(p, bctr("a", pod="p1", milli=3000), bctr("b", pod="p2", milli=1500))
+    assert st.members[ContainerID("p2-b")].balloon == "t[1]"
+    assert [len(st.balloons[n].cpus) for n in ("t[0]", "t[1]")] == [3, 2]
