@@ -85,7 +85,10 @@ nodes alone.
 
 Every decision's updates are the other containers whose rendered CPUs or memory changed
 (`decide.decide`): only the members of balloons whose view changed are rendered.
-``rebuild`` keeps every group of containers that run on the same CPUs in one balloon of
+``rebuild`` first replays nri-plugins' restart: the initial state with every container
+allocated again in the order given; when that puts each where it reports it runs, that
+is the state (`_replayed`: the balloons own the CPUs they owned, not only show them).
+Otherwise it keeps every group of containers that run on the same CPUs in one balloon of
 their type claiming those CPUs, when they are free and enough for the balloon as it is
 (no inflating); the rest are placed as if new, in the order given (creation order: a
 live reconfiguration refills as nri-plugins does, so they may join a balloon with room),
@@ -953,6 +956,9 @@ class BalloonsPolicy:
         for c in containers:
             if self.preserved(c) is None:  # preserved ones stay where they are, unknown
                 unique.setdefault(c.id, c)
+        replayed = self._replayed(list(unique.values()))
+        if replayed is not None:
+            return Decision(state=replayed, updates=(), reason="rebuilt: as created")
         known = {c.id: self._rebuild_member(c, notes) for c in unique.values()}
         types = {cid: t for cid, (t, _) in known.items()}
         # 0. the reserved balloon where it is from the start (`initial_state`): no other
@@ -1004,42 +1010,55 @@ class BalloonsPolicy:
         reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
 
+    def _replayed(self, containers: Sequence[ContainerInfo]) -> BalloonsState | None:
+        """The initial state with `containers` allocated in the order given, when that
+        puts every one of them exactly where it reports it runs (CPUs and memory
+        nodes), else None.  nri-plugins restarts so, and where that moves nobody the
+        balloons then own the CPUs theirs own, not only show the same ones."""
+        st = self._initial()
+        if isinstance(st, str):
+            return None
+        for c in containers:
+            if c.current_cpus is None:
+                return None
+            try:
+                st = self.allocate(st, c).state
+            except (AllocationError, AnnotationError):
+                return None
+        rendered = self.render(st)
+        for c in containers:
+            got = rendered[c.id]
+            if got.cpus != c.current_cpus or got.mems != (c.current_mems or IDSet()):
+                return None
+        return st
+
     def _reshared(
         self, state: BalloonsState, containers: Mapping[ContainerID, ContainerInfo]
     ) -> BalloonsState:
-        """`state` with the idle CPUs each balloon shares (rebuild): those its containers
-        report, which it shared before the restart (nri-plugins shares some only at
-        the next inflation, and keeps others it no longer is near: `share_idle`), in
-        its domains or reported by no other balloon's containers; a balloon whose
-        containers report none shares those of its domains, as when nri-plugins
-        starts."""
+        """`state` with the idle CPUs each balloon shares (rebuild): those of its
+        domains, as when nri-plugins starts; when every container reports its CPUs,
+        for a balloon that kept the CPUs its containers report, only those of them they
+        report (nri-plugins shares a deleted balloon's last CPUs only at the next
+        inflation: `share_idle`)."""
         st = BalloonsState(
             balloons={n: replace(b, shared=_NO_CPUS) for n, b in state.balloons.items()},
             members=state.members,
         )
-        idle = self.config.available - st.used
-        st = self.share_idle(st, add=idle)
-        shareable = idle - self.topology.isolated_cpus()
-        seen: dict[str, CPUSet] = {}
-        reports: set[str] = set()
-        for name, b in st.balloons.items():
-            t = self.types[b.type]
-            cpus = []
-            for m in st.members_of(name):
-                mine = containers[m.container_id].current_cpus or _NO_CPUS
-                if self._hides(t, m):  # it sees one thread of each core it shares
-                    mine = mine | IDSet(s for c in mine for s in self.topology.siblings(c))
-                cpus.append(mine)
-            if any(cpus):
-                reports.add(name)
-            seen[name] = union(cpus) & shareable
-        holders = Counter(c for cpus in seen.values() for c in cpus)
+        st = self.share_idle(st, add=self.config.available - st.used)
+        if any(not c.current_cpus for c in containers.values()):
+            return st
         balloons = dict(st.balloons)
         for name, b in st.balloons.items():
-            if self.types[b.type].share_idle_cpus_in_same is None or name not in reports:
-                continue
-            alone = IDSet(c for c in seen[name] if holders[c] == 1)
-            balloons[name] = replace(b, shared=seen[name] & (b.shared | alone))
+            t = self.types[b.type]
+            seen = []
+            for m in st.members_of(name):
+                cpus = containers[m.container_id].current_cpus or _NO_CPUS
+                if self._hides(t, m):  # it sees one thread of each core it shares
+                    cpus = cpus | IDSet(s for c in cpus for s in self.topology.siblings(c))
+                seen.append(cpus)
+            reported = union(seen)
+            if b.shared and reported and b.cpus <= reported:
+                balloons[name] = replace(b, shared=b.shared & reported)
         return BalloonsState(balloons=balloons, members=st.members)
 
     def _rezoned(

@@ -8,6 +8,7 @@ shared, the memory nodes a container keeps.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from nri_resmgr.model import ContainerID, QoSClass
@@ -181,3 +182,22 @@ def test_kept_difference_a_balloon_never_takes_more_than_max_cpus_hold() -> None
     st = run(p, bctr("a", pod="p1", milli=3000), bctr("b", pod="p2", milli=1500))
     assert st.members[ContainerID("p2-b")].balloon == "t[1]"
     assert [len(st.balloons[n].cpus) for n in ("t[0]", "t[1]")] == [3, 2]
+
+
+def test_a_rebuild_that_replays_to_the_same_placements_keeps_what_each_balloon_owns() -> None:
+    # s[0] owns CPU 16 and shares node 0's other idle CPUs; its containers report the
+    # whole node, which cannot tell the CPU it owns.  nri-plugins restarts by
+    # allocating the containers again in order: where that puts everyone where they
+    # report, the rebuild is that state, and s[0] still owns 16 (a claim took CPU 1)
+    cfg = {
+        "reservedResources": {"cpu": "1"},
+        "balloonTypes": [{"name": "s", "shareIdleCPUsInSame": "numa", "namespaces": ["s"]}],
+    }
+    p = policy(cfg)
+    cs = [bctr("b", pod="p1", ns="s", milli=500), bctr("c", pod="p2", ns="s", milli=500)]
+    st = run(p, *cs)
+    assert st.balloons["s[0]"].cpus == IDSet([16])
+    r = p.render(st)
+    d = p.rebuild([replace(c, current_cpus=r[c.id].cpus, current_mems=r[c.id].mems) for c in cs])
+    assert d.updates == () and d.reason == "rebuilt: as created"
+    assert d.state.balloons == st.balloons
