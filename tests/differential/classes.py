@@ -72,6 +72,17 @@ def _restart_keeps(c: Context) -> bool:
     )
 
 
+def _maxcpus_honoured(c: Context) -> bool:
+    """Ours refuses a container no balloon can take within maxCPUs; theirs puts it in a
+    balloon clamped at maxCPUs (it counts every free CPU as room when maxCPUs is more)."""
+    return (
+        isinstance(c.ours, str)
+        and "maxCPUs is" in c.ours
+        and isinstance(c.theirs, Placement)
+        and bool(c.theirs.cpus)
+    )
+
+
 CLASSES: tuple[DiffClass, ...] = (
     DiffClass(
         "shared-refused",
@@ -90,6 +101,12 @@ CLASSES: tuple[DiffClass, ...] = (
         "balloons",
         "after a restart ours keeps a container where both had it, theirs moves it",
         _restart_keeps,
+    ),
+    DiffClass(
+        "maxcpus-honoured",
+        "balloons",
+        "a container beyond every balloon's maxCPUs: refused here, overcommitted there",
+        _maxcpus_honoured,
     ),
 )
 

@@ -109,6 +109,14 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
             theirs=Placement("3", "0"),
         ),
     ),
+    ("balloons", "maxcpus-honoured"): (
+        ctx(
+            policy="balloons",
+            ours="no t0 balloon can take 1200m CPU: t0[0] would need 2 CPUs; maxCPUs is 1",
+            theirs=Placement("4", "1"),
+        ),
+        ctx(policy="balloons", ours="no t0 balloon can take 1200m CPU", theirs=Placement("4", "1")),
+    ),
 }
 
 
