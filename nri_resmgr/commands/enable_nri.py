@@ -33,11 +33,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--registration-timeout", help="e.g. 5s (runtime default 5s)")
     parser.add_argument("--request-timeout", help="e.g. 2s (runtime default 2s)")
     parser.add_argument("--socket-path", help="NRI socket (runtime default /var/run/nri/nri.sock)")
-    parser.add_argument(
+    required = parser.add_mutually_exclusive_group()
+    required.add_argument(
         "--require",
         action="store_true",
         help="fail closed: the runtime's default validator refuses to create containers while "
         "the plugin is not connected (containerd 2.2+, CRI-O 1.34+)",
+    )
+    required.add_argument(
+        "--no-require",
+        action="store_true",
+        help="take the plugin out of the required ones again (do this before uninstalling)",
     )
     parser.add_argument(
         "--plugin-name", default="resmgr", help="the plugin --require names (default resmgr)"
@@ -74,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         socket_path=args.socket_path,
         require=(args.plugin_name,) if args.require else (),
         tolerate_annotation=args.tolerate_annotation,
+        unrequire=(args.plugin_name,) if args.no_require else (),
     )
     try:
         before = path.read_text(encoding="utf-8") if path.exists() else ""

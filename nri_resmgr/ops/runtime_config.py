@@ -27,7 +27,9 @@ and `[crio.nri.default_validator]` (keys `nri_enable_default_validator`,
 CRI-O 1.34+).  Older runtimes ignore the table (containerd 1.7 and 2.0-2.1 decode their NRI
 section into a struct without it), so there a container created while the plugin is away
 runs unplaced until the plugin's next Synchronize: `VALIDATOR_SINCE` says so in the
-command's output.  Required names already in the file are kept, ours is added once.
+command's output.  Required names already in the file are kept, ours is added once;
+`unrequire` takes ours out again (to be done before uninstalling: with the plugin gone for
+good, a requirement left behind refuses every new container on the node).
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class NRISettings:
     require: tuple[str, ...] = ()
     #: the annotation that exempts a pod from `require`
     tolerate_annotation: str = TOLERATE_ANNOTATION
+    #: plugin names to take out of the required ones again (before uninstalling)
+    unrequire: tuple[str, ...] = ()
 
 
 _PLUGIN_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
@@ -83,7 +87,7 @@ _ANNOTATION_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 
 
 def _check_require(settings: NRISettings) -> None:
-    for name in settings.require:
+    for name in settings.require + settings.unrequire:
         if not _PLUGIN_NAME.match(name):
             raise ConfigError(
                 f"required plugin {name!r} is not a plugin name; expected e.g. 'resmgr' "
@@ -97,15 +101,19 @@ def _check_require(settings: NRISettings) -> None:
         )
 
 
-def _merged(existing: object, names: tuple[str, ...], *, where: str) -> list[str]:
-    """`existing` required plugins (a TOML array or absent) with `names` appended once."""
+def _merged(
+    existing: object, names: tuple[str, ...], *, where: str, drop: tuple[str, ...] = ()
+) -> list[str]:
+    """`existing` required plugins (a TOML array or absent), less `drop`, with `names`
+    appended once."""
     if existing is None:
         current: list[str] = []
     elif isinstance(existing, list) and all(isinstance(n, str) for n in existing):
         current = [str(n) for n in existing]
     else:
         raise ConfigError(f"{where} is {existing!r}; expected a list of plugin names")
-    return current + [n for n in names if n not in current]
+    kept = [n for n in current if n not in drop]
+    return kept + [n for n in names if n not in kept]
 
 
 def _check_duration(name: str, value: str | None) -> None:
@@ -156,13 +164,18 @@ def enable_containerd(text: str, settings: NRISettings, *, path: str = "config.t
         nri["plugin_registration_timeout"] = settings.registration_timeout
     if settings.request_timeout is not None:
         nri["plugin_request_timeout"] = settings.request_timeout
+    validator = nri.get("default_validator")
+    if validator is not None and not isinstance(validator, dict):
+        raise ConfigError(f'{path}: plugins."{NRI_TABLE}".default_validator is not a table')
+    if settings.unrequire and validator is not None and "required_plugins" in validator:
+        validator["required_plugins"] = _merged(
+            validator["required_plugins"], (), drop=settings.unrequire,
+            where=f'{path}: plugins."{NRI_TABLE}".default_validator.required_plugins',
+        )  # fmt: skip
     if settings.require:
-        validator = nri.get("default_validator")
         if validator is None:
             validator = tomlkit.table()
             nri["default_validator"] = validator
-        elif not isinstance(validator, dict):
-            raise ConfigError(f'{path}: plugins."{NRI_TABLE}".default_validator is not a table')
         validator["enable"] = True
         validator["required_plugins"] = _merged(
             validator.get("required_plugins"),
@@ -200,13 +213,19 @@ def enable_crio(text: str, settings: NRISettings, *, path: str = "10-enable-nri.
         nri["nri_plugin_registration_timeout"] = settings.registration_timeout
     if settings.request_timeout is not None:
         nri["nri_plugin_request_timeout"] = settings.request_timeout
+    validator = nri.get("default_validator")
+    if validator is not None and not isinstance(validator, dict):
+        raise ConfigError(f"{path}: crio.nri.default_validator is not a table")
+    required = "nri_validator_required_plugins"
+    if settings.unrequire and validator is not None and required in validator:
+        validator[required] = _merged(
+            validator[required], (), drop=settings.unrequire,
+            where=f"{path}: crio.nri.default_validator.{required}",
+        )  # fmt: skip
     if settings.require:
-        validator = nri.get("default_validator")
         if validator is None:
             validator = tomlkit.table()
             nri["default_validator"] = validator
-        elif not isinstance(validator, dict):
-            raise ConfigError(f"{path}: crio.nri.default_validator is not a table")
         validator["nri_enable_default_validator"] = True
         validator["nri_validator_required_plugins"] = _merged(
             validator.get("nri_validator_required_plugins"),

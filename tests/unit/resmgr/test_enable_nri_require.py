@@ -133,3 +133,26 @@ def test_a_validator_that_is_not_a_table_is_named() -> None:
     text = f'version = 3\n[plugins."{NRI_TABLE}".default_validator]\nrequired_plugins = "x"\n'
     with pytest.raises(ConfigError, match="required_plugins is 'x'; expected a list"):
         edit(Runtime.CONTAINERD, text, REQUIRE, path="c.toml")
+
+
+@pytest.mark.parametrize("runtime", [Runtime.CONTAINERD, Runtime.CRIO])
+def test_no_require_takes_only_ours_out_again(tmp_path: Path, runtime: Runtime) -> None:
+    target = tmp_path / "config"
+    target.write_text("version = 3\n" if runtime is Runtime.CONTAINERD else "")
+    args = ["enable-nri", "--runtime", runtime.value, "--config", str(target)]
+    assert main([*args, "--require", "--plugin-name", "other"]) == 0
+    assert main([*args, "--require"]) == 0
+    assert main([*args, "--no-require"]) == 0
+    doc = tomllib.loads(target.read_text())
+    if runtime is Runtime.CONTAINERD:
+        assert doc["plugins"][NRI_TABLE]["default_validator"]["required_plugins"] == ["other"]
+    else:
+        assert doc["crio"]["nri"]["default_validator"]["nri_validator_required_plugins"] == [
+            "other"
+        ]
+
+
+def test_require_and_no_require_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["enable-nri", "--runtime", "crio", "--require", "--no-require"])
+    assert "not allowed with argument" in capsys.readouterr().err
