@@ -110,6 +110,23 @@ def readme_deploy_block() -> str:
 
 BUILD_LINE = "tools/build-image.sh -t nri-resmgr:$TAG -o nri-resmgr.oci.tar"
 
+#: what the README's deploy section says happens to running containers, case by case; the
+#: tests named beside each check it on the node
+README_UNINSTALL = (  # test_helm_uninstall_resets_running_containers_unless_told_not_to
+    "removes everything the chart made, and running containers get all CPUs and memory nodes "
+    "back without a restart (the chart's default `uninstall.resetContainers: true`; with "
+    "`false` they keep their CPUs until they restart)."
+)
+README_KEEP = (  # test_upgrade_and_daemon_restart_leave_running_containers_where_they_are
+    "A `helm upgrade` and a daemon restart leave running containers where they are: the next "
+    "daemon takes them over."
+)
+
+
+def readme_says(sentence: str) -> None:
+    section = README.read_text().split("## Deploy on a cluster", 1)[1].split("\n## ", 1)[0]
+    assert sentence in " ".join(section.split()), f"README's deploy section lost: {sentence!r}"
+
 
 @pytest.fixture(scope="module")
 def installed(node: Node, nri_image: Image) -> Iterator[subprocess.CompletedProcess[str]]:
@@ -369,12 +386,23 @@ def test_bad_annotation_is_shown_in_describe(installed: Any, node: Node) -> None
     delete_pods(node, "badly-annotated")
 
 
-def test_daemon_pod_deleted_is_replaced_without_moving_containers(
-    installed: Any, node: Node
+def test_upgrade_and_daemon_restart_leave_running_containers_where_they_are(
+    installed: Any, node: Node, nri_image: Image
 ) -> None:
+    readme_says(README_KEEP)
     run_pod(node, "keeper", cpu="1", memory="64Mi")
     run_pod(node, "sharer")
     assert cpuset(node, "keeper")[0] == "1" and cpuset(node, "sharer")[0] == "0"
+    pids = {n: container_pid(node, node.get("pod", n)) for n in ("keeper", "sharer")}
+    # helm upgrade with a changed pod template: a rolling update to a new daemon pod
+    (first,) = daemon_pods(node)
+    _upgrade_and_roll_out(node, values(node, nri_image, podAnnotations={"rev": "2"}))
+    (upgraded,) = daemon_pods(node)
+    assert upgraded["metadata"]["uid"] != first["metadata"]["uid"], "no new daemon pod"
+    assert cpuset(node, "keeper")[0] == "1" and cpuset(node, "sharer")[0] == "0", (
+        "helm upgrade moved a running container"
+    )
+    assert {n: container_pid(node, node.get("pod", n)) for n in pids} == pids
     (old,) = daemon_pods(node)
     node.kubectl("delete", "pod", "-n", NAMESPACE, old["metadata"]["name"], "--wait=true")
 
@@ -583,14 +611,30 @@ def test_service_account_has_exactly_the_documented_rights(installed: Any, node:
     assert denied.stdout.strip() == "no"
 
 
-def test_helm_uninstall_removes_everything_and_pods_keep_running(
-    installed: Any, node: Node
-) -> None:
-    run_pod(node, "survivor", cpu="1", memory="64Mi")
-    before = cpuset(node, "survivor")
-    pid = container_pid(node, node.get("pod", "survivor"))
+def _helm_install(node: Node, doc: dict[str, Any]) -> None:
+    path = node.base / "install-values.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    node.run(
+        "helm", "install", RELEASE, str(REPO / "charts" / "nri-resmgr"),
+        "--namespace", NAMESPACE, "-f", str(path), "--wait", "--timeout", "180s",
+        timeout=240,
+    )  # fmt: skip
+
+
+def _uninstall(node: Node) -> None:
     node.run("helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", timeout=180)
     node.wait_for(lambda: not daemon_pods(node), timeout=120, what="the daemon pod gone")
+
+
+def test_helm_uninstall_resets_running_containers_unless_told_not_to(
+    installed: Any, node: Node, nri_image: Image
+) -> None:
+    readme_says(README_UNINSTALL)
+    everything = cri.online_cpus()
+    run_pod(node, "survivor", cpu="1", memory="64Mi")
+    assert cpuset(node, "survivor")[0] == "1"
+    pid = container_pid(node, node.get("pod", "survivor"))
+    _uninstall(node)
     for kind in ("daemonset", "configmap", "serviceaccount", "role", "rolebinding"):
         left = node.kubectl(
             "get",
@@ -608,11 +652,22 @@ def test_helm_uninstall_removes_everything_and_pods_keep_running(
             "get", kind, "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name"
         ).stdout
         assert not left.strip(), f"helm uninstall left {left}"
-    time.sleep(2)
+    # the default (uninstall.resetContainers: true): all CPUs back, same process
     assert wait_running(node, "survivor")
     assert container_pid(node, node.get("pod", "survivor")) == pid, "the pod was restarted"
-    assert cpuset(node, "survivor") == before
+    assert cri.parse_cpus(cpuset(node, "survivor")[0]) == everything
     delete_pods(node, "survivor")
+
+    # uninstall.resetContainers: false: the container keeps its CPU
+    _helm_install(node, values(node, nri_image, uninstall={"resetContainers": False}))
+    run_pod(node, "keeper", cpu="1", memory="64Mi")
+    assert cpuset(node, "keeper")[0] == "1"
+    pid = container_pid(node, node.get("pod", "keeper"))
+    _uninstall(node)
+    time.sleep(2)
+    assert container_pid(node, node.get("pod", "keeper")) == pid, "the pod was restarted"
+    assert cpuset(node, "keeper")[0] == "1"
+    delete_pods(node, "keeper")
     with contextlib.suppress(AssertionError):
         node.kubectl("get", "pods", "-A")
 
@@ -659,22 +714,7 @@ def test_pod_startup_latency_without_and_with_the_plugin(node: Node, nri_image: 
     )
     node.wait_for(lambda: not daemon_pods(node), timeout=120, what="no plugin at first")
     without = _pod_startup_seconds(node, "bare")
-    path = node.base / "bench-values.yaml"
-    path.write_text(yaml.safe_dump(values(node, nri_image)))
-    node.run(
-        "helm",
-        "install",
-        RELEASE,
-        str(REPO / "charts" / "nri-resmgr"),
-        "--namespace",
-        NAMESPACE,
-        "-f",
-        str(path),
-        "--wait",
-        "--timeout",
-        "180s",
-        timeout=240,
-    )
+    _helm_install(node, values(node, nri_image))
     try:
         with_plugin = _pod_startup_seconds(node, "managed")
         assert f"managed-{STARTUP_PODS - 1}" in daemon_log(node), (
