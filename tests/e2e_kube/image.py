@@ -69,13 +69,33 @@ def image_key() -> str:
     return h.hexdigest()[:16]
 
 
-def build_image() -> Image:
-    """Build (once per source tree) the image as an OCI archive and return it."""
+def host_arch() -> str:
+    """This machine's Debian architecture (amd64, arm64), as build-image.sh names it."""
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+
+
+def emulated(arch: str) -> bool:
+    """Whether binfmt_misc runs `arch` binaries here through qemu-user."""
+    qemu = {"arm64": "aarch64", "amd64": "x86_64"}[arch]
+    handler = Path(f"/proc/sys/fs/binfmt_misc/qemu-{qemu}")
+    return handler.exists() and handler.read_text().startswith("enabled")
+
+
+def build_image(arch: str | None = None) -> Image:
+    """Build (once per source tree and architecture) the image as an OCI archive and
+    return it; another architecture than this machine's is built under qemu-user."""
     require(os.geteuid() == 0, "building the image needs root (mmdebstrap, buildah)")
     for tool in ("mmdebstrap", "buildah"):
         require(shutil.which(tool), f"{tool} is not installed (Debian package {tool})")
+    arch = arch or host_arch()
+    if arch != host_arch():
+        require(
+            emulated(arch),
+            f"building the {arch} image on {host_arch()} needs qemu-user emulation "
+            "(tools/install-test-deps.sh installs qemu-user-static and binfmt-support)",
+        )
     key = image_key()
-    out = CACHE / key
+    out = CACHE / (key if arch == host_arch() else f"{key}-{arch}")
     archive = out / "nri-resmgr.oci.tar"
     image = Image(archive, REPOSITORY, f"test-{key}", 0.0)
     if archive.exists():
@@ -90,11 +110,12 @@ def build_image() -> Image:
         tmp.mkdir(parents=True)
         started = time.monotonic()
         proc = subprocess.run(
-            ["sh", str(SCRIPT), "-t", f"{REPOSITORY}:{image.tag}", "-o", str(tmp / archive.name)],
+            ["sh", str(SCRIPT), "-t", f"{REPOSITORY}:{image.tag}",
+             "-o", str(tmp / archive.name), "--arch", arch],
             cwd=REPO,
             capture_output=True,
             text=True,
-            timeout=1800,
+            timeout=1800 if arch == host_arch() else 5400,
         )
         if proc.returncode != 0:
             raise ImageBuildError(
