@@ -1,7 +1,7 @@
-"""Failing closed on a real containerd 2.3: `enable-nri --require` and the default validator.
+"""Failing closed on a real containerd 2.3 and CRI-O 1.36: `enable-nri --require`.
 
-The test's containerd configuration is edited by `nri-resmgr enable-nri --require` itself and
-containerd restarted. While the daemon is away (before its first start, and after kill -9)
+The runtime's configuration (containerd's config.toml, CRI-O's NRI drop-in) is edited by
+`nri-resmgr enable-nri --require` itself and the runtime restarted. While the daemon is away (before its first start, and after kill -9)
 `crictl create` fails with the validator's reason; the same creation retried once the daemon
 is back is placed; after every step every running container's cpuset, read from the kernel,
 is the one the static policy gives (no container ever runs unplaced).
@@ -23,6 +23,7 @@ import pytest
 from nri_resmgr.cli import main
 from nri_resmgr.ops.runtime_config import TOLERATE_ANNOTATION
 from tests.e2e import cri
+from tests.e2e import crio as criomod
 from tests.e2e.containerd import CONTAINERD_2, Containerd
 from tests.e2e.test_daemon import STATIC, Daemon, _await_cpus, _cpus, assert_no_double_exclusive
 from tests.e2e.test_daemon import daemon as daemon  # the fixture
@@ -36,14 +37,19 @@ def _refused(ctd: Containerd, pod: cri.Pod, name: str, resources: cri.Resources)
     return stderr
 
 
-@pytest.mark.parametrize("release", [CONTAINERD_2.name], indirect=True)
+@pytest.mark.parametrize(
+    "release", [CONTAINERD_2.name, criomod.CRIO.name], ids=["ctd2", "crio"], indirect=True
+)
 def test_required_plugin_refuses_creation_until_the_daemon_is_back(
     containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
 ) -> None:
     ctd = containerd
     ctd.stop()
-    assert main(["enable-nri", "--runtime", "containerd", "--config", str(ctd.layout.config),
-                 "--require"]) == 0
+    if isinstance(ctd, criomod.Crio):
+        runtime, config = "crio", ctd.nri_dropin
+    else:
+        runtime, config = "containerd", ctd.layout.config
+    assert main(["enable-nri", "--runtime", runtime, "--config", str(config), "--require"]) == 0
     ctd.start()
 
     # No daemon yet: the validator refuses; a pod with the tolerate annotation is created.
