@@ -22,6 +22,10 @@
 # a temporary directory that is removed at the end. Needs root, mmdebstrap and buildah
 # (Debian packages of the same names).
 #
+# BASE_CACHE=DIR keeps each architecture's Debian rootfs (the slow part under emulation; it
+# does not depend on this repository) as DIR/rootfs-SUITE-ARCH.tar and reuses one younger
+# than BASE_MAX_AGE days (default 7), so a rebuild after a source change only reruns pip.
+#
 # With network access to a registry, the ordinary build is simply
 #   docker build -t REGISTRY/nri-resmgr:TAG .    (podman/buildah build alike)
 set -eu
@@ -102,14 +106,12 @@ if [ -n "${PIP_CERT:-}" ]; then
     set -- "$@" --volume "$PIP_CERT:/run/pip-cert.pem:ro" --build-arg PIP_CERT=/run/pip-cert.pem
 fi
 
-# build_one ARCH NAME: the Debian base and the Containerfile on it, for one architecture
-build_one() {
-    arch=$1 name=$2
-    shift 2
-    echo "build-image: Debian $SUITE $arch rootfs with python3 (mmdebstrap)" >&2
+# build_rootfs ARCH: a minimal Debian rootfs with python3 as $WORK/rootfs.tar
+build_rootfs() {
+    echo "build-image: Debian $SUITE $1 rootfs with python3 (mmdebstrap)" >&2
     # essential + python3 without Recommends, /usr merged by mmdebstrap's hook rather than
     # the usrmerge package (which would pull in perl): about 100 MB instead of 150 MB
-    mmdebstrap --quiet --variant=essential --architectures="$arch" \
+    mmdebstrap --quiet --variant=essential --architectures="$1" \
         --include=python3,python3-venv \
         --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
         --aptopt='Apt::Install-Recommends "false"' \
@@ -118,6 +120,20 @@ build_one() {
         "$SUITE" "$WORK/rootfs.tar" \
         "deb $MIRROR $SUITE main" "deb $MIRROR $SUITE-updates main" \
         "deb $SECURITY $SUITE-security main"
+}
+
+# build_one ARCH NAME: the Debian base and the Containerfile on it, for one architecture
+build_one() {
+    arch=$1 name=$2
+    shift 2
+    cached=${BASE_CACHE:+$BASE_CACHE/rootfs-$SUITE-$arch.tar}
+    if [ -n "$cached" ] && [ -n "$(find "$cached" -mtime -"${BASE_MAX_AGE:-7}" 2>/dev/null)" ]; then
+        echo "build-image: Debian $SUITE $arch rootfs from $cached" >&2
+        cp "$cached" "$WORK/rootfs.tar"
+    else
+        build_rootfs "$arch"
+        [ -z "$cached" ] || { mkdir -p "$BASE_CACHE" && cp "$WORK/rootfs.tar" "$cached"; }
+    fi
 
     base=localhost/nri-resmgr-base:$SUITE-$arch
     echo "build-image: base image $base (buildah)" >&2
