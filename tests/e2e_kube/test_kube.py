@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
+from nri_resmgr.cli import main as cli_main
 from tests._support import REPO, require, require_go
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
@@ -44,6 +45,8 @@ RELEASE = "nri-resmgr"
 SA = f"system:serviceaccount:{NAMESPACE}:{RELEASE}"
 LABEL = "app.kubernetes.io/name=nri-resmgr"
 PLUGIN = "90-resmgr"
+#: the default validator's refusal (NRI v0.10+), as `enable-nri --require` sets it up
+REFUSED = 'required plugin "resmgr" not present'
 
 
 def _require_two_cpus() -> None:
@@ -529,6 +532,48 @@ def test_enable_nri_init_container_on_the_node(
     assert "disable = false" in text and 'plugin_registration_timeout = "15s"' in text, text
     # back to the values the other scenarios use
     _upgrade_and_roll_out(node, values(node, nri_image))
+
+
+def _runtime_requires(node: Node, flag: str) -> None:
+    """`enable-nri --require` / `--no-require` on the node's containerd, then restart it
+    (running containers survive; the daemon reconnects by itself)."""
+    node.ctd.stop()
+    config = str(node.ctd.layout.config)
+    assert cli_main(["enable-nri", "--runtime", "containerd", "--config", config, flag]) == 0
+    node.ctd.start()
+
+
+def test_a_pod_created_while_the_daemon_is_away(
+    installed: Any, node: Node, nri_image: Image
+) -> None:
+    """With `enable-nri --require`: containerd 2.3 refuses the container with the validator's
+    reason until the daemon is back, then the kubelet's retry runs placed; containerd 1.7
+    (no validator) runs it on every CPU until the daemon's Synchronize moves it."""
+    validator = node.ctd.release.name != "containerd-1.7"
+    _runtime_requires(node, "--require")
+    try:
+        # the daemon away: its DaemonSet selects no node
+        _upgrade_and_roll_out(node, values(node, nri_image, nodeSelector={"nri-resmgr": "none"}))
+        node.wait_for(lambda: not daemon_pods(node), timeout=120, what="the daemon pod gone")
+        node.apply(pod_manifest("waiter", cpu="1", memory="64Mi"))
+        if validator:
+
+            def refused() -> bool:
+                return any(REFUSED in (e.get("message") or "")
+                           for e in events_for(node, "Pod", "waiter", "default"))  # fmt: skip
+
+            node.wait_for(refused, timeout=120, what="the validator's reason in the pod's events")
+            assert node.get("pod", "waiter")["status"]["phase"] == "Pending"
+        else:
+            wait_running(node, "waiter")
+            assert cri.parse_cpus(cpuset(node, "waiter")[0]) == cri.online_cpus()
+        _upgrade_and_roll_out(node, values(node, nri_image))
+        node.wait_for(lambda: node.get("pod", "waiter")["status"].get("phase") == "Running",
+                      timeout=360, what="the kubelet's retry Running")  # fmt: skip
+        wait_cpus(node, "waiter", "1", timeout=120)
+    finally:
+        delete_pods(node, "waiter")
+        _runtime_requires(node, "--no-require")
 
 
 def test_node_resource_topology_object(installed: Any, node: Node) -> None:
