@@ -1,10 +1,11 @@
 """Failing closed on a real containerd 2.3 and CRI-O 1.36: `enable-nri --require`.
 
 The runtime's configuration (containerd's config.toml, CRI-O's NRI drop-in) is edited by
-`nri-resmgr enable-nri --require` itself and the runtime restarted. While the daemon is away (before its first start, and after kill -9)
-`crictl create` fails with the validator's reason; the same creation retried once the daemon
-is back is placed; after every step every running container's cpuset, read from the kernel,
-is the one the static policy gives (no container ever runs unplaced).
+`nri-resmgr enable-nri --require` itself and the runtime restarted. While the daemon is
+away (before its first start, and after kill -9) `crictl create` fails with the validator's
+reason; the same creation retried once the daemon is back is placed, and the cpusets read
+from the kernel are the static policy's: no container the validator covers runs unplaced
+(the tolerated pod, the daemon's own stand-in, is exempt by design).
 
 The daemon runs here as a bare process, not in a pod. In a pod, its own container's exit is
 an NRI StopContainer event (containerd relays task exits), and that event is what makes NRI
