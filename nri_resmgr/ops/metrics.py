@@ -18,14 +18,16 @@ the kernel's running byte counts; they are gauges here, as the project exports t
 their names carry no ``_total`` suffix.  `HealthState` holds the two facts
 the probes report: the daemon is alive (`/healthz`) and it is registered with the runtime
 and synchronized (`/readyz`).
-`serve_http` is the asyncio HTTP shell for `/metrics`, `/healthz` and `/readyz`.
+`serve_http` is the asyncio HTTP shell for `/metrics`, `/healthz` and `/readyz`, and for
+any read-only `pages` the daemon adds (the node picture, `nri_resmgr.view.pages`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,6 +35,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
+
+from nri_resmgr.model import PolicyState
+from nri_resmgr.policy.base import Policy
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
 
@@ -83,40 +88,14 @@ class StateSnapshot:
     balloons: tuple[BalloonSnapshot, ...] = ()
 
 
-class BalloonReportLike(Protocol):
-    """What a policy's ``balloons(state)`` hook returns per balloon."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def type(self) -> str: ...
-    @property
-    def cpus(self) -> Iterable[int]: ...
-    @property
-    def shared_idle_cpus(self) -> Iterable[int]: ...
-    @property
-    def mems(self) -> Iterable[int]: ...
-    @property
-    def containers(self) -> Sequence[str]: ...
-    @property
-    def show_containers_in_nrt(self) -> bool: ...
-    @property
-    def component_cpus(self) -> str: ...
-    @property
-    def excess_milli(self) -> int: ...
-
-
 def balloon_snapshots(
-    policy: object, state: object, *, names: Mapping[str, str] | None = None
+    policy: Policy, state: PolicyState, *, names: Mapping[str, str] | None = None
 ) -> tuple[BalloonSnapshot, ...]:
     """The balloons of `policy` in `state`, from its ``balloons(state)`` hook.
 
-    Policies without the hook (every one but balloons today) have none.  `names` maps
+    A policy without balloons has none (the contract's default).  `names` maps
     container ids to the names a report shows (the simulator's ``pod/container``).
     """
-    hook: Callable[[object], Sequence[BalloonReportLike]] | None = getattr(policy, "balloons", None)
-    if not callable(hook):
-        return ()
     names = names or {}
     return tuple(
         BalloonSnapshot(
@@ -131,7 +110,7 @@ def balloon_snapshots(
             component_cpus=b.component_cpus,
             excess_milli=b.excess_milli,
         )
-        for b in hook(state)
+        for b in policy.balloons(state)
     )
 
 
@@ -311,10 +290,26 @@ async def _respond(writer: asyncio.StreamWriter, status: str, ctype: str, body: 
     writer.close()
 
 
+#: a read-only page: called per GET, returns (content type, body)
+Page = Callable[[], tuple[str, bytes]]
+#: a read-only page under a prefix: called per GET with the rest of the path (``/a/b``
+#: under ``/a/`` is ``b``); returns (status, content type, body)
+Lookup = Callable[[str], tuple[str, str, bytes]]
+
+
 async def serve_http(
-    metrics: Metrics, health: HealthState, *, host: str = "0.0.0.0", port: int = 8891
+    metrics: Metrics,
+    health: HealthState,
+    *,
+    host: str = "0.0.0.0",
+    port: int = 8891,
+    pages: Mapping[str, Page] | None = None,
+    lookups: Mapping[str, Lookup] | None = None,
 ) -> asyncio.Server:
-    """Serve /metrics, /healthz and /readyz; returns the started server."""
+    """Serve /metrics, /healthz, /readyz, `pages` (path -> page) and `lookups` (path
+    prefix ending in ``/`` -> lookup); returns the server."""
+    pages = pages or {}
+    lookups = lookups or {}
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -339,6 +334,22 @@ async def serve_http(
             else:
                 body = f"not ready: {health.reason}\n".encode()
                 await _respond(writer, "503 Service Unavailable", "text/plain", body)
+        elif path in pages:
+            try:
+                ctype, body = pages[path]()
+            except Exception as exc:  # a page is best effort: report, keep serving
+                body = f"{path}: {type(exc).__name__}: {exc}\n".encode()
+                await _respond(writer, "500 Internal Server Error", "text/plain", body)
+                return
+            await _respond(writer, "200 OK", ctype, body)
+        elif path.rpartition("/")[0] + "/" in lookups:
+            prefix, _, rest = path.rpartition("/")
+            try:
+                status, ctype, body = lookups[prefix + "/"](urllib.parse.unquote(rest))
+            except Exception as exc:  # best effort, as a page
+                body = f"{path}: {type(exc).__name__}: {exc}\n".encode()
+                status, ctype = "500 Internal Server Error", "text/plain"
+            await _respond(writer, status, ctype, body)
         else:
             await _respond(writer, "404 Not Found", "text/plain", b"not found\n")
 

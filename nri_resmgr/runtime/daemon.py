@@ -78,7 +78,12 @@ from nri_resmgr.model import (
     ResmgrError,
     TopologyHint,
 )
-from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
+from nri_resmgr.ops.logs import (
+    configure_logging,
+    get_logger,
+    log_config_warnings,
+    route_stdlib_logging,
+)
 from nri_resmgr.ops.metrics import (
     HealthState,
     Metrics,
@@ -86,11 +91,11 @@ from nri_resmgr.ops.metrics import (
     StateSnapshot,
     balloon_snapshots,
 )
-from nri_resmgr.policy.sched_classes import policy_nri_requirements
 from nri_resmgr.policy_registry import load_policy
-from nri_resmgr.runtime.pipeline import HintResolver, Pipeline
+from nri_resmgr.runtime.pipeline import DecisionHook, HintResolver, Pipeline
 from nri_resmgr.topology.devices import topology_hints
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.view.record import DecisionRecord
 
 if TYPE_CHECKING:
     from nri_resmgr.control.resctrl.monitor import MonSample
@@ -124,6 +129,7 @@ def build_pipeline(
     sysfs_root: str | None = None,
     irq_files: IrqFiles | None = None,
     cpu_class_files: CPUClassFiles | None = None,
+    on_decision: DecisionHook | None = None,
 ) -> Pipeline:
     """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
 
@@ -169,6 +175,7 @@ def build_pipeline(
         log=get_logger("pipeline"),
         limits=config.limits,
         resolve_hints=_hint_resolver(sysfs_root) if sysfs_root is not None else None,
+        on_decision=on_decision,  # issue 27 hook
     )
 
 
@@ -240,6 +247,8 @@ class ResmgrPlugin(Plugin):
         #: the log file `configure_logging` opened for a config that came via Configure
         self.log_handle: IO[str] | None = None
         self.config = config
+        #: issue 27: the last decision per container, kept across reconfigurations
+        self.decisions = DecisionRecord()
         self.pipeline = self._build(config)
         self.lock = asyncio.Lock()
 
@@ -255,6 +264,7 @@ class ResmgrPlugin(Plugin):
             sysfs_root=self.sysfs_root,
             irq_files=self.irq_files,
             cpu_class_files=self.cpu_class_files,
+            on_decision=self.decisions.note,  # issue 27 hook
         )
 
     def _runtime_has_linux_rdt(self) -> bool:
@@ -266,7 +276,7 @@ class ResmgrPlugin(Plugin):
         (a scheduling class on a runtime without NRI's LinuxScheduler): `ConfigError`."""
         if runtime is None:
             return
-        missing = policy_nri_requirements(pipeline.policy)
+        missing = pipeline.policy.scheduling.nri_requirements()
         have = (runtime.nri_version.major, runtime.nri_version.minor, runtime.nri_version.patch)
         lacking = [r for r in missing if have < r.since]
         if lacking:
@@ -464,6 +474,7 @@ class ResmgrPlugin(Plugin):
                 self._route_logs(new)
             self.config = new
             self.pipeline = pipeline
+            log_config_warnings(new.warnings, source="the runtime's configuration")
             self.metrics.config_reloads.labels(outcome="ok").inc()
             self.rlog.info("configuration from the runtime applied", policy=new.policy)
         return None

@@ -72,8 +72,8 @@ from nri_resmgr.model import (
     TopologyHint,
 )
 from nri_resmgr.policy.base import Policy
-from nri_resmgr.policy.cpu_classes import CPUClassUse, cpu_class_use_of
-from nri_resmgr.policy.irq_affinity import IrqUse, irq_use_of
+from nri_resmgr.policy.cpu_classes import CPUClassUse
+from nri_resmgr.policy.irq_affinity import IrqUse
 from nri_resmgr.runtime import adapter
 from nri_resmgr.topology.cpuset import IDSet
 
@@ -84,6 +84,7 @@ __all__ = [
     "ClassChoice",
     "ClassSelector",
     "Controller",
+    "DecisionHook",
     "HintResolver",
     "Pipeline",
     "PipelineError",
@@ -102,6 +103,9 @@ _LIVE_STATES = frozenset(
 
 #: ``resolve_hints(container)``: the locality of its devices and mounts (sysfs, IO)
 HintResolver = Callable[[ContainerInfo], tuple[TopologyHint, ...]]
+#: issue 27 hook: ``on_decision(event, container, decision)`` after a create or update
+#: commits (the daemon's `nri_resmgr.view.record.DecisionRecord.note`)
+DecisionHook = Callable[[str, ContainerInfo, Decision], None]
 
 
 class PipelineError(ResmgrError):
@@ -157,8 +161,11 @@ class Pipeline:
         log: EventLog | None = None,
         limits: Limits = DEFAULT_LIMITS,
         resolve_hints: HintResolver | None = None,
+        on_decision: DecisionHook | None = None,
     ) -> None:
         self.policy: Policy = policy
+        #: issue 27 hook: told of each create/update decision committed
+        self.on_decision = on_decision
         #: the shell's sysfs lookup of a new container's device and mount locality
         self.resolve_hints = resolve_hints
         #: bounds on cpusets and JSON annotations read from the runtime's messages
@@ -193,13 +200,7 @@ class Pipeline:
     # -- helpers ---------------------------------------------------------------------
 
     def _render_state(self, state: PolicyState) -> Mapping[ContainerID, Assignment] | None:
-        render = getattr(self.policy, "render", None)
-        if not callable(render):
-            return None
-        rendered = render(state)
-        if not isinstance(rendered, Mapping):
-            return None
-        return rendered
+        return self.policy.render(state)
 
     def _merge_update(self, update: Assignment) -> Assignment:
         """An update from the policy keeps the classes the container already has."""
@@ -239,16 +240,16 @@ class Pipeline:
         containers' adjustments, each part when it changed: the CPU classes
         (`cpu_classes_changed`, from the policy's ``cpu_class_use(state)``) and the
         interrupt affinities (`irq_use_changed`, from ``irq_use(state)``).  A policy
-        without the method wants none: after a reconfiguration from one that had, the
-        files get their originals back.  Best effort: the decision is taken; a
-        controller's failure is logged."""
+        without CPU classes or interrupt wishes wants none (the contract's defaults):
+        after a reconfiguration from one that had, the files get their originals back.
+        Best effort: the decision is taken; a controller's failure is logged."""
         if not self.controllers:
             return
-        cpu = cpu_class_use_of(self.policy, self.state)
+        cpu = self.policy.cpu_class_use(self.state)
         if cpu != self._cpu_class_use:
             self._cpu_class_use = cpu
             self._each_controller(lambda ctl: ctl.cpu_classes_changed(cpu))
-        irq = irq_use_of(self.policy, self.state)
+        irq = self.policy.irq_use(self.state)
         if irq != self._irq_use:
             self._irq_use = irq
             self._each_controller(lambda ctl: ctl.irq_use_changed(irq))
@@ -414,6 +415,8 @@ class Pipeline:
         self._note_updates(others)
         self._log_decision("create", info, self.assignments.get(info.id, subject), decision.reason)
         self._log_consequences(info, others, decision.reason)
+        if self.on_decision is not None:  # issue 27 hook
+            self.on_decision("create", info, decision)
         return adjust, updates
 
     def started(
@@ -482,6 +485,8 @@ class Pipeline:
         self._note_updates(([subject] if subject is not None else []) + others)
         self._log_decision("update", info, self.assignments.get(cid), decision.reason)
         self._log_consequences(info, others, decision.reason)
+        if self.on_decision is not None:  # issue 27 hook
+            self.on_decision("update", info, decision)
         return out
 
     def _release(self, cid: ContainerID, *, event: str) -> list[api.ContainerUpdate]:

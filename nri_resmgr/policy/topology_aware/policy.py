@@ -72,7 +72,6 @@ current pool and CPUs.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -86,21 +85,22 @@ from nri_resmgr.model import (
     CPUKind,
     Decision,
 )
+from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.common import one_thread_per_core, order_claims
 from nri_resmgr.policy.cpu_allocator import CPUAllocator
 from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.decide import (
     decide,
     decide_release,
-    differs_from_current,
     nothing_to_release,
 )
+from nri_resmgr.policy.kit.rebuild import each_once, holders_per_cpu, moved
 from nri_resmgr.policy.sched_classes import (
     SchedulingClasses,
     build_scheduling_classes,
     with_scheduling,
 )
-from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
+from nri_resmgr.policy.topology_aware.config import SUBJECT, ResolvedConfig, resolve_config
 from nri_resmgr.policy.topology_aware.hints import (
     check_strict,
     container_hints,
@@ -205,7 +205,7 @@ class _Rebuilt:
         return (len(self.overcommitted), len(self.updates))
 
 
-class TopologyAwarePolicy:
+class TopologyAwarePolicy(Policy[TopologyAwareState]):
     """nri-plugins' topology-aware policy, as pure functions (module docstring)."""
 
     name: ClassVar[str] = "topology-aware"
@@ -224,7 +224,7 @@ class TopologyAwarePolicy:
             opts.scheduling_classes,
             namespaces=opts.namespace_scheduling_classes,
             qos=opts.pod_qos_scheduling_classes,
-            where="policy topology-aware",
+            subject=SUBJECT,
         )
         self.priorities: PriorityCPUs = priority_cpus(topology)
         #: nri-plugins' CPU allocator on this machine: which CPUs each grant takes
@@ -451,10 +451,7 @@ class TopologyAwarePolicy:
 
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[TopologyAwareState]:
         notes: list[str] = []
-        unique: dict[ContainerID, ContainerInfo] = {}
-        for c in containers:
-            unique.setdefault(c.id, c)  # a container listed twice counts once, as first seen
-        containers = list(unique.values())
+        containers = each_once(containers)
         requests: dict[ContainerID, ContainerRequest] = {}
         for c in containers:
             try:
@@ -493,12 +490,7 @@ class TopologyAwarePolicy:
         unique = {c.id: c for c in containers}
         # how many reports hold each CPU; one of a container that opted out of pinning
         # (cpu.preserve, pinCPU: false) holds none: we never set it, it may be every CPU
-        holders = Counter(
-            cpu
-            for c in containers
-            if _pins_cpus(requests[c.id])
-            for cpu in (c.current_cpus or IDSet())
-        )
+        holders = holders_per_cpu(c.current_cpus for c in containers if _pins_cpus(requests[c.id]))
         missing = missing_from_shared_views(self.tree, containers, requests)
         # the threads a pinned hide-hyperthreads report may hide: the higher siblings
         # of its CPUs (the rendering shows the lowest thread held on each core, so a
@@ -513,7 +505,7 @@ class TopologyAwarePolicy:
             for c in containers
             if requests[c.id].hide_hyperthreads and _pins_cpus(requests[c.id])
         }
-        hidden = Counter(cpu for cpus in hidden_by.values() for cpu in cpus)
+        hidden = holders_per_cpu(IDSet(cpus) for cpus in hidden_by.values())
 
         # 1. keep valid exclusive placements exactly: of the claims valid on their own,
         # those no other report overlaps first, then those only other pinned containers'
@@ -642,9 +634,7 @@ class TopologyAwarePolicy:
         return _Rebuilt(
             state=st,
             notes=tuple(notes),
-            updates=tuple(
-                rendered[c.id] for c in containers if differs_from_current(c, rendered[c.id])
-            ),
+            updates=moved(containers, rendered),
             overcommitted=tuple(overcommitted),
             kept_shared_like=frozenset(kept_shared_like),
         )
@@ -755,7 +745,7 @@ class TopologyAwarePolicy:
         was shown, so what is compared is the shown view: one thread on each core of
         that shared set.
         """
-        holders = Counter(cpu for cpus in claims.values() for cpu in cpus)
+        holders = holders_per_cpu(claims.values())
         seen = union(others)
         clear = union(
             cpus

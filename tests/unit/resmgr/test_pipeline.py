@@ -25,6 +25,7 @@ from nri_resmgr.model import (
     PolicyState,
     ResmgrError,
 )
+from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.irq_affinity import IrqBalloon, IrqMode, IrqUse
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.runtime import adapter
@@ -42,7 +43,7 @@ class CountState(PolicyState):
     held: Mapping[ContainerID, int] = field(default_factory=dict)
 
 
-class CountingPolicy:
+class CountingPolicy(Policy):
     """Gives every container one CPU id in order; fails on demand; records calls."""
 
     name: ClassVar[str] = "counting"

@@ -363,10 +363,15 @@ def test_a_shared_pool_is_never_emptied_under_shared_containers_and_fallback() -
     [
         pytest.param(
             {"reservedResources": {"cpu": "0"}},
-            "reservedResources.cpu is '0'; expected a non-zero CPU amount",
+            "reservedResources.cpu: expected a non-zero CPU amount, found '0'",
             id="zero",
         ),
-        pytest.param({"reservedResources": {}}, "reservedResources.cpu is required", id="absent"),
+        pytest.param(
+            {"reservedResources": {}},
+            "reservedResources.cpu: expected a quantity such as 750m or cpuset:0-1 (required), "
+            "found none",
+            id="absent",
+        ),
         pytest.param(
             {"reservedResources": {"cpu": "cpuset:0-99"}},
             "includes CPUs 16-99 outside the available CPUs 0-15",
@@ -374,7 +379,7 @@ def test_a_shared_pool_is_never_emptied_under_shared_containers_and_fallback() -
         ),
         pytest.param(
             {"availableResources": {"cpu": "0-3"}},
-            "availableResources.cpu is '0-3'; expected cpuset:LIST or exclude-cpuset:LIST",
+            "availableResources.cpu: expected cpuset:LIST or exclude-cpuset:LIST, found '0-3'",
             id="available-form",
         ),
         pytest.param(
@@ -382,10 +387,14 @@ def test_a_shared_pool_is_never_emptied_under_shared_containers_and_fallback() -
             "leaves no online CPU",
             id="available-empty",
         ),
-        pytest.param({"pinCpu": True}, "pinCpu: Extra inputs are not permitted", id="typo"),
+        pytest.param(
+            {"pinCpu": True},
+            "unknown key pinCpu; expected one of defaultCPUPriority, ",
+            id="typo",
+        ),
         pytest.param(
             {"colocatePods": "often"},
-            "colocatePods: Input should be a valid boolean",
+            "colocatePods: expected a valid boolean, found 'often'",
             id="bad-bool",
         ),
         pytest.param(
