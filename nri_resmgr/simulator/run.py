@@ -148,6 +148,7 @@ def _simulate(
         cgroup_root=cgroup_root,
         log=log,
         irq_files=irq_files,
+        topology=topology,
     )
     results = tuple(sim.run_step(i, step) for i, step in enumerate(scenario.steps))
     return SimulationResult(
