@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "uninstall",
     "reset",
     "report",
+    "scheduler_extender",
 )
 
 
