@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nri_resmgr.scheduler.fit import (
@@ -159,9 +159,9 @@ def test_scores_spread_or_pack() -> None:
     assert pack["busy"] > pack["empty"]
     assert all(0 <= s <= MAX_SCORE for s in (*spread.values(), *pack.values()))
     # the zone that holds it tightest is the one scored, not the emptiest
-    tight = prioritize(pod, ["two"], {"two": nrt(("node-0", 1, 4), ("node-1", 4, 4))},
+    tight = prioritize(pod, ["two"], {"two": nrt(("node-0", 4, 4), ("node-1", 1, 4))},
                        Strategy.MOST_ALLOCATED)  # fmt: skip
-    assert tight["two"] >= 5
+    assert tight["two"] == 6  # node-1: no CPU and 3/4 of its memory left
 
 
 def test_the_daemons_own_report_is_judged() -> None:
@@ -194,6 +194,10 @@ NRT = JSON | st.fixed_dictionaries({"zones": st.lists(ZONE, max_size=3),
 
 @settings(max_examples=150, deadline=None)
 @given(pod=JSON | st.just(kpod(container("a", "2"))), objs=st.lists(NRT, max_size=3))
+@example(  # fields of the wrong shape (a list expected), found by this test
+    pod={"spec": {"containers": 3, "initContainers": True}},
+    objs=[{"zones": [{"type": "Node", "resources": 5}], "attributes": True}],
+)
 def test_bad_input_never_crashes_and_never_fails_an_unreadable_node(
     pod: Any, objs: list[Any]
 ) -> None:
