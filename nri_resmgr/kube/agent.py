@@ -524,6 +524,6 @@ def build_kube_side(plugin: Any, options: Any, *, log: Any) -> KubeSide | None:
             clock=time.monotonic,
         )
         manager.register(TopologyReporter(plugin.topology, use=side.report_loop.current_use))
-        manager.register(PoolReporter(plugin.state_snapshot, plugin.config.policy))
+        manager.register(PoolReporter(plugin.state_snapshot, plugin.config.policy, balloons=False))
         side.manager = manager
     return side

@@ -11,7 +11,8 @@ typed public attributes (no ``getattr``):
   static: ``reserved``; balloons: ``reserved_home`` and ``availableResources``);
 - the whole-CPU part of a MIXED container (topology-aware: its grant's ``exclusive``);
 - the alignment it gives, as a kubelet topology manager policy and scope, and the pool
-  zones it shows (topology-aware: one per pool, as nri-plugins names and fills them).
+  zones it shows (topology-aware: one per pool, as nri-plugins names and fills them;
+  balloons: one per balloon and shown container, `balloon_view`).
 
 When the policy contract (`nri_resmgr.policy.base`) gets a report hook, this function is
 what it returns for the built-in policies; the report reads nothing else.
@@ -29,9 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from nri_resmgr.kube.balloon_view import balloon_zones
 from nri_resmgr.kube.nrt import Alignment, Holding, NodeUse, PoolZone, quantity
 from nri_resmgr.model import Assignment, ContainerInfo, CPUKind, MemoryKind, Pod, QoSClass
 from nri_resmgr.policy.balloons.policy import BalloonsPolicy
+from nri_resmgr.policy.balloons.state import BalloonsState
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.policy.topology_aware.policy import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
@@ -103,6 +106,8 @@ def read_node_use(
     elif isinstance(policy, BalloonsPolicy):
         name = policy.name
         allowed, reserved = policy.config.available, policy.reserved_home
+        if isinstance(state, BalloonsState):
+            pools = balloon_zones(topology, policy, state, containers)
     return NodeUse(
         policy=name,
         allowed=allowed,

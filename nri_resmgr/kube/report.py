@@ -114,6 +114,9 @@ class PoolReporter:
     snapshot: Callable[[], StateSnapshot]
     policy: str
     name: str = "pools"
+    #: add `balloon_zones` of the snapshot (the daemon's TopologyReporter carries the
+    #: balloons policy's own zones instead: `nri_resmgr.kube.balloon_view`)
+    balloons: bool = True
 
     def report(self) -> Mapping[str, Any]:
         snap = self.snapshot()
@@ -133,7 +136,8 @@ class PoolReporter:
             }
             for p in snap.pools
         ]
-        zones += balloon_zones(snap)
+        if self.balloons:
+            zones += balloon_zones(snap)
         attrs = [{"name": "nri-resmgr.policy", "value": self.policy}]
         attrs += [
             {"name": f"nri-resmgr.containers.{kind}", "value": str(n)}
