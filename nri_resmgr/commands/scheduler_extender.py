@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         server = await serve(
-            cache.snapshot,
+            cache.offers,
             host=host or "0.0.0.0",
             port=port_number,
             strategy=Strategy(args.strategy),

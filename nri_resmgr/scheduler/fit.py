@@ -25,7 +25,8 @@ Theory of operation: the extender judges one pod against the NodeResourceTopolog
   ``most-allocated`` the one left fullest (pack).  A pod that needs nothing, or a node
   not judged, scores 0: no opinion.
 
-`filter_nodes` and `prioritize` apply these to the candidates: a node is failed only
+`filter_nodes` and `prioritize` apply these to the candidates' offers (`offers_of`
+parses them; the extender's cache keeps them parsed): a node is failed only
 when it was judged and does not hold the pod (its reason names the pod, what it needs
 and what the node's zones have); a node without an object, or with one it cannot read,
 passes, and the reason is returned for the log.
@@ -53,6 +54,7 @@ __all__ = [
     "filter_nodes",
     "judge",
     "node_offer",
+    "offers_of",
     "pod_demand",
     "prioritize",
     "score",
@@ -394,17 +396,30 @@ class FilterResult:
     unjudged: Mapping[str, str]
 
 
+def offers_of(
+    nodes: Sequence[str], nrts: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Offer | Unjudged]:
+    """`node_offer` of each of `nodes` from its object in `nrts` (the extender's cache
+    keeps them parsed instead, one parse per object change)."""
+    return {n: node_offer(n, nrts.get(n)) for n in nodes}
+
+
+def _offer(node: str, offers: Mapping[str, Offer | Unjudged]) -> Offer | Unjudged:
+    got = offers.get(node)
+    return got if got is not None else node_offer(node, None)
+
+
 def filter_nodes(
-    pod: Mapping[str, Any], nodes: Sequence[str], nrts: Mapping[str, Mapping[str, Any]]
+    pod: Mapping[str, Any], nodes: Sequence[str], offers: Mapping[str, Offer | Unjudged]
 ) -> FilterResult:
-    """The candidates that hold `pod`, by their NRT objects in `nrts` (module docstring)."""
+    """The candidates that hold `pod`, by their `offers` (module docstring)."""
     try:
         demand = pod_demand(pod)
     except PodError as exc:
         return FilterResult(tuple(nodes), {}, {n: str(exc) for n in nodes})
     passed, failed, unjudged = [], {}, {}
     for node in nodes:
-        offer = node_offer(node, nrts.get(node))
+        offer = _offer(node, offers)
         if isinstance(offer, Unjudged):
             if demand.any:
                 unjudged[node] = offer.reason
@@ -421,7 +436,7 @@ def filter_nodes(
 def prioritize(
     pod: Mapping[str, Any],
     nodes: Sequence[str],
-    nrts: Mapping[str, Mapping[str, Any]],
+    offers: Mapping[str, Offer | Unjudged],
     strategy: Strategy,
 ) -> dict[str, int]:
     """A score per candidate node (module docstring)."""
@@ -431,7 +446,7 @@ def prioritize(
         return dict.fromkeys(nodes, 0)
     out = {}
     for node in nodes:
-        offer = node_offer(node, nrts.get(node))
+        offer = _offer(node, offers)
         if isinstance(offer, Unjudged):
             out[node] = 0
             continue

@@ -5,12 +5,12 @@ it lists the collection, then watches it from the list's resourceVersion in a th
 and lists again when a watch ends or fails (so objects created after the extender
 started are used as soon as the API server has them: scheduler-plugins #967).  The map
 is replaced whole on every change (copy on write), so a request reads one consistent
-snapshot without a lock.
+snapshot without a lock; each object is parsed (`fit.node_offer`) once, when it changes.
 
 `serve` answers kube-scheduler's HTTP extender calls (``POST /filter``,
 ``POST /prioritize``, JSON bodies of `ExtenderArgs`: the pod and either ``nodenames``,
 with ``nodeCacheCapable: true``, or a ``nodes`` list) with `fit.filter_nodes` and
-`fit.prioritize` over the cache's snapshot, plus ``GET /healthz`` and ``GET /metrics``
+`fit.prioritize` over the cache's parsed objects, plus ``GET /healthz`` and ``GET /metrics``
 (requests by verb and outcome, their latency).  A body it cannot read is answered with
 the ``error`` field, which kube-scheduler reports and, with ``ignorable: true`` in its
 extender configuration, ignores; every node it cannot judge passes and is logged.
@@ -30,7 +30,14 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from nri_resmgr.kube.client import KubeClient, KubeError
 from nri_resmgr.kube.report import NRT_PATH
-from nri_resmgr.scheduler.fit import Strategy, filter_nodes, prioritize
+from nri_resmgr.scheduler.fit import (
+    Offer,
+    Strategy,
+    Unjudged,
+    filter_nodes,
+    node_offer,
+    prioritize,
+)
 
 __all__ = ["MAX_BODY", "ExtenderMetrics", "NrtCache", "handle_request", "serve"]
 
@@ -46,10 +53,16 @@ class NrtCache:
         self.client = client
         self.log = log
         self._objects: Mapping[str, Mapping[str, Any]] = {}
+        self._offers: Mapping[str, Offer | Unjudged] = {}
         self.synced = threading.Event()
 
     def snapshot(self) -> Mapping[str, Mapping[str, Any]]:
+        """The objects by node name now."""
         return self._objects
+
+    def offers(self) -> Mapping[str, Offer | Unjudged]:
+        """Each object parsed (`fit.node_offer`), once per change of it."""
+        return self._offers
 
     def relist(self) -> str:
         listing = self.client.request("GET", NRT_PATH)
@@ -58,6 +71,7 @@ class NrtCache:
             name = (item.get("metadata") or {}).get("name")
             if isinstance(name, str):
                 objects[name] = item
+        self._offers = {n: node_offer(n, o) for n, o in objects.items()}
         self._objects = objects
         self.synced.set()
         return str((listing.get("metadata") or {}).get("resourceVersion") or "")
@@ -67,11 +81,14 @@ class NrtCache:
         name = (obj.get("metadata") or {}).get("name")
         if not isinstance(name, str):
             return
-        objects = dict(self._objects)
+        objects, offers = dict(self._objects), dict(self._offers)
         if event.get("type") == "DELETED":
             objects.pop(name, None)
+            offers.pop(name, None)
         elif event.get("type") in ("ADDED", "MODIFIED"):
             objects[name] = obj
+            offers[name] = node_offer(name, obj)
+        self._offers = offers
         self._objects = objects
 
     def run_blocking(
@@ -136,7 +153,7 @@ def _candidates(args: Mapping[str, Any]) -> tuple[list[str], list[Any] | None]:
 def handle_request(
     verb: str,
     body: bytes,
-    nrts: Mapping[str, Mapping[str, Any]],
+    offers: Mapping[str, Offer | Unjudged],
     *,
     strategy: Strategy,
     log: Any,
@@ -161,11 +178,11 @@ def handle_request(
     meta = pod.get("metadata") or {}
     subject = f"{meta.get('namespace')}/{meta.get('name')}"
     if verb == "prioritize":
-        scores = prioritize(pod, names, nrts, strategy)
+        scores = prioritize(pod, names, offers, strategy)
         if metrics is not None:
             metrics.requests.labels(verb=verb, outcome="ok").inc()
         return [{"host": n, "score": s} for n, s in scores.items()]
-    result = filter_nodes(pod, names, nrts)
+    result = filter_nodes(pod, names, offers)
     for node, reason in result.unjudged.items():
         log.info("node not judged; passed", pod=subject, node=node, reason=reason)
     for node, reason in result.failed.items():
@@ -201,7 +218,7 @@ async def _respond(
 
 
 async def serve(
-    snapshot: Callable[[], Mapping[str, Mapping[str, Any]]],
+    offers: Callable[[], Mapping[str, Offer | Unjudged]],
     *,
     host: str,
     port: int,
@@ -209,7 +226,7 @@ async def serve(
     log: Any,
     metrics: ExtenderMetrics,
 ) -> asyncio.Server:
-    """Serve the extender verbs over the NRT objects `snapshot()` returns."""
+    """Serve the extender verbs over the parsed NRT objects `offers()` returns."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -242,7 +259,7 @@ async def serve(
         elif method == "POST" and verb in ("filter", "prioritize"):
             start = time.perf_counter()
             answer = handle_request(
-                verb, body, snapshot(), strategy=strategy, log=log, metrics=metrics
+                verb, body, offers(), strategy=strategy, log=log, metrics=metrics
             )
             metrics.latency.labels(verb=verb).observe(time.perf_counter() - start)
             await _respond(writer, "200 OK", "application/json", json.dumps(answer).encode())

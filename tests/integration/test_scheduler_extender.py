@@ -14,7 +14,7 @@ import structlog
 
 from nri_resmgr.kube.agent import wait_until
 from nri_resmgr.kube.report import NRT_PATH
-from nri_resmgr.scheduler.fit import Strategy
+from nri_resmgr.scheduler.fit import Strategy, offers_of
 from nri_resmgr.scheduler.server import ExtenderMetrics, NrtCache, serve
 from tests.k8s.cluster import Cluster
 from tests.unit.scheduler.test_fit import container, kpod, nrt
@@ -43,7 +43,7 @@ async def call(port: int, method: str, path: str, body: bytes = b"") -> tuple[in
 def test_filter_prioritize_health_and_metrics_over_http() -> None:
     async def scenario() -> None:
         metrics = ExtenderMetrics()
-        server = await serve(lambda: NRTS, host="127.0.0.1", port=0,
+        server = await serve(lambda: offers_of(list(NRTS), NRTS), host="127.0.0.1", port=0,
                              strategy=Strategy.LEAST_ALLOCATED, log=QUIET,
                              metrics=metrics)  # fmt: skip
         port = server.sockets[0].getsockname()[1]

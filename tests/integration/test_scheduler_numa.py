@@ -111,7 +111,7 @@ def scheduler(kube_cluster: Cluster, tmp_path: Path) -> Iterator[tuple[KubeClien
 
     def serve_forever() -> None:
         async def main() -> None:
-            server = await serve(cache.snapshot, host="127.0.0.1", port=port,
+            server = await serve(cache.offers, host="127.0.0.1", port=port,
                                  strategy=Strategy.LEAST_ALLOCATED, log=QUIET,
                                  metrics=ExtenderMetrics())  # fmt: skip
             ready.set()

@@ -19,6 +19,7 @@ from nri_resmgr.scheduler.fit import (
     filter_nodes,
     judge,
     node_offer,
+    offers_of,
     pod_demand,
     prioritize,
 )
@@ -131,7 +132,7 @@ def test_filter_fails_only_nodes_it_judged_too_small() -> None:
             {"name": "cpu", "allocatable": "4", "available": "four"}]}]},
     }  # fmt: skip
     nodes = [*nrts, "no-report"]
-    got = filter_nodes(pod, nodes, nrts)
+    got = filter_nodes(pod, nodes, offers_of(nodes, nrts))
     assert set(got.passed) == set(nodes) - {"small"}
     assert list(got.failed) == ["small"]
     assert set(got.unjudged) == {"pools-only", "garbled", "bad-quantity", "no-report"}
@@ -139,27 +140,30 @@ def test_filter_fails_only_nodes_it_judged_too_small() -> None:
     assert "'four'" in got.unjudged["bad-quantity"]
     assert "no NodeResourceTopology object" in got.unjudged["no-report"]
     # a pod it cannot read passes everywhere
-    bad = filter_nodes(kpod(container("a", "lots")), nodes, nrts)
+    bad = filter_nodes(kpod(container("a", "lots")), nodes, offers_of(nodes, nrts))
     assert bad.passed == tuple(nodes) and not bad.failed
 
 
 def test_burstable_pods_fit_everywhere_with_no_opinion() -> None:
     pod = kpod(container("a", "2", request_cpu="1"))
     nrts = {"full": nrt(("node-0", 0, 0))}
-    assert filter_nodes(pod, ["full"], nrts).passed == ("full",)
-    assert prioritize(pod, ["full"], nrts, Strategy.LEAST_ALLOCATED) == {"full": 0}
+    assert filter_nodes(pod, ["full"], offers_of(["full"], nrts)).passed == ("full",)
+    assert prioritize(pod, ["full"], offers_of(["full"], nrts), Strategy.LEAST_ALLOCATED) == {
+        "full": 0
+    }
 
 
 def test_scores_spread_or_pack() -> None:
     pod = kpod(container("a", "1", "1Gi"))
     nrts = {"empty": nrt(("node-0", 4, 4)), "busy": nrt(("node-0", 2, 2))}
-    spread = prioritize(pod, list(nrts), nrts, Strategy.LEAST_ALLOCATED)
-    pack = prioritize(pod, list(nrts), nrts, Strategy.MOST_ALLOCATED)
+    spread = prioritize(pod, list(nrts), offers_of(list(nrts), nrts), Strategy.LEAST_ALLOCATED)
+    pack = prioritize(pod, list(nrts), offers_of(list(nrts), nrts), Strategy.MOST_ALLOCATED)
     assert spread["empty"] > spread["busy"]
     assert pack["busy"] > pack["empty"]
     assert all(0 <= s <= MAX_SCORE for s in (*spread.values(), *pack.values()))
     # the zone that holds it tightest is the one scored, not the emptiest
-    tight = prioritize(pod, ["two"], {"two": nrt(("node-0", 4, 4), ("node-1", 1, 4))},
+    two = {"two": nrt(("node-0", 4, 4), ("node-1", 1, 4))}
+    tight = prioritize(pod, ["two"], offers_of(["two"], two),
                        Strategy.MOST_ALLOCATED)  # fmt: skip
     assert tight["two"] == 6  # node-1: no CPU and 3/4 of its memory left
 
@@ -205,10 +209,10 @@ def test_bad_input_never_crashes_and_never_fails_an_unreadable_node(
     nodes = [f"n{i}" for i in range(len(objs))] + ["missing"]
     nrts = {f"n{i}": o for i, o in enumerate(objs) if isinstance(o, dict)}
     try:
-        got = filter_nodes(pod, nodes, nrts)
+        got = filter_nodes(pod, nodes, offers_of(nodes, nrts))
     except PodError:
         raise AssertionError("a pod error must pass the nodes, not raise") from None
     assert set(got.passed) | set(got.failed) == set(nodes)
     for node in got.failed:
         assert not isinstance(node_offer(node, nrts.get(node)), Unjudged)
-    prioritize(pod, nodes, nrts, Strategy.MOST_ALLOCATED)
+    prioritize(pod, nodes, offers_of(nodes, nrts), Strategy.MOST_ALLOCATED)
