@@ -53,7 +53,12 @@ from nri_resmgr.kube.config_source import (
     resource_path,
 )
 from nri_resmgr.kube.report import PoolReporter, ReportManager, TopologyReporter
-from nri_resmgr.kube.report_loop import DEFAULT_POLL, ReportLoop, plugin_seen, read_plugin_use
+from nri_resmgr.kube.report_loop import (
+    DEFAULT_POLL,
+    ReportLoop,
+    capture_plugin_use,
+    plugin_seen,
+)
 from nri_resmgr.model import ConfigError, ResmgrError
 from nri_resmgr.policy_documents import POLICY_KINDS
 
@@ -371,7 +376,7 @@ class KubeSide:
         self.interval = interval
         self.log = log
         self.report_loop = ReportLoop(
-            read_use=lambda: read_plugin_use(plugin),
+            capture=lambda: capture_plugin_use(plugin),
             seen=lambda: plugin_seen(plugin),
             interval=interval,
             poll=poll,

@@ -45,6 +45,7 @@ from nri_resmgr.topology.model import Topology
 __all__ = ["pinned_bytes", "read_node_use"]
 
 ALL_KINDS = frozenset(MemoryKind)
+NOTHING: CPUSet = IDSet()
 
 
 def pinned_bytes(container: ContainerInfo) -> int:
@@ -72,11 +73,14 @@ def read_node_use(
     for info, a in containers:
         if a is None:
             continue
-        exclusive: CPUSet = IDSet()
+        exclusive: CPUSet = NOTHING
         if a.kind in (CPUKind.EXCLUSIVE, CPUKind.ISOLATED):
             exclusive = a.cpus
         elif a.kind is CPUKind.MIXED and ta_state is not None and info.id in ta_state.grants:
             exclusive = ta_state.grants[info.id].exclusive
+        memory = pinned_bytes(info) if a.mems else 0
+        if not exclusive and not memory:
+            continue  # takes nothing from a zone (most shared containers)
         holdings.append(
             Holding(
                 namespace=info.pod.namespace,
@@ -84,7 +88,7 @@ def read_node_use(
                 container=info.name,
                 exclusive=exclusive,
                 mems=a.mems,
-                memory=pinned_bytes(info) if a.mems else 0,
+                memory=memory,
             )
         )
     names = {(p.namespace, p.name) for p in pods} | {

@@ -5,14 +5,15 @@ Theory of operation: `ReportLoop.run` looks at the daemon every `poll` seconds t
 a decision replaces the state value, a reconfiguration the pipeline, a new or removed
 pod sandbox the pods.  When one changed, or `interval` seconds passed, it waits until
 the `ReportManager` may write again (`due_in`: writes are at least `min_interval` apart,
-and whatever changes meanwhile is taken in by the write that follows), reads the
-policy's `NodeUse` with `read_use()` on the event loop, between events (the pipeline is
-only ever changed there, so the reading is consistent, and no event waits for it), and
-then builds, compares and writes the object in a thread (`ReportManager.cycle`: one
-request at most, none when the object is unchanged).  A decision is therefore in the
-report within ``poll + min_interval`` seconds (plus the API request), and a burst of
-decisions makes one write.  A failed write is retried after a second, or `interval`
-if shorter.
+and whatever changes meanwhile is taken in by the write that follows), captures what the
+report needs with `capture()` on the event loop, between events (the pipeline's frozen
+state value and a list of its containers and pods: the pipeline is only ever changed
+there, so the capture is consistent, and it costs a list copy), and then, in a thread,
+reads the policy's `NodeUse` from the capture and builds, compares and writes the object
+(`ReportManager.cycle`: one request at most, none when the object is unchanged).  A
+decision is therefore in the report within ``poll + min_interval`` seconds (plus the API
+request), and a burst of decisions makes one write.  A failed write is retried after a
+second, or `interval` if shorter.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from nri_resmgr.kube.client import KubeError
@@ -27,7 +29,7 @@ from nri_resmgr.kube.nrt import NodeUse
 from nri_resmgr.kube.policy_view import read_node_use
 from nri_resmgr.kube.report import ReportManager
 
-__all__ = ["DEFAULT_POLL", "ReportLoop", "plugin_seen", "read_plugin_use"]
+__all__ = ["DEFAULT_POLL", "ReportLoop", "capture_plugin_use", "plugin_seen"]
 
 #: seconds between two looks at the daemon's pipeline
 DEFAULT_POLL = 0.25
@@ -35,10 +37,13 @@ DEFAULT_POLL = 0.25
 Seen = tuple[object, object, frozenset[object]]
 
 
-def read_plugin_use(plugin: Any) -> NodeUse:
-    """The `NodeUse` of the daemon `plugin` (a `ResmgrPlugin`) now, from its pipeline."""
+def capture_plugin_use(plugin: Any) -> Callable[[], NodeUse]:
+    """What the `NodeUse` of the daemon `plugin` (a `ResmgrPlugin`) is read from, taken
+    now (on the event loop): call the result in any thread to read it."""
     p = plugin.pipeline
-    return read_node_use(plugin.topology, p.policy, p.state, p.snapshot(), pods=p.pods.values())
+    topology, policy, state = plugin.topology, p.policy, p.state
+    containers, pods = p.snapshot(), list(p.pods.values())
+    return partial(read_node_use, topology, policy, state, containers, pods=pods)
 
 
 def plugin_seen(plugin: Any) -> Seen:
@@ -60,13 +65,13 @@ class ReportLoop:
     def __init__(
         self,
         *,
-        read_use: Callable[[], NodeUse],
+        capture: Callable[[], Callable[[], NodeUse]],
         seen: Callable[[], Seen],
         interval: float,
         poll: float = DEFAULT_POLL,
         log: Any,
     ) -> None:
-        self.read_use = read_use
+        self.capture = capture
         self.seen = seen
         self.interval = interval
         self.poll = poll
@@ -81,6 +86,10 @@ class ReportLoop:
             raise RuntimeError("node report: no NodeUse read yet; expected ReportLoop.run")
         return self._use
 
+    def _cycle(self, manager: ReportManager, read: Callable[[], NodeUse]) -> bool:
+        self._use = read()
+        return manager.cycle()
+
     async def run(self, manager: ReportManager, stop: threading.Event) -> None:
         loop = asyncio.get_running_loop()
         before: Seen | None = None
@@ -93,9 +102,9 @@ class ReportLoop:
                     await asyncio.sleep(wait)  # look again: later changes join this write
                     continue
                 before, refresh = now, loop.time() + self.interval
-                self._use = self.read_use()
+                read = self.capture()
                 try:
-                    if await asyncio.to_thread(manager.cycle):
+                    if await asyncio.to_thread(self._cycle, manager, read):
                         self.writes += 1
                 except KubeError as exc:
                     self.log.warning("node report not written", error=str(exc))

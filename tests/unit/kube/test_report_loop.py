@@ -68,7 +68,7 @@ def available(obj: Mapping[str, Any]) -> dict[str, str]:
 def _setup(pub: Publisher, min_interval: float) -> tuple[Daemon, ReportLoop, ReportManager]:
     daemon = Daemon()
     loop = ReportLoop(
-        read_use=daemon.use,
+        capture=lambda: daemon.use,
         seen=lambda: (daemon, daemon.state, frozenset()),
         interval=3600,
         poll=0.01,
