@@ -62,9 +62,9 @@ from nri_resmgr.kube.report_loop import (
 from nri_resmgr.model import ConfigError, ResmgrError
 from nri_resmgr.policy_documents import POLICY_KINDS
 
-#: seconds between two writes of the node report at most (a decision is reported within
-#: this and `KubeSide.poll`; several decisions in that time make one write)
-REPORT_MIN_INTERVAL = 1.0
+#: seconds between two writes of the node report at least (a decision is written within
+#: this plus `report_loop.DEFAULT_POLL`, under a second; decisions meanwhile make one write)
+REPORT_MIN_INTERVAL = 0.75
 
 #: the merge patch content type (nri-plugins patches node status this way)
 MERGE_PATCH = "application/merge-patch+json"

@@ -32,7 +32,7 @@ from nri_resmgr.kube.report import ReportManager
 __all__ = ["DEFAULT_POLL", "ReportLoop", "capture_plugin_use", "plugin_seen"]
 
 #: seconds between two looks at the daemon's pipeline
-DEFAULT_POLL = 0.25
+DEFAULT_POLL = 0.2
 
 Seen = tuple[object, object, frozenset[object]]
 
