@@ -14,7 +14,7 @@ import structlog
 
 from nri_resmgr.kube.agent import wait_until
 from nri_resmgr.kube.report import NRT_PATH
-from nri_resmgr.scheduler.fit import Strategy, offers_of
+from nri_resmgr.scheduler.fit import Offer, Strategy, offers_of
 from nri_resmgr.scheduler.server import ExtenderMetrics, NrtCache, serve
 from tests.k8s.cluster import Cluster
 from tests.unit.scheduler.test_fit import container, kpod, nrt
@@ -108,8 +108,11 @@ def test_the_cache_sees_objects_made_after_it_started(kube_cluster: Cluster) -> 
             return str(zones[0]["resources"][0]["available"]) if zones else ""
 
         assert wait_until(lambda: available() == "1", timeout=30)
+        late_offer = cache.offers()["late-node"]
+        assert isinstance(late_offer, Offer) and late_offer.zones[0].cpus == 1
         client.request("DELETE", f"{NRT_PATH}/early-node")
         assert wait_until(lambda: "early-node" not in cache.snapshot(), timeout=30)
+        assert "early-node" not in cache.offers()  # judged as a node without a report
     finally:
         stop.set()
         thread.join(timeout=10)
