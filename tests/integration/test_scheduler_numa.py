@@ -55,6 +55,9 @@ def _node(client: KubeClient, name: str) -> None:
     }  # fmt: skip
     client.request("PATCH", f"/api/v1/nodes/{name}/status", body={"status": status},
                    content_type="application/merge-patch+json")  # fmt: skip
+    # the API server taints a new node not-ready until a kubelet says otherwise: none will
+    client.request("PATCH", f"/api/v1/nodes/{name}", body={"spec": {"taints": None}},
+                   content_type="application/merge-patch+json")  # fmt: skip
 
 
 def _nrt(name: str, free: tuple[int, int]) -> dict[str, Any]:
@@ -118,7 +121,8 @@ def scheduler(kube_cluster: Cluster, tmp_path: Path) -> Iterator[tuple[KubeClien
             async with server:
                 await asyncio.Event().wait()
 
-        loop.run_until_complete(main())
+        with contextlib.suppress(RuntimeError):  # stopped at teardown
+            loop.run_until_complete(main())
 
     threading.Thread(target=serve_forever, daemon=True).start()
     assert ready.wait(10)
@@ -176,7 +180,7 @@ def test_pods_go_where_a_numa_zone_holds_them(
     pods = f"/api/v1/namespaces/{NS}/pods"
     assert wait_until(lambda: {"node-a", "node-b"} <= set(cache.snapshot()), timeout=30)
     client.request("POST", pods, body=_pod("two", 2))
-    assert wait_until(lambda: _bound(client, "two") != "", timeout=60)
+    assert wait_until(lambda: _bound(client, "two") != "", timeout=60), _events(client, "two")
     assert _bound(client, "two") == "node-b"  # node-a has 2 CPUs, but 1 per zone
 
     # node-b's zone 0 now has 1 CPU free (the daemon's report after the grant)
