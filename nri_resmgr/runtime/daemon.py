@@ -92,9 +92,10 @@ from nri_resmgr.ops.metrics import (
     balloon_snapshots,
 )
 from nri_resmgr.policy_registry import load_policy
-from nri_resmgr.runtime.pipeline import HintResolver, Pipeline
+from nri_resmgr.runtime.pipeline import DecisionHook, HintResolver, Pipeline
 from nri_resmgr.topology.devices import topology_hints
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.view.record import DecisionRecord
 
 if TYPE_CHECKING:
     from nri_resmgr.control.resctrl.monitor import MonSample
@@ -128,6 +129,7 @@ def build_pipeline(
     sysfs_root: str | None = None,
     irq_files: IrqFiles | None = None,
     cpu_class_files: CPUClassFiles | None = None,
+    on_decision: DecisionHook | None = None,
 ) -> Pipeline:
     """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
 
@@ -173,6 +175,7 @@ def build_pipeline(
         log=get_logger("pipeline"),
         limits=config.limits,
         resolve_hints=_hint_resolver(sysfs_root) if sysfs_root is not None else None,
+        on_decision=on_decision,  # issue 27 hook
     )
 
 
@@ -244,6 +247,8 @@ class ResmgrPlugin(Plugin):
         #: the log file `configure_logging` opened for a config that came via Configure
         self.log_handle: IO[str] | None = None
         self.config = config
+        #: issue 27: the last decision per container, kept across reconfigurations
+        self.decisions = DecisionRecord()
         self.pipeline = self._build(config)
         self.lock = asyncio.Lock()
 
@@ -259,6 +264,7 @@ class ResmgrPlugin(Plugin):
             sysfs_root=self.sysfs_root,
             irq_files=self.irq_files,
             cpu_class_files=self.cpu_class_files,
+            on_decision=self.decisions.note,  # issue 27 hook
         )
 
     def _runtime_has_linux_rdt(self) -> bool:

@@ -13,6 +13,8 @@ from typing import Any
 
 from nri_api import api
 from nri_resmgr.control.irq import IrqFiles
+from nri_resmgr.kube.nrt import node_fields
+from nri_resmgr.kube.policy_view import read_node_use
 from nri_resmgr.model import QoSClass, ResmgrError
 from nri_resmgr.ops.metrics import balloon_snapshots
 from nri_resmgr.policy.base import Policy
@@ -27,10 +29,13 @@ from nri_resmgr.simulator.scenario import (
     PodSpec,
     ScenarioError,
     Step,
+    SynchronizeSpec,
     UpdateSpec,
     parse_cpu,
     parse_memory,
 )
+from nri_resmgr.topology.cpuset import IDSet
+from nri_resmgr.topology.model import Topology
 
 # ---- kubelet + containerd, in miniature ----------------------------------------------
 
@@ -132,8 +137,11 @@ class Simulator:
         cgroup_root: str | None = None,
         log: Any = None,
         irq_files: IrqFiles | None = None,
+        topology: Topology | None = None,
     ) -> None:
         self.policy = policy
+        #: the machine, for the NodeResourceTopology of each step (None: not reported)
+        self.topology = topology
         #: interrupt affinities written by the controllers, read back after every step
         self.irq_files = irq_files
         self.cgroup_root = cgroup_root
@@ -260,12 +268,8 @@ class Simulator:
 
     # -- steps ----------------------------------------------------------------------------
 
-    def create(self, spec: PodSpec) -> tuple[list[str], dict[str, str]]:
-        errors: list[str] = []
-        seen: dict[str, str] = {}
-        if spec.pod in self.pods:
-            raise ScenarioError(f"create: pod {spec.pod!r} exists already; delete it first")
-        qos = pod_qos(spec)
+    def _pod(self, spec: PodSpec, qos: QoSClass) -> _SimPod:
+        """The sandbox the kubelet makes for `spec`."""
         uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{spec.namespace}/{spec.pod}/{self.counter}"))
         sandbox = api.PodSandbox(
             id=_hexid("sandbox", spec.namespace, spec.pod, str(self.counter)),
@@ -287,7 +291,15 @@ class Simulator:
                 c.name for c in spec.init_containers
             )
         sandbox.linux.cgroup_parent = _cgroup_parent(self.driver, qos, uid)
-        pod = _SimPod(sandbox=sandbox, qos=qos, spec=spec)
+        return _SimPod(sandbox=sandbox, qos=qos, spec=spec)
+
+    def create(self, spec: PodSpec) -> tuple[list[str], dict[str, str]]:
+        errors: list[str] = []
+        seen: dict[str, str] = {}
+        if spec.pod in self.pods:
+            raise ScenarioError(f"create: pod {spec.pod!r} exists already; delete it first")
+        pod = self._pod(spec, pod_qos(spec))
+        sandbox = pod.sandbox
         try:
             self.pipeline.run_pod(sandbox)
         except ResmgrError as exc:
@@ -341,6 +353,44 @@ class Simulator:
         self._apply_updates(self.pipeline.synchronize(sandboxes, containers), seen)
         return [], seen
 
+    def synchronize(
+        self, spec: SynchronizeSpec
+    ) -> tuple[list[str], dict[str, str], dict[str, str]]:
+        """The pods of `spec` are running with their placements; the plugin restarts and
+        synchronizes every live container (as `restart`).  Also returns, per container of
+        `spec` the synchronization moved, ``cpus A -> B`` and ``mems X -> Y`` (what a
+        what-if of a new configuration over a dump lists)."""
+        before: dict[str, tuple[str, str]] = {}
+        for pod_spec in spec.pods:
+            if pod_spec.pod in self.pods:
+                raise ScenarioError(
+                    f"synchronize: pod {pod_spec.pod!r} exists already; delete it first"
+                )
+            pod = self._pod(pod_spec, pod_spec.qos or pod_qos(pod_spec))
+            self.pods[pod_spec.pod] = pod
+            for cspec in pod_spec.containers:
+                c = self._new_container(pod, cspec)
+                c.linux.resources.cpu.cpus = cspec.cpus
+                c.linux.resources.cpu.mems = cspec.mems
+                c.state = api.ContainerState.CONTAINER_RUNNING
+                pod.containers[cspec.name] = c
+                self.live[c.id] = (pod_spec.pod, c)
+                before[f"{pod_spec.pod}/{cspec.name}"] = (cspec.cpus, cspec.mems)
+        errors, seen = self.restart()
+        moved = {}
+        for key, r in self.report().items():
+            if key not in before:
+                continue
+            was_cpus, was_mems = before[key]
+            parts = []
+            if IDSet.parse(was_cpus) != IDSet.parse(r.cpus):
+                parts.append(f"cpus {was_cpus or '-'} -> {r.cpus or '-'}")
+            if IDSet.parse(was_mems) != IDSet.parse(r.mems):
+                parts.append(f"mems {was_mems or '-'} -> {r.mems or '-'}")
+            if parts:
+                moved[key] = ", ".join(parts)
+        return errors, seen, moved
+
     def report(self) -> dict[str, ContainerReport]:
         out: dict[str, ContainerReport] = {}
         for info, a in self.pipeline.snapshot():
@@ -360,6 +410,7 @@ class Simulator:
 
     def run_step(self, index: int, step: Step) -> StepResult:
         pod: str | None = None
+        moved: dict[str, str] = {}
         if step.create is not None:
             pod = step.create.pod
             errors, seen = self.create(step.create)
@@ -369,6 +420,8 @@ class Simulator:
         elif step.update is not None:
             pod = step.update.pod
             errors, seen = self.update(step.update)
+        elif step.synchronize is not None:
+            errors, seen, moved = self.synchronize(step.synchronize)
         else:
             errors, seen = self.restart()
         return StepResult(
@@ -391,7 +444,17 @@ class Simulator:
                 else {}
             ),
             cpu_classes=self._cpu_classes(),
+            moved=dict(sorted(moved.items())),
+            nrt=self._nrt(),
         )
+
+    def _nrt(self) -> dict[str, Any]:
+        """The NodeResourceTopology fields (zones, attributes) the daemon would report now."""
+        if self.topology is None:
+            return {}
+        p = self.pipeline
+        use = read_node_use(self.topology, p.policy, p.state, p.snapshot(), pods=p.pods.values())
+        return node_fields(self.topology, use)
 
     def _cpu_classes(self) -> dict[str, str]:
         """CPU class -> its CPUs, for policies that name CPU classes."""
