@@ -3,7 +3,7 @@
     python -m tests.differential                       # the CI profile, both policies
     python -m tests.differential --long                # 5 sequences per machine, 200 random
     python -m tests.differential --long --seeds 20 --randoms 500 --policy balloons
-    python -m tests.differential --divergences 5       # print the first five, readable
+    python -m tests.differential --divergences 5       # the first five per policy, readable
     python -m tests.differential --shrink --policy topology-aware [--machine NAME]
 
 The table gives, per machine and policy, the containers x steps compared, the share
@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--randoms", type=int, help=f"random machines (CI {RANDOM_MACHINES}, long 200)")
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--machine", help="only machines whose name contains this")
-    ap.add_argument("--divergences", type=int, default=0, help="print the first N divergences")
+    ap.add_argument(
+        "--divergences", type=int, default=0, help="print the first N divergences per policy"
+    )
     ap.add_argument("--shrink", action="store_true", help="search and shrink one divergence")
     ap.add_argument("--examples", type=int, default=50, help="hypothesis examples for --shrink")
     ap.add_argument("--jobs", type=int, default=2, help="cases run at once")
@@ -151,15 +153,14 @@ def main(argv: list[str] | None = None) -> int:
             f"identical, {len(row.errors)} errors"
         )
     print(f"{len(cases)} cases in {took:.0f} s")
-    shown = 0
+    shown: dict[str, int] = {}
     for m, r in results:
-        if shown >= ns.divergences:
-            break
         div = r.first_divergence()
-        if div is not None or r.error:
+        policy = r.case.policy
+        if (div is not None or r.error) and shown.get(policy, 0) < ns.divergences:
             print()
             print(describe(m, r, div))
-            shown += 1
+            shown[policy] = shown.get(policy, 0) + 1
     if ns.out:
         ns.out.write_text(json.dumps({
             f"{m}|{p}": {"observations": row.observations, "identical": row.identical,

@@ -23,11 +23,9 @@ from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from tests.differential.gen import Ctr, Pod
-from tests.differential.plugins import Placement
+from tests.differential.plugins import Held, Placement
 
 __all__ = ["CLASSES", "Context", "DiffClass", "classify"]
-
-Held = Placement | str
 
 
 @dataclass(frozen=True, slots=True)

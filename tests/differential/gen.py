@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from hypothesis import strategies as st
@@ -205,7 +205,6 @@ class Case:
     config: str
     ops: tuple[Op, ...]
     seed: int | None = None
-    notes: tuple[str, ...] = field(default=())
 
 
 def _cpu(d: Draw, cpus: int) -> int:

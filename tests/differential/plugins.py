@@ -36,7 +36,7 @@ from tests.conformance.harness import (
     short_tempdir,
 )
 
-__all__ = ["VERSION", "Placement", "Side", "ours_argv", "side", "theirs_argv"]
+__all__ = ["VERSION", "Held", "Placement", "Side", "ours_argv", "side", "theirs_argv"]
 
 VERSION = "v0.12.2"
 REPO = Path(__file__).resolve().parents[2]
@@ -104,6 +104,10 @@ class Placement:
 
     def __str__(self) -> str:
         return f"cpus {self.cpus or '(unset)'} mems {self.mems or '(unset)'}"
+
+
+#: what a side holds for a container: its placement, or the text of its refusal
+Held = Placement | str
 
 
 def _canon(ids: str) -> str:

@@ -10,7 +10,9 @@ container's stop and removal, a plugin restart. After every step each container 
 either side is one `Observation`: the placement (cpuset CPUs and memory nodes) each side's
 runtime holds for it, or the refusal's text where a side refused to create it. An
 observation is *identical* when both hold the same; otherwise `classes.classify` names
-the documented difference class it belongs to, or none (an undocumented divergence).
+the documented difference class it belongs to, or none (an undocumented divergence). A
+divergence exactly as it was after the previous step keeps the class it had then (a
+container a restart moved on one side stays a restart's difference until it moves).
 
 The result (`CaseResult`) keeps every observation, so `profile.Tally` counts containers
 per machine, policy and class, and the first divergences can be printed with the
@@ -31,15 +33,12 @@ from tests.differential.classes import Context, classify
 from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Op, Pod, Restart
 from tests.differential.host import HostRoots, host_root
 from tests.differential.machines import Machine
-from tests.differential.plugins import Placement, Side, ours_argv, side, theirs_argv
+from tests.differential.plugins import Held, Side, ours_argv, side, theirs_argv
 from tests.peers import NriPlugins
 
 __all__ = ["CaseResult", "Observation", "run_case"]
 
 T = TypeVar("T")
-
-#: what a side holds for a container: its placement, or the refusal's text
-Held = Placement | str
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +127,7 @@ class _Run:
         self.names: dict[str, tuple[str, Pod, Ctr]] = {}  # cid -> name, pod, spec
         self.restarted = False
         self.before: dict[str, tuple[Held, Held]] = {}
+        self.classes: dict[str, str | None] = {}  # cid -> class after the previous step
         self.step = 0
         self.op_index = 0
 
@@ -135,13 +135,18 @@ class _Run:
         ours, theirs = self.pair.ours, self.pair.theirs
         ids = sorted(set(ours.placements) | set(theirs.placements) | set(self.refused))
         now: dict[str, tuple[Held, Held]] = {}
+        classes: dict[str, str | None] = {}
         for cid in ids:
             mine: Held = ours.placements.get(cid) or self.refused.get(cid, ("", ""))[0]
             their: Held = theirs.placements.get(cid) or self.refused.get(cid, ("", ""))[1]
             now[cid] = (mine, their)
             name, pod, ctr = self.names[cid]
             cls = None
-            if mine != their:
+            if mine != their and self.before.get(cid) == (mine, their) and self.classes.get(cid):
+                # the same difference as after the previous step: it keeps its class (a
+                # restart's moved container stays moved until something moves it again)
+                cls = self.classes[cid]
+            elif mine != their:
                 ctx = Context(
                     machine=self.machine.topology,
                     policy=self.case.policy,
@@ -153,21 +158,23 @@ class _Run:
                     after_restart=self.restarted,
                 )
                 cls = classify(ctx) or ""
+            classes[cid] = cls
             self.result.observations.append(
                 Observation(self.step, self.op_index, op, name, mine, their, cls)
             )
         self.before = now
+        self.classes = classes
         self.refused = {}
         self.restarted = False
         self.step += 1
 
-    def create(self, live: _Live, c: Ctr) -> str:
+    def create(self, live: _Live, c: Ctr) -> Json:
         cj = _ctr_json(live.json, c)
         self.names[cj["id"]] = (f"{live.pod.namespace}/{live.pod.name}/{c.name}", live.pod, c)
         mine, their = self.pair.both(lambda s: s.create(live.json, cj))
         if mine is not None or their is not None:
             self.refused[cj["id"]] = (mine or "", their or "")
-        return str(cj["id"])
+        return cj
 
     def stop_remove(self, cid: str) -> None:
         self.pair.both(
@@ -180,13 +187,13 @@ class _Run:
             live = _Live(op.pod, pj, [])
             self.pair.both(lambda s: s.run_pod(pj))
             for c in op.pod.init:
-                cid = self.create(live, c)
+                cj = self.create(live, c)
                 self.observe(f"{op} (init {c.name} created)")
-                self.stop_remove(cid)
+                self.stop_remove(cj["id"])
             for c in op.pod.containers:
-                self.create(live, c)
+                cj = self.create(live, c)
                 self.observe(f"{op} ({c.name} created)")
-                live.ctrs.append((c, _ctr_json(pj, c)))
+                live.ctrs.append((c, cj))
             self.live.append(live)
         elif isinstance(op, DeletePod):
             if not self.live:

@@ -39,10 +39,18 @@ pytestmark = pytest.mark.conformance
 #: machines per chunk of the profile, and cases run at once
 CHUNK = 8
 JOBS = 2
-#: agreement (identical or documented) of the CI profile that must not be lost, per policy
-FLOORS = {"topology-aware": 0.0, "balloons": 0.0}
+#: agreement (identical or documented) of the CI profile that must not be lost, per policy:
+#: the rate measured, less a margin (topology-aware: three points, since nri-plugins'
+#: topology-aware does not always re-place the same containers at a restart, so the steps
+#: after one vary from run to run; balloons gave the same counts on every run); raise it
+#: as the policies close the gap
+FLOORS = {"topology-aware": 0.83, "balloons": 0.91}
 #: the agreement measured when the target's expected-failure mark was last set
-MEASURED = {"topology-aware": "not measured yet", "balloons": "not measured yet"}
+#: (`python -m tests.differential`, 2026-11-27, with main as of wt-ta-gap's second merge)
+MEASURED = {
+    "topology-aware": "86.5% (shipped machines 87.5%, random 86.3%)",
+    "balloons": "91.8% (shipped machines 96.8%, random 90.0%)",
+}
 TARGET = 0.99
 
 
