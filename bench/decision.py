@@ -41,7 +41,7 @@ from bench.workload import live, probe
 from nri_api import api
 from nri_resmgr.config import Config, LogConfig
 from nri_resmgr.ops.logs import configure_logging
-from nri_resmgr.runtime.daemon import build_pipeline
+from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.topology.load import load_topology
 from tests.conformance.harness import Json, fake_runtime
 

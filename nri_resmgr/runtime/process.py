@@ -25,7 +25,8 @@ from nri_api.stub import OnClose
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
 from nri_resmgr.ops.metrics import serve_http
-from nri_resmgr.runtime.daemon import DEFAULT_STATE_DIR, ResmgrPlugin
+from nri_resmgr.runtime.assembly import DEFAULT_STATE_DIR
+from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.model import Topology
 
 if TYPE_CHECKING:

@@ -28,7 +28,8 @@ from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.resctrl import parse_pod_resctrl
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.model import ResmgrError
-from nri_resmgr.runtime.daemon import ResmgrPlugin, build_pipeline
+from nri_resmgr.runtime.assembly import build_pipeline
+from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.synthetic import build_topology
 from tests.fuzz._hostile import (

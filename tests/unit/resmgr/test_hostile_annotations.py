@@ -197,7 +197,7 @@ def test_scheduling_class_configs_build_or_fail_cleanly(
     specs: list[dict[str, object]], namespaces: dict[str, str], qos: dict[str, str]
 ) -> None:
     """Whatever builds also renders: every class fits NRI's adjustment fields."""
-    from nri_resmgr.runtime.adapter import io_priority_for, scheduler_for
+    from nri_resmgr.runtime.adjustments import io_priority_for, scheduler_for
 
     config = {
         "schedulingClasses": specs,

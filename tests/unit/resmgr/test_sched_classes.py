@@ -37,7 +37,7 @@ from nri_resmgr.policy.sched_classes import (
     policy_nri_requirements,
 )
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
-from nri_resmgr.runtime.adapter import adjustment_for
+from nri_resmgr.runtime.adjustments import adjustment_for
 from nri_resmgr.topology.cpuset import IDSet
 from tests.unit.resmgr.test_policy_support import ctr, small
 
