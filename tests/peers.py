@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 
-from tests._support import REPO, require, require_go
+from tests.support.requirements import REPO, require, require_go
 
 HELM_VERSION = "v3.19.0"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from nri_resmgr.cli import main
-from tests._support import require_go
 from tests.e2e.containerd import RELEASES, build
+from tests.support.requirements import require_go
 
 pytestmark = pytest.mark.e2e
 

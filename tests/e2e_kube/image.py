@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests._support import REPO, require
+from tests.support.requirements import REPO, require
 
 CACHE = REPO / ".cache" / "image"
 SCRIPT = REPO / "tools" / "build-image.sh"

@@ -29,7 +29,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests._support import REPO, require, require_go
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.e2e.containerd import TEST_IMAGE
@@ -37,6 +36,7 @@ from tests.e2e_kube.image import Image
 from tests.e2e_kube.node import Node, kube_node
 from tests.k8s.components import build_node_components
 from tests.peers import build_helm
+from tests.support.requirements import REPO, require, require_go, require_two_cpus
 
 README = REPO / "README.md"
 NAMESPACE = "kube-system"
@@ -46,10 +46,6 @@ LABEL = "app.kubernetes.io/name=nri-resmgr"
 PLUGIN = "90-resmgr"
 
 
-def _require_two_cpus() -> None:
-    # like tests/e2e: another CPU count is a different test, not a missing prerequisite
-    if cri.online_cpus() != frozenset({0, 1}):
-        pytest.skip(f"sized for CPUs 0-1; this machine has {sorted(cri.online_cpus())}")
 
 
 # -- fixtures ----------------------------------------------------------------------------
@@ -60,7 +56,7 @@ def node(
     e2e_host: str, release: ctdmod.Release, crictl_bin: Path, image_archives: list[Path]
 ) -> Iterator[Node]:
     """The node, once per containerd release (ids ctd1.7 and ctd2, like tests/e2e)."""
-    _require_two_cpus()
+    require_two_cpus()
     require(
         Path("/usr/lib/cni/bridge").exists(),
         "Debian's containernetworking-plugins is not installed (/usr/lib/cni/bridge)",

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests._support import REPO
 from tests.peers import build_helm
+from tests.support.requirements import REPO
 
 CHART = REPO / "charts" / "nri-resmgr"
 VALUES = Path(__file__).parent / "helm-values"

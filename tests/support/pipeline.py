@@ -29,11 +29,10 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.runtime.pipeline import Pipeline
-from nri_resmgr.simulator.kubelet import container_resources
-from nri_resmgr.simulator.scenario import ContainerSpec, Resources
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.synthetic import build_topology
 from tests.support.logs import QUIET
+from tests.support.messages import ctr
 
 __all__ = [
     "CountState",
@@ -97,6 +96,7 @@ class CountingPolicy:
 def sandbox(
     name: str = "p0", *, guaranteed: bool = True, annotations: dict[str, str] | None = None
 ) -> api.PodSandbox:
+    """The sandbox of pod `name` in namespace ``ns``, Guaranteed or Burstable."""
     s = api.PodSandbox(id=f"sb-{name}", name=name, uid=f"uid-{name}", namespace="ns")
     s.linux.cgroup_parent = (
         f"kubepods-pod{name}.slice" if guaranteed else f"kubepods-burstable-pod{name}.slice"
@@ -114,22 +114,8 @@ def container(
     cpus: str = "",
     state: int = api.ContainerState.CONTAINER_RUNNING,
 ) -> api.Container:
-    c = api.Container(
-        id=f"{pod.name}-{name}",
-        pod_sandbox_id=pod.id,
-        name=name,
-        state=state,  # type: ignore[arg-type]
-    )
-    c.linux.cgroups_path = f"x:cri-containerd:{c.id}"
-    spec = ContainerSpec(
-        name=name,
-        requests=Resources(cpu=cpu, memory="1G"),
-        limits=Resources(cpu=limit, memory="1G" if limit else None),
-    )
-    c.linux.resources.CopyFrom(container_resources(spec))
-    if cpus:
-        c.linux.resources.cpu.cpus = cpus
-    return c
+    """A running container of `pod` requesting `cpu` (limit `limit`) and 1G of memory."""
+    return ctr(pod, name, cpu=cpu, limit=limit, memory="1G", cpus=cpus, state=state)
 
 
 class EmptyClassPolicy(CountingPolicy):

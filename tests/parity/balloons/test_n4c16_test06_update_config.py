@@ -25,8 +25,9 @@ from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.integration.test_daemon import guaranteed, pod, run, running
 from tests.parity.balloons._sim import BALLOON, N4C16
+from tests.support.daemon import daemon_session, run
+from tests.support.messages import guaranteed, pod
 
 INITIAL: dict[str, Any] = {"reservedResources": {"cpu": "750m"}, "pinCPU": True, "pinMemory": True}
 NS = "e2e-balloons-test06"
@@ -74,7 +75,7 @@ def instance(plugin: ResmgrPlugin, cid: str) -> str:
 def test_update_config(n4c16: Topology) -> None:
     async def scenario() -> None:
         initial = config_from_mapping({"policy": "balloons", "policyConfig": INITIAL})
-        async with running(n4c16, config=initial) as (rt, plugin, _):
+        async with daemon_session(n4c16, initial) as (rt, plugin, _):
             assert await plugin.reconfigure(config_from_mapping(
                 policy(btype0(), btype1(max_cpus=0), btype2(), available="cpuset:0,4-15")
             )) == []  # fmt: skip

@@ -28,7 +28,7 @@ from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.parity.balloons._sim import BALLOON, N4C16, Run, Script, config, simulate
-from tests.unit.resmgr.balloons.support import bctr
+from tests.support.balloons import bctr
 from tests.unit.resmgr.test_sched_classes import SCHED_FIFO, SCHED_IDLE, kernel_view
 
 CONFIG = config("""

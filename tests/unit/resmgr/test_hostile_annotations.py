@@ -32,7 +32,7 @@ from nri_resmgr.policy.topology_aware.priority import (
     CPUPriority,
     parse_cpu_priority,
 )
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
 
 HUGE = "x" * 300 * 1024
 CLASSES = {"schedulingClasses": [{"name": "idle", "policy": "idle"}]}

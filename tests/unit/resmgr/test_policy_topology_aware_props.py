@@ -32,14 +32,14 @@ from nri_resmgr.policy.topology_aware.preferences import (
     PREFER_SHARED,
 )
 from nri_resmgr.topology.model import Topology
-from tests._support import require_topologies
-from tests.unit.resmgr.test_policy_support import (
+from tests.support.builders import (
     ctr,
     snapshot,
     snapshot_names,
     topo,
     with_current,
 )
+from tests.support.requirements import require_topologies
 
 SYNTHETIC = {
     "2s2n2c2t": {"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G"},

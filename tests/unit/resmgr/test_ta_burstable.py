@@ -19,7 +19,7 @@ from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.offers import allocatable_shared
 from nri_resmgr.policy.topology_aware.preferences import UNLIMITED_BURSTABLE
 from nri_resmgr.topology.synthetic import build_topology
-from tests.unit.resmgr.test_policy_support import ctr, small, with_current
+from tests.support.builders import ctr, small, with_current
 from tests.unit.resmgr.test_ta_rules import Node
 
 BU = QoSClass.BURSTABLE

@@ -24,7 +24,7 @@ from nri_resmgr.policy.topology_aware.affinity import (
 from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
 from nri_resmgr.policy.topology_aware.preferences import container_request
 from nri_resmgr.topology.synthetic import build_topology
-from tests.unit.resmgr.test_policy_support import ctr, small, with_current
+from tests.support.builders import ctr, small, with_current
 
 
 def node_of(p: TopologyAwarePolicy, s: TopologyAwareState, name: str, pod: str) -> str:

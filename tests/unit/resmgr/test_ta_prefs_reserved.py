@@ -17,7 +17,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
     PREFER_SHARED,
 )
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
 
 #: their AVAILABLE_CPU="cpuset:8-11", RESERVED_CPU="cpuset:10-11"
 TEST11 = {
