@@ -9,19 +9,14 @@ update, and return to the initial state once everything is deleted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nri_resmgr.model import (
-    AllocationError,
-    ContainerInfo,
     QoSClass,
 )
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
-from nri_resmgr.topology.model import Topology
 from tests.support.builders import (
     snapshot,
     snapshot_names,
@@ -29,44 +24,7 @@ from tests.support.builders import (
     with_current,
 )
 from tests.support.requirements import require_topologies
-from tests.support.topology_aware import OPS, SYNTHETIC, Op, make
-
-
-def exercise(topology: Topology, config: Mapping[str, object], ops: list[Op]) -> None:
-    p = TopologyAwarePolicy(topology=topology, config=config)
-    s = p.initial_state()
-    live: dict[str, ContainerInfo] = {}
-    for op in ops:
-        c = make(op)
-        before = p.render(s)
-        if op.create and c.id not in live:
-            try:
-                d = p.allocate(s, c)
-            except AllocationError:
-                continue
-            live[c.id] = c
-            assert d.assignment == p.render(d.state)[c.id]
-        elif not op.create and c.id in live:
-            d = p.release(s, live.pop(c.id).id)
-        else:
-            continue
-        s = d.state
-        p.check(s)
-        after = p.render(s)
-        changed = {
-            cid for cid in before.keys() & after.keys()
-            if (before[cid].cpus, before[cid].mems) != (after[cid].cpus, after[cid].mems)
-        }
-        assert {u.container_id for u in d.updates} == changed
-    # the runtime reports exactly what we rendered: rebuilding moves nobody
-    rendered = p.render(s)
-    reported = [with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in live.values()]
-    again = p.rebuild(reported)
-    p.check(again.state)
-    assert again.updates == (), again.reason
-    for c in live.values():
-        s = p.release(s, c.id).state
-    assert s == p.initial_state()
+from tests.support.topology_aware import OPS, SYNTHETIC, Op, exercise, make
 
 
 @pytest.mark.parametrize("name", list(SYNTHETIC))

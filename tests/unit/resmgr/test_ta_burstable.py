@@ -20,7 +20,7 @@ from nri_resmgr.policy.topology_aware.offers import allocatable_shared
 from nri_resmgr.policy.topology_aware.preferences import UNLIMITED_BURSTABLE
 from nri_resmgr.topology.synthetic import build_topology
 from tests.support.builders import ctr, small, with_current
-from tests.unit.resmgr.test_ta_rules import Node
+from tests.support.topology_aware import Node
 
 BU = QoSClass.BURSTABLE
 

@@ -26,7 +26,7 @@ from nri_resmgr.policy.topology_aware.priority import PREFER_CPU_PRIORITY
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.synthetic import build_topology
 from tests.support.builders import with_current
-from tests.unit.resmgr.test_policy_topology_aware_props import Op, exercise, make
+from tests.support.topology_aware import Op, exercise, make
 
 GU = QoSClass.GUARANTEED
 MACHINES = {
