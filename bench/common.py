@@ -1,8 +1,8 @@
 """Helpers shared by the benchmarks: machine notes, peer binaries, processes, memory.
 
-Build outputs go under `.cache/bench/` (git-ignored): the external Go no-op plugin built
-from `bench/go/noop`, and containers/nri-plugins' topology-aware plugin built from its
-public Go module by `bench/go/build-nri-plugins.sh`.
+Build outputs go under `.cache/` (git-ignored): the external Go no-op plugin built from
+`bench/go/noop` in `.cache/bench/`, and containers/nri-plugins' topology-aware plugin built
+from its public Go module by `tests.peers.make_nri_plugins` in `.cache/nri-plugins/`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.peers import NRI_PLUGINS_VERSION, NriPluginsBuildError, make_nri_plugins
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 CACHE = REPO / ".cache" / "bench"
 NOOP_SRC = BENCH / "go" / "noop"
-NRI_PLUGINS_VERSION = "v0.14.0"
 
 
 def load_note() -> str:
@@ -78,19 +79,12 @@ def build_go_noop() -> Path:
 
 
 def build_nri_plugins() -> Path:
-    """Build (or reuse) nri-plugins' topology-aware plugin; return its path."""
-    proc = subprocess.run(
-        ["sh", str(BENCH / "go" / "build-nri-plugins.sh"), NRI_PLUGINS_VERSION],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"bench: building nri-plugins {NRI_PLUGINS_VERSION} topology-aware failed "
-            f"(exit {proc.returncode}):\n{proc.stderr[-3000:]}"
-        )
-    return Path(proc.stdout.strip().splitlines()[-1])
+    """Build (or reuse) nri-plugins' topology-aware plugin (`tests.peers`, which the tests'
+    differential run shares); return its path."""
+    try:
+        return make_nri_plugins().topology_aware
+    except NriPluginsBuildError as exc:
+        raise RuntimeError(f"bench: nri-plugins {NRI_PLUGINS_VERSION}: {exc}") from exc
 
 
 def spawn(

@@ -8,7 +8,7 @@ NRI v0.12.2):
 
 * ``go-noop``: a no-op plugin written with the Go stub (`bench/go/noop`);
 * ``nri-plugins``: containers/nri-plugins' topology-aware plugin, built unchanged from its
-  Go module (`bench/go/build-nri-plugins.sh`), run with ``--config-file`` (no Kubernetes
+  Go module (`tests.peers.make_nri_plugins`), run with ``--config-file`` (no Kubernetes
   API server) and ``--host-root`` on a synthetic sysfs tree;
 * ``nri-resmgr``: our daemon, `nri-resmgr run`, topology-aware, ``--sysfs-root`` on the
   same tree (`bench/plugins/resmgr.py` maps the harness's plugin flags to its options).
@@ -38,7 +38,6 @@ import functools
 import json
 import random
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -55,59 +54,18 @@ from bench.common import (
 from bench.stats import summary_us
 from bench.workload import live, probe, running
 from nri_resmgr.topology.load import load_topology
-from nri_resmgr.topology.synthetic import write_sysfs
 from tests.conformance.harness import GoRuntime, go_runtime, short_tempdir
+from tests.differential.host import host_root
+from tests.differential.machines import TA_CONFIG
+from tests.differential.plugins import DAEMON, ours_argv, theirs_argv
 
 REPO = Path(__file__).resolve().parents[1]
 TOPOLOGY = REPO / "examples" / "topologies" / "server-2s-224t.yaml"
-DAEMON = Path(__file__).resolve().parent / "plugins" / "resmgr.py"
 PEERS = ("go-noop", "nri-plugins", "nri-resmgr")
 KINDS = ("shared", "exclusive")
 VERSION = "v0.12.2"
 SYNC_TIMEOUT_MS = 900_000
 REQUEST_TIMEOUT_MS = 60_000
-
-NRI_PLUGINS_CONFIG = """\
-apiVersion: config.nri/v1alpha1
-kind: TopologyAwarePolicy
-metadata:
-  name: default
-spec:
-  pinCPU: true
-  pinMemory: true
-  preferIsolatedCPUs: true
-  preferSharedCPUs: false
-  colocatePods: false
-  colocateNamespaces: false
-  reservedResources:
-    cpu: 750m
-  log:
-    klog:
-      skip_headers: true
-"""
-
-
-CACHE_SIZES = {
-    ("1", "Data"): "48K",
-    ("1", "Instruction"): "32K",
-    ("2", "Unified"): "2048K",
-    ("3", "Unified"): "107520K",
-}
-
-
-def complete_sysfs(root: Path) -> None:
-    """Add the cache files nri-plugins' sysfs discovery insists on (`size` and friends),
-    which `write_sysfs` leaves out; both plugins then discover the same machine."""
-    for cache in root.glob("sys/devices/system/cpu/cpu*/cache/index*"):
-        key = ((cache / "level").read_text().strip(), (cache / "type").read_text().strip())
-        (cache / "size").write_text(CACHE_SIZES.get(key, "32K") + "\n")
-        for name, value in (
-            ("ways_of_associativity", "12"),
-            ("coherency_line_size", "64"),
-            ("number_of_sets", "64"),
-            ("physical_line_partition", "1"),
-        ):
-            (cache / name).write_text(value + "\n")
 
 
 class Peers:
@@ -116,11 +74,10 @@ class Peers:
     def __init__(self, work: Path) -> None:
         self.work = work
         self.root = work / "host"
-        write_sysfs(load_topology(str(TOPOLOGY)), self.root)
-        complete_sysfs(self.root)
+        host_root(load_topology(str(TOPOLOGY)), self.root)
         self.noop = build_go_noop()
         self.np_config = work / "topology-aware.yaml"
-        self.np_config.write_text(NRI_PLUGINS_CONFIG)
+        self.np_config.write_text(TA_CONFIG)
         self.resmgr_config = work / "resmgr.json"
         self.resmgr_config.write_text(
             json.dumps(
@@ -141,39 +98,23 @@ class Peers:
         if peer == "go-noop":
             return [str(self.noop), "-socket", str(rt.socket), "-idx", "10", "-name", "gonoop"]
         if peer == "nri-plugins":
-            return [
-                str(self.nri_plugins),
-                "--config-file",
-                str(self.np_config),
-                "--nri-socket",
-                str(rt.socket),
-                "--nri-plugin-index",
-                "90",
-                "--nri-plugin-name",
-                "topology-aware",
-                "--host-root",
-                str(self.root),
-                "--state-dir",
-                str(rt.dir / "np-state"),
-                "--pid-file",
-                str(rt.dir / "np.pid"),
-            ]
-        return [
-            sys.executable,
-            str(DAEMON),
-            "--socket",
-            str(rt.socket),
-            "--idx",
-            "90",
-            "--name",
-            "resmgr",
-            "--config",
-            str(self.resmgr_config),
-            "--sysfs-root",
-            str(self.root),
-            "--state-dir",
-            str(state_dir or rt.dir / "state"),
-        ]
+            state = rt.dir / "np-state"
+            state.mkdir(exist_ok=True)
+            return theirs_argv(
+                self.nri_plugins,
+                socket=rt.socket,
+                config=self.np_config,
+                root=self.root,
+                state_dir=state,
+                name="topology-aware",
+            )
+        return ours_argv(
+            socket=rt.socket,
+            config=self.resmgr_config,
+            root=self.root,
+            state_dir=state_dir or rt.dir / "state",
+            name="resmgr",
+        )
 
     def start(
         self, peer: str, rt: GoRuntime, *, state_dir: Path | None = None

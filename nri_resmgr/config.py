@@ -33,13 +33,6 @@ are rejected so that a typo never passes silently.
 
 from __future__ import annotations
 
-import difflib
-import enum
-import re
-import reprlib
-import sys
-import types
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,7 +43,10 @@ from nri_resmgr.control.config import ControlConfig
 from nri_resmgr.documents import load_document, parse_document
 from nri_resmgr.limits import Limits
 from nri_resmgr.model import ConfigError
+from nri_resmgr.ops.log_config import LogConfig, LogFormat
 from nri_resmgr.policy_documents import normalize_document
+from nri_resmgr.policy_registry import DropInError, UnknownPolicy
+from nri_resmgr.validation import InvalidConfig, validation_messages
 
 __all__ = [
     "Config",
@@ -59,45 +55,15 @@ __all__ = [
     "LogConfig",
     "LogFormat",
     "config_from_mapping",
-    "format_validation_error",
     "load_config",
-    "log_config_warnings",
-    "model_keys",
     "policy_config_problems",
-    "short_repr",
-    "unknown_key_message",
-    "validation_messages",
 ]
 
 DEFAULT_POLICY = "topology-aware"
-LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-
-
-class LogFormat(enum.StrEnum):
-    AUTO = "auto"
-    JSON = "json"
-    CONSOLE = "console"
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
-
-
-class LogConfig(_Section):
-    level: str = "info"
-    format: LogFormat = LogFormat.AUTO
-    file: str | None = None
-    debug: tuple[str, ...] = ()
-
-    @field_validator("level")
-    @classmethod
-    def _known_level(cls, value: str) -> str:
-        low = value.lower()
-        if low == "warn":
-            low = "warning"
-        if low not in LOG_LEVELS:
-            raise ValueError(f"expected one of {', '.join(LOG_LEVELS)}, found {value!r}")
-        return low
 
 
 class InstrumentationConfig(_Section):
@@ -128,203 +94,32 @@ class Config(_Section):
         return value.strip()
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + part
-    return out or "(document)"
+def policy_config_problems(exc: ConfigError) -> tuple[list[str], set[str]]:
+    """One line per problem in the error of loading a policy, and the policyConfig keys
+    at fault.
 
-
-def _members(tp: Any) -> list[Any]:
-    """`tp` with unions, Optional and Annotated taken apart."""
-    origin = typing.get_origin(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        return [m for arg in typing.get_args(tp) for m in _members(arg)]
-    if origin is typing.Annotated:
-        return _members(typing.get_args(tp)[0])
-    return [tp]
-
-
-def _step_into(tp: Any, part: int | str) -> Any:
-    """The type found at `part` (a key or an index) inside a value of type `tp`."""
-    for member in _members(tp):
-        if isinstance(member, type) and issubclass(member, BaseModel) and isinstance(part, str):
-            for name, info in member.model_fields.items():
-                if part in (name, info.alias):
-                    return info.annotation
-        origin = typing.get_origin(member)
-        args = typing.get_args(member)
-        if origin in (dict, Mapping) and isinstance(part, str) and len(args) == 2:
-            return args[1]
-        if origin in (tuple, list) and isinstance(part, int) and args:
-            return args[0]
-    return None
-
-
-def model_keys(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> list[str]:
-    """The document keys the mapping at `loc` inside `model` accepts (empty if unknown)."""
-    tp: Any = model
-    for part in loc:
-        if tp is None:
-            return []
-        tp = _step_into(tp, part)
-    for member in _members(tp):
-        if isinstance(member, type) and issubclass(member, BaseModel):
-            return [info.alias or name for name, info in member.model_fields.items()]
-    return []
-
-
-def unknown_key_message(key: object, known: list[str]) -> str:
-    """``unknown key K; expected one of A, B; did you mean B?`` (the parts that are known)."""
-    msg = f"unknown key {key}"
-    if known:
-        msg += f"; expected one of {', '.join(known)}"
-        text = str(key)
-        close = [k for k in known if k.lower() == text.lower()] or difflib.get_close_matches(
-            text, known, n=1, cutoff=0.6
-        )
-        if close:
-            msg += f"; did you mean {close[0]}?"
-    return msg
-
-
-_SHORT = reprlib.Repr()
-_SHORT.maxstring = 60
-_SHORT.maxother = 60
-_SHORT.maxlevel = 2
-
-
-def short_repr(value: object) -> str:
-    """`repr` bounded in length and depth (inputs may be huge or deeply nested)."""
-    return _SHORT.repr(value)
-
-
-def format_validation_error(
-    exc: ValidationError, *, prefix: str = "", model: type[BaseModel] | None = None
-) -> str:
-    """All problems on one line, separated by ``; `` (see `validation_messages`)."""
-    return "; ".join(validation_messages(exc, prefix=prefix, model=model))
-
-
-def validation_messages(
-    exc: ValidationError, *, prefix: str = "", model: type[BaseModel] | None = None
-) -> list[str]:
-    """One message per problem, ``path.in.document: expected ..., found VALUE``.
-
-    An unknown key is reported at the mapping that holds it, with the keys `model` accepts
-    there and the closest one: ``policyConfig: unknown key pinCPUs; expected one of ...;
-    did you mean pinCPU?``.  `prefix` is put before every path (``policyConfig``).
+    A policy reports the problems of its configuration as `InvalidConfig` (each at its
+    path in ``policyConfig``); the registry reports an unknown name (`UnknownPolicy`, at
+    ``policy``) and a broken drop-in (`DropInError`, at ``policyDirs``).  Any other
+    `ConfigError` (a drop-in's own) is one line at ``policyConfig``.
     """
-
-    def where(loc: tuple[int | str, ...]) -> str:
-        path = _loc(loc)
-        if prefix:
-            path = prefix if path == "(document)" else f"{prefix}.{path}"
-        return path
-
-    lines = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden" and loc:
-            lines.append(
-                f"{where(loc[:-1])}: {unknown_key_message(loc[-1], model_keys(model, loc[:-1]))}"
-            )
-            continue
-        if err["type"] == "missing":
-            lines.append(f"{where(loc)}: expected a value, found none")
-            continue
-        if msg.startswith("Input should be "):
-            msg = "expected " + msg.removeprefix("Input should be ")
-            msg = msg.removesuffix(", unable to interpret input")
-        if "found" in msg:
-            lines.append(f"{where(loc)}: {msg}")
-        else:
-            lines.append(f"{where(loc)}: {msg}, found {short_repr(err.get('input'))}")
-    return lines
+    if isinstance(exc, InvalidConfig):
+        lines = [p.under("policyConfig") for p in exc.problems]
+        return lines, {p.key for p in exc.problems if p.key}
+    if isinstance(exc, UnknownPolicy):
+        return [f"policy: {exc}"], set()
+    if isinstance(exc, DropInError):
+        return [f"policyDirs: {exc}"], set()
+    return [f"policyConfig: {exc}"], set()
 
 
-#: ``reservedResources.cpu`` at the start of a policy's message, and what follows it
-_PATH_RE = re.compile(r"(?P<path>[A-Za-z_][\w.\[\]]*)(?::\s*|\s+(?:is\s+)?)(?P<rest>.*)", re.S)
-
-
-def _policy_model(policy: str, title: str) -> type[BaseModel] | None:
-    """The policy's pydantic model called `title` (for the keys an unknown key is not)."""
-    from importlib.metadata import entry_points
-
-    from nri_resmgr.policy_registry import ENTRY_POINT_GROUP
-
-    package = "nri_resmgr_dropin_"  # the modules drop-ins are imported as
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == policy:
-            package = ep.module.rpartition(".")[0] + "."
-    for name, module in list(sys.modules.items()):
-        if name.startswith(package):
-            found = getattr(module, title, None)
-            if isinstance(found, type) and issubclass(found, BaseModel):
-                return found
-    return None
-
-
-def policy_config_problems(
-    exc: ConfigError, *, policy: str, policy_config: Mapping[str, Any]
-) -> tuple[list[str], set[str]]:
-    """One line per problem in a policy's `ConfigError`, and the policyConfig keys at fault.
-
-    A policy validates its configuration itself and reports one error at a time, in its
-    own words: ``policy static: invalid configuration: <pydantic text>`` or ``policy
-    topology-aware: reservedResources.cpu: <problem>``.  Pydantic problems are reworded
-    like the daemon's own (`validation_messages`, prefix ``policyConfig``); a message that
-    starts with a key of `policy_config` gets the path ``policyConfig.KEY...``; a CPU list
-    error gives one line per bad element (`IDSetError.problems`).
-    """
-    from nri_resmgr.topology.cpuset import IDSetError
-
-    cause = exc.__cause__
-    if isinstance(cause, ValidationError):
-        model = _policy_model(policy, cause.title)
-        lines = validation_messages(cause, prefix="policyConfig", model=model)
-        return lines, {str(e["loc"][0]) for e in cause.errors() if e["loc"]}
-    message = str(exc)
-    if message.startswith("unknown policy"):
-        return [f"policy: {message}"], set()
-    if message.startswith(("policy drop-in", "policy plugin directory")) or (
-        message.startswith("policy '") and "defined twice" in message
-    ):
-        return [f"policyDirs: {message}"], set()
-    rest = message.removeprefix(f"policy {policy}: ")
-    m = _PATH_RE.fullmatch(rest)
-    key = m.group("path").split(".")[0].split("[")[0] if m else ""
-    if m is None or key not in policy_config:
-        return [f"policyConfig: {rest}"], set()
-    path = f"policyConfig.{m.group('path')}"
-    if isinstance(cause, IDSetError) and len(cause.problems) > 1:
-        return [f"{path}: {problem}" for problem in cause.problems], {key}
-    return [f"{path}: {m.group('rest')}"], {key}
-
-
-def log_config_warnings(warnings: tuple[str, ...], *, source: str) -> None:
-    """One structured warning per key accepted without effect (`Config.warnings`)."""
-    from nri_resmgr.ops.logs import get_logger
-
-    log = get_logger("config")
-    for warning in warnings:
-        log.warning("configuration key has no effect", source=source, problem=warning)
-
-
-def config_from_mapping(
-    data: Mapping[str, Any] | None, *, source: str = "<config>", log_warnings: bool = True
-) -> Config:
+def config_from_mapping(data: Mapping[str, Any] | None, *, source: str = "<config>") -> Config:
     """Validate an already parsed document; None (an empty document) is the default config.
 
     The document may be in this project's form or in nri-plugins' (a custom resource or a
     bare spec, `nri_resmgr.policy_documents`).  Keys accepted without effect are kept in
-    `Config.warnings` and logged, one warning each, unless `log_warnings` is false (a
-    caller that parses the same document again and again logs them when it takes the
-    configuration into use).
+    `Config.warnings`; the shell that takes the configuration into use logs them
+    (`nri_resmgr.ops.logs.log_config_warnings`), as this module logs nothing.
     """
     if data is None:
         data = {}
@@ -346,8 +141,6 @@ def config_from_mapping(
             messages = validation_messages(exc, prefix="policyConfig", model=model)
             lines = [norm.where(line) for line in messages]
             raise ConfigError(f"{source}: {'; '.join(lines)}") from exc
-    if norm.warnings and log_warnings:
-        log_config_warnings(norm.warnings, source=source)
     if norm.warnings:
         config._warnings = norm.warnings
     return config

@@ -9,7 +9,9 @@ daemon takes a configuration document, `normalize_document` turns either form in
 project's own (``policy``, ``policyConfig``, ``control``, ``log``, ``instrumentation``)
 before it is validated, so their files load unchanged:
 
-* the kind names the policy (`POLICY_KINDS`, one line per kind); a bare spec is
+* the kind names the policy: the policies' records (`nri_resmgr.policy.base.PolicyRecord`,
+  found by `nri_resmgr.policy_registry`) each name the custom resource kind configuring
+  it, if any (`policy_kinds`); a bare spec is
   recognised by its keys: no key of this project's own form that theirs lacks
   (``policy``, ``policyConfig``, ``policyDirs``, ``limits``) and at least one of a
   policy's spec keys;
@@ -17,7 +19,7 @@ before it is validated, so their files load unchanged:
   ``log.debug``, ``instrumentation.httpEndpoint``); the keys that have no counterpart here
   (`COMMON_NOT_IMPLEMENTED`) are removed with one warning each;
 * every other spec key goes to ``policyConfig``, where the policy's model accepts it;
-  keys the policy accepts without effect (the policy module's ``NOT_IMPLEMENTED``) give one
+  keys the policy accepts without effect (its record's ``not_implemented``) give one
   warning each, in either form;
 * a key set to the value their CRD defaults it to (`SERVER_DEFAULTS`, which the API server
   writes into every custom resource) gives no warning: the operator did not ask for it.
@@ -29,7 +31,6 @@ the caller logs them (one structured warning per key) or prints them (validate-c
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,15 +38,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from nri_resmgr.documents import DocumentError
+from nri_resmgr.model import ConfigError
+from nri_resmgr.policy.base import PolicyRecord
+from nri_resmgr.policy_registry import PolicySource, available_policies
+from nri_resmgr.validation import unknown_key_message
 
 __all__ = [
     "API_VERSION",
     "COMMON_NOT_IMPLEMENTED",
-    "POLICY_KINDS",
     "Normalized",
     "PolicyKind",
     "kind_of_policy",
     "normalize_document",
+    "policy_kinds",
 ]
 
 API_GROUP = "config.nri"
@@ -54,43 +59,58 @@ API_VERSION = f"{API_GROUP}/v1alpha1"
 
 @dataclass(frozen=True, slots=True)
 class PolicyKind:
-    """One configuration custom resource kind and the policy it configures.
-
-    `module` is the policy's configuration module, imported when first needed; it provides
-    ``SPEC_MODEL`` (the pydantic model of the spec's policy keys) and ``NOT_IMPLEMENTED``
-    (dotted key path -> the feature it would control, for keys accepted without effect).
-    """
+    """One configuration custom resource kind and the record of the policy it configures."""
 
     kind: str
-    policy: str
     plural: str
-    module: str
+    record: PolicyRecord
+
+    @property
+    def policy(self) -> str:
+        return self.record.name
 
     def spec_model(self) -> type[BaseModel]:
-        model: type[BaseModel] = importlib.import_module(self.module).SPEC_MODEL
+        """The model of the spec's policy keys."""
+        model = self.record.spec_model
+        if model is None:  # kinds are made only of records with both (`policy_kinds`)
+            raise TypeError(f"policy {self.policy}: its record has no spec model")
         return model
 
     def not_implemented(self) -> Mapping[str, str]:
-        table: Mapping[str, str] = importlib.import_module(self.module).NOT_IMPLEMENTED
-        return table
+        """Dotted key path -> the feature it would control, for keys without effect."""
+        return self.record.not_implemented
 
     def spec_keys(self) -> frozenset[str]:
-        model = self.spec_model()
-        return frozenset(info.alias or name for name, info in model.model_fields.items())
+        return self.record.spec_keys()
 
 
-#: kind -> policy, one line per kind
-POLICY_KINDS: tuple[PolicyKind, ...] = (
-    PolicyKind(
-        "TopologyAwarePolicy",
-        "topology-aware",
-        "topologyawarepolicies",
-        "nri_resmgr.policy.topology_aware.config",
-    ),
-    PolicyKind(
-        "BalloonsPolicy", "balloons", "balloonspolicies", "nri_resmgr.policy.balloons.config"
-    ),
-)
+#: the policy a bare spec is read for when its keys do not tell (nri-plugins' default)
+_DEFAULT_KIND_POLICY = "topology-aware"
+
+
+def policy_kinds() -> tuple[PolicyKind, ...]:
+    """The custom resource kinds of the installed policies: `_DEFAULT_KIND_POLICY`'s first
+    (an ambiguous bare spec is read as it), then in the registry's name order.
+
+    Read from each installed policy's record (entry points only: a drop-in is configured
+    in this project's form).  A policy whose entry point fails to load has no kind here;
+    loading it by name reports why.
+    """
+    kinds = (_kind(source) for source in available_policies().values())
+    found = [k for k in kinds if k is not None]
+    return tuple(sorted(found, key=lambda k: k.policy != _DEFAULT_KIND_POLICY))
+
+
+def _kind(source: PolicySource) -> PolicyKind | None:
+    """The kind `source`'s record names (None: none, or its entry point fails to load)."""
+    try:
+        record = source.load()
+    except ConfigError:
+        return None
+    if record.resource is None or record.spec_model is None:
+        return None
+    return PolicyKind(record.resource.kind, record.resource.plural, record)
+
 
 #: the common sections of their specs, handled here rather than by the policy
 COMMON_SECTIONS = ("control", "log", "instrumentation", "agent")
@@ -160,8 +180,12 @@ class Normalized:
 
 
 def kind_of_policy(policy: str) -> PolicyKind | None:
-    """The custom resource kind configuring `policy` (None for policies without one)."""
-    return next((k for k in POLICY_KINDS if k.policy == policy), None)
+    """The custom resource kind configuring `policy` (None for policies without one).
+
+    Only `policy`'s own record is loaded: the daemon's start pays for no other policy.
+    """
+    source = available_policies().get(policy)
+    return _kind(source) if source is not None else None
 
 
 def _pop_path(data: dict[str, Any], path: str) -> bool:
@@ -243,8 +267,6 @@ def _from_spec(spec: Mapping[str, Any], kind: PolicyKind, *, form: str, source: 
     agent = spec.pop("agent", None)
     if agent:
         # what is left of agent is misspelt (agent has no section here)
-        from nri_resmgr.config import unknown_key_message
-
         known = [p.partition(".")[2] for p in COMMON_NOT_IMPLEMENTED if p.startswith("agent.")]
         left = agent if isinstance(agent, Mapping) else {agent: None}
         raise DocumentError(
@@ -260,8 +282,6 @@ def _from_spec(spec: Mapping[str, Any], kind: PolicyKind, *, form: str, source: 
 
 
 def _resource(data: Mapping[str, Any], source: str) -> Normalized:
-    from nri_resmgr.config import unknown_key_message
-
     problems = [
         f"(document): {unknown_key_message(key, list(_CR_KEYS))}"
         for key in data
@@ -269,7 +289,7 @@ def _resource(data: Mapping[str, Any], source: str) -> Normalized:
     ]
     if data.get("apiVersion") != API_VERSION:
         problems.append(f"apiVersion: expected {API_VERSION}, found {data.get('apiVersion')!r}")
-    kinds = {k.kind: k for k in POLICY_KINDS}
+    kinds = {k.kind: k for k in policy_kinds()}
     kind = kinds.get(str(data.get("kind")))
     if kind is None:
         problems.append(f"kind: expected one of {', '.join(kinds)}, found {data.get('kind')!r}")
@@ -298,17 +318,20 @@ def normalize_document(
     keys = {str(k) for k in data}
     if not keys & _OWN_KEYS:
         # a key only one kind has names that kind; else the first kind with any of its keys
+        kinds = policy_kinds()
         for only in (True, False):
-            for kind in POLICY_KINDS:
+            for kind in kinds:
                 theirs = kind.spec_keys() - set(COMMON_SECTIONS)
                 if only:
-                    theirs -= {k for o in POLICY_KINDS if o != kind for k in o.spec_keys()}
+                    theirs -= {k for o in kinds if o != kind for k in o.spec_keys()}
                 if keys & theirs:
                     return _from_spec(data, kind, form="spec", source=source)
-        if "agent" in keys:  # only their common sections
-            return _from_spec(data, POLICY_KINDS[0], form="spec", source=source)
-    own = kind_of_policy(str(data.get("policy", default_policy)))
+        if "agent" in keys and kinds:  # only their common sections
+            return _from_spec(data, kinds[0], form="spec", source=source)
     config = data.get("policyConfig")
-    if own is None or not isinstance(config, Mapping):
+    if not isinstance(config, Mapping) or not config:
+        return Normalized(data)
+    own = kind_of_policy(str(data.get("policy", default_policy)))
+    if own is None:
         return Normalized(data)
     return Normalized(data, tuple(policy_warnings(own, config, prefix="policyConfig.")))

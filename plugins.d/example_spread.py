@@ -2,8 +2,10 @@
 
 Theory of operation: this file shows how small a policy can be.  The registry imports
 every ``*.py`` file in a configured plugin directory (``plugins.d/`` here) and picks up
-each class that has a ``name`` and the five methods of `nri_resmgr.policy.base.Policy`,
-here ``Policy[SpreadState]``: every method takes and returns this policy's own state.
+each `nri_resmgr.policy.base.Policy` subclass defined in it (or the `PolicyRecord`
+naming one), here ``Policy[SpreadState]``: the five methods every policy writes take and
+return this policy's own state; the optional hooks keep their defaults, and the
+default constructor takes no configuration (a key is an error naming it).
 
 The policy counts containers per NUMA node (nodes with CPUs only).  A new container goes
 to the node with the fewest containers, ties broken by the lower node id, and is pinned
@@ -22,13 +24,13 @@ from typing import Any, ClassVar
 
 from nri_resmgr.model import (
     Assignment,
-    ConfigError,
     ContainerID,
     ContainerInfo,
     CPUKind,
     Decision,
     PolicyState,
 )
+from nri_resmgr.policy.base import Policy
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 
@@ -38,17 +40,13 @@ class SpreadState(PolicyState):
     node_of: Mapping[ContainerID, int]
 
 
-class SpreadPolicy:
+class SpreadPolicy(Policy[SpreadState]):
     """Pin each container to the NUMA node with the fewest containers."""
 
     name: ClassVar[str] = "spread"
 
     def __init__(self, *, topology: Topology, config: Mapping[str, Any]) -> None:
-        if config:
-            raise ConfigError(
-                f"policy spread: unknown configuration keys {sorted(config)}; expected none"
-            )
-        self.topology = topology
+        super().__init__(topology=topology, config=config)
         self.nodes = topology.node_ids(with_cpus=True)
 
     def initial_state(self) -> SpreadState:

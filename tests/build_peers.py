@@ -2,7 +2,8 @@
 
 Theory of operation: the suite drives real programs built from their Go modules (the NRI
 runtime library at each release, containerd and crictl, kube-apiserver, helm, the kubelet
-and its peers) and the nri-resmgr image. Each build function caches its result under
+and its peers, nri-plugins' topology-aware and balloons plugins for the differential test)
+and the nri-resmgr image. Each build function caches its result under
 `.cache/` keyed by its sources, so a warm run costs a few stat calls. On a new machine the
 builds take most of the first run (about 35 minutes on 2 cores), and a cold build inside a
 test would count against that test's timeout (pytest-timeout, 600 s) and compete with the
@@ -30,7 +31,7 @@ from tests.e2e import crio
 from tests.e2e_kube.image import ImageBuildError, build_image
 from tests.k8s.cluster import build_kube_apiserver
 from tests.k8s.components import ComponentBuildError, build_node_components
-from tests.peers import build_helm
+from tests.peers import NriPluginsBuildError, build_helm, make_nri_plugins
 from tests.support.requirements import go_binary
 
 #: what a build that cannot run here raises: require()'s skip or strict-mode failure, a
@@ -42,6 +43,7 @@ NOT_BUILT = (
     subprocess.SubprocessError,
     ComponentBuildError,
     ImageBuildError,
+    NriPluginsBuildError,
 )
 
 
@@ -53,6 +55,7 @@ def builds(go: str) -> list[tuple[str, Callable[[], object]]]:
     steps += [(r.name, partial(ctd.build, r, go)) for r in ctd.RELEASES.values()]
     steps += [(f"CRI-O {crio.CRIO.version} (crio, load-image, pinns)", partial(crio.build, go))]
     steps += [("kube-apiserver", build_kube_apiserver), ("helm", build_helm)]
+    steps += [("nri-plugins topology-aware and balloons (differential test)", make_nri_plugins)]
     steps += [("kubelet, scheduler, controller manager, kubectl", build_node_components)]
     steps += [("nri-resmgr image", build_image)]
     return steps

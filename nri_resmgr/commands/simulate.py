@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     import structlog
 
     from nri_resmgr.config import LogConfig, LogFormat, load_config
-    from nri_resmgr.ops.logs import configure_logging
+    from nri_resmgr.ops.logs import configure_logging, log_config_warnings
     from nri_resmgr.simulator.results import render_json, render_table
     from nri_resmgr.simulator.run import run_scenario
     from nri_resmgr.simulator.scenario import load_scenario
@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         scenario = load_scenario(Path(args.scenario))
         config = load_config(Path(args.config)) if args.config else None
+        if config is not None:
+            log_config_warnings(config.warnings, source=args.config)
         result = run_scenario(
             scenario,
             topology=args.topology,

@@ -6,12 +6,13 @@ a traceback or a hang.  The document is then checked in three passes, each of wh
 past its first error:
 
 1. the daemon's `Config` model: every problem pydantic finds, in this project's wording
-   (`nri_resmgr.config.validation_messages`); a top-level key that is wrong is set aside
+   (`nri_resmgr.validation.validation_messages`); a top-level key that is wrong is set aside
    and the rest is validated again, so an unknown key never hides the policy's errors;
 2. the ``control`` section's class definitions;
 3. the policy's own configuration, built against the machine (``--topology``, default this
-   machine's sysfs).  A policy reports one problem at a time, so a key found wrong is set
-   aside and the policy is built again; pydantic problems are reworded with their
+   machine's sysfs).  A policy reports its problems as values, each at its path
+   (`nri_resmgr.validation.InvalidConfig`), often one at a time, so a key found wrong is
+   set aside and the policy is built again; every problem is printed with its
    ``policyConfig.`` path, and a CPU list gives one line per bad element.
 
 The document may be in nri-plugins' form (a ``TopologyAwarePolicy`` custom resource or
@@ -54,7 +55,8 @@ def _validate_root(data: dict[Any, Any], errors: list[str]) -> tuple[Config, set
     """The `Config` of `data` with every wrong top-level key set aside (and reported)."""
     from pydantic import ValidationError
 
-    from nri_resmgr.config import Config, validation_messages
+    from nri_resmgr.config import Config
+    from nri_resmgr.validation import validation_messages
 
     doc = dict(data)
     wrong: set[str] = set()
@@ -93,7 +95,7 @@ def _policy_errors(config: Config, topology: Topology, *, dirs_valid: bool) -> l
             load_policy(config.policy, topology=topology, config=doc, plugin_dirs=dirs)
             break
         except ConfigError as exc:
-            lines, keys = policy_config_problems(exc, policy=config.policy, policy_config=doc)
+            lines, keys = policy_config_problems(exc)
             errors.extend(lines)
             if not keys & doc.keys():
                 break

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from nri_resmgr.model import ConfigError
+from nri_resmgr.ops.logs import get_logger
 from nri_resmgr.policy.irq_affinity import Interrupt, IrqUse, denied_claims, plan_affinities
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 
@@ -78,8 +79,6 @@ class IrqFiles:
         self.proc = Path(proc)
         self._write = write
         if log is None:
-            from nri_resmgr.ops.logs import get_logger  # logs -> config -> control
-
             log = get_logger("irq")
         self.log = log
         self._irqs: tuple[Interrupt, ...] | None = None

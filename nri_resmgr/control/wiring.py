@@ -171,17 +171,15 @@ class CPUClassControl(Controller):
 def irq_control(policy: Policy, files: IrqFiles | None) -> list[Controller]:
     """The interrupt controller for `policy` over `files` (none without files).
 
-    A policy that steers interrupts (``irq_use``) has its claims checked against the
+    The policy's claims (``irq_use`` of its initial state) are checked against the
     machine's interrupts first: `ConfigError` when one names an interrupt its
-    ``controllableInterrupts`` denies.  Other policies get the controller too, so that
-    what an earlier configuration wrote goes back to its original.
+    ``controllableInterrupts`` denies.  A policy without interrupt wishes claims nothing
+    and gets the controller too, so that what an earlier configuration wrote goes back to
+    its original.
     """
     if files is None:
         return []
-    from nri_resmgr.policy.irq_affinity import irq_use_of
-
-    if callable(getattr(policy, "irq_use", None)):  # others claim nothing: no initial state
-        files.check_claims(irq_use_of(policy, policy.initial_state()))
+    files.check_claims(policy.irq_use(policy.initial_state()))
     return [IrqControl(files)]
 
 

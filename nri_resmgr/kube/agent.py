@@ -2,7 +2,7 @@
 
 Theory of operation: `ConfigWatcher` keeps a cache of this daemon's ConfigMaps
 (`config_source.configmap_names`), of nri-plugins' configuration custom resources
-(`config_source.resource_names`, every kind of `policy_documents.POLICY_KINDS`) and of
+(`config_source.resource_names`, every kind of `policy_documents.policy_kinds`) and of
 the node's group labels.  Each collection is listed, then watched from the list's
 resourceVersion (one thread per collection), and every relevant change calls
 `on_change()` (one call at a time); when a watch ends or its resourceVersion is too old
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from nri_api.errors import ConnectionClosed
-from nri_resmgr.config import Config, log_config_warnings
+from nri_resmgr.config import Config
 from nri_resmgr.kube.client import KubeClient, KubeError, in_cluster_credentials, load_kubeconfig
 from nri_resmgr.kube.config_source import (
     DEFAULT_PREFIX,
@@ -53,7 +53,8 @@ from nri_resmgr.kube.config_source import (
 )
 from nri_resmgr.kube.report import PoolReporter, ReportManager, TopologyReporter
 from nri_resmgr.model import ConfigError, ResmgrError
-from nri_resmgr.policy_documents import POLICY_KINDS
+from nri_resmgr.ops.logs import log_config_warnings
+from nri_resmgr.policy_documents import policy_kinds
 
 #: the merge patch content type (nri-plugins patches node status this way)
 MERGE_PATCH = "application/merge-patch+json"
@@ -233,7 +234,7 @@ class ConfigWatcher:
             "missing_seconds": missing_seconds,
         }
         threads = []
-        for kind in POLICY_KINDS:
+        for kind in policy_kinds():
             plural = kind.plural
             thread = threading.Thread(
                 target=self._stream,
@@ -476,7 +477,7 @@ def build_kube_side(plugin: Any, options: Any, *, log: Any) -> KubeSide | None:
     initial = None
     try:
         watcher.relist()
-        for kind in POLICY_KINDS:
+        for kind in policy_kinds():
             try:
                 watcher.relist_resources(kind.plural)
             except KubeError as exc:

@@ -5,7 +5,7 @@ exists, used whole (sources are not merged, so an operator can always tell which
 is in force):
 
 1. nri-plugins' configuration custom resource (``TopologyAwarePolicy``, any kind of
-   `nri_resmgr.policy_documents.POLICY_KINDS`) in the daemon's namespace, by their rule:
+   `nri_resmgr.policy_documents.policy_kinds`) in the daemon's namespace, by their rule:
    `node.<NODE>` if it exists, else `group.<GROUP>` when the node has the label
    `config.nri/group` (no fallback to `default` then, as in nri-plugins), else `default`;
 2. the ConfigMap `<prefix>.node.<NODE>` in the daemon's namespace,
@@ -37,10 +37,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nri_resmgr.config import Config, config_from_mapping, load_config, log_config_warnings
+from nri_resmgr.config import Config, config_from_mapping, load_config
 from nri_resmgr.documents import parse_document
 from nri_resmgr.model import ConfigError
-from nri_resmgr.policy_documents import API_VERSION, POLICY_KINDS
+from nri_resmgr.ops.logs import log_config_warnings
+from nri_resmgr.policy_documents import API_VERSION, policy_kinds
 
 DEFAULT_PREFIX = "nri-resmgr-config"
 GROUP_LABEL = "config.nri-resmgr.io/group"
@@ -121,7 +122,7 @@ def parse_source(source: Source) -> Config:
     try:
         data = parse_document(source.text, source=source.name)
         # parsed at every change and relist: warnings are logged once, when taken into use
-        return config_from_mapping(data, source=source.name, log_warnings=False)
+        return config_from_mapping(data, source=source.name)
     except ConfigError as exc:
         raise SourceError(source, exc) from exc
 
@@ -162,7 +163,7 @@ def resolve(
     `file_text` is (path, content) of the --config file, if one was given.
     """
     for name in resource_names(node, resource_group) if resources else ():
-        for kind in POLICY_KINDS:
+        for kind in policy_kinds():
             found = resources.get((kind.plural, name)) if resources else None
             if found is not None:
                 src = _resource_source(namespace, kind.plural, found)

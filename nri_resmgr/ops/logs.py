@@ -34,7 +34,7 @@ import sys
 from collections.abc import Iterator, MutableMapping
 from typing import IO, Any, Protocol, TextIO
 
-from nri_resmgr.config import LogConfig, LogFormat
+from nri_resmgr.ops.log_config import LogConfig, LogFormat
 
 #: optional modules structlog imports only to offer them as exception formatters
 _STRUCTLOG_EXTRAS = ("rich", "better_exceptions", "colorama")
@@ -66,6 +66,7 @@ __all__ = [
     "configure_logging",
     "get_logger",
     "level_filter",
+    "log_config_warnings",
     "route_stdlib_logging",
 ]
 
@@ -102,6 +103,15 @@ def get_logger(component: str) -> Any:
     logger made before `configure_logging` (or before a reconfiguration) follows it.
     """
     return structlog.get_logger(component=component)
+
+
+def log_config_warnings(warnings: tuple[str, ...], *, source: str) -> None:
+    """One structured warning per configuration key accepted without effect
+    (`nri_resmgr.config.Config.warnings`), logged by the shell that takes the
+    configuration into use."""
+    log = get_logger("config")
+    for warning in warnings:
+        log.warning("configuration key has no effect", source=source, problem=warning)
 
 
 def level_filter(level: str, debug_components: tuple[str, ...] = ()) -> Any:

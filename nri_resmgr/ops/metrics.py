@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,6 +33,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
+
+from nri_resmgr.model import PolicyState
+from nri_resmgr.policy.base import Policy
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
 
@@ -83,40 +86,14 @@ class StateSnapshot:
     balloons: tuple[BalloonSnapshot, ...] = ()
 
 
-class BalloonReportLike(Protocol):
-    """What a policy's ``balloons(state)`` hook returns per balloon."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def type(self) -> str: ...
-    @property
-    def cpus(self) -> Iterable[int]: ...
-    @property
-    def shared_idle_cpus(self) -> Iterable[int]: ...
-    @property
-    def mems(self) -> Iterable[int]: ...
-    @property
-    def containers(self) -> Sequence[str]: ...
-    @property
-    def show_containers_in_nrt(self) -> bool: ...
-    @property
-    def component_cpus(self) -> str: ...
-    @property
-    def excess_milli(self) -> int: ...
-
-
 def balloon_snapshots(
-    policy: object, state: object, *, names: Mapping[str, str] | None = None
+    policy: Policy, state: PolicyState, *, names: Mapping[str, str] | None = None
 ) -> tuple[BalloonSnapshot, ...]:
     """The balloons of `policy` in `state`, from its ``balloons(state)`` hook.
 
-    Policies without the hook (every one but balloons today) have none.  `names` maps
+    A policy without balloons has none (the contract's default).  `names` maps
     container ids to the names a report shows (the simulator's ``pod/container``).
     """
-    hook: Callable[[object], Sequence[BalloonReportLike]] | None = getattr(policy, "balloons", None)
-    if not callable(hook):
-        return ()
     names = names or {}
     return tuple(
         BalloonSnapshot(
@@ -131,7 +108,7 @@ def balloon_snapshots(
             component_cpus=b.component_cpus,
             excess_milli=b.excess_milli,
         )
-        for b in hook(state)
+        for b in policy.balloons(state)
     )
 
 

@@ -25,13 +25,14 @@ from nri_resmgr.limits import shown
 from nri_resmgr.model import (
     AnnotationError,
     Assignment,
-    ConfigError,
     ContainerID,
     ContainerInfo,
     CPUKind,
 )
+from nri_resmgr.policy.kit.rebuild import holders_per_cpu
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError, union
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.validation import InvalidConfig, Problem, invalid
 
 __all__ = [
     "TRUE_WORDS",
@@ -42,6 +43,7 @@ __all__ = [
     "order_claims",
     "parse_bool_annotation",
     "parse_cpu_amount",
+    "parse_cpu_list",
     "parse_cpu_quantity",
     "parse_memory_quantity",
     "take_cpus",
@@ -68,18 +70,19 @@ def parse_bool_annotation(container: ContainerInfo, key: str) -> bool | None:
     )
 
 
-def parse_cpu_quantity(text: str, *, what: str) -> int:
-    """A Kubernetes CPU quantity (``750m``, ``2``, ``0.5``) in millicores."""
+def parse_cpu_quantity(text: str, *, subject: str, path: str) -> int:
+    """A Kubernetes CPU quantity (``750m``, ``2``, ``0.5``) in millicores; a problem is
+    `InvalidConfig` of `subject` at `path`."""
     s = text.strip()
     try:
         # float("1e400") is inf, which round() cannot convert: not a quantity either
         milli = int(s[:-1], 10) if s.endswith("m") else round(float(s) * 1000)
     except (ValueError, OverflowError) as exc:
-        raise ConfigError(
-            f"{what}: {text!r} is not a CPU quantity; expected e.g. 750m, 2 or 1.5"
+        raise invalid(
+            subject, path, f"{text!r} is not a CPU quantity; expected e.g. 750m, 2 or 1.5"
         ) from exc
     if milli < 0 or not math.isfinite(milli):
-        raise ConfigError(f"{what}: {text!r} is negative; expected a CPU quantity >= 0")
+        raise invalid(subject, path, f"{text!r} is negative; expected a CPU quantity >= 0")
     return milli
 
 
@@ -110,20 +113,29 @@ class CPUAmount:
     cpuset: CPUSet | None = None
 
 
-def parse_cpu_amount(text: str | int | float, *, what: str) -> CPUAmount:
-    """``cpuset:0-1`` (an explicit set) or a quantity such as ``750m``."""
+def parse_cpu_amount(text: str | int | float, *, subject: str, path: str) -> CPUAmount:
+    """``cpuset:0-1`` (an explicit set) or a quantity such as ``750m``; a problem is
+    `InvalidConfig` of `subject` at `path` (one per bad element of a CPU list)."""
     if isinstance(text, int | float):
         if not math.isfinite(text):
-            raise ConfigError(f"{what}: {text!r} is not a CPU quantity; expected a finite number")
+            raise invalid(
+                subject, path, f"{text!r} is not a CPU quantity; expected a finite number"
+            )
         return CPUAmount(milli=round(text * 1000))
     s = text.strip()
     if s.startswith("cpuset:"):
-        try:
-            cpus = IDSet.parse(s[len("cpuset:") :])
-        except IDSetError as exc:
-            raise ConfigError(f"{what}: {exc}") from exc
+        cpus = parse_cpu_list(s[len("cpuset:") :], subject=subject, path=path)
         return CPUAmount(milli=1000 * len(cpus), cpuset=cpus)
-    return CPUAmount(milli=parse_cpu_quantity(s, what=what))
+    return CPUAmount(milli=parse_cpu_quantity(s, subject=subject, path=path))
+
+
+def parse_cpu_list(text: str, *, subject: str, path: str) -> CPUSet:
+    """A kernel CPU list (``0-3,8``); `InvalidConfig` of `subject` at `path` with one
+    problem per bad element."""
+    try:
+        return IDSet.parse(text)
+    except IDSetError as exc:
+        raise InvalidConfig(subject, [Problem(path, p) for p in exc.problems]) from exc
 
 
 def namespace_matches(namespace: str, globs: Iterable[str]) -> bool:
@@ -291,10 +303,7 @@ def order_claims(
     kept before it: of two containers reporting the same CPUs, the first listed keeps
     them and the other moves.
     """
-    holders: dict[int, int] = {}
-    for cpus in claims.values():
-        for cpu in cpus:
-            holders[cpu] = holders.get(cpu, 0) + 1
+    holders = holders_per_cpu(claims.values())
     seen = union(others)
     position = {cid: i for i, cid in enumerate(claims)}
 

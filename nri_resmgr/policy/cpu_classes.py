@@ -34,10 +34,11 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from nri_resmgr.model import ConfigError
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
+from nri_resmgr.validation import invalid
 
 __all__ = [
+    "NO_CPU_CLASSES",
     "CPUClass",
     "CPUClassSettings",
     "CPUClassUse",
@@ -46,7 +47,6 @@ __all__ = [
     "Frequency",
     "TurboDomain",
     "check_classes",
-    "cpu_class_use_of",
     "merged_classes",
     "parse_frequency",
 ]
@@ -157,7 +157,7 @@ class CPUControlConfig(_Model):
     classes: Mapping[str, CPUClassSettings] = Field(default_factory=dict)
 
 
-def _check_pct(classes: Mapping[str, CPUClass], *, where: str) -> None:
+def _check_pct(classes: Mapping[str, CPUClass], *, subject: str, path: str) -> None:
     """Their rules for the (otherwise unimplemented) SST/PCT keys, so that a
     configuration nri-plugins refuses is refused here too."""
     for c in classes.values():
@@ -170,46 +170,55 @@ def _check_pct(classes: Mapping[str, CPUClass], *, where: str) -> None:
         elif c.publish_extended_resource and not pct and c.sst_clos_id is None:
             problem = "publishExtendedResource needs pctPriority or sstClosID"
         if problem:
-            raise ConfigError(f"{where}: class {c.name!r}: {problem}")
+            raise invalid(subject, path, f"class {c.name!r}: {problem}")
     managed = sorted(c.name for c in classes.values() if c.pct_priority)
     assoc = sorted(c.name for c in classes.values() if c.sst_clos_id is not None)
     if managed and assoc:
-        raise ConfigError(
-            f"{where}: classes {', '.join(managed)} (pctPriority) and {', '.join(assoc)} "
-            "(sstClosID) mix managed and assoc-only PCT; expected one mode"
+        raise invalid(
+            subject,
+            path,
+            f"classes {', '.join(managed)} (pctPriority) and {', '.join(assoc)} "
+            "(sstClosID) mix managed and assoc-only PCT; expected one mode",
         )
     for prio in ("high", "low"):
         named = sorted(c.name for c in classes.values() if c.pct_priority == prio)
         if len(named) > 1:
-            raise ConfigError(
-                f"{where}: classes {', '.join(named)} all have pctPriority {prio}; "
-                "expected at most one"
+            raise invalid(
+                subject,
+                path,
+                f"classes {', '.join(named)} all have pctPriority {prio}; expected at most one",
             )
 
 
-def check_classes(classes: Iterable[CPUClass], *, where: str) -> dict[str, CPUClass]:
+def check_classes(
+    classes: Iterable[CPUClass], *, subject: str, path: str = "cpuClasses"
+) -> dict[str, CPUClass]:
     """`classes` by name; a name given twice, min above max, an uncore symbol or SST/PCT
-    keys that nri-plugins refuses together are a `ConfigError`."""
+    keys that nri-plugins refuses together are `InvalidConfig` of `subject` at `path`."""
     out: dict[str, CPUClass] = {}
     for c in classes:
         if c.name in out:
-            raise ConfigError(f"{where}: class {c.name!r} is defined twice; expected once")
+            raise invalid(subject, path, f"class {c.name!r} is defined twice; expected once")
         for low, high, keys in (
             (c.min_freq, c.max_freq, "minFreq > maxFreq"),
             (c.uncore_min_freq, c.uncore_max_freq, "uncoreMinFreq > uncoreMaxFreq"),
         ):
             if isinstance(low, int) and isinstance(high, int) and low > high:
-                raise ConfigError(
-                    f"{where}: class {c.name!r}: {keys} ({low} > {high} kHz); expected the "
-                    "minimum at most the maximum"
+                raise invalid(
+                    subject,
+                    path,
+                    f"class {c.name!r}: {keys} ({low} > {high} kHz); expected the minimum at "
+                    "most the maximum",
                 )
         if c.uncore_symbolic():
-            raise ConfigError(
-                f"{where}: class {c.name!r}: uncoreMinFreq/uncoreMaxFreq are symbolic; "
-                "expected kHz (the uncore has no min/base/turbo files)"
+            raise invalid(
+                subject,
+                path,
+                f"class {c.name!r}: uncoreMinFreq/uncoreMaxFreq are symbolic; expected kHz "
+                "(the uncore has no min/base/turbo files)",
             )
         out[c.name] = c
-    _check_pct(out, where=where)
+    _check_pct(out, subject=subject, path=path)
     return out
 
 
@@ -246,11 +255,3 @@ class CPUClassUse:
 
 #: what a policy without CPU classes asks: nothing (its files keep or get back originals)
 NO_CPU_CLASSES = CPUClassUse()
-
-
-def cpu_class_use_of(policy: object, state: object) -> CPUClassUse:
-    """`policy`'s CPU classes in `state`: its ``cpu_class_use(state)`` when it has one
-    (balloons, topology-aware), else `NO_CPU_CLASSES`."""
-    use_of = getattr(policy, "cpu_class_use", None)
-    use = use_of(state) if callable(use_of) else NO_CPU_CLASSES
-    return use if isinstance(use, CPUClassUse) else NO_CPU_CLASSES

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 
 __all__ = [
+    "NO_IRQ_USE",
     "Interrupt",
     "IrqBalloon",
     "IrqMode",
@@ -39,7 +40,6 @@ __all__ = [
     "denied_claims",
     "irq_pattern_matches",
     "irq_pattern_problem",
-    "irq_use_of",
     "plan_affinities",
 ]
 
@@ -193,6 +193,10 @@ class IrqUse:
         return union(b.cpus for b in self.balloons if b.mode is mode)
 
 
+#: what a policy that steers no interrupt wants: nothing (earlier writes go back)
+NO_IRQ_USE = IrqUse(allowed=IDSet())
+
+
 def plan_affinities(
     use: IrqUse, irqs: Iterable[Interrupt], originals: Mapping[int, CPUSet]
 ) -> dict[int, CPUSet]:
@@ -232,11 +236,3 @@ def denied_claims(use: IrqUse, irqs: Iterable[Interrupt]) -> list[str]:
         for irq in denied
         if irq.claimed_by(claim)
     ]
-
-
-def irq_use_of(policy: object, state: object) -> IrqUse:
-    """`policy`'s interrupt wishes in `state`: its ``irq_use(state)`` when it has one
-    (balloons), else none (what an earlier configuration wrote goes back)."""
-    use_of = getattr(policy, "irq_use", None)
-    use = use_of(state) if callable(use_of) else None
-    return use if isinstance(use, IrqUse) else IrqUse(allowed=IDSet())

@@ -16,21 +16,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from nri_resmgr.model import (
     Assignment,
-    ConfigError,
     ContainerID,
     ContainerInfo,
     CPUKind,
     Decision,
     PolicyState,
 )
+from nri_resmgr.policy.base import Policy, PolicyRecord
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.validation import validate
 
-__all__ = ["NoneConfig", "NonePolicy", "NoneState"]
+__all__ = ["RECORD", "NoneConfig", "NonePolicy", "NoneState"]
 
 
 class NoneConfig(BaseModel):
@@ -48,16 +49,13 @@ def _untouched(cid: ContainerID) -> Assignment:
     return Assignment(container_id=cid, cpus=IDSet(), mems=IDSet(), kind=CPUKind.NONE)
 
 
-class NonePolicy:
+class NonePolicy(Policy[NoneState]):
     """Changes nothing; every assignment is empty (see the module docstring)."""
 
     name: ClassVar[str] = "none"
 
     def __init__(self, *, topology: Topology, config: Mapping[str, Any]) -> None:
-        try:
-            NoneConfig.model_validate(dict(config))
-        except ValidationError as exc:
-            raise ConfigError(f"policy none: invalid configuration: {exc}") from exc
+        validate(NoneConfig, config, subject="policy none")
         self.topology = topology
 
     def initial_state(self) -> NoneState:
@@ -80,3 +78,7 @@ class NonePolicy:
         return Decision(
             state=NoneState(frozenset(c.id for c in containers)), reason="none policy: rebuilt"
         )
+
+
+#: the registration (the ``nri_resmgr.policies`` entry point names it)
+RECORD = PolicyRecord(NonePolicy)

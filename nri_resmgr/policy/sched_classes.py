@@ -47,7 +47,6 @@ from nri_resmgr.limits import shown
 from nri_resmgr.model import (
     ANNOTATION_DOMAIN,
     AnnotationError,
-    ConfigError,
     ContainerInfo,
     Decision,
     IOClass,
@@ -57,16 +56,17 @@ from nri_resmgr.model import (
     SchedPolicy,
     SchedulingClass,
 )
+from nri_resmgr.validation import invalid
 
 __all__ = [
     "IO_PRIORITY_SINCE",
+    "NO_SCHEDULING_CLASSES",
     "SCHEDULER_SINCE",
     "SCHEDULING_CLASS_ANNOTATION",
     "NRIRequirement",
     "SchedulingClassSpec",
     "SchedulingClasses",
     "build_scheduling_classes",
-    "policy_nri_requirements",
     "with_scheduling",
 ]
 
@@ -161,45 +161,53 @@ class SchedulingClasses:
         return tuple(out)
 
 
-def _in_range(what: str, value: int | None, bounds: tuple[int, int], why: str) -> None:
+#: the classes of a policy without scheduling classes: none
+NO_SCHEDULING_CLASSES = SchedulingClasses()
+
+
+def _in_range(
+    subject: str, path: str, value: int | None, bounds: tuple[int, int], why: str
+) -> None:
     if value is not None and not bounds[0] <= value <= bounds[1]:
-        raise ConfigError(f"{what} is {value}; expected {bounds[0]}..{bounds[1]} ({why})")
+        raise invalid(subject, path, f"expected {bounds[0]}..{bounds[1]} ({why}), found {value}")
 
 
-def _class_value(spec: SchedulingClassSpec, *, where: str) -> SchedulingClass:
-    what = f"{where}: schedulingClasses[{spec.name}]"
+def _class_value(spec: SchedulingClassSpec, *, subject: str) -> SchedulingClass:
+    what = f"schedulingClasses[{spec.name}]"
     pol = spec.policy
     if pol in _REALTIME:
         if spec.priority is None:
-            raise ConfigError(f"{what}: policy {pol} needs a priority; expected 1..99, found none")
-        _in_range(f"{what}.priority", spec.priority, _RT_PRIORITY_RANGE, f"policy {pol}")
+            raise invalid(
+                subject, what, f"policy {pol} needs a priority; expected 1..99, found none"
+            )
+        _in_range(subject, f"{what}.priority", spec.priority, _RT_PRIORITY_RANGE, f"policy {pol}")
     elif spec.priority not in (None, 0):
-        raise ConfigError(
-            f"{what}.priority is {spec.priority}; expected 0 or unset for policy "
-            f"{pol or 'unset'} (only fifo and rr take a priority, 1..99; use nice)"
+        raise invalid(
+            subject,
+            f"{what}.priority",
+            f"expected 0 or unset for policy {pol or 'unset'} (only fifo and rr take a "
+            f"priority, 1..99; use nice), found {spec.priority}",
         )
-    _in_range(f"{what}.nice", spec.nice, _NICE_RANGE, "nice(2)")
+    _in_range(subject, f"{what}.nice", spec.nice, _NICE_RANGE, "nice(2)")
     timing = {"runtime": spec.runtime, "deadline": spec.deadline, "period": spec.period}
+    found = ", ".join(f"{k}={v}" for k, v in timing.items())
     if pol is SchedPolicy.DEADLINE:
         if spec.runtime is None or spec.deadline is None:
-            raise ConfigError(
-                f"{what}: policy deadline needs runtime and deadline; found "
-                + ", ".join(f"{k}={v}" for k, v in timing.items())
+            raise invalid(
+                subject, what, f"policy deadline needs runtime and deadline; found {found}"
             )
         period = spec.period if spec.period is not None else spec.deadline
         if not spec.runtime <= spec.deadline <= period:
-            raise ConfigError(
-                f"{what}: expected runtime <= deadline <= period; found "
-                + ", ".join(f"{k}={v}" for k, v in timing.items())
-            )
+            raise invalid(subject, what, f"expected runtime <= deadline <= period; found {found}")
     else:
         set_ = [k for k, v in timing.items() if v is not None]
         if set_:
-            raise ConfigError(
-                f"{what}: {', '.join(set_)} only apply to policy deadline; found policy "
-                f"{pol or 'unset'}"
+            raise invalid(
+                subject,
+                what,
+                f"{', '.join(set_)} only apply to policy deadline; found policy {pol or 'unset'}",
             )
-    _in_range(f"{what}.ioPriority", spec.io_priority, _IO_PRIORITY_RANGE, "ionice(1)")
+    _in_range(subject, f"{what}.ioPriority", spec.io_priority, _IO_PRIORITY_RANGE, "ionice(1)")
     return SchedulingClass(
         name=spec.name,
         policy=pol,
@@ -222,31 +230,32 @@ def build_scheduling_classes(
     *,
     namespaces: Mapping[str, str],
     qos: Mapping[str, str],
-    where: str,
+    subject: str,
     references: Mapping[str, str] | None = None,
 ) -> SchedulingClasses:
-    """Check a configuration's classes and defaults (`where` prefixes every error,
-    e.g. ``policy topology-aware``); `references` are the configuration's other class
-    names (the key says where, ``balloonTypes[db].schedulingClass``); raises
-    `ConfigError`."""
+    """Check a configuration's classes and defaults; `references` are the
+    configuration's other class names (the key says where,
+    ``balloonTypes[db].schedulingClass``); a problem is `InvalidConfig` of `subject`
+    (``policy topology-aware``) at its key."""
     by_name: dict[str, SchedulingClass] = {}
     for spec in classes:
         if not spec.name.strip():
-            raise ConfigError(
-                f"{where}: schedulingClasses: expected a class name, found {spec.name!r}"
+            raise invalid(
+                subject, "schedulingClasses", f"expected a class name, found {spec.name!r}"
             )
         if spec.name in by_name:
-            raise ConfigError(
-                f"{where}: schedulingClasses: class {spec.name!r} is defined twice; expected "
-                "unique names"
+            raise invalid(
+                subject,
+                "schedulingClasses",
+                f"class {spec.name!r} is defined twice; expected unique names",
             )
-        by_name[spec.name] = _class_value(spec, where=where)
+        by_name[spec.name] = _class_value(spec, subject=subject)
 
     def check(key: str, ref: str) -> None:
         if ref not in by_name:
             known = ", ".join(sorted(by_name)) or "none defined"
-            raise ConfigError(
-                f"{where}: {key} is {ref!r}; expected one of schedulingClasses ({known})"
+            raise invalid(
+                subject, key, f"expected one of schedulingClasses ({known}), found {ref!r}"
             )
 
     for key, ref in namespaces.items():
@@ -255,9 +264,10 @@ def build_scheduling_classes(
     for key, ref in qos.items():
         q = _QOS_BY_LOWER.get(key.lower())
         if q is None:
-            raise ConfigError(
-                f"{where}: podQoSSchedulingClasses has key {key!r}; expected one of "
-                + ", ".join(c.value for c in QoSClass)
+            raise invalid(
+                subject,
+                "podQoSSchedulingClasses",
+                f"unknown key {key!r}; expected one of " + ", ".join(c.value for c in QoSClass),
             )
         check(f"podQoSSchedulingClasses[{key}]", ref)
         by_qos[q] = ref
@@ -271,10 +281,3 @@ def with_scheduling(decision: Decision[S], scheduling: SchedulingClass | None) -
     if scheduling is None or decision.assignment is None:
         return decision
     return replace(decision, assignment=replace(decision.assignment, scheduling=scheduling))
-
-
-def policy_nri_requirements(policy: object) -> tuple[NRIRequirement, ...]:
-    """What a policy's scheduling classes need from the runtime: a policy with classes
-    exposes them as its ``scheduling`` attribute (a `SchedulingClasses`)."""
-    classes = getattr(policy, "scheduling", None)
-    return classes.nri_requirements() if isinstance(classes, SchedulingClasses) else ()

@@ -48,31 +48,42 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from nri_resmgr.model import (
     AllocationError,
     Assignment,
-    ConfigError,
     ContainerID,
     ContainerInfo,
     CPUKind,
     Decision,
-    MemoryKind,
     PolicyState,
     QoSClass,
 )
-from nri_resmgr.policy.common import lowest_cpus, order_claims, parse_cpu_amount, take_cpus
+from nri_resmgr.policy.base import Policy, PolicyRecord
+from nri_resmgr.policy.common import (
+    lowest_cpus,
+    order_claims,
+    parse_cpu_amount,
+    parse_cpu_list,
+    take_cpus,
+)
 from nri_resmgr.policy.decide import (
     decide,
     decide_release,
-    differs_from_current,
     nothing_to_release,
 )
+from nri_resmgr.policy.kit.constraints import RESERVED_CPU, dram_near
+from nri_resmgr.policy.kit.rebuild import each_once, moved
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.validation import invalid, validate
 
-__all__ = ["StaticConfig", "StaticPolicy", "StaticState"]
+__all__ = ["RECORD", "StaticConfig", "StaticPolicy", "StaticState"]
+
+
+SUBJECT = "policy static"
+SYSTEM_CPUS = "reservedSystemCPUs"
 
 
 class StaticOptions(BaseModel):
@@ -128,44 +139,43 @@ class StaticState(PolicyState):
         return self.held
 
 
-class StaticPolicy:
+class StaticPolicy(Policy[StaticState]):
     """kubelet static CPU manager semantics (see the module docstring)."""
 
     name: ClassVar[str] = "static"
 
     def __init__(self, *, topology: Topology, config: Mapping[str, Any]) -> None:
-        try:
-            cfg = StaticConfig.model_validate(dict(config))
-        except ValidationError as exc:
-            raise ConfigError(f"policy static: invalid configuration: {exc}") from exc
+        cfg = validate(StaticConfig, config, subject=SUBJECT)
         self.topology = topology
         self.config = cfg
         online = topology.online_cpus()
         if cfg.reserved_system_cpus is not None and cfg.reserved_resources.cpu is not None:
-            raise ConfigError(
-                "policy static: both reservedSystemCPUs and reservedResources.cpu are set; "
-                "expected at most one"
+            raise invalid(
+                SUBJECT,
+                "",
+                "both reservedSystemCPUs and reservedResources.cpu are set; expected at most one",
             )
         if cfg.reserved_system_cpus is not None:
-            amount = parse_cpu_amount(
-                "cpuset:" + cfg.reserved_system_cpus, what="policy static: reservedSystemCPUs"
-            )
-            assert amount.cpuset is not None
-            if not amount.cpuset <= online:
-                raise ConfigError(
-                    f"policy static: reservedSystemCPUs {amount.cpuset} includes CPUs "
-                    f"{amount.cpuset - online} that are not online; online CPUs are {online}"
+            cpus = parse_cpu_list(cfg.reserved_system_cpus, subject=SUBJECT, path=SYSTEM_CPUS)
+            if not cpus <= online:
+                raise invalid(
+                    SUBJECT,
+                    SYSTEM_CPUS,
+                    f"{cpus} includes CPUs {cpus - online} that are not online; online CPUs "
+                    f"are {online}",
                 )
-            self.reserved = amount.cpuset
+            self.reserved = cpus
         elif cfg.reserved_resources.cpu is not None:
             amount = parse_cpu_amount(
-                cfg.reserved_resources.cpu, what="policy static: reservedResources.cpu"
+                cfg.reserved_resources.cpu, subject=SUBJECT, path=RESERVED_CPU
             )
             if amount.cpuset is not None:
                 if not amount.cpuset <= online:
-                    raise ConfigError(
-                        f"policy static: reservedResources.cpu {amount.cpuset} includes "
-                        f"offline CPUs {amount.cpuset - online}; online CPUs are {online}"
+                    raise invalid(
+                        SUBJECT,
+                        RESERVED_CPU,
+                        f"{amount.cpuset} includes offline CPUs {amount.cpuset - online}; "
+                        f"online CPUs are {online}",
                     )
                 self.reserved = amount.cpuset
             else:
@@ -173,9 +183,10 @@ class StaticPolicy:
         else:
             self.reserved = IDSet()
         if self.reserved == online and online:
-            raise ConfigError(
-                f"policy static: all online CPUs {online} are reserved; expected some left "
-                "for containers"
+            raise invalid(
+                SUBJECT,
+                "",
+                f"all online CPUs {online} are reserved; expected some left for containers",
             )
         self.shared_base = online - self.reserved if cfg.options.strict_cpu_reservation else online
 
@@ -186,13 +197,7 @@ class StaticPolicy:
         return self.shared_base - state.exclusive_cpus()
 
     def _mems(self, cpus: CPUSet) -> NodeSet:
-        if not self.config.pin_memory:
-            return IDSet()
-        out: set[int] = set()
-        for node in self.topology.nodes_of(cpus):
-            near = self.topology.memory_nodes_near(node, (MemoryKind.DRAM,))
-            out |= near.ids() or {node}
-        return IDSet(out)
+        return dram_near(self.topology, cpus) if self.config.pin_memory else IDSet()
 
     def render(self, state: StaticState) -> dict[ContainerID, Assignment]:
         """The assignment of every container in `state`."""
@@ -343,10 +348,8 @@ class StaticPolicy:
 
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[StaticState]:
         st = self.initial_state()
-        by_id: dict[ContainerID, ContainerInfo] = {}
-        for c in containers:
-            by_id.setdefault(c.id, c)  # a container listed twice counts once, as first seen
-        containers = list(by_id.values())
+        containers = each_once(containers)
+        by_id = {c.id: c for c in containers}
         counts = {c.id: self.exclusive_count(c) for c in containers}
         # phase 1: keep valid exclusive placements exactly where they are; claims no
         # other claim overlaps first, then the conflicting ones (`common.order_claims`),
@@ -376,10 +379,7 @@ class StaticPolicy:
         for c in containers:
             if c.id not in st.entries:
                 st = self._with(st, c.id, StaticEntry(IDSet(), c.request.cpu_request_milli))
-        rendered = self.render(st)
-        updates = tuple(
-            a for cid, a in sorted(rendered.items()) if differs_from_current(by_id[cid], a)
-        )
+        updates = moved(sorted(containers, key=lambda c: c.id), self.render(st))
         reason = "rebuilt" + ("; fell back to shared: " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
 
@@ -402,3 +402,7 @@ class StaticPolicy:
             threads == self.topology.core_cpus(core)
             for core, threads in self.topology.cores_of(cpus).items()
         )
+
+
+#: the registration (the ``nri_resmgr.policies`` entry point names it)
+RECORD = PolicyRecord(StaticPolicy)

@@ -8,7 +8,8 @@ Theory of operation
 container's as a `ContainerUpdate`, or None when there is nothing to set;
 `cpuset_updates_for` renders the updates the pipeline sends other containers, which
 carry the cpuset and memory nodes only (a running container's classes cannot change).
-A `CPUKind.NONE` assignment sets no cpuset fields.  Every function here is pure.
+A `CPUKind.NONE` assignment sets no CPUs, only its memory nodes when it has some.
+Every function here is pure.
 
 Speed: only the container id differs between the updates of one placement (an
 exclusive grant sends the same shared set to every container of its pool), so an
@@ -42,13 +43,14 @@ _B = TypeVar("_B", Adjustment, Update)
 def _render(builder: _B, assignment: Assignment) -> tuple[_B, bool]:
     """Set the assignment's fields on an NRI builder; whether anything was set."""
     touched = False
-    if assignment.kind is not CPUKind.NONE:
-        if assignment.cpus:
-            builder.set_cpuset(assignment.cpus)
-            touched = True
-        if assignment.mems:
-            builder.set_cpuset_mems(assignment.mems)
-            touched = True
+    if assignment.kind is not CPUKind.NONE and assignment.cpus:
+        builder.set_cpuset(assignment.cpus)
+        touched = True
+    # an unpinned container (CPUKind.NONE: cpu.preserve) still gets the memory nodes its
+    # policy renders, as nri-plugins pins it (topology-aware: every node of its kinds)
+    if assignment.mems:
+        builder.set_cpuset_mems(assignment.mems)
+        touched = True
     if assignment.rdt_class is not None:
         builder.set_rdt_class(assignment.rdt_class)
         touched = True
@@ -85,7 +87,8 @@ def io_priority_for(sc: SchedulingClass) -> api.LinuxIOPriority:
 
 
 def adjustment_for(assignment: Assignment) -> api.ContainerAdjustment:
-    """The `ContainerAdjustment` for a new container (CPUKind.NONE: no cpuset fields).
+    """The `ContainerAdjustment` for a new container (CPUKind.NONE: no CPUs, only the
+    memory nodes when it has some).
 
     A scheduling class sets ``linux.scheduler`` and/or ``linux.io_priority``, only the
     parts the class sets (`SchedulingClass.sets_scheduler` / ``sets_io_priority``).

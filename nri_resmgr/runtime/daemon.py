@@ -75,7 +75,12 @@ from nri_resmgr.model import (
     CPUKind,
     ResmgrError,
 )
-from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
+from nri_resmgr.ops.logs import (
+    configure_logging,
+    get_logger,
+    log_config_warnings,
+    route_stdlib_logging,
+)
 from nri_resmgr.ops.metrics import (
     HealthState,
     Metrics,
@@ -83,7 +88,6 @@ from nri_resmgr.ops.metrics import (
     StateSnapshot,
     balloon_snapshots,
 )
-from nri_resmgr.policy.sched_classes import policy_nri_requirements
 from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.runtime.fanout import best_effort
 from nri_resmgr.runtime.pipeline import Pipeline
@@ -193,7 +197,7 @@ class ResmgrPlugin(Plugin):
         (a scheduling class on a runtime without NRI's LinuxScheduler): `ConfigError`."""
         if runtime is None:
             return
-        missing = policy_nri_requirements(pipeline.policy)
+        missing = pipeline.policy.scheduling.nri_requirements()
         have = (runtime.nri_version.major, runtime.nri_version.minor, runtime.nri_version.patch)
         lacking = [r for r in missing if have < r.since]
         if lacking:
@@ -391,6 +395,7 @@ class ResmgrPlugin(Plugin):
                 self._route_logs(new)
             self.config = new
             self.pipeline = pipeline
+            log_config_warnings(new.warnings, source="the runtime's configuration")
             self.metrics.config_reloads.labels(outcome="ok").inc()
             self.rlog.info("configuration from the runtime applied", policy=new.policy)
         return None

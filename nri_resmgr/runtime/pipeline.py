@@ -71,8 +71,8 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.ops.logs import EventLog, get_logger
 from nri_resmgr.policy.base import Policy
-from nri_resmgr.policy.cpu_classes import CPUClassUse, cpu_class_use_of
-from nri_resmgr.policy.irq_affinity import IrqUse, irq_use_of
+from nri_resmgr.policy.cpu_classes import CPUClassUse
+from nri_resmgr.policy.irq_affinity import IrqUse
 from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.adjustments import adjustment_for, cpuset_updates_for
 from nri_resmgr.runtime.decision_log import DecisionLog
@@ -167,13 +167,7 @@ class Pipeline:
     # -- helpers ---------------------------------------------------------------------
 
     def _render_state(self, state: PolicyState) -> Mapping[ContainerID, Assignment] | None:
-        render = getattr(self.policy, "render", None)
-        if not callable(render):
-            return None
-        rendered = render(state)
-        if not isinstance(rendered, Mapping):
-            return None
-        return rendered
+        return self.policy.render(state)
 
     def _merge_update(self, update: Assignment) -> Assignment:
         """An update from the policy keeps the classes the container already has."""
@@ -213,16 +207,16 @@ class Pipeline:
         containers' adjustments, each part when it changed: the CPU classes
         (`cpu_classes_changed`, from the policy's ``cpu_class_use(state)``) and the
         interrupt affinities (`irq_use_changed`, from ``irq_use(state)``).  A policy
-        without the method wants none: after a reconfiguration from one that had, the
-        files get their originals back.  Best effort: the decision is taken; a
-        controller's failure is logged."""
+        without CPU classes or interrupt wishes wants none (the contract's defaults):
+        after a reconfiguration from one that had, the files get their originals back.
+        Best effort: the decision is taken; a controller's failure is logged."""
         if not self.controllers:
             return
-        cpu = cpu_class_use_of(self.policy, self.state)
+        cpu = self.policy.cpu_class_use(self.state)
         if cpu != self._cpu_class_use:
             self._cpu_class_use = cpu
             self._best_effort(lambda ctl: ctl.cpu_classes_changed(cpu))
-        irq = irq_use_of(self.policy, self.state)
+        irq = self.policy.irq_use(self.state)
         if irq != self._irq_use:
             self._irq_use = irq
             self._best_effort(lambda ctl: ctl.irq_use_changed(irq))

@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING
 from nri_api.loop import run as run_loop
 from nri_api.stub import OnClose
 from nri_resmgr.config import Config, load_config
-from nri_resmgr.ops.logs import configure_logging, get_logger, route_stdlib_logging
+from nri_resmgr.ops.logs import (
+    configure_logging,
+    get_logger,
+    log_config_warnings,
+    route_stdlib_logging,
+)
 from nri_resmgr.ops.metrics import serve_http
 from nri_resmgr.runtime.assembly import DEFAULT_STATE_DIR
 from nri_resmgr.runtime.daemon import ResmgrPlugin
@@ -107,6 +112,8 @@ def main(options: DaemonOptions) -> int:
     log_file = configure_logging(config.log)
     route_stdlib_logging(config.log)
     log = get_logger("daemon")
+    if options.config_path:
+        log_config_warnings(config.warnings, source=options.config_path)
     try:
         topology = load_daemon_topology(options)
         plugin = ResmgrPlugin(

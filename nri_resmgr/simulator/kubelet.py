@@ -16,7 +16,6 @@ from nri_resmgr.control.irq import IrqFiles
 from nri_resmgr.model import QoSClass, ResmgrError
 from nri_resmgr.ops.metrics import balloon_snapshots
 from nri_resmgr.policy.base import Policy
-from nri_resmgr.policy.cpu_classes import cpu_class_use_of
 from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.pipeline import ClassSelector, Controller, Pipeline
 from nri_resmgr.simulator.results import ContainerReport, StepResult
@@ -396,4 +395,4 @@ class Simulator:
 
     def _cpu_classes(self) -> dict[str, str]:
         """CPU class -> its CPUs, for policies that name CPU classes."""
-        return cpu_class_use_of(self.pipeline.policy, self.pipeline.state).to_json()
+        return self.pipeline.policy.cpu_class_use(self.pipeline.state).to_json()

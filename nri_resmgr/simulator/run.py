@@ -14,6 +14,7 @@ from nri_resmgr.config import (
 )
 from nri_resmgr.control.irq import IrqFiles
 from nri_resmgr.model import ConfigError
+from nri_resmgr.ops.logs import log_config_warnings
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.runtime.pipeline import ClassSelector, Controller
@@ -91,6 +92,7 @@ def run_scenario(
         if scenario.policy:
             doc["policy"] = scenario.policy
         config = config_from_mapping(doc, source="scenario")
+        log_config_warnings(config.warnings, source="scenario")
     name = policy or config.policy
     if policy is None and scenario.policy and "policy" not in config.model_fields_set:
         name = scenario.policy
@@ -99,7 +101,7 @@ def run_scenario(
             name, topology=topo, config=config.policy_config, plugin_dirs=config.policy_dirs
         )
     except ConfigError as exc:
-        lines, _ = policy_config_problems(exc, policy=name, policy_config=config.policy_config)
+        lines, _ = policy_config_problems(exc)
         raise ConfigError("; ".join(lines)) from exc
     with tempfile.TemporaryDirectory(prefix="nri-resmgr-sim-") as state_dir:
         controllers, selector = _class_control(

@@ -9,13 +9,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from nri_resmgr.config import (
-    format_validation_error,
-    short_repr,
-)
 from nri_resmgr.documents import DocumentError, load_document
 from nri_resmgr.model import ConfigError
 from nri_resmgr.topology.cpuset import MAX_ID
+from nri_resmgr.validation import format_validation_error, short_repr
 
 _CPU_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*(m?)\s*$")
 _MEM_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([KMGTPE]i?|k)?\s*$")

@@ -17,7 +17,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.parity.verify import Suite, Template
+from tests.parity.suite import Suite, Template
 
 __all__ = ["FuzzPod", "apply", "operations"]
 

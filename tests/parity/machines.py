@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["N4C16", "N4C128", "N6_HBM_CXL", "S8C4K", "helm_config"]
+__all__ = ["N4C16", "N4C128", "N6_HBM_CXL", "N6_HBM_CXL_CONSTS", "S8C4K", "helm_config"]
 
 #: 2 packages x 2 nodes x 2 cores x 2 threads, 2G per node: cpus 0-3 node0 ... 12-15 node3
 N4C16: dict[str, Any] = {
@@ -57,6 +57,15 @@ N6_HBM_CXL: dict[str, Any] = {
             "distances": {0: 70, 1: 60, 2: 72, 3: 62, 4: 75},
         },
     ],
+}
+#: their n6-hbm-cxl ``py_consts.var.py``: the names their verify expressions use
+N6_HBM_CXL_CONSTS: dict[str, str] = {
+    "dram0": "node0",
+    "dram1": "node1",
+    "hbm0": "node2",
+    "hbm1": "node3",
+    "pmem0": "node4",
+    "pmem1": "node5",
 }
 #: 8 packages x 512 single-thread cores (4,096 possible CPUs); booted with 3 CPUs and then
 #: cpus 511, 1535 and 4095 hot-plugged (their test01-sparse-4kcpus), so six are present

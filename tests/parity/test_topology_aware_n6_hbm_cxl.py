@@ -1,6 +1,8 @@
 """nri-plugins' topology-aware e2e suite on n6-hbm-cxl, ported to the simulator.
 
-Source: containers/nri-plugins test/e2e/policies.test-suite/topology-aware/n6-hbm-cxl/.
+Source: containers/nri-plugins test/e2e/policies.test-suite/topology-aware/n6-hbm-cxl/,
+their ``verify`` expressions as written (`tests.parity.ports`), their ``py_consts``
+names (``dram0`` ... ``pmem1``) as `N6_HBM_CXL_CONSTS`.
 The machine: 2 packages of 2 cores x 2 threads with 2G DRAM (node0, node1), 1G HBM nodes
 node2, node3 and 4G PMEM nodes node4, node5 (their py_consts), QEMU's node distances.
 """
@@ -11,20 +13,21 @@ import pytest
 from hypothesis import example, given, settings
 
 from tests.parity.fuzz_ops import FuzzPod, apply, operations
-from tests.parity.machines import N6_HBM_CXL, helm_config
-from tests.parity.verify import Allowed, Suite
+from tests.parity.machines import N6_HBM_CXL, N6_HBM_CXL_CONSTS, helm_config
+from tests.parity.ports import port
+from tests.parity.suite import Suite
 
-dram0, dram1, hbm0, hbm1, pmem0, pmem1 = (f"node{n}" for n in range(6))
-
-
-def _near(v: Allowed, name: str, pkg0: set[str], pkg1: set[str]) -> bool:
-    """Their ``mems[c] == X if packages[c] == {"package0"} else mems[c] == Y``."""
-    return v.mems[name] == (pkg0 if v.packages[name] == {"package0"} else pkg1)
+TEST = "topology-aware/n6-hbm-cxl/test01-memory-types"
 
 
+@port(TEST)
 def test01_memory_types() -> None:
-    """n6-hbm-cxl/test01-memory-types: memory-type annotations pick DRAM, HBM, PMEM."""
-    s = Suite(N6_HBM_CXL, helm_config())
+    """n6-hbm-cxl/test01-memory-types: memory-type annotations pick DRAM, HBM, PMEM.
+
+    Unannotated, DRAM and PMEM, not HBM; 2.6G + 2.6G of PMEM taken, 2G more fits no single
+    PMEM node: spread over both.
+    """
+    s = Suite(N6_HBM_CXL, helm_config(), consts=N6_HBM_CXL_CONSTS)
     key = "memory-type.resource-policy.nri.io/container"
     s.create(
         "guaranteed",
@@ -33,10 +36,16 @@ def test01_memory_types() -> None:
         MEM="512M",
         annotations={f"{key}.pod0c1": "dram", f"{key}.pod0c2": "hbm", f"{key}.pod0c3": "pmem"},
     )
-    v = s.verify()
-    assert _near(v, "pod0c1", {dram0}, {dram1})
-    assert _near(v, "pod0c2", {hbm0}, {hbm1})
-    assert _near(v, "pod0c3", {pmem0}, {pmem1})
+    s.verify(
+        'mems["pod0c0"] == {dram0, pmem0} if packages["pod0c0"] == {"package0"}'
+        ' else mems["pod0c0"] == {dram1, pmem1}',
+        'mems["pod0c1"] == {dram0}        if packages["pod0c1"] == {"package0"}'
+        ' else mems["pod0c1"] == {dram1}',
+        'mems["pod0c2"] == {hbm0}         if packages["pod0c2"] == {"package0"}'
+        ' else mems["pod0c2"] == {hbm1}',
+        'mems["pod0c3"] == {pmem0}        if packages["pod0c3"] == {"package0"}'
+        ' else mems["pod0c3"] == {pmem1}',
+    )
     s.delete("pod0")
     s.create(
         "guaranteed",
@@ -50,26 +59,19 @@ def test01_memory_types() -> None:
             f"{key}.pod1c3": "pmem",
         },
     )
-    v = s.verify()
-    assert _near(v, "pod1c0", {hbm0, dram0}, {hbm1, dram1})
-    assert _near(v, "pod1c1", {hbm0, dram0}, {hbm1, dram1})
-    assert _near(v, "pod1c2", {pmem0}, {pmem1})
-    assert _near(v, "pod1c3", {pmem0}, {pmem1})
-    # 2.6G + 2.6G of PMEM taken; 2G more fits no single PMEM node: spread over both
+    pod1 = (
+        'mems["pod1c0"] == {hbm0, dram0} if packages["pod1c0"] == {"package0"}'
+        ' else mems["pod1c0"] == {hbm1, dram1}',
+        'mems["pod1c1"] == {hbm0, dram0} if packages["pod1c1"] == {"package0"}'
+        ' else mems["pod1c1"] == {hbm1, dram1}',
+        'mems["pod1c2"] == {pmem0}       if packages["pod1c2"] == {"package0"}'
+        ' else mems["pod1c2"] == {pmem1}',
+        'mems["pod1c3"] == {pmem0}       if packages["pod1c3"] == {"package0"}'
+        ' else mems["pod1c3"] == {pmem1}',
+    )
+    s.verify(*pod1)
     s.create("guaranteed", CPU="100m", MEM="2G", annotations={f"{key}.pod2c0": "pmem"})
-    v = s.verify()
-    assert _near(v, "pod1c0", {hbm0, dram0}, {hbm1, dram1})
-    assert _near(v, "pod1c2", {pmem0}, {pmem1})
-    assert _near(v, "pod1c3", {pmem0}, {pmem1})
-    assert v.mems["pod2c0"] == {pmem0, pmem1}
-
-
-def test01_memory_types_default() -> None:
-    """n6-hbm-cxl/test01-memory-types, pod0c0: no annotation gets DRAM and PMEM, not HBM."""
-    s = Suite(N6_HBM_CXL, helm_config())
-    s.create("guaranteed", CPU="100m", MEM="512M")
-    v = s.verify()
-    assert _near(v, "pod0c0", {dram0, pmem0}, {dram1, pmem1})
+    s.verify(*pod1, 'mems["pod2c0"] == {pmem0, pmem1}')
 
 
 def _gu(name: str, cpu: int, mem: int, count: int, memtype: str = "") -> FuzzPod:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from nri_resmgr.simulator.results import ContainerReport
 from nri_resmgr.topology.synthetic import build_topology
 from tests.parity.machines import N4C16, N6_HBM_CXL, S8C4K
+from tests.parity.suite import Suite
 from tests.parity.verify import (
-    Suite,
     allowed,
     core_ids,
     cpu_ids,

@@ -6,9 +6,8 @@ running VM (their ``run.sh`` and ``lib/topology.py``): ``cpus["pod0c0"]`` is a s
 ``cores`` and ``threads`` the topology elements of the allowed CPUs.  Names are zero-padded
 to the widest id of their kind (``cpu04`` on a 16-CPU machine, ``cpu4095`` on 4,096).
 `allowed` builds the same sets from a simulator step, so each of their verify lines becomes
-one Python assertion over an `Allowed`; `Suite` builds the scenario the way their
-``create`` does (pod names ``pod0``, ``pod1``, ... and containers ``pod0c0``, ... from
-the templates ``guaranteed``, ``burstable`` and ``besteffort`` with their defaults).
+one Python expression over an `Allowed` (`tests.parity.ports` evaluates them;
+`tests.parity.suite` builds the steps the way their ``create`` does).
 
 A container with no cpuset (or no memset) may use every online CPU (every memory node),
 as on the VM.  Their ``cores`` names a core by its rank within its die (QEMU's core_id on
@@ -20,18 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from nri_resmgr.simulator.results import ContainerReport, SimulationResult
-from nri_resmgr.simulator.run import run_scenario
-from nri_resmgr.simulator.scenario import load_scenario
+from nri_resmgr.simulator.results import ContainerReport
 from nri_resmgr.topology.cpuset import IDSet
-from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
 
 __all__ = [
     "Allowed",
-    "Suite",
     "allowed",
     "core_ids",
     "cpu_ids",
@@ -168,135 +163,3 @@ def disjoint_sets(*sets: set[str]) -> bool:
             return False
         seen |= s
     return True
-
-
-# ---- their create/delete, as scenario steps --------------------------------------------------
-
-Template = Literal["guaranteed", "burstable", "besteffort"]
-
-
-class Suite:
-    """A scenario built step by step the way their test scripts drive a VM.
-
-    `create` mirrors their ``[VAR=VALUE] create TEMPLATE``: keyword names are their template
-    variables with their defaults (``CPU=1 MEM=100M CPUREQ=1 CPULIM=2 MEMREQ=100M
-    MEMLIM=200M CONTCOUNT=1``); ``CPULIM``/``MEMLIM`` of ``""`` or ``"0"`` leave the limit
-    out, as their burstable template does.  `verify` runs the scenario so far through
-    `run_scenario` and returns the sets after the last step.
-    """
-
-    def __init__(
-        self,
-        machine: Mapping[str, Any] | str,
-        config: Mapping[str, Any],
-        *,
-        policy: str = "topology-aware",
-    ) -> None:
-        """`machine`: a synthetic spec, or a sysfs root directory (for kernels' odd views)."""
-        self.machine = machine if isinstance(machine, str) else dict(machine)
-        self.config = dict(config)
-        self.policy = policy
-        self.topology = load_topology(self.machine)
-        self.steps: list[dict[str, Any]] = []
-        self.pod_count = 0
-        self.live: list[str] = []
-
-    def create(
-        self,
-        template: Template,
-        *,
-        n: int = 1,
-        name: str | None = None,
-        namespace: str = "default",
-        annotations: Mapping[str, str] | None = None,
-        labels: Mapping[str, str] | None = None,
-        CONTCOUNT: int = 1,  # their template variables, spelt as theirs
-        ICONTCOUNT: int = 0,
-        CPU: str = "1",
-        MEM: str = "100M",
-        CPUREQ: str = "1",
-        CPULIM: str = "2",
-        MEMREQ: str = "100M",
-        MEMLIM: str = "200M",
-        MEMTYPE: str = "",
-    ) -> list[str]:
-        """Add ``n`` pods from a template; returns their names (``pod0``, ...)."""
-        names = []
-        ann = dict(annotations or {})
-        if MEMTYPE:
-            ann["memory-type.resource-policy.nri.io"] = MEMTYPE
-        for _ in range(n):
-            pod = name or f"pod{self.pod_count}"
-            self.pod_count += 1
-            if template == "guaranteed":
-                res = {
-                    "requests": {"cpu": CPU, "memory": MEM},
-                    "limits": {"cpu": CPU, "memory": MEM},
-                }
-            elif template == "burstable":
-                limits = {}
-                if CPULIM not in ("", "0"):
-                    limits["cpu"] = CPULIM
-                if MEMLIM not in ("", "0"):
-                    limits["memory"] = MEMLIM
-                res = {"requests": {"cpu": CPUREQ, "memory": MEMREQ}, "limits": limits}
-            else:
-                res = {}
-            containers = [{"name": f"{pod}c{i}", **res} for i in range(CONTCOUNT)]
-            inits = [{"name": f"{pod}c{i}i", **res} for i in range(ICONTCOUNT)]
-            self.steps.append(
-                {
-                    "create": {
-                        "pod": pod,
-                        "namespace": namespace,
-                        "annotations": ann,
-                        "labels": {"app": pod, **(labels or {})},
-                        "init_containers": inits,
-                        "containers": containers,
-                    }
-                }
-            )
-            names.append(pod)
-            self.live.append(pod)
-        return names
-
-    def delete(self, *pods: str) -> None:
-        """``kubectl delete pod PODS``."""
-        self.steps.extend({"delete": {"pod": p}} for p in pods)
-        self.live = [p for p in self.live if p not in pods]
-
-    def delete_all(self) -> None:
-        """``kubectl delete pods --all``."""
-        self.delete(*self.live)
-
-    def reset_counters(self) -> None:
-        """Their ``reset counters``: the next pod is ``pod0`` again."""
-        self.pod_count = 0
-
-    def restart(self) -> None:
-        """The policy restarts (their helm-terminate + helm-launch with pods kept)."""
-        self.steps.append({"restart": {}})
-
-    def run(self) -> SimulationResult:
-        scenario = load_scenario(
-            {
-                "topology": self.machine,
-                "policy": self.policy,
-                "config": self.config,
-                "steps": self.steps,
-            }
-        )
-        return run_scenario(scenario)
-
-    def verify(self, *, allow_errors: bool = False) -> Allowed:
-        """The sets after the last step.
-
-        A refused container fails here, as a pod that never gets Ready fails their
-        ``create``, unless `allow_errors` (then every step's errors are in `Allowed.errors`).
-        """
-        result = self.run()
-        errors = [e for s in result.steps for e in s.errors]
-        assert allow_errors or not errors, f"containers refused: {errors}"
-        if not result.steps:
-            return allowed(self.topology, {})
-        return allowed(self.topology, result.steps[-1].containers, errors)

@@ -27,6 +27,7 @@ from nri_resmgr.model import (
     PolicyState,
     ResmgrError,
 )
+from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.cpuset import CPUSet
@@ -50,7 +51,7 @@ class CountState(PolicyState):
     held: Mapping[ContainerID, int] = field(default_factory=dict)
 
 
-class CountingPolicy:
+class CountingPolicy(Policy):
     """Gives every container one CPU id in order; fails on demand; records calls."""
 
     name: ClassVar[str] = "counting"

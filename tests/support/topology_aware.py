@@ -9,7 +9,7 @@ a sequence holding the policy to its rules after every step (invariants, updates
 for the containers whose rendering changed, a rebuild from its own rendering moving
 nobody, the initial state once everything is removed).  `Node` is a policy and its
 state stepped like a node (create, delete, look), with the invariants checked after
-every step.
+every step; `guaranteed` and `besteffort` are the containers it is given most.
 """
 
 from __future__ import annotations
@@ -40,7 +40,17 @@ from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
 from tests.support.builders import ctr, small, with_current
 
-__all__ = ["ANNOTATIONS", "OPS", "SYNTHETIC", "Node", "Op", "exercise", "make"]
+__all__ = [
+    "ANNOTATIONS",
+    "OPS",
+    "SYNTHETIC",
+    "Node",
+    "Op",
+    "besteffort",
+    "exercise",
+    "guaranteed",
+    "make",
+]
 
 SYNTHETIC = {
     "2s2n2c2t": {"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G"},
@@ -216,3 +226,13 @@ class Node:
         again = self.policy.rebuild(reports)
         assert again.updates == (), again.reason
         assert again.state == self.state
+
+
+def guaranteed(name: str, milli: int, pod: str | None = None) -> ContainerInfo:
+    """A Guaranteed container of `milli` CPU (its pod `pod`, by default its own name)."""
+    return ctr(name, pod=pod or name, milli=milli, cid=name)
+
+
+def besteffort(name: str, pod: str | None = None, ns: str = "default") -> ContainerInfo:
+    """A BestEffort container (its pod `pod`, by default its own name, in namespace `ns`)."""
+    return ctr(name, pod=pod or name, qos=QoSClass.BEST_EFFORT, ns=ns, cid=name)

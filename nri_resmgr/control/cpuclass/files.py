@@ -28,7 +28,6 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from nri_resmgr.control.cpuclass.plan import (
     CPUFacts,
@@ -39,10 +38,8 @@ from nri_resmgr.control.cpuclass.plan import (
     plan_writes,
     undefined_classes,
 )
+from nri_resmgr.ops.logs import EventLog, get_logger
 from nri_resmgr.policy.cpu_classes import CPUClassSettings, CPUClassUse
-
-if TYPE_CHECKING:
-    from nri_resmgr.ops.logs import EventLog  # logs -> config -> control
 
 __all__ = ["RECORD_NAME", "CPUClassFiles", "read_facts"]
 
@@ -98,8 +95,6 @@ class CPUClassFiles:
     ) -> None:
         self.cpu_dir = Path(root) / "sys" / "devices" / "system" / "cpu"
         if log is None:
-            from nri_resmgr.ops.logs import get_logger  # logs -> config -> control
-
             log = get_logger("cpuclass")
         self.log: EventLog = log
         self.record = record

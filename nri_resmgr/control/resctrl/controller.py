@@ -16,7 +16,6 @@ import json
 import os
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from nri_resmgr.control.classes import POD_GROUP_PREFIX, RESCTRL_POD_ANNOTATION, pod_group_name
 from nri_resmgr.control.names import RESERVED_NAMES, safe_join, validate_name
@@ -41,9 +40,7 @@ from nri_resmgr.control.resctrl.monitor import (
 )
 from nri_resmgr.control.resctrl.plan import plan_classes, plan_pod_group
 from nri_resmgr.model import AnnotationError, Pod, ResmgrError
-
-if TYPE_CHECKING:
-    from nri_resmgr.ops.logs import EventLog  # logs -> config -> this package
+from nri_resmgr.ops.logs import EventLog, get_logger
 
 
 def _write_once(path: Path, content: str, *, root: Path, append: bool = False) -> None:
@@ -92,8 +89,6 @@ class RdtController:
         self.info = info if info is not None else read_info(self.root)
         self.record_path = Path(state_dir) / RECORD_NAME
         if log is None:
-            from nri_resmgr.ops.logs import get_logger  # logs -> config -> this module
-
             log = get_logger("resctrl")
         self.log: EventLog = log
         #: the groups, while the record cannot be written (None: the record is current)

@@ -7,14 +7,22 @@ members), `invariants` (what must hold after every decision), `policy` (the `Pol
 protocol: filling, inflating, deflating, rebuild, and the report and CPU class hooks).
 """
 
-from nri_resmgr.policy.balloons.config import BalloonsConfig, BalloonType, resolve_config
+from nri_resmgr.policy.balloons.config import (
+    NOT_IMPLEMENTED,
+    SPEC_MODEL,
+    BalloonsConfig,
+    BalloonType,
+    resolve_config,
+)
 from nri_resmgr.policy.balloons.invariants import InvariantError, check_invariants
 from nri_resmgr.policy.balloons.matching import BALLOON_ANNOTATION, balloon_type_of
 from nri_resmgr.policy.balloons.policy import BalloonReport, BalloonsPolicy
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
+from nri_resmgr.policy.base import PolicyRecord, ResourceKind
 
 __all__ = [
     "BALLOON_ANNOTATION",
+    "RECORD",
     "Balloon",
     "BalloonReport",
     "BalloonType",
@@ -27,3 +35,11 @@ __all__ = [
     "check_invariants",
     "resolve_config",
 ]
+
+#: the registration (the ``nri_resmgr.policies`` entry point names it)
+RECORD = PolicyRecord(
+    BalloonsPolicy,
+    spec_model=SPEC_MODEL,
+    not_implemented=NOT_IMPLEMENTED,
+    resource=ResourceKind("BalloonsPolicy", "balloonspolicies"),
+)

@@ -30,31 +30,40 @@ what was found.
 
 from __future__ import annotations
 
-import difflib
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nri_resmgr.model import ConfigError, MemoryKind
+from nri_resmgr.model import MemoryKind
 from nri_resmgr.policy.common import parse_cpu_amount
 from nri_resmgr.policy.cpu_classes import CPUClass, TurboDomain, check_classes
 from nri_resmgr.policy.expressions import Operator, check_key, check_values
 from nri_resmgr.policy.irq_affinity import IrqMode, irq_pattern_problem
+from nri_resmgr.policy.kit.constraints import (
+    RESERVED_CPU,
+    available_cpus,
+    check_cpu_class_names,
+    cpuset_option,
+    required_cpu,
+    reserved_namespaces,
+)
 from nri_resmgr.policy.sched_classes import (
     SchedulingClasses,
     SchedulingClassSpec,
     build_scheduling_classes,
 )
-from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
+from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.locality import device_cpus
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.validation import invalid, validate
 
 __all__ = [
     "NOT_IMPLEMENTED",
     "SPEC_MODEL",
+    "SUBJECT",
     "BalloonType",
     "BalloonsConfig",
     "ComponentCreation",
@@ -69,7 +78,7 @@ __all__ = [
 
 RESERVED = "reserved"
 DEFAULT = "default"
-ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
+SUBJECT = "policy balloons"
 KIND = "BalloonsPolicy"
 #: nri-plugins' device names resolved through the kubelet's PodResources API (not here)
 POD_RESOURCE_PREFIX = "podresourceapi:"
@@ -227,7 +236,7 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "log": "the log section is the daemon's",
 }
 
-#: the model of the spec's policy keys (read by `nri_resmgr.policy_documents`)
+#: the model of the spec's policy keys (the package's `RECORD` carries it)
 SPEC_MODEL = BalloonsConfig
 
 
@@ -265,76 +274,22 @@ def spec_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
     if "spec" in config and ("kind" in config or "apiVersion" in config):
         kind = config.get("kind")
         if kind is not None and kind != KIND:
-            raise ConfigError(
-                f"policy balloons: configuration document has kind {kind!r}; expected {KIND}"
-            )
+            raise invalid(SUBJECT, "kind", f"expected {KIND}, found {kind!r}")
         spec = config["spec"]
         if not isinstance(spec, Mapping):
-            raise ConfigError(f"policy balloons: spec is {type(spec).__name__}; expected a mapping")
+            raise invalid(SUBJECT, "spec", f"expected a mapping, found {type(spec).__name__}")
         return spec
     return config
-
-
-def _known_keys(model: type[BaseModel]) -> list[str]:
-    return [f.alias or n for n, f in model.model_fields.items()]
-
-
-def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel]:
-    """The model the location `loc` (without its last part) is in."""
-    model: type[BaseModel] = BalloonsConfig
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        nested = _NESTED.get(part)
-        if nested is None:
-            break
-        model = nested
-    return model
-
-
-#: the model each nested key's value is validated by (for "did you mean")
-_NESTED: dict[str, type[BaseModel]] = {
-    "balloonTypes": BalloonType,
-    "availableResources": Constraints,
-    "reservedResources": Constraints,
-    "loadClasses": LoadClass,
-    "components": Component,
-    "matchExpressions": Expression,
-    "preserve": ContainerMatch,
-    "schedulingClasses": SchedulingClassSpec,
-    "cpuClasses": CPUClass,
-}
-
-
-def _describe(error: Mapping[str, Any]) -> str:
-    loc: tuple[int | str, ...] = tuple(error["loc"])
-    where = ".".join(str(p) for p in loc) or "configuration"
-    if error["type"] == "extra_forbidden":
-        key = str(loc[-1])
-        near = difflib.get_close_matches(key, _known_keys(_model_at(loc)), n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        return f"{where}: unknown key {key!r}{hint}"
-    return f"{where}: {error['msg']} (found {error.get('input')!r})"
-
-
-def _cpuset_option(text: str, online: CPUSet, what: str) -> CPUSet | None:
-    for prefix in ("exclude-cpuset:", "cpuset:"):
-        if text.startswith(prefix):
-            try:
-                cpus = IDSet.parse(text[len(prefix) :])
-            except IDSetError as exc:
-                raise ConfigError(f"policy balloons: {what}: {exc}") from exc
-            return online - cpus if prefix == "exclude-cpuset:" else online & cpus
-    return None
 
 
 def _builtins(types: tuple[BalloonType, ...], reserved_cpus: int) -> tuple[BalloonType, ...]:
     names = [t.name for t in types]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ConfigError(
-            f"policy balloons: balloonTypes defines {', '.join(dupes)} more than once; "
-            "expected each name once"
+        raise invalid(
+            SUBJECT,
+            "balloonTypes",
+            f"defines {', '.join(dupes)} more than once; expected each name once",
         )
     out = list(types)
     if RESERVED not in names:
@@ -357,23 +312,29 @@ def _builtins(types: tuple[BalloonType, ...], reserved_cpus: int) -> tuple[Ballo
     for t in out:
         if t.name == RESERVED:
             if t.max_balloons > 1 or t.min_balloons > 1:
-                raise ConfigError(
-                    f"policy balloons: balloon type {RESERVED}: minBalloons/maxBalloons is "
-                    f"{t.min_balloons}/{t.max_balloons}; expected exactly one reserved balloon"
+                raise invalid(
+                    SUBJECT,
+                    "balloonTypes",
+                    f"balloon type {RESERVED}: minBalloons/maxBalloons is "
+                    f"{t.min_balloons}/{t.max_balloons}; expected exactly one reserved balloon",
                 )
             update: dict[str, Any] = {"min_balloons": 1, "max_balloons": 1}
             if "min_cpus" not in t.model_fields_set:
                 update["min_cpus"] = reserved_cpus
             t = t.model_copy(update=update)
         if t.max_cpus and t.min_cpus > t.max_cpus:
-            raise ConfigError(
-                f"policy balloons: balloon type {t.name}: minCPUs {t.min_cpus} > maxCPUs "
-                f"{t.max_cpus}; expected minCPUs <= maxCPUs"
+            raise invalid(
+                SUBJECT,
+                "balloonTypes",
+                f"balloon type {t.name}: minCPUs {t.min_cpus} > maxCPUs "
+                f"{t.max_cpus}; expected minCPUs <= maxCPUs",
             )
         if t.max_balloons and t.min_balloons > t.max_balloons:
-            raise ConfigError(
-                f"policy balloons: balloon type {t.name}: minBalloons {t.min_balloons} > "
-                f"maxBalloons {t.max_balloons}; expected minBalloons <= maxBalloons"
+            raise invalid(
+                SUBJECT,
+                "balloonTypes",
+                f"balloon type {t.name}: minBalloons {t.min_balloons} > "
+                f"maxBalloons {t.max_balloons}; expected minBalloons <= maxBalloons",
             )
         fixed.append(t)
     _check_composites(fixed)
@@ -398,30 +359,38 @@ def _check_composites(types: list[BalloonType]) -> None:
     by_name = {t.name: t for t in types}
     allowed = ", ".join(c.value for c in ComponentCreation)
     for t in types:
-        where = f"policy balloons: balloon type {t.name}"
+        where = f"balloon type {t.name}"
         creation = t.component_creation
         if creation is not None and creation not in set(ComponentCreation):
-            raise ConfigError(
-                f"{where}: componentCreation is {creation!r}; expected one of {allowed}"
+            raise invalid(
+                SUBJECT,
+                "balloonTypes",
+                f"{where}: componentCreation is {creation!r}; expected one of {allowed}",
             )
         if creation is not None and not t.components:
-            raise ConfigError(
+            raise invalid(
+                SUBJECT,
+                "balloonTypes",
                 f"{where}: componentCreation is {creation!r} but there are no components; "
-                "expected components with it"
+                "expected components with it",
             )
         for comp in t.components:
             if comp.balloon_type not in by_name or comp.balloon_type == t.name:
-                raise ConfigError(
+                raise invalid(
+                    SUBJECT,
+                    "balloonTypes",
                     f"{where}: component balloonType {comp.balloon_type!r} is not another "
-                    f"balloon type; expected one of {', '.join(sorted(set(by_name) - {t.name}))}"
+                    f"balloon type; expected one of {', '.join(sorted(set(by_name) - {t.name}))}",
                 )
         if t.components:
             aliases = BalloonType.model_fields
             chosen = [aliases[k].alias or k for k in _COMPONENT_CHOOSES if k in t.model_fields_set]
             if chosen:
-                raise ConfigError(
+                raise invalid(
+                    SUBJECT,
+                    "balloonTypes",
                     f"{where}: a composite type sets {', '.join(chosen)}; expected CPU "
-                    "allocation options on its component types only"
+                    "allocation options on its component types only",
                 )
     for t in types:
         path = [t.name]
@@ -434,10 +403,12 @@ def _check_composites(types: list[BalloonType]) -> None:
             todo.append((cur, i + 1))
             name = cur.components[i].balloon_type
             if name in path:
-                raise ConfigError(
-                    f"policy balloons: balloon type {t.name}: components form a cycle "
+                raise invalid(
+                    SUBJECT,
+                    "balloonTypes",
+                    f"balloon type {t.name}: components form a cycle "
                     f"{' -> '.join([*path[path.index(name) :], name])}; expected no type "
-                    "to contain itself"
+                    "to contain itself",
                 )
             path.append(name)
             todo.append((by_name[name], 0))
@@ -449,28 +420,34 @@ def _memory_kinds(t: BalloonType) -> tuple[MemoryKind, ...]:
         try:
             out.append(MemoryKind(word.strip().lower()))
         except ValueError:
-            raise ConfigError(
-                f"policy balloons: balloon type {t.name}: memoryTypes has {word!r}; expected "
-                f"one of {', '.join(k.value.upper() for k in MemoryKind)}"
+            raise invalid(
+                SUBJECT,
+                "balloonTypes",
+                f"balloon type {t.name}: memoryTypes has {word!r}; expected "
+                f"one of {', '.join(k.value.upper() for k in MemoryKind)}",
             ) from None
     return tuple(out)
 
 
 def _device_cpus(topology: Topology, t: BalloonType, key: str, path: str) -> CPUSet:
     if path.startswith(POD_RESOURCE_PREFIX):
-        raise ConfigError(
-            f"policy balloons: balloon type {t.name}: {key} has {path!r}, a device the "
+        raise invalid(
+            SUBJECT,
+            "balloonTypes",
+            f"balloon type {t.name}: {key} has {path!r}, a device the "
             "kubelet assigns (its PodResources API), which nri-resmgr does not read; expected "
-            "a sysfs path"
+            "a sysfs path",
         )
     got = device_cpus(topology, path)
     if got is None:
-        raise ConfigError(
-            f"policy balloons: balloon type {t.name}: {key} has {path!r}, which this machine "
+        raise invalid(
+            SUBJECT,
+            "balloonTypes",
+            f"balloon type {t.name}: {key} has {path!r}, which this machine "
             f"({topology.source or 'the topology'}) does not have; expected the sysfs path of "
             "a NUMA node (/sys/devices/system/node/nodeN), a CPU cache "
             "(/sys/devices/system/cpu/cpuN/cache/indexM), a PCI function "
-            "(/sys/bus/pci/devices/ADDRESS) or a network device (/sys/class/net/NAME)"
+            "(/sys/bus/pci/devices/ADDRESS) or a network device (/sys/class/net/NAME)",
         )
     return got
 
@@ -496,17 +473,20 @@ def _load_classes(
     classes: dict[str, LoadClass] = {}
     for lc in load_classes:
         if lc.name in classes:
-            raise ConfigError(
-                f"policy balloons: loadClasses defines {lc.name!r} more than once; expected "
-                "each name once"
+            raise invalid(
+                SUBJECT,
+                "loadClasses",
+                f"defines {lc.name!r} more than once; expected each name once",
             )
         classes[lc.name] = lc
     for t in types:
         unknown = [name for name in t.loads if name not in classes]
         if unknown:
-            raise ConfigError(
-                f"policy balloons: balloon type {t.name}: loads has {', '.join(unknown)}, not "
-                f"in loadClasses; expected one of {', '.join(classes) or 'no names (none defined)'}"
+            raise invalid(
+                SUBJECT,
+                "balloonTypes",
+                f"balloon type {t.name}: loads has {', '.join(unknown)}, not in loadClasses; "
+                f"expected one of {', '.join(classes) or 'no names (none defined)'}",
             )
     return classes
 
@@ -517,17 +497,20 @@ def _check_interrupts(opts: BalloonsConfig) -> None:
     for t in opts.balloon_types:
         patterns += [(f"balloonTypes[{t.name}].irqClaim", p) for p in t.irq_claim]
         if t.irq_mode not in set(IrqMode):
-            raise ConfigError(
-                f"policy balloons: balloonTypes[{t.name}].irqMode is {t.irq_mode!r}; expected "
-                f"one of {', '.join(m for m in IrqMode if m)} (or none)"
+            raise invalid(
+                SUBJECT,
+                f"balloonTypes[{t.name}].irqMode",
+                f"expected one of {', '.join(m for m in IrqMode if m)} (or none), found "
+                f"{t.irq_mode!r}",
             )
     for where, pattern in patterns:
         problem = irq_pattern_problem(pattern)
         if problem is not None:
-            raise ConfigError(
-                f"policy balloons: {where}: pattern {pattern!r} {problem}; expected an "
-                "interrupt number or a shell pattern (*, ?, [...]) over its /proc/interrupts "
-                "description"
+            raise invalid(
+                SUBJECT,
+                where,
+                f"pattern {pattern!r} {problem}; expected an interrupt number or a shell "
+                "pattern (*, ?, [...]) over its /proc/interrupts description",
             )
 
 
@@ -538,68 +521,35 @@ def _check_cpu_classes(opts: BalloonsConfig, types: tuple[BalloonType, ...]) -> 
     Without ``cpuClasses`` the names may be the daemon's ``control.cpu.classes``, which
     the policy does not see (the CPU class control warns about names defined nowhere).
     """
-    defined = check_classes(opts.cpu_classes, where="policy balloons: cpuClasses")
+    defined = check_classes(opts.cpu_classes, subject=SUBJECT)
     if not defined:
         return
-    known = ", ".join(sorted(defined))
-    for t in types:
-        if t.cpu_class and t.cpu_class not in defined:
-            raise ConfigError(
-                f"policy balloons: balloon type {t.name}: cpuClass {t.cpu_class!r} is not "
-                f"in cpuClasses; expected one of {known}"
-            )
-    if opts.idle_cpu_class and opts.idle_cpu_class not in defined:
-        raise ConfigError(
-            f"policy balloons: idleCPUClass {opts.idle_cpu_class!r} is not in cpuClasses; "
-            f"expected one of {known}"
-        )
+    uses = [(f"balloonTypes[{t.name}].cpuClass", t.cpu_class) for t in types]
+    uses.append(("idleCPUClass", opts.idle_cpu_class))
+    check_cpu_class_names(defined, uses, subject=SUBJECT)
 
 
 def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedConfig:
     """Validate `config` (a spec or a ``BalloonsPolicy`` resource) for `topology`."""
-    raw = spec_of(config)
-    try:
-        opts = BalloonsConfig.model_validate(dict(raw))
-    except ValidationError as exc:
-        details = "; ".join(_describe(e) for e in exc.errors())
-        raise ConfigError(f"policy balloons: invalid configuration: {details}") from exc
+    opts = validate(BalloonsConfig, spec_of(config), subject=SUBJECT)
     _check_interrupts(opts)
-    online = topology.online_cpus()
-    available = online
-    if opts.available_resources.cpu is not None:
-        text = str(opts.available_resources.cpu).strip()
-        got = _cpuset_option(text, online, "availableResources.cpu")
-        if got is None:
-            raise ConfigError(
-                f"policy balloons: availableResources.cpu is {text!r}; expected cpuset:LIST "
-                "or exclude-cpuset:LIST"
-            )
-        if not got:
-            raise ConfigError(
-                f"policy balloons: availableResources.cpu {text!r} leaves no online CPU; "
-                f"online CPUs are {online}"
-            )
-        available = got
-    raw_reserved = opts.reserved_resources.cpu
-    if raw_reserved is None:
-        raise ConfigError(
-            "policy balloons: reservedResources.cpu is required; expected a quantity such "
-            "as 750m or cpuset:0-1"
-        )
+    available = available_cpus(
+        topology.online_cpus(), opts.available_resources.cpu, subject=SUBJECT
+    )
+    raw_reserved = required_cpu(opts.reserved_resources.cpu, subject=SUBJECT)
     text = str(raw_reserved).strip()
-    explicit = _cpuset_option(text, available, "reservedResources.cpu")
+    explicit = cpuset_option(text, available, subject=SUBJECT, path=RESERVED_CPU)
     if explicit is not None:
         reserved = explicit
         milli = 1000 * len(reserved)
     else:
-        amount = parse_cpu_amount(raw_reserved, what="policy balloons: reservedResources.cpu")
+        amount = parse_cpu_amount(raw_reserved, subject=SUBJECT, path=RESERVED_CPU)
         reserved = IDSet()
         milli = amount.milli
     count = -(-milli // 1000)
     if count <= 0:
-        raise ConfigError(
-            f"policy balloons: reservedResources.cpu {text!r} gives no CPU; expected at "
-            "least one available CPU"
+        raise invalid(
+            SUBJECT, RESERVED_CPU, f"{text!r} gives no CPU; expected at least one available CPU"
         )
     types = _builtins(opts.balloon_types, count)
     _check_cpu_classes(opts, types)
@@ -609,13 +559,13 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
         reserved=reserved,
         reserved_milli=milli,
         types=types,
-        reserved_namespaces=ALWAYS_RESERVED_NAMESPACES + tuple(opts.reserved_pool_namespaces),
+        reserved_namespaces=reserved_namespaces(opts.reserved_pool_namespaces),
         memory_kinds={t.name: _memory_kinds(t) for t in types},
         scheduling=build_scheduling_classes(
             opts.scheduling_classes,
             namespaces={},
             qos={},
-            where="policy balloons",
+            subject=SUBJECT,
             references={
                 f"balloonTypes[{t.name}].schedulingClass": t.scheduling_class
                 for t in types

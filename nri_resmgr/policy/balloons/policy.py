@@ -144,23 +144,24 @@ from nri_resmgr.policy.balloons.config import (
 from nri_resmgr.policy.balloons.invariants import check_invariants
 from nri_resmgr.policy.balloons.matching import balloon_type_of, evaluate, expand
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
+from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.common import one_thread_per_core, parse_bool_annotation, take_cpus
 from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.decide import (
     decide,
     decide_release,
     diff_updates,
-    differs_from_current,
     nothing_to_release,
 )
 from nri_resmgr.policy.irq_affinity import IrqBalloon, IrqMode, IrqUse
-from nri_resmgr.policy.sched_classes import SchedulingClasses, with_scheduling
-from nri_resmgr.policy.topology_aware.preferences import (
+from nri_resmgr.policy.kit.annotations import (
     CPU_PRESERVE,
     HIDE_HYPERTHREADS,
     MEMORY_PRESERVE,
     parse_memory_types,
 )
+from nri_resmgr.policy.kit.rebuild import each_once, holders_per_cpu, moved
+from nri_resmgr.policy.sched_classes import SchedulingClasses, with_scheduling
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import CoreType, Topology
 
@@ -211,7 +212,7 @@ def _ceil_cpus(milli: int) -> int:
     return -(-milli // 1000)
 
 
-class BalloonsPolicy:
+class BalloonsPolicy(Policy[BalloonsState]):
     """nri-plugins' balloons policy, as pure functions (module docstring)."""
 
     name: ClassVar[str] = "balloons"
@@ -228,7 +229,7 @@ class BalloonsPolicy:
         if not self.reserved_home:
             self.reserved_home = self._reserved_home()
             self.tree_options = self._tree_options()
-        #: the scheduling classes (`sched_classes.policy_nri_requirements` reads them)
+        #: the scheduling classes (the contract's `scheduling` hook; the daemon checks them)
         self.scheduling: SchedulingClasses = self.config.scheduling
 
     # ---- balloon sizes and CPUs ----------------------------------------------------
@@ -848,10 +849,8 @@ class BalloonsPolicy:
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[BalloonsState]:
         st = BalloonsState(balloons={}, members={})
         notes: list[str] = []
-        unique: dict[ContainerID, ContainerInfo] = {}
-        for c in containers:
-            if self.preserved(c) is None:  # preserved ones stay where they are, unknown
-                unique.setdefault(c.id, c)
+        # preserved ones stay where they are, unknown
+        unique = {c.id: c for c in each_once(c for c in containers if self.preserved(c) is None)}
         known = {c.id: self._rebuild_member(c, notes) for c in unique.values()}
         types = {cid: t for cid, (t, _) in known.items()}
         # 0. the reserved balloon where it is from the start (`initial_state`): no other
@@ -864,10 +863,7 @@ class BalloonsPolicy:
         for c in unique.values():
             if c.current_cpus:
                 groups.setdefault((types[c.id].name, c.current_cpus), []).append(c)
-        holders: dict[int, int] = {}
-        for _, cpus in groups:
-            for cpu in cpus:
-                holders[cpu] = holders.get(cpu, 0) + 1
+        holders = holders_per_cpu(cpus for _, cpus in groups)
         held = self._held(groups, known)
         placed: set[ContainerID] = set()
         for (tname, cpus), members in sorted(
@@ -893,11 +889,7 @@ class BalloonsPolicy:
             except (AllocationError, AnnotationError) as exc:
                 notes.append(f"not placed: {exc}")
         rendered = self.render(st)
-        updates = tuple(
-            rendered[c.id]
-            for c in unique.values()
-            if c.id in rendered and differs_from_current(c, rendered[c.id])
-        )
+        updates = moved(unique.values(), rendered)
         reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
 

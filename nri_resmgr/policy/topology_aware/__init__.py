@@ -8,7 +8,12 @@ Modules, in reading order: `config` (keys and defaults), `pools` (the pool tree)
 placement and rebuild).
 """
 
-from nri_resmgr.policy.topology_aware.config import TopologyAwareConfig
+from nri_resmgr.policy.base import PolicyRecord, ResourceKind
+from nri_resmgr.policy.topology_aware.config import (
+    NOT_IMPLEMENTED,
+    SPEC_MODEL,
+    TopologyAwareConfig,
+)
 from nri_resmgr.policy.topology_aware.invariants import InvariantError, check_invariants
 from nri_resmgr.policy.topology_aware.policy import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree, build_pool_tree
@@ -16,6 +21,7 @@ from nri_resmgr.policy.topology_aware.preferences import ContainerRequest, conta
 from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState
 
 __all__ = [
+    "RECORD",
     "ContainerRequest",
     "Grant",
     "InvariantError",
@@ -28,3 +34,11 @@ __all__ = [
     "check_invariants",
     "container_request",
 ]
+
+#: the registration (the ``nri_resmgr.policies`` entry point names it)
+RECORD = PolicyRecord(
+    TopologyAwarePolicy,
+    spec_model=SPEC_MODEL,
+    not_implemented=NOT_IMPLEMENTED,
+    resource=ResourceKind("TopologyAwarePolicy", "topologyawarepolicies"),
+)

@@ -57,19 +57,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
 from nri_resmgr.policy.cpu_classes import CPUClass, check_classes
+from nri_resmgr.policy.kit.constraints import (
+    RESERVED_CPU,
+    available_cpus,
+    check_cpu_class_names,
+    required_cpu,
+    reserved_namespaces,
+)
 from nri_resmgr.policy.sched_classes import SchedulingClassSpec
 from nri_resmgr.policy.topology_aware.priority import CPUPriority
-from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
+from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.validation import invalid, validate
 
 __all__ = [
     "NOT_IMPLEMENTED",
     "SPEC_MODEL",
+    "SUBJECT",
     "NriPluginsKeys",
     "ResolvedConfig",
     "TopologyAwareConfig",
@@ -77,7 +85,7 @@ __all__ = [
     "resolve_config",
 ]
 
-ALWAYS_RESERVED_NAMESPACES = ("kube-system",)
+SUBJECT = "policy topology-aware"
 
 
 class CPUResources(BaseModel):
@@ -235,10 +243,6 @@ class ResolvedConfig:
         )
 
 
-def _what(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "configuration"
-
-
 def _reserve_by_count(topology: Topology, available: CPUSet, count: int) -> CPUSet:
     """`count` reserved CPUs: whole idle packages that fit first, then the lowest cores.
 
@@ -256,88 +260,52 @@ def _reserve_by_count(topology: Topology, available: CPUSet, count: int) -> CPUS
 
 def _check_cpu_classes(opts: TopologyAwareConfig) -> None:
     """Class names given once; the pools' classes among them when any is defined."""
-    defined = check_classes(opts.cpu_classes, where="policy topology-aware: cpuClasses")
+    defined = check_classes(opts.cpu_classes, subject=SUBJECT)
     if not defined:
         return
-    for what, name in (
-        ("reserved", opts.reserved_pool_cpu_class),
-        ("shared", opts.shared_pool_cpu_class),
-        ("default exclusive", opts.default_exclusive_cpu_class),
-    ):
-        if name and name not in defined:
-            raise ConfigError(
-                f'policy topology-aware: unknown {what} CPU class "{name}"; expected one of '
-                f"{', '.join(sorted(defined))}"
-            )
+    check_cpu_class_names(
+        defined,
+        [
+            ("reservedPoolCPUClass", opts.reserved_pool_cpu_class),
+            ("sharedPoolCPUClass", opts.shared_pool_cpu_class),
+            ("defaultExclusiveCPUClass", opts.default_exclusive_cpu_class),
+        ],
+        subject=SUBJECT,
+    )
 
 
 def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedConfig:
     """Validate `config` and apply it to `topology`."""
-    try:
-        opts = TopologyAwareConfig.model_validate(dict(config))
-    except ValidationError as exc:
-        details = "; ".join(
-            f"{_what(e['loc'])}: {e['msg']} (found {e.get('input')!r})" for e in exc.errors()
-        )
-        raise ConfigError(f"policy topology-aware: invalid configuration: {details}") from exc
+    opts = validate(TopologyAwareConfig, config, subject=SUBJECT)
     _check_cpu_classes(opts)
-    online = topology.online_cpus()
-
-    available = online
-    spec = opts.available_resources.cpu
-    if spec is not None:
-        text = str(spec).strip()
-        for prefix in ("exclude-cpuset:", "cpuset:"):
-            if text.startswith(prefix):
-                try:
-                    cpus = IDSet.parse(text[len(prefix) :])
-                except IDSetError as exc:
-                    raise ConfigError(
-                        f"policy topology-aware: availableResources.cpu: {exc}"
-                    ) from exc
-                available = online - cpus if prefix == "exclude-cpuset:" else online & cpus
-                break
-        else:
-            raise ConfigError(
-                f"policy topology-aware: availableResources.cpu is {text!r}; expected "
-                "cpuset:LIST or exclude-cpuset:LIST"
-            )
-        if not available:
-            raise ConfigError(
-                f"policy topology-aware: availableResources.cpu {text!r} leaves no online CPU; "
-                f"online CPUs are {online}"
-            )
-
-    raw = opts.reserved_resources.cpu
-    if raw is None:
-        raise ConfigError(
-            "policy topology-aware: reservedResources.cpu is required; expected a quantity "
-            "such as 750m or cpuset:0-1"
-        )
-    amount = parse_cpu_amount(raw, what="policy topology-aware: reservedResources.cpu")
+    available = available_cpus(
+        topology.online_cpus(), opts.available_resources.cpu, subject=SUBJECT
+    )
+    raw = required_cpu(opts.reserved_resources.cpu, subject=SUBJECT)
+    amount = parse_cpu_amount(raw, subject=SUBJECT, path=RESERVED_CPU)
     if amount.milli <= 0:
-        raise ConfigError(
-            f"policy topology-aware: reservedResources.cpu is {raw!r}; expected a non-zero "
-            "CPU amount"
-        )
+        raise invalid(SUBJECT, RESERVED_CPU, f"expected a non-zero CPU amount, found {raw!r}")
     if amount.cpuset is not None:
         reserved = amount.cpuset
         if not reserved <= available:
-            raise ConfigError(
-                f"policy topology-aware: reservedResources.cpu {reserved} includes CPUs "
-                f"{reserved - available} outside the available CPUs {available}"
+            raise invalid(
+                SUBJECT,
+                RESERVED_CPU,
+                f"{reserved} includes CPUs {reserved - available} outside the available "
+                f"CPUs {available}",
             )
     else:
         reserved = _reserve_by_count(topology, available, -(-amount.milli // 1000))
     if not (available - reserved):
-        raise ConfigError(
-            f"policy topology-aware: reservedResources.cpu takes every available CPU "
-            f"({available}); expected some left for containers"
+        raise invalid(
+            SUBJECT,
+            RESERVED_CPU,
+            f"takes every available CPU ({available}); expected some left for containers",
         )
     return ResolvedConfig(
         options=opts,
         available=available,
         reserved=reserved,
         reserved_milli=amount.milli,
-        reserved_namespaces=ALWAYS_RESERVED_NAMESPACES + tuple(opts.reserved_pool_namespaces),
+        reserved_namespaces=reserved_namespaces(opts.reserved_pool_namespaces),
     )

@@ -6,13 +6,23 @@ carries the would-be `Grant` plus the figures the sort key (`scoring`) compares.
 Committing an offer is just adding its grant to the state (`with_grant`); nothing is
 mutated anywhere, and an unchosen offer is simply dropped.
 
-Shared requests must fit every touched pool's shared set (the supply rule of `state`);
-whole CPUs are taken from the pool's free isolated CPUs when preferred, else sliced off
-its shared set, and when slicing would leave a pool below without enough shared CPUs a
-second try keeps those aside (`_keepers`).  Slicing may empty the shared set of a pool
-nobody shares (no SHARED or MIXED grant in its subtree, nri-plugins'
-``AllocatableSharedCPU() >= 1000*cnt``); a later shared request then goes where shared
-CPUs are left.  Reserved requests must fit the reserved capacity
+A pool's room for shared work is nri-plugins' ``AllocatableSharedCPU``
+(`allocatable_shared`): its free shared millicores, capped by every ancestor's, less 1m
+when a container with no CPU request lives in its subtree (the *1m rule*).  A shared
+request must fit that room; whole CPUs are taken from the pool's free isolated CPUs when
+preferred and there are enough, else sliced off its shared set when the room holds them
+(``AllocatableSharedCPU() >= 1000*cnt``).  Which CPUs is their allocator's pick
+(`cpu_allocator`) out of the pool's *sliceable* CPUs (their ``SliceableCPUs``): for a
+leaf its room's worth of its shared CPUs, for an inner pool the union of that of every
+pool below it.  The supply rule of `state` stays checked on top (`_shared_check`): when
+their pick would leave a pool below without enough shared CPUs (an inner pool's
+sliceable set may hold a child's last ones), a second try keeps those aside
+(`_keepers`).  Slicing may empty the shared set of a pool nobody shares; a later shared
+request then goes where shared CPUs are left.
+
+Each offer carries nri-plugins' capacity scores (`Capacity`, their ``GetScore``): the
+isolated CPUs and the shared room left after the grant, which rank the pools
+(`scoring`).  Reserved requests must fit the reserved capacity
 (``reservedResources.cpu``: ``750m`` is 750m, not the 1000m of the CPU it rounds up to).
 `exact_offer` is the rebuild's question: what would `pool` grant if the container kept
 exactly the CPUs it holds now.
@@ -28,27 +38,60 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nri_resmgr.model import ContainerID, CPUKind, PodID
-from nri_resmgr.policy.common import take_cpus
+from nri_resmgr.policy.cpu_allocator import CPUAllocator
 from nri_resmgr.policy.topology_aware.pools import TOPOLOGY_LEVELS, Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
-from nri_resmgr.policy.topology_aware.priority import (
-    PriorityCPUs,
-    preferred_cpus,
-    priority_unmet,
-)
+from nri_resmgr.policy.topology_aware.priority import PriorityCPUs, priority_unmet
 from nri_resmgr.policy.topology_aware.state import Grant, Supply
-from nri_resmgr.topology.cpuset import CPUSet, IDSet
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
 
 __all__ = [
+    "Capacity",
     "Offer",
     "allocatable_by_pool",
     "allocatable_shared",
     "burst_key",
+    "capacity",
     "exact_offer",
     "is_burst_ranked",
     "make_offer",
+    "sliceable_cpus",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """nri-plugins' capacity scores of one pool for one request (``supply.GetScore``)."""
+
+    #: free isolated CPUs left after the grant (requests preferring isolated CPUs; else 0)
+    isolated: int = 0
+    #: shared room left after the grant, in millicores (`allocatable_shared`, less the
+    #: whole CPUs when sliced, less the fraction, or 1m for a request of none)
+    shared: int = 0
+
+    @property
+    def short(self) -> bool:
+        """Too little isolated or shared capacity: the pool loses to any that has it."""
+        return self.isolated < 0 or self.shared < 0
+
+
+def capacity(pool: Pool, supply: Supply, request: ContainerRequest, room: int) -> Capacity:
+    """`Capacity` of `pool` (whose `allocatable_shared` is `room`) for `request`.
+
+    Reserved and unpinned (``cpu.preserve``) requests are not ranked by it (they have
+    one candidate pool): zeros.
+    """
+    if request.kind in (CPUKind.RESERVED, CPUKind.NONE):
+        return Capacity()
+    full, part = request.full, request.shared_milli
+    if not full and not part:
+        part = 1
+    isolated = len(pool.isolated - supply.used) - full if request.prefer_isolated else 0
+    shared = room - part
+    if not request.prefer_isolated or isolated < 0:
+        shared -= 1000 * full
+    return Capacity(isolated=isolated, shared=shared)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +102,8 @@ class Offer:
     grant: Grant
     #: the container's preference for isolated CPUs was met (or there was none)
     preference_met: bool
-    #: millicores of shared capacity the pool keeps after the grant (isolated: free
-    #: isolated CPUs x 1000)
-    headroom: int
+    #: nri-plugins' capacity scores of the pool for the request
+    capacity: Capacity
     #: containers already living in exactly this pool
     population: int
     #: the pool's free shared CPUs of the request's CPU priority class cannot hold it
@@ -73,21 +115,49 @@ class Offer:
 
 def allocatable_shared(tree: PoolTree, supply: Supply, pool: Pool) -> int:
     """Millicores a new shared container in `pool` could use without overcommitting it
-    or an ancestor (nri-plugins ``AllocatableSharedCPU``)."""
-    return min(1000 * len(supply.shared[a]) - supply.need(a) for a in tree.ancestors(pool.index))
+    or an ancestor (nri-plugins ``AllocatableSharedCPU``): the free shared millicores of
+    the pool and of each ancestor, the smallest, less 1m when a container with no CPU
+    request lives in the pool's subtree (the 1m rule; an ancestor's own such
+    containers do not count)."""
+    free = min(1000 * len(supply.shared[a]) - supply.demand[a] for a in tree.ancestors(pool.index))
+    return free - 1 if supply.zero_req[pool.index] else free
 
 
 def allocatable_by_pool(tree: PoolTree, supply: Supply) -> list[int]:
     """`allocatable_shared` of every pool, in one pass down the tree (pools are
     numbered breadth first, so a parent comes before its children)."""
-    out: list[int] = []
-    demand, sharers, shared = supply.demand, supply.sharers, supply.shared
+    free: list[int] = []
+    demand, shared, zero = supply.demand, supply.shared, supply.zero_req
     for p in tree.pools:
-        i = p.index
-        need = max(demand[i], 1) if sharers[i] else demand[i]  # Supply.need, inlined
-        own = 1000 * len(shared[i]) - need
-        out.append(own if p.parent is None else min(own, out[p.parent]))
-    return out
+        own = 1000 * len(shared[p.index]) - demand[p.index]
+        free.append(own if p.parent is None else min(own, free[p.parent]))
+    return [f - 1 if zero[i] else f for i, f in enumerate(free)]
+
+
+def sliceable_cpus(
+    tree: PoolTree,
+    allocator: CPUAllocator,
+    supply: Supply,
+    pool: Pool,
+    rooms: Sequence[int],
+) -> CPUSet | None:
+    """The shared CPUs exclusive ones may be sliced from in `pool` (nri-plugins'
+    ``SliceableCPUs``): a leaf's room's worth of its shared CPUs (`rooms` is
+    `allocatable_by_pool`), as the allocator picks them; for an inner pool the union of
+    that of every pool below it.  None when a pool's shared CPUs cannot hold its room.
+    """
+    below = tree.subtree(pool.index)
+    if len(below) > 1:
+        below = below[1:]
+    picks = []
+    for i in below:
+        # Go's integer division: a negative room slices nothing
+        count = rooms[i] // 1000 if rooms[i] >= 0 else 0
+        got = allocator.allocate(supply.shared[i], count)
+        if got is None:
+            return None
+        picks.append(got)
+    return union(picks)
 
 
 def is_burst_ranked(request: ContainerRequest) -> bool:
@@ -213,10 +283,34 @@ def _keepers(
     return IDSet(kept(pool))
 
 
+def _take(
+    allocator: CPUAllocator,
+    available: CPUSet,
+    count: int,
+    *,
+    prefer: Sequence[CPUSet],
+    request: ContainerRequest,
+) -> CPUSet | None:
+    """`count` CPUs of `available` as the allocator picks them (with the request's CPU
+    priority), from each of the `prefer` tiers first in turn (rebuild and update: the
+    container's CPUs now; ``pick-resources-by-hints``: the hinted CPUs)."""
+    taken = IDSet()
+    for tier in prefer:
+        part = (available & tier) - taken
+        need = count - len(taken)
+        if need <= 0 or not part:
+            continue
+        got = allocator.allocate(part, min(need, len(part)), priority=request.cpu_priority)
+        taken = taken | (got or IDSet())
+    rest = allocator.allocate(available - taken, count - len(taken), priority=request.cpu_priority)
+    return None if rest is None else taken | rest
+
+
 def make_offer(
     *,
     tree: PoolTree,
     topology: Topology,
+    allocator: CPUAllocator,
     supply: Supply,
     pool: Pool,
     container_id: ContainerID,
@@ -226,16 +320,20 @@ def make_offer(
     prefer: Sequence[CPUSet],
     priorities: PriorityCPUs | None = None,
     burst: tuple[int, int] | None = None,
+    rooms: Sequence[int] | None = None,
 ) -> Offer | str:
     """What `pool` would grant `request`, or a short reason why it cannot.
 
     `priorities` are the machine's CPU priority classes (`priority.priority_cpus`);
-    without them the request's CPU priority is ignored.  `burst` is `burst_key` of the
-    pool when the caller has it already.
+    without them the request's CPU priority is ignored for the sort key.  `burst` is
+    `burst_key` of the pool and `rooms` `allocatable_by_pool` when the caller has them.
     """
     problem = _fits_memory(tree, supply, pool, request)
     if problem:
         return problem
+    if rooms is None:
+        rooms = allocatable_by_pool(tree, supply)
+    room = rooms[pool.index]
     unmet = False
     if priorities is not None:
         unmet = priority_unmet(
@@ -245,11 +343,8 @@ def make_offer(
             full=request.full,
             milli=request.shared_milli,
         )
-        first = preferred_cpus(request.cpu_priority, priorities)
-        if first is not None:
-            prefer = [*prefer, first]
 
-    def offer(kind: CPUKind, exclusive: CPUSet, met: bool, headroom: int) -> Offer:
+    def offer(kind: CPUKind, exclusive: CPUSet, met: bool) -> Offer:
         grant = Grant(
             container_id=container_id,
             pod_id=pod_id,
@@ -264,9 +359,9 @@ def make_offer(
             pool=pool,
             grant=grant,
             met=met,
-            headroom=headroom,
+            capacity=capacity(pool, supply, request, room),
             unmet=unmet,
-            burst=burst_key(tree, supply, pool, request) if burst is None else burst,
+            burst=burst_key(tree, supply, pool, request, room=room) if burst is None else burst,
         )
 
     shared_now = supply.shared[pool.index]
@@ -274,54 +369,62 @@ def make_offer(
         free = tree.reserved_milli - supply.reserved_demand
         if request.shared_milli > free:
             return f"{free}m free of {tree.reserved_milli}m reserved on {tree.reserved}"
-        return offer(request.kind, IDSet(), True, free - request.shared_milli)
+        return offer(request.kind, IDSet(), True)
     if request.kind is CPUKind.NONE:
-        return offer(request.kind, IDSet(), True, 0)
+        return offer(request.kind, IDSet(), True)
     if request.kind is CPUKind.SHARED:
         if not shared_now:
             return "no shared CPUs"
+        if request.shared_milli and room < request.shared_milli:
+            return f"{room}m of shared capacity allocatable, {request.shared_milli}m requested"
         problem = _shared_check(tree, supply, pool, IDSet(), request)
         if problem:
             return problem
-        headroom = 1000 * len(shared_now) - supply.demand[pool.index] - request.shared_milli
-        return offer(CPUKind.SHARED, IDSet(), True, headroom)
+        return offer(CPUKind.SHARED, IDSet(), True)
 
     # whole CPUs: isolated first when preferred, else sliced off the shared set;
     # (hide-hyperthreads changes only what is shown: `rendering`, as nri-plugins does)
     mixed = request.shared_milli > 0
 
     def take(available: CPUSet) -> CPUSet | None:
-        return take_cpus(topology, available, request.full, prefer=prefer)
+        return _take(allocator, available, request.full, prefer=prefer, request=request)
 
-    if request.prefer_isolated and (shared_now or not mixed):
-        free_iso = pool.isolated - supply.used
+    free_iso = pool.isolated - supply.used
+    if request.prefer_isolated and (shared_now or not mixed) and len(free_iso) >= request.full:
         iso = take(free_iso)
         if iso is not None:
             problem = _shared_check(tree, supply, pool, IDSet(), request)
+            if mixed and room < request.shared_milli:
+                problem = f"{room}m of shared capacity allocatable, {request.shared_milli}m needed"
             if not problem:
-                kind = CPUKind.MIXED if mixed else CPUKind.ISOLATED
-                return offer(kind, iso, True, 1000 * (len(free_iso) - len(iso)))
+                return offer(CPUKind.MIXED if mixed else CPUKind.ISOLATED, iso, True)
             if request.require_isolated:
                 return f"require-isolated-cpus: {problem}"
     if request.require_isolated:
-        free = len(pool.isolated - supply.used)
         if mixed and not shared_now:
             return "require-isolated-cpus: no shared CPUs for the fraction"
-        return f"require-isolated-cpus: {free} free isolated CPUs, {request.full} needed"
-    taken = take(shared_now)
+        return f"require-isolated-cpus: {len(free_iso)} free isolated CPUs, {request.full} needed"
+    if room < 1000 * request.full + request.shared_milli:
+        return (
+            f"{room}m of shared capacity allocatable, "
+            f"{1000 * request.full + request.shared_milli}m needed"
+        )
+    sliceable = sliceable_cpus(tree, allocator, supply, pool, rooms)
+    if sliceable is None:
+        return f"cannot tell the sliceable CPUs of {shared_now}"
+    taken = take(sliceable)
     if taken is None:
-        return f"only {len(shared_now)} shared CPUs to slice from"
+        return f"only {len(sliceable)} sliceable CPUs ({sliceable}) of shared {shared_now}"
     problem = _shared_check(tree, supply, pool, taken, request)
     if problem:
         # second try: leave every pool below enough shared CPUs for its own containers
         keep = _keepers(tree, topology, supply, pool, request)
-        retry = take(shared_now - keep)
+        retry = take(sliceable - keep)
         if retry is None or _shared_check(tree, supply, pool, retry, request):
             return problem
         taken = retry
-    headroom = 1000 * len(shared_now - taken) - supply.demand[pool.index] - request.shared_milli
     kind = CPUKind.MIXED if mixed else CPUKind.EXCLUSIVE
-    return offer(kind, taken, not request.prefer_isolated, headroom)
+    return offer(kind, taken, not request.prefer_isolated)
 
 
 def exact_offer(
@@ -347,11 +450,6 @@ def exact_offer(
     if problem:
         return problem
     isolated = kind is CPUKind.ISOLATED
-    if isolated:
-        headroom = 1000 * (len(pool.isolated - supply.used) - len(cpus))
-    else:
-        shared = supply.shared[pool.index]
-        headroom = 1000 * len(shared - cpus) - supply.demand[pool.index]
     grant = Grant(
         container_id=container_id,
         pod_id=pod_id,
@@ -362,7 +460,14 @@ def exact_offer(
         request=request,
     )
     met = isolated == request.prefer_isolated
-    return _offer(supply=supply, pool=pool, grant=grant, met=met, headroom=headroom)
+    room = allocatable_shared(tree, supply, pool)
+    return _offer(
+        supply=supply,
+        pool=pool,
+        grant=grant,
+        met=met,
+        capacity=capacity(pool, supply, request, room),
+    )
 
 
 def _offer(
@@ -371,7 +476,7 @@ def _offer(
     pool: Pool,
     grant: Grant,
     met: bool,
-    headroom: int,
+    capacity: Capacity,
     unmet: bool = False,
     burst: tuple[int, int] = (0, 0),
 ) -> Offer:
@@ -380,7 +485,7 @@ def _offer(
         pool=pool,
         grant=grant,
         preference_met=met,
-        headroom=headroom,
+        capacity=capacity,
         population=supply.population[pool.index],
         priority_unmet=unmet,
         burst=burst,

@@ -72,7 +72,6 @@ current pool and CPUs.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -86,20 +85,22 @@ from nri_resmgr.model import (
     CPUKind,
     Decision,
 )
+from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.common import one_thread_per_core, order_claims
+from nri_resmgr.policy.cpu_allocator import CPUAllocator
 from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.decide import (
     decide,
     decide_release,
-    differs_from_current,
     nothing_to_release,
 )
+from nri_resmgr.policy.kit.rebuild import each_once, holders_per_cpu, moved
 from nri_resmgr.policy.sched_classes import (
     SchedulingClasses,
     build_scheduling_classes,
     with_scheduling,
 )
-from nri_resmgr.policy.topology_aware.config import ResolvedConfig, resolve_config
+from nri_resmgr.policy.topology_aware.config import SUBJECT, ResolvedConfig, resolve_config
 from nri_resmgr.policy.topology_aware.hints import (
     check_strict,
     container_hints,
@@ -204,7 +205,7 @@ class _Rebuilt:
         return (len(self.overcommitted), len(self.updates))
 
 
-class TopologyAwarePolicy:
+class TopologyAwarePolicy(Policy[TopologyAwareState]):
     """nri-plugins' topology-aware policy, as pure functions (module docstring)."""
 
     name: ClassVar[str] = "topology-aware"
@@ -223,9 +224,17 @@ class TopologyAwarePolicy:
             opts.scheduling_classes,
             namespaces=opts.namespace_scheduling_classes,
             qos=opts.pod_qos_scheduling_classes,
-            where="policy topology-aware",
+            subject=SUBJECT,
         )
         self.priorities: PriorityCPUs = priority_cpus(topology)
+        #: nri-plugins' CPU allocator on this machine: which CPUs each grant takes
+        self.allocator = CPUAllocator(
+            topology,
+            high=self.priorities.high,
+            normal=self.priorities.normal,
+            low=self.priorities.low,
+            hybrid=self.priorities.hybrid,
+        )
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -291,11 +300,11 @@ class TopologyAwarePolicy:
         # the Burstable components, once per pool (offers.burst_key)
         candidates = self._candidates(request, root_only=root_only)
         bursts = {pool.index: (0, 0) for pool in candidates}
+        rooms = allocatable_by_pool(self.tree, supply)
         if is_burst_ranked(request):
-            room = allocatable_by_pool(self.tree, supply)
             for pool in candidates:
                 bursts[pool.index] = burst_key(
-                    self.tree, supply, pool, request, room=room[pool.index]
+                    self.tree, supply, pool, request, room=rooms[pool.index]
                 )
         # offers in the order of the best key each pool could reach; once the best offer
         # so far beats the bound of the next pool it beats all the rest (scoring.key_bound)
@@ -304,7 +313,9 @@ class TopologyAwarePolicy:
                 (
                     key_bound(
                         pool,
+                        tree=self.tree,
                         supply=supply,
+                        room=rooms[pool.index],
                         request=request,
                         hinted=pool.index == hint,
                         affinity_score=affinities.get(pool.index, 0),
@@ -326,6 +337,7 @@ class TopologyAwarePolicy:
             got = make_offer(
                 tree=self.tree,
                 topology=self.topology,
+                allocator=self.allocator,
                 supply=supply,
                 pool=pool,
                 container_id=container.id,
@@ -335,6 +347,7 @@ class TopologyAwarePolicy:
                 prefer=prefer,
                 priorities=self.priorities,
                 burst=bursts[pool.index],
+                rooms=rooms,
             )
             if isinstance(got, Offer):
                 offers.append(got)
@@ -342,12 +355,13 @@ class TopologyAwarePolicy:
                     got,
                     hinted=pool.index == hint,
                     affinity_score=affinities.get(pool.index, 0),
+                    tree=self.tree,
                 )
                 best_key = key if best_key is None else min(best_key, key)
             else:
                 failed.append((pool.index, f"{pool.name}: {got}"))
         reasons = [reason for _, reason in sorted(failed)]
-        best = best_offer(offers, hint=hint, affinities=affinities)
+        best = best_offer(offers, hint=hint, affinities=affinities, tree=self.tree)
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
         message = f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)
@@ -437,10 +451,7 @@ class TopologyAwarePolicy:
 
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[TopologyAwareState]:
         notes: list[str] = []
-        unique: dict[ContainerID, ContainerInfo] = {}
-        for c in containers:
-            unique.setdefault(c.id, c)  # a container listed twice counts once, as first seen
-        containers = list(unique.values())
+        containers = each_once(containers)
         requests: dict[ContainerID, ContainerRequest] = {}
         for c in containers:
             try:
@@ -479,12 +490,7 @@ class TopologyAwarePolicy:
         unique = {c.id: c for c in containers}
         # how many reports hold each CPU; one of a container that opted out of pinning
         # (cpu.preserve, pinCPU: false) holds none: we never set it, it may be every CPU
-        holders = Counter(
-            cpu
-            for c in containers
-            if _pins_cpus(requests[c.id])
-            for cpu in (c.current_cpus or IDSet())
-        )
+        holders = holders_per_cpu(c.current_cpus for c in containers if _pins_cpus(requests[c.id]))
         missing = missing_from_shared_views(self.tree, containers, requests)
 
         # 1. keep valid exclusive placements exactly: of the claims valid on their own,
@@ -609,9 +615,7 @@ class TopologyAwarePolicy:
         return _Rebuilt(
             state=st,
             notes=tuple(notes),
-            updates=tuple(
-                rendered[c.id] for c in containers if differs_from_current(c, rendered[c.id])
-            ),
+            updates=moved(containers, rendered),
             overcommitted=tuple(overcommitted),
             kept_shared_like=frozenset(kept_shared_like),
         )
@@ -640,7 +644,16 @@ class TopologyAwarePolicy:
         pool = self.tree.deepest_containing(view)[0]
         if not state.supply.shared[pool]:
             return None
-        stand_in = replace(req, kind=CPUKind.SHARED, full=0, shared_milli=0, memory_bytes=0)
+        # (not a container with no CPU request: the 1m it would keep back, which the
+        # containers placed before it in the live order never saw, could refuse them)
+        stand_in = replace(
+            req,
+            kind=CPUKind.SHARED,
+            full=0,
+            shared_milli=0,
+            memory_bytes=0,
+            zero_cpu_request=False,
+        )
         return Grant(
             container_id=c.id,
             pod_id=c.pod.id,
@@ -713,7 +726,7 @@ class TopologyAwarePolicy:
         was shown, so what is compared is the shown view: one thread on each core of
         that shared set.
         """
-        holders = Counter(cpu for cpus in claims.values() for cpu in cpus)
+        holders = holders_per_cpu(claims.values())
         seen = union(others)
         clear = union(
             cpus

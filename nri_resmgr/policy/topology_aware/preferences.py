@@ -50,7 +50,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nri_resmgr.model import (
-    ANNOTATION_DOMAIN,
     AnnotationError,
     ContainerInfo,
     CPUKind,
@@ -58,6 +57,20 @@ from nri_resmgr.model import (
     QoSClass,
 )
 from nri_resmgr.policy.common import namespace_matches, parse_bool_annotation
+from nri_resmgr.policy.kit.annotations import (
+    ALL_MEMORY,
+    CPU_CLASS,
+    CPU_PRESERVE,
+    HIDE_HYPERTHREADS,
+    MEMORY_PRESERVE,
+    MEMORY_TYPE,
+    PREFER_ISOLATED,
+    PREFER_RESERVED,
+    PREFER_SHARED,
+    REQUIRE_ISOLATED,
+    UNLIMITED_BURSTABLE,
+    parse_memory_types,
+)
 from nri_resmgr.policy.topology_aware.affinity import (
     Affinity,
     Subject,
@@ -86,27 +99,9 @@ __all__ = [
     "parse_memory_types",
 ]
 
-PREFER_ISOLATED = f"prefer-isolated-cpus.{ANNOTATION_DOMAIN}"
-PREFER_SHARED = f"prefer-shared-cpus.{ANNOTATION_DOMAIN}"
-REQUIRE_ISOLATED = f"require-isolated-cpus.{ANNOTATION_DOMAIN}"
-PREFER_RESERVED = f"prefer-reserved-cpus.{ANNOTATION_DOMAIN}"
-HIDE_HYPERTHREADS = f"hide-hyperthreads.{ANNOTATION_DOMAIN}"
-CPU_PRESERVE = f"cpu.preserve.{ANNOTATION_DOMAIN}"
-MEMORY_PRESERVE = f"memory.preserve.{ANNOTATION_DOMAIN}"
-MEMORY_TYPE = f"memory-type.{ANNOTATION_DOMAIN}"
-UNLIMITED_BURSTABLE = f"unlimited-burstable.{ANNOTATION_DOMAIN}"
-CPU_CLASS = f"cpu-class.{ANNOTATION_DOMAIN}"
-
-ALL_MEMORY = frozenset({MemoryKind.DRAM, MemoryKind.PMEM, MemoryKind.HBM})
 #: the kinds of a container without ``memory-type``: every kind but HBM, which is kept for
 #: the containers that ask for it (as nri-plugins, n6-hbm-cxl/test01-memory-types)
 DEFAULT_MEMORY = ALL_MEMORY - {MemoryKind.HBM}
-_MEMORY_WORDS = {
-    "dram": frozenset({MemoryKind.DRAM}),
-    "pmem": frozenset({MemoryKind.PMEM}),
-    "hbm": frozenset({MemoryKind.HBM}),
-    "mixed": ALL_MEMORY,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +137,12 @@ class ContainerRequest:
     #: Burstable without a CPU limit: the topology level it prefers
     #: (``unlimitedBurstable``, the ``unlimited-burstable`` annotation); None otherwise
     unlimited_level: str | None = None
+    #: BestEffort, or Burstable with no CPU request: nri-plugins keeps 1m of shared
+    #: capacity back in every pool holding such a container (``hasZeroCpuReqContainer``)
+    zero_cpu_request: bool = False
+    #: Burstable: its memory limit in bytes, 0 without one; pools are ranked by their
+    #: memory (``compareScores``' memory offer burstability, `scoring`); None otherwise
+    memory_burst: int | None = None
 
     def describe(self) -> str:
         """``2 exclusive CPUs + 500m shared`` and the like, for messages."""
@@ -158,23 +159,6 @@ class ContainerRequest:
             kinds = ",".join(sorted(k.value for k in self.memory_kinds))
             text += f" and {self.memory_bytes} bytes of {kinds} memory"
         return text
-
-
-def parse_memory_types(container: ContainerInfo) -> frozenset[MemoryKind] | None:
-    """The ``memory-type`` annotation as a set of kinds, or None when absent."""
-    raw = container.annotation(MEMORY_TYPE)
-    if raw is None or not raw.strip():
-        return None
-    kinds: set[MemoryKind] = set()
-    for word in raw.split(","):
-        w = word.strip().lower()
-        if w not in _MEMORY_WORDS:
-            raise AnnotationError(
-                f'{container.pretty}: annotation {MEMORY_TYPE} has unknown type "{w}"; '
-                f"expected one of dram, pmem, hbm, mixed"
-            )
-        kinds |= _MEMORY_WORDS[w]
-    return frozenset(kinds)
 
 
 def _memory_bytes(container: ContainerInfo) -> int:
@@ -276,6 +260,8 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     )
 
     cpu_class = _cpu_class(container, config)
+    zero = qos is QoSClass.BEST_EFFORT or (qos is QoSClass.BURSTABLE and milli == 0)
+    memory_burst = (container.request.memory_limit or 0) if qos is QoSClass.BURSTABLE else None
 
     def make(
         kind: CPUKind,
@@ -302,6 +288,8 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
             affinities=rules,
             limit_milli=limit,
             unlimited_level=level,
+            zero_cpu_request=zero,
+            memory_burst=memory_burst,
         )
 
     if cpu_preserve:

@@ -3,7 +3,8 @@
 Theory of operation: every pool that *can* serve a request makes an `Offer`
 (`offers.make_offer`); pools that cannot are filtered out before sorting (that is the
 "fits" component of the key: failing pools never compete).  The remaining offers are
-sorted by `offer_key`, a tuple compared left to right, smallest first:
+sorted by `offer_key`, a tuple compared left to right, smallest first.  It is
+nri-plugins' ``compareScores`` (pools.go) written as one key, its rules in its order:
 
 =====  ====================  =============================================================
  #     component             meaning (smaller wins)
@@ -12,30 +13,48 @@ sorted by `offer_key`, a tuple compared left to right, smallest first:
                              a valid placement is kept rather than moved; for a new
                              container, the deepest pool covering its topology hints
                              (`hints.hinted_pool`: its devices' and mounts' locality)
- 2     ``not preference``    0 when the offer meets the container's isolated-CPU
+ 2     ``short``             1 when the pool has too little isolated or shared capacity
+                             for the request (`offers.Capacity.short`: their "a node with
+                             insufficient isolated or shared capacity loses"); a
+                             BestEffort container needs 1m of room, so it avoids a pool
+                             whose shared capacity is all requested
+ 3     ``not preference``    0 when the offer meets the container's isolated-CPU
                              preference (an isolated offer beats a sliced one)
- 3     ``-affinity``         higher affinity score (`affinity`): the weights of the
+ 4     ``-affinity``         higher affinity score (`affinity`): the weights of the
                              container's ``affinity``/``anti-affinity`` rules (else the
                              implicit ``colocatePods``/``colocateNamespaces`` ones, 10
                              each) towards the containers of this pool, its ancestors
                              and its subtree, diluted by 0.75 per tree link
- 4     ``priority unmet``    ``prefer-cpu-priority`` high or low: 1 when the pool's free
+ 5     ``memory burst``      Burstable containers (`memory_key`): with a memory limit, 1
+                             when the pool's memory of its kinds is below the limit;
+                             without one, minus that memory, so the roomiest pool (the
+                             root) wins: their "memory offer burstability"
+ 6-7   ``burst``             Burstable containers' CPU (`offers.burst_key`): with a CPU
+                             limit, pools with room for it first; without one, pools at
+                             the ``unlimitedBurstable`` level first, the roomiest
+ 8     ``memory span``       fewer memory nodes first: their "tighter memory offer"; a
+                             kind the pool lacks counts as one node more (their memory
+                             allocator widens the offer by the nearest node of it, so
+                             their "offer type match" rule rarely decides)
+ 9     ``kinds missing``     1 when the pool lacks a memory kind the container may use
+                             that the machine has: their "matching memory type wins"
+                             (a NUMA node with PMEM attached beats one without)
+ 10    ``priority unmet``    ``prefer-cpu-priority`` high or low: 1 when the pool's free
                              shared CPUs of that class cannot hold the request
-                             (`priority.priority_unmet`; nri-plugins ranks this after
-                             affinity and before depth); 0 otherwise
- 5     ``burst``             Burstable containers (`offers.burst_key`, two components):
-                             with a CPU limit, pools with room for it first; without one,
-                             pools at the ``unlimitedBurstable`` level first, the roomiest
- 6     ``-depth``            deeper pools first: the tightest pool that fits (a NUMA
+                             (`priority.priority_unmet`); 0 otherwise
+ 11    ``-depth``            deeper pools first: the tightest pool that fits (a NUMA
                              node or L3 group before its package, before the machine)
- 7     ``normal unmet``      the same for ``prefer-cpu-priority: normal``, which
+ 12    ``-isolated``         isolated requests: more free isolated CPUs left first, when
+                             the pool keeps some; the components after it are then 0
+                             (theirs decides by id next)
+ 13    ``normal unmet``      the same as 10 for ``prefer-cpu-priority: normal``, which
                              nri-plugins ranks after depth; 0 otherwise
- 8     ``crowding``          shared requests: fewer containers already in the pool,
-                             so that shared containers spread over the leaves
-                             (0 for exclusive, isolated and reserved requests)
- 9     ``-headroom``         more capacity left after the grant: free shared millicores
-                             (exclusive, mixed, shared) or free isolated CPUs (isolated)
-10     ``pool index``        breadth-first pool number: deterministic final tie-break
+ 14    ``-sliceable``        whole-CPU requests: more shared room left first, when the
+                             pool keeps some; the components after it are then 0
+ 15    ``crowding``          fewer containers living in the pool (on shared or exclusive
+                             CPUs), so that shared containers spread over the leaves
+ 16    ``-shared``           more shared room left after the grant
+ 17    ``pool index``        breadth-first pool number: deterministic final tie-break
 =====  ====================  =============================================================
 
 `key_bound` is the smallest key an offer of a pool could possibly get, computed from the
@@ -44,9 +63,12 @@ stops once the best offer found beats the bound of every pool left, which gives 
 winner as building every offer (keys end with the pool index, so no two are equal) while
 an exclusive request usually picks CPUs in one pool instead of all of them.
 
-Compared with nri-plugins' ``compareScores`` the order is the same in spirit
-(affinity, then CPU priority, then Burstable limits, then tree depth, then per-kind
-capacity, then id); its topology hints are the first component here.
+Kept apart from ``compareScores`` on purpose (docs/policies.md, "Differences from
+nri-plugins"): the hinted pool goes first (component 1: the restart rule keeps a valid
+placement where it is, and a container goes next to its devices whenever it fits), and
+the isolated preference is its own component (3).  Their rules for CPU classes and the
+reserved capacity per colocated container have no component: a CPU class does not
+steer the pool here, and reserved containers have one pool.
 """
 
 from __future__ import annotations
@@ -55,19 +77,28 @@ from collections.abc import Iterable, Mapping
 
 from nri_resmgr.model import ContainerID, CPUKind
 from nri_resmgr.policy.topology_aware.affinity import diluted_scores, pool_weights
-from nri_resmgr.policy.topology_aware.offers import Offer
+from nri_resmgr.policy.topology_aware.offers import Capacity, Offer, capacity
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.policy.topology_aware.priority import CPUPriority, PriorityCPUs, priority_unmet
 from nri_resmgr.policy.topology_aware.state import Supply, TopologyAwareState
 
-__all__ = ["OfferKey", "affinity_by_pool", "best_offer", "key_bound", "offer_key"]
+__all__ = [
+    "OfferKey",
+    "affinity_by_pool",
+    "best_offer",
+    "key_bound",
+    "memory_key",
+    "offer_key",
+]
 
-OfferKey = tuple[int, int, float, int, int, int, int, int, int, int, int]
+OfferKey = tuple[
+    int, int, int, float, int, int, int, int, int, int, int, int, int, int, int, int, int
+]
 
 
 def _priority_terms(priority: CPUPriority, unmet: bool) -> tuple[int, int]:
-    """Components 4 and 6 of the key: (high/low unmet, normal unmet)."""
+    """Components 10 and 13 of the key: (high/low unmet, normal unmet)."""
     if not unmet:
         return 0, 0
     return (0, 1) if priority is CPUPriority.NORMAL else (1, 0)
@@ -96,63 +127,119 @@ def affinity_by_pool(
     return diluted_scores(tree, weights)
 
 
-def offer_key(offer: Offer, *, hinted: bool, affinity_score: float) -> OfferKey:
-    """The sort key of one offer (see the module docstring)."""
-    crowding = offer.population if offer.grant.kind is CPUKind.SHARED else 0
-    prio, normal = _priority_terms(offer.grant.request.cpu_priority, offer.priority_unmet)
+def memory_key(tree: PoolTree, pool: Pool, request: ContainerRequest) -> tuple[int, int, int]:
+    """Components 5, 8 and 9 of the key: (memory burst, memory span, kinds missing).
+
+    Only for containers whose memory is pinned (nri-plugins offers the root's memory
+    to ``memory.preserve`` ones, the same from every pool).
+    """
+    if not request.pin_memory:
+        return (0, 0, 0)
+    wanted = {k for k in request.memory_kinds if tree.root.mems.get(k)}
+    missing = sum(not pool.mems.get(k) for k in wanted)
+    burst = 0
+    if request.memory_burst is not None:
+        size = pool.memory_of(request.memory_kinds)
+        burst = (size < request.memory_burst) if request.memory_burst else -size
+    return (burst, len(pool.mems_of(request.memory_kinds)) + missing, int(missing > 0))
+
+
+def _capacity_terms(request: ContainerRequest, cap: Capacity) -> tuple[int, int, int, int]:
+    """Components 12, 14, 15 (as a flag: 1 when crowding counts) and 16 of the key."""
+    if request.prefer_isolated and cap.isolated > 0:
+        return (-cap.isolated, 0, 0, 0)
+    if request.full > 0 and cap.shared > 0:
+        return (0, -cap.shared, 0, 0)
+    return (0, 0, 1, -cap.shared)
+
+
+def _key(
+    *,
+    short: bool,
+    hinted: bool,
+    unmet_preference: bool,
+    affinity_score: float,
+    memory: tuple[int, int, int],
+    burst: tuple[int, int],
+    priority: CPUPriority,
+    priority_unmet: bool,
+    depth: int,
+    request: ContainerRequest,
+    cap: Capacity,
+    population: int,
+    index: int,
+) -> OfferKey:
+    """The key from its figures (module docstring)."""
+    prio, normal = _priority_terms(priority, priority_unmet)
+    isolated, sliceable, crowds, shared = _capacity_terms(request, cap)
+    if isolated:
+        normal = 0
     return (
         0 if hinted else 1,
-        0 if offer.preference_met else 1,
+        int(short),
+        int(unmet_preference),
         -affinity_score,
+        memory[0],
+        *burst,
+        memory[1],
+        memory[2],
         prio,
-        *offer.burst,
-        -offer.pool.depth,
+        -depth,
+        isolated,
         normal,
-        crowding,
-        -offer.headroom,
-        offer.pool.index,
+        sliceable,
+        population * crowds,
+        shared,
+        index,
+    )
+
+
+def offer_key(offer: Offer, *, hinted: bool, affinity_score: float, tree: PoolTree) -> OfferKey:
+    """The sort key of one offer (see the module docstring)."""
+    request = offer.grant.request
+    return _key(
+        short=offer.capacity.short,
+        hinted=hinted,
+        unmet_preference=not offer.preference_met,
+        affinity_score=affinity_score,
+        memory=memory_key(tree, offer.pool, request),
+        burst=offer.burst,
+        priority=request.cpu_priority,
+        priority_unmet=offer.priority_unmet,
+        depth=offer.pool.depth,
+        request=request,
+        cap=offer.capacity,
+        population=offer.population,
+        index=offer.pool.index,
     )
 
 
 def key_bound(
     pool: Pool,
     *,
+    tree: PoolTree,
     supply: Supply,
     request: ContainerRequest,
     hinted: bool,
     affinity_score: float,
+    room: int,
     priorities: PriorityCPUs | None = None,
     burst: tuple[int, int] = (0, 0),
 ) -> OfferKey:
     """A lower bound of `offer_key` for any offer `pool` can make `request` (module doc).
 
-    `burst` is `offers.burst_key` of the pool (exact: it reads the supply only).
-    Every component is exact except two, for whole-CPU requests.  The isolated
-    preference counts as met unless it cannot be: an isolated offer needs at least
+    `burst` is `offers.burst_key` of the pool and `room` its `offers.allocatable_shared`.
+    Every component is exact (they read the supply only) but the isolated preference,
+    which counts as met unless it cannot be: an isolated offer needs at least
     `request.full` free isolated CPUs (and, for a mixed request, some shared CPUs), and
-    a sliced offer meets it only when there is no preference.  The headroom is its largest
-    possible value, since an offer takes at least `request.full` CPUs, from the shared set
-    or from the free isolated CPUs (`offers.make_offer`).  The priority components are
-    exact: they depend on the supply only (`priorities` as given to `make_offer`).
+    a sliced offer meets it only when there is no preference.
     """
     i = pool.index
-    shared = 1000 * len(supply.shared[i]) - supply.demand[i] - request.shared_milli
-    crowding = 0
-    unmet = 0
-    if request.kind in (CPUKind.NONE, CPUKind.RESERVED):
-        headroom = 0
-    elif request.kind is CPUKind.SHARED:
-        headroom = shared
-        crowding = supply.population[i]
-    else:
-        headroom = shared - 1000 * request.full
-        if request.prefer_isolated:
-            free_iso = len(pool.isolated) - len(pool.isolated & supply.used)
-            mixed = request.shared_milli > 0
-            if free_iso >= request.full and (supply.shared[i] or not mixed):
-                headroom = max(headroom, 1000 * (free_iso - request.full))
-            else:
-                unmet = 1
+    unmet = False
+    if request.kind in (CPUKind.EXCLUSIVE, CPUKind.MIXED) and request.prefer_isolated:
+        free_iso = len(pool.isolated) - len(pool.isolated & supply.used)
+        mixed = request.shared_milli > 0
+        unmet = not (free_iso >= request.full and (supply.shared[i] or not mixed))
     miss = False
     if priorities is not None:
         miss = priority_unmet(
@@ -162,29 +249,39 @@ def key_bound(
             full=request.full,
             milli=request.shared_milli,
         )
-    prio, normal = _priority_terms(request.cpu_priority, miss)
-    return (
-        0 if hinted else 1,
-        unmet,
-        -affinity_score,
-        prio,
-        *burst,
-        -pool.depth,
-        normal,
-        crowding,
-        -headroom,
-        i,
+    cap = capacity(pool, supply, request, room)
+    return _key(
+        short=cap.short,
+        hinted=hinted,
+        unmet_preference=unmet,
+        affinity_score=affinity_score,
+        memory=memory_key(tree, pool, request),
+        burst=burst,
+        priority=request.cpu_priority,
+        priority_unmet=miss,
+        depth=pool.depth,
+        request=request,
+        cap=cap,
+        population=supply.population[i],
+        index=i,
     )
 
 
 def best_offer(
-    offers: Iterable[Offer], *, hint: int | None, affinities: Mapping[int, float]
+    offers: Iterable[Offer],
+    *,
+    hint: int | None,
+    affinities: Mapping[int, float],
+    tree: PoolTree,
 ) -> Offer | None:
     """The offer with the smallest key, or None when there are none."""
     ranked = sorted(
         offers,
         key=lambda o: offer_key(
-            o, hinted=o.pool.index == hint, affinity_score=affinities.get(o.pool.index, 0)
+            o,
+            hinted=o.pool.index == hint,
+            affinity_score=affinities.get(o.pool.index, 0),
+            tree=tree,
         ),
     )
     return ranked[0] if ranked else None

@@ -18,7 +18,12 @@ is derived from the grants and the fixed `PoolTree`, as the state's `Supply`:
 - ``reserved_demand``: the millicores of the RESERVED grants, which must stay within
   the reserved capacity (`PoolTree.reserved_milli`: ``750m`` reserves 750m, not a CPU);
 - **memory demand** is likewise summed over a subtree and must stay within the memory
-  of the pool's nodes; **population** counts the containers living in exactly a pool.
+  of the pool's nodes; **population** counts the containers living in exactly a pool
+  on its shared or exclusive CPUs (not reserved or unpinned ones: nri-plugins'
+  colocation count compares containers of the same CPU type);
+- **zero requests**: the containers in a pool's subtree with no CPU request
+  (BestEffort, Burstable with 0m; not reserved ones), for which nri-plugins keeps 1m of
+  the pool's shared capacity back (`offers.allocatable_shared`).
 
 The supply is a declared field of the state, built when the state is built and never
 written afterwards: `TopologyAwareState.empty(tree)` starts with the empty supply, and
@@ -65,6 +70,16 @@ class Grant:
     def reserved_milli(self) -> int:
         return self.request.shared_milli if self.kind is CPUKind.RESERVED else 0
 
+    @property
+    def zero_request(self) -> bool:
+        """A container with no CPU request on the pool's CPUs (`Supply.zero_req`)."""
+        return self.request.zero_cpu_request and self.kind is not CPUKind.RESERVED
+
+    @property
+    def colocated(self) -> bool:
+        """Counted in its pool's population: on shared or exclusive CPUs."""
+        return self.kind not in (CPUKind.RESERVED, CPUKind.NONE)
+
 
 @dataclass(frozen=True, slots=True)
 class Supply:
@@ -79,6 +94,8 @@ class Supply:
     sharers: tuple[int, ...]
     #: millicores of the RESERVED grants (on the reserved CPUs)
     reserved_demand: int
+    #: grants with no CPU request living in each pool's subtree (`Grant.zero_request`)
+    zero_req: tuple[int, ...] = ()
 
     def need(self, index: int, *, extra: int = 0, sharer: bool = False) -> int:
         """Millicores pool `index` must keep on its shared set (module docstring).
@@ -142,21 +159,25 @@ def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
     own_memory = [0] * n
     population = [0] * n
     own_sharers = [0] * n
+    own_zero = [0] * n
     reserved_demand = 0
     for g in grants:
         own_demand[g.pool] += g.shared_milli
         own_memory[g.pool] += g.request.memory_bytes
         own_sharers[g.pool] += g.kind in SHARED_USERS
-        population[g.pool] += 1
+        own_zero[g.pool] += g.zero_request
+        population[g.pool] += g.colocated
         reserved_demand += g.reserved_milli
     demand = [0] * n
     memory = [0] * n
     sharers = [0] * n
+    zero = [0] * n
     for p in tree.pools:
         for a in tree.ancestors(p.index):
             demand[a] += own_demand[p.index]
             memory[a] += own_memory[p.index]
             sharers[a] += own_sharers[p.index]
+            zero[a] += own_zero[p.index]
     return Supply(
         used=used,
         shared=tuple(p.sharable - used for p in tree.pools),
@@ -165,6 +186,7 @@ def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
         population=tuple(population),
         sharers=tuple(sharers),
         reserved_demand=reserved_demand,
+        zero_req=tuple(zero),
     )
 
 
@@ -176,12 +198,14 @@ def _adjust(tree: PoolTree, supply: Supply, grant: Grant, used: CPUSet, sign: in
     memory = list(supply.memory)
     population = list(supply.population)
     sharers = list(supply.sharers)
+    zero = list(supply.zero_req)
     sharer = grant.kind in SHARED_USERS
     for a in tree.ancestors(grant.pool):
         demand[a] += sign * grant.shared_milli
         memory[a] += sign * grant.request.memory_bytes
         sharers[a] += sign * sharer
-    population[grant.pool] += sign
+        zero[a] += sign * grant.zero_request
+    population[grant.pool] += sign * grant.colocated
     shared = supply.shared
     if grant.exclusive:
         shared = tuple(
@@ -196,6 +220,7 @@ def _adjust(tree: PoolTree, supply: Supply, grant: Grant, used: CPUSet, sign: in
         population=tuple(population),
         sharers=tuple(sharers),
         reserved_demand=supply.reserved_demand + sign * grant.reserved_milli,
+        zero_req=tuple(zero),
     )
 
 

@@ -29,7 +29,7 @@ every online CPU and one without a memory set may use every memory node.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
@@ -38,12 +38,14 @@ import yaml
 
 from nri_resmgr.simulator.results import SimulationResult, StepResult
 from nri_resmgr.simulator.run import run_scenario
-from nri_resmgr.simulator.scenario import Scenario
+from nri_resmgr.simulator.scenario import Scenario, parse_cpu
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.parity import machines
+from tests.parity.ports import Differs, check, check_metrics, metric_lines, refused
+from tests.parity.verify import Allowed, allowed
 
 #: the pod annotation that names a balloon type
 BALLOON = "balloon.balloons.resource-policy.nri.io"
@@ -133,6 +135,13 @@ class Script:
         self.steps.append({"create": pod})
         return len(self.steps) - 1
 
+    def launched(self) -> int:
+        """A step after their ``helm-launch`` with no pods: the policy restarts with the
+        containers it has (none at the start), so the balloons of the launch can be read.
+        Returns the step index."""
+        self.steps.append({"restart": {}})
+        return len(self.steps) - 1
+
     def delete(self, *pods: str) -> int:
         """``kubectl delete pods ...``; returns the index of the last step."""
         for pod in pods:
@@ -187,6 +196,40 @@ class Placement:
 class Run:
     result: SimulationResult
     topology: Topology
+    #: pod name -> namespace, from the script's creates (their metrics name both)
+    namespaces: Mapping[str, str] = field(default_factory=dict)
+    #: ``pod/container`` -> its CPU request in milli-CPUs (their tot_req_millicpu)
+    requests: Mapping[str, int] = field(default_factory=dict)
+    #: their machine's ``py_consts.var.py`` names, for `verify`
+    consts: Mapping[str, object] = field(default_factory=dict)
+    #: the configuration's balloon types by name (their metrics' type labels)
+    types: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def allowed(self, step: int) -> Allowed:
+        """Their verify sets after `step` (`tests.parity.verify.allowed`), nothing checked."""
+        s = self.result.steps[step]
+        return allowed(self.topology, s.containers, s.errors)
+
+    def verify(self, step: int, *exprs: str | Differs, refusing: Sequence[str] = ()) -> Allowed:
+        """Their ``verify EXPR...`` after `step` (`tests.parity.ports.check`).
+
+        A refusal at that step fails, as a pod that never gets Ready fails their
+        ``create``, unless it names one of `refusing`.
+        """
+        v = self.allowed(step)
+        refused([e for e in v.errors if not any(c in e for c in refusing)])
+        return check(v, *exprs, consts=self.consts)
+
+    def metrics(self, step: int, *, has: Sequence[str] = (), has_no: Sequence[str] = ()) -> None:
+        """Their ``verify-metrics-has-line`` / ``-has-no-line`` after `step`."""
+        lines = metric_lines(
+            self.result.steps[step].balloons,
+            self.topology,
+            self.namespaces,
+            self.requests,
+            self.types,
+        )
+        check_metrics(lines, has=has, has_no=has_no)
 
     def at(self, step: int, *, errors: bool = False) -> Placement:
         """The placement after `step`; the step must have no errors unless `errors`."""
@@ -204,8 +247,11 @@ def simulate(
     policy: str = "balloons",
     proc_root: str | None = None,
     sysfs_root: str | None = None,
+    consts: Mapping[str, object] | None = None,
 ) -> Run:
     """Run `script` with policy `policy` configured by `conf` on `topology`.
+
+    `consts`: their machine's ``py_consts.var.py`` names, for `Run.verify`.
 
     A `Topology` (a machine a spec cannot describe, like their cache overrides) is written
     as a sysfs tree and read back by the daemon's own discovery.  With `proc_root` (a
@@ -218,8 +264,21 @@ def simulate(
     if isinstance(topology, Topology):
         with tempfile.TemporaryDirectory(prefix="balloons-parity-") as root:
             write_sysfs(topology, root)
-            return _simulate(script, conf, root, policy, **roots)
-    return _simulate(script, conf, dict(topology), policy, **roots)
+            run = _simulate(script, conf, root, policy, **roots)
+    else:
+        run = _simulate(script, conf, dict(topology), policy, **roots)
+    creates = [step["create"] for step in script.steps if "create" in step]
+    namespaces = {pod["pod"]: pod["namespace"] for pod in creates}
+    requests = {
+        f"{pod['pod']}/{c['name']}": parse_cpu(c["requests"]["cpu"], what=c["name"])
+        for pod in creates
+        for c in pod["containers"]
+        if "cpu" in c["requests"]
+    }
+    types = {t["name"]: t for t in conf.get("balloonTypes", [])}
+    return replace(
+        run, namespaces=namespaces, requests=requests, consts=dict(consts or {}), types=types
+    )
 
 
 def _simulate(

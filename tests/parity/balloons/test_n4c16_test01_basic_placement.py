@@ -8,16 +8,9 @@ simulator has no cpufreq tree here, so they only name each class's CPUs); its ``
 
 from __future__ import annotations
 
-from nri_resmgr.topology.cpuset import IDSet, union
-from tests.parity.balloons._sim import (
-    BALLOON,
-    BESTEFFORT,
-    Script,
-    config,
-    disjoint,
-    res,
-    simulate,
-)
+from nri_resmgr.topology.cpuset import IDSet
+from tests.parity.balloons._sim import BALLOON, BESTEFFORT, Script, config, res, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 pinCPU: true
@@ -64,6 +57,7 @@ control:
 G100 = res("100m", "100M")
 
 
+@port("balloons/n4c16/test01-basic-placement")
 def test_basic_placement() -> None:
     s = Script()
     # their CPUREQ="" ... create: the rest still run.sh's defaults
@@ -105,47 +99,55 @@ def test_basic_placement() -> None:
     run = simulate(s, CONFIG)
 
     # pod0: kube-system, on the reserved CPUs
-    p = run.at(pod0)
-    assert p.cpus("pod0c0") == p.cpus("pod0c1")
-    assert len(p.cpus("pod0c0")) == 1
+    run.verify(pod0, 'cpus["pod0c0"] == cpus["pod0c1"]', 'len(cpus["pod0c0"]) == 1')
     # pod1: both containers of the pod in the same two-cpu balloon
-    p = run.at(pod1)
-    assert p.cpus("pod1c0") == p.cpus("pod1c1")
-    assert len(p.cpus("pod1c0")) == 2
+    run.verify(pod1, 'cpus["pod1c0"] == cpus["pod1c1"]', 'len(cpus["pod1c0"]) == 2')
     # pod2: a new two-cpu balloon (preferNewBalloons)
-    p = run.at(pod2)
-    assert len(p.cpus("pod2c0")) == 2
-    assert disjoint(p.cpus("pod2c0"), p.cpus("pod1c0"))
-    # the two two-cpu balloons are class2's CPUs (control.cpu.classes)
+    v = run.verify(
+        pod2, 'len(cpus["pod2c0"]) == 2', 'disjoint_sets(cpus["pod2c0"], cpus["pod1c0"])'
+    )
+    # ours beside theirs: the two two-cpu balloons are class2's CPUs (control.cpu.classes)
     classes = run.result.steps[pod2].cpu_classes
-    assert IDSet.parse(classes["class2"]) == p.cpus("pod1c0") | p.cpus("pod2c0")
+    assert {f"cpu{c:02d}" for c in IDSet.parse(classes["class2"])} == v.cpus["pod1c0"] | v.cpus[
+        "pod2c0"
+    ]
     # pod3: 2 x 1.5 CPUs fit exactly in one three-cpu balloon, spreading or not
-    p = run.at(pod3)
-    assert p.cpus("pod3c0") == p.cpus("pod3c1")
-    assert len(p.cpus("pod3c0")) == 3
+    run.verify(pod3, 'cpus["pod3c0"] == cpus["pod3c1"]', 'len(cpus["pod3c0"]) == 3')
     # pod4: two containers in four-cpu[0] (inflated to 6), the third in a new instance;
     # pod4c1 hides hyperthreads
-    p = run.at(pod4)
-    assert p.cpus("pod4c1") <= p.cpus("pod4c0")
-    assert disjoint(p.cpus("pod4c2"), p.cpus("pod4c0"))
-    assert len(p.cpus("pod4c0")) == 6
-    assert len(p.cpus("pod4c1")) == 3
-    assert len(p.cpus("pod4c2")) == 4
+    run.verify(
+        pod4,
+        'cpus["pod4c1"].issubset(cpus["pod4c0"])',
+        'disjoint_sets(cpus["pod4c2"], cpus["pod4c0"])',
+        'len(cpus["pod4c0"]) == 6',
+        'len(cpus["pod4c1"]) == 3',
+        'len(cpus["pod4c2"]) == 4',
+    )
     # pod5: spread containers, each in its own five-cpu balloon
-    p = run.at(pod5)
-    assert disjoint(p.cpus("pod5c0"), p.cpus("pod5c1"), p.cpus("pod5c2"))
-    assert [len(p.cpus(f"pod5c{i}")) for i in range(3)] == [2, 2, 2]
+    run.verify(
+        pod5,
+        'disjoint_sets(cpus["pod5c0"], cpus["pod5c1"], cpus["pod5c2"])',
+        'len(cpus["pod5c0"]) == 2',
+        'len(cpus["pod5c1"]) == 2',
+        'len(cpus["pod5c2"]) == 2',
+    )
     # pod6: best-effort containers each get a new balloon of one CPU
-    p = run.at(pod6)
-    six = p.live("pod6c")
-    assert {len(p.cpus(c)) for c in six} == {1}
-    assert disjoint(*(p.cpus(c) for c in six))
-    assert disjoint(union(p.cpus(c) for c in six), union(p.cpus(c) for c in p.live("pod5c")))
+    run.verify(
+        pod6,
+        'set([len(cpus[ctr]) for ctr in cpus if ctr.startswith("pod6c")]) == {1}',
+        'disjoint_sets(*[cpus[ctr] for ctr in cpus if ctr.startswith("pod6c")])',
+        "disjoint_sets(\n"
+        '          set.union(*[cpus[ctr] for ctr in cpus if ctr.startswith("pod6c")]),\n'
+        '          set.union(*[cpus[ctr] for ctr in cpus if ctr.startswith("pod5c")]))',
+    )
     # pod7: no room for new balloons: spread evenly over pod6's balloons (1000m free),
     # not pod5's (750m free)
-    p = run.at(pod7)
-    seven = p.live("pod7c")
-    assert {len(p.cpus(c)) for c in seven} == {1}
-    assert disjoint(*(p.cpus(c) for c in seven))
-    assert max(len(p.cpus(c)) for c in p.live("pod")) == 2
-    assert disjoint(union(p.cpus(c) for c in seven), union(p.cpus(c) for c in p.live("pod5c")))
+    run.verify(
+        pod7,
+        'set([len(cpus[ctr]) for ctr in cpus if ctr.startswith("pod7c")]) == {1}',
+        'disjoint_sets(cpus["pod7c0"], cpus["pod7c1"], cpus["pod7c2"], cpus["pod7c3"])',
+        "max([len(cpuset) for pod, cpuset in cpus.items()]) == 2",
+        "disjoint_sets(\n"
+        '          set.union(*[cpus[ctr] for ctr in cpus if ctr.startswith("pod7c")]),\n'
+        '          set.union(*[cpus[ctr] for ctr in cpus if ctr.startswith("pod5c")]))',
+    )

@@ -5,8 +5,8 @@ CPUs 0-2 are the reserved cpuset: threads of cores 0 and 1 of NUMA node 0.
 
 from __future__ import annotations
 
-from nri_resmgr.topology.cpuset import IDSet
-from tests.parity.balloons._sim import BALLOON, Script, config, disjoint, res, simulate
+from tests.parity.balloons._sim import BALLOON, Script, config, res, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 reservedResources:
@@ -28,9 +28,9 @@ balloonTypes:
     cpuClass: turbo
     minBalloons: 2
 """)
-RESERVED = IDSet({0, 1, 2})
 
 
+@port("balloons/n4c16/test03-reserved")
 def test_reserved() -> None:
     s = Script()
     g100 = res("100m", "100M")
@@ -45,26 +45,29 @@ def test_reserved() -> None:
     pod7 = s.create(namespace="kube-system", **g100)
     run = simulate(s, CONFIG)
 
-    p = run.at(pod0)
-    assert p.cpus("pod0c0") <= RESERVED
-    p = run.at(pod1)  # first glob, both containers
-    assert p.cpus("pod1c0") == p.cpus("pod0c0")
-    assert p.cpus("pod1c1") == p.cpus("pod0c0")
-    p = run.at(pod2)  # last glob
-    assert p.cpus("pod2c0") == p.cpus("pod0c0")
-    p = run.at(pod3)  # a kube-system pod annotated to full-core
-    assert len(p.cpus("pod3c0")) == 2
-    assert disjoint(p.cpus("pod0c0"), p.cpus("pod3c0"))
-    p = run.at(pod4)  # default balloon inflates (no maxCPUs)
-    assert len(p.cpus("pod4c0")) == 3
-    assert disjoint(p.cpus("pod0c0"), p.cpus("pod3c0"), p.cpus("pod4c0"))
-    p = run.at(pod5)  # annotated to reserved: it inflates and keeps the reserved cpuset
-    assert not RESERVED - p.cpus("pod5c0")
-    assert len(p.cpus("pod5c0")) > 4
-    assert disjoint(p.cpus("pod5c0"), p.cpus("pod3c0"), p.cpus("pod4c0"))
+    run.verify(pod0, 'cpus["pod0c0"].issubset({"cpu00", "cpu01", "cpu02"})')
+    # first glob, both containers
+    run.verify(pod1, 'cpus["pod1c0"] == cpus["pod0c0"]', 'cpus["pod1c1"] == cpus["pod0c0"]')
+    run.verify(pod2, 'cpus["pod2c0"] == cpus["pod0c0"]')  # last glob
+    # a kube-system pod annotated to full-core
+    run.verify(pod3, 'len(cpus["pod3c0"]) == 2', 'disjoint_sets(cpus["pod0c0"], cpus["pod3c0"])')
+    # default balloon inflates (no maxCPUs)
+    run.verify(
+        pod4,
+        'len(cpus["pod4c0"]) == 3',
+        'disjoint_sets(cpus["pod0c0"], cpus["pod3c0"], cpus["pod4c0"])',
+    )
+    # annotated to reserved: it inflates and keeps the reserved cpuset
+    run.verify(
+        pod5,
+        '{"cpu00", "cpu01", "cpu02"}.issubset(cpus["pod5c0"])',
+        'len(cpus["pod5c0"]) > 4',
+        'disjoint_sets(cpus["pod5c0"], cpus["pod3c0"], cpus["pod4c0"])',
+    )
     # all deleted: default and reserved balloons deflated back, not popped
-    p = run.at(pod6)
-    assert len(p.cpus("pod6c0")) == 1
-    p = run.at(pod7)
-    assert p.cpus("pod7c0") <= RESERVED
-    assert len(p.cpus("pod7c0")) < 3
+    run.verify(pod6, 'len(cpus["pod6c0"]) == 1')
+    run.verify(
+        pod7,
+        'cpus["pod7c0"].issubset({"cpu00", "cpu01", "cpu02"})',
+        'len(cpus["pod7c0"]) < 3',
+    )

@@ -5,7 +5,8 @@ Their check of the ``groups`` label of the balloons metric is left to the metric
 
 from __future__ import annotations
 
-from tests.parity.balloons._sim import BALLOON, Script, config, disjoint, simulate
+from tests.parity.balloons._sim import BALLOON, Script, config, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 balloonTypes:
@@ -21,6 +22,7 @@ balloonTypes:
 NS = "e2e-balloons-test04"
 
 
+@port("balloons/n4c16/test04-groupby")
 def test_groupby() -> None:
     s = Script()  # their script never sets CPUREQ..MEMLIM: run.sh's defaults throughout
     grouped = {BALLOON: "grouped-by-label"}
@@ -34,11 +36,15 @@ def test_groupby() -> None:
     pod7 = s.create(namespace=NS)
     run = simulate(s, CONFIG)
 
-    p = run.at(pod3)
-    assert p.cpus("pod0c0") == p.cpus("pod2c0")
-    assert disjoint(p.cpus("pod0c0"), p.cpus("pod1c0"), p.cpus("pod3c0"))
+    run.verify(
+        pod3,
+        'cpus["pod0c0"] == cpus["pod2c0"]',
+        'disjoint_sets(cpus["pod0c0"], cpus["pod1c0"], cpus["pod3c0"])',
+    )
     # default balloons grouped by namespace
-    p = run.at(pod7)
-    assert p.cpus("pod4c0") == p.cpus("pod7c0")
-    assert p.cpus("pod5c0") == p.cpus("pod6c0")
-    assert disjoint(p.cpus("pod4c0"), p.cpus("pod5c0"))
+    run.verify(
+        pod7,
+        'cpus["pod4c0"] == cpus["pod7c0"]',
+        'cpus["pod5c0"] == cpus["pod6c0"]',
+        'disjoint_sets(cpus["pod4c0"], cpus["pod5c0"])',
+    )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.parity.balloons._sim import Script, config, disjoint, res, simulate
+from tests.parity.balloons._sim import Script, config, res, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 reservedResources:
@@ -20,6 +21,7 @@ G2 = res("2", "100M")
 G100 = res("100m", "100M")
 
 
+@port("balloons/n4c16/test05-namespace")
 def test_namespace() -> None:
     s = Script()
     pod0 = s.create(contcount=2, cpureq="")  # their CPUREQ="" on a line of its own
@@ -40,32 +42,49 @@ def test_namespace() -> None:
     )
     run = simulate(s, CONFIG)
 
-    p = run.at(pod0)  # nsballoon[0]
-    assert p.cpus("pod0c0") == p.cpus("pod0c1")
-    assert len(p.cpus("pod0c0")) == 2
-    p = run.at(pod1)  # another namespace: its own instance
-    assert p.cpus("pod1c0") == p.cpus("pod1c1")
-    assert len(p.cpus("pod0c0")) == 2
-    assert disjoint(p.cpus("pod0c0"), p.cpus("pod1c0"))
-    p = run.at(pod2)  # back to nsballoon[0], inflated to 4 without touching pod1's CPUs
-    assert p.cpus("pod2c0") == p.cpus("pod2c1") == p.cpus("pod0c0") == p.cpus("pod0c1")
-    assert len(p.cpus("pod2c0")) == 4
-    assert disjoint(p.cpus("pod2c0"), p.cpus("pod1c0"))
-    p = run.at(pod3)  # nsballoon[0] is at maxCPUs: a new instance for the same namespace
-    assert p.cpus("pod3c0") == p.cpus("pod3c1")
-    assert len(p.cpus("pod3c0")) == 2
-    assert disjoint(p.cpus("pod3c0"), p.cpus("pod2c0"), p.cpus("pod1c0"))
-    p = run.at(pod4)
-    assert p.cpus("pod4c0") == p.cpus("pod4c1")
-    assert len(p.cpus("pod4c0")) == 4
-    assert disjoint(*(p.cpus(f"pod{i}c0") for i in (4, 3, 2, 1)))
-    p = run.at(pod5)
-    assert p.cpus("pod5c0") == p.cpus("pod5c1")
-    assert len(p.cpus("pod5c0")) == 2
-    assert disjoint(*(p.cpus(f"pod{i}c0") for i in (5, 4, 3, 2, 1)))
-    p = run.at(pod6)  # no CPUs left for a new instance: falls back to a shared one
-    assert p.cpus("pod6c0") == p.cpus("pod6c1")
-    p = run.at(pod7)  # pod7c1 preserves its CPUs: in no balloon, on all CPUs
-    assert p.cpus("pod6c0") == p.cpus("pod7c0")
-    assert len(p.cpus("pod7c1")) > len(p.cpus("pod7c0"))
-    assert len(p.cpus("pod7c1")) == 16
+    run.verify(pod0, 'cpus["pod0c0"] == cpus["pod0c1"]', 'len(cpus["pod0c0"]) == 2')
+    # another namespace: its own instance
+    run.verify(
+        pod1,
+        'cpus["pod1c0"] == cpus["pod1c1"]',
+        'len(cpus["pod0c0"]) == 2',
+        'disjoint_sets(cpus["pod0c0"], cpus["pod1c0"])',
+    )
+    # back to nsballoon[0], inflated to 4 without touching pod1's CPUs
+    run.verify(
+        pod2,
+        'cpus["pod2c0"] == cpus["pod2c1"]',
+        'len(cpus["pod2c0"]) == 4',
+        'cpus["pod2c0"] == cpus["pod0c0"]',
+        'cpus["pod2c0"] == cpus["pod0c1"]',
+        'disjoint_sets(cpus["pod2c0"], cpus["pod1c0"])',
+    )
+    # nsballoon[0] is at maxCPUs: a new instance for the same namespace
+    run.verify(
+        pod3,
+        'cpus["pod3c0"] == cpus["pod3c1"]',
+        'len(cpus["pod3c0"]) == 2',
+        'disjoint_sets(cpus["pod3c0"], cpus["pod2c0"], cpus["pod1c0"])',
+    )
+    run.verify(
+        pod4,
+        'cpus["pod4c0"] == cpus["pod4c1"]',
+        'len(cpus["pod4c0"]) == 4',
+        'disjoint_sets(cpus["pod4c0"], cpus["pod3c0"], cpus["pod2c0"], cpus["pod1c0"])',
+    )
+    run.verify(
+        pod5,
+        'cpus["pod5c0"] == cpus["pod5c1"]',
+        'len(cpus["pod5c0"]) == 2',
+        'disjoint_sets(cpus["pod5c0"], cpus["pod4c0"], cpus["pod3c0"], cpus["pod2c0"],'
+        ' cpus["pod1c0"])',
+    )
+    # no CPUs left for a new instance: falls back to a shared one
+    run.verify(pod6, 'cpus["pod6c0"] == cpus["pod6c1"]')
+    # pod7c1 preserves its CPUs: in no balloon, on all CPUs
+    run.verify(
+        pod7,
+        'cpus["pod6c0"] == cpus["pod7c0"]',
+        'len(cpus["pod7c1"]) > len(cpus["pod7c0"])',
+        'len(cpus["pod7c1"]) == 16',
+    )

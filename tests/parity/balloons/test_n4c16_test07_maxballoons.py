@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from nri_resmgr.model import ConfigError
-from tests.parity.balloons._sim import BALLOON, Script, config, disjoint, simulate
+from tests.parity.balloons._sim import BALLOON, Script, config, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 reservedResources:
@@ -40,6 +43,7 @@ balloonTypes:
 """)
 
 
+@port("balloons/n4c16/test07-maxballoons")
 def test_maxballoons() -> None:
     s = Script()
     singleton = {BALLOON: "singleton"}
@@ -56,23 +60,31 @@ def test_maxballoons() -> None:
     none_left = s.create(cpureq="300m", cpulim="300m", annotations=two)
     run = simulate(s, CONFIG)
 
-    p = run.at(pod0)
-    assert len(p.cpus("pod0c0")) == 2
-    p = run.at(pod1)
-    assert p.cpus("pod0c0") == p.cpus("pod1c0")
-    # the singleton balloon is full and may not have a second instance
-    p = run.at(full, errors=True)
-    assert p.step.errors and all("pod2/pod2c0" in e for e in p.step.errors), p.step.errors
-    assert p.live("pod2c") == []
-    p = run.at(pod2)
-    assert len(p.cpus("pod2c0")) == 1
-    p = run.at(pod3)
-    assert disjoint(p.cpus("pod2c0"), p.cpus("pod3c0"))
-    p = run.at(pod4)  # no third instance, but it fits in the second
-    assert p.cpus("pod4c0") == p.cpus("pod3c0")
-    p = run.at(none_left, errors=True)
-    assert p.step.errors and all("pod5/pod5c0" in e for e in p.step.errors), p.step.errors
-    assert p.live("pod5c") == []
+    run.verify(pod0, 'len(cpus["pod0c0"]) == 2')
+    run.verify(pod1, 'cpus["pod0c0"] == cpus["pod1c0"]')
+    # the singleton balloon is full and may not have a second instance; their check
+    # greps the pod's events for "no suitable balloon instance available", ours says why
+    # (differs by design: the container, the type, and each limit that refused it)
+    refused = run.result.steps[full].errors
+    assert len(refused) == 1 and re.fullmatch(
+        r"pod2/pod2c0: pod default/pod2 container pod2c0: no singleton balloon can take "
+        r"100m CPU: singleton\[0\] would need 3 CPUs; maxCPUs is 2; "
+        r"no new singleton balloon: maxBalloons 1 reached",
+        refused[0],
+    ), refused
+    assert "pod2c0" not in run.allowed(full).cpus
+    run.verify(pod2, 'len(cpus["pod2c0"]) == 1')
+    run.verify(pod3, 'disjoint_sets(cpus["pod2c0"], cpus["pod3c0"])')
+    run.verify(pod4, 'cpus["pod4c0"] == cpus["pod3c0"]')  # no third instance; fits the second
+    refused = run.result.steps[none_left].errors
+    assert len(refused) == 1 and re.fullmatch(
+        r"pod5/pod5c0: pod default/pod5 container pod5c0: no dynamictwo balloon can take "
+        r"300m CPU: no new dynamictwo balloon: maxBalloons 2 reached; "
+        r"dynamictwo\[0\] would need 2 CPUs; maxCPUs is 1; "
+        r"dynamictwo\[1\] would need 2 CPUs; maxCPUs is 1",
+        refused[0],
+    ), refused
+    assert "pod5c0" not in run.allowed(none_left).cpus
 
 
 def test_maxballoons_impossible() -> None:

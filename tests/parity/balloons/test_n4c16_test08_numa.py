@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.parity.balloons._sim import BESTEFFORT, Script, config, disjoint, res, simulate
+from tests.parity.balloons._sim import BESTEFFORT, Script, config, res, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 availableResources:
@@ -22,6 +23,7 @@ balloonTypes:
 G1 = res("1", "50M")
 
 
+@port("balloons/n4c16/test08-numa")
 def test_numa() -> None:
     s = Script()
     steps = [s.create(**BESTEFFORT)]  # pod0: best effort
@@ -32,26 +34,79 @@ def test_numa() -> None:
     gone4 = s.delete("pod4")
     run = simulate(s, CONFIG)
 
-    p = run.at(steps[0])
-    assert len(p.cpus("pod0c0")) == 1  # best effort still gets a CPU
+    run.verify(steps[0], 'len(cpus["pod0c0"]) == 1')  # best effort still gets a CPU
     # pod1..pod4 join the same balloon, which inflates one CPU per guaranteed CPU
-    for n in range(1, 5):
-        p = run.at(steps[n])
-        first = p.cpus("pod0c0")
-        assert len(first) == n, (n, first)
-        assert all(p.cpus(f"pod{i}c0") == first for i in range(n + 1)), n
-    p = run.at(steps[5])  # best effort into the full balloon
-    assert all(p.cpus(f"pod{i}c0") == p.cpus("pod0c0") for i in range(6))
-    assert len(p.cpus("pod5c0")) == 4
-    p = run.at(steps[6])  # the balloon is full: a new one
-    assert len(p.cpus("pod0c0")) == 4
-    assert len(p.cpus("pod6c0")) == 1
-    assert disjoint(p.cpus("pod0c0"), p.cpus("pod6c0"))
-    p = run.at(gone3)  # one guaranteed container left: deflated to 1 CPU
-    assert [len(p.cpus(f"pod{i}c0")) for i in (0, 4, 5, 6)] == [1, 1, 1, 1]
-    assert p.cpus("pod0c0") == p.cpus("pod4c0") == p.cpus("pod5c0")
-    assert disjoint(p.cpus("pod0c0"), p.cpus("pod6c0"))
-    p = run.at(gone4)  # best effort only: still one CPU
-    assert [len(p.cpus(f"pod{i}c0")) for i in (0, 5, 6)] == [1, 1, 1]
-    assert p.cpus("pod0c0") == p.cpus("pod5c0")
-    assert disjoint(p.cpus("pod0c0"), p.cpus("pod6c0"))
+    run.verify(
+        steps[1],
+        'len(cpus["pod0c0"]) == 1',
+        'len(cpus["pod1c0"]) == 1',
+        'cpus["pod0c0"] == cpus["pod1c0"]',
+    )
+    run.verify(
+        steps[2],
+        'len(cpus["pod0c0"]) == 2',
+        'len(cpus["pod1c0"]) == 2',
+        'len(cpus["pod2c0"]) == 2',
+        'cpus["pod0c0"] == cpus["pod1c0"] == cpus["pod2c0"]',
+    )
+    run.verify(
+        steps[3],
+        'len(cpus["pod0c0"]) == 3',
+        'len(cpus["pod1c0"]) == 3',
+        'len(cpus["pod2c0"]) == 3',
+        'len(cpus["pod3c0"]) == 3',
+        'cpus["pod0c0"] == cpus["pod1c0"] == cpus["pod2c0"] == cpus["pod3c0"]',
+    )
+    run.verify(
+        steps[4],
+        'len(cpus["pod0c0"]) == 4',
+        'len(cpus["pod1c0"]) == 4',
+        'len(cpus["pod2c0"]) == 4',
+        'len(cpus["pod3c0"]) == 4',
+        'len(cpus["pod4c0"]) == 4',
+        'cpus["pod0c0"] == cpus["pod1c0"] == cpus["pod2c0"] == cpus["pod3c0"] == cpus["pod4c0"]',
+    )
+    # best effort into the full balloon
+    run.verify(
+        steps[5],
+        'len(cpus["pod0c0"]) == 4',
+        'len(cpus["pod1c0"]) == 4',
+        'len(cpus["pod2c0"]) == 4',
+        'len(cpus["pod3c0"]) == 4',
+        'len(cpus["pod4c0"]) == 4',
+        'len(cpus["pod5c0"]) == 4',
+        'cpus["pod0c0"] == cpus["pod1c0"] == cpus["pod2c0"] == cpus["pod3c0"] == cpus["pod4c0"]'
+        ' == cpus["pod5c0"]',
+    )
+    # the balloon is full: a new one
+    run.verify(
+        steps[6],
+        'len(cpus["pod0c0"]) == 4',
+        'len(cpus["pod1c0"]) == 4',
+        'len(cpus["pod2c0"]) == 4',
+        'len(cpus["pod3c0"]) == 4',
+        'len(cpus["pod4c0"]) == 4',
+        'len(cpus["pod5c0"]) == 4',
+        'len(cpus["pod6c0"]) == 1',
+        'cpus["pod0c0"] == cpus["pod1c0"] == cpus["pod2c0"] == cpus["pod3c0"] == cpus["pod4c0"]',
+        'disjoint_sets(cpus["pod0c0"], cpus["pod6c0"])',
+    )
+    # one guaranteed container left: deflated to 1 CPU
+    run.verify(
+        gone3,
+        'len(cpus["pod0c0"]) == 1',
+        'len(cpus["pod4c0"]) == 1',
+        'len(cpus["pod5c0"]) == 1',
+        'len(cpus["pod6c0"]) == 1',
+        'cpus["pod0c0"] == cpus["pod4c0"] == cpus["pod5c0"]',
+        'disjoint_sets(cpus["pod0c0"], cpus["pod6c0"])',
+    )
+    # best effort only: still one CPU
+    run.verify(
+        gone4,
+        'len(cpus["pod0c0"]) == 1',
+        'len(cpus["pod5c0"]) == 1',
+        'len(cpus["pod6c0"]) == 1',
+        'cpus["pod0c0"] == cpus["pod5c0"]',
+        'disjoint_sets(cpus["pod0c0"], cpus["pod6c0"])',
+    )

@@ -4,6 +4,7 @@ preferCloseToDevices (a NUMA node) per balloon type and policy-wide."""
 from __future__ import annotations
 
 from tests.parity.balloons._sim import BALLOON, Script, config, res, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 reservedResources:
@@ -33,9 +34,9 @@ balloonTypes:
     preferCloseToDevices:
       - "/sys/devices/system/node/node2"
 """)
-NODE2 = 2
 
 
+@port("balloons/n4c16/test10-allocator-opts")
 def test_allocator_opts() -> None:
     s = Script()
     g = res("100m", "100M")
@@ -50,23 +51,46 @@ def test_allocator_opts() -> None:
     pod5 = s.create(annotations=near, cpureq="2", cpulim="6", memreq="100M", memlim="100M")
     run = simulate(s, CONFIG)
 
-    p = run.at(pod0)  # spread on physical cores, away from node2
-    assert (len(p.cores("pod0c0")), len(p.cpus("pod0c0"))) == (2, 2)
-    assert NODE2 not in p.nodes("pod0c0")
-    p = run.at(pod1)  # packed on one core
-    assert (len(p.cores("pod1c0")), len(p.cpus("pod1c0"))) == (1, 2)
-    assert NODE2 not in p.nodes("pod1c0")
-    p = run.at(pod2)
-    assert (len(p.cores("pod2c0")), len(p.cpus("pod2c0"))) == (2, 2)
-    assert p.cpus("pod2c0") == p.cpus("pod2c1")
-    assert NODE2 not in p.nodes("pod2c0")
-    p = run.at(pod3)  # packed tightly
-    assert (len(p.cores("pod3c0")), len(p.cpus("pod3c0"))) == (1, 2)
-    assert p.cpus("pod3c0") == p.cpus("pod3c1")
-    assert NODE2 not in p.nodes("pod3c0")
-    p = run.at(pod4)  # node2 was kept free for it
-    assert set(p.nodes("pod4c0")) == {NODE2}
-    assert (len(p.cores("pod4c0")), len(p.cpus("pod4c0"))) == (2, 3)
-    p = run.at(pod5)  # does not fit on node2: the hint gives way
-    assert NODE2 not in p.nodes("pod5c0")
-    assert (len(p.cores("pod5c0")), len(p.cpus("pod5c0"))) == (2, 2)
+    # spread on physical cores, away from node2
+    run.verify(
+        pod0,
+        'len(cores["pod0c0"]) == 2',
+        'len(cpus["pod0c0"]) == 2',
+        '"node2" not in nodes["pod0c0"]',
+    )
+    # packed on one core
+    run.verify(
+        pod1,
+        'len(cores["pod1c0"]) == 1',
+        'len(cpus["pod1c0"]) == 2',
+        '"node2" not in nodes["pod1c0"]',
+    )
+    run.verify(
+        pod2,
+        'len(cores["pod2c0"]) == 2',
+        'len(cpus["pod2c0"]) == 2',
+        'cpus["pod2c0"] == cpus["pod2c1"]',
+        '"node2" not in nodes["pod2c0"]',
+    )
+    # packed tightly
+    run.verify(
+        pod3,
+        'len(cores["pod3c0"]) == 1',
+        'len(cpus["pod3c0"]) == 2',
+        'cpus["pod3c0"] == cpus["pod3c1"]',
+        '"node2" not in nodes["pod3c0"]',
+    )
+    # node2 was kept free for it
+    run.verify(
+        pod4,
+        '{"node2"} == nodes["pod4c0"]',
+        'len(cores["pod4c0"]) == 2',
+        'len(cpus["pod4c0"]) == 3',
+    )
+    # does not fit on node2: the hint gives way
+    run.verify(
+        pod5,
+        '"node2" not in nodes["pod5c0"]',
+        'len(cores["pod5c0"]) == 2',
+        'len(cpus["pod5c0"]) == 2',
+    )

@@ -6,6 +6,7 @@ Their configuration is the suite's match-config.yaml.
 from __future__ import annotations
 
 from tests.parity.balloons._sim import Script, config, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 reservedResources:
@@ -36,6 +37,7 @@ reservedPoolNamespaces: [kube-system]
 """)
 
 
+@port("balloons/n4c16/test11-match-expression")
 def test_match_expression() -> None:
     s = Script()
     pod0 = s.create(labels={"app.kubernetes.io/component": "precious"})
@@ -43,7 +45,13 @@ def test_match_expression() -> None:
     pod2 = s.create(contcount=4)
     run = simulate(s, CONFIG)
 
-    assert len(run.at(pod0).cpus("pod0c0")) == 2  # the special balloon
-    assert len(run.at(pod1).cpus("pod1c0")) == 1  # the default balloon
-    p = run.at(pod2)  # pod2c1 and pod2c2 are preserved by name: all CPUs
-    assert [len(p.cpus(f"pod2c{i}")) for i in range(4)] == [1, 16, 16, 1]
+    run.verify(pod0, 'len(cpus["pod0c0"]) == 2')  # the special balloon
+    run.verify(pod1, 'len(cpus["pod1c0"]) == 1')  # the default balloon
+    # pod2c1 and pod2c2 are preserved by name: all CPUs
+    run.verify(
+        pod2,
+        'len(cpus["pod2c0"]) == 1',
+        'len(cpus["pod2c1"]) == 16',
+        'len(cpus["pod2c2"]) == 16',
+        'len(cpus["pod2c3"]) == 1',
+    )

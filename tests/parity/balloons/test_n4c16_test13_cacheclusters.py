@@ -13,18 +13,17 @@ reserved balloon from one CPU to two.  `control_plane` puts that load there firs
 
 from __future__ import annotations
 
-from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from tests.parity.balloons._sim import (
     BALLOON,
     N4C16,
     Script,
     config,
-    disjoint,
     res,
     simulate,
     with_l2_per_node,
 )
+from tests.parity.ports import port
 
 CONFIG = config("""
 allocatorTopologyBalancing: true
@@ -66,13 +65,7 @@ def control_plane(s: Script) -> None:
     s.steps.append({"create": pod})
 
 
-def intersection(*sets: IDSet) -> IDSet:
-    out = sets[0]
-    for s in sets[1:]:
-        out = out & s
-    return out
-
-
+@port("balloons/n4c16/test13-cacheclusters")
 def test_cacheclusters_l2_per_numa_node() -> None:
     s = Script()
     control_plane(s)
@@ -84,27 +77,53 @@ def test_cacheclusters_l2_per_numa_node() -> None:
     pod3 = s.create(annotations={BALLOON: "reserved"}, **G500)
     run = simulate(s, CONFIG, topology=with_l2_per_node(load_topology(N4C16)))
 
-    p = run.at(pod0)  # one container per free L2 group, idle CPUs of the group shared
-    assert [len(p.cpus(f"pod0c{i}")) for i in range(3)] == [4, 4, 4]
-    assert disjoint(*(p.nodes(f"pod0c{i}") for i in range(3)))
-    p = run.at(pod1)  # the last group is shared with the reserved balloon
-    assert len(p.cpus("pod1c0")) == 3
-    assert disjoint(p.cpus("pod1c0"), *(p.cpus(f"pod0c{i}") for i in range(3)))
-    p = run.at(pod2)  # two per l2pack instance, all in the reserved balloon's L2 group
-    two = [p.cpus(f"pod2c{i}") for i in range(4)]
-    assert [len(c) for c in two] == [2, 2, 2, 2]
-    assert len(intersection(*two)) == 1
-    assert len(two[0] | two[1] | two[2] | two[3]) == 3
-    assert len({p.nodes(f"pod2c{i}") for i in range(4)}) == 1
-    p = run.at(pod3)  # the reserved balloon inflates: no idle CPU left to share
-    assert p.nodes("pod3c0") == p.nodes("pod2c0")
-    assert len(p.cpus("pod3c0")) == 2
-    assert [len(p.cpus(f"pod2c{i}")) for i in range(4)] == [1, 1, 1, 1]
-    assert all(disjoint(p.cpus("pod3c0"), p.cpus(f"pod2c{i}")) for i in range(4))
-    every = p.cpus("pod3c0") | p.cpus("pod2c0") | p.cpus("pod2c1") | p.cpus("pod2c2")
-    assert len(every | p.cpus("pod2c3")) == 4
+    # one container per free L2 group, idle CPUs of the group shared (their first
+    # expression twice, as written)
+    run.verify(
+        pod0,
+        'len(cpus["pod0c0"]) == 4',
+        'len(cpus["pod0c0"]) == 4',
+        'len(cpus["pod0c1"]) == 4',
+        'disjoint_sets(nodes["pod0c0"], nodes["pod0c1"], nodes["pod0c2"])',
+    )
+    # the last group is shared with the reserved balloon
+    run.verify(
+        pod1,
+        'len(cpus["pod1c0"]) == 3',
+        'disjoint_sets(cpus["pod1c0"], cpus["pod0c0"], cpus["pod0c1"], cpus["pod0c2"])',
+    )
+    # two per l2pack instance, all in the reserved balloon's L2 group
+    run.verify(
+        pod2,
+        'len(cpus["pod2c0"]) == 2',
+        'len(cpus["pod2c1"]) == 2',
+        'len(cpus["pod2c2"]) == 2',
+        'len(cpus["pod2c3"]) == 2',
+        'len(set.intersection(cpus["pod2c0"], cpus["pod2c1"], cpus["pod2c2"], cpus["pod2c3"]))'
+        " == 1",
+        'len(set.union(cpus["pod2c0"], cpus["pod2c1"], cpus["pod2c2"], cpus["pod2c3"])) == 3',
+        'nodes["pod2c0"] == nodes["pod2c1"] == nodes["pod2c2"] == nodes["pod2c3"]',
+    )
+    # the reserved balloon inflates: no idle CPU left to share
+    run.verify(
+        pod3,
+        'nodes["pod3c0"] == nodes["pod2c0"] == nodes["pod2c1"] == nodes["pod2c2"]'
+        ' == nodes["pod2c3"]',
+        'len(cpus["pod3c0"]) == 2',
+        'len(cpus["pod2c0"]) == 1',
+        'len(cpus["pod2c1"]) == 1',
+        'len(cpus["pod2c2"]) == 1',
+        'len(cpus["pod2c3"]) == 1',
+        'disjoint_sets(cpus["pod3c0"], cpus["pod2c0"])',
+        'disjoint_sets(cpus["pod3c0"], cpus["pod2c1"])',
+        'disjoint_sets(cpus["pod3c0"], cpus["pod2c2"])',
+        'disjoint_sets(cpus["pod3c0"], cpus["pod2c3"])',
+        'len(set.union(cpus["pod3c0"], cpus["pod2c0"], cpus["pod2c1"], cpus["pod2c2"],'
+        ' cpus["pod2c3"])) == 4',
+    )
 
 
+@port("balloons/n4c16/test13-cacheclusters")
 def test_cacheclusters_l2_per_core() -> None:
     s = Script(pods=4)  # their counters carry on after the first configuration
     burst = {BALLOON: "l2burst"}
@@ -112,12 +131,21 @@ def test_cacheclusters_l2_per_core() -> None:
     pod5 = s.create(contcount=3, annotations=burst, **G500)
     run = simulate(s, CONFIG)
 
-    p = run.at(pod4)  # one per free L2 group (a core), one per NUMA node
-    four = [f"pod4c{i}" for i in range(4)]
-    assert [len(p.cpus(c)) for c in four] == [2, 2, 2, 2]
-    assert disjoint(*(p.cpus(c) for c in four))
-    assert disjoint(*(p.nodes(c) for c in four))
-    p = run.at(pod5)
-    three = [f"pod5c{i}" for i in range(3)]
-    assert [len(p.cpus(c)) for c in three] == [2, 2, 2]
-    assert disjoint(*(p.cpus(c) for c in three + four))
+    # one per free L2 group (a core), one per NUMA node
+    run.verify(
+        pod4,
+        'len(cpus["pod4c0"]) == 2',
+        'len(cpus["pod4c1"]) == 2',
+        'len(cpus["pod4c2"]) == 2',
+        'len(cpus["pod4c3"]) == 2',
+        'disjoint_sets(cpus["pod4c0"], cpus["pod4c1"], cpus["pod4c2"], cpus["pod4c3"])',
+        'disjoint_sets(nodes["pod4c0"], nodes["pod4c1"], nodes["pod4c2"], nodes["pod4c3"])',
+    )
+    run.verify(
+        pod5,
+        'len(cpus["pod5c0"]) == 2',
+        'len(cpus["pod5c1"]) == 2',
+        'len(cpus["pod5c2"]) == 2',
+        'disjoint_sets(cpus["pod5c0"], cpus["pod5c1"], cpus["pod5c2"], cpus["pod4c0"],'
+        ' cpus["pod4c1"], cpus["pod4c2"], cpus["pod4c3"])',
+    )

@@ -14,11 +14,11 @@ from tests.parity.balloons._sim import (
     Res,
     Script,
     config,
-    disjoint,
     res,
     simulate,
     with_l2_per_node,
 )
+from tests.parity.ports import port
 
 CONFIG = config("""
 showContainersInNrt: true
@@ -52,6 +52,7 @@ loadClasses:
 """)
 
 
+@port("balloons/n4c16/test15-loadclasses")
 def test_loadclasses() -> None:
     s = Script()
     ann = {t: {BALLOON: t} for t in ("l2load", "noload", "l2htload", "pre-reserved-avx")}
@@ -69,26 +70,36 @@ def test_loadclasses() -> None:
     pod7 = s.create(annotations=ann["l2htload"], cpureq="4", cpulim="", memreq="", memlim="")
     run = simulate(s, CONFIG, topology=with_l2_per_node(load_topology(N4C16)))
 
-    p = run.at(pod0)  # each container loads an L2 group of its own, on one package
-    assert len(p.cpus("pod0c0")) == len(p.cpus("pod0c1")) == 1
-    assert disjoint(p.nodes("pod0c0"), p.nodes("pod0c1"))
-    assert p.packages("pod0c0") == p.packages("pod0c1")
-    p = run.at(pod1)  # packed tightly on the same package
-    assert p.packages("pod1c0") == p.packages("pod0c0")
-    p = run.at(pod2)  # that package is full
-    assert p.packages("pod2c0") != p.packages("pod1c0")
-    p = run.at(pod3)  # packed next to the no-load pod2
-    assert len(p.cpus("pod3c0")) == 1
-    assert p.nodes("pod3c0") == p.nodes("pod2c0")
-    p = run.at(pod4)  # but not next to pod3: both load the L2 cache
-    assert len(p.cpus("pod4c0")) == 1
-    assert disjoint(p.nodes("pod3c0"), p.nodes("pod4c0"))
-    p = run.at(pod5)  # the pre-made avx balloon: no two threads of a core
-    assert (len(p.cores("pod5c0")), len(p.cpus("pod5c0"))) == (2, 2)
-    assert p.cpus("pod5c0") == p.cpus("pod5c1")
-    p = run.at(pod6)  # the second pre-made avx balloon grows to 4, still one thread per core
-    assert (len(p.cores("pod6c0")), len(p.cpus("pod6c0"))) == (4, 4)
-    assert p.cpus("pod6c0") == p.cpus("pod6c1")
-    assert disjoint(p.cores("pod6c0"), p.cores("pod5c0"))
-    p = run.at(pod7)  # the loads' virtual devices were freed and are made anew
-    assert (len(p.cpus("pod7c0")), len(p.cores("pod7c0"))) == (4, 4)
+    # each container loads an L2 group of its own, on one package
+    run.verify(
+        pod0,
+        'len(cpus["pod0c0"]) == 1',
+        'len(cpus["pod0c1"]) == 1',
+        'disjoint_sets(nodes["pod0c0"], nodes["pod0c1"])',
+        'packages["pod0c0"] == packages["pod0c1"]',
+    )
+    run.verify(pod1, 'packages["pod1c0"] == packages["pod0c0"]')  # packed on that package
+    run.verify(pod2, 'packages["pod2c0"] != packages["pod1c0"]')  # that package is full
+    # packed next to the no-load pod2
+    run.verify(pod3, 'len(cpus["pod3c0"]) == 1', 'nodes["pod3c0"] == nodes["pod2c0"]')
+    # but not next to pod3: both load the L2 cache
+    run.verify(
+        pod4, 'len(cpus["pod4c0"]) == 1', 'disjoint_sets(nodes["pod3c0"], nodes["pod4c0"])'
+    )
+    # the pre-made avx balloon: no two threads of a core
+    run.verify(
+        pod5,
+        'len(cores["pod5c0"]) == 2',
+        'len(cpus["pod5c0"]) == 2',
+        'cpus["pod5c0"] == cpus["pod5c1"]',
+    )
+    # the second pre-made avx balloon grows to 4, still one thread per core
+    run.verify(
+        pod6,
+        'len(cores["pod6c0"]) == 4',
+        'len(cpus["pod6c0"]) == 4',
+        'cpus["pod6c0"] == cpus["pod6c1"]',
+        'disjoint_sets(cores["pod6c0"], cores["pod5c0"])',
+    )
+    # the loads' virtual devices were freed and are made anew
+    run.verify(pod7, 'len(cpus["pod7c0"]) == 4', 'len(cores["pod7c0"]) == 4')

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from nri_resmgr.kube.report import balloon_zones
 from nri_resmgr.ops.metrics import StateSnapshot
-from nri_resmgr.topology.cpuset import IDSet
-from tests.parity.balloons._sim import BALLOON, Placement, Res, Script, config, disjoint, simulate
+from tests.parity.balloons._sim import BALLOON, Placement, Res, Script, config, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 allocatorTopologyBalancing: false
@@ -82,17 +82,12 @@ def nrt_attribute(p: Placement, zone: str, name: str) -> str:
     return str(values[0])
 
 
-def per_node(p: Placement, ctr: str) -> list[int]:
-    """How many of the container's CPUs are on each of the four NUMA nodes."""
-    cpus = p.cpus(ctr)
-    return [sum(1 for c in cpus if p.topology.cpus[c].node_id == n) for n in range(4)]
-
-
 def burstable(cpu: str) -> Res:
     """Their ``CPUREQ=cpu MEMREQ="100M" CPULIM="" MEMLIM=""``: requests only."""
     return Res(cpureq=cpu, cpulim="", memreq="100M", memlim="")
 
 
+@port("balloons/n4c16/test16-composite-balloons")
 def test_composite_balloons() -> None:
     s = Script()
     all_nodes = {BALLOON: "balance-all-nodes"}
@@ -114,36 +109,63 @@ def test_composite_balloons() -> None:
     pod5 = s.create(annotations=all_nodes, **burstable("12"))
     run = simulate(s, CONFIG)
 
-    p = run.at(pod0)
-    assert len(p.cpus("pod0c0")) == len(p.cpus("pod0c1")) == 4
-    assert set(p.nodes("pod0c0")) == set(p.nodes("pod0c1")) == {0, 1, 2, 3}
-    assert nrt_attribute(p, "balance-all-nodes[0]", "excess cpus") == "3000m"
-    p = run.at(pod1)  # 9 CPUs balanced: 3 per node (the reserved CPU is on node1)
-    assert len(p.cpus("pod1c0")) == 12
-    assert p.cpus("pod0c0") == p.cpus("pod0c1") == p.cpus("pod1c0")
-    assert per_node(p, "pod1c0") == [3, 3, 3, 3]
-    core6 = IDSet(
-        c for c, cpu in p.topology.cpus.items() if cpu.core_id == p.topology.cpus[6].core_id
+    run.verify(
+        pod0,
+        'len(cpus["pod0c0"]) == 4',
+        'len(cpus["pod0c1"]) == 4',
+        'nodes["pod0c0"] == nodes["pod0c1"] == {"node0", "node1", "node2", "node3"}',
     )
-    assert len(p.cpus("pod1c0") & core6) == 1
-    p = run.at(pod2)  # kube-system on the core of cpu6
-    assert p.cpus("pod2c0") <= core6
-    p = run.at(shrunk)  # back to 4 CPUs, still one per node
-    assert len(p.cpus("pod0c0")) == 4
-    assert p.cpus("pod0c0") == p.cpus("pod0c1")
-    assert per_node(p, "pod0c0") == [1, 1, 1, 1]
-    p = run.at(pod3)  # a balance-pkg1-nodes instance: one CPU on each of nodes 2 and 3
-    assert len(p.cpus("pod3c0")) == 2
-    assert per_node(p, "pod3c0")[2:] == [1, 1]
-    p = run.at(pod4)
-    assert len(p.cpus("pod4c0")) == 4
-    assert per_node(p, "pod4c0")[2:] == [2, 2]
-    assert disjoint(p.cpus("pod4c0"), p.cpus("pod3c0"))
-    p = run.at(pod5)  # the pkg1 composites were deleted whole: balance-all-nodes can grow
-    assert len(p.cpus("pod5c0")) == 12
-    assert per_node(p, "pod5c0") == [3, 3, 3, 3]
+    # their verify-nrt of the balloon's zone
+    assert nrt_attribute(run.at(pod0), "balance-all-nodes[0]", "excess cpus") == "3000m"
+    # 9 CPUs balanced: 3 per node (the reserved CPU is on node1)
+    run.verify(
+        pod1,
+        'len(cpus["pod1c0"]) == 12',
+        'cpus["pod0c0"] == cpus["pod0c1"] == cpus["pod1c0"]',
+        'len(set.intersection(cpus["pod1c0"], {"cpu00", "cpu01", "cpu02", "cpu03"})) == 3',
+        'len(set.intersection(cpus["pod1c0"], {"cpu04", "cpu05", "cpu06", "cpu07"})) == 3',
+        'len(set.intersection(cpus["pod1c0"], {"cpu08", "cpu09", "cpu10", "cpu11"})) == 3',
+        'len(set.intersection(cpus["pod1c0"], {"cpu12", "cpu13", "cpu14", "cpu15"})) == 3',
+        'len(set.intersection(cpus["pod1c0"], {"cpu06", "cpu07"})) == 1',
+    )
+    # kube-system on the core of cpu6
+    run.verify(pod2, 'cpus["pod2c0"].issubset({"cpu06", "cpu07"})')
+    # back to 4 CPUs, still one per node
+    run.verify(
+        shrunk,
+        'len(cpus["pod0c0"]) == 4',
+        'cpus["pod0c0"] == cpus["pod0c1"]',
+        'len(set.intersection(cpus["pod0c0"], {"cpu00", "cpu01", "cpu02", "cpu03"})) == 1',
+        'len(set.intersection(cpus["pod0c0"], {"cpu04", "cpu05", "cpu06", "cpu07"})) == 1',
+        'len(set.intersection(cpus["pod0c0"], {"cpu08", "cpu09", "cpu10", "cpu11"})) == 1',
+        'len(set.intersection(cpus["pod0c0"], {"cpu12", "cpu13", "cpu14", "cpu15"})) == 1',
+    )
+    # a balance-pkg1-nodes instance: one CPU on each of nodes 2 and 3
+    run.verify(
+        pod3,
+        'len(cpus["pod3c0"]) == 2',
+        'len(set.intersection(cpus["pod3c0"], {"cpu08", "cpu09", "cpu10", "cpu11"})) == 1',
+        'len(set.intersection(cpus["pod3c0"], {"cpu12", "cpu13", "cpu14", "cpu15"})) == 1',
+    )
+    run.verify(
+        pod4,
+        'len(cpus["pod4c0"]) == 4',
+        'len(set.intersection(cpus["pod4c0"], {"cpu08", "cpu09", "cpu10", "cpu11"})) == 2',
+        'len(set.intersection(cpus["pod4c0"], {"cpu12", "cpu13", "cpu14", "cpu15"})) == 2',
+        'disjoint_sets(cpus["pod4c0"], cpus["pod3c0"])',
+    )
+    # the pkg1 composites were deleted whole: balance-all-nodes can grow
+    run.verify(
+        pod5,
+        'len(cpus["pod5c0"]) == 12',
+        'len(set.intersection(cpus["pod5c0"], {"cpu00", "cpu01", "cpu02", "cpu03"})) == 3',
+        'len(set.intersection(cpus["pod5c0"], {"cpu04", "cpu05", "cpu06", "cpu07"})) == 3',
+        'len(set.intersection(cpus["pod5c0"], {"cpu08", "cpu09", "cpu10", "cpu11"})) == 3',
+        'len(set.intersection(cpus["pod5c0"], {"cpu12", "cpu13", "cpu14", "cpu15"})) == 3',
+    )
 
 
+@port("balloons/n4c16/test16-composite-balloons")
 def test_component_creation_order() -> None:
     s = Script()
     order = {BALLOON: "nodes2301"}
@@ -159,11 +181,13 @@ def test_component_creation_order() -> None:
     pod8 = s.create(annotations=either, **g)
     run = simulate(s, CONFIG)
 
-    for i, (step, node) in enumerate(zip(steps, (2, 3, 0, 1), strict=True)):
-        assert set(run.at(step).nodes(f"pod{i}c0")) == {node}, i
-    assert set(run.at(pod4).nodes("pod4c0")) == {3}
-    assert set(run.at(pod5).nodes("pod5c0")) == {1}
+    run.verify(steps[0], 'nodes["pod0c0"] == {"node2"}')
+    run.verify(steps[1], 'nodes["pod1c0"] == {"node3"}')
+    run.verify(steps[2], 'nodes["pod2c0"] == {"node0"}')
+    run.verify(steps[3], 'nodes["pod3c0"] == {"node1"}')
+    run.verify(pod4, 'nodes["pod4c0"] == {"node3"}')
+    run.verify(pod5, 'nodes["pod5c0"] == {"node1"}')
     # node1 has an instance (pod5's): balance-balloons picks the pkg1 component first
-    assert set(run.at(pod6).nodes("pod6c0")) == {2, 3}
-    assert set(run.at(pod7).nodes("pod7c0")) == {0, 1}
-    assert set(run.at(pod8).nodes("pod8c0")) == {2, 3}
+    run.verify(pod6, 'nodes["pod6c0"] == {"node2", "node3"}')
+    run.verify(pod7, 'nodes["pod7c0"] == {"node0", "node1"}')
+    run.verify(pod8, 'nodes["pod8c0"] == {"node2", "node3"}')

@@ -28,6 +28,8 @@ from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.parity.balloons._sim import BALLOON, N4C16, Run, Script, config, simulate
+from tests.parity.ports import port
+from tests.parity.verify import cpu_ids
 from tests.support.balloons import bctr
 from tests.unit.resmgr.test_sched_classes import SCHED_FIFO, SCHED_IDLE, kernel_view
 
@@ -61,6 +63,7 @@ schedulingClasses:
 AVAILABLE = IDSet.parse("2-7,10-13")
 
 
+@port("balloons/n4c16/test17-cstates-scheduling")
 def test_cstates_scheduling_placements() -> None:
     s = Script()
     low = {BALLOON: "lowlatency-bln"}
@@ -72,14 +75,12 @@ def test_cstates_scheduling_placements() -> None:
     gone = s.delete("pod1")
     run = simulate(s, CONFIG)
 
-    p = run.at(pod0)
-    assert len(p.cpus("pod0c0")) == 1
-    assert p.cpus("pod0c0") <= AVAILABLE
-    p = run.at(pod1)  # inflated to 4 for 0.75 + 3 CPUs
-    assert p.cpus("pod0c0") == p.cpus("pod1c0")
-    assert len(p.cpus("pod0c0")) == 4
-    assert p.cpus("pod0c0") <= AVAILABLE
-    assert len(run.at(gone).cpus("pod0c0")) == 1  # deflated again
+    v = run.verify(pod0, 'len(cpus["pod0c0"]) == 1')
+    assert cpu_ids(v.cpus["pod0c0"]) <= set(AVAILABLE)  # ours beside theirs
+    # inflated to 4 for 0.75 + 3 CPUs
+    v = run.verify(pod1, 'cpus["pod0c0"] == cpus["pod1c0"]', 'len(cpus["pod0c0"]) == 4')
+    assert cpu_ids(v.cpus["pod0c0"]) <= set(AVAILABLE)
+    run.verify(gone, 'len(cpus["pod0c0"]) == 1')  # deflated again
 
 
 def test_cstates_scheduling_classes() -> None:

@@ -24,6 +24,7 @@ from nri_resmgr.control.cpuclass.synthetic import CPUFreqLayout, write_cpu_class
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.parity.balloons._sim import BALLOON, N4C16, Run, Script, config, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 allocatorTopologyBalancing: false
@@ -126,6 +127,9 @@ def freqs(
         }
 
 
+TEST = "balloons/n4c16/test18-turbo-priority"
+
+
 def only(cpus: IDSet) -> int:
     (cpu,) = cpus
     return cpu
@@ -136,6 +140,7 @@ def reserved_cpu(run: Run, step: int) -> int:
     return only(IDSet.parse(b.cpus))
 
 
+@port(TEST)
 def test_turbo_goes_to_the_highest_priority_active_class() -> None:
     s = Script()
     low = {BALLOON: "turbo-low-bln"}
@@ -150,6 +155,7 @@ def test_turbo_goes_to_the_highest_priority_active_class() -> None:
     # step 1: turbo-low is the only active turbo class: it wins turbo; default-turbo
     # (the reserved CPU) loses it, down to base; idle CPUs are default-noturbo
     run, f1 = freqs(CONFIG, s, 1)
+    run.verify(0, 'len(cpus["pod0c0"]) == 1')
     res, low_cpu = reserved_cpu(run, 0), only(run.at(0).cpus("pod0c0"))
     assert res == 10  # their comments and checks: "cpu 10 (default-turbo)"
     assert f1[low_cpu] == (TURBO, TURBO)
@@ -161,6 +167,7 @@ def test_turbo_goes_to_the_highest_priority_active_class() -> None:
     assert f1b == f1
     # step 2: turbo-high wins; turbo-low and default-turbo get base
     run, f2 = freqs(CONFIG, s, 3)
+    run.verify(2, 'len(cpus["pod2c0"]) == 1')
     high_cpu = only(run.at(2).cpus("pod2c0"))
     assert f2[high_cpu] == (TURBO, TURBO)
     assert f2[low_cpu] == (BASE, BASE)
@@ -179,22 +186,26 @@ def test_turbo_goes_to_the_highest_priority_active_class() -> None:
     assert f5[res] == (MIN, TURBO)
 
 
+@port(TEST)
 def test_control_cpu_classes_still_configure_cpus() -> None:
-    s = Script()
+    s = Script(pods=3)  # their pod counter runs on over the relaunch
     s.create(annotations={BALLOON: "legacy-bln"}, cpureq="750m", cpulim="750m", memreq="100M")
     run, f = freqs(OLD_SYNTAX, s, 1)
-    fast = only(run.at(0).cpus("pod0c0"))
+    run.verify(0, 'len(cpus["pod3c0"]) == 1')
+    fast = only(run.at(0).cpus("pod3c0"))
     assert f[fast] == (TURBO, TURBO)
     idle = AVAILABLE - IDSet([fast, reserved_cpu(run, 0)])
     assert all(f[c] == (MIN, BASE) for c in idle)
 
 
+@port(TEST)
 def test_default_class_for_idle_and_reserved_cpus() -> None:
-    s = Script()
+    s = Script(pods=4)
     s.create(annotations={BALLOON: "fast-bln"}, cpureq="750m", cpulim="750m", memreq="100M")
-    s.delete("pod0")
+    s.delete("pod4")
     run, f = freqs(DEFAULT_CLASS, s, 1)
-    fast = only(run.at(0).cpus("pod0c0"))
+    run.verify(0, 'len(cpus["pod4c0"]) == 1')
+    fast = only(run.at(0).cpus("pod4c0"))
     assert reserved_cpu(run, 0) == 10  # theirs: "Reserved CPU (10)"
     assert f[fast] == (TURBO, TURBO)
     # no idleCPUClass and no cpuClass on the reserved type: both are "default"
@@ -203,14 +214,16 @@ def test_default_class_for_idle_and_reserved_cpus() -> None:
     assert all(f[c] == (MIN, BASE) for c in AVAILABLE)
 
 
+@port(TEST)
 def test_turbo_domain_package_and_system() -> None:
-    s = Script()
+    s = Script(pods=5)
     s.create(annotations={BALLOON: "turbo-high-bln"}, cpureq="750m", cpulim="750m",
              memreq="100M")  # fmt: skip
     one_per_package = {**CONFIG, "availableResources": {"cpu": "cpuset:2,10"},
                        "reservedResources": {"cpu": "1000m"}}  # fmt: skip
     run, f = freqs(one_per_package, s, 1)
-    high, res = only(run.at(0).cpus("pod0c0")), reserved_cpu(run, 0)
+    run.verify(0, 'len(cpus["pod5c0"]) == 1')
+    high, res = only(run.at(0).cpus("pod5c0")), reserved_cpu(run, 0)
     assert {high, res} == {2, 10}  # one CPU in each package
     assert f[high] == (TURBO, TURBO)
     assert f[res] == (MIN, TURBO)  # package: nothing competes in the reserved CPU's

@@ -8,8 +8,8 @@ each container asks for one CPU, which is why pod1's two fill both isolated CPUs
 
 from __future__ import annotations
 
-from nri_resmgr.topology.cpuset import IDSet
 from tests.parity.balloons._sim import N4C16, Script, config, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 balloonTypes:
@@ -21,15 +21,13 @@ balloonTypes:
 """)
 
 
+@port("balloons/n4c16/test22-isolcpus")
 def test_isolcpus() -> None:
     s = Script()  # their script sets no resources: run.sh's defaults
     pod0 = s.create(contcount=2)
     pod1 = s.create(namespace="isolcpus", contcount=2)
     run = simulate(s, CONFIG, topology={**N4C16, "isolated": "0-1"})
 
-    isolated = IDSet({0, 1})
-    p = run.at(pod0)
-    assert (p.cpus("pod0c0") | p.cpus("pod0c1")).isdisjoint(isolated)
-    p = run.at(pod1)
-    assert p.cpus("pod1c0") == isolated
-    assert p.cpus("pod1c1") == isolated
+    run.verify(pod0, "set.union(cpus['pod0c0'], cpus['pod0c1']).isdisjoint({'cpu00', 'cpu01'})")
+    run.verify(pod1, "cpus['pod1c0'] == {'cpu00', 'cpu01'}")
+    run.verify(pod1, "cpus['pod1c1'] == {'cpu00', 'cpu01'}")

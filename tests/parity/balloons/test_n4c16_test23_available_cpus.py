@@ -6,8 +6,8 @@ Available: all but 0-1,4-5,8-9,12-13; reserved: all but 4-15, so the reserved CP
 
 from __future__ import annotations
 
-from nri_resmgr.topology.cpuset import IDSet
 from tests.parity.balloons._sim import Script, config, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 availableResources:
@@ -24,6 +24,7 @@ balloonTypes:
 """)
 
 
+@port("balloons/n4c16/test23-available-cpus")
 def test_available_cpus() -> None:
     s = Script()
     # their CPUREQ="50m" CPULIM="" create: MEMREQ keeps run.sh's default
@@ -31,5 +32,5 @@ def test_available_cpus() -> None:
     pod1 = s.create(namespace="reserved", cpureq="50m", cpulim="")
     run = simulate(s, CONFIG)
 
-    assert run.at(pod0).cpus("pod0c0") <= IDSet({2, 3})
-    assert run.at(pod1).cpus("pod1c0") <= IDSet({2, 3})
+    run.verify(pod0, 'cpus["pod0c0"].issubset({"cpu02", "cpu03"})')
+    run.verify(pod1, 'cpus["pod1c0"].issubset({"cpu02", "cpu03"})')

@@ -10,6 +10,7 @@ step, as theirs reads the VM's.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from nri_resmgr.control.irq import write_synthetic_proc
 from nri_resmgr.model import ConfigError
 from nri_resmgr.topology.cpuset import IDSet
 from tests.parity.balloons._sim import BALLOON, Run, Script, config, simulate
+from tests.parity.ports import port
 
 TTYS0, RTC0, ACPI = 4, 8, 9
 IRQS = {
@@ -135,27 +137,32 @@ def test_irq_mode_isolate(tmp_path: Path) -> None:
     assert irq_cpus(run, pod1, TTYS0) == ALL_CPUS - isolate
 
 
-def test_irq_mode_sink(tmp_path: Path) -> None:
-    s = Script(pods=2)
-    pod2 = s.create(annotations={BALLOON: "sink"})
-    pod3 = s.create(annotations={BALLOON: "claimer"})
-    gone = s.delete("pod2")
-    run = launch(tmp_path, s, SINK)
-    sink = run.at(pod2).cpus("pod2c0")
-    for irq in (TTYS0, RTC0, ACPI):
-        assert irq_cpus(run, pod2, irq) == sink
+@port("balloons/n4c16/test25-irq")
+def test_irq_mode_sink() -> None:
+    """Their one ``verify`` (no expressions: it refreshes their sets) after the sink pod."""
+    with tempfile.TemporaryDirectory(prefix="parity-irq-") as tmp:
+        tmp_path = Path(tmp)
+        s = Script(pods=2)
+        pod2 = s.create(annotations={BALLOON: "sink"})
+        pod3 = s.create(annotations={BALLOON: "claimer"})
+        gone = s.delete("pod2")
+        run = launch(tmp_path, s, SINK)
+        run.verify(pod2)
+        sink = run.at(pod2).cpus("pod2c0")
+        for irq in (TTYS0, RTC0, ACPI):
+            assert irq_cpus(run, pod2, irq) == sink
 
-    p = run.at(pod3)
-    sink, claimer = p.cpus("pod2c0"), p.cpus("pod3c0")
-    assert sink.isdisjoint(claimer)
-    assert irq_cpus(run, pod3, TTYS0) == claimer
-    assert irq_cpus(run, pod3, RTC0) == claimer
-    assert irq_cpus(run, pod3, ACPI) == sink
+        p = run.at(pod3)
+        sink, claimer = p.cpus("pod2c0"), p.cpus("pod3c0")
+        assert sink.isdisjoint(claimer)
+        assert irq_cpus(run, pod3, TTYS0) == claimer
+        assert irq_cpus(run, pod3, RTC0) == claimer
+        assert irq_cpus(run, pod3, ACPI) == sink
 
-    # no sink present anymore
-    assert irq_cpus(run, gone, TTYS0) == claimer
-    assert irq_cpus(run, gone, RTC0) == claimer
-    assert irq_cpus(run, gone, ACPI) == ALL_CPUS
+        # no sink present anymore
+        assert irq_cpus(run, gone, TTYS0) == claimer
+        assert irq_cpus(run, gone, RTC0) == claimer
+        assert irq_cpus(run, gone, ACPI) == ALL_CPUS
 
 
 def test_no_sink_no_claimer_leaves_affinities_alone(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from dataclasses import replace
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
-from tests.parity.balloons._sim import BALLOON, N4C16, Script, config, disjoint, simulate
+from tests.parity.balloons._sim import BALLOON, N4C16, Script, config, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 balloonTypes:
@@ -43,6 +44,7 @@ def without_numa(topology: Topology) -> Topology:
     )  # fmt: skip
 
 
+@port("balloons/n4c16/test30-numa-disabled")
 def test_numa_disabled() -> None:
     machine = without_numa(load_topology(N4C16))
     s = Script()  # their script sets no resources: run.sh's defaults
@@ -56,12 +58,18 @@ def test_numa_disabled() -> None:
     pod1 = s.create(contcount=2)
     run = simulate(s, CONFIG, topology=machine)
 
-    core7 = IDSet(c.id for c in machine.cpus.values() if c.core_id == machine.cpus[7].core_id)
-    p = run.at(pod0)  # one thread of the core of CPU 7
-    both = p.cpus("pod0c0") | p.cpus("pod0c1")
-    assert len(both) == 1
-    assert len(both & core7) == 1
-    p = run.at(pod1)  # the two default balloons, 5 CPUs each, one per container
-    assert p.cpus("pod1c0").isdisjoint(core7) and p.cpus("pod1c1").isdisjoint(core7)
-    assert len(p.cpus("pod1c0")) == len(p.cpus("pod1c1")) == 5
-    assert disjoint(p.cpus("pod1c0"), p.cpus("pod1c1"))
+    # one thread of the core of CPU 7
+    run.verify(
+        pod0,
+        "len(set.union(cpus['pod0c0'], cpus['pod0c1'])) == 1",
+        "len(set.union(cpus['pod0c0'], cpus['pod0c1']).intersection({'cpu06', 'cpu07'})) == 1",
+    )
+    # the two default balloons, 5 CPUs each, one per container
+    run.verify(
+        pod1,
+        "cpus['pod1c0'].isdisjoint({'cpu06', 'cpu07'})",
+        "cpus['pod1c1'].isdisjoint({'cpu06', 'cpu07'})",
+        "len(cpus['pod1c0']) == 5",
+        "len(cpus['pod1c1']) == 5",
+        "disjoint_sets(cpus['pod1c0'], cpus['pod1c1'])",
+    )

@@ -6,10 +6,9 @@ Their n6-hbm-cxl VM (`N6_HBM_CXL`): DRAM nodes 0-1, HBM 2-3, PMEM 4-5; the same 
 
 from __future__ import annotations
 
-from nri_resmgr.topology.cpuset import IDSet
 from tests.parity.balloons._sim import BALLOON, N6_HBM_CXL, Script, config, simulate
-
-DRAM, HBM, PMEM = (0, 1), (2, 3), (4, 5)
+from tests.parity.machines import N6_HBM_CXL_CONSTS
+from tests.parity.ports import port
 
 CONFIG = config("""
 reservedResources:
@@ -37,6 +36,7 @@ MEMTYPE = "memory-type.resource-policy.nri.io/container."
 PER_CONTAINER = f"{BALLOON}/container."
 
 
+@port("balloons/n6-hbm-cxl/test01-memory-types")
 def test_memory_types() -> None:
     s = Script()
     annotations = {
@@ -60,20 +60,27 @@ def test_memory_types() -> None:
         annotations=annotations,
     )
     # their template sets limits only with CPULIM; MEMLIM alone is dropped there too
-    run = simulate(s, CONFIG, topology=N6_HBM_CXL)
+    run = simulate(s, CONFIG, topology=N6_HBM_CXL, consts=N6_HBM_CXL_CONSTS)
 
-    p = run.at(pod0)
-
-    def expect(ctr: str, *kinds: tuple[int, int]) -> None:
-        (pkg,) = p.packages(ctr)
-        assert p.mems(ctr) == IDSet(kind[pkg] for kind in kinds), ctr
-
-    expect("pod0c0", HBM)  # the annotation wins over the type's memoryTypes
-    expect("pod0c1", DRAM)
-    expect("pod0c2", PMEM)
-    expect("pod0c3", HBM, DRAM)
-    expect("pod0c4", DRAM, PMEM)
-    expect("pod0c5", HBM, DRAM, PMEM)
-    expect("pod0c6", HBM, PMEM)  # the type's memoryTypes
-    expect("pod0c7", DRAM)
-    assert p.mems("pod0c8") == IDSet(range(6))  # not pinned: all memory
+    # pod0c0: the annotation wins over the type's memoryTypes; pod0c6: the type's;
+    # pod0c8: not pinned, all memory
+    run.verify(
+        pod0,
+        'mems["pod0c0"] == {hbm0}             if packages["pod0c0"] == {"package0"}'
+        ' else mems["pod0c0"] == {hbm1}',
+        'mems["pod0c1"] == {dram0}            if packages["pod0c1"] == {"package0"}'
+        ' else mems["pod0c1"] == {dram1}',
+        'mems["pod0c2"] == {pmem0}            if packages["pod0c2"] == {"package0"}'
+        ' else mems["pod0c2"] == {pmem1}',
+        'mems["pod0c3"] == {hbm0,dram0}       if packages["pod0c3"] == {"package0"}'
+        ' else mems["pod0c3"] == {hbm1,dram1}',
+        'mems["pod0c4"] == {dram0,pmem0}      if packages["pod0c4"] == {"package0"}'
+        ' else mems["pod0c4"] == {dram1,pmem1}',
+        'mems["pod0c5"] == {hbm0,dram0,pmem0} if packages["pod0c5"] == {"package0"}'
+        ' else mems["pod0c5"] == {hbm1,dram1,pmem1}',
+        'mems["pod0c6"] == {hbm0,pmem0}       if packages["pod0c6"] == {"package0"}'
+        ' else mems["pod0c6"] == {hbm1,pmem1}',
+        'mems["pod0c7"] == {dram0}            if packages["pod0c7"] == {"package0"}'
+        ' else mems["pod0c7"] == {dram1}',
+        'mems["pod0c8"] == {dram0,dram1,hbm0,hbm1,pmem0,pmem1}',
+    )

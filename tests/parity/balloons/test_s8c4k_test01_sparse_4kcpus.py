@@ -7,8 +7,8 @@ NodeResourceTopology checks are left to the NRT tests.
 
 from __future__ import annotations
 
-from nri_resmgr.topology.cpuset import IDSet
 from tests.parity.balloons._sim import BALLOON, BESTEFFORT, S8C4K, Script, config, simulate
+from tests.parity.ports import port
 
 CONFIG = config("""
 pinCPU: true
@@ -36,6 +36,7 @@ reservedResources:
 PER_CONTAINER = f"{BALLOON}/container."
 
 
+@port("balloons/s8c4k/test01-sparse-4kcpus")
 def test_sparse_4kcpus() -> None:
     s = Script()
     # their `create besteffort` template writes no resources whatever CPUREQ.. say
@@ -50,7 +51,10 @@ def test_sparse_4kcpus() -> None:
     )
     run = simulate(s, CONFIG, topology=S8C4K)
 
-    p = run.at(pod0)
-    assert p.cpus("pod0c0") == IDSet({0, 2, 511})  # its balloon plus package 0's idle CPUs
-    assert p.cpus("pod0c1") == IDSet({1535})
-    assert p.cpus("pod0c2") == IDSet({4095})
+    # pod0c0: its balloon plus package 0's idle CPUs
+    run.verify(
+        pod0,
+        'cpus["pod0c0"] == {"cpu0511","cpu0002","cpu0000"}',
+        'cpus["pod0c1"] == {"cpu1535"}',
+        'cpus["pod0c2"] == {"cpu4095"}',
+    )

@@ -34,11 +34,20 @@ def test_adjustment_exclusive_with_classes() -> None:
 
 
 def test_adjustment_kind_none_has_no_cpuset() -> None:
-    adj = adjustments.adjustment_for(_assignment(CPUKind.NONE))
+    adj = adjustments.adjustment_for(_assignment(CPUKind.NONE, mems=""))
     assert not adj.HasField("linux")
-    adj = adjustments.adjustment_for(_assignment(CPUKind.NONE, blockio_class="slow"))
+    adj = adjustments.adjustment_for(_assignment(CPUKind.NONE, mems="", blockio_class="slow"))
     assert adj.linux.resources.cpu.cpus == ""
     assert adj.linux.resources.blockio_class.value == "slow"
+
+
+def test_adjustment_kind_none_keeps_its_memory_nodes() -> None:
+    """cpu.preserve in topology-aware: no CPUs, the memory nodes rendered (nri-plugins
+    pins them: the differential test found every such container diverging)."""
+    adj = adjustments.adjustment_for(_assignment(CPUKind.NONE, mems="0-3"))
+    assert (adj.linux.resources.cpu.cpus, adj.linux.resources.cpu.mems) == ("", "0-3")
+    u = adjustments.update_for(_assignment(CPUKind.NONE, mems="0-3"))
+    assert u is not None and (u.linux.resources.cpu.cpus, u.linux.resources.cpu.mems) == ("", "0-3")
 
 
 def test_adjustment_empty_mems_not_set() -> None:
@@ -53,7 +62,7 @@ def test_update_for() -> None:
     assert u.container_id == "c0"
     assert u.linux.resources.cpu.cpus == "0-3,8-11"
     assert u.linux.resources.cpu.mems == "0"
-    assert adjustments.update_for(_assignment(CPUKind.NONE)) is None
+    assert adjustments.update_for(_assignment(CPUKind.NONE, mems="")) is None
 
 
 @pytest.mark.parametrize(

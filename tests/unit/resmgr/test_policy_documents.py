@@ -11,7 +11,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from nri_resmgr.cli import main
-from nri_resmgr.config import Config, config_from_mapping, load_config, model_keys
+from nri_resmgr.config import Config, config_from_mapping, load_config
 from nri_resmgr.documents import DocumentError
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.topology_aware.config import (
@@ -22,12 +22,13 @@ from nri_resmgr.policy.topology_aware.config import (
 from nri_resmgr.policy_documents import (
     COMMON_NOT_IMPLEMENTED,
     COMMON_SECTIONS,
-    POLICY_KINDS,
     SERVER_DEFAULTS,
     normalize_document,
+    policy_kinds,
 )
 from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.topology.load import load_topology
+from nri_resmgr.validation import model_keys
 from tests.support.requirements import REPO
 
 DATA = Path(__file__).parent / "data" / "nri-plugins"
@@ -164,7 +165,7 @@ def schema_sample(schema: Mapping[str, Any], key: str = "") -> Any:
 def test_a_spec_with_every_key_of_their_schema_loads() -> None:
     """Every key their CRD has, set at once: accepted; the ones without effect warned."""
     doc = resource(schema_sample(spec_schema()))
-    config = config_from_mapping(doc, log_warnings=False)
+    config = config_from_mapping(doc)
     warned = [w.split(":")[0].removeprefix("spec.") for w in config.warnings]
     expected = []
     for path in [*COMMON_NOT_IMPLEMENTED, *NOT_IMPLEMENTED]:
@@ -369,7 +370,7 @@ def test_implementing_a_key_takes_it_out_of_the_table() -> None:
 
 
 def test_kinds_table_names_policies_that_exist() -> None:
-    for kind in POLICY_KINDS:
+    for kind in policy_kinds():
         assert kind.spec_model() is not None
         assert set(kind.not_implemented()) <= {
             k for k in kind.not_implemented() if k.split(".")[0] in kind.spec_keys()

@@ -24,5 +24,5 @@ def test_allocate_release_rebuild_change_nothing() -> None:
 
 
 def test_rejects_unknown_config() -> None:
-    with pytest.raises(ConfigError, match="policy none: invalid configuration"):
+    with pytest.raises(ConfigError, match="policy none: unknown key pinCPU"):
         NonePolicy(topology=small(), config={"pinCPU": True})

@@ -82,6 +82,7 @@ class PlainPolicy(TopologyAwarePolicy):
             got = make_offer(
                 tree=self.tree,
                 topology=self.topology,
+                allocator=self.allocator,
                 supply=supply,
                 pool=pool,
                 container_id=container.id,
@@ -96,7 +97,7 @@ class PlainPolicy(TopologyAwarePolicy):
             else:
                 reasons.append(f"{pool.name}: {got}")
         affinities = affinity_by_pool(state, self.tree, container_id=container.id, request=request)
-        best = best_offer(offers, hint=hint, affinities=affinities)
+        best = best_offer(offers, hint=hint, affinities=affinities, tree=self.tree)
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
         message = f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)

@@ -60,7 +60,9 @@ def test_drop_in_spread_loads_and_decides() -> None:
 
 
 def test_drop_in_config_error() -> None:
-    with pytest.raises(ConfigError, match="policy spread: unknown configuration keys"):
+    with pytest.raises(
+        ConfigError, match="policy spread: unknown configuration key 'x'; expected none"
+    ):
         load_policy("spread", topology=small(), config={"x": 1}, plugin_dirs=[PLUGINS])
 
 

@@ -34,7 +34,6 @@ from nri_resmgr.policy.sched_classes import (
     SCHEDULING_CLASS_ANNOTATION,
     SchedulingClassSpec,
     build_scheduling_classes,
-    policy_nri_requirements,
 )
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.runtime.adjustments import adjustment_for
@@ -156,7 +155,7 @@ def test_without_classes_the_adjustment_has_neither_field() -> None:
     _, adjust, _ = create(policy, policy.initial_state(), ctr("c", qos=BE))
     assert not adjust.linux.HasField("scheduler")
     assert not adjust.linux.HasField("io_priority")
-    assert policy_nri_requirements(policy) == ()
+    assert policy.scheduling.nri_requirements() == ()
 
 
 def test_an_unknown_annotated_class_fails_the_container() -> None:
@@ -168,7 +167,7 @@ def test_an_unknown_annotated_class_fails_the_container() -> None:
 
 def test_requirements_name_fields_versions_and_classes() -> None:
     policy = TopologyAwarePolicy(topology=small(), config=TEST17)
-    reqs = {r.field: r for r in policy_nri_requirements(policy)}
+    reqs = {r.field: r for r in policy.scheduling.nri_requirements()}
     assert reqs["LinuxScheduler"].since == (0, 11, 0)
     assert reqs["LinuxIOPriority"].since == (0, 10, 0)
     assert reqs["LinuxIOPriority"].classes == ("idle",)
@@ -177,7 +176,7 @@ def test_requirements_name_fields_versions_and_classes() -> None:
         topology=small(),
         config={"schedulingClasses": [{"name": "bg", "ioClass": "idle"}]},
     )
-    assert [r.field for r in policy_nri_requirements(io_only)] == ["LinuxIOPriority"]
+    assert [r.field for r in io_only.scheduling.nri_requirements()] == ["LinuxIOPriority"]
 
 
 def _config(*classes: Mapping[str, Any], **more: Any) -> dict[str, Any]:
@@ -194,17 +193,17 @@ def _config(*classes: Mapping[str, Any], **more: Any) -> dict[str, Any]:
         ),
         pytest.param(
             _config({"name": "rt", "policy": "rr", "priority": 100}),
-            r"schedulingClasses\[rt\]\.priority is 100; expected 1\.\.99",
+            r"schedulingClasses\[rt\]\.priority: expected 1\.\.99 \(policy rr\), found 100",
             id="rr-priority-too-high",
         ),
         pytest.param(
             _config({"name": "p", "policy": "other", "priority": 30}),
-            r"schedulingClasses\[p\]\.priority is 30; expected 0 or unset for policy other",
+            r"schedulingClasses\[p\]\.priority: expected 0 or unset for policy other .*, found 30",
             id="priority-with-other",
         ),
         pytest.param(
             _config({"name": "n", "nice": 20}),
-            r"schedulingClasses\[n\]\.nice is 20; expected -20\.\.19",
+            r"schedulingClasses\[n\]\.nice: expected -20\.\.19 \(nice\(2\)\), found 20",
             id="nice-out-of-range",
         ),
         pytest.param(
@@ -224,7 +223,7 @@ def _config(*classes: Mapping[str, Any], **more: Any) -> dict[str, Any]:
         ),
         pytest.param(
             _config({"name": "io", "ioClass": "be", "ioPriority": 8}),
-            r"schedulingClasses\[io\]\.ioPriority is 8; expected 0\.\.7",
+            r"schedulingClasses\[io\]\.ioPriority: expected 0\.\.7 \(ionice\(1\)\), found 8",
             id="io-priority",
         ),
         pytest.param(
@@ -234,22 +233,23 @@ def _config(*classes: Mapping[str, Any], **more: Any) -> dict[str, Any]:
         ),
         pytest.param(
             _config({"name": "a"}, namespaceSchedulingClasses={"batch": "b"}),
-            r"namespaceSchedulingClasses\[batch\] is 'b'; expected one of schedulingClasses \(a\)",
+            r"namespaceSchedulingClasses\[batch\]: expected one of schedulingClasses \(a\), "
+            "found 'b'",
             id="namespace-unknown-class",
         ),
         pytest.param(
             _config({"name": "a"}, podQoSSchedulingClasses={"Bursty": "a"}),
-            r"podQoSSchedulingClasses has key 'Bursty'; expected one of Guaranteed",
+            r"podQoSSchedulingClasses: unknown key 'Bursty'; expected one of Guaranteed",
             id="qos-unknown-key",
         ),
         pytest.param(
             _config(podQoSSchedulingClasses={"besteffort": "x"}),
-            r"podQoSSchedulingClasses\[besteffort\] is 'x'.*none defined",
+            r"podQoSSchedulingClasses\[besteffort\]: expected .*none defined\), found 'x'",
             id="qos-unknown-class",
         ),
         pytest.param(
             _config({"name": "f", "policy": "fifo", "priority": 1, "flags": ["turbo"]}),
-            r"schedulingClasses\.0\.flags\.0",
+            r"schedulingClasses\[0\]\.flags\[0\]: ",
             id="unknown-flag",
         ),
     ],
@@ -301,7 +301,7 @@ def test_precedence_is_annotation_then_namespace_then_qos(
         tuple(SchedulingClassSpec(name=n, nice=i) for i, n in enumerate("abc")),
         namespaces={"ns": ns_default} if ns_default else {},
         qos={qos.value.lower(): qos_default} if qos_default else {},
-        where="test",
+        subject="test",
     )
     c = ctr("c", ns="ns", qos=qos, ann={KEY: annotated} if annotated else None)
     want = annotated or ns_default or qos_default

@@ -10,6 +10,8 @@ n4c16/test14-burstable on nri-plugins' n4c16 shape (`small()`, 750m reserved).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,9 +35,13 @@ def burstable(
     level: dict[str, str] | None = None,
 ) -> ContainerInfo:
     """A Burstable container; `level` maps ``pod`` / ``container.NAME`` to an
-    ``unlimited-burstable`` annotation value."""
+    ``unlimited-burstable`` annotation value.  Its memory is their e2e framework's
+    default (request 100M, limit 200M), which every pool holds: without a memory limit
+    the pool with the most memory would win first (`test_ta_parity_rules.py`)."""
     annotations = {f"{UNLIMITED_BURSTABLE}/{k}": v for k, v in (level or {}).items()}
-    return ctr(name, pod=pod or name, qos=BU, milli=milli, limit=limit, ann=annotations, cid=name)
+    c = ctr(name, pod=pod or name, qos=BU, milli=milli, limit=limit, ann=annotations, cid=name)
+    memory = dataclasses.replace(c.request, memory_request=100 << 20, memory_limit=200 << 20)
+    return dataclasses.replace(c, request=memory)
 
 
 def test_request_1_limit_12_gets_room_for_12() -> None:

@@ -104,8 +104,9 @@ def test_a_malformed_request_names_the_annotation_and_the_container() -> None:
 
 def test_burstable_memory_fits_by_request() -> None:
     """n4c16/test14-burstable (pod0-pod3): limits of 2.5G, 5G, 2.5G and none on a machine
-    of 4 x 2G fit by their requests (100M, 200M, 100M, 200M); a 3G request does not fit
-    a 2G NUMA node and goes to a package, as its memory is now counted."""
+    of 4 x 2G fit by their requests (100M, 200M, 100M, 200M); a 3G request (limit 4G,
+    which a package holds) does not fit a 2G NUMA node and goes to a package, as its
+    memory is now counted."""
     p = TopologyAwarePolicy(topology=small(), config={"colocatePods": True})
     s = p.initial_state()
     G = 10**9
@@ -117,7 +118,7 @@ def test_burstable_memory_fits_by_request() -> None:
         s = p.allocate(s, c).state
         p.check(s)
     assert sum(g.request.memory_bytes for g in s.grants.values()) == 600 * 10**6
-    big = info("big", "m", {"containers": {"m": {"requests": {"memory": "3G"}}}}, limit=0)
+    big = info("big", "m", {"containers": {"m": {"requests": {"memory": "3G"}}}}, limit=4 * G)
     d = p.allocate(s, big)
     p.check(d.state)
     assert d.assignment is not None and d.assignment.pool.startswith("package")

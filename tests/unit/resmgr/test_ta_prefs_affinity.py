@@ -269,6 +269,7 @@ def test_anti_affinity_is_never_violated_when_a_placement_honours_it(
             make_offer(
                 tree=p.tree,
                 topology=p.topology,
+                allocator=p.allocator,
                 supply=s.supply,
                 pool=pool,
                 container_id=x.id,

@@ -39,23 +39,17 @@ from nri_resmgr.policy.topology_aware.preferences import (
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.synthetic import build_topology
 from tests.support.builders import ctr, small, with_current
-from tests.support.topology_aware import Node
+from tests.support.topology_aware import Node, besteffort, guaranteed
 
 BE = QoSClass.BEST_EFFORT
 BU = QoSClass.BURSTABLE
 GU = QoSClass.GUARANTEED
 
 
-def guaranteed(name: str, milli: int, pod: str | None = None) -> ContainerInfo:
-    return ctr(name, pod=pod or name, milli=milli, cid=name)
-
-
-def besteffort(name: str, pod: str | None = None, ns: str = "default") -> ContainerInfo:
-    return ctr(name, pod=pod or name, qos=BE, ns=ns, cid=name)
-
-
 def burstable(name: str, milli: int, limit: int | None = None) -> ContainerInfo:
-    return ctr(name, pod=name, qos=BU, milli=milli, limit=limit, cid=name)
+    """With a 200M memory limit every pool holds (without one the root would win first:
+    nri-plugins ranks Burstable containers by memory before CPU)."""
+    return ctr(name, pod=name, qos=BU, milli=milli, limit=limit, mem=200 << 20, cid=name)
 
 
 def disjoint(*sets: CPUSet) -> bool:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from nri_resmgr.cli import main
-from nri_resmgr.config import model_keys
 from nri_resmgr.policy.topology_aware.config import TopologyAwareConfig
+from nri_resmgr.validation import model_keys
 from tests.support.requirements import REPO
 
 TOPO = "{packages: 2, nodes: 1, cores: 2, threads: 2, memory: 1G}"
@@ -146,7 +146,7 @@ def test_every_error_of_every_layer_one_per_line(
         ),
         pytest.param(
             "policy: topology-aware\npolicyConfig: {reservedResources: {cpu: '0'}}\n",
-            "policyConfig.reservedResources.cpu: '0'; expected a non-zero CPU amount",
+            "policyConfig.reservedResources.cpu: expected a non-zero CPU amount, found '0'",
             id="ta-zero",
         ),
         pytest.param(

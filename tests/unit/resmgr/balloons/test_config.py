@@ -50,10 +50,16 @@ def test_reserved_resources_forms(spec: str, reserved: str, milli: int) -> None:
 @pytest.mark.parametrize(
     ("config", "fragment"),
     [
-        ({"balonTypes": []}, "unknown key 'balonTypes'; did you mean 'balloonTypes'?"),
+        (
+            {"balonTypes": []},
+            ("unknown key balonTypes; expected one of pinCPU, ", "did you mean balloonTypes?"),
+        ),
         (
             {"balloonTypes": [{"name": "x", "minCPU": 1}]},
-            "balloonTypes.0.minCPU: unknown key 'minCPU'; did you mean 'minCPUs'?",
+            (
+                "balloonTypes[0]: unknown key minCPU; expected one of name, ",
+                "did you mean minCPUs?",
+            ),
         ),
         (
             {"balloonTypes": [{"name": "x", "minCPUs": 3, "maxCPUs": 2}]},
@@ -65,7 +71,7 @@ def test_reserved_resources_forms(spec: str, reserved: str, milli: int) -> None:
                     {"name": "x", "matchExpressions": [{"key": "name", "operator": "Eq"}]}
                 ]
             },
-            "balloonTypes.0.matchExpressions.0.operator",
+            "balloonTypes[0].matchExpressions[0].operator: expected 'Equals', ",
         ),
         ({"balloonTypes": [{"name": "x"}, {"name": "x"}]}, "defines x more than once"),
         (
@@ -86,8 +92,8 @@ def test_reserved_resources_forms(spec: str, reserved: str, milli: int) -> None:
                     }
                 ]
             },
-            "balloonTypes.0.matchExpressions.0: Value error, Equals expression: Equals takes "
-            "exactly one value, found 2",
+            "balloonTypes[0].matchExpressions[0]: Equals expression: Equals takes exactly one "
+            "value, found 2",
         ),
         (
             {
@@ -112,10 +118,11 @@ def test_reserved_resources_forms(spec: str, reserved: str, milli: int) -> None:
         "expression-key",
     ],
 )
-def test_errors_name_the_key(config: dict[str, Any], fragment: str) -> None:
+def test_errors_name_the_key(config: dict[str, Any], fragment: str | tuple[str, ...]) -> None:
     with pytest.raises(ConfigError) as exc:
         resolve_config(machine(), config)
-    assert fragment in str(exc.value)
+    for part in (fragment,) if isinstance(fragment, str) else fragment:
+        assert part in str(exc.value)
 
 
 def warned(raw: dict[str, Any]) -> list[str]:
@@ -194,12 +201,13 @@ def cpu_config(**changes: Any) -> dict[str, Any]:
     [
         pytest.param(
             {"balloonTypes": [{"name": "a", "cpuClass": "fats"}]},
-            "balloon type a: cpuClass 'fats' is not in cpuClasses; expected one of fast, idle",
+            "balloonTypes[a].cpuClass: CPU class 'fats' is not in cpuClasses; expected one of "
+            "fast, idle",
             id="unknown-balloon-class",
         ),
         pytest.param(
             {"idleCPUClass": "idel"},
-            "idleCPUClass 'idel' is not in cpuClasses; expected one of fast, idle",
+            "idleCPUClass: CPU class 'idel' is not in cpuClasses; expected one of fast, idle",
             id="unknown-idle-class",
         ),
         pytest.param(
@@ -209,7 +217,7 @@ def cpu_config(**changes: Any) -> dict[str, Any]:
         ),
         pytest.param(
             {"cpuClasses": [{"name": "idle"}, {"name": "fast", "maxFreq": "3 GHz!"}]},
-            "cpuClasses.1.maxFreq",
+            "cpuClasses[1].maxFreq: frequency '3 GHz!': expected a number",
             id="bad-frequency",
         ),
         pytest.param(
@@ -219,7 +227,10 @@ def cpu_config(**changes: Any) -> dict[str, Any]:
         ),
         pytest.param(
             {"cpuClasses": [{"name": "idle"}, {"name": "fast", "maxFrq": 1}]},
-            "did you mean 'maxFreq'?",
+            "cpuClasses[1]: unknown key maxFrq; expected one of minFreq, maxFreq, "
+            "energyPerformancePreference, uncoreMinFreq, uncoreMaxFreq, freqGovernor, "
+            "disabledCstates, turboPriority, name, pctPriority, sstClosID, pctMinFreq, "
+            "pctMaxFreq, publishExtendedResource; did you mean maxFreq?",
             id="misspelt",
         ),
         pytest.param({"turboDomain": "numa"}, "turboDomain", id="turbo-domain"),
@@ -308,7 +319,7 @@ def test_registered_as_balloons() -> None:
     [
         (
             {"balloonTypes": [{"name": "a", "irqMode": "drain"}]},
-            ("balloonTypes[a].irqMode is 'drain'", "expected one of sink, isolate"),
+            ("balloonTypes[a].irqMode: expected one of sink, isolate", "found 'drain'"),
         ),
         (
             {"balloonTypes": [{"name": "a", "irqClaim": ["ok", "[tty"]}]},

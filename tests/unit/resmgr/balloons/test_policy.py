@@ -17,7 +17,7 @@ from nri_resmgr.model import (
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION
 from nri_resmgr.policy.balloons.config import Expression, Operator
 from nri_resmgr.policy.balloons.matching import evaluate, expand, key_value
-from nri_resmgr.policy.sched_classes import SCHEDULING_CLASS_ANNOTATION, policy_nri_requirements
+from nri_resmgr.policy.sched_classes import SCHEDULING_CLASS_ANNOTATION
 from nri_resmgr.topology.cpuset import IDSet
 from tests.support.balloons import bctr, policy, run
 
@@ -523,11 +523,11 @@ def test_scheduling_class_of_the_balloon_type_or_the_annotation(
 
 
 def test_scheduling_classes_need_the_runtime_scheduler_fields() -> None:
-    assert [r.field for r in policy_nri_requirements(policy(SCHED))] == [
+    assert [r.field for r in policy(SCHED).scheduling.nri_requirements()] == [
         "LinuxScheduler",
         "LinuxIOPriority",
     ]
-    assert policy_nri_requirements(policy(FULL)) == ()
+    assert policy(FULL).scheduling.nri_requirements() == ()
 
 
 def test_undefined_scheduling_class_of_a_type_is_a_config_error() -> None:
@@ -537,8 +537,8 @@ def test_undefined_scheduling_class_of_a_type_is_a_config_error() -> None:
     }
     with pytest.raises(
         ConfigError,
-        match=r"balloonTypes\[rt\]\.schedulingClass is 'fast'; expected one of "
-        r"schedulingClasses \(realtime\)",
+        match=r"balloonTypes\[rt\]\.schedulingClass: expected one of "
+        r"schedulingClasses \(realtime\), found 'fast'",
     ):
         policy(cfg)
 

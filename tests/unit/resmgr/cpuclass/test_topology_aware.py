@@ -86,8 +86,11 @@ def test_an_unknown_class_in_the_annotation_is_an_error() -> None:
     ],
 )
 def test_pool_classes_must_be_defined(key: str, what: str) -> None:
-    # their messages: unknown reserved CPU class "nonexistent" (and shared, default exclusive)
-    with pytest.raises(ConfigError, match=f'unknown {what} CPU class "nonexistent"'):
+    # nri-plugins says: unknown reserved CPU class "nonexistent"; here the key is named
+    # (one rule for every policy, `kit.constraints.check_cpu_class_names`)
+    with pytest.raises(
+        ConfigError, match=f"{key}: CPU class 'nonexistent' is not in cpuClasses; expected one of"
+    ):
         policy(**{key: "nonexistent"})
 
 

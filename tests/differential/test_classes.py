@@ -1,0 +1,229 @@
+"""The differential test's own parts, without Go: classes, docs, generator, host root.
+
+* the documented difference classes here and the ``differential class `NAME``` markers in
+  docs/policies.md's "Differences from nri-plugins" sections are the same set, per policy;
+* each class recognises one case and refuses its near miss (`EXAMPLES`);
+* the generator is deterministic per seed, its machines and configurations validate, and
+  its hypothesis strategy draws the same kinds of cases;
+* the host root has what nri-plugins insists on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+
+from nri_resmgr.policy_documents import normalize_document
+from nri_resmgr.topology.synthetic import build_topology
+from tests.differential.classes import CLASSES, Context, classify
+from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Pod, Restart
+from tests.differential.host import host_root
+from tests.differential.machines import Machine, random_machine
+from tests.differential.plugins import Placement
+from tests.differential.profile import (
+    POLICIES,
+    case_strategy,
+    make_case,
+    sample_config,
+    shortest_divergence,
+)
+from tests.differential.run import CaseResult, Observation
+from tests.support.requirements import REPO
+
+DOCS = REPO / "docs" / "policies.md"
+N4 = build_topology({"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "numbering": "qemu"})
+SHARED = Ctr("c0", 500, 1000, None, None)
+WHOLE = Ctr("c0", 2000, 2000, 1 << 28, 1 << 28)
+POD = Pod("p0", "default", "burstable", (SHARED,))
+
+
+def documented() -> dict[str, set[str]]:
+    """Class markers per policy, from each policy's "Differences from nri-plugins"."""
+    text = DOCS.read_text()
+    out: dict[str, set[str]] = {}
+    for policy in POLICIES:
+        section = text.split(f"## `{policy}`", 1)[1].split("\n## ", 1)[0]
+        diffs = section.split("### Differences from nri-plugins", 1)[1].split("\n### ", 1)[0]
+        marker = r"differential\s+class\s+`([a-z0-9-]+)`"
+        out[policy] = set(re.findall(marker, diffs, re.IGNORECASE))
+    return out
+
+
+def test_classes_are_the_documented_ones() -> None:
+    registered = {p: {c.name for c in CLASSES if c.policy == p} for p in POLICIES}
+    assert registered == documented()
+
+
+def ctx(**kw: object) -> Context:
+    base = Context(
+        machine=N4,
+        policy="topology-aware",
+        pod=POD,
+        ctr=SHARED,
+        ours=Placement("0-3", "0"),
+        theirs=Placement("4-7", "1"),
+        before=None,
+        after_restart=False,
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+#: class -> (a divergence it recognises, a near miss it does not)
+EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
+    ("topology-aware", "shared-refused"): (
+        ctx(ours="no pool can fit 500m shared", theirs=Placement("0-15", "0-3")),
+        ctx(ours="no pool can fit 500m shared", theirs=Placement("4-7", "1")),
+    ),
+    ("topology-aware", "restart-keeps-placements"): (
+        ctx(
+            after_restart=True,
+            before=(Placement("0-3", "0"), Placement("0-3", "0")),
+            ours=Placement("0-3", "0"),
+            theirs=Placement("4-7", "1"),
+        ),
+        ctx(
+            after_restart=True,
+            before=(Placement("0-3", "0"), Placement("0-3", "0")),
+            ours=Placement("8-11", "2"),
+            theirs=Placement("4-7", "1"),
+        ),
+    ),
+    ("balloons", "restart-keeps-placements"): (
+        ctx(
+            policy="balloons",
+            after_restart=True,
+            before=(Placement("2", "0"), Placement("2", "0")),
+            ours=Placement("2", "0"),
+            theirs=Placement("3", "0"),
+        ),
+        ctx(
+            policy="balloons",
+            after_restart=False,
+            before=(Placement("2", "0"), Placement("2", "0")),
+            ours=Placement("2", "0"),
+            theirs=Placement("3", "0"),
+        ),
+    ),
+    ("balloons", "balloon-mems-follow-cpus"): (
+        ctx(policy="balloons", ours=Placement("2-5", "0-1"), theirs=Placement("2-5", "0")),
+        ctx(policy="balloons", ours=Placement("2-5", "0-1"), theirs=Placement("2-6", "0")),
+    ),
+}
+
+
+def test_every_class_has_an_example() -> None:
+    assert set(EXAMPLES) == {(c.policy, c.name) for c in CLASSES}
+
+
+@pytest.mark.parametrize("key", sorted(EXAMPLES), ids=lambda k: f"{k[0]}-{k[1]}")
+def test_class_recognises_its_case_and_not_the_near_miss(key: tuple[str, str]) -> None:
+    hit, miss = EXAMPLES[key]
+    assert classify(hit) == key[1]
+    assert classify(miss) is None
+
+
+def test_no_class_for_a_plain_divergence() -> None:
+    """Different CPUs of a placed container, no restart: undocumented for both policies."""
+    for policy in POLICIES:
+        assert classify(ctx(policy=policy)) is None
+        assert classify(ctx(policy=policy, ctr=WHOLE)) is None
+
+
+def test_a_seed_names_one_case() -> None:
+    m = random_machine(7)
+    assert make_case(m, "balloons", 3) == make_case(random_machine(7), "balloons", 3)
+    assert make_case(m, "balloons", 3) != make_case(m, "balloons", 4)
+    assert random_machine(8).source != m.source
+
+
+@pytest.mark.parametrize("seed", range(1, 201))
+def test_random_machines_and_configs_validate(seed: int) -> None:
+    m = random_machine(seed)
+    topo = build_topology(m.source)  # type: ignore[arg-type]
+    assert len(topo.online_cpus()) >= 2
+    case = make_case(m, "balloons", seed)
+    normalize_document(yaml.safe_load(case.config))
+
+
+@pytest.mark.parametrize("name", ["sample", "helm"])
+def test_balloons_samples_load(name: str) -> None:
+    normalize_document(yaml.safe_load(sample_config(name)))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case_strategy("topology-aware"))
+def test_strategy_draws_cases(mc: tuple[Machine, object]) -> None:
+    m, case = mc
+    ops = case.ops  # type: ignore[attr-defined]
+    assert not ops or isinstance(ops[0], CreatePod)
+    assert all(isinstance(op, CreatePod | DeletePod | Restart) for op in ops)
+    build_topology(m.source)  # type: ignore[arg-type]
+
+
+def test_the_generator_covers_what_the_issue_lists() -> None:
+    """Across the CI profile's first machines: every QoS class, integer and fractional
+    CPUs, limits and none, memory limits and none, init containers, deletions, restarts
+    and each topology-aware annotation."""
+    seen: set[str] = set()
+    for seed in range(1, 40):
+        for op in make_case(random_machine(seed), "topology-aware", 1).ops:
+            seen.add(type(op).__name__)
+            if not isinstance(op, CreatePod):
+                continue
+            pod = op.pod
+            seen.add(pod.qos)
+            seen.update(k.split(".resource-policy")[0].split("/")[-1] for k, _ in pod.annotations)
+            if pod.init:
+                seen.add("init")
+            for c in pod.containers:
+                seen.add("integer" if c.cpu_request % 1000 == 0 else "fraction")
+                seen.add("cpu-limit" if c.cpu_limit is not None else "no-cpu-limit")
+                seen.add("mem-limit" if c.memory_limit is not None else "no-mem-limit")
+    assert seen >= {
+        "CreatePod", "DeletePod", "Restart", "guaranteed", "burstable", "besteffort",
+        "init", "integer", "fraction", "cpu-limit", "no-cpu-limit", "mem-limit",
+        "no-mem-limit", "prefer-isolated-cpus", "prefer-shared-cpus", "hide-hyperthreads",
+        "memory-type", "cpu.preserve", "affinity", "anti-affinity",
+    }, seen
+
+
+def test_host_root_has_what_nri_plugins_reads(tmp_path: Path) -> None:
+    root = host_root(N4, tmp_path)
+    cache = root / "sys/devices/system/cpu/cpu0/cache/index0"
+    assert (cache / "size").read_text().strip().endswith("K")
+    assert (cache / "ways_of_associativity").exists()
+    header = (root / "proc/interrupts").read_text()
+    assert header.split() == [f"CPU{i}" for i in range(16)]
+
+
+def test_a_divergence_shrinks_to_its_shortest_sequence() -> None:
+    """A fake pair of plugins that differ on any Guaranteed container of 2 CPUs or more:
+    hypothesis shrinks the first divergence it finds to one pod creation of one such
+    container (on the smallest machine it reaches)."""
+
+    def run(m: Machine, case: Case) -> CaseResult:
+        result = CaseResult(case)
+        for i, op in enumerate(case.ops):
+            if isinstance(op, CreatePod):
+                for c in op.pod.containers:
+                    same = not (op.pod.qos == "guaranteed" and c.cpu_request >= 2000)
+                    theirs = Placement("0-1" if same else "2-3")
+                    result.observations.append(
+                        Observation(i, i, str(op), c.name, Placement("0-1"), theirs,
+                                    None if same else "")
+                    )
+        return result
+
+    found = shortest_divergence("topology-aware", None, run, examples=200)
+    assert found is not None
+    _m, result = found
+    assert len(result.case.ops) == 1
+    op = result.case.ops[0]
+    assert isinstance(op, CreatePod) and op.pod.qos == "guaranteed"
+    assert [c.cpu_request for c in op.pod.containers] == [2000]
+    assert not op.pod.init and not op.pod.annotations
