@@ -120,7 +120,7 @@ def test_cpuset_updates_for_leaves_out_the_classes_and_the_empty_ones() -> None:
         _assignment(CPUKind.SHARED, cpus="0-3", mems="0", rdt_class="gold", blockio_class="slow"),
         container_id=ContainerID("a"),
     )
-    none = dataclasses.replace(_assignment(CPUKind.NONE), container_id=ContainerID("b"))
+    none = dataclasses.replace(_assignment(CPUKind.NONE, mems=""), container_id=ContainerID("b"))
     (u,) = adjustments.cpuset_updates_for([gold, none])
     assert u.container_id == "a" and u.linux.resources.cpu.cpus == "0-3"
     assert not u.linux.resources.HasField("rdt_class")
