@@ -136,3 +136,13 @@ def test_synchronize_accounts_for_containers_with_garbage_pod_annotations() -> N
     assert p.synchronize([db], [a]) == []
     assert p.assignments[ContainerID("db-a")].cpus == CPUSet.parse("1,5")
     assert p.containers[ContainerID("db-a")].kind is ContainerKind.APP
+
+
+def test_a_container_listed_twice_counts_once_and_the_first_is_kept() -> None:
+    policy = CountingPolicy()
+    p = Pipeline(policy, log=QUIET)
+    s = sandbox()
+    first, again = container(s, "a", cpus="3"), container(s, "a", cpus="5")
+    assert p.synchronize([s], [first, again]) == []
+    assert policy.calls == [("rebuild", "p0-a")]
+    assert p.assignments[ContainerID("p0-a")].cpus == CPUSet([3])
