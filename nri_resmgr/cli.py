@@ -30,6 +30,9 @@ from nri_resmgr import __version__
 COMMAND_MODULES = (
     "run",
     "simulate",
+    "show",
+    "dump",
+    "explain",
     "topology",
     "validate_config",
     "install",

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # System packages the integration and e2e suites use (Debian's runc, etcd, busybox-static;
 # conmon and libseccomp-dev for CRI-O; mmdebstrap and buildah for the image; the CNI
-# plugins and iptables for the real kubelet's node).
+# plugins and iptables for the real kubelet's node; chromium and chromium-driver for the
+# node page read in a real browser, tests/integration/test_view_browser.py).
 # Installs only what is missing, only as root with apt-get; otherwise says what is missing
 # and leaves it to the tests to skip (or, under NRI_RESMGR_STRICT=1, fail) with a reason.
 set -uo pipefail
 want=(runc etcd-server busybox-static openssl mmdebstrap buildah containernetworking-plugins
-      iptables conmon libseccomp-dev pkg-config)
+      iptables conmon libseccomp-dev pkg-config chromium chromium-driver)
 missing=()
 for pkg in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -18,13 +18,15 @@ the kernel's running byte counts; they are gauges here, as the project exports t
 their names carry no ``_total`` suffix.  `HealthState` holds the two facts
 the probes report: the daemon is alive (`/healthz`) and it is registered with the runtime
 and synchronized (`/readyz`).
-`serve_http` is the asyncio HTTP shell for `/metrics`, `/healthz` and `/readyz`.
+`serve_http` is the asyncio HTTP shell for `/metrics`, `/healthz` and `/readyz`, and for
+any read-only `pages` the daemon adds (the node picture, `nri_resmgr.view.pages`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -288,10 +290,26 @@ async def _respond(writer: asyncio.StreamWriter, status: str, ctype: str, body: 
     writer.close()
 
 
+#: a read-only page: called per GET, returns (content type, body)
+Page = Callable[[], tuple[str, bytes]]
+#: a read-only page under a prefix: called per GET with the rest of the path (``/a/b``
+#: under ``/a/`` is ``b``); returns (status, content type, body)
+Lookup = Callable[[str], tuple[str, str, bytes]]
+
+
 async def serve_http(
-    metrics: Metrics, health: HealthState, *, host: str = "0.0.0.0", port: int = 8891
+    metrics: Metrics,
+    health: HealthState,
+    *,
+    host: str = "0.0.0.0",
+    port: int = 8891,
+    pages: Mapping[str, Page] | None = None,
+    lookups: Mapping[str, Lookup] | None = None,
 ) -> asyncio.Server:
-    """Serve /metrics, /healthz and /readyz; returns the started server."""
+    """Serve /metrics, /healthz, /readyz, `pages` (path -> page) and `lookups` (path
+    prefix ending in ``/`` -> lookup); returns the server."""
+    pages = pages or {}
+    lookups = lookups or {}
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -316,6 +334,22 @@ async def serve_http(
             else:
                 body = f"not ready: {health.reason}\n".encode()
                 await _respond(writer, "503 Service Unavailable", "text/plain", body)
+        elif path in pages:
+            try:
+                ctype, body = pages[path]()
+            except Exception as exc:  # a page is best effort: report, keep serving
+                body = f"{path}: {type(exc).__name__}: {exc}\n".encode()
+                await _respond(writer, "500 Internal Server Error", "text/plain", body)
+                return
+            await _respond(writer, "200 OK", ctype, body)
+        elif path.rpartition("/")[0] + "/" in lookups:
+            prefix, _, rest = path.rpartition("/")
+            try:
+                status, ctype, body = lookups[prefix + "/"](urllib.parse.unquote(rest))
+            except Exception as exc:  # best effort, as a page
+                body = f"{path}: {type(exc).__name__}: {exc}\n".encode()
+                status, ctype = "500 Internal Server Error", "text/plain"
+            await _respond(writer, status, ctype, body)
         else:
             await _respond(writer, "404 Not Found", "text/plain", b"not found\n")
 

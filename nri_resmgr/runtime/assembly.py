@@ -23,7 +23,7 @@ from nri_resmgr.control.wiring import class_control_from_config, irq_control
 from nri_resmgr.model import ContainerInfo, TopologyHint
 from nri_resmgr.ops.logs import get_logger
 from nri_resmgr.policy_registry import load_policy
-from nri_resmgr.runtime.pipeline import HintResolver, Pipeline
+from nri_resmgr.runtime.pipeline import DecisionHook, HintResolver, Pipeline
 from nri_resmgr.topology.devices import topology_hints
 from nri_resmgr.topology.model import Topology
 
@@ -51,6 +51,7 @@ def build_pipeline(
     sysfs_root: str | None = None,
     irq_files: IrqFiles | None = None,
     cpu_class_files: CPUClassFiles | None = None,
+    on_decision: DecisionHook | None = None,
 ) -> Pipeline:
     """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
 
@@ -64,7 +65,8 @@ def build_pipeline(
     Interrupt affinities are written through `irq_files` (the daemon's one instance,
     under its root's proc), when given; a claim on a denied interrupt is a `ConfigError`.
     CPU classes are written through `cpu_class_files` (the daemon's one instance, under
-    its sysfs root), when given.
+    its sysfs root), when given.  `on_decision` is told of each create and update
+    decision committed (the daemon's record of the last decision per container).
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
@@ -96,6 +98,7 @@ def build_pipeline(
         log=get_logger("pipeline"),
         limits=config.limits,
         resolve_hints=_hint_resolver(sysfs_root) if sysfs_root is not None else None,
+        on_decision=on_decision,  # issue 27 hook
     )
 
 

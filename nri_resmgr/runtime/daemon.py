@@ -92,6 +92,7 @@ from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.runtime.fanout import best_effort
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.view.record import DecisionRecord
 
 if TYPE_CHECKING:
     from nri_resmgr.control.resctrl.monitor import MonSample
@@ -171,6 +172,8 @@ class ResmgrPlugin(Plugin):
         #: the log file `configure_logging` opened for a config that came via Configure
         self.log_handle: IO[str] | None = None
         self.config = config
+        #: issue 27: the last decision per container, kept across reconfigurations
+        self.decisions = DecisionRecord()
         self.pipeline = self._build(config)
         self.lock = asyncio.Lock()
 
@@ -186,6 +189,7 @@ class ResmgrPlugin(Plugin):
             sysfs_root=self.sysfs_root,
             irq_files=self.irq_files,
             cpu_class_files=self.cpu_class_files,
+            on_decision=self.decisions.note,  # issue 27 hook
         )
 
     def _runtime_has_linux_rdt(self) -> bool:

@@ -84,6 +84,7 @@ __all__ = [
     "ClassChoice",
     "ClassSelector",
     "Controller",
+    "DecisionHook",
     "HintResolver",
     "Pipeline",
     "PipelineError",
@@ -92,6 +93,9 @@ __all__ = [
 
 #: ``resolve_hints(container)``: the locality of its devices and mounts (sysfs, IO)
 HintResolver = Callable[[ContainerInfo], tuple[TopologyHint, ...]]
+#: issue 27 hook: ``on_decision(event, container, decision)`` after a create or update
+#: commits (the daemon's `nri_resmgr.view.record.DecisionRecord.note`)
+DecisionHook = Callable[[str, ContainerInfo, Decision], None]
 
 
 class PipelineError(ResmgrError):
@@ -132,8 +136,11 @@ class Pipeline:
         log: EventLog | None = None,
         limits: Limits = DEFAULT_LIMITS,
         resolve_hints: HintResolver | None = None,
+        on_decision: DecisionHook | None = None,
     ) -> None:
         self.policy: Policy = policy
+        #: issue 27 hook: told of each create/update decision committed
+        self.on_decision = on_decision
         #: the shell's sysfs lookup of a new container's device and mount locality
         self.resolve_hints = resolve_hints
         #: bounds on cpusets and JSON annotations read from the runtime's messages
@@ -325,6 +332,8 @@ class Pipeline:
             "create", info, self.assignments.get(info.id, subject), decision.reason
         )
         self.decisions.consequences(info, others, decision.reason, containers=self.containers)
+        if self.on_decision is not None:  # issue 27 hook
+            self.on_decision("create", info, decision)
         return adjust, updates
 
     def started(
@@ -393,6 +402,8 @@ class Pipeline:
         self._note_updates(([subject] if subject is not None else []) + others)
         self.decisions.decision("update", info, self.assignments.get(cid), decision.reason)
         self.decisions.consequences(info, others, decision.reason, containers=self.containers)
+        if self.on_decision is not None:  # issue 27 hook
+            self.on_decision("update", info, decision)
         return out
 
     def _release(self, cid: ContainerID, *, event: str) -> list[api.ContainerUpdate]:

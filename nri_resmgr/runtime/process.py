@@ -2,9 +2,10 @@
 
 `main` builds everything the command line (`DaemonOptions`) and the configuration file
 ask for: logging, the machine's topology (`--topology`, else discovery under
-`--sysfs-root`), the plugin, the HTTP endpoint (metrics and health) and, when the node
-name is known, the Kubernetes side, which is imported only then (the pre-registered daemon
-starts inside the runtime's registration timeout); then it serves until stopped.
+`--sysfs-root`), the plugin, the HTTP endpoint (metrics and health, and the read-only
+node pages of `node_pages`) and, when the node name is known, the Kubernetes side, which
+is imported only then (the pre-registered daemon starts inside the runtime's
+registration timeout); then it serves until stopped.
 
 Signals: SIGTERM and SIGINT stop the daemon (at once, also during registration); SIGHUP
 is logged and ignored (no reload on a signal).  A missing socket is retried with backoff
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,23 +25,25 @@ from typing import TYPE_CHECKING
 from nri_api.loop import run as run_loop
 from nri_api.stub import OnClose
 from nri_resmgr.config import Config, load_config
+from nri_resmgr.model import ContainerID
 from nri_resmgr.ops.logs import (
     configure_logging,
     get_logger,
     log_config_warnings,
     route_stdlib_logging,
 )
-from nri_resmgr.ops.metrics import serve_http
+from nri_resmgr.ops.metrics import Lookup, Page, serve_http
 from nri_resmgr.runtime.assembly import DEFAULT_STATE_DIR
 from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.view.pages import JSON, NodePages, RateLimit, cached_page, live_view
 
 if TYPE_CHECKING:
     # imported by `main` only when there is a node name (the Kubernetes side is on):
     # the pre-registered daemon starts inside the runtime's registration timeout
     from nri_resmgr.kube.agent import KubeSide
 
-__all__ = ["DaemonOptions", "load_daemon_topology", "main"]
+__all__ = ["DaemonOptions", "load_daemon_topology", "main", "node_lookups", "node_pages"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +88,12 @@ async def _serve(plugin: ResmgrPlugin, endpoint: str, kube: KubeSide | None = No
     if endpoint:
         host, _, port = endpoint.rpartition(":")
         server = await serve_http(
-            plugin.metrics, plugin.health, host=host or "0.0.0.0", port=int(port)
+            plugin.metrics,
+            plugin.health,
+            host=host or "0.0.0.0",
+            port=int(port),
+            pages=node_pages(plugin),
+            lookups=node_lookups(plugin),
         )
     side = asyncio.create_task(kube.run()) if kube is not None else None
     try:
@@ -98,6 +107,64 @@ async def _serve(plugin: ResmgrPlugin, endpoint: str, kube: KubeSide | None = No
                 await side
         if server is not None:
             server.close()
+
+
+def node_pages(plugin: ResmgrPlugin) -> dict[str, Page]:
+    """The read-only pages the daemon adds to its HTTP port (issue 27): the node picture
+    (``/``, ``/view``, ``/view.json``), the node as a scenario (``/scenario.json``) and
+    the last decision per container (``/decisions.json``), each made at most once a
+    second (`nri_resmgr.view.pages`)."""
+    pages = NodePages(lambda: live_view(plugin.topology, plugin.pipeline)).routes()
+    pages["/scenario.json"] = cached_page(JSON, lambda: _scenario(plugin))
+    pages["/decisions.json"] = cached_page(JSON, lambda: _decisions(plugin))
+    return pages
+
+
+#: explanations of live containers computed per second at most (each asks the policy for
+#: a decision and every pool for an offer)
+EXPLAIN_PER_SECOND = 10
+
+
+def node_lookups(plugin: ResmgrPlugin) -> dict[str, Lookup]:
+    """The daemon's per-container pages (issue 27): ``/explain/<container id>``, how the
+    policy would place that live container now (`view.explain.now_explained`), at most
+    `EXPLAIN_PER_SECOND` a second (429 beyond)."""
+    limit = RateLimit(EXPLAIN_PER_SECOND)
+
+    def explain(cid: str) -> tuple[str, str, bytes]:
+        # the view's explanation imports the topology-aware policy: not before registering
+        from nri_resmgr.view.explain import explanation_as_dict, now_explained
+
+        pipeline = plugin.pipeline
+        info = pipeline.containers.get(ContainerID(cid))
+        if info is None:
+            return "404 Not Found", "text/plain", b"no live container of that id\n"
+        if not limit.take():
+            return "429 Too Many Requests", "text/plain", b"explanations: at most 10 a second\n"
+        names = {str(c.id): f"{c.pod.name}/{c.name}" for c in pipeline.containers.values()}
+        found = now_explained(pipeline.policy, pipeline.state, info, names=names)
+        return "200 OK", JSON, json.dumps(explanation_as_dict(found)).encode()
+
+    return {"/explain/": explain}
+
+
+def _decisions(plugin: ResmgrPlugin) -> bytes:
+    """The last decision of every live container (`nri-resmgr explain --url`), as JSON."""
+    return json.dumps(plugin.decisions.as_dict(plugin.pipeline.containers)).encode()
+
+
+def _scenario(plugin: ResmgrPlugin) -> bytes:
+    """The live node as a scenario (`nri-resmgr dump`), as JSON."""
+    # the simulator's modules are not imported before the daemon registers
+    from nri_resmgr.simulator.dump import dump_scenario
+
+    doc = dump_scenario(
+        plugin.topology,
+        plugin.config,
+        plugin.pipeline.snapshot(),
+        description=f"dump of {plugin.full_name}",
+    )
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def main(options: DaemonOptions) -> int:

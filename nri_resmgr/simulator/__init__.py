@@ -33,7 +33,12 @@ Steps:
 * ``update``: a container's resources change (in-place resize: UpdateContainer);
 * ``restart``: the daemon restarts: a fresh pipeline is synchronized with the containers
   as the runtime reports them (their current cpusets), which shows which placements are
-  kept and which are moved.
+  kept and which are moved;
+* ``synchronize``: pods already running with their containers' cpusets and memory nodes
+  (what `nri-resmgr dump` writes from a live node) join, and the plugin restarts and
+  synchronizes every live container as in ``restart``; the step lists the containers
+  that did not keep their placement (``moved``).  Over a dump with ``--config NEW`` that
+  is the what-if of applying NEW to the node: which containers would move, and where.
 
 Bounds: a scenario file is read through `nri_resmgr.documents` (size, depth, numbers);
 then at most `MAX_STEPS` steps, `MAX_CONTAINERS` containers created, `MAX_RESTARTS`

@@ -27,10 +27,12 @@ from nri_resmgr.simulator.scenario import (
     PodSpec,
     ScenarioError,
     Step,
+    SynchronizeSpec,
     UpdateSpec,
     parse_cpu,
     parse_memory,
 )
+from nri_resmgr.topology.cpuset import IDSet
 
 # ---- kubelet + containerd, in miniature ----------------------------------------------
 
@@ -260,12 +262,8 @@ class Simulator:
 
     # -- steps ----------------------------------------------------------------------------
 
-    def create(self, spec: PodSpec) -> tuple[list[str], dict[str, str]]:
-        errors: list[str] = []
-        seen: dict[str, str] = {}
-        if spec.pod in self.pods:
-            raise ScenarioError(f"create: pod {spec.pod!r} exists already; delete it first")
-        qos = pod_qos(spec)
+    def _pod(self, spec: PodSpec, qos: QoSClass) -> _SimPod:
+        """The sandbox the kubelet makes for `spec`."""
         uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{spec.namespace}/{spec.pod}/{self.counter}"))
         sandbox = api.PodSandbox(
             id=_hexid("sandbox", spec.namespace, spec.pod, str(self.counter)),
@@ -287,7 +285,15 @@ class Simulator:
                 c.name for c in spec.init_containers
             )
         sandbox.linux.cgroup_parent = _cgroup_parent(self.driver, qos, uid)
-        pod = _SimPod(sandbox=sandbox, qos=qos, spec=spec)
+        return _SimPod(sandbox=sandbox, qos=qos, spec=spec)
+
+    def create(self, spec: PodSpec) -> tuple[list[str], dict[str, str]]:
+        errors: list[str] = []
+        seen: dict[str, str] = {}
+        if spec.pod in self.pods:
+            raise ScenarioError(f"create: pod {spec.pod!r} exists already; delete it first")
+        pod = self._pod(spec, pod_qos(spec))
+        sandbox = pod.sandbox
         try:
             self.pipeline.run_pod(sandbox)
         except ResmgrError as exc:
@@ -341,6 +347,44 @@ class Simulator:
         self._apply_updates(self.pipeline.synchronize(sandboxes, containers), seen)
         return [], seen
 
+    def synchronize(
+        self, spec: SynchronizeSpec
+    ) -> tuple[list[str], dict[str, str], dict[str, str]]:
+        """The pods of `spec` are running with their placements; the plugin restarts and
+        synchronizes every live container (as `restart`).  Also returns, per container of
+        `spec` the synchronization moved, ``cpus A -> B`` and ``mems X -> Y`` (what a
+        what-if of a new configuration over a dump lists)."""
+        before: dict[str, tuple[str, str]] = {}
+        for pod_spec in spec.pods:
+            if pod_spec.pod in self.pods:
+                raise ScenarioError(
+                    f"synchronize: pod {pod_spec.pod!r} exists already; delete it first"
+                )
+            pod = self._pod(pod_spec, pod_spec.qos or pod_qos(pod_spec))
+            self.pods[pod_spec.pod] = pod
+            for cspec in pod_spec.containers:
+                c = self._new_container(pod, cspec)
+                c.linux.resources.cpu.cpus = cspec.cpus
+                c.linux.resources.cpu.mems = cspec.mems
+                c.state = api.ContainerState.CONTAINER_RUNNING
+                pod.containers[cspec.name] = c
+                self.live[c.id] = (pod_spec.pod, c)
+                before[f"{pod_spec.pod}/{cspec.name}"] = (cspec.cpus, cspec.mems)
+        errors, seen = self.restart()
+        moved = {}
+        for key, r in self.report().items():
+            if key not in before:
+                continue
+            was_cpus, was_mems = before[key]
+            parts = []
+            if IDSet.parse(was_cpus) != IDSet.parse(r.cpus):
+                parts.append(f"cpus {was_cpus or '-'} -> {r.cpus or '-'}")
+            if IDSet.parse(was_mems) != IDSet.parse(r.mems):
+                parts.append(f"mems {was_mems or '-'} -> {r.mems or '-'}")
+            if parts:
+                moved[key] = ", ".join(parts)
+        return errors, seen, moved
+
     def report(self) -> dict[str, ContainerReport]:
         out: dict[str, ContainerReport] = {}
         for info, a in self.pipeline.snapshot():
@@ -360,6 +404,7 @@ class Simulator:
 
     def run_step(self, index: int, step: Step) -> StepResult:
         pod: str | None = None
+        moved: dict[str, str] = {}
         if step.create is not None:
             pod = step.create.pod
             errors, seen = self.create(step.create)
@@ -369,6 +414,8 @@ class Simulator:
         elif step.update is not None:
             pod = step.update.pod
             errors, seen = self.update(step.update)
+        elif step.synchronize is not None:
+            errors, seen, moved = self.synchronize(step.synchronize)
         else:
             errors, seen = self.restart()
         return StepResult(
@@ -391,6 +438,7 @@ class Simulator:
                 else {}
             ),
             cpu_classes=self._cpu_classes(),
+            moved=dict(sorted(moved.items())),
         )
 
     def _cpu_classes(self) -> dict[str, str]:

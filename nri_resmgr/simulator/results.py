@@ -48,6 +48,9 @@ class StepResult:
     irqs: Mapping[int, str] = field(default_factory=dict)
     #: CPU class -> its CPUs after this step (policies with a ``cpu_class_use`` hook)
     cpu_classes: Mapping[str, str] = field(default_factory=dict)
+    #: a synchronize step's containers that did not keep the placement they were
+    #: reported with: pod/name -> ``cpus A -> B`` and/or ``mems X -> Y``
+    moved: Mapping[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         out = {
@@ -64,6 +67,8 @@ class StepResult:
             out["irqs"] = {str(n): c for n, c in sorted(self.irqs.items())}
         if self.cpu_classes:
             out["cpu_classes"] = dict(self.cpu_classes)
+        if self.op == "synchronize":
+            out["moved"] = dict(self.moved)
         return out
 
 
@@ -100,6 +105,8 @@ def render_table(result: SimulationResult) -> str:
             lines.append(f"  error: {e}")
         for k, v in s.updates.items():
             lines.append(f"  updated: {k} -> {v}")
+        if s.op == "synchronize":
+            lines += [f"  moved: {k}: {v}" for k, v in s.moved.items()] or ["  moved: none"]
         rows = [header] + [
             (k, r.kind, r.cpus, r.mems, r.pool, r.rdt_class or "-", r.blockio_class or "-")
             for k, r in s.containers.items()

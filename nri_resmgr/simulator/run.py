@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +17,28 @@ from nri_resmgr.model import ConfigError
 from nri_resmgr.ops.logs import log_config_warnings
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy_registry import load_policy
-from nri_resmgr.runtime.pipeline import ClassSelector, Controller
+from nri_resmgr.runtime.pipeline import ClassSelector, Controller, Pipeline
 from nri_resmgr.simulator.kubelet import Simulator
 from nri_resmgr.simulator.results import SimulationResult
 from nri_resmgr.simulator.scenario import Scenario, ScenarioError
 from nri_resmgr.topology.load import load_topology, path_kind
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.render import summarize
+
+#: called after every step with its index, the machine and the pipeline as the step
+#: left it (read only): `nri_resmgr.view` draws each step's picture from it
+StepObserver = Callable[[int, Topology, Pipeline], None]
+
+
+def quiet_log() -> Any:
+    """A pipeline logger that drops every line (when the result is the output)."""
+    import structlog
+
+    def drop(_logger: Any, _method: str, _event: Any) -> Any:
+        raise structlog.DropEvent
+
+    return structlog.wrap_logger(structlog.PrintLogger(), processors=[drop])
+
 
 # ---- putting it together --------------------------------------------------------------
 
@@ -74,6 +89,7 @@ def run_scenario(
     sysfs_root: str | None = None,
     log: Any = None,
     proc_root: str | None = None,
+    observe: StepObserver | None = None,
 ) -> SimulationResult:
     """Run every step of `scenario`; later steps run even when earlier ones had errors.
 
@@ -83,6 +99,7 @@ def run_scenario(
     affinities; a claim on a denied interrupt is a `ConfigError`.
     With `sysfs_root` the CPU class files under it are written as the daemon would
     (`control.cpuclass`); the step results name each class's CPUs either way.
+    `observe` is called after every step (`StepObserver`).
     """
     from nri_resmgr.control.wiring import irq_control
 
@@ -123,6 +140,7 @@ def run_scenario(
             cgroup_root=cgroup_root,
             log=log,
             irq_files=irq_files,
+            observe=observe,
         )
 
 
@@ -137,6 +155,7 @@ def _simulate(
     cgroup_root: str | None,
     log: Any,
     irq_files: IrqFiles | None = None,
+    observe: StepObserver | None = None,
 ) -> SimulationResult:
     if log is None:
         import structlog
@@ -151,7 +170,14 @@ def _simulate(
         log=log,
         irq_files=irq_files,
     )
-    results = tuple(sim.run_step(i, step) for i, step in enumerate(scenario.steps))
+    results = []
+    for i, step in enumerate(scenario.steps):
+        results.append(sim.run_step(i, step))
+        if observe is not None:
+            observe(i, topology, sim.pipeline)
     return SimulationResult(
-        topology=topology.source or "", policy=name, steps=results, machine=summarize(topology)
+        topology=topology.source or "",
+        policy=name,
+        steps=tuple(results),
+        machine=summarize(topology),
     )

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from nri_resmgr.documents import DocumentError, load_document
-from nri_resmgr.model import ConfigError
+from nri_resmgr.model import ConfigError, QoSClass
 from nri_resmgr.topology.cpuset import MAX_ID
 from nri_resmgr.validation import format_validation_error, short_repr
 
@@ -114,6 +114,28 @@ class PodSpec(_Doc):
     containers: tuple[ContainerSpec, ...] = ()
 
 
+class RunningContainer(ContainerSpec):
+    """A container already running with this placement (a `synchronize` step)."""
+
+    cpus: str = ""
+    mems: str = ""
+
+
+class RunningPod(PodSpec):
+    """A pod already running (a `synchronize` step); `qos` overrides the class its
+    containers' resources imply (the node's own record of it, in a dump)."""
+
+    qos: QoSClass | None = None
+    containers: tuple[RunningContainer, ...] = ()
+
+
+class SynchronizeSpec(_Doc):
+    """Pods the runtime reports as running, with their containers' placements: the
+    plugin (re)starts and synchronizes them all (`nri-resmgr dump` writes one)."""
+
+    pods: tuple[RunningPod, ...] = ()
+
+
 class DeleteSpec(_Doc):
     pod: str
 
@@ -129,24 +151,26 @@ class RestartSpec(_Doc):
     pass
 
 
+_OPS = ("create", "delete", "update", "restart", "synchronize")
+
+
 class Step(_Doc):
     create: PodSpec | None = None
     delete: DeleteSpec | None = None
     update: UpdateSpec | None = None
     restart: RestartSpec | None = None
+    synchronize: SynchronizeSpec | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Step:
-        ops = [k for k in ("create", "delete", "update", "restart") if getattr(self, k) is not None]
+        ops = [k for k in _OPS if getattr(self, k) is not None]
         if len(ops) != 1:
-            raise ValueError(
-                f"expected exactly one of create, delete, update, restart; found {ops or 'none'}"
-            )
+            raise ValueError(f"expected exactly one of {', '.join(_OPS)}; found {ops or 'none'}")
         return self
 
     @property
     def op(self) -> str:
-        for k in ("create", "delete", "update", "restart"):
+        for k in _OPS:
             if getattr(self, k) is not None:
                 return k
         raise AssertionError("unreachable")
@@ -178,6 +202,11 @@ class Scenario(_Doc):
             len(s.create.init_containers) + len(s.create.containers)
             for s in self.steps
             if s.create is not None
+        ) + sum(
+            len(p.containers)
+            for s in self.steps
+            if s.synchronize is not None
+            for p in s.synchronize.pods
         )
         if count > MAX_CONTAINERS:
             raise ValueError(
@@ -189,6 +218,8 @@ class Scenario(_Doc):
         for s in self.steps:
             if s.create is not None:
                 live[s.create.pod] = len(s.create.containers)
+            elif s.synchronize is not None:
+                live.update((p.pod, len(p.containers)) for p in s.synchronize.pods)
             elif s.delete is not None:
                 live.pop(s.delete.pod, None)
             rows += sum(live.values())

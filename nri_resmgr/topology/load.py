@@ -2,7 +2,9 @@
 
 Theory of operation: `load_topology(source)` looks at `source` and picks one way in:
 
-* a `Topology` is returned as is; a mapping is a synthetic spec (`synthetic.TopologySpec`);
+* a `Topology` is returned as is; a mapping is a synthetic spec (`synthetic.TopologySpec`),
+  or, with ``cpu_records``, a record of every CPU and node (`record`: what
+  `nri-resmgr dump` writes);
 * an existing directory is a sysfs root (it holds ``sys/``; a directory that *is* a
   ``sys`` tree is accepted too) and goes through `discover()`;
 * an existing ``.tar``, ``.tar.xz``, ``.tar.gz``, ``.tgz``, ``.tar.bz2`` or ``.tbz2`` file
@@ -36,6 +38,7 @@ from typing import Any
 from nri_resmgr.documents import DocumentError, load_document, parse_document
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.model import Topology, TopologyError
+from nri_resmgr.topology.record import from_record, is_record
 from nri_resmgr.topology.synthetic import build_topology, parse_spec
 
 __all__ = [
@@ -260,6 +263,8 @@ def load_topology(source: str | Path | Mapping[str, Any] | Topology) -> Topology
     if isinstance(source, Topology):
         return source
     if isinstance(source, Mapping):
+        if is_record(source):
+            return from_record(source)
         return build_topology(parse_spec(source))
     text = str(source)
     if not text.strip():

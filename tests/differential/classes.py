@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from tests.differential.gen import Ctr, Pod
 from tests.differential.plugins import Placement
@@ -52,11 +51,6 @@ class DiffClass:
     holds: Callable[[Context], bool]
 
 
-def _nodes_of(topo: Topology, cpus: str) -> IDSet:
-    ids = IDSet.parse(cpus)
-    return IDSet(topo.cpus[c].node_id for c in ids if c in topo.cpus)
-
-
 def _shared_refused(c: Context) -> bool:
     """Ours refuses a shared container (one not asking for whole CPUs) that theirs leaves
     unpinned: on every online CPU, or with no cpuset at all."""
@@ -78,13 +72,15 @@ def _restart_keeps(c: Context) -> bool:
     )
 
 
-def _balloon_mems_follow_cpus(c: Context) -> bool:
-    """Same CPUs; our memory nodes are exactly the nodes of those CPUs, theirs others."""
-    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
-        return False
-    if c.ours.cpus != c.theirs.cpus or not c.ours.cpus or c.ours.mems == c.theirs.mems:
-        return False
-    return IDSet.parse(c.ours.mems) == _nodes_of(c.machine, c.ours.cpus)
+def _maxcpus_honoured(c: Context) -> bool:
+    """Ours refuses a container no balloon can take within maxCPUs; theirs puts it in a
+    balloon clamped at maxCPUs (it counts every free CPU as room when maxCPUs is more)."""
+    return (
+        isinstance(c.ours, str)
+        and "maxCPUs is" in c.ours
+        and isinstance(c.theirs, Placement)
+        and bool(c.theirs.cpus)
+    )
 
 
 CLASSES: tuple[DiffClass, ...] = (
@@ -107,10 +103,10 @@ CLASSES: tuple[DiffClass, ...] = (
         _restart_keeps,
     ),
     DiffClass(
-        "balloon-mems-follow-cpus",
+        "maxcpus-honoured",
         "balloons",
-        "same CPUs; ours pins memory to the nodes of the balloon's CPUs",
-        _balloon_mems_follow_cpus,
+        "a container beyond every balloon's maxCPUs: refused here, overcommitted there",
+        _maxcpus_honoured,
     ),
 )
 

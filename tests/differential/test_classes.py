@@ -109,9 +109,13 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
             theirs=Placement("3", "0"),
         ),
     ),
-    ("balloons", "balloon-mems-follow-cpus"): (
-        ctx(policy="balloons", ours=Placement("2-5", "0-1"), theirs=Placement("2-5", "0")),
-        ctx(policy="balloons", ours=Placement("2-5", "0-1"), theirs=Placement("2-6", "0")),
+    ("balloons", "maxcpus-honoured"): (
+        ctx(
+            policy="balloons",
+            ours="no t0 balloon can take 1200m CPU: t0[0] would need 2 CPUs; maxCPUs is 1",
+            theirs=Placement("4", "1"),
+        ),
+        ctx(policy="balloons", ours="no t0 balloon can take 1200m CPU", theirs=Placement("4", "1")),
     ),
 }
 

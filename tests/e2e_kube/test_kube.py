@@ -29,11 +29,14 @@ from typing import Any
 import pytest
 import yaml
 
+from nri_resmgr.simulator.run import quiet_log, run_scenario
+from nri_resmgr.simulator.scenario import load_scenario
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.e2e.containerd import TEST_IMAGE
 from tests.e2e_kube.image import Image
 from tests.e2e_kube.node import Node, kube_node
+from tests.integration.browser import browser, shown_containers
 from tests.k8s.components import build_node_components
 from tests.peers import build_helm
 from tests.support.requirements import REPO, require, require_go, require_two_cpus
@@ -521,6 +524,83 @@ def test_node_resource_topology_object(installed: Any, node: Node) -> None:
     assert any(z.get("type") for z in zones), zones
     cpu = [r for z in zones for r in z.get("resources") or [] if r["name"] == "cpu"]
     assert cpu, f"no cpu resource in any zone: {names}"
+
+
+# -- issue 27: see what it did --------------------------------------------------------------
+
+
+def _daemon_page(node: Node, page: str) -> str:
+    """A daemon page through the API server's pod proxy, as README's metrics check reads."""
+    (ds_pod,) = daemon_pods(node)
+    name = ds_pod["metadata"]["name"]
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}:8891/proxy{page}"
+    return node.kubectl("get", "--raw", path).stdout
+
+
+@contextlib.contextmanager
+def _kubectl_proxy(node: Node) -> Iterator[str]:
+    """``kubectl proxy`` on a free local port: the API server's base URL for a browser."""
+    proc = subprocess.Popen(
+        ["kubectl", "proxy", "--port=0"], env=node.env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "Starting to serve on 127.0.0.1:PORT"
+        m = re.search(r"(127\.0\.0\.1:\d+)", line)
+        assert m, f"kubectl proxy said {line!r}"
+        yield f"http://{m.group(1)}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_page_explain_dump_and_whatif_on_the_node(
+    installed: Any, node: Node, nri_image: Image
+) -> None:
+    run_pod(node, "burstable", cpu="100m", memory="32Mi", limits=False)
+    run_pod(node, "guaranteed", cpu="1", memory="64Mi")
+    wait_cpus(node, "burstable", "0")
+    kernel = {name: cpuset(node, name)[0] for name in ("burstable", "guaranteed")}
+    assert kernel == {"burstable": "0", "guaranteed": "1"}, daemon_log(node)
+    # the page, in a real browser, shows each container's cpuset as the kernel has it
+    (ds_pod,) = daemon_pods(node)
+    page = f"/api/v1/namespaces/{NAMESPACE}/pods/{ds_pod['metadata']['name']}:8891/proxy/"
+    time.sleep(1.1)  # the page is drawn at most once a second
+    with _kubectl_proxy(node) as base, browser() as session:
+        session.get(base + page)
+        rows = shown_containers(session)
+    seen = {r["pod"]: r["cpus"] for r in rows.values() if r["namespace"] == "default"}
+    assert seen == kernel, rows
+    # explain names the Guaranteed pod's pool and CPUs as decided
+    decisions = json.loads(_daemon_page(node, "/decisions.json"))
+    (g,) = [e for e in decisions["containers"] if e["pod"] == "guaranteed"]
+    assert (g["decision"]["kind"], g["decision"]["cpus"]) == ("exclusive", kernel["guaranteed"])
+    now = json.loads(_daemon_page(node, f"/explain/{g['id']}"))
+    assert (now["kind"], now["cpus"], now["refusal"]) == ("exclusive", kernel["guaranteed"], "")
+    # the dump, replayed, gives every container the cpuset it has on the node
+    dump = json.loads(_daemon_page(node, "/scenario.json"))
+    (replayed,) = run_scenario(load_scenario(dump), log=quiet_log()).steps
+    assert {k: replayed.containers[f"{k}/c"].cpus for k in kernel} == kernel
+    assert replayed.moved == {}
+    # the what-if of reserving CPU 1 instead, then applying it: the same movers, the same CPUs
+    dump["config"] = {**dump["config"], "reservedSystemCPUs": "1"}
+    (whatif,) = run_scenario(load_scenario(dump), log=quiet_log()).steps
+    movers = {k.split("/")[0] for k in whatif.moved} & set(kernel)
+    applied_before = len(_config_events(node, "ConfigApplied"))
+    _helm_upgrade(node, nri_image, {"reservedSystemCPUs": "1"})
+    try:
+        node.wait_for(
+            lambda: len(_config_events(node, "ConfigApplied")) > applied_before,
+            timeout=120,
+            what="a ConfigApplied Event after helm upgrade",
+        )
+        for name in kernel:
+            wait_cpus(node, name, whatif.containers[f"{name}/c"].cpus)
+        moved = {name for name in kernel if cpuset(node, name)[0] != kernel[name]}
+        assert moved == movers and movers, (whatif.moved, daemon_log(node))
+    finally:
+        _helm_upgrade(node, nri_image, {})
+    delete_pods(node, "burstable", "guaranteed")
 
 
 #: the chart's documented least-privilege set (templates/rbac.yaml, with node reporting on)

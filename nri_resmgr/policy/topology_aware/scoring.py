@@ -84,6 +84,7 @@ from nri_resmgr.policy.topology_aware.priority import CPUPriority, PriorityCPUs,
 from nri_resmgr.policy.topology_aware.state import Supply, TopologyAwareState
 
 __all__ = [
+    "KEY_COMPONENTS",
     "OfferKey",
     "affinity_by_pool",
     "best_offer",
@@ -95,6 +96,28 @@ __all__ = [
 OfferKey = tuple[
     int, int, int, float, int, int, int, int, int, int, int, int, int, int, int, int, int
 ]
+
+#: the names of `OfferKey`'s components, in order (the table of the module docstring);
+#: `explain` names the component on which a candidate lost by these
+KEY_COMPONENTS = (
+    "not hinted",
+    "short",
+    "not preference",
+    "-affinity",
+    "memory burst",
+    "burst: no room for the limit",
+    "burst: level and room",
+    "memory span",
+    "kinds missing",
+    "priority unmet",
+    "-depth",
+    "-isolated",
+    "normal unmet",
+    "-sliceable",
+    "crowding",
+    "-shared",
+    "pool index",
+)
 
 
 def _priority_terms(priority: CPUPriority, unmet: bool) -> tuple[int, int]:
