@@ -37,7 +37,7 @@ def burstable(
     """A Burstable container; `level` maps ``pod`` / ``container.NAME`` to an
     ``unlimited-burstable`` annotation value.  Its memory is their e2e framework's
     default (request 100M, limit 200M), which every pool holds: without a memory limit
-    the pool with the most memory would win first (`test_ta_parity_rules.py`)."""
+    the pool with the most memory would win first (`test_parity_rules.py`)."""
     annotations = {f"{UNLIMITED_BURSTABLE}/{k}": v for k, v in (level or {}).items()}
     c = ctr(name, pod=pod or name, qos=BU, milli=milli, limit=limit, ann=annotations, cid=name)
     memory = dataclasses.replace(c.request, memory_request=100 << 20, memory_limit=200 << 20)

@@ -1,6 +1,6 @@
 """Property tests: the allocator's invariants hold with the ta-prefs annotations.
 
-Random create/delete sequences as in `test_policy_topology_aware_props` (invariants after
+Random create/delete sequences as in `test_props` (invariants after
 every step, updates = the containers whose rendering changed, a rebuild from our own
 rendering moves nobody, releasing everything gives the initial state), on machines with
 E-cores and isolated CPUs, with ``prefer-cpu-priority``, ``require-isolated-cpus`` and

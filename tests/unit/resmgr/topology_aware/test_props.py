@@ -40,7 +40,7 @@ def test_synthetic_sequences(name: str, ops: list[Op], colocate: bool, fallback:
 @given(ops=OPS)
 # a reserved request beyond the reserved capacity (2 CPUs: 2000m) ran on the root's
 # shared CPUs; once the reserved container before it left, the rebuild put it on the
-# reserved CPUs (server-2s-4n-2pmem-112t-isolated; test_ta_rules has the focused case)
+# reserved CPUs (server-2s-4n-2pmem-112t-isolated; test_rules has the focused case)
 @example(
     ops=[
         Op(True, 0, QoSClass.GUARANTEED, 1000, True, False, 0, {}),
