@@ -44,9 +44,8 @@ container accounted for): `policy.rebuild` keeps every valid placement where it 
 fixes invalid ones, and the updates returned are only for containers that must move.
 
 Assignments of containers that a decision did not mention are tracked by the pipeline
-itself; a policy that can render its state (a `render(state)` method returning every
-container's `Assignment`, see `nri_resmgr.policy.common`) is asked after each commit, so
-reports always show what the policy believes.
+itself; after a rebuild, the policy's `render(state)` hook (None by the contract's
+default) gives every container's `Assignment`, so reports show what the policy believes.
 """
 
 from __future__ import annotations
@@ -173,9 +172,6 @@ class Pipeline:
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _render_state(self, state: PolicyState) -> Mapping[ContainerID, Assignment] | None:
-        return self.policy.render(state)
-
     def _merge_update(self, update: Assignment) -> Assignment:
         """An update from the policy keeps the classes the container already has."""
         return inherit_classes(update, self.assignments.get(update.container_id))
@@ -203,7 +199,7 @@ class Pipeline:
                 self.assignments[u.container_id] = u
         if not full:
             return
-        rendered = self._render_state(self.state)
+        rendered = self.policy.render(self.state)
         if rendered is not None:
             for cid, a in rendered.items():
                 if cid in self.containers:
