@@ -31,7 +31,7 @@ from tests.conformance.harness import (
     prune_empty,
 )
 from tests.conformance.test_daemon import NAME, attach_daemon, cpus, diagnostics, guaranteed
-from tests.conformance.test_restart import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 
@@ -86,8 +86,12 @@ def test_required_plugin_refuses_creation_while_the_daemon_is_away(
     [daemon] = runtime.externals
     daemon.send_signal(signal.SIGKILL)
     daemon.wait(timeout=30)
-    wait_for("the runtime noticing the closed connection",
-             lambda: any("closed" in line for line in runtime.logs()))
+    wait_for(
+        lambda: any("closed" in line for line in runtime.logs()),
+        what="the runtime noticing the closed connection",
+        timeout=20,
+        interval=0.05,
+    )
     slipped = guaranteed(db, "slipped", 1)
     assert "adjust" not in prune_empty(runtime.create_container(db, slipped))
     retried = guaranteed(db, "retry", 1)
