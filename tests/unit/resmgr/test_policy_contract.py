@@ -17,8 +17,8 @@ from nri_resmgr.policy.irq_affinity import NO_IRQ_USE
 from nri_resmgr.policy.none import NonePolicy
 from nri_resmgr.policy_registry import ENTRY_POINT_GROUP, available_policies, load_policy
 from nri_resmgr.policy_registry import _load as load_entry_point
-from tests._support import REPO
-from tests.unit.resmgr.test_policy_support import small
+from tests.support.builders import small
+from tests.support.requirements import REPO
 
 
 class Bare(Policy[PolicyState]):
