@@ -6,15 +6,16 @@ policy's).  `tree_options` does it once per configuration, as theirs does at set
 a type is close to the sets it asks for (the reserved type to its home, then its
 ``preferCloseToDevices``, ``preferIsolCpus`` to the isolated CPUs, ``preferCoreType`` to
 those cores) and far from its ``preferFarFromDevices``, then from every such set it does
-not ask for, isolated CPUs first; ``allocatorPriority`` high/low prefers performance or
-efficient cores, and ``loads`` name the levels it keeps off CPUs under load at.
+not ask for, isolated CPUs first; ``allocatorPriority`` is the final pick's priority
+(performance or efficient cores first), and ``loads`` name the levels it keeps off CPUs
+under load at.
 `allocation` turns these options into picks.
 """
 
 from __future__ import annotations
 
 from nri_resmgr.policy.balloons.allocation import Hint, TreeOptions
-from nri_resmgr.policy.balloons.config import RESERVED, CPUPriority, ResolvedConfig
+from nri_resmgr.policy.balloons.config import RESERVED, ResolvedConfig
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import CoreType, Topology
 
@@ -68,18 +69,13 @@ def tree_options(
         hints = [Hint(sets[d]) for d in close[t.name]]
         hints += [Hint(sets[d], far=True) for d in far]
         loads = [config.load_classes[name] for name in t.loads]
-        prefer: tuple[CPUSet, ...] = ()
-        if t.allocator_priority is CPUPriority.HIGH:
-            prefer = (sets[CoreType.PERFORMANCE],)
-        elif t.allocator_priority is CPUPriority.LOW:
-            prefer = (sets[CoreType.EFFICIENT],)
         balancing = t.allocator_topology_balancing
         spread = t.prefer_spread_on_physical_cores
         out[t.name] = TreeOptions(
             balancing=opts.allocator_topology_balancing if balancing is None else balancing,
             spread=opts.prefer_spread_on_physical_cores if spread is None else spread,
             hints=tuple(hints),
-            prefer=prefer,
+            priority=str(t.allocator_priority),
             loads=tuple(dict.fromkeys(lc.level for lc in loads)),
             overloads=any(lc.overloads_level_in_balloon for lc in loads),
         )
