@@ -146,6 +146,23 @@ class CPUAllocator:
         }
         self.cache_groups = _cache_groups(topology)
 
+    @classmethod
+    def of(cls, topology: Topology) -> CPUAllocator:
+        """The allocator of `topology` with their ``cpuPriorities``: on a hybrid machine
+        P-cores high, all but E-cores normal, E-cores low; elsewhere every online CPU
+        normal."""
+        efficient = topology.core_type_cpus(CoreType.EFFICIENT)
+        online = topology.online_cpus()
+        if not efficient:
+            return cls(topology, high=IDSet(), normal=online, low=IDSet(), hybrid=False)
+        return cls(
+            topology,
+            high=topology.core_type_cpus(CoreType.PERFORMANCE),
+            normal=online - efficient,
+            low=efficient,
+            hybrid=True,
+        )
+
     def allocate(self, available: CPUSet, count: int, *, priority: str = NONE) -> CPUSet | None:
         """`count` CPUs of `available` as nri-plugins' ``AllocateCpus`` picks them, or
         None when `available` holds fewer."""

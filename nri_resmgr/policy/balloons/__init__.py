@@ -1,10 +1,15 @@
 """The balloons policy (nri-plugins' model, re-designed as pure functions).
 
-Modules, in reading order: `config` (the ``BalloonsPolicy`` spec, the keys accepted
-without effect), `matching` (expressions, annotations: which balloon type), `memzone` (a
-container's memory zone, which only widens), `state` (balloons and their members),
-`invariants` (what must hold after every decision), `policy` (the `Policy[S]` protocol:
-filling, inflating, deflating, rebuild, and the report and CPU class hooks).
+Modules, in reading order: `spec` (the ``BalloonsPolicy`` spec model, the keys
+accepted without effect), `config` (the spec validated and applied to the machine),
+`matching` (expressions, annotations: which balloon type), `memzone` (a container's
+memory zone, which only widens), `state` (balloons and their members), `allocation`
+(nri-plugins' CPU tree: which CPUs a balloon takes and gives back), `hints` (each
+type's tree options), `sizing` (balloon sizes, composites, the initial state),
+`views` (what containers see, rendering), `placement` (the fill chain), `rebuild`
+(the state after a restart), `outputs` (CPU classes, interrupts, the report),
+`invariants` (what must hold after every decision), `policy` (the `Policy[S]`
+protocol, delegating to the others).
 """
 
 from nri_resmgr.policy.balloons.config import (

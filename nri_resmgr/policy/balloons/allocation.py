@@ -31,8 +31,10 @@ which may only narrow them to a set still holding `delta` CPUs:
    ``allocatorTopologyBalancing``, where most CPUs are free (spreading balloons), or
    else where fewest are (packing them); with ``preferSpreadOnPhysicalCores`` the
    local set is chosen one CPU at a time, so every CPU lands on the emptiest core;
-3. the final pick: `delta` of those CPUs by `common.take_cpus` (whole cores first),
-   preferring the type's ``allocatorPriority`` core type.
+3. the final pick: `delta` of those CPUs as nri-plugins' ``AllocateCpus`` picks them
+   (`cpu_allocator.CPUAllocator`: idle packages, then idle last-level cache groups on
+   machines whose caches split a die, then idle cores, then threads), with the type's
+   ``allocatorPriority``.
 
 Shrinking (`shrink`) gives back, one CPU at a time, the CPU whose key is the smallest::
 
@@ -57,7 +59,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nri_resmgr.policy.balloons.config import TopologyLevel
-from nri_resmgr.policy.common import take_cpus
+from nri_resmgr.policy.cpu_allocator import CPUAllocator
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
 
@@ -90,12 +92,14 @@ class CPUTree:
     split: TreeNode
     plain_levels: Levels
     split_levels: Levels
+    #: the final pick's allocator (their ``cpuAllocator``)
+    allocator: CPUAllocator
 
     @classmethod
     def of(cls, topology: Topology) -> CPUTree:
         plain = _build(topology)
         split = _split_threads(topology, plain)
-        return cls(plain, split, Levels.of(plain), Levels.of(split))
+        return cls(plain, split, Levels.of(plain), Levels.of(split), CPUAllocator.of(topology))
 
     def levels(self, spread: bool) -> Levels:
         return self.split_levels if spread else self.plain_levels
@@ -116,8 +120,8 @@ class TreeOptions:
     balancing: bool = False
     spread: bool = False
     hints: tuple[Hint, ...] = ()
-    #: the final pick's preferred CPUs, most preferred first (``allocatorPriority``)
-    prefer: tuple[CPUSet, ...] = ()
+    #: the final pick's ``allocatorPriority`` (high, normal, low, none)
+    priority: str = "none"
     #: the levels the type's ``loads`` put load on, each once, in order
     loads: tuple[TopologyLevel, ...] = ()
     #: a load class of the type ``overloadsLevelInBalloon``: CPUs one at a time
@@ -419,7 +423,9 @@ def grow(
     load = loaded or {}
     if not (opts.overloads and opts.loads):
         pool = _add_from(tree, current, free, delta, opts, _loaded(topology, opts, load, current))
-        return take_cpus(topology, pool, delta, prefer=list(opts.prefer))
+        got = tree.allocator.allocate(pool, delta, priority=opts.priority)
+        assert got is not None  # the pool holds at least delta
+        return got
     # every CPU taken loads its domains: the next one is chosen knowing them
     added = IDSet()
     pool = _add_from(tree, current, free, delta, opts, _loaded(topology, opts, load, current))
@@ -446,6 +452,6 @@ def shrink(
     pool = _remove_from(tree, current, free, count, opts)
     if len(pool) <= count:
         return pool
-    keep = take_cpus(topology, pool, len(pool) - count, prefer=list(opts.prefer))
+    keep = tree.allocator.allocate(pool, len(pool) - count, priority=opts.priority)
     assert keep is not None  # fewer than len(pool)
     return pool - keep

@@ -1,7 +1,7 @@
 """Configuration of the balloons policy: nri-plugins' ``BalloonsPolicy`` spec, unchanged.
 
-Theory of operation: `BalloonsConfig` is the pydantic model of the spec (camelCase
-keys, as in the CRD ``config.nri_balloonspolicies.yaml``); `resolve_config` validates a
+Theory of operation: `BalloonsConfig` is the pydantic model of the spec (`spec`, whose
+names this module re-exports); `resolve_config` validates a
 mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource whose
 ``spec`` it takes) and applies it to the machine:
 
@@ -16,7 +16,7 @@ mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource
   ``preferFarFromDevices`` (`ResolvedConfig.devices`), looked up in the topology
   (`nri_resmgr.topology.locality`: discovery read them), and the ``loadClasses`` by name,
   every type's ``loads`` naming one of them; how they steer the CPUs a balloon takes is
-  the policy's (`policy.BalloonsPolicy._tree_options`);
+  `hints.tree_options`'s;
 - the CPU classes (``cpuClasses``, `nri_resmgr.policy.cpu_classes`): names given once,
   and every ``cpuClass`` and ``idleCPUClass`` one of them when any is defined;
 - the keys the policy accepts without effect are `NOT_IMPLEMENTED` (key -> why);
@@ -30,17 +30,30 @@ what was found.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from nri_resmgr.model import MemoryKind
+from nri_resmgr.policy.balloons.spec import (
+    DEFAULT,
+    KIND,
+    NOT_IMPLEMENTED,
+    POD_RESOURCE_PREFIX,
+    RESERVED,
+    SPEC_MODEL,
+    SUBJECT,
+    BalloonsConfig,
+    BalloonType,
+    ComponentCreation,
+    CPUPriority,
+    Expression,
+    LoadClass,
+    TopologyLevel,
+)
 from nri_resmgr.policy.common import parse_cpu_amount
-from nri_resmgr.policy.cpu_classes import CPUClass, TurboDomain, check_classes
-from nri_resmgr.policy.expressions import Operator, check_key, check_values
+from nri_resmgr.policy.cpu_classes import check_classes
+from nri_resmgr.policy.expressions import Operator
 from nri_resmgr.policy.irq_affinity import IrqMode, irq_pattern_problem
 from nri_resmgr.policy.kit.constraints import (
     RESERVED_CPU,
@@ -52,7 +65,6 @@ from nri_resmgr.policy.kit.constraints import (
 )
 from nri_resmgr.policy.sched_classes import (
     SchedulingClasses,
-    SchedulingClassSpec,
     build_scheduling_classes,
 )
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
@@ -61,11 +73,16 @@ from nri_resmgr.topology.model import Topology
 from nri_resmgr.validation import invalid, validate
 
 __all__ = [
+    "DEFAULT",
+    "KIND",
     "NOT_IMPLEMENTED",
+    "POD_RESOURCE_PREFIX",
+    "RESERVED",
     "SPEC_MODEL",
     "SUBJECT",
     "BalloonType",
     "BalloonsConfig",
+    "CPUPriority",
     "ComponentCreation",
     "Expression",
     "LoadClass",
@@ -75,169 +92,6 @@ __all__ = [
     "resolve_config",
     "spec_of",
 ]
-
-RESERVED = "reserved"
-DEFAULT = "default"
-SUBJECT = "policy balloons"
-KIND = "BalloonsPolicy"
-#: nri-plugins' device names resolved through the kubelet's PodResources API (not here)
-POD_RESOURCE_PREFIX = "podresourceapi:"
-
-
-class TopologyLevel(enum.StrEnum):
-    """``shareIdleCPUsInSame`` and load class levels."""
-
-    SYSTEM = "system"
-    PACKAGE = "package"
-    DIE = "die"
-    NUMA = "numa"
-    L2CACHE = "l2cache"
-    CORE = "core"
-
-
-class ComponentCreation(enum.StrEnum):
-    """``componentCreation``: which components a new composite balloon gets."""
-
-    #: one component balloon of every component type (the default)
-    ALL = "all"
-    #: one component balloon only, of the component type with the fewest instances
-    BALANCE_BALLOONS = "balance-balloons"
-
-
-class CPUPriority(enum.StrEnum):
-    HIGH = "high"
-    NORMAL = "normal"
-    LOW = "low"
-    NONE = "none"
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class Expression(_Model):
-    """One of ``matchExpressions`` (`nri_resmgr.policy.expressions` says what it means)."""
-
-    key: str = ""
-    operator: Operator
-    values: tuple[str, ...] = ()
-
-    @model_validator(mode="after")
-    def _valid(self) -> Expression:
-        where = f"{self.operator} expression"
-        check_values(self.operator, self.values, where=where)
-        if self.operator is not Operator.ALWAYS_TRUE:
-            check_key(self.key, where=where)
-        return self
-
-
-class Constraints(_Model):
-    cpu: str | int | float | None = None
-
-
-class Component(_Model):
-    balloon_type: str = Field(alias="balloonType")
-
-
-class LoadClass(_Model):
-    name: str
-    level: TopologyLevel
-    overloads_level_in_balloon: bool = Field(default=False, alias="overloadsLevelInBalloon")
-
-
-class ContainerMatch(_Model):
-    match_expressions: tuple[Expression, ...] = Field(default=(), alias="matchExpressions")
-
-
-class BalloonType(_Model):
-    """One entry of ``balloonTypes``."""
-
-    name: str
-    components: tuple[Component, ...] = ()
-    component_creation: str | None = Field(default=None, alias="componentCreation")
-    namespaces: tuple[str, ...] = ()
-    group_by: str = Field(default="", alias="groupBy")
-    match_expressions: tuple[Expression, ...] = Field(default=(), alias="matchExpressions")
-    max_cpus: int = Field(default=0, ge=0, alias="maxCPUs")
-    min_cpus: int = Field(default=0, ge=0, alias="minCPUs")
-    memory_types: tuple[str, ...] = Field(default=(), alias="memoryTypes")
-    pin_memory: bool | None = Field(default=None, alias="pinMemory")
-    allocator_priority: CPUPriority = Field(default=CPUPriority.NONE, alias="allocatorPriority")
-    prefer_spread_on_physical_cores: bool | None = Field(
-        default=None, alias="preferSpreadOnPhysicalCores"
-    )
-    hide_hyperthreads: bool | None = Field(default=None, alias="hideHyperthreads")
-    allocator_topology_balancing: bool | None = Field(
-        default=None, alias="allocatorTopologyBalancing"
-    )
-    cpu_class: str = Field(default="", alias="cpuClass")
-    loads: tuple[str, ...] = ()
-    min_balloons: int = Field(default=0, ge=0, alias="minBalloons")
-    max_balloons: int = Field(default=0, ge=0, alias="maxBalloons")
-    prefer_spreading_pods: bool = Field(default=False, alias="preferSpreadingPods")
-    prefer_per_namespace_balloon: bool = Field(default=False, alias="preferPerNamespaceBalloon")
-    prefer_new_balloons: bool = Field(default=False, alias="preferNewBalloons")
-    share_idle_cpus_in_same: TopologyLevel | None = Field(default=None, alias="shareIdleCPUsInSame")
-    prefer_close_to_devices: tuple[str, ...] = Field(default=(), alias="preferCloseToDevices")
-    prefer_far_from_devices: tuple[str, ...] = Field(default=(), alias="preferFarFromDevices")
-    prefer_isol_cpus: bool = Field(default=False, alias="preferIsolCpus")
-    prefer_core_type: str = Field(default="", alias="preferCoreType")
-    scheduling_class: str = Field(default="", alias="schedulingClass")
-    show_containers_in_nrt: bool | None = Field(default=None, alias="showContainersInNrt")
-    irq_claim: tuple[str, ...] = Field(default=(), alias="irqClaim")
-    irq_mode: str = Field(default="", alias="irqMode")
-
-
-class BalloonsConfig(_Model):
-    """The ``BalloonsPolicy`` spec (nri-plugins' key names)."""
-
-    pin_cpu: bool = Field(default=True, alias="pinCPU")
-    pin_memory: bool = Field(default=True, alias="pinMemory")
-    idle_cpu_class: str = Field(default="", alias="idleCPUClass")
-    reserved_pool_namespaces: tuple[str, ...] = Field(default=(), alias="reservedPoolNamespaces")
-    allocator_topology_balancing: bool = Field(default=False, alias="allocatorTopologyBalancing")
-    prefer_spread_on_physical_cores: bool = Field(
-        default=False, alias="preferSpreadOnPhysicalCores"
-    )
-    balloon_types: tuple[BalloonType, ...] = Field(default=(), alias="balloonTypes")
-    available_resources: Constraints = Field(
-        default_factory=Constraints, alias="availableResources"
-    )
-    reserved_resources: Constraints = Field(
-        default_factory=lambda: Constraints(cpu="750m"), alias="reservedResources"
-    )
-    preserve: ContainerMatch | None = None
-    show_containers_in_nrt: bool = Field(default=False, alias="showContainersInNrt")
-    load_classes: tuple[LoadClass, ...] = Field(default=(), alias="loadClasses")
-    scheduling_classes: tuple[SchedulingClassSpec, ...] = Field(
-        default=(), alias="schedulingClasses"
-    )
-    cpu_classes: tuple[CPUClass, ...] = Field(default=(), alias="cpuClasses")
-    turbo_domain: TurboDomain = Field(default=TurboDomain.PACKAGE, alias="turboDomain")
-    controllable_interrupts: tuple[str, ...] = Field(default=(), alias="controllableInterrupts")
-    # the common part of every nri-plugins policy spec (the daemon's, not the policy's)
-    agent: Mapping[str, Any] | None = None
-    control: Mapping[str, Any] | None = None
-    instrumentation: Mapping[str, Any] | None = None
-    log: Mapping[str, Any] | None = None
-
-
-#: keys accepted as nri-plugins spells them but with no effect here (one warning each);
-#: ``balloonTypes.KEY`` for keys of a balloon type
-NOT_IMPLEMENTED: dict[str, str] = {
-    "cpuClasses.pctPriority": "Intel SST priority core turbo is not implemented",
-    "cpuClasses.sstClosID": "Intel SST priority core turbo is not implemented",
-    "cpuClasses.pctMinFreq": "Intel SST priority core turbo is not implemented",
-    "cpuClasses.pctMaxFreq": "Intel SST priority core turbo is not implemented",
-    "cpuClasses.publishExtendedResource": "Intel SST priority core turbo is not implemented",
-    "agent": "the agent section is the daemon's",
-    "control": "the control section is the daemon's",
-    "instrumentation": "the instrumentation section is the daemon's",
-    "log": "the log section is the daemon's",
-}
-
-#: the model of the spec's policy keys (the package's `RECORD` carries it)
-SPEC_MODEL = BalloonsConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@
    a composite balloon and its components count as one balloon: the state's balloons
    are the top-level ones, and the components split their composite's CPUs;
 2. a balloon holds at least ``minCPUs`` and at most ``maxCPUs`` (0: no limit) CPUs,
-   and exactly what its requests need (`BalloonsPolicy.needed_cpus`) when that is
+   and exactly what its requests need (`sizing.Sizing.needed_cpus`) when that is
    within ``maxCPUs``: ``max(minCPUs, ceil(requests), 1 if it has members)`` when plain;
 3. every member's balloon exists, and the member's container matches its balloon's
    type (it is the type `matching.balloon_type_of` gave it);
@@ -13,7 +13,7 @@
 6. a composite balloon's CPUs are the disjoint union of its components' CPUs, its
    components are of its type's component types (all of them, in order, or with
    ``componentCreation: balance-balloons`` one of them), each sized for its share
-   (`BalloonsPolicy.component_share`), recursively; a plain balloon has no components;
+   (`sizing.Sizing.component_share`), recursively; a plain balloon has no components;
 7. a balloon shares idle CPUs only (in no balloon, not kernel-isolated), and only when
    its type has ``shareIdleCPUsInSame``; components share none.
 """
@@ -21,14 +21,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from nri_resmgr.policy.balloons.config import ComponentCreation
+from nri_resmgr.policy.balloons.sizing import Sizing
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState
 from nri_resmgr.topology.cpuset import IDSet, union
-
-if TYPE_CHECKING:
-    from nri_resmgr.policy.balloons.policy import BalloonsPolicy
 
 __all__ = ["InvariantError", "check_invariants", "violations"]
 
@@ -37,7 +34,7 @@ class InvariantError(Exception):
     """A state breaks an invariant (a policy bug, never a user error)."""
 
 
-def violations(policy: BalloonsPolicy, state: BalloonsState) -> list[str]:
+def violations(policy: Sizing, state: BalloonsState) -> list[str]:
     """Every invariant `state` breaks, as readable lines (empty when it keeps them all)."""
     out: list[str] = []
     held = Counter(cpu for b in state.balloons.values() for cpu in b.cpus)
@@ -86,7 +83,7 @@ def violations(policy: BalloonsPolicy, state: BalloonsState) -> list[str]:
 
 
 def _composite_violations(
-    policy: BalloonsPolicy, b: Balloon, milli: int, where: str, *, occupied: bool
+    policy: Sizing, b: Balloon, milli: int, where: str, *, occupied: bool
 ) -> list[str]:
     """Invariant 6 for `b` (sized for `milli`) and its components, recursively."""
     t = policy.types.get(b.type)
@@ -122,7 +119,7 @@ def _composite_violations(
     return out
 
 
-def check_invariants(policy: BalloonsPolicy, state: BalloonsState) -> None:
+def check_invariants(policy: Sizing, state: BalloonsState) -> None:
     """Raise `InvariantError` listing every invariant `state` breaks."""
     found = violations(policy, state)
     if found:

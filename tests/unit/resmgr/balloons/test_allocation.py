@@ -8,6 +8,7 @@ import pytest
 
 from nri_resmgr.policy.balloons.allocation import CPUTree, Hint, TreeOptions, grow, shrink
 from nri_resmgr.topology.cpuset import IDSet
+from nri_resmgr.topology.load import load_topology
 from tests.support.balloons import bctr, machine, policy, run
 from tests.support.builders import topo
 
@@ -217,3 +218,17 @@ def test_the_local_set_is_the_documented_sort_key(seed: int) -> None:
             assert _local_remove(levels, current, free, delta) == _by_key(
                 root, current, free, -delta, False
             )
+
+
+def test_a_new_balloon_takes_an_idle_last_level_cache_group() -> None:
+    # a chiplet machine: 16 cores in 4 L3 groups of 4 (threads n and n+16); the reserved
+    # balloon holds CPU 0.  The CPU tree's local set for 4 CPUs is the whole NUMA node;
+    # their allocator's final pick (takeCacheGroups) takes an idle L3 group, cores 4-5,
+    # where packing by free CPUs would break into the reserved balloon's group (1-2)
+    chiplet = load_topology(
+        {"packages": 1, "dies": 1, "nodes": 1, "cores": 16, "threads": 2, "l3_per_die": 4}
+    )
+    p = policy({"reservedResources": {"cpu": "1"}}, chiplet)
+    st = run(p, bctr("c", milli=4000))
+    assert st.balloons["reserved[0]"].cpus == IDSet([0])
+    assert st.balloons["default[0]"].cpus == IDSet.parse("4-5,20-21")

@@ -255,7 +255,7 @@ def test_invariants_see_broken_composites() -> None:
         "share": "component eff[0] has 1 CPUs; its share needs 2",
     }
     for key, broken in bad.items():
-        found = violations(p, st.with_balloon(broken))
+        found = violations(p.sizing, st.with_balloon(broken))
         assert any(expected[key] in line for line in found), (key, found)
 
 
