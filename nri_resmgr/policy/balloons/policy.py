@@ -109,7 +109,7 @@ the available CPUs in no balloon under ``idleCPUClass`` (an empty name: the clas
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -145,6 +145,7 @@ from nri_resmgr.policy.balloons.invariants import check_invariants
 from nri_resmgr.policy.balloons.matching import balloon_type_of, evaluate, expand
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.base import Policy
+from nri_resmgr.policy.pool_report import PoolCPUs, balloon_cpus
 from nri_resmgr.policy.common import one_thread_per_core, parse_bool_annotation, take_cpus
 from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.decide import (
@@ -1096,6 +1097,10 @@ class BalloonsPolicy(Policy[BalloonsState]):
                 )
             )
         return tuple(out)
+
+    def pool_cpus(self, state: BalloonsState, assignments: Iterable[Assignment]) -> PoolCPUs:
+        """Every balloon (`balloons`): its CPUs are what the picture marks, not pools."""
+        return PoolCPUs(balloons=balloon_cpus(self.balloons(state)))
 
     def check(self, state: BalloonsState) -> None:
         """`invariants.check_invariants` of `state`."""

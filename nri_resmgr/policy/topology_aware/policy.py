@@ -72,7 +72,7 @@ current pool and CPUs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -95,6 +95,7 @@ from nri_resmgr.policy.decide import (
     nothing_to_release,
 )
 from nri_resmgr.policy.kit.rebuild import each_once, holders_per_cpu, moved
+from nri_resmgr.policy.pool_report import PoolCPUs
 from nri_resmgr.policy.sched_classes import (
     SchedulingClasses,
     build_scheduling_classes,
@@ -248,6 +249,14 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
     def render(self, state: TopologyAwareState) -> dict[ContainerID, Assignment]:
         """Every container's assignment in `state`."""
         return render_all(self.topology, state)
+
+    def pool_cpus(self, state: TopologyAwareState, assignments: Iterable[Assignment]) -> PoolCPUs:
+        """The pool tree's reserved CPUs and every pool's shared CPUs, innermost first."""
+        deepest_first = sorted(state.tree.pools, key=lambda p: (-p.depth, p.index))
+        return PoolCPUs(
+            reserved=state.tree.reserved,
+            shared={p.name: state.supply.shared[p.index] for p in deepest_first},
+        )
 
     def _render_changed(
         self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID
