@@ -145,7 +145,6 @@ from nri_resmgr.policy.balloons.invariants import check_invariants
 from nri_resmgr.policy.balloons.matching import balloon_type_of, evaluate, expand
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.base import Policy
-from nri_resmgr.policy.pool_report import PoolCPUs, balloon_cpus
 from nri_resmgr.policy.common import one_thread_per_core, parse_bool_annotation, take_cpus
 from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.decide import (
@@ -162,6 +161,7 @@ from nri_resmgr.policy.kit.annotations import (
     parse_memory_types,
 )
 from nri_resmgr.policy.kit.rebuild import each_once, holders_per_cpu, moved
+from nri_resmgr.policy.pool_report import PoolCPUs, balloon_cpus
 from nri_resmgr.policy.sched_classes import SchedulingClasses, with_scheduling
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import CoreType, Topology
