@@ -39,6 +39,8 @@ the shell calls every hook of every policy and never asks whether one is there:
 - `balloons(state)`: the balloons a report and the metrics show (none);
 - `pool_cpus(state, assignments)`: the reserved, shared and balloon CPUs the node picture
   shows (`nri_resmgr.policy.pool_report`; by default what the assignments show);
+- `fallback(state, container)`: why a placement is not what the container asked for
+  ("": it is; the default), which the pod's events show as a warning;
 - `check(state)`: raise when `state` breaks the policy's invariants (nothing to check).
 
 `PolicyRecord` is the one registration of a policy: its class (whose ``name`` it
@@ -145,6 +147,11 @@ class Policy(ABC, Generic[S]):
         """The reserved, shared and balloon CPUs of `state` for the node picture; by
         default what the live containers' `assignments` show (RESERVED and SHARED ones)."""
         return pools_from_assignments(assignments)
+
+    def fallback(self, state: S, container: ContainerInfo) -> str:
+        """Why `container`'s placement in `state` is not what it asked for (a fallback the
+        configuration allows, e.g. to shared CPUs), or "" when it is; by default ""."""
+        return ""
 
     def check(self, state: S) -> None:
         """Raise when `state` breaks the policy's invariants; by default nothing to check."""

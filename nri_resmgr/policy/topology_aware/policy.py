@@ -258,6 +258,18 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
             shared={p.name: state.supply.shared[p.index] for p in deepest_first},
         )
 
+    def fallback(self, state: TopologyAwareState, container: ContainerInfo) -> str:
+        """An exclusive request placed on shared CPUs (``fallbackToShared``), or a reserved
+        one beyond the reserved capacity (`_fall_back`): what it asked for and got."""
+        grant = state.grants.get(container.id)
+        if grant is None or grant.kind is not CPUKind.SHARED:
+            return ""
+        asked = container_request(container, self.config)
+        if asked.kind is CPUKind.SHARED:
+            return ""
+        why = "fallbackToShared" if asked.kind is not CPUKind.RESERVED else "reserved capacity"
+        return f"asked for {asked.kind} CPUs, placed on shared CPUs ({why})"
+
     def _render_changed(
         self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID
     ) -> tuple[dict[ContainerID, Assignment], dict[ContainerID, Assignment]]:
