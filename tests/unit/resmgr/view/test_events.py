@@ -35,6 +35,11 @@ from tests.unit.resmgr.test_policy_support import ctr, small
 POD = PodRef("default", "web", "uid-web")
 
 
+def config(**keys: Any) -> EventsConfig:
+    """An events section with `keys` (by attribute name) set."""
+    return EventsConfig.model_validate(keys)
+
+
 def held(cpus: str, mems: str, kind: CPUKind, pool: str = "") -> Assignment:
     return Assignment(ContainerID("c"), IDSet.parse(cpus), IDSet.parse(mems), kind, pool=pool)
 
@@ -120,7 +125,7 @@ def test_no_assignment_is_no_note_and_a_refusal_is_a_warning() -> None:
 
 
 def test_notes_about_one_pod_coalesce_into_one_event_per_reason() -> None:
-    q = EventQueue(EventsConfig(coalesce_seconds=0))
+    q = EventQueue(config(coalesce_seconds=0))
     assert q.offer(note(container="a", message="exclusive CPUs 1"), now=0)
     assert q.offer(note(container="b", message="shared CPUs 2-3"), now=0.1)
     assert q.offer(note(container="a", message="exclusive CPUs 4"), now=0.2)
@@ -136,7 +141,7 @@ def test_notes_about_one_pod_coalesce_into_one_event_per_reason() -> None:
 
 
 def test_an_event_waits_coalesce_seconds_for_more_notes() -> None:
-    q = EventQueue(EventsConfig(coalesce_seconds=1.0))
+    q = EventQueue(config(coalesce_seconds=1.0))
     q.offer(note(), now=10)
     assert q.next_due() == 11
     assert q.take(now=10.5) == []
@@ -147,7 +152,7 @@ def test_an_event_waits_coalesce_seconds_for_more_notes() -> None:
 
 
 def test_the_rate_and_burst_bound_what_is_taken_and_the_rest_keeps_coalescing() -> None:
-    q = EventQueue(EventsConfig(rate=1.0, burst=2, coalesce_seconds=0))
+    q = EventQueue(config(rate=1.0, burst=2, coalesce_seconds=0))
     for i in range(5):
         q.offer(note(pod(i)), now=0)
     assert [e.pod for e in q.take(now=0)] == [pod(0), pod(1)]
@@ -159,7 +164,7 @@ def test_the_rate_and_burst_bound_what_is_taken_and_the_rest_keeps_coalescing() 
 
 
 def test_the_queue_is_bounded_and_counts_what_it_drops() -> None:
-    q = EventQueue(EventsConfig(max_pending=3, coalesce_seconds=0))
+    q = EventQueue(config(max_pending=3, coalesce_seconds=0))
     for i in range(3):
         assert q.offer(note(pod(i)), now=0)
     assert not q.offer(note(pod(3)), now=0)
@@ -172,14 +177,14 @@ def test_turned_off_nothing_is_kept() -> None:
     q = EventQueue(EventsConfig(enabled=False))
     assert not q.offer(note(), now=0)
     assert len(q) == 0 and q.dropped == 0
-    on = EventQueue(EventsConfig(coalesce_seconds=0))
+    on = EventQueue(config(coalesce_seconds=0))
     on.offer(note(), now=0)
     on.configure(EventsConfig(enabled=False))
     assert len(on) == 0 and on.take(now=5) == []
 
 
 def test_a_message_is_bounded_in_containers_and_characters() -> None:
-    q = EventQueue(EventsConfig(coalesce_seconds=0))
+    q = EventQueue(config(coalesce_seconds=0))
     for i in range(MAX_CONTAINERS_SHOWN + 4):
         q.offer(note(container=f"c{i}", message="x" * 10), now=0)
     (e,) = q.take(now=1)
@@ -245,12 +250,12 @@ class Log:
 def test_the_poster_posts_what_is_due_takes_new_configuration_and_logs_refusals() -> None:
     now = [100.0]
     queue = EventQueue(EventsConfig(enabled=False))
-    config = [EventsConfig(coalesce_seconds=0)]
+    configs = [config(coalesce_seconds=0)]
     client, log = Recorder(), Log()
     poster = PodEventPoster(
-        client, queue, node="n1", config=lambda: config[0], log=log, clock=lambda: now[0]
+        client, queue, node="n1", config=lambda: configs[0], log=log, clock=lambda: now[0]
     )
-    assert asyncio.run(poster.round()) == 0 and queue.config == config[0]
+    assert asyncio.run(poster.round()) == 0 and queue.config == configs[0]
     queue.offer(note(message="exclusive CPUs 4-5 on NUMA node 1"), now=now[0])
     queue.offer(note(PodRef("ns2", "refused", "u2")), now=now[0])
     assert asyncio.run(poster.round()) == 1
@@ -259,6 +264,6 @@ def test_the_poster_posts_what_is_due_takes_new_configuration_and_logs_refusals(
     assert body["message"] == "container app: exclusive CPUs 4-5 on NUMA node 1"
     assert (poster.posted, poster.failed) == (1, 1)
     assert log.lines[0][1]["pod"] == "ns2/refused"
-    config[0] = EventsConfig(enabled=False)
+    configs[0] = EventsConfig(enabled=False)
     asyncio.run(poster.round())
     assert not queue.offer(note(), now=now[0])
