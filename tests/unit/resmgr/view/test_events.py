@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from nri_resmgr.config import config_from_mapping
 from nri_resmgr.kube.client import KubeClient, KubeCredentials, KubeError
 from nri_resmgr.kube.pod_events import PodEventPoster, event_object
-from nri_resmgr.model import Assignment, ContainerID, CPUKind, QoSClass
+from nri_resmgr.model import Assignment, ConfigError, ContainerID, CPUKind, QoSClass
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.policy.topology_aware.policy import TopologyAwarePolicy
 from nri_resmgr.topology.cpuset import IDSet
@@ -267,3 +268,11 @@ def test_the_poster_posts_what_is_due_takes_new_configuration_and_logs_refusals(
     configs[0] = EventsConfig(enabled=False)
     asyncio.run(poster.round())
     assert not queue.offer(note(), now=now[0])
+
+
+def test_a_bad_events_section_is_refused_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"events\.rate: expected greater than 0, found 0"):
+        config_from_mapping({"events": {"rate": 0}})
+    with pytest.raises(ConfigError, match=r"events\.maxPending: expected greater than or equal"):
+        config_from_mapping({"events": {"maxPending": 0}})
+    assert config_from_mapping({"events": {"coalesceSeconds": 2}}).events.coalesce_seconds == 2
