@@ -34,13 +34,14 @@ import yaml
 from nri_resmgr.policy.topology_aware.explain import COMPONENTS
 from nri_resmgr.simulator.run import quiet_log, run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
+from nri_resmgr.view.text import shown
 from tests._support import REPO, require, require_go
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.e2e.containerd import TEST_IMAGE
 from tests.e2e_kube.image import Image
 from tests.e2e_kube.node import Node, kube_node
-from tests.integration.browser import browser, shown_containers
+from tests.integration.browser import browser, no_alert, shown_containers
 from tests.k8s.components import build_node_components
 from tests.peers import build_helm
 
@@ -597,7 +598,10 @@ def test_page_explain_events_dump_and_whatif_on_the_node(
     proxy = f"/api/v1/namespaces/{NAMESPACE}/pods/{ds}:8891/proxy"
     _reconfigure(node, _topology_aware(node, nri_image, "0"))
     try:
-        run_pod(node, "guaranteed", cpu="1", memory="64Mi")
+        # an annotation with markup, quotes and a control character: shown escaped
+        hostile = "<img src=x onerror=alert(1)>\"q'\x07<script>alert(2)</script>"
+        note = "note.resource-policy.nri.io/pod"
+        run_pod(node, "guaranteed", cpu="1", memory="64Mi", annotations={note: hostile})
         where = {"guaranteed": "default", ds: NAMESPACE}
         kernel = {name: cpuset(node, name, ns)[0] for name, ns in where.items()}
         assert kernel == {"guaranteed": "1", ds: "0"}, daemon_log(node)
@@ -607,6 +611,7 @@ def test_page_explain_events_dump_and_whatif_on_the_node(
         with _kubectl_proxy(node) as base, browser() as session:
             session.get(f"{base}{proxy}/")
             rows = shown_containers(session)
+            alert_free = no_alert(session)
             # explain, as an operator runs it: the pool and the sort key's components
             explained = subprocess.run(
                 [
@@ -625,6 +630,8 @@ def test_page_explain_events_dump_and_whatif_on_the_node(
                 env={**os.environ, "PYTHONPATH": str(REPO)},
             )
         assert {r["pod"]: r["cpus"] for r in rows.values()} == kernel, rows
+        (g,) = [r for r in rows.values() if r["pod"] == "guaranteed"]
+        assert g["annotations"] == f"{note}={shown(hostile)}" and alert_free, g
         assert explained.returncode == 0, explained.stderr
         out = explained.stdout
         assert "decision: exclusive in root, cpus 1" in out, out
