@@ -580,24 +580,30 @@ def _reconfigure(node: Node, doc: dict[str, Any]) -> None:
     """Apply the values `doc` live and wait for the daemon's ConfigApplied event."""
     applied_before = len(_config_events(node, "ConfigApplied"))
     _helm_upgrade_values(node, doc)
-    node.wait_for(
-        lambda: len(_config_events(node, "ConfigApplied")) > applied_before,
-        timeout=120,
-        what="a ConfigApplied Event after helm upgrade",
-    )
+    try:
+        node.wait_for(
+            lambda: len(_config_events(node, "ConfigApplied")) > applied_before,
+            timeout=120,
+            what="a ConfigApplied Event after helm upgrade",
+        )
+    except AssertionError as exc:
+        rejected = [e["message"] for e in _config_events(node, "ConfigRejected")]
+        raise AssertionError(f"{exc}\nrejected: {rejected}\n{daemon_log(node)}") from None
 
 
 def test_page_explain_events_dump_and_whatif_on_the_node(
     installed: Any, node: Node, nri_image: Image
 ) -> None:
-    """Issue 27's acceptance on the node, under the topology-aware policy (switched to
-    live): CPU 0 reserved holds the daemon's own pod (kube-system), a Guaranteed pod gets
-    CPU 1 alone.  On this 2-CPU machine no shared container fits next to it."""
-    (ds_pod,) = daemon_pods(node)
-    ds = ds_pod["metadata"]["name"]
-    proxy = f"/api/v1/namespaces/{NAMESPACE}/pods/{ds}:8891/proxy"
-    _reconfigure(node, _topology_aware(node, nri_image, "0"))
+    """Issue 27's acceptance on the node, under the topology-aware policy (the chart
+    passes the policy as --policy, so switching it rolls the daemon out): CPU 0 reserved
+    holds the daemon's own pod (kube-system), a Guaranteed pod gets CPU 1 alone.  On
+    this 2-CPU machine no shared container fits next to it.  The what-if's change (the
+    reserved CPUs) is then applied live."""
+    _upgrade_and_roll_out(node, _topology_aware(node, nri_image, "0"))
     try:
+        (ds_pod,) = [p for p in daemon_pods(node) if "deletionTimestamp" not in p["metadata"]]
+        ds = ds_pod["metadata"]["name"]
+        proxy = f"/api/v1/namespaces/{NAMESPACE}/pods/{ds}:8891/proxy"
         # an annotation with markup, quotes and a control character: shown escaped
         hostile = "<img src=x onerror=alert(1)>\"q'\x07<script>alert(2)</script>"
         note = "note.resource-policy.nri.io/pod"
@@ -676,7 +682,7 @@ def test_page_explain_events_dump_and_whatif_on_the_node(
         assert moved == movers, (whatif.moved, daemon_log(node))
     finally:
         delete_pods(node, "guaranteed")
-        _reconfigure(node, values(node, nri_image))
+        _upgrade_and_roll_out(node, values(node, nri_image))
 
 
 #: the chart's documented least-privilege set (templates/rbac.yaml, with node reporting on)
