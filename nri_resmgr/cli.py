@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "uninstall",
     "reset",
     "report",
+    "scheduler_extender",
 )
 
 

@@ -12,9 +12,11 @@ from nri_resmgr.model import ConfigError
 from nri_resmgr.ops.runtime_config import (
     CONTAINERD_DEFAULT_PATH,
     CRIO_DEFAULT_PATH,
+    TOLERATE_ANNOTATION,
     NRISettings,
     Runtime,
     edit,
+    require_note,
     unified_diff,
 )
 
@@ -31,6 +33,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--registration-timeout", help="e.g. 5s (runtime default 5s)")
     parser.add_argument("--request-timeout", help="e.g. 2s (runtime default 2s)")
     parser.add_argument("--socket-path", help="NRI socket (runtime default /var/run/nri/nri.sock)")
+    required = parser.add_mutually_exclusive_group()
+    required.add_argument(
+        "--require",
+        action="store_true",
+        help="fail closed: the runtime's default validator refuses to create containers while "
+        "the plugin is not connected (containerd 2.2+, CRI-O 1.34+)",
+    )
+    required.add_argument(
+        "--no-require",
+        action="store_true",
+        help="take the plugin out of the required ones again (do this before uninstalling)",
+    )
+    parser.add_argument(
+        "--plugin-name", default="resmgr", help="the plugin --require names (default resmgr)"
+    )
+    parser.add_argument(
+        "--tolerate-annotation",
+        default=TOLERATE_ANNOTATION,
+        help=f"pod annotation exempting a pod from --require (default {TOLERATE_ANNOTATION})",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
 
 
@@ -56,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
         registration_timeout=args.registration_timeout,
         request_timeout=args.request_timeout,
         socket_path=args.socket_path,
+        require=(args.plugin_name,) if args.require else (),
+        tolerate_annotation=args.tolerate_annotation,
+        unrequire=(args.plugin_name,) if args.no_require else (),
     )
     try:
         before = path.read_text(encoding="utf-8") if path.exists() else ""
@@ -64,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"enable-nri: {exc}", file=sys.stderr)
         return 1
     diff = unified_diff(before, after, path=str(path))
+    if settings.require:
+        sys.stderr.write(f"enable-nri: --require: {require_note(runtime, settings)}")
     if args.dry_run:
         sys.stdout.write(diff or f"{path}: NRI is already enabled as requested; no change\n")
         return 0

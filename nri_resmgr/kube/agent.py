@@ -18,10 +18,11 @@ Kubernetes Event (reason ConfigApplied / ConfigRejected).
 `KubeSide` runs next to the NRI plugin in the daemon's event loop: the watch thread kicks
 a reload task, which applies the new configuration under the plugin's lock (so never in
 the middle of an event) and then sends the moved containers' updates with the stub's
-safe `update_containers`; a second task writes the node report every interval (one API
-request at most, skipped when unchanged); a third posts the pods' events
-(`pod_events.PodEventPoster`, from the plugin's `pod_events` queue).  `build_kube_side`
-turns the daemon options into one, or None when there is no node name or no credentials.
+safe `update_containers`; a second task writes the node report soon after every
+decision (`report_loop.ReportLoop`: coalesced, rate limited, built off the event loop); a
+third posts the pods' events (`pod_events.PodEventPoster`, from the plugin's `pod_events`
+queue).  `build_kube_side` turns the daemon options into one, or None when there is no
+node name or no credentials.
 """
 
 from __future__ import annotations
@@ -54,9 +55,19 @@ from nri_resmgr.kube.config_source import (
 )
 from nri_resmgr.kube.pod_events import PodEventPoster
 from nri_resmgr.kube.report import PoolReporter, ReportManager, TopologyReporter
+from nri_resmgr.kube.report_loop import (
+    DEFAULT_POLL,
+    ReportLoop,
+    capture_plugin_use,
+    plugin_seen,
+)
 from nri_resmgr.model import ConfigError, ResmgrError
 from nri_resmgr.ops.logs import log_config_warnings
 from nri_resmgr.policy_documents import policy_kinds
+
+#: seconds between two writes of the node report at least (a decision is written within
+#: this plus `report_loop.DEFAULT_POLL`, under a second; decisions meanwhile make one write)
+REPORT_MIN_INTERVAL = 0.75
 
 #: the merge patch content type (nri-plugins patches node status this way)
 MERGE_PATCH = "application/merge-patch+json"
@@ -359,6 +370,7 @@ class KubeSide:
         manager: ReportManager | None,
         interval: float,
         log: Any,
+        poll: float = DEFAULT_POLL,
     ) -> None:
         self.plugin = plugin
         self.watcher = watcher
@@ -368,6 +380,13 @@ class KubeSide:
         self.log = log
         #: posts the pods' events (`pod_events`), None: not posted
         self.poster: PodEventPoster | None = None
+        self.report_loop = ReportLoop(
+            capture=lambda: capture_plugin_use(plugin),
+            seen=lambda: plugin_seen(plugin),
+            interval=interval,
+            poll=poll,
+            log=log,
+        )
         self._stop = threading.Event()
         self._pending: list[Any] = []
         self._outcomes: list[Outcome] = []
@@ -433,12 +452,7 @@ class KubeSide:
 
     async def _report(self) -> None:
         assert self.manager is not None
-        while not self._stop.is_set():
-            try:
-                await asyncio.to_thread(self.manager.cycle)
-            except KubeError as exc:
-                self.log.warning("node report not written", error=str(exc))
-            await asyncio.sleep(self.interval)
+        await self.report_loop.run(self.manager, self._stop)
 
     async def run(self) -> None:
         tasks = []
@@ -523,9 +537,12 @@ def build_kube_side(plugin: Any, options: Any, *, log: Any) -> KubeSide | None:
     )
     if options.node_resource_topology:
         manager = ReportManager(
-            options.node_name, client, min_interval=options.report_interval, clock=time.monotonic
+            options.node_name,
+            client,
+            min_interval=min(REPORT_MIN_INTERVAL, options.report_interval),
+            clock=time.monotonic,
         )
-        manager.register(TopologyReporter(plugin.topology))
-        manager.register(PoolReporter(plugin.state_snapshot, plugin.config.policy))
+        manager.register(TopologyReporter(plugin.topology, use=side.report_loop.current_use))
+        manager.register(PoolReporter(plugin.state_snapshot, plugin.config.policy, balloons=False))
         side.manager = manager
     return side

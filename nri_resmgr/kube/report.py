@@ -12,7 +12,9 @@ way):
 
 The merged fields become one `topology.node.k8s.io/v1alpha2` NodeResourceTopology object
 for this node, written with ONE server-side-apply request per cycle, and only when it
-differs from the last object written; writes are at least `min_interval` seconds apart.
+differs from the last object written; writes are at least `min_interval` seconds apart
+(`due_in` tells the daemon's report task how long to wait, so changes made meanwhile
+are coalesced into the next write).
 Building the object is pure (`merge_reports`, `build_nrt`); only `ReportManager.publish`
 does IO, through a `KubeClient`.
 """
@@ -25,7 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from nri_resmgr.kube.nrt import NodeUse, node_fields
 from nri_resmgr.ops.metrics import StateSnapshot
+from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 
 NRT_GROUP = "topology.node.k8s.io"
@@ -80,60 +84,27 @@ def build_nrt(node: str, fields: Mapping[str, Any]) -> dict[str, Any]:
 # -- built-in reporters ---------------------------------------------------------------
 
 
-def _zone_name(node: int) -> str:
-    return f"node-{node}"
-
-
 @dataclass(frozen=True, slots=True)
 class TopologyReporter:
-    """NUMA zones with their CPU and memory capacity and distances (costs)."""
+    """NUMA zones (capacity, allocatable and what is free), distances, the alignment
+    attributes and the pods fingerprint: `nri_resmgr.kube.nrt.node_fields`.
+
+    `use` returns the policy's `NodeUse` (read on the daemon's event loop, between
+    events); without it the node is reported idle, every allocatable CPU and byte free.
+    """
 
     topology: Topology
+    use: Callable[[], NodeUse] | None = None
     name: str = "topology"
 
     def report(self) -> Mapping[str, Any]:
-        topo = self.topology
-        zones = []
-        for nid in topo.node_ids():
-            node = topo.nodes[nid]
-            cpus = len(node.cpus - topo.isolated_cpus()) if node.cpus else 0
-            resources = [
-                {
-                    "name": "memory",
-                    "capacity": str(node.memory_bytes),
-                    "allocatable": str(node.memory_bytes),
-                    "available": str(node.memory_bytes),
-                }
-            ]
-            if node.cpus:
-                resources.insert(
-                    0,
-                    {
-                        "name": "cpu",
-                        "capacity": str(len(node.cpus)),
-                        "allocatable": str(cpus),
-                        "available": str(cpus),
-                    },
-                )
-            zones.append(
-                {
-                    "name": _zone_name(nid),
-                    "type": "Node",
-                    "costs": [
-                        {"name": _zone_name(o), "value": topo.distance(nid, o)}
-                        for o in topo.node_ids()
-                    ],
-                    "attributes": [{"name": "memory-kind", "value": str(node.kind)}],
-                    "resources": resources,
-                }
-            )
-        return {
-            "zones": zones,
-            "attributes": [
-                {"name": "topologyManagerPolicy", "value": "none"},
-                {"name": "nri-resmgr.packages", "value": str(len(topo.package_ids()))},
-            ],
-        }
+        use = self.use() if self.use is not None else idle_use(self.topology)
+        return node_fields(self.topology, use)
+
+
+def idle_use(topology: Topology) -> NodeUse:
+    """The `NodeUse` of a node with no policy state: nothing reserved or held."""
+    return NodeUse(policy="none", allowed=topology.online_cpus(), reserved=IDSet())
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +114,9 @@ class PoolReporter:
     snapshot: Callable[[], StateSnapshot]
     policy: str
     name: str = "pools"
+    #: add `balloon_zones` of the snapshot (the daemon's TopologyReporter carries the
+    #: balloons policy's own zones instead: `nri_resmgr.kube.balloon_view`)
+    balloons: bool = True
 
     def report(self) -> Mapping[str, Any]:
         snap = self.snapshot()
@@ -162,7 +136,8 @@ class PoolReporter:
             }
             for p in snap.pools
         ]
-        zones += balloon_zones(snap)
+        if self.balloons:
+            zones += balloon_zones(snap)
         attrs = [{"name": "nri-resmgr.policy", "value": self.policy}]
         attrs += [
             {"name": f"nri-resmgr.containers.{kind}", "value": str(n)}
@@ -261,6 +236,12 @@ class ReportManager:
 
     def collect(self) -> dict[str, Any]:
         return build_nrt(self.node, merge_reports([r.report() for r in self.reporters]))
+
+    def due_in(self) -> float:
+        """Seconds until the next request may be made (0: now)."""
+        if self._last_time is None:
+            return 0.0
+        return max(0.0, self._last_time + self.min_interval - self.clock())
 
     def cycle(self, *, force: bool = False) -> bool:
         """Publish if due and changed; returns whether a request was made."""

@@ -13,6 +13,8 @@ from typing import Any
 
 from nri_api import api
 from nri_resmgr.control.irq import IrqFiles
+from nri_resmgr.kube.nrt import node_fields
+from nri_resmgr.kube.policy_view import read_node_use
 from nri_resmgr.model import QoSClass, ResmgrError
 from nri_resmgr.ops.metrics import balloon_snapshots
 from nri_resmgr.policy.base import Policy
@@ -33,6 +35,7 @@ from nri_resmgr.simulator.scenario import (
     parse_memory,
 )
 from nri_resmgr.topology.cpuset import IDSet
+from nri_resmgr.topology.model import Topology
 
 # ---- kubelet + containerd, in miniature ----------------------------------------------
 
@@ -134,8 +137,11 @@ class Simulator:
         cgroup_root: str | None = None,
         log: Any = None,
         irq_files: IrqFiles | None = None,
+        topology: Topology | None = None,
     ) -> None:
         self.policy = policy
+        #: the machine, for the NodeResourceTopology of each step (None: not reported)
+        self.topology = topology
         #: interrupt affinities written by the controllers, read back after every step
         self.irq_files = irq_files
         self.cgroup_root = cgroup_root
@@ -439,7 +445,16 @@ class Simulator:
             ),
             cpu_classes=self._cpu_classes(),
             moved=dict(sorted(moved.items())),
+            nrt=self._nrt(),
         )
+
+    def _nrt(self) -> dict[str, Any]:
+        """The NodeResourceTopology fields (zones, attributes) the daemon would report now."""
+        if self.topology is None:
+            return {}
+        p = self.pipeline
+        use = read_node_use(self.topology, p.policy, p.state, p.snapshot(), pods=p.pods.values())
+        return node_fields(self.topology, use)
 
     def _cpu_classes(self) -> dict[str, str]:
         """CPU class -> its CPUs, for policies that name CPU classes."""

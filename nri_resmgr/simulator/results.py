@@ -51,6 +51,9 @@ class StepResult:
     #: a synchronize step's containers that did not keep the placement they were
     #: reported with: pod/name -> ``cpus A -> B`` and/or ``mems X -> Y``
     moved: Mapping[str, str] = field(default_factory=dict)
+    #: the NodeResourceTopology fields (zones, attributes) the daemon would report after
+    #: this step (`nri_resmgr.kube.nrt.node_fields`; empty when not computed)
+    nrt: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         out = {
@@ -69,6 +72,8 @@ class StepResult:
             out["cpu_classes"] = dict(self.cpu_classes)
         if self.op == "synchronize":
             out["moved"] = dict(self.moved)
+        if self.nrt:
+            out["nrt"] = dict(self.nrt)
         return out
 
 
@@ -123,8 +128,33 @@ def render_table(result: SimulationResult) -> str:
             lines.append(
                 "  cpu classes: " + ", ".join(f"{k}={v}" for k, v in s.cpu_classes.items())
             )
+        lines += _nrt_rows(s.nrt)
         lines.append("")
     return "\n".join(lines)
+
+
+def _nrt_rows(nrt: Mapping[str, Any]) -> list[str]:
+    """The NUMA zones' cpu and memory (available/allocatable) and the alignment
+    attributes of a step's NodeResourceTopology, one line each."""
+    if not nrt:
+        return []
+    attrs = {a["name"]: a["value"] for a in nrt.get("attributes", [])}
+    lines = [
+        "  nrt: topologyManagerPolicy={} topologyManagerScope={}".format(
+            attrs.get("topologyManagerPolicy", "-"), attrs.get("topologyManagerScope", "-")
+        )
+    ]
+    for z in nrt.get("zones", []):
+        if z.get("type") != "Node":
+            continue
+        res = {r["name"]: r for r in z.get("resources", [])}
+        cells = [
+            f"{name} {res[name]['available']}/{res[name]['allocatable']}"
+            for name in ("cpu", "memory")
+            if name in res
+        ]
+        lines.append(f"  nrt {z['name']}: available/allocatable " + ", ".join(cells))
+    return lines
 
 
 def _balloon_rows(balloons: tuple[BalloonSnapshot, ...]) -> list[str]:

@@ -169,6 +169,7 @@ def _simulate(
         cgroup_root=cgroup_root,
         log=log,
         irq_files=irq_files,
+        topology=topology,
     )
     results = []
     for i, step in enumerate(scenario.steps):

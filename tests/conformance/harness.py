@@ -286,6 +286,7 @@ class FakeRuntime:
         request_timeout_ms: int | None = None,
         registration_timeout_ms: int | None = None,
         disable_external: bool = False,
+        default_validator: Mapping[str, Any] | None = None,
     ) -> SyncResult | None:
         """Start the adaptation in `dir` (discovering pre-registered plugins).
 
@@ -293,6 +294,9 @@ class FakeRuntime:
         Returns the start-up synchronization of the pre-registered plugins, which
         NRI v0.8+ runs inside Start (also with none installed); None on older
         versions, which never synchronize pre-registered plugins.
+        `default_validator` is the runtime's default validator table, keyed by the names
+        containerd's configuration uses (`required_plugins`, ...; NRI v0.10+, refused
+        before); the harness refuses a key the library does not read.
         """
         reply = self.call(
             "start",
@@ -304,6 +308,7 @@ class FakeRuntime:
             request_timeout_ms=request_timeout_ms,
             registration_timeout_ms=registration_timeout_ms,
             disable_external=disable_external or None,
+            default_validator=dict(default_validator) if default_validator is not None else None,
         )
         startup = reply.get("startup_sync")
         if startup is None:

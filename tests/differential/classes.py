@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nri_resmgr.model import MemoryKind
+from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from tests.differential.gen import Ctr, Pod
@@ -52,11 +54,6 @@ class DiffClass:
     holds: Callable[[Context], bool]
 
 
-def _nodes_of(topo: Topology, cpus: str) -> IDSet:
-    ids = IDSet.parse(cpus)
-    return IDSet(topo.cpus[c].node_id for c in ids if c in topo.cpus)
-
-
 def _shared_refused(c: Context) -> bool:
     """Ours refuses a shared container (one not asking for whole CPUs) that theirs leaves
     unpinned: on every online CPU, or with no cpuset at all."""
@@ -78,13 +75,51 @@ def _restart_keeps(c: Context) -> bool:
     )
 
 
-def _balloon_mems_follow_cpus(c: Context) -> bool:
-    """Same CPUs; our memory nodes are exactly the nodes of those CPUs, theirs others."""
+def _maxcpus_honoured(c: Context) -> bool:
+    """Ours refuses a container no balloon can take within maxCPUs; theirs puts it in a
+    balloon clamped at maxCPUs (it counts every free CPU as room when maxCPUs is more)."""
+    return (
+        isinstance(c.ours, str)
+        and "maxCPUs is" in c.ours
+        and isinstance(c.theirs, Placement)
+        and bool(c.theirs.cpus)
+    )
+
+
+#: the topology-aware configuration of the runs (`machines.TA_CONFIG`): 750m reserved
+RESERVED_MILLI = 750
+
+
+def _reserved_cpus(topo: Topology) -> IDSet:
+    """The reserved CPUs both sides pick for `RESERVED_MILLI` on `topo` (their allocator's
+    pick; ours follows it)."""
+    config = {"reservedResources": {"cpu": f"{RESERVED_MILLI}m"}}
+    return TopologyAwarePolicy(topology=topo, config=config).config.reserved
+
+
+def _reserved_capacity(c: Context) -> bool:
+    """A kube-system container asking more than the reserved millicores but no more than
+    1000m per reserved CPU: theirs runs it on the reserved CPUs (their capacity is 1000m
+    a CPU, their #632), ours on the root pool's shared CPUs (750m is 750m)."""
+    if c.pod.namespace != "kube-system" or not isinstance(c.theirs, Placement):
+        return False
+    if not isinstance(c.ours, Placement) or c.ours.cpus == c.theirs.cpus:
+        return False
+    reserved = _reserved_cpus(c.machine)
+    asked = c.ctr.cpu_request
+    return RESERVED_MILLI < asked <= 1000 * len(reserved) and c.theirs.cpus == str(reserved)
+
+
+def _cxl_memory(c: Context) -> bool:
+    """Same CPUs; their memory nodes add CPU-less nodes ours calls CXL (theirs calls every
+    CPU-less node PMEM or HBM by its size, so a CXL expander is default memory there)."""
     if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
         return False
-    if c.ours.cpus != c.theirs.cpus or not c.ours.cpus or c.ours.mems == c.theirs.mems:
+    if c.ours.cpus != c.theirs.cpus or c.ours.mems == c.theirs.mems:
         return False
-    return IDSet.parse(c.ours.mems) == _nodes_of(c.machine, c.ours.cpus)
+    cxl = c.machine.nodes_of_kind(MemoryKind.CXL)
+    ours, theirs = IDSet.parse(c.ours.mems), IDSet.parse(c.theirs.mems)
+    return bool(theirs - ours) and theirs - ours <= cxl and ours <= theirs
 
 
 CLASSES: tuple[DiffClass, ...] = (
@@ -101,16 +136,28 @@ CLASSES: tuple[DiffClass, ...] = (
         _restart_keeps,
     ),
     DiffClass(
+        "reserved-capacity",
+        "topology-aware",
+        "a kube-system container above 750m but within a reserved CPU: root shared here",
+        _reserved_capacity,
+    ),
+    DiffClass(
+        "cxl-memory",
+        "topology-aware",
+        "same CPUs; theirs adds CPU-less CXL nodes to the memory nodes",
+        _cxl_memory,
+    ),
+    DiffClass(
         "restart-keeps-placements",
         "balloons",
         "after a restart ours keeps a container where both had it, theirs moves it",
         _restart_keeps,
     ),
     DiffClass(
-        "balloon-mems-follow-cpus",
+        "maxcpus-honoured",
         "balloons",
-        "same CPUs; ours pins memory to the nodes of the balloon's CPUs",
-        _balloon_mems_follow_cpus,
+        "a container beyond every balloon's maxCPUs: refused here, overcommitted there",
+        _maxcpus_honoured,
     ),
 )
 

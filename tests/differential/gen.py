@@ -251,8 +251,13 @@ def _pod(d: Draw, policy: str, topo: Topology, balloon_types: Sequence[str]) -> 
     cpus = len(topo.online_cpus())
     qos = d.choice(("guaranteed", "burstable", "besteffort"))
     namespace = "kube-system" if chance(d, 8) else "default"
-    containers = tuple(_container(d, f"?c{j}", qos, cpus) for j in range(d.choice((1, 2, 3))))
-    init = tuple(_container(d, f"?i{j}", qos, cpus) for j in range(d.choice((0, 0, 0, 1))))
+    containers = tuple(
+        replace(c, name=f"?c{j}")
+        for j, c in enumerate(d.items(lambda d: _container(d, "", qos, cpus), 1, 3))
+    )
+    init = tuple(
+        _container(d, f"?i{j}", qos, cpus) for j in range(1 if chance(d, 25) else 0)
+    )
     annotations: list[tuple[str, str]] = []
     if policy == "topology-aware":
         kinds = ["dram", *sorted({n.kind.value.lower() for n in topo.nodes.values()} - {"dram"})]
@@ -292,11 +297,13 @@ def _draft(d: Draw, policy: str, topo: Topology, balloon_types: Sequence[str]) -
 def operations(
     d: Draw, policy: str, topo: Topology, *, balloon_types: Sequence[str] = (), max_ops: int = 16
 ) -> tuple[Op, ...]:
-    """A sequence of pod creations, deletions and plugin restarts. Each is drawn on its
-    own (so a shrink can drop any), then read in order: pods get their names p0, p1, ...;
-    a delete or restart with no live pod, and a creation that would take the pods' CPU
-    requests past two thirds of the machine (except into an empty one), are dropped."""
-    drafts = d.items(lambda d: _draft(d, policy, topo, balloon_types), 1, max_ops)
+    """A sequence of pod creations, deletions and plugin restarts, starting with a
+    creation. Each is drawn on its own (so a shrink can drop any), then read in order:
+    pods get their names p0, p1, ...; a delete or restart with no live pod, and a creation
+    that would take the pods' CPU requests past two thirds of the machine (except into an
+    empty one), are dropped."""
+    first = CreatePod(_pod(d, policy, topo, balloon_types))
+    drafts = [first, *d.items(lambda d: _draft(d, policy, topo, balloon_types), 0, max_ops - 1)]
     ops: list[Op] = []
     live: list[int] = []  # the CPU requests of the live pods, in creation order
     budget = len(topo.online_cpus()) * 1000 * 2 // 3
@@ -358,7 +365,7 @@ def balloons_config(d: Draw, topo: Topology) -> tuple[str, tuple[str, ...]]:
             "  name: default",
             "spec:",
             "  reservedResources:",
-            f"    cpu: {d.choice(('750m', '1', '1500m'))}",
+            f"    cpu: '{d.choice(('750m', '1', '1500m'))}'",
             "  pinCPU: true",
             "  pinMemory: true",
             f"  allocatorTopologyBalancing: {d.choice(('true', 'false'))}",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,9 @@ REPO = Path(__file__).resolve().parents[2]
 DAEMON = REPO / "bench" / "plugins" / "resmgr.py"
 #: generous: a slow shared machine must not turn into a disconnect and a difference
 REQUEST_TIMEOUT_MS = 60_000
+#: how long a plugin may take to start and synchronize, and how often it is looked at
+SYNC_TIMEOUT = 60.0
+SYNC_POLL = 1.0
 IDX = "90"
 
 
@@ -138,12 +142,20 @@ class Side:
         self.starts += 1
         self.proc = spawn(self.argv, log_path=self.log, cwd=self.rt.dir)
         self.rt.externals.append(self.proc)
-        try:
-            sync = self.rt.wait_synced(timeout=60)
-        except Exception as exc:
-            raise RuntimeError(
-                f"{self.who} did not synchronize (start {self.starts}): {exc}\n{self.log_tail()}"
-            ) from exc
+        deadline = time.monotonic() + SYNC_TIMEOUT
+        while True:
+            try:
+                sync = self.rt.wait_synced(timeout=SYNC_POLL)
+                break
+            except RuntimeCallError as exc:
+                # a plugin that exits (a configuration it refuses) never synchronizes:
+                # say so at once rather than at the deadline
+                why = self.alive()
+                if why or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"{self.who} did not synchronize (start {self.starts}): "
+                        f"{why or exc}\n{self.log_tail()}"
+                    ) from exc
         for update in sync.updates:
             self._apply_update(update)
         self.drain()

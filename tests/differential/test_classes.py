@@ -37,6 +37,15 @@ from tests.differential.run import CaseResult, Observation
 
 DOCS = REPO / "docs" / "policies.md"
 N4 = build_topology({"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "numbering": "qemu"})
+#: one package of 4 CPUs with a CPU-less CXL expander (node 1)
+CXL = build_topology(
+    {
+        "packages": 1,
+        "cores": 2,
+        "threads": 2,
+        "extra_memory_nodes": [{"kind": "cxl", "memory": "4G", "attach": 0}],
+    }
+)
 SHARED = Ctr("c0", 500, 1000, None, None)
 WHOLE = Ctr("c0", 2000, 2000, 1 << 28, 1 << 28)
 POD = Pod("p0", "default", "burstable", (SHARED,))
@@ -93,6 +102,24 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
             theirs=Placement("4-7", "1"),
         ),
     ),
+    ("topology-aware", "reserved-capacity"): (
+        ctx(
+            pod=replace(POD, namespace="kube-system"),
+            ctr=Ctr("c0", 900, None, None, None),
+            ours=Placement("1-15", "0-3"),
+            theirs=Placement("0", "0"),
+        ),
+        ctx(
+            pod=replace(POD, namespace="kube-system"),
+            ctr=Ctr("c0", 1200, None, None, None),
+            ours=Placement("1-15", "0-3"),
+            theirs=Placement("0", "0"),
+        ),
+    ),
+    ("topology-aware", "cxl-memory"): (
+        ctx(machine=CXL, ours=Placement("1-3", "0"), theirs=Placement("1-3", "0-1")),
+        ctx(machine=CXL, ours=Placement("1-3", "0"), theirs=Placement("1-2", "0-1")),
+    ),
     ("balloons", "restart-keeps-placements"): (
         ctx(
             policy="balloons",
@@ -109,9 +136,13 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
             theirs=Placement("3", "0"),
         ),
     ),
-    ("balloons", "balloon-mems-follow-cpus"): (
-        ctx(policy="balloons", ours=Placement("2-5", "0-1"), theirs=Placement("2-5", "0")),
-        ctx(policy="balloons", ours=Placement("2-5", "0-1"), theirs=Placement("2-6", "0")),
+    ("balloons", "maxcpus-honoured"): (
+        ctx(
+            policy="balloons",
+            ours="no t0 balloon can take 1200m CPU: t0[0] would need 2 CPUs; maxCPUs is 1",
+            theirs=Placement("4", "1"),
+        ),
+        ctx(policy="balloons", ours="no t0 balloon can take 1200m CPU", theirs=Placement("4", "1")),
     ),
 }
 

@@ -17,6 +17,7 @@ the mark was set, and `test_agreement_floor` keeps the rate from falling below
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,9 @@ from tests.peers import NriPlugins, build_nri_plugins
 
 pytestmark = pytest.mark.conformance
 
-#: machines per chunk of the profile
+#: machines per chunk of the profile, and cases run at once
 CHUNK = 8
+JOBS = 2
 #: agreement (identical or documented) of the CI profile that must not be lost, per policy
 FLOORS = {"topology-aware": 0.0, "balloons": 0.0}
 #: the agreement measured when the target's expected-failure mark was last set
@@ -64,11 +66,14 @@ def results(policy: str, chunk: int, plugins: NriPlugins, roots: HostRoots) -> l
     """The results of one chunk, run once per session."""
     key = (policy, chunk)
     if key not in RESULTS:
-        RESULTS[key] = [
-            run_case(make_case(m, policy, seed), m, plugins, roots)
+        cases = [
+            (m, make_case(m, policy, seed))
             for m in CHUNKS[chunk]
             for seed in range(1, SEEDS_PER_MACHINE + 1)
         ]
+        # two at once: each case spends most of its time waiting on its processes
+        with ThreadPoolExecutor(JOBS) as pool:
+            RESULTS[key] = list(pool.map(lambda mc: run_case(mc[1], mc[0], plugins, roots), cases))
     return RESULTS[key]
 
 

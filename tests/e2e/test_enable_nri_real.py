@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from nri_resmgr.cli import main
+from nri_resmgr.ops.runtime_config import TOLERATE_ANNOTATION
 from tests._support import require_go
 from tests.e2e.containerd import RELEASES, build
 
@@ -51,3 +52,26 @@ def test_real_containerd_parses_the_edit(tmp_path: Path, release: str, sample: s
     assert nri["disable"] is False
     assert nri["plugin_request_timeout"] == "3s"
     assert nri["plugin_registration_timeout"] == "7s"
+
+
+@pytest.mark.parametrize("release", ["containerd-1.7", "containerd-2"])
+def test_real_containerd_reads_or_ignores_require(tmp_path: Path, release: str) -> None:
+    """containerd 2.3 reads the default validator table; 1.7 has none and ignores it."""
+    containerd = build(RELEASES[release], require_go())["containerd"]
+    target = tmp_path / "config.toml"
+    default = subprocess.run([str(containerd), "config", "default"], check=True,
+                             capture_output=True, text=True).stdout
+    target.write_text(default)
+    assert main(["enable-nri", "--runtime", "containerd", "--config", str(target),
+                 "--require"]) == 0
+    dump = subprocess.run([str(containerd), "--config", str(target), "config", "dump"],
+                          capture_output=True, text=True)
+    assert dump.returncode == 0, dump.stderr
+    nri = tomllib.loads(dump.stdout)["plugins"][NRI]
+    if release == "containerd-1.7":
+        assert "default_validator" not in nri
+        return
+    validator = nri["default_validator"]
+    assert validator["enable"] is True
+    assert validator["required_plugins"] == ["resmgr"]
+    assert validator["tolerate_missing_plugins_annotation"] == TOLERATE_ANNOTATION

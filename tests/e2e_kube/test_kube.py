@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
+from nri_resmgr.cli import main as cli_main
 from nri_resmgr.policy.topology_aware.explain import COMPONENTS
 from nri_resmgr.simulator.run import quiet_log, run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
@@ -51,6 +52,8 @@ RELEASE = "nri-resmgr"
 SA = f"system:serviceaccount:{NAMESPACE}:{RELEASE}"
 LABEL = "app.kubernetes.io/name=nri-resmgr"
 PLUGIN = "90-resmgr"
+#: the default validator's refusal (NRI v0.10+), as `enable-nri --require` sets it up
+REFUSED = 'required plugin "resmgr" not present'
 
 
 def _require_two_cpus() -> None:
@@ -116,6 +119,22 @@ def readme_deploy_block() -> str:
 
 
 BUILD_LINE = "tools/build-image.sh -t nri-resmgr:$TAG -o nri-resmgr.oci.tar"
+
+#: what the README's deploy section says happens to running containers, case by case; the
+#: tests named beside each check it on the node
+README_UNINSTALL = (  # test_helm_uninstall_leaves_running_containers_pinned_until_reset
+    "removes everything the chart made; running containers keep their CPUs until they "
+    "restart or `nri-resmgr reset` runs on the node."
+)
+README_KEEP = (  # test_upgrade_and_daemon_restart_leave_running_containers_where_they_are
+    "A `helm upgrade` and a daemon restart leave running containers where they are: the next "
+    "daemon takes them over."
+)
+
+
+def readme_says(sentence: str) -> None:
+    section = README.read_text().split("## Deploy on a cluster", 1)[1].split("\n## ", 1)[0]
+    assert sentence in " ".join(section.split()), f"README's deploy section lost: {sentence!r}"
 
 
 @pytest.fixture(scope="module")
@@ -376,12 +395,23 @@ def test_bad_annotation_is_shown_in_describe(installed: Any, node: Node) -> None
     delete_pods(node, "badly-annotated")
 
 
-def test_daemon_pod_deleted_is_replaced_without_moving_containers(
-    installed: Any, node: Node
+def test_upgrade_and_daemon_restart_leave_running_containers_where_they_are(
+    installed: Any, node: Node, nri_image: Image
 ) -> None:
+    readme_says(README_KEEP)
     run_pod(node, "keeper", cpu="1", memory="64Mi")
     run_pod(node, "sharer")
     assert cpuset(node, "keeper")[0] == "1" and cpuset(node, "sharer")[0] == "0"
+    pids = {n: container_pid(node, node.get("pod", n)) for n in ("keeper", "sharer")}
+    # helm upgrade with a changed pod template: a rolling update to a new daemon pod
+    (first,) = daemon_pods(node)
+    _upgrade_and_roll_out(node, values(node, nri_image, podAnnotations={"rev": "2"}))
+    (upgraded,) = daemon_pods(node)
+    assert upgraded["metadata"]["uid"] != first["metadata"]["uid"], "no new daemon pod"
+    assert cpuset(node, "keeper")[0] == "1" and cpuset(node, "sharer")[0] == "0", (
+        "helm upgrade moved a running container"
+    )
+    assert {n: container_pid(node, node.get("pod", n)) for n in pids} == pids
     (old,) = daemon_pods(node)
     node.kubectl("delete", "pod", "-n", NAMESPACE, old["metadata"]["name"], "--wait=true")
 
@@ -513,6 +543,48 @@ def test_enable_nri_init_container_on_the_node(
     assert "disable = false" in text and 'plugin_registration_timeout = "15s"' in text, text
     # back to the values the other scenarios use
     _upgrade_and_roll_out(node, values(node, nri_image))
+
+
+def _runtime_requires(node: Node, flag: str) -> None:
+    """`enable-nri --require` / `--no-require` on the node's containerd, then restart it
+    (running containers survive; the daemon reconnects by itself)."""
+    node.ctd.stop()
+    config = str(node.ctd.layout.config)
+    assert cli_main(["enable-nri", "--runtime", "containerd", "--config", config, flag]) == 0
+    node.ctd.start()
+
+
+def test_a_pod_created_while_the_daemon_is_away(
+    installed: Any, node: Node, nri_image: Image
+) -> None:
+    """With `enable-nri --require`: containerd 2.3 refuses the container with the validator's
+    reason until the daemon is back, then the kubelet's retry runs placed; containerd 1.7
+    (no validator) runs it on every CPU until the daemon's Synchronize moves it."""
+    validator = node.ctd.release.name != "containerd-1.7"
+    _runtime_requires(node, "--require")
+    try:
+        # the daemon away: its DaemonSet selects no node
+        _upgrade_and_roll_out(node, values(node, nri_image, nodeSelector={"nri-resmgr": "none"}))
+        node.wait_for(lambda: not daemon_pods(node), timeout=120, what="the daemon pod gone")
+        node.apply(pod_manifest("waiter", cpu="1", memory="64Mi"))
+        if validator:
+
+            def refused() -> bool:
+                return any(REFUSED in (e.get("message") or "")
+                           for e in events_for(node, "Pod", "waiter", "default"))  # fmt: skip
+
+            node.wait_for(refused, timeout=120, what="the validator's reason in the pod's events")
+            assert node.get("pod", "waiter")["status"]["phase"] == "Pending"
+        else:
+            wait_running(node, "waiter")
+            assert cri.parse_cpus(cpuset(node, "waiter")[0]) == cri.online_cpus()
+        _upgrade_and_roll_out(node, values(node, nri_image))
+        node.wait_for(lambda: node.get("pod", "waiter")["status"].get("phase") == "Running",
+                      timeout=360, what="the kubelet's retry Running")  # fmt: skip
+        wait_cpus(node, "waiter", "1", timeout=120)
+    finally:
+        delete_pods(node, "waiter")
+        _runtime_requires(node, "--no-require")
 
 
 def test_node_resource_topology_object(installed: Any, node: Node) -> None:
@@ -742,14 +814,34 @@ def test_service_account_has_exactly_the_documented_rights(installed: Any, node:
     assert denied.stdout.strip() == "no"
 
 
-def test_helm_uninstall_removes_everything_and_pods_keep_running(
-    installed: Any, node: Node
-) -> None:
-    run_pod(node, "survivor", cpu="1", memory="64Mi")
-    before = cpuset(node, "survivor")
-    pid = container_pid(node, node.get("pod", "survivor"))
+def _helm_install(node: Node, doc: dict[str, Any]) -> None:
+    path = node.base / "install-values.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    node.run(
+        "helm", "install", RELEASE, str(REPO / "charts" / "nri-resmgr"),
+        "--namespace", NAMESPACE, "-f", str(path), "--wait", "--timeout", "180s",
+        timeout=240,
+    )  # fmt: skip
+
+
+def _uninstall(node: Node) -> None:
     node.run("helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", timeout=180)
     node.wait_for(lambda: not daemon_pods(node), timeout=120, what="the daemon pod gone")
+
+
+def test_helm_uninstall_leaves_running_containers_pinned_until_reset(
+    installed: Any, node: Node, nri_image: Image
+) -> None:
+    """The chart's reset-on-uninstall container cannot reset on containerd: CRI
+    StopContainer blocks NRI plugin synchronization until the container it stops has exited
+    (`BlockPluginSync`, containerd 1.7 and 2.x), and the reset is that container; it gives
+    up after uninstall.timeout. `nri-resmgr reset` on the node afterwards does it."""
+    readme_says(README_UNINSTALL)
+    everything = cri.online_cpus()
+    run_pod(node, "survivor", cpu="1", memory="64Mi")
+    assert cpuset(node, "survivor")[0] == "1"
+    pid = container_pid(node, node.get("pod", "survivor"))
+    _uninstall(node)
     for kind in ("daemonset", "configmap", "serviceaccount", "role", "rolebinding"):
         left = node.kubectl(
             "get",
@@ -767,10 +859,16 @@ def test_helm_uninstall_removes_everything_and_pods_keep_running(
             "get", kind, "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name"
         ).stdout
         assert not left.strip(), f"helm uninstall left {left}"
-    time.sleep(2)
     assert wait_running(node, "survivor")
     assert container_pid(node, node.get("pod", "survivor")) == pid, "the pod was restarted"
-    assert cpuset(node, "survivor") == before
+    assert cpuset(node, "survivor")[0] == "1", "the uninstall reset it after all: fix README"
+    assert "synchronizing plugin 99-resmgr-reset" in node.ctd.log_text()
+
+    # the documented way out: the reset command on the node
+    assert cli_main(["reset", "--socket", str(node.ctd.layout.nri_socket),
+                     "--state-dir", str(node.base / "nri-resmgr-state")]) == 0  # fmt: skip
+    assert cri.parse_cpus(cpuset(node, "survivor")[0]) == everything
+    assert container_pid(node, node.get("pod", "survivor")) == pid
     delete_pods(node, "survivor")
     with contextlib.suppress(AssertionError):
         node.kubectl("get", "pods", "-A")
@@ -818,22 +916,7 @@ def test_pod_startup_latency_without_and_with_the_plugin(node: Node, nri_image: 
     )
     node.wait_for(lambda: not daemon_pods(node), timeout=120, what="no plugin at first")
     without = _pod_startup_seconds(node, "bare")
-    path = node.base / "bench-values.yaml"
-    path.write_text(yaml.safe_dump(values(node, nri_image)))
-    node.run(
-        "helm",
-        "install",
-        RELEASE,
-        str(REPO / "charts" / "nri-resmgr"),
-        "--namespace",
-        NAMESPACE,
-        "-f",
-        str(path),
-        "--wait",
-        "--timeout",
-        "180s",
-        timeout=240,
-    )
+    _helm_install(node, values(node, nri_image))
     try:
         with_plugin = _pod_startup_seconds(node, "managed")
         assert f"managed-{STARTUP_PODS - 1}" in daemon_log(node), (

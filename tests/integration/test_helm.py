@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from nri_resmgr.ops.runtime_config import TOLERATE_ANNOTATION
 from tests._support import REPO
 from tests.peers import build_helm
 
@@ -163,6 +164,32 @@ def test_enable_nri_init_container_for_crio(helm: str) -> None:
     assert "--plugin-index=45" in c["args"]
     assert "prometheus.io/scrape" not in daemonset(docs)["spec"]["template"]["metadata"].get(
         "annotations", {}
+    )
+
+
+def test_require_fails_closed_and_exempts_the_daemons_own_pod(helm: str) -> None:
+    docs = render(helm, VALUES / "require-containerd.yaml")
+    template = daemonset(docs)["spec"]["template"]
+    (init,) = template["spec"]["initContainers"]
+    assert init["command"][2].split("enable-nri", 1)[1].split() == [
+        "--runtime", "containerd", "--config", "/host/etc/containerd/config.toml",
+        "--require", "--plugin-name", "resmgr-edge",
+    ]  # fmt: skip
+    assert template["metadata"]["annotations"][TOLERATE_ANNOTATION] == "true"
+    default = daemonset(render(helm))["spec"]["template"]
+    assert "--require" not in str(default)
+    assert default["metadata"]["annotations"][TOLERATE_ANNOTATION] == "true"
+
+
+def test_require_without_the_init_container_is_refused(helm: str) -> None:
+    out = subprocess.run(
+        [helm, "template", "t", str(CHART), "--kube-version", KUBE_VERSION,
+         "--set", "nri.require=true"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert "nri.require writes the runtime configuration through the enable-nri init" in (
+        out.stderr
     )
 
 

@@ -1,10 +1,10 @@
 """The balloons policy (nri-plugins' model, re-designed as pure functions).
 
 Modules, in reading order: `config` (the ``BalloonsPolicy`` spec, the keys accepted
-without effect),
-`matching` (expressions, annotations: which balloon type), `state` (balloons and their
-members), `invariants` (what must hold after every decision), `policy` (the `Policy[S]`
-protocol: filling, inflating, deflating, rebuild, and the report and CPU class hooks).
+without effect), `matching` (expressions, annotations: which balloon type), `memzone` (a
+container's memory zone, which only widens), `state` (balloons and their members),
+`invariants` (what must hold after every decision), `policy` (the `Policy[S]` protocol:
+filling, inflating, deflating, rebuild, and the report and CPU class hooks).
 """
 
 from nri_resmgr.policy.balloons.config import (

@@ -13,7 +13,9 @@
 6. a composite balloon's CPUs are the disjoint union of its components' CPUs, its
    components are of its type's component types (all of them, in order, or with
    ``componentCreation: balance-balloons`` one of them), each sized for its share
-   (`BalloonsPolicy.component_share`), recursively; a plain balloon has no components.
+   (`BalloonsPolicy.component_share`), recursively; a plain balloon has no components;
+7. a balloon shares idle CPUs only (in no balloon, not kernel-isolated), and only when
+   its type has ``shareIdleCPUsInSame``; components share none.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from nri_resmgr.policy.balloons.config import ComponentCreation
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState
-from nri_resmgr.topology.cpuset import union
+from nri_resmgr.topology.cpuset import IDSet, union
 
 if TYPE_CHECKING:
     from nri_resmgr.policy.balloons.policy import BalloonsPolicy
@@ -43,6 +45,7 @@ def violations(policy: BalloonsPolicy, state: BalloonsState) -> list[str]:
     if twice:
         out.append(f"CPUs {twice} are in more than one balloon")
     available = policy.config.available
+    shareable = available - state.used - policy.topology.isolated_cpus()
     per_type: Counter[str] = Counter()
     for name, b in state.balloons.items():
         per_type[b.type] += 1
@@ -54,6 +57,10 @@ def violations(policy: BalloonsPolicy, state: BalloonsState) -> list[str]:
             continue
         if not b.cpus <= available:
             out.append(f"balloon {name} holds unavailable CPUs {b.cpus - available}")
+        if not b.shared <= (shareable if t.share_idle_cpus_in_same is not None else IDSet()):
+            out.append(f"balloon {name} shares CPUs {b.shared} it may not share")
+        if any(c.shared for c in b.walk() if c is not b):
+            out.append(f"balloon {name} has components that share idle CPUs")
         n = len(b.cpus)
         if n < t.min_cpus or (t.max_cpus and n > t.max_cpus):
             out.append(f"balloon {name} has {n} CPUs; expected {t.min_cpus}..{t.max_cpus or 'any'}")

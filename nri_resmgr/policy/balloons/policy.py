@@ -15,12 +15,14 @@ balanced-inflate, new.  *Balanced* is an existing balloon with room for the requ
 it is, *balanced-inflate* one that can grow to fit; *new* takes an empty balloon of the
 type before it makes one.  Among the candidates of a step the one with the most free
 millicores wins (as it is; for balanced-inflate, inflated as far as free CPUs and
-``maxCPUs`` let it), then the one with fewest containers, then the lowest instance.  A
+``maxCPUs`` let it), then the one with fewest containers, then the one made first.  A
 balloon with members of another group is never a candidate.
 
 A balloon's size is ``max(minCPUs, ceil(sum of its members' CPU requests))``, and at least
 one CPU while it has containers (best-effort ones too), at most ``maxCPUs`` (0: no
-limit): it inflates and deflates as containers come and go (`_resize`).
+limit): it inflates and deflates as containers come and go (`_resize`).  A new balloon
+is made at its ``minCPUs`` and then inflated for its first container, as nri-plugins
+does: the second pick grows near the first, which sizing it at once would not.
 Which CPUs it takes and gives back is `allocation`'s rule (nri-plugins' CPU tree; the
 sort keys are in its docstring): near the balloon's own CPUs first, then packed or, with
 ``allocatorTopologyBalancing``, balanced over the topology, one thread per core first
@@ -55,11 +57,17 @@ the ``maxCPUs`` of the composite or of any component fails.  A composite and its
 components count as one balloon: they go when the composite does, and a component type's
 ``minBalloons``/``maxBalloons`` count only its own top-level balloons.
 
-A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) of the same
-``shareIdleCPUsInSame`` topology domains; an empty balloon with no CPUs is reported
-with the reserved balloon's CPUs.  ``hideHyperthreads`` (or the annotation) keeps one
-thread per core; memory is pinned (``pinMemory``) to the nodes of those CPUs, of the
-``memoryTypes`` kinds (or the ``memory-type`` annotation's).
+A container runs on its balloon's CPUs, plus the idle CPUs (in no balloon) it shares
+with ``shareIdleCPUsInSame``: as in nri-plugins these are state (`state.Balloon.shared`,
+`share_idle`), not recomputed: after an inflation every balloon shares the idle CPUs of
+its domains, after a deflation the CPUs given back join the balloons near them, a
+deleted balloon's last CPUs wait for the next inflation, a shared CPU leaves only when a
+balloon takes it, and kernel-isolated CPUs are never shared.  An empty balloon with no
+CPUs is reported with the reserved balloon's CPUs.  ``hideHyperthreads`` (or the
+annotation) keeps one thread per core; memory is pinned (``pinMemory``) to the nodes of
+those CPUs, of the ``memoryTypes`` kinds (or the ``memory-type`` annotation's), as the
+container's memory zone when it joins; as its balloon changes the zone only widens
+(`memzone`, nri-plugins' libmem reallocation; `_follow_mems`).
 
 A new container is created with a scheduling class (`sched_classes`: Linux scheduling
 policy, priority, nice, I/O priority): the one its ``scheduling-class`` annotation names,
@@ -77,7 +85,10 @@ nodes alone.
 
 Every decision's updates are the other containers whose rendered CPUs or memory changed
 (`decide.decide`): only the members of balloons whose view changed are rendered.
-``rebuild`` keeps every group of containers that run on the same CPUs in one balloon of
+``rebuild`` first replays nri-plugins' restart: the initial state with every container
+allocated again in the order given; when that puts each where it reports it runs, that
+is the state (`_replayed`: the balloons own the CPUs they owned, not only show them).
+Otherwise it keeps every group of containers that run on the same CPUs in one balloon of
 their type claiming those CPUs, when they are free and enough for the balloon as it is
 (no inflating); the rest are placed as if new, in the order given (creation order: a
 live reconfiguration refills as nri-plugins does, so they may join a balloon with room),
@@ -143,6 +154,7 @@ from nri_resmgr.policy.balloons.config import (
 )
 from nri_resmgr.policy.balloons.invariants import check_invariants
 from nri_resmgr.policy.balloons.matching import balloon_type_of, evaluate, expand
+from nri_resmgr.policy.balloons.memzone import MemZone, realloc
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.common import one_thread_per_core, parse_bool_annotation, take_cpus
@@ -230,6 +242,12 @@ class BalloonsPolicy(Policy[BalloonsState]):
         if not self.reserved_home:
             self.reserved_home = self._reserved_home()
             self.tree_options = self._tree_options()
+        #: the balloons of the initial state, in order, and their CPUs: a rebuild makes
+        #: the empty ones there again, when it can, and keeps their order
+        initial = self._initial()
+        self.initial_homes: dict[str, CPUSet] = (
+            {} if isinstance(initial, str) else {n: b.cpus for n, b in initial.balloons.items()}
+        )
         #: the scheduling classes (the contract's `scheduling` hook; the daemon checks them)
         self.scheduling: SchedulingClasses = self.config.scheduling
 
@@ -323,6 +341,40 @@ class BalloonsPolicy(Policy[BalloonsState]):
                 overloads=any(lc.overloads_level_in_balloon for lc in loads),
             )
         return out
+
+    def share_idle(
+        self, state: BalloonsState, *, add: CPUSet, remove: CPUSet = _NO_CPUS
+    ) -> BalloonsState:
+        """`state` with the idle CPUs `add` shared by the balloons whose
+        ``shareIdleCPUsInSame`` domains hold them, and `remove` (just taken) shared by
+        none: nri-plugins' shareIdleCpus.  Kernel-isolated CPUs are never shared.  A
+        balloon keeps what it shares until a balloon takes it, even when it no longer
+        has CPUs in that domain."""
+        add = add - self.topology.isolated_cpus()
+        out = {}
+        for name, b in state.balloons.items():
+            shared = b.shared - remove
+            level = self.types[b.type].share_idle_cpus_in_same
+            if level is not None and add and b.cpus:
+                shared = shared | (add & level_cpus(self.topology, b.cpus, level))
+            out[name] = b if shared == b.shared else replace(b, shared=shared)
+        return BalloonsState(balloons=out, members=state.members)
+
+    def _commit(self, state: BalloonsState, balloon: Balloon) -> BalloonsState:
+        """`state` with `balloon` made or resized, its CPUs shared as nri-plugins shares
+        them (`share_idle`): after an inflation every balloon shares the idle CPUs of
+        its domains, the new CPUs are shared by none; after a deflation the CPUs given
+        back are shared by the balloons (this one too) in whose domains they are."""
+        old = state.balloons.get(balloon.name)
+        before = old.cpus if old is not None else _NO_CPUS
+        balloon = replace(balloon, shared=old.shared if old is not None else _NO_CPUS)
+        state = state.with_balloon(balloon)
+        added, removed = balloon.cpus - before, before - balloon.cpus
+        if added:
+            return self.share_idle(state, add=self.config.available - state.used, remove=added)
+        if removed:
+            return self.share_idle(state, add=removed)
+        return state
 
     def _pick(self, state: BalloonsState, t: BalloonType, cpus: CPUSet, count: int) -> CPUSet:
         """`count` of `cpus` for a balloon of type `t` that has none yet (rebuild)."""
@@ -531,16 +583,28 @@ class BalloonsPolicy(Policy[BalloonsState]):
             raise AllocationError(st)
         return st
 
+    def _creation_rank(self, t: BalloonType) -> int:
+        """Where `t`'s ``minBalloons`` balloons come in the initial state: by
+        ``allocatorPriority``, high first and none (the option absent) last, as
+        nri-plugins' setConfig creates them, so a high-priority type takes its CPUs
+        before the reserved balloon (low, or normal when ``reservedResources`` is a
+        cpuset); in type order within a priority."""
+        prio = t.allocator_priority
+        if t.name == RESERVED and self.config.reserved:
+            prio = CPUPriority.NORMAL
+        return list(CPUPriority).index(prio)
+
     def _initial(self) -> BalloonsState | str:
-        """The ``minBalloons`` balloons of every type, in type order; or why not."""
+        """The ``minBalloons`` balloons of every type, in `_creation_rank` order; or why
+        not."""
         st = BalloonsState(balloons={}, members={})
-        for t in self.config.types:
+        for t in sorted(self.config.types, key=self._creation_rank):
             for _ in range(t.min_balloons):
                 got = self._new_balloon(st, t, None)
                 if isinstance(got, str):
                     return f"policy balloons: minBalloons of {t.name}: {got}"
                 st = st.with_balloon(got)
-        return st
+        return self.share_idle(st, add=self.config.available - st.used)
 
     # ---- views and rendering -------------------------------------------------------
 
@@ -555,26 +619,19 @@ class BalloonsPolicy(Policy[BalloonsState]):
 
     def views(self, state: BalloonsState) -> dict[str, BalloonView]:
         """Every balloon's view: own CPUs plus shared idle ones, and memory nodes."""
-        idle = self.config.available - state.used
         reserved = next((b.cpus for b in state.balloons.values() if b.type == RESERVED), None)
         out = {}
         for name, b in state.balloons.items():
             t = self.types[b.type]
-            cpus = b.cpus
-            if t.share_idle_cpus_in_same is not None:
-                cpus = cpus | (idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same))
+            cpus = b.cpus | b.shared
             if not cpus:
                 cpus = reserved or self.reserved_home
             out[name] = BalloonView(cpus=cpus, mems=self._mems(t, cpus, ()))
         return out
 
     def shared_idle(self, state: BalloonsState, name: str) -> CPUSet:
-        b = state.balloons[name]
-        t = self.types[b.type]
-        if t.share_idle_cpus_in_same is None:
-            return IDSet()
-        idle = self.config.available - state.used
-        return idle & level_cpus(self.topology, b.cpus, t.share_idle_cpus_in_same)
+        """The idle CPUs balloon `name`'s containers share (`share_idle`)."""
+        return state.balloons[name].shared
 
     @staticmethod
     def _hides(t: BalloonType, m: Member) -> bool:
@@ -589,7 +646,10 @@ class BalloonsPolicy(Policy[BalloonsState]):
             cpus = one_thread_per_core(self.topology, cpus)
         if not self.config.options.pin_cpu:
             cpus = IDSet()
-        mems = self._mems(t, view.cpus, m.memory_kinds) if m.memory_kinds else view.mems
+        if m.memory is not None:
+            mems = m.memory.given
+        else:
+            mems = self._mems(t, view.cpus, m.memory_kinds) if m.memory_kinds else view.mems
         if m.preserve_mems:
             mems = IDSet()
         return Assignment(
@@ -666,7 +726,7 @@ class BalloonsPolicy(Policy[BalloonsState]):
     def _leave_alone(
         self, state: BalloonsState, c: ContainerInfo, reason: str
     ) -> Decision[BalloonsState]:
-        new = self._drop(state, c.id) if c.id in state.members else state
+        new = self._follow_mems(state, self._drop(state, c.id)) if c.id in state.members else state
         untouched = Assignment(
             container_id=c.id, cpus=IDSet(), mems=IDSet(), kind=CPUKind.NONE, pool=""
         )
@@ -707,10 +767,12 @@ class BalloonsPolicy(Policy[BalloonsState]):
 
         A step's candidates are the balloons it names that can grow to take `m`; the one
         with the most free millicores wins (free now; for balanced-inflate, free when
-        inflated as far as it can), then the one with fewest containers, then the lowest
-        instance.  The new step takes an empty balloon of the type before making one.
+        inflated as far as it can), then the one with fewest containers, then the one
+        made first (the state's order, nri-plugins' list of balloons: a balloon made
+        again after one went comes last, whatever its instance).  The new step takes an
+        empty balloon of the type before making one.
         """
-        mine = sorted(state.of_type(t.name), key=lambda b: b.instance)
+        mine = state.of_type(t.name)
         members = {b.name: state.members_of(b.name) for b in mine}
         if t.group_by:
             mine = [b for b in mine if all(x.group == m.group for x in members[b.name])]
@@ -734,7 +796,11 @@ class BalloonsPolicy(Policy[BalloonsState]):
                     if isinstance(got, Balloon):
                         return got, step
                     reasons.append(got)
-                made = self._new_balloon(state, t, m.milli, seed=seed)
+                made = self._new_balloon(state, t, m.milli if seed else None, seed=seed)
+                if isinstance(made, Balloon) and not seed:
+                    # made at its minCPUs, then inflated for `m` as a balloon already
+                    # there, as nri-plugins does (the second pick grows near the first)
+                    made = self._resize(state.with_balloon(made), made, m.milli, occupied=True)
                 if isinstance(made, Balloon):
                     return made, step
                 reasons.append(made)
@@ -760,7 +826,7 @@ class BalloonsPolicy(Policy[BalloonsState]):
                 if isinstance(got, str):
                     reasons.append(got)
                     continue
-                rank = (-free(b, inflated=inflated), len(members[b.name]), b.instance)
+                rank = (-free(b, inflated=inflated), len(members[b.name]), mine.index(b))
                 fits.append((rank, got))
             if fits:
                 return min(fits, key=lambda kb: kb[0])[1], step
@@ -787,8 +853,39 @@ class BalloonsPolicy(Policy[BalloonsState]):
             balloon, step = self._place(state, t, m, prefer=prefer, seed=seed)
         except AllocationError as exc:
             raise AllocationError(f"{c.pretty}: {exc}") from exc
-        new = state.with_balloon(balloon).with_member(replace(m, balloon=balloon.name))
+        new = self._commit(state, balloon)
+        m = replace(m, balloon=balloon.name)
+        new = new.with_member(replace(m, memory=self._first_zone(new, m)))
         return new, f"in balloon {balloon.name} ({step})"
+
+    def _first_zone(self, state: BalloonsState, m: Member) -> MemZone | None:
+        """`m`'s memory zone as it joins its balloon in `state`: the nodes near the
+        balloon's view of the kinds it wants (None when memory is not pinned)."""
+        b = state.balloons[m.balloon]
+        t = self.types[b.type]
+        view = self.views(state)[m.balloon]
+        zone = self._mems(t, view.cpus, m.memory_kinds) if m.memory_kinds else view.mems
+        if not zone:
+            return None
+        return MemZone.first(self.topology.nodes_of(view.cpus), zone)
+
+    def _follow_mems(self, old: BalloonsState, new: BalloonsState) -> BalloonsState:
+        """`new` with the memory zones of the containers whose balloon changed its view
+        since `old` reallocated (`memzone.realloc`: a zone only widens); a container
+        that joined its balloon in between keeps the zone it joined with."""
+        v_old, v_new = self.views(old), self.views(new)
+        members = dict(new.members)
+        for cid, m in new.members.items():
+            was = old.members.get(cid)
+            if m.memory is None or was is None or was.balloon != m.balloon:
+                continue
+            if v_old.get(m.balloon) == v_new[m.balloon]:
+                continue
+            t = self.types[new.balloons[m.balloon].type]
+            kinds = m.memory_kinds or self.config.memory_kinds.get(t.name) or ()
+            nodes = self.topology.nodes_of(v_new[m.balloon].cpus)
+            members[cid] = replace(m, memory=realloc(self.topology, m.memory, nodes, kinds))
+        return BalloonsState(balloons=new.balloons, members=members)
 
     def _drop(self, state: BalloonsState, cid: ContainerID) -> BalloonsState:
         """`state` without `cid`: its balloon deflates, or goes when empty and optional."""
@@ -802,11 +899,14 @@ class BalloonsPolicy(Policy[BalloonsState]):
         if b is None:
             return state
         t = self.types[b.type]
-        if not state.members_of(name) and len(state.of_type(t.name)) > t.min_balloons:
-            return state.without_balloon(name)
         got = self._resize(state, b, state.milli_of(name), occupied=bool(state.members_of(name)))
         assert isinstance(got, Balloon)  # deflating within maxCPUs always fits
-        return state.with_balloon(got)
+        state = self._commit(state, got)
+        if not state.members_of(name) and len(state.of_type(t.name)) > t.min_balloons:
+            # deflated to its minCPUs first, as nri-plugins does: the CPUs it gave back
+            # are shared at once, the rest only when a balloon next inflates
+            return state.without_balloon(name)
+        return state
 
     # ---- the protocol --------------------------------------------------------------
 
@@ -817,6 +917,7 @@ class BalloonsPolicy(Policy[BalloonsState]):
         if why is not None:
             return self._leave_alone(state, container, why)
         new, reason = self._add(state, container)
+        new = self._follow_mems(state, new)
         t = self.types[new.balloons[new.members[container.id].balloon].type]
         scheduling = self.scheduling.resolve(container, default=t.scheduling_class or None)
         decision = decide(self._render_changed, state, new, container.id, reason)
@@ -825,7 +926,7 @@ class BalloonsPolicy(Policy[BalloonsState]):
     def release(self, state: BalloonsState, container_id: ContainerID) -> Decision[BalloonsState]:
         if container_id not in state.members:
             return nothing_to_release(state)
-        new = self._drop(state, container_id)
+        new = self._follow_mems(state, self._drop(state, container_id))
         return decide_release(self._render_changed, state, new, container_id)
 
     def update(self, state: BalloonsState, container: ContainerInfo) -> Decision[BalloonsState]:
@@ -836,7 +937,7 @@ class BalloonsPolicy(Policy[BalloonsState]):
         if why is not None:
             return self._leave_alone(state, container, why)
         t = balloon_type_of(container, self.config)
-        fresh = replace(self._member(container, t), balloon=old.balloon)
+        fresh = replace(self._member(container, t), balloon=old.balloon, memory=old.memory)
         if state.balloons[old.balloon].type == t.name and fresh == old:
             return decide(self._render_changed, state, state, container.id, "unchanged")
         # the old balloon keeps its CPUs until the container is placed again, so that
@@ -845,6 +946,9 @@ class BalloonsPolicy(Policy[BalloonsState]):
         new, reason = self._add(without, container, prefer=old.balloon)
         if new.members[container.id].balloon != old.balloon:
             new = self._settle(new, old.balloon)
+        else:  # it keeps its memory zone, which follows the balloon as the others' do
+            new = new.with_member(replace(new.members[container.id], memory=old.memory))
+        new = self._follow_mems(state, new)
         return decide(self._render_changed, state, new, container.id, f"updated: {reason}")
 
     def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision[BalloonsState]:
@@ -852,6 +956,9 @@ class BalloonsPolicy(Policy[BalloonsState]):
         notes: list[str] = []
         # preserved ones stay where they are, unknown
         unique = {c.id: c for c in each_once(c for c in containers if self.preserved(c) is None)}
+        replayed = self._replayed(list(unique.values()))
+        if replayed is not None:
+            return Decision(state=replayed, updates=(), reason="rebuilt: as created")
         known = {c.id: self._rebuild_member(c, notes) for c in unique.values()}
         types = {cid: t for cid, (t, _) in known.items()}
         # 0. the reserved balloon where it is from the start (`initial_state`): no other
@@ -889,10 +996,78 @@ class BalloonsPolicy(Policy[BalloonsState]):
                 st, _ = self._add(st, c, seed=c.current_cpus or IDSet(), as_member=known[c.id])
             except (AllocationError, AnnotationError) as exc:
                 notes.append(f"not placed: {exc}")
+        st = self._reshared(st, unique)
+        st = self._rezoned(st, unique)
         rendered = self.render(st)
         updates = moved(unique.values(), rendered)
         reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
+
+    def _replayed(self, containers: Sequence[ContainerInfo]) -> BalloonsState | None:
+        """The initial state with `containers` allocated in the order given, when that
+        puts every one of them exactly where it reports it runs (CPUs and memory
+        nodes), else None.  nri-plugins restarts so, and where that moves nobody the
+        balloons then own the CPUs theirs own, not only show the same ones."""
+        st = self._initial()
+        if isinstance(st, str):
+            return None
+        for c in containers:
+            if c.current_cpus is None:
+                return None
+            try:
+                st = self.allocate(st, c).state
+            except (AllocationError, AnnotationError):
+                return None
+        rendered = self.render(st)
+        for c in containers:
+            got = rendered[c.id]
+            if got.cpus != c.current_cpus or got.mems != (c.current_mems or IDSet()):
+                return None
+        return st
+
+    def _reshared(
+        self, state: BalloonsState, containers: Mapping[ContainerID, ContainerInfo]
+    ) -> BalloonsState:
+        """`state` with the idle CPUs each balloon shares (rebuild): those of its
+        domains, as when nri-plugins starts; when every container reports its CPUs,
+        for a balloon that kept the CPUs its containers report, only those of them they
+        report (nri-plugins shares a deleted balloon's last CPUs only at the next
+        inflation: `share_idle`)."""
+        st = BalloonsState(
+            balloons={n: replace(b, shared=_NO_CPUS) for n, b in state.balloons.items()},
+            members=state.members,
+        )
+        st = self.share_idle(st, add=self.config.available - st.used)
+        if any(not c.current_cpus for c in containers.values()):
+            return st
+        balloons = dict(st.balloons)
+        for name, b in st.balloons.items():
+            t = self.types[b.type]
+            seen = []
+            for m in st.members_of(name):
+                cpus = containers[m.container_id].current_cpus or _NO_CPUS
+                if self._hides(t, m):  # it sees one thread of each core it shares
+                    cpus = cpus | IDSet(s for c in cpus for s in self.topology.siblings(c))
+                seen.append(cpus)
+            reported = union(seen)
+            if b.shared and reported and b.cpus <= reported:
+                balloons[name] = replace(b, shared=b.shared & reported)
+        return BalloonsState(balloons=balloons, members=st.members)
+
+    def _rezoned(
+        self, state: BalloonsState, containers: Mapping[ContainerID, ContainerInfo]
+    ) -> BalloonsState:
+        """`state` with every member's memory zone as it joins its balloon now
+        (rebuild), or the memory nodes it reports when they hold that zone: a zone
+        widened before the restart stays as wide."""
+        members = {}
+        for cid, m in state.members.items():
+            mz = self._first_zone(state, m)
+            now = containers[cid].current_mems
+            if mz is not None and now and mz.zone <= now:
+                mz = MemZone(affinity=mz.affinity, zone=now, given=now)
+            members[cid] = replace(m, memory=mz)
+        return BalloonsState(balloons=state.balloons, members=members)
 
     def _rebuild_member(self, c: ContainerInfo, notes: list[str]) -> tuple[BalloonType, Member]:
         """`c`'s balloon type and membership at rebuild, the same for claiming its CPUs
@@ -985,10 +1160,12 @@ class BalloonsPolicy(Policy[BalloonsState]):
     def _top_up(self, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
         """`state` with at least ``minBalloons`` balloons of every type (rebuild).
 
-        The empty ones take their CPUs from `unseen` (in no container's reported
-        cpuset) where they can: that is where empty balloons were, so the idle CPUs
-        other balloons share stay the same.  (The reserved balloon is made before the
-        claims, at its home.)
+        The empty ones are made in the initial state's order (`_creation_rank`) and
+        take the CPUs they have there (`initial_homes`) when those are unseen (in no
+        container's reported cpuset) and free, so a rebuild without containers is the
+        initial state; else they take their CPUs from `unseen` where they can: that is
+        where empty balloons were, so the idle CPUs other balloons share stay the same.
+        (The reserved balloon is made before the claims, at its home.)
         """
         # unseen CPUs in the domains whose idle CPUs a claimed balloon shares are not
         # idle (it would report them): empty balloons held them
@@ -997,16 +1174,23 @@ class BalloonsPolicy(Policy[BalloonsState]):
             for b in state.balloons.values()
             if (level := self.types[b.type].share_idle_cpus_in_same) is not None
         )
-        for t in self.config.types:
+        for t in sorted(self.config.types, key=self._creation_rank):
             while len(state.of_type(t.name)) < t.min_balloons:
                 got = self._new_balloon(state, t, None)
                 if isinstance(got, str):
                     break
                 free = unseen - state.used
-                if len(free) >= len(got.cpus):
+                home = self.initial_homes.get(got.name, _NO_CPUS)
+                if home and home <= free and len(home) == len(got.cpus):
+                    got = self._fill(state, got, home, 0, occupied=False)
+                elif len(free) >= len(got.cpus):
                     got = self._fill(state, got, free, 0, occupied=False, first=held)
                 state = state.with_balloon(got)
-        return state
+        # the initial state's balloons first, in its order (nri-plugins' list of balloons
+        # after a restart), then the others
+        order = {name: i for i, name in enumerate(self.initial_homes)}
+        ranked = sorted(state.balloons.items(), key=lambda nb: order.get(nb[0], len(order)))
+        return BalloonsState(balloons=dict(ranked), members=state.members)
 
     # ---- what the shell and reports read --------------------------------------------
 

@@ -5,8 +5,10 @@ Theory of operation: a `Balloon` is one instance of a balloon type (named
 holds.  A `Member` is one container in one balloon, with the millicores it requested:
 a balloon's size follows the sum of its members' requests (`BalloonsState.milli_of`).
 CPUs in no balloon are *idle*; balloon types with ``shareIdleCPUsInSame`` let their
-containers run on the idle CPUs near their own.  The state is immutable: every change
-builds a new one (`with_balloon`, `with_member`, `without_member`, `without_balloon`).
+containers run on idle CPUs near their own (`Balloon.shared`).  The state is immutable:
+every change builds a new one (`with_balloon`, `with_member`, `without_member`,
+`without_balloon`).  The balloons are in the order they were made (nri-plugins' list of
+balloons, which breaks the fill chain's ties).
 
 A *composite* balloon (its type has ``components``) holds the CPUs of its component
 balloons, instances of other types made for it alone and kept inside it
@@ -21,9 +23,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from nri_resmgr.model import ContainerID, MemoryKind, PodID, PolicyState
-from nri_resmgr.topology.cpuset import CPUSet, union
+from nri_resmgr.policy.balloons.memzone import MemZone
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 
 __all__ = ["Balloon", "BalloonsState", "Member", "balloon_name"]
+
+_NO_CPUS: CPUSet = IDSet()
 
 
 def balloon_name(type_name: str, instance: int) -> str:
@@ -40,6 +45,10 @@ class Balloon:
     cpus: CPUSet
     #: a composite balloon's component balloons, whose CPUs it holds; () when plain
     components: tuple[Balloon, ...] = ()
+    #: the idle CPUs its containers share (``shareIdleCPUsInSame``), kept as nri-plugins
+    #: keeps them: CPUs join when they become idle in its domains or a balloon inflates,
+    #: and leave only when a balloon takes them (`BalloonsPolicy.share_idle`)
+    shared: CPUSet = _NO_CPUS
 
     @property
     def name(self) -> str:
@@ -71,6 +80,9 @@ class Member:
     memory_kinds: tuple[MemoryKind, ...] = ()
     #: ``memory.preserve``: the policy leaves its memory nodes alone
     preserve_mems: bool = False
+    #: its memory zone (`memzone`), which only widens as its balloon changes; None
+    #: when memory is not pinned (its nodes are its balloon's)
+    memory: MemZone | None = None
 
 
 @dataclass(frozen=True, slots=True)

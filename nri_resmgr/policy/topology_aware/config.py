@@ -59,7 +59,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nri_resmgr.policy.common import lowest_cpus, parse_cpu_amount
+from nri_resmgr.policy.common import parse_cpu_amount
+from nri_resmgr.policy.cpu_allocator import CPUAllocator
 from nri_resmgr.policy.cpu_classes import CPUClass, check_classes
 from nri_resmgr.policy.kit.constraints import (
     RESERVED_CPU,
@@ -69,8 +70,8 @@ from nri_resmgr.policy.kit.constraints import (
     reserved_namespaces,
 )
 from nri_resmgr.policy.sched_classes import SchedulingClassSpec
-from nri_resmgr.policy.topology_aware.priority import CPUPriority
-from nri_resmgr.topology.cpuset import CPUSet, IDSet
+from nri_resmgr.policy.topology_aware.priority import CPUPriority, priority_cpus
+from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.validation import invalid, validate
 
@@ -244,18 +245,28 @@ class ResolvedConfig:
 
 
 def _reserve_by_count(topology: Topology, available: CPUSet, count: int) -> CPUSet:
-    """`count` reserved CPUs: whole idle packages that fit first, then the lowest cores.
+    """`count` reserved CPUs as nri-plugins picks them: their CPU allocator, preferring
+    normal-priority CPUs, out of the available CPUs that are not isolated (or out of all
+    available ones when too few are not).
 
-    As nri-plugins' CPU allocator: a package whose available CPUs all fit in what is still
-    needed is taken whole (by id), so on a sparse machine a lone CPU's package is reserved
-    and the packages with room stay whole (s8c4k/test01-sparse-4kcpus).
+    So whole idle packages that fit go first (on a sparse machine a lone CPU's package is
+    reserved and the packages with room stay whole, s8c4k/test01-sparse-4kcpus), then
+    whole cores, then a thread of a core another CPU of which is unavailable (an
+    isolated sibling), else the lowest.
     """
-    out = IDSet()
-    for pkg in topology.package_ids():
-        cpus = topology.package_cpus(pkg) & available
-        if cpus and len(cpus) <= count - len(out):
-            out = out | cpus
-    return out | lowest_cpus(topology, available - out, count - len(out))
+    classes = priority_cpus(topology)
+    allocator = CPUAllocator(
+        topology,
+        high=classes.high,
+        normal=classes.normal,
+        low=classes.low,
+        hybrid=classes.hybrid,
+    )
+    candidates = available - topology.isolated_cpus()
+    if len(candidates) < count:
+        candidates = available
+    picked = allocator.allocate(candidates, count, priority=CPUPriority.NORMAL)
+    return picked if picked is not None else available
 
 
 def _check_cpu_classes(opts: TopologyAwareConfig) -> None:

@@ -28,8 +28,8 @@ isolated CPUs and the shared room left after the grant, which rank the pools
 exactly the CPUs it holds now.
 
 A request's CPU priority (`priority`) marks the offer of a pool short of CPUs of that
-class (`Offer.priority_unmet`, for the sort key) and makes whole CPUs come from the
-class first; ``require-isolated-cpus`` leaves only the isolated way.
+class (`Offer.priority_unmet`, for the sort key) and makes the allocator rank CPUs of
+the class first; ``require-isolated-cpus`` leaves only the isolated way.
 """
 
 from __future__ import annotations

@@ -513,6 +513,20 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         # (cpu.preserve, pinCPU: false) holds none: we never set it, it may be every CPU
         holders = holders_per_cpu(c.current_cpus for c in containers if _pins_cpus(requests[c.id]))
         missing = missing_from_shared_views(self.tree, containers, requests)
+        # the threads a pinned hide-hyperthreads report may hide: the higher siblings
+        # of its CPUs (the rendering shows the lowest thread held on each core, so a
+        # lower sibling is not held)
+        hidden_by = {
+            c.id: frozenset(
+                sib
+                for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus
+                for sib in self.topology.siblings(cpu)
+                if sib > cpu
+            )
+            for c in containers
+            if requests[c.id].hide_hyperthreads and _pins_cpus(requests[c.id])
+        }
+        hidden = holders_per_cpu(IDSet(cpus) for cpus in hidden_by.values())
 
         # 1. keep valid exclusive placements exactly: of the claims valid on their own,
         # those no other report overlaps first, then those only other pinned containers'
@@ -615,15 +629,20 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
                 self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
                 for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus
             )
-            # in nobody else's cpuset (a hidden sibling counts only if no one sees it)
+            # in nobody else's cpuset (a hidden sibling counts only if no one sees it);
+            # of those, the visible ones are not hidden behind another's
+            # hide-hyperthreads view either (a view of one thread a core may hold the
+            # whole cores), and go first
             own = (c.current_cpus or IDSet()) if _pins_cpus(req) else IDSet()
             lonely = IDSet(cpu for cpu in mine if holders[cpu] - (cpu in own) == 0)
+            mine_hidden = hidden_by.get(c.id, frozenset())
+            visible = IDSet(cpu for cpu in lonely if hidden[cpu] - (cpu in mine_hidden) == 0)
             # a mixed container's own CPUs are the ones other shared views lack
             evidence = IDSet(cpu for cpu in lonely if missing[cpu])
             # under hide-hyperthreads, a CPU shown before its hidden sibling: the
             # rendering shows the lowest thread held on each core, so a shown CPU that
             # is a higher thread is held while its lower sibling is not
-            prefer = [evidence, lonely & own, lonely]
+            prefer = [evidence, visible & own, visible, lonely & own, lonely]
             try:
                 grant, _ = self._place(st, c, req, hint=hint, prefer=prefer, root_only=root_only)
             except AllocationError as exc:

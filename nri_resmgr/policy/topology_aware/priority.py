@@ -26,10 +26,9 @@ A priority acts twice, as in nri-plugins:
 - **where** (`priority_unmet`, a component of the pool sort key in `scoring`): a pool
   whose free shared CPUs of the class cannot hold the request loses to one that can.
   ``high`` and ``low`` count before the pool depth, ``normal`` after it;
-- **which CPUs** (`preferred_cpus`): whole CPUs are picked from the class first, then
-  from the rest.  On a hybrid machine everything but ``low`` avoids the E-cores and
-  ``low`` avoids the P-cores as long as it can (nri-plugins' allocator skips E-core
-  clusters for all but low-priority requests, and P-core clusters for those).
+- **which CPUs**: the CPU allocator (`nri_resmgr.policy.cpu_allocator`, their
+  ``cmpCPUSet``) ranks packages, cores and threads by their CPUs of the class, and on a
+  hybrid machine skips the cache groups of the other core kind.
 """
 
 from __future__ import annotations
@@ -47,7 +46,6 @@ __all__ = [
     "CPUPriority",
     "PriorityCPUs",
     "parse_cpu_priority",
-    "preferred_cpus",
     "priority_cpus",
     "priority_unmet",
 ]
@@ -128,14 +126,3 @@ def priority_unmet(
     if priority is CPUPriority.NONE:
         return False
     return 1000 * len(classes.of(priority) & shared) < max(1000 * full + milli, 1)
-
-
-def preferred_cpus(priority: CPUPriority, classes: PriorityCPUs) -> CPUSet | None:
-    """The CPUs whole-CPU grants should come from first, or None for no preference."""
-    if priority is CPUPriority.LOW:
-        return classes.low or None
-    if priority is CPUPriority.HIGH and classes.high:
-        return classes.high
-    if classes.hybrid:
-        return classes.normal
-    return None

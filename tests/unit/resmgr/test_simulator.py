@@ -155,6 +155,9 @@ def test_json_output_shape() -> None:
     assert doc["policy"] == "static"
     assert [s["op"] for s in doc["steps"]] == ["create", "create", "delete"]
     first = doc["steps"][0]
+    # the NodeResourceTopology of the step (tests/unit/kube/test_nrt.py checks its content)
+    nrt = first.pop("nrt")
+    assert {z["name"] for z in nrt["zones"]} >= {"node-0"}
     assert first == {
         "step": 0,
         "op": "create",

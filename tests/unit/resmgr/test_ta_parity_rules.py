@@ -99,3 +99,15 @@ def test_burstable_without_memory_limit_goes_to_the_root() -> None:
     assert n.a("open").mems == IDSet.parse("0-3")
     n.create(burstable_memory("capped", 500, limit=1000, memory_limit=100 << 20))
     assert len(n.nodes("capped")) == 1
+
+
+def test_reserved_cpu_is_their_allocators_pick() -> None:
+    """750m reserved on a machine whose CPU 13 and 14 are isolated: their allocator takes
+    a thread whose sibling is unavailable, CPU 12 (ours took CPU 0), so CPU 0-1 are an
+    exclusive container's (a differential run on a random machine)."""
+    spec = {"packages": 2, "dies": 2, "cores": 4, "threads": 2, "memory": "16G",
+            "l3_per_die": 2, "numbering": "qemu", "isolated": "13-14"}  # fmt: skip
+    n = Node(helm_config(), topology=build_topology(spec))
+    assert n.policy.config.reserved == IDSet([12])
+    n.create(guaranteed("g", 2000))
+    assert n.cpus("g") == IDSet.parse("0-1")

@@ -608,3 +608,22 @@ def test_rebuild_reads_no_mixed_cpus_from_a_fail_open_mixed_report() -> None:
     d = p.rebuild(cs)
     p.check(d.state)
     assert [u.container_id for u in d.updates] == [cs[0].id], d.reason
+
+
+def test_rebuild_reads_the_threads_a_hidden_view_holds() -> None:
+    """With fallbackToShared, x (4 CPUs, hide-hyperthreads) fell back to node1's shared
+    set 2-3,10-11 and shows 2-3; the mixed m runs on CPU 1 and the root's shared set.
+    10 and 11 are x's, hidden behind its view: m's own CPU is not one of them (the
+    allocator's sibling preference took 10, then x no longer fit node1 and moved; a
+    Hypothesis example of the restart properties on 2s2n2c2t, 2 CPUs reserved)."""
+    config = {"fallbackToShared": True, "reservedResources": {"cpu": "2"}}
+    p = TopologyAwarePolicy(topology=small(), config=config)
+    hide = {HIDE_HYPERTHREADS: "true", PREFER_ISOLATED: "true"}
+    cs = [
+        ctr("m", pod="m", milli=1500, cur="1-7,9-15", cur_mems="0-3", cid="m"),
+        ctr("x", pod="x", milli=4000, ann=hide, cur="2-3", cur_mems="1", cid="x"),
+    ]
+    d = p.rebuild(cs)
+    p.check(d.state)
+    assert d.updates == (), d.reason
+    assert d.state.grants[cs[0].id].exclusive == IDSet([1])

@@ -14,7 +14,8 @@
 // The same source is compiled once per NRI version (see ../v*/go.mod). What
 // differs between versions lives in small files under ../shim: how the simple
 // pod and container events reach the adaptation (StateChange up to v0.11,
-// dedicated requests from v0.12), whether UpdatePodSandbox exists, how to wait
+// dedicated requests from v0.12), whether UpdatePodSandbox exists, whether the
+// default validator exists (v0.10+), how to wait
 // until a freshly synchronized plugin is really registered, and the handler
 // signatures of the in-process Go stub plugins.
 //
@@ -61,6 +62,8 @@ type command struct {
 	RequestTimeoutMs      int64             `json:"request_timeout_ms"`
 	RegistrationTimeoutMs int64             `json:"registration_timeout_ms"`
 	DisableExternal       bool              `json:"disable_external"`
+	// the runtime's default_validator table, keyed by its TOML names (NRI v0.10+)
+	DefaultValidator map[string]json.RawMessage `json:"default_validator"`
 
 	// events
 	Pod                    json.RawMessage `json:"pod"`
@@ -240,6 +243,10 @@ func (h *harness) start(cmd *command) reply {
 	if err != nil {
 		return fail(err)
 	}
+	validate, err := defaultValidatorOption(cmd.DefaultValidator)
+	if err != nil {
+		return fail(err)
+	}
 	for _, sub := range []string{"opt/nri/plugins", "etc/nri/conf.d"} {
 		if err := os.MkdirAll(filepath.Join(cmd.Dir, sub), 0o755); err != nil {
 			return fail(err)
@@ -277,6 +284,9 @@ func (h *harness) start(cmd *command) reply {
 	}
 	if cmd.DisableExternal {
 		opts = append(opts, adaptation.WithDisabledExternalConnections())
+	}
+	if validate != nil {
+		opts = append(opts, validate)
 	}
 	r, err := adaptation.New(name, version, h.syncFn, h.updateFn, opts...)
 	if err != nil {

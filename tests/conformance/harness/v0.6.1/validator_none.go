@@ -1,0 +1,1 @@
+../shim/validator_none.go
