@@ -47,7 +47,7 @@ from bench.stats import summary_us
 from bench.workload import container_for, live
 from nri_resmgr.config import Config, LogConfig
 from nri_resmgr.ops.logs import configure_logging
-from nri_resmgr.runtime.daemon import build_pipeline
+from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology

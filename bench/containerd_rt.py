@@ -63,11 +63,11 @@ from typing import Any
 
 from bench.common import build_go_noop, build_nri_plugins, load_note, machine, rss_kib, spawn
 from bench.stats import percentile, summary_us
-from tests._support import go_binary
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.e2e import crio as criomod
 from tests.e2e.images import build_images
+from tests.support.requirements import go_binary, online_cpus
 
 DAEMON = Path(__file__).resolve().parent / "plugins" / "resmgr.py"
 PEERS: tuple[str, ...] = ("none", "go-noop", "nri-plugins", "nri-resmgr")
@@ -278,7 +278,7 @@ def _online(path: str) -> str:
 
 def _live_resources() -> dict[str, Any]:
     """BestEffort resources, pinned where both policies place BestEffort containers."""
-    cpus = cri.online_cpus()
+    cpus = online_cpus()
     shared = sorted(cpus - {0}) if len(cpus) > 1 else sorted(cpus)
     out = cri.BESTEFFORT.linux()
     out["cpuset_cpus"] = ",".join(map(str, shared))

@@ -41,9 +41,9 @@ from bench.workload import live, probe
 from nri_api import api
 from nri_resmgr.config import Config, LogConfig
 from nri_resmgr.ops.logs import configure_logging
-from nri_resmgr.runtime.daemon import build_pipeline
+from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.topology.load import load_topology
-from tests.conformance.harness import Json, fake_runtime
+from tests.conformance.harness import Json, go_runtime
 
 REPO = Path(__file__).resolve().parents[1]
 TOPOLOGY = REPO / "examples" / "topologies" / "server-2s-224t.yaml"
@@ -124,7 +124,7 @@ def roundtrips(
 ) -> dict[str, Any]:
     """CreateContainer through the harness to the external daemon, per level and kind."""
     out: dict[str, Any] = {}
-    with fake_runtime(version) as rt:
+    with go_runtime(version) as rt:
         config = rt.dir / "resmgr.json"
         config.write_text(
             json.dumps(

@@ -32,7 +32,7 @@ from typing import Any
 from bench.common import load_note, machine
 from bench.workload import container_for, running
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.conformance.harness import fake_runtime, make_pod
+from tests.conformance.harness import go_runtime, make_pod
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "bench" / "plugins" / "resmgr.py"
@@ -104,7 +104,7 @@ def measure(n: int, policy: str) -> dict[str, Any]:
     result: dict[str, Any] = {"machine": machine(), "node": SMALL_NODE, "policy": policy,
                               "containers": n, "nri": VERSION}  # fmt: skip
     result["interpreter_kib"] = interpreter_floor()
-    with fake_runtime(VERSION) as rt:
+    with go_runtime(VERSION) as rt:
         root = rt.dir / "root"
         write_sysfs(SMALL_NODE, root)
         config = rt.dir / "resmgr.json"

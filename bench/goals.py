@@ -50,7 +50,7 @@ from typing import Any, Literal
 from bench import decision, peers, roundtrip
 from bench.common import load_note, machine
 from bench.workload import live, running
-from tests.conformance.harness import Json, fake_runtime, short_tempdir
+from tests.conformance.harness import Json, go_runtime, short_tempdir
 
 GO, OURS = "go-noop", "nri-resmgr"
 LEVEL = 1000
@@ -241,7 +241,7 @@ def measure_prereg(p: peers.Peers, *, reps: int, seed: int = 1) -> tuple[Measure
     for _ in range(reps):
         rng.shuffle(order)
         for name in order:
-            with fake_runtime(peers.VERSION) as rt:
+            with go_runtime(peers.VERSION) as rt:
                 p.preregister(name, rt)
                 t0 = time.perf_counter()
                 sync = rt.start()
@@ -273,7 +273,7 @@ def measure_restart(p: peers.Peers, *, reps: int, seed: int = 1) -> tuple[Measur
     # The daemon's first life: a cold Synchronize places every container; its state dir
     # is kept for the restarts.
     state_dir = p.work / "restart-state"
-    with fake_runtime(peers.VERSION) as rt:
+    with go_runtime(peers.VERSION) as rt:
         rt.start(pods=pods, containers=ctrs, request_timeout_ms=peers.SYNC_TIMEOUT_MS)
         p.start(OURS, rt, state_dir=state_dir)
         first = rt.wait_synced(timeout=120)
@@ -285,7 +285,7 @@ def measure_restart(p: peers.Peers, *, reps: int, seed: int = 1) -> tuple[Measur
     for _ in range(reps):
         rng.shuffle(order)
         for name in order:
-            with fake_runtime(peers.VERSION) as rt:
+            with go_runtime(peers.VERSION) as rt:
                 rt.start(pods=pods, containers=now, request_timeout_ms=peers.SYNC_TIMEOUT_MS)
                 t0 = time.perf_counter()
                 p.start(name, rt, state_dir=state_dir)

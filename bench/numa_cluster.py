@@ -48,9 +48,9 @@ from nri_resmgr.scheduler.server import ExtenderMetrics, NrtCache, serve
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.load import load_topology
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     RuntimeCallError,
-    fake_runtime,
+    go_runtime,
     make_container,
     make_pod,
 )
@@ -98,7 +98,7 @@ def _bytes(value: str | None) -> int | None:
 class Kubelet(threading.Thread):
     """Runs the pods bound to `node` through its NRI runtime (module docstring)."""
 
-    def __init__(self, node: str, client: KubeClient, rt: FakeRuntime, stop: threading.Event):
+    def __init__(self, node: str, client: KubeClient, rt: GoRuntime, stop: threading.Event):
         super().__init__(daemon=True, name=f"kubelet-{node}")
         self.node, self.client, self.rt, self.stop = node, client, rt, stop
         self.topology = load_topology(SPEC)
@@ -217,7 +217,7 @@ def run_once(cluster: Cluster, *, extender: bool, pods: int, seed: int, settle: 
     with contextlib.ExitStack() as stack:
         kubelets = []
         for node in NODES:
-            rt = stack.enter_context(fake_runtime("v0.12.2"))
+            rt = stack.enter_context(go_runtime("v0.12.2"))
             rt.start()
             rt.start_external(DAEMON, idx="90", name="resmgr", args=[
                 "--policy", "topology-aware", "--topology", SPEC,

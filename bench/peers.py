@@ -54,7 +54,7 @@ from bench.common import (
 from bench.stats import summary_us
 from bench.workload import live, probe, running
 from nri_resmgr.topology.load import load_topology
-from tests.conformance.harness import FakeRuntime, fake_runtime, short_tempdir
+from tests.conformance.harness import GoRuntime, go_runtime, short_tempdir
 from tests.differential.host import host_root
 from tests.differential.machines import TA_CONFIG
 from tests.differential.plugins import DAEMON, ours_argv, theirs_argv
@@ -94,7 +94,7 @@ class Peers:
         """nri-plugins' binary, built on first use (bench.goals runs without it)."""
         return build_nri_plugins()
 
-    def argv(self, peer: str, rt: FakeRuntime, *, state_dir: Path | None = None) -> list[str]:
+    def argv(self, peer: str, rt: GoRuntime, *, state_dir: Path | None = None) -> list[str]:
         if peer == "go-noop":
             return [str(self.noop), "-socket", str(rt.socket), "-idx", "10", "-name", "gonoop"]
         if peer == "nri-plugins":
@@ -117,7 +117,7 @@ class Peers:
         )
 
     def start(
-        self, peer: str, rt: FakeRuntime, *, state_dir: Path | None = None
+        self, peer: str, rt: GoRuntime, *, state_dir: Path | None = None
     ) -> subprocess.Popen[bytes]:
         """Start `peer` as an external plugin of `rt`; nri-resmgr keeps its state in
         `state_dir` (default: a fresh one in the runtime's directory)."""
@@ -126,7 +126,7 @@ class Peers:
         rt.externals.append(proc)
         return proc
 
-    def preregister(self, peer: str, rt: FakeRuntime) -> None:
+    def preregister(self, peer: str, rt: GoRuntime) -> None:
         """Install `peer` as runtime-launched 90-NAME (go-noop and nri-resmgr only)."""
         if peer == "go-noop":
             launcher = rt.plugin_dir / "10-gonoop"
@@ -145,14 +145,14 @@ class Peers:
         raise ValueError(f"peer {peer!r}: no pre-registered mode here")
 
 
-def _log_tail(rt: FakeRuntime, peer: str) -> str:
+def _log_tail(rt: GoRuntime, peer: str) -> str:
     path = rt.dir / f"{peer}.log"
     return path.read_text(errors="replace")[-3000:] if path.exists() else "(no log)"
 
 
 @contextlib.contextmanager
-def attached(peers: Peers, peer: str) -> Iterator[tuple[FakeRuntime, subprocess.Popen[bytes]]]:
-    with fake_runtime(VERSION) as rt:
+def attached(peers: Peers, peer: str) -> Iterator[tuple[GoRuntime, subprocess.Popen[bytes]]]:
+    with go_runtime(VERSION) as rt:
         # containerd's default request timeout is 2 s; nri-plugins exceeds it at 1,000 live
         # containers on this machine and gets disconnected, so it is raised here and the
         # requests over 2 s are counted instead.
@@ -165,7 +165,7 @@ def attached(peers: Peers, peer: str) -> Iterator[tuple[FakeRuntime, subprocess.
         yield rt, proc
 
 
-def _check_alive(p: str, rt: FakeRuntime, proc: subprocess.Popen[bytes], where: str) -> None:
+def _check_alive(p: str, rt: GoRuntime, proc: subprocess.Popen[bytes], where: str) -> None:
     if proc.poll() is not None:
         raise RuntimeError(
             f"{p} exited with {proc.returncode} {where}; its requests would now go unanswered "
@@ -258,7 +258,7 @@ def synchronize(
     for _ in range(reps):
         rng.shuffle(order)
         for p in order:
-            with fake_runtime(VERSION) as rt:
+            with go_runtime(VERSION) as rt:
                 # One request timeout covers the whole Synchronize; the default 2 s is too
                 # short for nri-plugins here, so it is raised; runs over 2 s are counted.
                 rt.start(pods=pods, containers=ctrs, request_timeout_ms=SYNC_TIMEOUT_MS)
@@ -286,14 +286,14 @@ def startup(peers: Peers, *, reps: int) -> dict[str, Any]:
     pre: dict[str, list[float]] = {p: [] for p in ("go-noop", "nri-resmgr")}
     for _ in range(reps):
         for p in PEERS:
-            with fake_runtime(VERSION) as rt:
+            with go_runtime(VERSION) as rt:
                 rt.start()
                 t0 = time.perf_counter()
                 peers.start(p, rt)
                 rt.wait_synced(timeout=60)
                 ext[p].append(time.perf_counter() - t0)
         for p in pre:
-            with fake_runtime(VERSION) as rt:
+            with go_runtime(VERSION) as rt:
                 peers.preregister(p, rt)
                 t0 = time.perf_counter()
                 sync = rt.start()

@@ -50,13 +50,13 @@ from bench.common import (
     spawn,
 )
 from bench.stats import summary_us
-from tests.conformance.harness import FakeRuntime, fake_runtime, make_container, make_pod
+from tests.conformance.harness import GoRuntime, go_runtime, make_container, make_pod
 
 PLUGIN = Path(__file__).resolve().parent / "plugins" / "noop.py"
 PEERS = ("go-inproc", "go-external", "python")
 
 
-def _python_argv(rt: FakeRuntime, profile: str, out_dir: Path) -> list[str]:
+def _python_argv(rt: GoRuntime, profile: str, out_dir: Path) -> list[str]:
     argv = python_plugin_argv(PLUGIN, socket=rt.socket, idx="10", name="pynoop")
     if profile == "pyinstrument":
         report = out_dir / "roundtrip-pyinstrument.txt"
@@ -79,9 +79,9 @@ def _python_argv(rt: FakeRuntime, profile: str, out_dir: Path) -> list[str]:
 @contextlib.contextmanager
 def attached(
     peer: str, *, version: str, profile: str, out_dir: Path, candidate: str | None = None
-) -> Iterator[FakeRuntime]:
+) -> Iterator[GoRuntime]:
     """A started fake runtime with `peer` attached and synchronized."""
-    with fake_runtime(version) as rt:
+    with go_runtime(version) as rt:
         rt.start()
         if peer == "go-inproc":
             rt.go_plugin(name="gonoop", idx="10", behaviour="noop", events=["CREATE_CONTAINER"])

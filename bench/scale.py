@@ -30,7 +30,7 @@ from typing import Any
 from bench import decision, peers
 from bench.common import load_note, machine, rss_kib
 from bench.workload import running, scaled
-from tests.conformance.harness import fake_runtime, short_tempdir
+from tests.conformance.harness import go_runtime, short_tempdir
 
 GO, OURS = "go-noop", "nri-resmgr"
 
@@ -49,7 +49,7 @@ def synchronize(p: peers.Peers, n: int, *, reps: int, seed: int) -> dict[str, An
     for _ in range(reps):
         rng.shuffle(order)
         for name in order:
-            with fake_runtime(peers.VERSION) as rt:
+            with go_runtime(peers.VERSION) as rt:
                 rt.start(pods=pods, containers=ctrs, request_timeout_ms=peers.SYNC_TIMEOUT_MS)
                 proc = p.start(name, rt)
                 try:

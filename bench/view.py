@@ -41,7 +41,7 @@ from bench.workload import live, probe
 from nri_resmgr.config import Config, LogConfig
 from nri_resmgr.model import ContainerInfo, Decision
 from nri_resmgr.ops.logs import configure_logging
-from nri_resmgr.runtime.daemon import build_pipeline
+from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.simulator.dump import dump_scenario
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.view.html import render_page

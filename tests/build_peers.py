@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pytest
 
-from tests._support import go_binary
 from tests.conformance.harness import VERSIONS, build_harness
 from tests.e2e import containerd as ctd
 from tests.e2e import crio
@@ -33,6 +32,7 @@ from tests.e2e_kube.image import ImageBuildError, build_image
 from tests.k8s.cluster import build_kube_apiserver
 from tests.k8s.components import ComponentBuildError, build_node_components
 from tests.peers import NriPluginsBuildError, build_helm, make_nri_plugins
+from tests.support.requirements import go_binary
 
 #: what a build that cannot run here raises: require()'s skip or strict-mode failure, a
 #: failed or timed-out command

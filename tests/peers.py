@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests._support import REPO, SHARED, go_binary, require, require_go
+from tests.support.requirements import REPO, SHARED, go_binary, require, require_go
 
 HELM_VERSION = "v3.19.0"
 

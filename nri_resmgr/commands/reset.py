@@ -477,7 +477,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_resctrl:
         # the daemon's defaults; imported here: the chart's reset container idles until
         # SIGTERM and need not hold the daemon's modules in memory meanwhile
-        from nri_resmgr.runtime.daemon import DEFAULT_RESCTRL_ROOT, DEFAULT_STATE_DIR
+        from nri_resmgr.runtime.assembly import DEFAULT_RESCTRL_ROOT, DEFAULT_STATE_DIR
 
         try:
             groups = remove_owned_rdt_groups(
@@ -491,7 +491,7 @@ def run(args: argparse.Namespace) -> int:
             verb = "would remove" if args.dry_run else "removed"
             for g in groups:
                 print(f"{verb} resctrl group {g}")
-    from nri_resmgr.runtime.daemon import DEFAULT_STATE_DIR
+    from nri_resmgr.runtime.assembly import DEFAULT_STATE_DIR
 
     restored = restore_cpu_class_files(
         sysfs_root=Path(args.sysfs_root),

@@ -1,12 +1,12 @@
-"""The wire edge: NRI protobuf messages in, domain values out, and back again.
+"""The wire edge inbound: NRI protobuf messages in, domain values out.
 
 Theory of operation
 -------------------
-Nothing below this module sees protobuf.  Inbound, `pod_from_nri` and `container_from_nri`
-turn a `PodSandbox` and a `Container` into the frozen `Pod` and `ContainerInfo` values of
-`nri_resmgr.model`; outbound, `adjustment_for` and `update_for` render an `Assignment` as
-the `ContainerAdjustment` / `ContainerUpdate` the runtime applies.  Every function here is
-pure: no files, no sockets, no clock.
+Nothing below this module sees protobuf.  `pod_from_nri` and `container_from_nri` turn a
+`PodSandbox` and a `Container` into the frozen `Pod` and `ContainerInfo` values of
+`nri_resmgr.model`; the way back, an `Assignment` rendered as the `ContainerAdjustment` /
+`ContainerUpdate` the runtime applies, is `nri_resmgr.runtime.adjustments`.  Every
+function here is pure: no files, no sockets, no clock.
 
 What the runtime tells us, and how we read it (kubelet computes, containerd passes on):
 
@@ -67,23 +67,18 @@ was expected and what was found.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import re
 from collections.abc import Mapping
-from typing import TypeVar
 
 from nri_api import api
-from nri_api.builders import Adjustment, Update
 from nri_resmgr.limits import DEFAULT_LIMITS, Limits, load_annotation_json
 from nri_resmgr.model import (
     ANNOTATION_DOMAIN,
     AnnotationError,
-    Assignment,
     ContainerID,
     ContainerInfo,
     ContainerKind,
-    CPUKind,
     DeviceRef,
     MountRef,
     Pod,
@@ -91,7 +86,6 @@ from nri_resmgr.model import (
     QoSClass,
     Request,
     ResmgrError,
-    SchedulingClass,
 )
 from nri_resmgr.policy.common import parse_memory_quantity
 from nri_resmgr.topology.cpuset import CPUSet, IDSetError
@@ -101,20 +95,16 @@ __all__ = [
     "MIN_SHARES",
     "RESOURCE_ANNOTATOR_ANNOTATION",
     "AdapterError",
-    "adjustment_for",
     "container_from_nri",
     "cpu_limit_from_quota",
     "cpu_request_from_shares",
     "devices_and_mounts",
     "init_container_names",
-    "io_priority_for",
     "pod_from_nri",
     "pod_qos_is_known",
     "qos_class_from_cgroup_parent",
     "qos_class_from_request",
     "request_from_resources",
-    "scheduler_for",
-    "update_for",
 ]
 
 #: kubelet's minimum CFS shares (what a container without a CPU request gets)
@@ -124,9 +114,6 @@ SHARES_PER_CPU = 1024
 INIT_CONTAINERS_ANNOTATION = f"init-containers.{ANNOTATION_DOMAIN}"
 #: nri-plugins' resource-annotator webhook output (JSON with initContainers/containers)
 RESOURCE_ANNOTATOR_ANNOTATION = "noderesource.dev/resources"
-
-
-_B = TypeVar("_B", Adjustment, Update)
 
 
 class AdapterError(ResmgrError):
@@ -448,113 +435,3 @@ def devices_and_mounts(
         if m.source
     )
     return devices, mounts
-
-
-def _render(builder: _B, assignment: Assignment) -> tuple[_B, bool]:
-    """Set the assignment's fields on an NRI builder; whether anything was set."""
-    touched = False
-    if assignment.kind is not CPUKind.NONE and assignment.cpus:
-        builder.set_cpuset(assignment.cpus)
-        touched = True
-    # an unpinned container (CPUKind.NONE: cpu.preserve) still gets the memory nodes its
-    # policy renders, as nri-plugins pins it (topology-aware: every node of its kinds)
-    if assignment.mems:
-        builder.set_cpuset_mems(assignment.mems)
-        touched = True
-    if assignment.rdt_class is not None:
-        builder.set_rdt_class(assignment.rdt_class)
-        touched = True
-    if assignment.blockio_class is not None:
-        builder.set_blockio_class(assignment.blockio_class)
-        touched = True
-    return builder, touched
-
-
-def scheduler_for(sc: SchedulingClass) -> api.LinuxScheduler:
-    """NRI's `LinuxScheduler` (v0.11.0+) of a scheduling class; unset attributes stay 0.
-
-    Names map by spelling: policy ``fifo`` is ``SCHED_FIFO``, flag ``reset-on-fork`` is
-    ``SCHED_FLAG_RESET_ON_FORK``; an unset policy is ``SCHED_NONE``.
-    """
-    return api.LinuxScheduler(
-        policy=f"SCHED_{(sc.policy or 'none').upper()}",
-        nice=sc.nice or 0,
-        priority=sc.priority or 0,
-        flags=["SCHED_FLAG_" + f.upper().replace("-", "_") for f in sc.flags],
-        runtime=sc.runtime or 0,
-        deadline=sc.deadline or 0,
-        period=sc.period or 0,
-    )
-
-
-def io_priority_for(sc: SchedulingClass) -> api.LinuxIOPriority:
-    """NRI's `LinuxIOPriority` (v0.10.0+) of a scheduling class (class ``be`` is
-    ``IOPRIO_CLASS_BE``; unset: ``IOPRIO_CLASS_NONE``, priority 0)."""
-    return api.LinuxIOPriority(
-        **{"class": f"IOPRIO_CLASS_{(sc.io_class or 'none').upper()}"},
-        priority=sc.io_priority or 0,
-    )
-
-
-def adjustment_for(assignment: Assignment) -> api.ContainerAdjustment:
-    """The `ContainerAdjustment` for a new container (CPUKind.NONE: no CPUs, only the
-    memory nodes when it has some).
-
-    A scheduling class sets ``linux.scheduler`` and/or ``linux.io_priority``, only the
-    parts the class sets (`SchedulingClass.sets_scheduler` / ``sets_io_priority``).
-    """
-    builder, _ = _render(Adjustment(), assignment)
-    adjust = builder.build()
-    sc = assignment.scheduling
-    if sc is not None:
-        if sc.sets_scheduler:
-            adjust.linux.scheduler.CopyFrom(scheduler_for(sc))
-        if sc.sets_io_priority:
-            adjust.linux.io_priority.CopyFrom(io_priority_for(sc))
-    return adjust
-
-
-def update_for(assignment: Assignment) -> api.ContainerUpdate | None:
-    """The `ContainerUpdate` for an existing container, or None if there is nothing to set.
-
-    Only the container id differs between the updates of one placement (an exclusive
-    grant sends the same shared set to every container of its pool), so the rest is
-    rendered once per placement and copied (0.5 us instead of 7 us per update).
-    """
-    if not assignment.container_id:
-        raise ValueError("container id: expected a non-empty string, found ''")
-    template = _update_template(
-        assignment.kind is CPUKind.NONE,
-        assignment.cpus,
-        assignment.mems,
-        assignment.rdt_class,
-        assignment.blockio_class,
-    )
-    if template is None:
-        return None
-    out = api.ContainerUpdate()
-    out.CopyFrom(template)
-    out.container_id = assignment.container_id
-    return out
-
-
-@functools.lru_cache(maxsize=256)
-def _update_template(
-    no_cpuset: bool,
-    cpus: CPUSet,
-    mems: CPUSet,
-    rdt_class: str | None,
-    blockio_class: str | None,
-) -> api.ContainerUpdate | None:
-    """The update of one placement, for any container (its id is overwritten); never
-    handed out itself, only copied."""
-    placement = Assignment(
-        container_id=ContainerID("template"),
-        cpus=cpus,
-        mems=mems,
-        kind=CPUKind.NONE if no_cpuset else CPUKind.SHARED,
-        rdt_class=rdt_class,
-        blockio_class=blockio_class,
-    )
-    builder, touched = _render(Update(placement.container_id), placement)
-    return builder.build() if touched else None

@@ -69,15 +69,13 @@ from nri_resmgr.config import Config, load_config
 from nri_resmgr.control.cpuclass.files import RECORD_NAME as CPU_CLASS_RECORD
 from nri_resmgr.control.cpuclass.files import CPUClassFiles
 from nri_resmgr.control.irq import IrqFiles
-from nri_resmgr.control.wiring import class_control_from_config, irq_control
 from nri_resmgr.model import (
     ConfigError,
     ContainerID,
-    ContainerInfo,
+    ContainerInfo,  # issue 27 hook
     CPUKind,
     Decision,
     ResmgrError,
-    TopologyHint,
 )
 from nri_resmgr.ops.logs import (
     configure_logging,
@@ -92,9 +90,9 @@ from nri_resmgr.ops.metrics import (
     StateSnapshot,
     balloon_snapshots,
 )
-from nri_resmgr.policy_registry import load_policy
-from nri_resmgr.runtime.pipeline import DecisionHook, HintResolver, Pipeline
-from nri_resmgr.topology.devices import topology_hints
+from nri_resmgr.runtime.assembly import build_pipeline
+from nri_resmgr.runtime.fanout import best_effort
+from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.view.events import (  # issue 27: events on the pod
     EventQueue,
@@ -108,7 +106,7 @@ from nri_resmgr.view.record import DecisionRecord
 if TYPE_CHECKING:
     from nri_resmgr.control.resctrl.monitor import MonSample
 
-__all__ = ["ResmgrPlugin", "build_pipeline"]
+__all__ = ["ResmgrPlugin"]
 
 DEFAULT_PLUGIN_NAME = "resmgr"
 #: NRI releases before this one never synchronize pre-registered plugins
@@ -116,82 +114,10 @@ NO_PREREGISTERED_SYNC_BEFORE = NRIVersion(0, 8, 0)
 #: the first NRI release with the LinuxRdt adjustment (closID, enableMonitoring)
 LINUX_RDT_SINCE = NRIVersion(0, 11, 0)
 DEFAULT_PLUGIN_INDEX = "90"
-DEFAULT_RESCTRL_ROOT = "/sys/fs/resctrl"
-DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
-DEFAULT_STATE_DIR = "/var/lib/nri-resmgr"
 #: how often a container whose unsolicited update failed is re-asserted
 MAX_REASSERTS = 3
 #: a missing socket's hint is logged at the first failure and then every this many
 HINT_EVERY = 12
-
-
-def build_pipeline(
-    config: Config,
-    *,
-    topology: Topology,
-    policy: str | None = None,
-    resctrl_root: str | None = None,
-    cgroup_root: str | None = None,
-    state_dir: str | None = None,
-    runtime_rdt: Callable[[], bool] | None = None,
-    sysfs_root: str | None = None,
-    irq_files: IrqFiles | None = None,
-    cpu_class_files: CPUClassFiles | None = None,
-    on_decision: DecisionHook | None = None,
-) -> Pipeline:
-    """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
-
-    With `sysfs_root`, a new container's devices and mounts are resolved to topology
-    hints from the sysfs under it (`topology.devices`).
-
-    RDT groups are managed under `resctrl_root` (default /sys/fs/resctrl when
-    ``control.rdt.enable``), block I/O files under `cgroup_root` (default /sys/fs/cgroup
-    when ``control.blockio.enable``).  `runtime_rdt` tells whether the connected runtime
-    takes NRI's LinuxRdt adjustment (RDT monitoring, see `control.wiring.RdtGroups`).
-    Interrupt affinities are written through `irq_files` (the daemon's one instance,
-    under its root's proc), when given; a claim on a denied interrupt is a `ConfigError`.
-    CPU classes are written through `cpu_class_files` (the daemon's one instance, under
-    its sysfs root), when given.
-    """
-    if resctrl_root is None and config.control.rdt.enable:
-        resctrl_root = DEFAULT_RESCTRL_ROOT
-    if (
-        cgroup_root is None
-        and config.control.blockio.enable
-        and not config.control.blockio.runtime_classes
-    ):
-        cgroup_root = DEFAULT_CGROUP_ROOT
-    pol = load_policy(
-        policy or config.policy,
-        topology=topology,
-        config=config.policy_config,
-        plugin_dirs=config.policy_dirs,
-    )
-    controllers, selector = class_control_from_config(
-        config.control,
-        resctrl_root=resctrl_root,
-        cgroup_root=cgroup_root,
-        state_dir=state_dir or DEFAULT_STATE_DIR,
-        runtime_rdt=runtime_rdt,
-        cpu_class_files=cpu_class_files,
-    )
-    controllers += irq_control(pol, irq_files)
-    return Pipeline(
-        pol,
-        controllers=controllers,
-        select_classes=selector,
-        log=get_logger("pipeline"),
-        limits=config.limits,
-        resolve_hints=_hint_resolver(sysfs_root) if sysfs_root is not None else None,
-        on_decision=on_decision,  # issue 27 hook
-    )
-
-
-def _hint_resolver(root: str) -> HintResolver:
-    def resolve(info: ContainerInfo) -> tuple[TopologyHint, ...]:
-        return topology_hints(root, devices=info.devices, mounts=info.mounts)
-
-    return resolve
 
 
 class ResmgrPlugin(Plugin):
@@ -309,13 +235,13 @@ class ResmgrPlugin(Plugin):
         """RDT monitoring counters read now, for /metrics (see `Controller.
         monitoring_samples`); empty without RDT monitoring."""
         containers = [(str(i.id), a.rdt_class if a else None) for i, a in self.pipeline.snapshot()]
-        out: list[MonSample] = []
-        for ctl in self.pipeline.controllers:
-            try:
-                out.extend(ctl.monitoring_samples(containers))
-            except (ResmgrError, OSError) as exc:
-                self.rlog.warning("RDT counters not read", controller=ctl.name, error=str(exc))
-        return out
+        read = best_effort(
+            self.pipeline.controllers,
+            lambda ctl: ctl.monitoring_samples(containers),
+            log=self.rlog,
+            failed="RDT counters not read",
+        )
+        return [sample for samples in read for sample in samples]
 
     # -- plumbing --------------------------------------------------------------------
 

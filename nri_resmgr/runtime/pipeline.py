@@ -15,10 +15,13 @@ Every event follows the same steps:
    topology hints of the container's devices and mounts;
 2. **decide**: ask the `ClassSelector` for the container's RDT and block I/O classes and
    the policy for a `Decision` (pure; may raise `AllocationError` / `AnnotationError`);
-3. **render** the decision as a `ContainerAdjustment` and `ContainerUpdate`\\ s;
+3. **render** the decision as a `ContainerAdjustment` and `ContainerUpdate`\\ s
+   (`nri_resmgr.runtime.adjustments`);
 4. let the **controllers** do their out-of-band work (resctrl groups, block I/O files),
    through the hooks `nri_resmgr.control.hooks.Controller` declares (the CPU class files
-   and interrupt affinities follow at the commit, from the committed state: best effort);
+   and interrupt affinities follow at the commit, from the committed state); a hook
+   of the event's own work fails the event, the others are best effort, by the one
+   rule of `nri_resmgr.runtime.fanout`;
 5. **commit**: only now are the policy state, the container table and the assignments
    replaced.  An exception in steps 1-4 leaves the pipeline exactly as it was, and the
    daemon turns it into an RPC error whose message reaches the runtime.
@@ -36,33 +39,27 @@ answer is an update that reasserts our own cpuset and mems for the container, so
 kubelet's value never wins.  A real change (in-place resize) goes to `policy.update`.
 
 Synchronize (a fresh start or a reconnect) throws the view away and rebuilds it from
-what the runtime reports: `policy.rebuild` keeps every valid placement where it is,
-fixes invalid ones, never grants a CPU exclusively twice, and the updates returned are
-only for containers that must move.  Every running container is accounted for: one
-listed twice counts once, and one whose current cpuset cannot be read is taken as one
-whose CPUs are unknown (placed, and moved), never skipped.
+what the runtime reports, read by `nri_resmgr.runtime.synchronize` (every running
+container accounted for): `policy.rebuild` keeps every valid placement where it is,
+fixes invalid ones, and the updates returned are only for containers that must move.
 
 Assignments of containers that a decision did not mention are tracked by the pipeline
-itself; a policy that can render its state (a `render(state)` method returning every
-container's `Assignment`, see `nri_resmgr.policy.common`) is asked after each commit, so
-reports always show what the policy believes.
+itself; after a rebuild, the policy's `render(state)` hook (None by the contract's
+default) gives every container's `Assignment`, so reports show what the policy believes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from nri_api import api
 from nri_resmgr.control.hooks import ClassChoice, ClassSelector, Controller
 from nri_resmgr.limits import DEFAULT_LIMITS, Limits
 from nri_resmgr.model import (
-    AnnotationError,
     Assignment,
     ContainerID,
     ContainerInfo,
-    ContainerKind,
     CPUKind,
     Decision,
     Pod,
@@ -71,14 +68,16 @@ from nri_resmgr.model import (
     ResmgrError,
     TopologyHint,
 )
+from nri_resmgr.ops.logs import EventLog, get_logger
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.irq_affinity import IrqUse
 from nri_resmgr.runtime import adapter
+from nri_resmgr.runtime.adjustments import adjustment_for, cpuset_updates_for
+from nri_resmgr.runtime.decision_log import DecisionLog
+from nri_resmgr.runtime.fanout import best_effort
+from nri_resmgr.runtime.synchronize import account_for, as_placed, read_runtime_view
 from nri_resmgr.topology.cpuset import IDSet
-
-if TYPE_CHECKING:
-    from nri_resmgr.ops.logs import EventLog
 
 __all__ = [
     "ClassChoice",
@@ -90,16 +89,6 @@ __all__ = [
     "PipelineError",
     "inherit_classes",
 ]
-
-#: container states that hold resources (CREATED, PAUSED, RUNNING)
-_LIVE_STATES = frozenset(
-    {
-        api.ContainerState.CONTAINER_CREATED,
-        api.ContainerState.CONTAINER_PAUSED,
-        api.ContainerState.CONTAINER_RUNNING,
-    }
-)
-
 
 #: ``resolve_hints(container)``: the locality of its devices and mounts (sysfs, IO)
 HintResolver = Callable[[ContainerInfo], tuple[TopologyHint, ...]]
@@ -134,21 +123,6 @@ def inherit_classes(new: Assignment, old: Assignment | ClassChoice | None) -> As
     return dataclasses.replace(new, rdt_class=rdt, blockio_class=blockio)
 
 
-def _cpuset_only(a: Assignment) -> Assignment:
-    if a.rdt_class is None and a.blockio_class is None:
-        return a
-    return dataclasses.replace(a, rdt_class=None, blockio_class=None)
-
-
-def _render_updates(assignments: Iterable[Assignment]) -> list[api.ContainerUpdate]:
-    out = []
-    for a in assignments:
-        u = adapter.update_for(_cpuset_only(a))
-        if u is not None:
-            out.append(u)
-    return out
-
-
 class Pipeline:
     """The state holder between the NRI handlers and a pure policy (module docstring)."""
 
@@ -172,11 +146,10 @@ class Pipeline:
         self.limits = limits
         self.controllers: tuple[Controller, ...] = tuple(controllers)
         self._select: ClassSelector = select_classes or _no_classes
-        if log is None:
-            from nri_resmgr.ops.logs import get_logger
-
-            log = get_logger("pipeline")
-        self.log: EventLog = log
+        #: warnings (skipped input, failed controllers); decisions go to `decisions`
+        self.log: EventLog = log if log is not None else get_logger("pipeline")
+        #: one structured line per decision (`nri_resmgr.runtime.decision_log`)
+        self.decisions = DecisionLog(self.log)
         self.state: PolicyState = policy.initial_state()
         self.pods: dict[PodID, Pod] = {}
         self.containers: dict[ContainerID, ContainerInfo] = {}
@@ -198,9 +171,6 @@ class Pipeline:
         self._cpu_class_use: CPUClassUse | None = None
 
     # -- helpers ---------------------------------------------------------------------
-
-    def _render_state(self, state: PolicyState) -> Mapping[ContainerID, Assignment] | None:
-        return self.policy.render(state)
 
     def _merge_update(self, update: Assignment) -> Assignment:
         """An update from the policy keeps the classes the container already has."""
@@ -229,7 +199,7 @@ class Pipeline:
                 self.assignments[u.container_id] = u
         if not full:
             return
-        rendered = self._render_state(self.state)
+        rendered = self.policy.render(self.state)
         if rendered is not None:
             for cid, a in rendered.items():
                 if cid in self.containers:
@@ -248,22 +218,19 @@ class Pipeline:
         cpu = self.policy.cpu_class_use(self.state)
         if cpu != self._cpu_class_use:
             self._cpu_class_use = cpu
-            self._each_controller(lambda ctl: ctl.cpu_classes_changed(cpu))
+            self._best_effort(lambda ctl: ctl.cpu_classes_changed(cpu))
         irq = self.policy.irq_use(self.state)
         if irq != self._irq_use:
             self._irq_use = irq
-            self._each_controller(lambda ctl: ctl.irq_use_changed(irq))
+            self._best_effort(lambda ctl: ctl.irq_use_changed(irq))
 
-    def _each_controller(self, hook: Callable[[Controller], None]) -> None:
-        for ctl in self.controllers:
-            try:
-                hook(ctl)
-            except (ResmgrError, OSError) as exc:
-                self.log.warning("controller failed", controller=ctl.name, error=str(exc))
+    def _best_effort(self, hook: Callable[[Controller], None]) -> None:
+        """`hook` on every controller, by the one rule for best-effort hooks (`fanout`)."""
+        best_effort(self.controllers, hook, log=self.log)
 
     def close(self) -> None:
         """The daemon stops: every controller's `stopped` (best effort)."""
-        self._each_controller(lambda ctl: ctl.stopped())
+        self._best_effort(lambda ctl: ctl.stopped())
 
     def _add(self, info: ContainerInfo) -> None:
         """Record `info` (new, or replacing the container's earlier info)."""
@@ -286,58 +253,6 @@ class Pipeline:
         for u in updates:
             if u.container_id in self.unstarted:
                 self.unconfirmed.add(u.container_id)
-
-    def _log_line(
-        self,
-        event: str,
-        *,
-        name: str,
-        cid: str,
-        a: Assignment | None,
-        reason: str,
-        debug: bool = False,
-    ) -> None:
-        """The one structured line per decision: container, CPUs, memory, classes, reason.
-
-        `debug` logs it at debug level (the per-update detail lines).
-        """
-        emit = self.log.debug if debug else self.log.info
-        emit(
-            event,
-            container=name,
-            id=cid,
-            cpus=str(a.cpus) if a is not None else "",
-            mems=str(a.mems) if a is not None else "",
-            kind=str(a.kind) if a is not None else "",
-            pool=a.pool if a is not None else "",
-            rdt=a.rdt_class if a is not None else None,
-            blockio=a.blockio_class if a is not None else None,
-            reason=reason,
-        )
-
-    def _log_decision(
-        self, event: str, container: ContainerInfo, a: Assignment | None, reason: str
-    ) -> None:
-        name = f"{container.pod.namespace}/{container.pod.name}/{container.name}"
-        self._log_line(event, name=name, cid=container.id, a=a, reason=reason)
-
-    def _log_consequences(
-        self, cause: ContainerInfo, updates: Iterable[Assignment], reason: str
-    ) -> None:
-        """One info "updates" line with the count; one debug "update" line per moved container.
-
-        A decision can move hundreds of containers: one info line each made the log
-        the largest part of a decision's cost (issue 17), so the detail is at debug.
-        """
-        updates = list(updates)
-        if not updates:
-            return
-        why = f"consequence of {cause.pretty}: {reason}"
-        self.log.info("updates", cause=cause.pretty, count=len(updates), reason=reason)
-        for u in updates:
-            c = self.containers.get(u.container_id)
-            name = f"{c.pod.namespace}/{c.pod.name}/{c.name}" if c else u.container_id
-            self._log_line("update", name=name, cid=u.container_id, a=u, reason=why, debug=True)
 
     def _pod_of(self, sandbox: api.PodSandbox, container: api.Container | None) -> Pod:
         known = self.pods.get(PodID(sandbox.id))
@@ -367,11 +282,7 @@ class Pipeline:
             updates.extend(self._release(cid, event="released with pod"))
         pod = self.pods.pop(pid, None)
         if pod is not None:
-            for ctl in self.controllers:
-                try:
-                    ctl.pod_removed(pod)
-                except ResmgrError as exc:
-                    self.log.warning("controller failed", controller=ctl.name, error=str(exc))
+            self._best_effort(lambda ctl: ctl.pod_removed(pod))
         return updates
 
     # -- container events ------------------------------------------------------------
@@ -398,10 +309,10 @@ class Pipeline:
             )
         subject = inherit_classes(decision.assignment, choice)
         others = [self._merge_update(u) for u in decision.updates if u.container_id != info.id]
-        adjust = adapter.adjustment_for(
+        adjust = adjustment_for(
             subject if self.runtime_blockio else dataclasses.replace(subject, blockio_class=None)
         )
-        updates = _render_updates(others)
+        updates = cpuset_updates_for(others)
         for ctl in self.controllers:
             ctl.container_assigned(info, subject)
             more = ctl.adjustment(info, subject)
@@ -413,8 +324,10 @@ class Pipeline:
         self.unstarted.add(info.id)
         self.unconfirmed.discard(info.id)
         self._note_updates(others)
-        self._log_decision("create", info, self.assignments.get(info.id, subject), decision.reason)
-        self._log_consequences(info, others, decision.reason)
+        self.decisions.decision(
+            "create", info, self.assignments.get(info.id, subject), decision.reason
+        )
+        self.decisions.consequences(info, others, decision.reason, containers=self.containers)
         if self.on_decision is not None:  # issue 27 hook
             self.on_decision("create", info, decision)
         return adjust, updates
@@ -445,8 +358,8 @@ class Pipeline:
         self.unconfirmed.discard(cid)
         if a.kind is CPUKind.NONE:
             return []
-        self._log_decision("reassert", info, a, "updated before it started")
-        return _render_updates([a])
+        self.decisions.decision("reassert", info, a, "updated before it started")
+        return cpuset_updates_for([a])
 
     def update(
         self,
@@ -469,22 +382,22 @@ class Pipeline:
         if info.request == known.request:
             if current is None:
                 return []
-            self._log_decision("reassert", known, current, "resources unchanged")
-            return _render_updates([current])
+            self.decisions.decision("reassert", known, current, "resources unchanged")
+            return cpuset_updates_for([current])
         decision = self.policy.update(self.state, info)
         subject = decision.assignment
         if subject is not None:
             subject = inherit_classes(subject, self.assignments.get(cid))
         others = [self._merge_update(u) for u in decision.updates if u.container_id != cid]
-        out = _render_updates(([subject] if subject is not None else []) + others)
+        out = cpuset_updates_for(([subject] if subject is not None else []) + others)
         if subject is not None:
             for ctl in self.controllers:
                 ctl.container_assigned(info, subject)
         self._add(info)
         self._commit(decision, subject=subject, updates=others)
         self._note_updates(([subject] if subject is not None else []) + others)
-        self._log_decision("update", info, self.assignments.get(cid), decision.reason)
-        self._log_consequences(info, others, decision.reason)
+        self.decisions.decision("update", info, self.assignments.get(cid), decision.reason)
+        self.decisions.consequences(info, others, decision.reason, containers=self.containers)
         if self.on_decision is not None:  # issue 27 hook
             self.on_decision("update", info, decision)
         return out
@@ -495,20 +408,16 @@ class Pipeline:
             return []
         decision = self.policy.release(self.state, cid)
         others = [self._merge_update(u) for u in decision.updates if u.container_id != cid]
-        updates = _render_updates(others)
-        for ctl in self.controllers:
-            try:
-                ctl.container_released(info)
-            except ResmgrError as exc:
-                self.log.warning("controller failed", controller=ctl.name, error=str(exc))
+        updates = cpuset_updates_for(others)
+        self._best_effort(lambda ctl: ctl.container_released(info))
         self._forget(cid)
         self.assignments.pop(cid, None)
         self.unstarted.discard(cid)
         self.unconfirmed.discard(cid)
         self._commit(decision, updates=others)
         self._note_updates(others)
-        self._log_decision(event, info, None, decision.reason)
-        self._log_consequences(info, others, decision.reason)
+        self.decisions.decision(event, info, None, decision.reason)
+        self.decisions.consequences(info, others, decision.reason, containers=self.containers)
         return updates
 
     def stop(self, sandbox: api.PodSandbox, container: api.Container) -> list[api.ContainerUpdate]:
@@ -526,87 +435,14 @@ class Pipeline:
     def synchronize(
         self, sandboxes: Sequence[api.PodSandbox], containers: Sequence[api.Container]
     ) -> list[api.ContainerUpdate]:
-        """Synchronize: rebuild the view from the runtime's; updates only for movers."""
-        pods: dict[PodID, Pod] = {}
-        by_id = {s.id: s for s in sandboxes}
-        for s in sandboxes:
-            try:
-                pods[PodID(s.id)] = adapter.pod_from_nri(s)
-            except ResmgrError as exc:
-                self.log.warning("synchronize: pod skipped", pod=s.id, error=str(exc))
-        infos: list[ContainerInfo] = []
-        choices: dict[ContainerID, ClassChoice] = {}
-        for c in containers:
-            if c.state not in _LIVE_STATES:
-                continue
-            if ContainerID(c.id) in choices:
-                self.log.warning("synchronize: container listed twice; first kept", id=c.id)
-                continue
-            sandbox = by_id.get(c.pod_sandbox_id)
-            if sandbox is None:
-                self.log.warning(
-                    "synchronize: container of an unknown pod skipped",
-                    id=c.id,
-                    pod=c.pod_sandbox_id,
-                )
-                continue
-            try:
-                # the pod as the loop above made it; a pod of many containers (or of a
-                # listed sandbox) is not parsed again per container
-                pod = pods.get(PodID(sandbox.id)) or adapter.pod_from_nri(
-                    sandbox,
-                    fallback_resources=c.linux.resources if c.HasField("linux") else None,
-                )
-                pods.setdefault(pod.id, pod)
-                info = self._synchronized_container(pods[pod.id], c)
-            except ResmgrError as exc:
-                self.log.warning("synchronize: container skipped", id=c.id, error=str(exc))
-                continue
-            except Exception:
-                # one container's input must never fail the whole Synchronize (the
-                # runtime would drop us and every reconnect would fail the same way)
-                self.log.exception("synchronize: container skipped: internal error", id=c.id)
-                continue
-            try:
-                choices[info.id] = self._select(info)
-            except ResmgrError as exc:
-                self.log.warning("synchronize: classes not chosen", id=c.id, error=str(exc))
-                choices[info.id] = ClassChoice()
-            except Exception:
-                self.log.exception("synchronize: classes not chosen: internal error", id=c.id)
-                choices[info.id] = ClassChoice()
-            infos.append(info)
-        created = {
-            ContainerID(c.id) for c in containers if c.state == api.ContainerState.CONTAINER_CREATED
-        }
-        return self._rebuild(pods, infos, choices, event="synchronize", unstarted=created)
-
-    def _synchronized_container(self, pod: Pod, c: api.Container) -> ContainerInfo:
-        """The domain value of a running container reported at Synchronize.
-
-        A running container must be accounted for whatever else its report says: with
-        unreadable init-container annotations it is taken as an app container, and with
-        an unreadable current cpuset (ids past the largest accepted) as one whose CPUs are
-        unknown, so that the policy places it (and moves it off CPUs it gives others).
-        Raises `ResmgrError` for what no placement can do without (no id, no linux part).
-        """
-        try:
-            return adapter.container_from_nri(pod, c, limits=self.limits)
-        except AnnotationError as exc:
-            self.log.warning("synchronize: init marker unreadable", id=c.id, error=str(exc))
-            return adapter.container_from_nri(pod, c, kind=ContainerKind.APP, limits=self.limits)
-        except ResmgrError as exc:
-            cpu = c.linux.resources.cpu if c.HasField("linux") else None
-            if cpu is None or not (cpu.cpus or cpu.mems):
-                raise
-            self.log.warning(
-                "synchronize: current cpuset unreadable; taken as unknown", id=c.id, error=str(exc)
-            )
-            blank = api.Container()
-            blank.CopyFrom(c)
-            blank.linux.resources.cpu.cpus = ""
-            blank.linux.resources.cpu.mems = ""
-            return self._synchronized_container(pod, blank)
+        """Synchronize: rebuild the view from the runtime's; updates only for movers
+        (`nri_resmgr.runtime.synchronize`: how the runtime's report is read)."""
+        view = read_runtime_view(
+            sandboxes, containers, select=self._select, limits=self.limits, log=self.log
+        )
+        return self._rebuild(
+            view.pods, view.containers, view.choices, event="synchronize", unstarted=view.unstarted
+        )
 
     def adopt(self, previous: Pipeline) -> list[api.ContainerUpdate]:
         """Live reconfiguration: take over `previous`'s pods and containers.
@@ -617,7 +453,7 @@ class Pipeline:
         the updates for the containers the new policy moves.  Raises like
         `Policy.rebuild`; on failure this pipeline is unchanged and `previous` untouched.
         """
-        infos, choices = previous._as_placed()
+        infos, choices = as_placed(previous.containers, previous.assignments)
         return self._rebuild(
             dict(previous.pods),
             infos,
@@ -626,23 +462,6 @@ class Pipeline:
             unstarted=previous.unstarted,
             unconfirmed=previous.unconfirmed,
         )
-
-    def _as_placed(self) -> tuple[list[ContainerInfo], dict[ContainerID, ClassChoice]]:
-        """Every known container as a rebuild sees it: where this pipeline placed it, with
-        the classes it has (a running container's classes cannot change)."""
-        infos: list[ContainerInfo] = []
-        choices: dict[ContainerID, ClassChoice] = {}
-        for cid, info in self.containers.items():
-            a = self.assignments.get(cid)
-            if a is not None and a.kind is not CPUKind.NONE and a.cpus:
-                info = dataclasses.replace(
-                    info, current_cpus=a.cpus, current_mems=a.mems or info.current_mems
-                )
-            infos.append(info)
-            choices[cid] = (
-                ClassChoice(a.rdt_class, a.blockio_class) if a is not None else ClassChoice()
-            )
-        return infos, choices
 
     def _take_in(
         self, sandbox: api.PodSandbox, container: api.Container
@@ -659,13 +478,13 @@ class Pipeline:
         """
         try:
             pod = self.pods.get(PodID(sandbox.id)) or adapter.pod_from_nri(sandbox)
-            info = self._synchronized_container(pod, container)
+            info = account_for(pod, container, limits=self.limits, log=self.log)
         except ResmgrError as exc:
             self.log.warning(
                 "started: unknown container not taken in", id=container.id, error=str(exc)
             )
             return []
-        infos, choices = self._as_placed()
+        infos, choices = as_placed(self.containers, self.assignments)
         try:
             choices[info.id] = self._select(info)
         except ResmgrError as exc:
@@ -710,13 +529,9 @@ class Pipeline:
                 blockio_class=choice.blockio_class,
             )
         live = list(pods.values())
-        for ctl in self.controllers:
-            try:
-                ctl.synchronized(live)
-            except ResmgrError as exc:
-                self.log.warning("controller failed", controller=ctl.name, error=str(exc))
+        self._best_effort(lambda ctl: ctl.synchronized(live))
         movers = [self._merge_update(u) for u in decision.updates]
-        updates = _render_updates(movers)
+        updates = cpuset_updates_for(movers)
         self._commit(decision, updates=movers, full=True)
         self.unstarted = {cid for cid in unstarted if cid in self.containers}
         self.unconfirmed = {cid for cid in unconfirmed if cid in self.unstarted}
@@ -725,12 +540,12 @@ class Pipeline:
         why = "moved: " + decision.reason
         for info in infos:
             a = self.assignments[info.id]
-            self._log_decision(event, info, a, why if info.id in moved else "kept")
+            self.decisions.decision(event, info, a, why if info.id in moved else "kept")
         return updates
 
     def reassert(self, cids: Iterable[ContainerID]) -> list[api.ContainerUpdate]:
         """Updates that re-send the current placement of those of `cids` still live."""
-        return _render_updates(
+        return cpuset_updates_for(
             self.assignments[cid]
             for cid in cids
             if cid in self.containers and cid in self.assignments

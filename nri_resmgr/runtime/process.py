@@ -33,7 +33,8 @@ from nri_resmgr.ops.logs import (
     route_stdlib_logging,
 )
 from nri_resmgr.ops.metrics import Lookup, Page, serve_http
-from nri_resmgr.runtime.daemon import DEFAULT_STATE_DIR, ResmgrPlugin
+from nri_resmgr.runtime.assembly import DEFAULT_STATE_DIR
+from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.view.pages import JSON, NodePages, RateLimit, cached_page, live_view
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.harness import VERSIONS, FakeRuntime, build_harness, short_tempdir
+from tests.conformance.harness import VERSIONS, GoRuntime, build_harness, short_tempdir
 
 pytestmark = pytest.mark.conformance
 
@@ -25,11 +25,11 @@ def nri_version(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def runtime(nri_version: str, tmp_path: Path) -> Iterator[FakeRuntime]:
+def runtime(nri_version: str, tmp_path: Path) -> Iterator[GoRuntime]:
     binary = build_harness(nri_version)
     with (
         short_tempdir() as dir,
-        FakeRuntime(
+        GoRuntime(
             version=nri_version, dir=dir, binary=binary, stderr_path=tmp_path / "harness.stderr"
         ) as rt,
     ):

@@ -14,10 +14,11 @@ writes them).
 `.cache/conformance/<version>/<hash>/`, keyed by a hash of the Go sources, go.mod
 and go.sum, so repeated test runs and benchmarks reuse it.
 
-`FakeRuntime` spawns the binary and offers one typed method per command. A
-command that fails in Go (an NRI error, e.g. a plugin's CreateContainer error or
-a conflict between plugins) raises `RuntimeCallError` carrying the Go error text
-verbatim. Every reply is kept in `last_reply`; `elapsed_ns` in it is measured in
+`GoRuntime` spawns the binary and offers one typed method per command: it is the real
+runtime library driven from Python, not a fake of it (`nri_api.testing.FakeRuntime` is
+the in-process Python peer). A command that fails in Go (an NRI error, e.g. a plugin's
+CreateContainer error or a conflict between plugins) raises `RuntimeCallError` carrying
+the Go error text verbatim. Every reply is kept in `last_reply`; `elapsed_ns` in it is measured in
 Go around the single adaptation call.
 
 Plugins under test attach in one of two ways:
@@ -52,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tests._support import REPO, require_go
+from tests.support.requirements import REPO, require_go
 
 HARNESS_SRC = Path(__file__).resolve().parent / "harness"
 CACHE = REPO / ".cache" / "conformance"
@@ -168,7 +169,7 @@ class SyncResult:
     elapsed_ns: int
 
 
-class FakeRuntime:
+class GoRuntime:
     """A running `nri-fake-runtime` for one NRI version, driven over a pipe."""
 
     def __init__(
@@ -265,7 +266,7 @@ class FakeRuntime:
                 self._proc.wait()
         self._stderr.close()
 
-    def __enter__(self) -> FakeRuntime:
+    def __enter__(self) -> GoRuntime:
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -583,12 +584,12 @@ def short_tempdir(prefix: str = "nri-") -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def fake_runtime(version: str, *, stderr_path: Path | None = None) -> Iterator[FakeRuntime]:
+def go_runtime(version: str, *, stderr_path: Path | None = None) -> Iterator[GoRuntime]:
     """Build (if needed) and spawn the fake runtime for `version` in a fresh short dir."""
     binary = build_harness(version)
     with (
         short_tempdir() as dir,
-        FakeRuntime(version=version, dir=dir, binary=binary, stderr_path=stderr_path) as rt,
+        GoRuntime(version=version, dir=dir, binary=binary, stderr_path=stderr_path) as rt,
     ):
         yield rt
 
@@ -775,7 +776,7 @@ MODES = ("external", "preregistered")
 
 
 def attach_plugin(
-    rt: FakeRuntime,
+    rt: GoRuntime,
     plugin: Path,
     *,
     mode: str,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench.goals import GOALS
-from tests._support import REPO, require_go
 from tests.conformance.harness import build_harness
+from tests.support.requirements import REPO, require_go
 
 pytestmark = pytest.mark.conformance
 

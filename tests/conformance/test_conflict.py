@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     RuntimeCallError,
     make_container,
     make_pod,
@@ -35,7 +35,7 @@ def annotation_subject(version: str, key: str) -> str:
 
 
 @pytest.mark.parametrize("go_idx", ["20", "05"], ids=["go-after", "go-before"])
-def test_cpuset_conflict_python_and_go(runtime: FakeRuntime, mode: str, go_idx: str) -> None:
+def test_cpuset_conflict_python_and_go(runtime: GoRuntime, mode: str, go_idx: str) -> None:
     rec = attach_recorder(runtime, mode=mode)
     runtime.go_plugin(name="gopin", idx=go_idx, behaviour="cpuset", cpus="4-5")
     runtime.wait_synced()
@@ -56,7 +56,7 @@ def test_cpuset_conflict_python_and_go(runtime: FakeRuntime, mode: str, go_idx: 
     assert runtime.go_plugin_events("gopin")[-1]["event"] == "CREATE_CONTAINER"
 
 
-def test_no_conflict_when_only_one_sets_cpuset(runtime: FakeRuntime, mode: str) -> None:
+def test_no_conflict_when_only_one_sets_cpuset(runtime: GoRuntime, mode: str) -> None:
     attach_recorder(runtime, mode=mode)
     runtime.go_plugin(name="gopin", idx="20", behaviour="cpuset", cpus="4-5")
     runtime.wait_synced()
@@ -67,7 +67,7 @@ def test_no_conflict_when_only_one_sets_cpuset(runtime: FakeRuntime, mode: str) 
     assert prune_empty(created)["adjust"]["linux"] == {"resources": {"cpu": {"cpus": "4-5"}}}
 
 
-def test_annotation_conflict_between_two_python_plugins(runtime: FakeRuntime, mode: str) -> None:
+def test_annotation_conflict_between_two_python_plugins(runtime: GoRuntime, mode: str) -> None:
     attach_recorder(runtime, mode=mode)
     add_external_recorder(runtime, idx="20", name="second", events=["CREATE_CONTAINER"])
     pod = make_pod(name="web-0")

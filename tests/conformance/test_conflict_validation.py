@@ -15,7 +15,7 @@ import json
 import pytest
 
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     RuntimeCallError,
     make_container,
     make_pod,
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.conformance
 VALIDATOR = PLUGINS / "validator.py"
 
 
-def test_python_validator(runtime: FakeRuntime, mode: str) -> None:
+def test_python_validator(runtime: GoRuntime, mode: str) -> None:
     rec = attach_recorder(runtime, mode=mode)
     record = runtime.dir / "90-validator.jsonl"
     settings = {"record": str(record), "reject_cpus": "0"}

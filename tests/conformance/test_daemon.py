@@ -39,7 +39,7 @@ import pytest
 
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     Json,
     RuntimeCallError,
     SyncResult,
@@ -63,7 +63,7 @@ TOPOLOGY_AWARE: dict[str, Any] = {
 }
 
 
-def daemon_config(rt: FakeRuntime, policy: dict[str, Any] | None = None) -> str:
+def daemon_config(rt: GoRuntime, policy: dict[str, Any] | None = None) -> str:
     return json.dumps({
         **(policy or STATIC),
         "log": {"level": "debug", "format": "json", "file": str(rt.dir / "daemon.log")},
@@ -71,7 +71,7 @@ def daemon_config(rt: FakeRuntime, policy: dict[str, Any] | None = None) -> str:
 
 
 def attach_daemon(
-    rt: FakeRuntime,
+    rt: GoRuntime,
     *,
     mode: str,
     pods: list[Json] | None = None,
@@ -112,12 +112,12 @@ def guaranteed(pod: Json, name: str, n: int, **kw: Any) -> Json:
                           cpu_limit_millis=1000 * n, memory_limit=256 << 20, **kw)
 
 
-def diagnostics(rt: FakeRuntime) -> str:
+def diagnostics(rt: GoRuntime) -> str:
     log = rt.dir / "daemon.log"
     return log.read_text()[-4000:] if log.exists() else "(no daemon log)"
 
 
-def test_daemon_pod_lifecycle_exact_cpusets(runtime: FakeRuntime, mode: str) -> None:
+def test_daemon_pod_lifecycle_exact_cpusets(runtime: GoRuntime, mode: str) -> None:
     sync = attach_daemon(runtime, mode=mode)
     if mode == "external" or version_key(runtime.version) >= (0, 8, 0):
         assert sync is not None and sync.updates == [], diagnostics(runtime)
@@ -164,7 +164,7 @@ def mems(reply: Json) -> str:
 
 
 def test_daemon_topology_aware_shared_pool_shrinks_and_grows(
-    runtime: FakeRuntime, mode: str
+    runtime: GoRuntime, mode: str
 ) -> None:
     """topology-aware, CPU 0 reserved: the shared set is 1-7; whole cores are sliced off
     it for Guaranteed containers and the running shared container follows in the same
@@ -206,7 +206,7 @@ def test_daemon_topology_aware_shared_pool_shrinks_and_grows(
     assert runtime.updates() == []
 
 
-def test_daemon_restart_keeps_placements(runtime: FakeRuntime) -> None:
+def test_daemon_restart_keeps_placements(runtime: GoRuntime) -> None:
     """kill -9 under load, restart: correct placements stay, nothing granted twice."""
     attach_daemon(runtime, mode="external")
     web = make_pod(name="web-0", qos="burstable")
@@ -259,7 +259,7 @@ def test_daemon_restart_keeps_placements(runtime: FakeRuntime) -> None:
 
 
 @pytest.mark.parametrize("nri_version", ["v0.12.2"])
-def test_daemon_synchronize_fixes_double_allocation(runtime: FakeRuntime) -> None:
+def test_daemon_synchronize_fixes_double_allocation(runtime: GoRuntime) -> None:
     db = make_pod(name="db-0", qos="guaranteed")
     a = guaranteed(db, "a", 2, state="CONTAINER_RUNNING", cpuset_cpus="1,5")
     b = guaranteed(db, "b", 2, state="CONTAINER_RUNNING", cpuset_cpus="1,5")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.harness import FakeRuntime, make_container, make_pod, version_key
+from tests.conformance.harness import GoRuntime, make_container, make_pod, version_key
 from tests.conformance.test_daemon import (
     attach_daemon,
     cpus,
@@ -46,7 +46,7 @@ def ids(text: str) -> set[int]:
     return out
 
 
-def test_daemon_balloons_inflate_and_deflate(runtime: FakeRuntime, mode: str) -> None:
+def test_daemon_balloons_inflate_and_deflate(runtime: GoRuntime, mode: str) -> None:
     sync = attach_daemon(runtime, mode=mode, policy=BALLOONS)
     if mode == "external" or version_key(runtime.version) >= (0, 8, 0):
         assert sync is not None and sync.updates == [], diagnostics(runtime)

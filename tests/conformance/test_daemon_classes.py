@@ -18,7 +18,7 @@ import pytest
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     RuntimeCallError,
     make_container,
     make_pod,
@@ -29,7 +29,7 @@ from tests.conformance.test_daemon import DAEMON, IDX, NAME, SPEC
 pytestmark = pytest.mark.conformance
 
 
-def test_classes_reach_the_runtime(runtime: FakeRuntime) -> None:
+def test_classes_reach_the_runtime(runtime: GoRuntime) -> None:
     d = runtime.dir
     root = d / "root"
     write_sysfs(SPEC, root)
@@ -102,7 +102,7 @@ def test_classes_reach_the_runtime(runtime: FakeRuntime) -> None:
     assert tree() == before  # nothing written anywhere for a hostile name
 
 
-def test_blockio_names_go_to_a_runtime_that_owns_them(runtime: FakeRuntime) -> None:
+def test_blockio_names_go_to_a_runtime_that_owns_them(runtime: GoRuntime) -> None:
     d = runtime.dir
     root = d / "root"
     write_sysfs(SPEC, root)

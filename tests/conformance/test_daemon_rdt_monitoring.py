@@ -18,7 +18,7 @@ import pytest
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     make_container,
     make_pod,
     prune_empty,
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.conformance
 
 
 def test_monitored_container_enters_a_monitoring_group(
-    runtime: FakeRuntime, nri_version: str
+    runtime: GoRuntime, nri_version: str
 ) -> None:
     d = runtime.dir
     root = d / "root"

@@ -10,14 +10,13 @@ the fields, the classes and the runtime's release; the plugin never registers th
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
 
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     RuntimeCallError,
     make_container,
     make_pod,
@@ -25,6 +24,7 @@ from tests.conformance.harness import (
     version_key,
 )
 from tests.conformance.test_daemon import DAEMON, IDX, NAME, SPEC, attach_daemon, diagnostics
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 
@@ -38,7 +38,7 @@ CLASSES: dict[str, Any] = {
 }
 
 
-def _start(rt: FakeRuntime) -> None:
+def _start(rt: GoRuntime) -> None:
     root = rt.dir / "root"
     write_sysfs(SPEC, root)
     cfg = rt.dir / "resmgr.json"
@@ -61,19 +61,21 @@ def _start(rt: FakeRuntime) -> None:
     )
 
 
-def _wait_for_log(rt: FakeRuntime, text: str, *, timeout: float = 60.0) -> str:
+def _wait_for_log(rt: GoRuntime, text: str, *, timeout: float = 60.0) -> str:
     log = rt.dir / "daemon.log"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        content = log.read_text() if log.exists() else ""
-        if text in content:
-            return content
-        time.sleep(0.2)
-    raise AssertionError(f"daemon log never said {text!r}: {diagnostics(rt)}")
+
+    def said() -> str:
+        content = log.read_text()
+        return content if text in content else ""
+
+    try:
+        return wait_for(said, what=f"the daemon log to say {text!r}", timeout=timeout)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {diagnostics(rt)}") from exc
 
 
 def test_scheduling_classes_reach_the_runtime_or_the_config_is_refused(
-    runtime: FakeRuntime,
+    runtime: GoRuntime,
 ) -> None:
     _start(runtime)
     if version_key(runtime.version) < (0, 11, 0):
@@ -139,7 +141,7 @@ def test_scheduling_classes_reach_the_runtime_or_the_config_is_refused(
     assert reply["adjust"]["linux"]["scheduler"] == {"policy": "SCHED_OTHER", "nice": 10}
 
 
-def test_preregistered_with_classes(runtime: FakeRuntime) -> None:
+def test_preregistered_with_classes(runtime: GoRuntime) -> None:
     """Pre-registered, the refusal is a plugin that fails Configure: up to NRI v0.6 that
     fails the runtime's whole NRI start (like any broken pre-registered plugin, see
     test_errors.py), from v0.8 the plugin is left out; v0.11+ carry the class."""

@@ -15,7 +15,7 @@ import pytest
 
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     Json,
     RuntimeCallError,
     make_container,
@@ -49,7 +49,7 @@ def _linux(reply: Json) -> Json:
     return linux
 
 
-def test_devices_and_mounts_steer_the_placement(runtime: FakeRuntime) -> None:
+def test_devices_and_mounts_steer_the_placement(runtime: GoRuntime) -> None:
     d = runtime.dir
     write_sysfs(N4C16, d / "root", devices=DEVICES)
     cfg = d / "resmgr.json"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     RuntimeCallError,
     make_container,
     make_pod,
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.conformance
 STATUS_PREFIX = "rpc error: code = Unknown desc = "
 
 
-def test_handler_error_reaches_runtime(runtime: FakeRuntime, mode: str) -> None:
+def test_handler_error_reaches_runtime(runtime: GoRuntime, mode: str) -> None:
     rec = attach_recorder(runtime, mode=mode)
     pod = make_pod(name="web-0")
     bad = make_container(pod, name=FAIL_NAME)
@@ -56,7 +56,7 @@ def test_handler_error_reaches_runtime(runtime: FakeRuntime, mode: str) -> None:
     assert [r["event"] for r in rec.records()].count("CLOSED") == 0
 
 
-def test_go_stub_handler_error_reaches_runtime(runtime: FakeRuntime) -> None:
+def test_go_stub_handler_error_reaches_runtime(runtime: GoRuntime) -> None:
     """Reference: the Go stub's error arrives with the same status rendering."""
     runtime.start()
     runtime.go_plugin(name="gofail", idx="10", behaviour="fail")
@@ -67,7 +67,7 @@ def test_go_stub_handler_error_reaches_runtime(runtime: FakeRuntime) -> None:
     assert err.value.message == STATUS_PREFIX + "go plugin gofail refuses container fail-me"
 
 
-def test_reply_larger_than_4096_bytes(runtime: FakeRuntime, mode: str) -> None:
+def test_reply_larger_than_4096_bytes(runtime: GoRuntime, mode: str) -> None:
     attach_recorder(runtime, mode=mode)
     pod = make_pod(name="web-0")
 
@@ -84,7 +84,7 @@ def test_reply_larger_than_4096_bytes(runtime: FakeRuntime, mode: str) -> None:
     assert again["adjust"]["env"] == [{"key": RECORDED_BY_ENV, "value": "10-recorder"}]
 
 
-def test_reply_after_request_timeout(runtime: FakeRuntime, mode: str) -> None:
+def test_reply_after_request_timeout(runtime: GoRuntime, mode: str) -> None:
     """A hook slower than the request timeout: the runtime's own timer wins, always.
 
     The runtime closes the plugin and the request proceeds without it (fail open), as
@@ -117,7 +117,7 @@ def test_reply_after_request_timeout(runtime: FakeRuntime, mode: str) -> None:
     ids=["exits-at-once", "never-registers"],
 )
 def test_broken_preregistered_plugin(
-    runtime: FakeRuntime, script: str, expected_error: str
+    runtime: GoRuntime, script: str, expected_error: str
 ) -> None:
     """Up to NRI v0.6 one broken pre-registered plugin fails the whole start (and with
     it NRI in containerd 1.7.0-1.7.25); from v0.8 it is skipped and the rest works."""

@@ -23,7 +23,7 @@ import pytest
 from nri_resmgr.cli import main
 from nri_resmgr.ops.runtime_config import NRI_TABLE, TOLERATE_ANNOTATION
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     Json,
     RuntimeCallError,
     make_container,
@@ -31,7 +31,7 @@ from tests.conformance.harness import (
     prune_empty,
 )
 from tests.conformance.test_daemon import NAME, attach_daemon, cpus, diagnostics, guaranteed
-from tests.conformance.test_restart import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 
@@ -49,7 +49,7 @@ def required_table(tmp: Path) -> dict[str, Any]:
     return table
 
 
-def refusal(rt: FakeRuntime, pod: Json, container: Json) -> str:
+def refusal(rt: GoRuntime, pod: Json, container: Json) -> str:
     with pytest.raises(RuntimeCallError) as failed:
         rt.create_container(pod, container)
     return failed.value.message
@@ -57,7 +57,7 @@ def refusal(rt: FakeRuntime, pod: Json, container: Json) -> str:
 
 @pytest.mark.parametrize("nri_version", WITH_VALIDATOR, indirect=True)
 def test_required_plugin_refuses_creation_while_the_daemon_is_away(
-    runtime: FakeRuntime, tmp_path: Path
+    runtime: GoRuntime, tmp_path: Path
 ) -> None:
     runtime.start(default_validator=required_table(tmp_path))
     db = make_pod(name="db-0", qos="guaranteed")
@@ -86,8 +86,12 @@ def test_required_plugin_refuses_creation_while_the_daemon_is_away(
     [daemon] = runtime.externals
     daemon.send_signal(signal.SIGKILL)
     daemon.wait(timeout=30)
-    wait_for("the runtime noticing the closed connection",
-             lambda: any("closed" in line for line in runtime.logs()))
+    wait_for(
+        lambda: any("closed" in line for line in runtime.logs()),
+        what="the runtime noticing the closed connection",
+        timeout=20,
+        interval=0.05,
+    )
     slipped = guaranteed(db, "slipped", 1)
     assert "adjust" not in prune_empty(runtime.create_container(db, slipped))
     retried = guaranteed(db, "retry", 1)
@@ -111,7 +115,7 @@ def test_required_plugin_refuses_creation_while_the_daemon_is_away(
 
 @pytest.mark.parametrize("nri_version", ["v0.8.0"], indirect=True)
 def test_without_the_validator_a_container_runs_unplaced_until_synchronize(
-    runtime: FakeRuntime, tmp_path: Path
+    runtime: GoRuntime, tmp_path: Path
 ) -> None:
     """What containerd 1.7, 2.0 and 2.1 do with the same configuration (docs say so)."""
     with pytest.raises(RuntimeCallError, match="has no default validator"):

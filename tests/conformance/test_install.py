@@ -18,14 +18,14 @@ import pytest
 from nri_resmgr.cli import main
 from nri_resmgr.ops.install import find_launched
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.conformance.harness import FakeRuntime, make_container, make_pod, prune_empty
+from tests.conformance.harness import GoRuntime, make_container, make_pod, prune_empty
 
 pytestmark = pytest.mark.conformance
 
 SPEC = {"packages": 1, "dies": 1, "nodes": 1, "cores": 4, "threads": 2, "memory": "4G"}
 
 
-def test_installed_launcher_registers_and_gets_its_config(runtime: FakeRuntime) -> None:
+def test_installed_launcher_registers_and_gets_its_config(runtime: GoRuntime) -> None:
     root = runtime.dir / "root"
     write_sysfs(SPEC, root)
     log = runtime.dir / "daemon.log"

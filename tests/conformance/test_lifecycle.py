@@ -15,7 +15,7 @@ import pytest
 
 from tests.conformance.harness import (
     CONTAINERD_FOR,
-    FakeRuntime,
+    GoRuntime,
     Json,
     make_container,
     make_pod,
@@ -60,7 +60,7 @@ def syncs_preregistered(version: str) -> bool:
     return version_key(version) >= (0, 8, 0)
 
 
-def drive_lifecycle(rt: FakeRuntime, pod: Json, ctr: Json) -> dict[str, Any]:
+def drive_lifecycle(rt: GoRuntime, pod: Json, ctr: Json) -> dict[str, Any]:
     """Every pod and container event once, in CRI order; returns the replies."""
     out: dict[str, Any] = {}
     rt.run_pod(pod)
@@ -127,7 +127,7 @@ def cpuset_update(container_id: str, cpus: str, **cpu: Any) -> Json:
     return {"container_id": container_id, "linux": {"resources": {"cpu": {**cpu, "cpus": cpus}}}}
 
 
-def test_python_plugin_full_lifecycle(runtime: FakeRuntime, mode: str) -> None:
+def test_python_plugin_full_lifecycle(runtime: GoRuntime, mode: str) -> None:
     pod, ctr, other = scenario()
     rec = attach_recorder(runtime, mode=mode, pods=[pod], containers=[other])
 
@@ -165,7 +165,7 @@ def test_python_plugin_full_lifecycle(runtime: FakeRuntime, mode: str) -> None:
     assert runtime.updates() == []
 
 
-def test_configure_request_seen_by_python_plugin(runtime: FakeRuntime, mode: str) -> None:
+def test_configure_request_seen_by_python_plugin(runtime: GoRuntime, mode: str) -> None:
     rec = attach_recorder(runtime, mode=mode, request_timeout_ms=3000)
     [configure] = rec.of("CONFIGURE")
     v = runtime.version
@@ -200,7 +200,7 @@ def test_configure_request_seen_by_python_plugin(runtime: FakeRuntime, mode: str
     ids=["create+stop", "pod+post-start+remove"],
 )
 def test_python_plugin_subscribed_to_a_subset(
-    runtime: FakeRuntime, mode: str, events: list[str]
+    runtime: GoRuntime, mode: str, events: list[str]
 ) -> None:
     pod, ctr, other = scenario()
     rec = attach_recorder(runtime, mode=mode, events=events, pods=[pod], containers=[other])
@@ -222,7 +222,7 @@ def test_python_plugin_subscribed_to_a_subset(
         assert prune_empty(replies["stop"]) == {}
 
 
-def test_go_stub_plugin_full_lifecycle(runtime: FakeRuntime) -> None:
+def test_go_stub_plugin_full_lifecycle(runtime: GoRuntime) -> None:
     """The reference: the real Go stub of the same version sees the same sequence."""
     pod, ctr, _ = scenario()
     runtime.start()
@@ -240,7 +240,7 @@ def test_go_stub_plugin_full_lifecycle(runtime: FakeRuntime) -> None:
 
 @pytest.mark.parametrize("go_idx", ["05", "20"])
 def test_invocation_order_follows_plugin_index(
-    runtime: FakeRuntime, mode: str, go_idx: str
+    runtime: GoRuntime, mode: str, go_idx: str
 ) -> None:
     """Plugins run in index order; each sees the container as adjusted by those before it."""
     pod = make_pod(name="web-0")
@@ -263,7 +263,7 @@ def test_invocation_order_follows_plugin_index(
     assert runtime.go_plugin_events("pinner")[-1]["event"] == "CREATE_CONTAINER"
 
 
-def test_elapsed_ns_is_reported_per_request(runtime: FakeRuntime) -> None:
+def test_elapsed_ns_is_reported_per_request(runtime: GoRuntime) -> None:
     runtime.start()
     pod, ctr, _ = scenario()
     runtime.run_pod(pod)

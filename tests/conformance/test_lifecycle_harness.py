@@ -10,7 +10,7 @@ import pytest
 
 from tests.conformance.harness import (
     VERSIONS,
-    FakeRuntime,
+    GoRuntime,
     RuntimeCallError,
     make_container,
     make_pod,
@@ -21,26 +21,26 @@ from tests.conformance.harness import (
 pytestmark = pytest.mark.conformance
 
 
-def test_reports_its_nri_version(runtime: FakeRuntime) -> None:
+def test_reports_its_nri_version(runtime: GoRuntime) -> None:
     assert runtime.nri_version() == runtime.version
     assert runtime.version in VERSIONS
 
 
-def test_events_need_a_started_runtime(runtime: FakeRuntime) -> None:
+def test_events_need_a_started_runtime(runtime: GoRuntime) -> None:
     pod = make_pod(name="web-0")
     with pytest.raises(RuntimeCallError) as err:
         runtime.run_pod(pod)
     assert err.value.message == 'harness: op "run_pod" needs a started runtime (send start first)'
 
 
-def test_unknown_op(runtime: FakeRuntime) -> None:
+def test_unknown_op(runtime: GoRuntime) -> None:
     runtime.start()
     with pytest.raises(RuntimeCallError) as err:
         runtime.call("frobnicate")
     assert err.value.message == 'harness: unknown op "frobnicate"'
 
 
-def test_fields_are_checked_against_the_version_schema(runtime: FakeRuntime) -> None:
+def test_fields_are_checked_against_the_version_schema(runtime: GoRuntime) -> None:
     """PodSandbox.ips exists from v0.8.0; older versions must refuse it."""
     runtime.start()
     pod = {**make_pod(name="web-0"), "ips": ["10.0.0.7"]}
@@ -53,7 +53,7 @@ def test_fields_are_checked_against_the_version_schema(runtime: FakeRuntime) -> 
     assert '"ips"' in err.value.message
 
 
-def test_update_pod_only_where_it_exists(runtime: FakeRuntime) -> None:
+def test_update_pod_only_where_it_exists(runtime: GoRuntime) -> None:
     runtime.start()
     pod = make_pod(name="web-0")
     if version_key(runtime.version) >= (0, 10, 0):
@@ -66,7 +66,7 @@ def test_update_pod_only_where_it_exists(runtime: FakeRuntime) -> None:
     )
 
 
-def test_start_twice_and_stop_without_start(runtime: FakeRuntime) -> None:
+def test_start_twice_and_stop_without_start(runtime: GoRuntime) -> None:
     with pytest.raises(RuntimeCallError) as err:
         runtime.stop()
     assert err.value.message == "harness: runtime not started"
@@ -77,7 +77,7 @@ def test_start_twice_and_stop_without_start(runtime: FakeRuntime) -> None:
     assert runtime.stop() == 0
 
 
-def test_kubelet_like_objects_are_accepted(runtime: FakeRuntime) -> None:
+def test_kubelet_like_objects_are_accepted(runtime: GoRuntime) -> None:
     """make_pod/make_container only use fields every version has."""
     pods = [make_pod(name=f"p-{qos}", qos=qos) for qos in ("guaranteed", "burstable", "besteffort")]
     ctrs = [

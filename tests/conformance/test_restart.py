@@ -8,35 +8,23 @@ the runtime and launched anew by the next start.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
 
 from nri_resmgr.topology.cpuset import IDSet
-from tests.conformance.harness import FakeRuntime, Json, make_container, make_pod, version_key
+from tests.conformance.harness import GoRuntime, Json, make_container, make_pod, version_key
 from tests.conformance.plugins import RecorderHandle, attach_recorder
 from tests.conformance.test_daemon import TOPOLOGY_AWARE, attach_daemon, diagnostics, guaranteed
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 
 T = TypeVar("T")
 
 
-def wait_for(what: str, probe: Callable[[], T], *, timeout: float = 20.0) -> T:
-    """Poll `probe` until it returns something truthy (not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: still nothing after {timeout} s")
-        time.sleep(0.05)
 
-
-def test_external_plugin_reconnects_and_resynchronizes(runtime: FakeRuntime) -> None:
+def test_external_plugin_reconnects_and_resynchronizes(runtime: GoRuntime) -> None:
     pod = make_pod(name="web-0")
     first = make_container(pod, name="app")
     rec = attach_recorder(runtime, mode="external", reconnect=True)
@@ -45,7 +33,7 @@ def test_external_plugin_reconnects_and_resynchronizes(runtime: FakeRuntime) -> 
 
     # The one external connection is shut down, as the runtime's exit would.
     assert runtime.stop() == 1
-    wait_for("CLOSED record", lambda: rec.of("CLOSED"))
+    wait_for(lambda: rec.of("CLOSED"), what="CLOSED record", timeout=20, interval=0.05)
     running = {**first, "state": "CONTAINER_RUNNING"}
     runtime.start(pods=[pod], containers=[running])
     resync = runtime.wait_synced()
@@ -70,7 +58,7 @@ def test_external_plugin_reconnects_and_resynchronizes(runtime: FakeRuntime) -> 
     assert len({r["pid"] for r in rec.records()}) == 1
 
 
-def test_external_plugin_without_reconnect_exits(runtime: FakeRuntime) -> None:
+def test_external_plugin_without_reconnect_exits(runtime: GoRuntime) -> None:
     rec = attach_recorder(runtime, mode="external")
     [proc] = runtime.externals
 
@@ -80,7 +68,7 @@ def test_external_plugin_without_reconnect_exits(runtime: FakeRuntime) -> None:
     assert [r["event"] for r in rec.records()] == ["CONFIGURE", "SYNCHRONIZE", "CLOSED"]
 
 
-def test_preregistered_plugin_is_launched_again(runtime: FakeRuntime) -> None:
+def test_preregistered_plugin_is_launched_again(runtime: GoRuntime) -> None:
     pod = make_pod(name="web-0")
     ctr = make_container(pod, name="app", state="CONTAINER_RUNNING")
     rec: RecorderHandle = attach_recorder(runtime, mode="preregistered")
@@ -107,7 +95,7 @@ def test_preregistered_plugin_is_launched_again(runtime: FakeRuntime) -> None:
     assert rec.records()[-1]["pid"] == configures[1]["pid"]
 
 
-def test_go_stub_sees_runtime_stop(runtime: FakeRuntime) -> None:
+def test_go_stub_sees_runtime_stop(runtime: GoRuntime) -> None:
     """Reference: the Go stub's on-close callback runs when the runtime stops."""
     runtime.start()
     runtime.go_plugin(name="ref", idx="10")
@@ -117,8 +105,10 @@ def test_go_stub_sees_runtime_stop(runtime: FakeRuntime) -> None:
     assert runtime.stop() == 1
 
     wait_for(
-        "Go stub on-close",
         lambda: runtime.call("go_plugin_events", name="ref")["closed"],
+        what="Go stub on-close",
+        timeout=20,
+        interval=0.05,
     )
 
 
@@ -136,7 +126,7 @@ def _final(sync_updates: list[Json], reported: dict[str, str]) -> dict[str, froz
 
 
 @pytest.mark.parametrize("nri_version", ["v0.12.2"])
-def test_daemon_restart_rule_after_fail_open_creations(runtime: FakeRuntime) -> None:
+def test_daemon_restart_rule_after_fail_open_creations(runtime: GoRuntime) -> None:
     """Issue 11 items 1 and 4 through the real NRI library (topology-aware, 8 CPUs).
 
     Shared containers fill the shared CPUs 1-7; while the daemon was down, two

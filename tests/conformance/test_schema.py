@@ -22,7 +22,7 @@ import pytest
 from google.protobuf import descriptor_pb2, json_format
 
 from nri_api._pb import api_pb2
-from tests._support import REPO, require_go
+from tests.support.requirements import REPO, require_go
 
 SCHEMA_MODULE = Path(__file__).resolve().parent / "schema"
 PACKAGE = "nri.pkg.api.v1alpha1"

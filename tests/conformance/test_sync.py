@@ -10,14 +10,12 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
 
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     Json,
     RuntimeCallError,
     make_container,
@@ -27,6 +25,7 @@ from tests.conformance.harness import (
 )
 from tests.conformance.plugins import attach_recorder
 from tests.conformance.plugins.recorder import SYNC_CPUS_ANNOTATION
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.conformance
 
@@ -34,17 +33,6 @@ T = TypeVar("T")
 
 TTRPC_MAX = 4 << 20
 
-
-def wait_for(what: str, probe: Callable[[], T], *, timeout: float = 20.0) -> T:
-    """Poll `probe` until it returns something truthy (not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: still nothing after {timeout} s")
-        time.sleep(0.05)
 
 
 def small_state() -> tuple[list[Json], list[Json]]:
@@ -80,7 +68,7 @@ def big_state(*, pods: int, per_pod: int, pad: int) -> tuple[list[Json], list[Js
     return pod_list, ctrs
 
 
-def test_synchronize_reports_state_and_returns_updates(runtime: FakeRuntime, mode: str) -> None:
+def test_synchronize_reports_state_and_returns_updates(runtime: GoRuntime, mode: str) -> None:
     pods, ctrs = small_state()
     rec = attach_recorder(runtime, mode=mode, pods=pods, containers=ctrs)
     expected_updates = [
@@ -101,10 +89,11 @@ def test_synchronize_reports_state_and_returns_updates(runtime: FakeRuntime, mod
     assert sync["pods"] == [p["id"] for p in pods]
     assert sync["containers"] == [c["id"] for c in ctrs]
     # The same updates, sent once more with UpdateContainers after the hook returned.
-    assert wait_for("UpdateContainers call", runtime.updates) == [expected_updates]
+    updates = wait_for(runtime.updates, what="UpdateContainers call", timeout=20, interval=0.05)
+    assert updates == [expected_updates]
 
 
-def test_synchronize_of_empty_runtime(runtime: FakeRuntime, mode: str) -> None:
+def test_synchronize_of_empty_runtime(runtime: GoRuntime, mode: str) -> None:
     rec = attach_recorder(runtime, mode=mode)
     if rec.sync is None:
         assert mode == "preregistered" and version_key(runtime.version) < (0, 8, 0)
@@ -123,7 +112,7 @@ def sync_messages(logs: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["external", "preregistered"])
-def test_synchronize_larger_than_ttrpc_limit(runtime: FakeRuntime, mode: str) -> None:
+def test_synchronize_larger_than_ttrpc_limit(runtime: GoRuntime, mode: str) -> None:
     pods, ctrs = big_state(pods=300, per_pod=4, pad=3600)
     size = sum(len(c["annotations"]["pad.conformance.nri"]) for c in ctrs)
     assert size > TTRPC_MAX
@@ -163,7 +152,7 @@ def test_synchronize_larger_than_ttrpc_limit(runtime: FakeRuntime, mode: str) ->
     assert messages[-1].endswith("(more: false)")
 
 
-def test_go_stub_synchronize_larger_than_ttrpc_limit(runtime: FakeRuntime) -> None:
+def test_go_stub_synchronize_larger_than_ttrpc_limit(runtime: GoRuntime) -> None:
     """Reference: the Go stub of the same version, same state."""
     pods, ctrs = big_state(pods=300, per_pod=4, pad=3600)
     v = runtime.version
@@ -185,7 +174,7 @@ def test_go_stub_synchronize_larger_than_ttrpc_limit(runtime: FakeRuntime) -> No
     assert sync["containers"] == [c["id"] for c in ctrs]
 
 
-def test_unsolicited_update_failures_reach_plugin(runtime: FakeRuntime) -> None:
+def test_unsolicited_update_failures_reach_plugin(runtime: GoRuntime) -> None:
     """UpdateContainers from outside any hook returns the updates the runtime failed."""
     pods, ctrs = small_state()
     runtime.fail_updates([ctrs[2]["id"]])
@@ -193,7 +182,12 @@ def test_unsolicited_update_failures_reach_plugin(runtime: FakeRuntime) -> None:
         runtime, mode="external", pods=pods, containers=ctrs, report_update_result=True
     )
 
-    [result] = wait_for("UPDATE_CONTAINERS_RESULT", lambda: rec.of("UPDATE_CONTAINERS_RESULT"))
+    [result] = wait_for(
+        lambda: rec.of("UPDATE_CONTAINERS_RESULT"),
+        what="UPDATE_CONTAINERS_RESULT",
+        timeout=20,
+        interval=0.05,
+    )
     assert result["failed"] == [ctrs[2]["id"]]
     assert rec.sync is not None
     assert runtime.updates() == [rec.sync.updates]

@@ -21,9 +21,9 @@ from typing import Any
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import build_topology
-from tests._support import REPO, TOPOLOGIES
 from tests.differential.gen import RandomDraw, machine_spec
 from tests.parity import machines as parity
+from tests.support.requirements import REPO, TOPOLOGIES
 
 __all__ = [
     "BALLOONS_SAMPLES",

@@ -1,6 +1,6 @@
 """One side of a differential run: a fake runtime (the real NRI library) and one plugin.
 
-Theory of operation: a `Side` owns a `FakeRuntime` of NRI `VERSION` and one external
+Theory of operation: a `Side` owns a `GoRuntime` of NRI `VERSION` and one external
 plugin process, either nri-plugins' binary (``theirs``, `theirs_argv`) or our daemon
 (``ours``, `ours_argv`, through `bench/plugins/resmgr.py`), both on the same host root
 and the same configuration file (our daemon reads nri-plugins' custom resource form
@@ -28,7 +28,7 @@ from typing import Any
 from bench.common import spawn
 from nri_resmgr.topology.cpuset import IDSet
 from tests.conformance.harness import (
-    FakeRuntime,
+    GoRuntime,
     Json,
     RuntimeCallError,
     build_harness,
@@ -118,7 +118,7 @@ def _resources(msg: Mapping[str, Any]) -> Mapping[str, Any]:
 class Side:
     """A runtime and one plugin; what the runtime knows of its containers."""
 
-    def __init__(self, rt: FakeRuntime, argv: list[str], *, who: str) -> None:
+    def __init__(self, rt: GoRuntime, argv: list[str], *, who: str) -> None:
         self.rt = rt
         self.argv = argv
         self.who = who
@@ -263,7 +263,7 @@ class Side:
 def side(argv_for: Any, *, who: str) -> Iterator[Side]:
     """A started side: `argv_for(socket)` names the plugin's command line."""
     binary = build_harness(VERSION)
-    with short_tempdir(f"nri-diff-{who}-") as d, FakeRuntime(
+    with short_tempdir(f"nri-diff-{who}-") as d, GoRuntime(
         version=VERSION, dir=d, binary=binary
     ) as rt:
         rt.start(request_timeout_ms=REQUEST_TIMEOUT_MS)

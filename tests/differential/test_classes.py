@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 
 from nri_resmgr.policy_documents import normalize_document
 from nri_resmgr.topology.synthetic import build_topology
-from tests._support import REPO
 from tests.differential.classes import CLASSES, Context, classify
 from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Pod, Restart
 from tests.differential.host import host_root
@@ -34,6 +33,7 @@ from tests.differential.profile import (
     shortest_divergence,
 )
 from tests.differential.run import CaseResult, Observation
+from tests.support.requirements import REPO
 
 DOCS = REPO / "docs" / "policies.md"
 N4 = build_topology({"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "numbering": "qemu"})

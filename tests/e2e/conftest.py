@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from tests._support import REPO, go_binary, require
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.e2e import crio as criomod
 from tests.e2e.images import BUSYBOX, build_images
+from tests.support.requirements import REPO, go_binary, require
 
 RELEASE_IDS = {"containerd-1.7": "ctd1.7", "containerd-2": "ctd2", "crio": "crio"}
 #: every runtime the suite runs on: the containerd releases and CRI-O

@@ -628,7 +628,7 @@ def running(
 if __name__ == "__main__":  # python -m tests.e2e.containerd [names...]: warm the cache
     import sys
 
-    from tests._support import go_binary
+    from tests.support.requirements import go_binary
 
     go = go_binary()
     if go is None:

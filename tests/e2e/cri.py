@@ -19,7 +19,6 @@ import enum
 import json
 import os
 import signal
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -301,27 +300,6 @@ def parse_cpus(text: str) -> frozenset[int]:
         out.update(range(int(lo), int(hi or lo) + 1))
     return frozenset(out)
 
-
-def online_cpus() -> frozenset[int]:
-    return parse_cpus(Path("/sys/devices/system/cpu/online").read_text())
-
-
-def wait_for(
-    predicate: Any, *, timeout: float = 30.0, interval: float = 0.2, what: str = "condition"
-) -> Any:
-    """Poll `predicate()` until it returns something truthy; fail with `what` otherwise."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except (OSError, LookupError, AssertionError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
 
 
 def kill_cgroup_tree(controller: str, relative: str) -> None:

@@ -303,7 +303,7 @@ def _kill_conmons(layout: Layout) -> None:
 if __name__ == "__main__":  # python -m tests.e2e.crio: warm the cache
     import time
 
-    from tests._support import go_binary
+    from tests.support.requirements import go_binary
 
     go = go_binary()
     if go is None:

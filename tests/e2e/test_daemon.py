@@ -32,7 +32,6 @@ from typing import Any
 
 import pytest
 
-from tests._support import REPO
 from tests.e2e import cri
 from tests.e2e.conftest import (
     Process,
@@ -43,6 +42,8 @@ from tests.e2e.conftest import (
     wait_plugin_synchronized,
 )
 from tests.e2e.containerd import CACHE, Containerd
+from tests.support.requirements import REPO, online_cpus, require_two_cpus
+from tests.support.waiting import wait_for
 
 PLUGIN = "90-resmgr"
 #: containerd's default is 5 s. The daemon registers in about 0.4 s, but its start-up is
@@ -55,11 +56,6 @@ TOPOLOGY_AWARE = {"policy": "topology-aware", "policyConfig": {"reservedResource
 
 
 
-def _require_two_cpus() -> None:
-    if cri.online_cpus() != frozenset({0, 1}):
-        pytest.skip(
-            f"scenarios are sized for CPUs 0-1; this machine has {sorted(cri.online_cpus())}"
-        )
 
 
 @dataclass
@@ -113,7 +109,7 @@ class Daemon:
 def daemon(
     containerd: Containerd, processes: Callable[..., Process]
 ) -> Iterator[Callable[[dict[str, Any]], Daemon]]:
-    _require_two_cpus()
+    require_two_cpus()
     made: list[Daemon] = []
 
     def make(config: dict[str, Any]) -> Daemon:
@@ -142,7 +138,7 @@ def _cpus(ctd: Containerd, c: cri.Container) -> str:
 
 
 def _await_cpus(ctd: Containerd, c: cri.Container, want: str, why: str) -> None:
-    cri.wait_for(
+    wait_for(
         lambda: _cpus(ctd, c) == want,
         timeout=15,
         what=f"{c.pod.name}/{c.name} cpuset.cpus == {want} ({why})",
@@ -629,7 +625,7 @@ def test_kill9_during_churn_keeps_invariants(
         time.sleep(1.0)
         return first if placements() == first else None
 
-    final = cri.wait_for(settled, timeout=30, what="cpusets to stop changing")
+    final = wait_for(settled, timeout=30, what="cpusets to stop changing")
     holders = [c.id for c, q in live if q is cri.QoS.GUARANTEED and final[c.id] == {1}]
     assert len(holders) <= 1, f"CPU 1 exclusive to several containers: {holders}"
     table = "\n".join(
@@ -642,7 +638,7 @@ def test_kill9_during_churn_keeps_invariants(
             f"{overlapping}:\n{table}\ndaemon log: {d.log}"
         )
     for c, _ in live:
-        assert final[c.id] and final[c.id] <= cri.online_cpus(), table
+        assert final[c.id] and final[c.id] <= online_cpus(), table
 
     probe = cri.run_pod(ctd, "probe", qos=cri.QoS.GUARANTEED)
     created, stderr = cri.create_container(
@@ -709,7 +705,7 @@ def _settled(ctd: Containerd, containers: list[cri.Container]) -> dict[str, froz
         time.sleep(1.0)
         return first if read() == first else None
 
-    found: dict[str, frozenset[int]] = cri.wait_for(
+    found: dict[str, frozenset[int]] = wait_for(
         steady, timeout=30, what="cpusets to stop changing"
     )
     return found
@@ -738,7 +734,7 @@ def _assert_restart_rule(
         [c for c, _ in live if c not in holders],
     )
     for c, _ in live:
-        assert cpus[c.id] and cpus[c.id] <= cri.online_cpus(), f"{table}\ndaemon log: {d.log}"
+        assert cpus[c.id] and cpus[c.id] <= online_cpus(), f"{table}\ndaemon log: {d.log}"
     return cpus, holders
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from nri_resmgr.cli import main
 from nri_resmgr.ops.runtime_config import TOLERATE_ANNOTATION
-from tests._support import require_go
 from tests.e2e.containerd import RELEASES, build
+from tests.support.requirements import require_go
 
 pytestmark = pytest.mark.e2e
 

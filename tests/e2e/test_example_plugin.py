@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests._support import REPO
 from tests.e2e import cri
 from tests.e2e.conftest import (
     Process,
@@ -26,6 +25,7 @@ from tests.e2e.conftest import (
     wait_plugin_synchronized,
 )
 from tests.e2e.containerd import Containerd
+from tests.support.requirements import REPO, online_cpus
 
 PLUGIN = REPO / "examples" / "plugins" / "annotate_cpuset.py"
 INSTALL = REPO / "examples" / "plugins" / "install-preregistered.sh"
@@ -33,7 +33,7 @@ KEY = "cpuset.example.nri.io/container."
 
 
 def _pin_two_containers(ctd: Containerd) -> None:
-    cpus = sorted(cri.online_cpus())
+    cpus = sorted(online_cpus())
     first, last = cpus[0], cpus[-1]
     all_cpus = cri.cpus_of  # alias for readability below
     pod = cri.run_pod(
@@ -48,7 +48,7 @@ def _pin_two_containers(ctd: Containerd) -> None:
     assert all_cpus(ctd, low) == str(first)
     assert cri.kernel_view(ctd, low).mems == "0"
     assert all_cpus(ctd, high) == str(last)
-    assert cri.parse_cpus(all_cpus(ctd, free)) == cri.online_cpus()
+    assert cri.parse_cpus(all_cpus(ctd, free)) == online_cpus()
     assert plugin_failures(ctd) == []
     cri.remove_pod(ctd, pod)
 

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from tests._support import REPO
 from tests.e2e import cri
 from tests.e2e.conftest import plugin_failures, python, python_env, wait_plugin_synchronized
 from tests.e2e.containerd import Containerd
@@ -35,6 +34,7 @@ from tests.e2e.test_daemon import (
     _cpus,
 )
 from tests.e2e.test_daemon import daemon as daemon
+from tests.support.requirements import REPO
 
 FULL_CPUS = "0-1"
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests._support import REPO, require
+from tests.support.requirements import REPO, require
 
 CACHE = REPO / ".cache" / "image"
 #: tools/build-image.sh's BASE_CACHE: each architecture's Debian rootfs, reused for 7 days

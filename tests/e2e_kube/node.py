@@ -43,6 +43,7 @@ import yaml
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.k8s.cluster import Cluster, _free_port, control_plane
+from tests.support.waiting import wait_for
 
 BRIDGE = "nrk0"
 GATEWAY = "10.88.77.1"
@@ -207,7 +208,7 @@ class Node:
         self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
 
     def wait_for(self, predicate: Any, *, timeout: float = 120, what: str) -> Any:
-        return cri.wait_for(predicate, timeout=timeout, interval=0.5, what=what)
+        return wait_for(predicate, what=what, timeout=timeout, interval=0.5)
 
 
 def _write_cni(base: Path) -> None:

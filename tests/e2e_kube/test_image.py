@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.e2e import cri
 from tests.e2e.containerd import CACHE, Containerd, log_time
 from tests.e2e_kube.image import Image
+from tests.support.requirements import require_two_cpus
+from tests.support.waiting import wait_for
 
 PLUGIN = "90-resmgr"
 CONFIG = {"policy": "topology-aware", "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}}}
@@ -38,9 +38,6 @@ LOCKED_DOWN = {
 }
 
 
-def _require_two_cpus() -> None:
-    if cri.online_cpus() != frozenset({0, 1}):
-        pytest.skip(f"sized for CPUs 0-1; this machine has {sorted(cri.online_cpus())}")
 
 
 def _image_container(
@@ -116,7 +113,7 @@ def _record_startup(ctd: Containerd, image: Image, seconds: float) -> None:
 def test_daemon_in_the_image_registers_and_places_containers(
     containerd: Containerd, nri_image: Image, tmp_path: Path
 ) -> None:
-    _require_two_cpus()
+    require_two_cpus()
     ctd = containerd
     ctd.import_image(nri_image.archive)
     listed = ctd.ctr("-n", "k8s.io", "images", "ls", "-q").stdout.split()
@@ -159,7 +156,7 @@ def test_daemon_in_the_image_registers_and_places_containers(
     )
     started = time.time()
     cri.start_container(ctd, daemon)
-    synced = cri.wait_for(
+    synced = wait_for(
         lambda: (
             _synchronized_at(ctd)
             or (_state(ctd, daemon)["state"] == "CONTAINER_EXITED" and "exited")
@@ -226,7 +223,7 @@ def test_enable_nri_init_command_in_the_image(
         ),
     )
     cri.start_container(ctd, init)
-    status = cri.wait_for(
+    status = wait_for(
         lambda: (s := _state(ctd, init))["state"] == "CONTAINER_EXITED" and s,
         timeout=60,
         what="the enable-nri container to finish",

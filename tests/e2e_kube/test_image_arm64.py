@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from tests._support import REPO
 from tests.e2e.containerd import CACHE, CONTAINERD_2, Containerd
 from tests.e2e_kube.image import Image, build_image
+from tests.support.requirements import REPO
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("NRI_RESMGR_ARM64") != "1",

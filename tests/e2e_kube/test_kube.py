@@ -36,7 +36,6 @@ from nri_resmgr.policy.topology_aware.explain import COMPONENTS
 from nri_resmgr.simulator.run import quiet_log, run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
 from nri_resmgr.view.text import shown
-from tests._support import REPO, require, require_go
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.e2e.containerd import TEST_IMAGE
@@ -45,6 +44,7 @@ from tests.e2e_kube.node import Node, kube_node
 from tests.integration.browser import browser, no_alert, shown_containers
 from tests.k8s.components import build_node_components
 from tests.peers import build_helm
+from tests.support.requirements import REPO, online_cpus, require, require_go, require_two_cpus
 
 README = REPO / "README.md"
 NAMESPACE = "kube-system"
@@ -56,12 +56,6 @@ PLUGIN = "90-resmgr"
 REFUSED = 'required plugin "resmgr" not present'
 
 
-def _require_two_cpus() -> None:
-    # like tests/e2e: another CPU count is a different test, not a missing prerequisite
-    if cri.online_cpus() != frozenset({0, 1}):
-        pytest.skip(f"sized for CPUs 0-1; this machine has {sorted(cri.online_cpus())}")
-
-
 # -- fixtures ----------------------------------------------------------------------------
 
 
@@ -70,7 +64,7 @@ def node(
     e2e_host: str, release: ctdmod.Release, crictl_bin: Path, image_archives: list[Path]
 ) -> Iterator[Node]:
     """The node, once per containerd release (ids ctd1.7 and ctd2, like tests/e2e)."""
-    _require_two_cpus()
+    require_two_cpus()
     require(
         Path("/usr/lib/cni/bridge").exists(),
         "Debian's containernetworking-plugins is not installed (/usr/lib/cni/bridge)",
@@ -577,7 +571,7 @@ def test_a_pod_created_while_the_daemon_is_away(
             assert node.get("pod", "waiter")["status"]["phase"] == "Pending"
         else:
             wait_running(node, "waiter")
-            assert cri.parse_cpus(cpuset(node, "waiter")[0]) == cri.online_cpus()
+            assert cri.parse_cpus(cpuset(node, "waiter")[0]) == online_cpus()
         _upgrade_and_roll_out(node, values(node, nri_image))
         node.wait_for(lambda: node.get("pod", "waiter")["status"].get("phase") == "Running",
                       timeout=360, what="the kubelet's retry Running")  # fmt: skip
@@ -837,7 +831,7 @@ def test_helm_uninstall_leaves_running_containers_pinned_until_reset(
     (`BlockPluginSync`, containerd 1.7 and 2.x), and the reset is that container; it gives
     up after uninstall.timeout. `nri-resmgr reset` on the node afterwards does it."""
     readme_says(README_UNINSTALL)
-    everything = cri.online_cpus()
+    everything = online_cpus()
     run_pod(node, "survivor", cpu="1", memory="64Mi")
     assert cpuset(node, "survivor")[0] == "1"
     pid = container_pid(node, node.get("pod", "survivor"))

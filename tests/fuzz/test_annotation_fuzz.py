@@ -2,7 +2,7 @@
 
 Every annotation key the daemon reads (in its plain, ``/pod`` and ``/container.NAME``
 forms), every cpuset and every resource number of a container is drawn from
-`tests.fuzz._hostile`: deep and unbalanced JSON, oversized values, huge integers, unicode
+`tests.support.hostile`: deep and unbalanced JSON, oversized values, huge integers, unicode
 digits, out-of-range cpusets, negative and 2**64 numbers.  Each case must end in an
 answer or a clean error (`ResmgrError` in-process, an RPC status that is not INTERNAL on
 the wire), never another exception; afterwards the daemon still places a valid request
@@ -28,10 +28,11 @@ from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.resctrl import parse_pod_resctrl
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.model import ResmgrError
-from nri_resmgr.runtime.daemon import ResmgrPlugin, build_pipeline
+from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.synthetic import build_topology
-from tests.fuzz._hostile import (
+from tests.support.daemon import resmgr_plugin, serve_daemon, stop_daemon
+from tests.support.hostile import (
     fuzz_cases,
     fuzz_seed,
     hostile_container,
@@ -162,7 +163,7 @@ def test_hostile_yaml_annotations_parse_or_fail_cleanly() -> None:
     hints or an `AnnotationError`, each within a second."""
     from nri_resmgr.policy.topology_aware.affinity import AFFINITY, container_affinities
     from nri_resmgr.policy.topology_aware.hints import TEST_HINTS, container_hints
-    from tests.unit.resmgr.test_policy_support import ctr
+    from tests.support.builders import ctr
 
     seed, cases = fuzz_seed(), fuzz_cases(1500) // 3 or 1
     topology = build_topology(SPEC)
@@ -239,18 +240,15 @@ def test_hostile_pods_through_the_daemon() -> None:
                 containers.append(c)
                 size += p.ByteSize() + c.ByteSize()
         rt = FakeRuntime(pods=pods, containers=containers)
-        await rt.listen(sock)
-        plugin = ResmgrPlugin(
-            config=config,
-            topology=topology,
+        plugin = resmgr_plugin(
+            config,
+            topology,
             resctrl_root=str(root),
             state_dir=str(state),
-            name="resmgr",
-            idx="90",
             socket_path=sock,
             on_close=OnClose.EXIT,
         )
-        task = asyncio.create_task(plugin.serve())
+        task = await serve_daemon(rt, sock, plugin)
         try:
             await rt.wait_ready()  # a Synchronize full of hostile containers went through
             for index in range(cases):
@@ -276,9 +274,7 @@ def test_hostile_pods_through_the_daemon() -> None:
             assert second.adjust.linux.resources.cpu.cpus == "2,6"
             assert plugin.health.ready
         finally:
-            await plugin.stop()
-            await asyncio.wait_for(task, 10)
-            await rt.close()
+            await stop_daemon(rt, plugin, task)
 
     try:
         asyncio.run(asyncio.wait_for(scenario(), 120))

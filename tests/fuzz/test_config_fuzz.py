@@ -41,7 +41,7 @@ import pytest
 import yaml
 
 from nri_resmgr.commands import simulate, validate_config
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 ENV_CASES = "NRI_RESMGR_FUZZ_CASES"
 ENV_SEED = "NRI_RESMGR_FUZZ_SEED"

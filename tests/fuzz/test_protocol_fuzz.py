@@ -7,7 +7,7 @@ case is drawn, seeded, from these kinds:
 * **payload**: a well-framed request for a Plugin method (or an unknown one) whose
   protobuf payload is a valid message damaged by `mutate` (bit flips, truncation, huge
   varints, random bytes, ...);
-* **hostile**: a well-formed request with hostile values (`tests.fuzz._hostile`);
+* **hostile**: a well-formed request with hostile values (`tests.support.hostile`);
 * **wire**: raw bytes on the socket: damaged mux frames (ConnID 0, declared lengths up to
   4 GiB, truncation), damaged ttrpc headers (bogus stream ids and types, lengths over
   4 MiB), bit-flipped framed requests, random bytes; then the runtime hangs up;
@@ -50,8 +50,7 @@ from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.mux import frame_message
 from nri_api.testing import FakeRuntime
 from nri_api.ttrpc import HEADER, encode_message
-from tests._support import REPO
-from tests.fuzz._hostile import (
+from tests.support.hostile import (
     fuzz_cases,
     fuzz_seed,
     hostile_container,
@@ -59,6 +58,7 @@ from tests.fuzz._hostile import (
     hostile_resources,
     mutate,
 )
+from tests.support.requirements import REPO
 
 PLUGIN = api.PLUGIN_SERVICE
 METHODS = (

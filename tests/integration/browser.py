@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tests._support import require
+from tests.support.requirements import require
 
 CHROMIUM = "chromium"
 DRIVER = "chromedriver"

@@ -6,8 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests._support import REPO
+from nri_resmgr.topology.model import Topology
 from tests.k8s.cluster import Cluster, control_plane
+from tests.support.daemon import MACHINE, discovered
+from tests.support.requirements import REPO
 
 NRT_CRD = REPO / "charts" / "nri-resmgr" / "crds" / "noderesourcetopologies.yaml"
 
@@ -18,3 +20,9 @@ def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with control_plane(tmp_path_factory.mktemp("k8s")) as c:
         c.apply_yaml(NRT_CRD)
         yield c
+
+
+@pytest.fixture(scope="module")
+def topology() -> Topology:
+    """The daemon tests' machine (`MACHINE`), read back through discovery."""
+    return discovered(MACHINE)

@@ -18,7 +18,7 @@ import pytest
 
 from nri_resmgr.control.blockio import BlockIOConfig, BlockIOController, CgroupVersion
 from nri_resmgr.model import ResmgrError
-from tests._support import require
+from tests.support.requirements import require
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
 

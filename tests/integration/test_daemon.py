@@ -13,8 +13,6 @@ import asyncio
 import json
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,112 +22,20 @@ from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime, PluginRejected
-from nri_resmgr.config import Config, config_from_mapping
+from nri_resmgr.config import config_from_mapping
 from nri_resmgr.model import ContainerID, QoSClass, ResmgrError
-from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.simulator.kubelet import container_resources
 from nri_resmgr.simulator.scenario import ContainerSpec, Resources
 from nri_resmgr.topology.cpuset import CPUSet
-from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.model import Topology
-from nri_resmgr.topology.synthetic import write_sysfs
-
-SPEC = {"packages": 1, "dies": 1, "nodes": 1, "cores": 4, "threads": 2, "memory": "4G"}
-STATIC = {"policy": "static", "policyConfig": {"reservedSystemCPUs": "0"}}
-
-
-@pytest.fixture(scope="module")
-def topology() -> Topology:
-    root = Path(tempfile.mkdtemp(prefix="nri-sysfs-"))
-    try:
-        write_sysfs(SPEC, root)
-        return discover(root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def pod(name: str, qos: QoSClass, *, namespace: str = "default") -> api.PodSandbox:
-    uid = f"00000000-0000-0000-0000-{abs(hash(name)) % 10**12:012d}"
-    s = api.PodSandbox(id=f"sb-{name}", name=name, uid=uid, namespace=namespace)
-    word = {QoSClass.GUARANTEED: "", QoSClass.BURSTABLE: "-burstable",
-            QoSClass.BEST_EFFORT: "-besteffort"}[qos]
-    s.linux.cgroup_parent = f"kubepods{word}-pod{uid.replace('-', '_')}.slice"
-    return s
-
-
-def ctr(
-    sandbox: api.PodSandbox,
-    name: str,
-    *,
-    cpu: str | None = None,
-    limit: str | None = None,
-    memory: str | None = None,
-    cpus: str = "",
-    state: int = api.ContainerState.CONTAINER_CREATED,
-) -> api.Container:
-    spec = ContainerSpec(
-        name=name,
-        requests=Resources(cpu=cpu, memory=memory),
-        limits=Resources(cpu=limit, memory=memory if limit else None),
-    )
-    c = api.Container(
-        id=f"{sandbox.name}-{name}", pod_sandbox_id=sandbox.id, name=name,
-        state=state,  # type: ignore[arg-type]
-    )
-    c.linux.cgroups_path = f"{sandbox.linux.cgroup_parent}:cri-containerd:{c.id}"
-    c.linux.resources.CopyFrom(container_resources(spec))
-    if cpus:
-        c.linux.resources.cpu.cpus = cpus
-    return c
-
-
-def guaranteed(sandbox: api.PodSandbox, name: str, n: str, **kw: Any) -> api.Container:
-    return ctr(sandbox, name, cpu=n, limit=n, memory="100M", **kw)
-
-
-@asynccontextmanager
-async def running(
-    topology: Topology,
-    *,
-    config: Config | None = None,
-    runtime: FakeRuntime | None = None,
-    **runtime_kw: Any,
-) -> AsyncIterator[tuple[FakeRuntime, ResmgrPlugin, Any]]:
-    """A FakeRuntime listening on a real socket and the daemon plugin connected to it."""
-    directory = tempfile.mkdtemp(prefix="nri-", dir="/tmp")
-    path = f"{directory}/nri.sock"
-    rt = runtime or FakeRuntime(**runtime_kw)
-    plugin = ResmgrPlugin(
-        config=config or config_from_mapping(STATIC),
-        topology=topology,
-        name="resmgr",
-        idx="90",
-        socket_path=path,
-        on_close=OnClose.EXIT,
-    )
-    await rt.listen(path)
-    task = asyncio.create_task(plugin.serve())
-    try:
-        handshake = await rt.wait_ready()
-        yield rt, plugin, handshake
-    finally:
-        await plugin.stop()
-        await asyncio.wait_for(task, 10)
-        await rt.close()
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(coro_fn(), 60))
-
-
-def cpus_of(update: api.ContainerUpdate) -> str:
-    return update.linux.resources.cpu.cpus
+from tests.support.daemon import STATIC, daemon_serving, daemon_session, resmgr_plugin, run
+from tests.support.messages import cpus_of, ctr, guaranteed, pod
+from tests.support.waiting import wait_until
 
 
 def test_exact_cpusets_and_shared_pool_updates(topology: Topology) -> None:
     async def scenario() -> None:
-        async with running(topology) as (rt, _plugin, handshake):
+        async with daemon_session(topology) as (rt, _plugin, handshake):
             assert handshake.sync_updates == ()
             web = pod("web", QoSClass.BURSTABLE)
             db = pod("db", QoSClass.GUARANTEED)
@@ -162,7 +68,7 @@ def test_exact_cpusets_and_shared_pool_updates(topology: Topology) -> None:
 
 def test_overcommit_error_reaches_the_runtime_and_changes_nothing(topology: Topology) -> None:
     async def scenario() -> None:
-        async with running(topology) as (rt, plugin, _):
+        async with daemon_session(topology) as (rt, plugin, _):
             big = pod("big", QoSClass.GUARANTEED)
             await rt.run_pod_sandbox(big)
             with pytest.raises(RPCError) as err:
@@ -187,7 +93,8 @@ def test_synchronize_after_restart_keeps_valid_placements(topology: Topology) ->
     ]
 
     async def scenario() -> None:
-        async with running(topology, pods=[web, db], containers=containers) as (rt, plugin, hs):
+        listed = {"pods": [web, db], "containers": containers}
+        async with daemon_session(topology, rt_kw=listed) as (rt, plugin, hs):
             assert hs.sync_updates == ()
             # and the rebuilt state is the real one: the next grant avoids 1,5 and 2,6
             reply = await rt.create_container(db, guaranteed(db, "more", "2"))
@@ -207,7 +114,8 @@ def test_synchronize_fixes_a_double_allocation(topology: Topology) -> None:
     ]
 
     async def scenario() -> None:
-        async with running(topology, pods=[db], containers=containers) as (_rt, plugin, hs):
+        listed = {"pods": [db], "containers": containers}
+        async with daemon_session(topology, rt_kw=listed) as (_rt, plugin, hs):
             moved = {u.container_id: cpus_of(u) for u in hs.sync_updates}
             assert set(moved) == {"db-b"}
             assert moved["db-b"] != "1,5"
@@ -219,7 +127,7 @@ def test_synchronize_fixes_a_double_allocation(topology: Topology) -> None:
 
 def test_update_container_short_circuit_reasserts_our_cpuset(topology: Topology) -> None:
     async def scenario() -> None:
-        async with running(topology) as (rt, _plugin, _):
+        async with daemon_session(topology) as (rt, _plugin, _):
             db = pod("db", QoSClass.GUARANTEED)
             await rt.run_pod_sandbox(db)
             c = guaranteed(db, "pg", "2")
@@ -242,7 +150,7 @@ def test_update_container_short_circuit_reasserts_our_cpuset(topology: Topology)
 
 def test_remove_without_stop_sends_unsolicited_updates(topology: Topology) -> None:
     async def scenario() -> None:
-        async with running(topology) as (rt, _plugin, _):
+        async with daemon_session(topology) as (rt, _plugin, _):
             web = pod("web", QoSClass.BURSTABLE)
             db = pod("db", QoSClass.GUARANTEED)
             await rt.create_container(web, ctr(web, "app", cpu="500m"))
@@ -257,7 +165,7 @@ def test_remove_without_stop_sends_unsolicited_updates(topology: Topology) -> No
 def test_configure_string_replaces_the_config(topology: Topology) -> None:
     async def scenario() -> None:
         runtime = FakeRuntime(config="policy: none\n")
-        async with running(topology, runtime=runtime) as (rt, plugin, _):
+        async with daemon_session(topology, runtime=runtime) as (rt, plugin, _):
             assert plugin.pipeline.policy.name == "none"
             db = pod("db", QoSClass.GUARANTEED)
             reply = await rt.create_container(db, guaranteed(db, "pg", "2"))
@@ -268,41 +176,22 @@ def test_configure_string_replaces_the_config(topology: Topology) -> None:
 
 def test_bad_configure_string_is_rejected(topology: Topology) -> None:
     async def scenario() -> None:
-        directory = tempfile.mkdtemp(prefix="nri-", dir="/tmp")
-        path = f"{directory}/nri.sock"
-        rt = FakeRuntime(config="policy: static\npolicyConfig: {reservedSystemCPUs: 0-7}\n")
-        plugin = ResmgrPlugin(
-            config=config_from_mapping(STATIC), topology=topology, name="resmgr", idx="90",
-            socket_path=path, on_close=OnClose.EXIT,
-        )
-        await rt.listen(path)
-        task = asyncio.create_task(plugin.serve())
-        try:
+        refused = "policy: static\npolicyConfig: {reservedSystemCPUs: 0-7}\n"
+        async with daemon_serving(topology, STATIC, rt_kw={"config": refused}) as (rt, _):
             with pytest.raises((RPCError, PluginRejected)) as err:
                 await rt.wait_ready()
             assert "reserved" in str(err.value)
-        finally:
-            await plugin.stop()
-            await asyncio.wait_for(task, 10)
-            await rt.close()
-            shutil.rmtree(directory, ignore_errors=True)
 
     run(scenario)
 
 
 def test_reconnect_after_runtime_restart_resynchronizes(topology: Topology) -> None:
     async def scenario() -> None:
-        directory = tempfile.mkdtemp(prefix="nri-", dir="/tmp")
-        path = f"{directory}/nri.sock"
-        rt = FakeRuntime()
-        plugin = ResmgrPlugin(
-            config=config_from_mapping(STATIC), topology=topology, name="resmgr", idx="90",
-            socket_path=path, on_close=OnClose.RECONNECT,
-        )
-        await rt.listen(path)
-        task = asyncio.create_task(plugin.serve())
-        try:
-            await rt.wait_ready()
+        async with daemon_session(topology, STATIC, on_close=OnClose.RECONNECT) as (
+            rt,
+            plugin,
+            _,
+        ):
             assert plugin.health.ready
             db = pod("db", QoSClass.GUARANTEED)
             reply = await rt.create_container(db, guaranteed(db, "pg", "2"))
@@ -318,18 +207,13 @@ def test_reconnect_after_runtime_restart_resynchronizes(topology: Topology) -> N
             assert len(rt.registrations) == 2
             reply = await rt.create_container(db, guaranteed(db, "more", "2"))
             assert reply.adjust.linux.resources.cpu.cpus == "2,6"
-        finally:
-            await plugin.stop()
-            await asyncio.wait_for(task, 10)
-            await rt.close()
-            shutil.rmtree(directory, ignore_errors=True)
 
     run(scenario)
 
 
 def test_metrics_and_health_follow_the_events(topology: Topology) -> None:
     async def scenario() -> None:
-        async with running(topology) as (rt, plugin, _):
+        async with daemon_session(topology) as (rt, plugin, _):
             assert plugin.health.ready
             big = pod("big", QoSClass.GUARANTEED)
             await rt.create_container(big, guaranteed(big, "ok", "2"))
@@ -347,7 +231,7 @@ def test_metrics_and_health_follow_the_events(topology: Topology) -> None:
 
 def test_live_reconfigure_moves_only_what_must_move(topology: Topology) -> None:
     async def scenario() -> None:
-        async with running(topology) as (rt, plugin, _):
+        async with daemon_session(topology) as (rt, plugin, _):
             db = pod("db", QoSClass.GUARANTEED)
             await rt.create_container(db, guaranteed(db, "pg", "2"))  # 1,5
             await rt.create_container(db, guaranteed(db, "cache", "2"))  # 2,6
@@ -387,7 +271,8 @@ def test_nested_annotation_fails_one_create_and_never_a_synchronize(topology: To
     ]
 
     async def scenario() -> None:
-        async with running(topology, pods=[bad, good], containers=containers) as (rt, plugin, hs):
+        listed = {"pods": [bad, good], "containers": containers}
+        async with daemon_session(topology, rt_kw=listed) as (rt, plugin, hs):
             # the Synchronize went through; the bad pod's container is accounted for
             assert hs.sync_updates == ()
             assert plugin.health.ready
@@ -409,7 +294,7 @@ def test_nested_annotation_fails_one_create_and_never_a_synchronize(topology: To
 def test_huge_cpuset_fails_one_create_at_once(topology: Topology) -> None:
     async def scenario() -> None:
         config = config_from_mapping({**STATIC, "limits": {"maxCPUID": 63}})
-        async with running(topology, config=config) as (rt, _plugin, _):
+        async with daemon_session(topology, config) as (rt, _plugin, _):
             db = pod("db", QoSClass.GUARANTEED)
             loop = asyncio.get_running_loop()
             for cpus, found in (("0-9999999", "above 63"), ("0-64", "above 63"),
@@ -448,7 +333,8 @@ def test_an_internal_error_for_one_container_skips_only_that_container(
     ]
 
     async def scenario() -> None:
-        async with running(topology, pods=[db], containers=containers) as (_rt, plugin, hs):
+        listed = {"pods": [db], "containers": containers}
+        async with daemon_session(topology, rt_kw=listed) as (_rt, plugin, hs):
             assert hs.sync_updates == ()
             assert plugin.health.ready
             assert set(plugin.pipeline.containers) == {ContainerID("db-pg")}
@@ -458,7 +344,7 @@ def test_an_internal_error_for_one_container_skips_only_that_container(
 
 def test_a_second_configure_is_refused_and_grants_stay(topology: Topology) -> None:
     async def scenario() -> None:
-        async with running(topology) as (rt, plugin, _):
+        async with daemon_session(topology) as (rt, plugin, _):
             db = pod("db", QoSClass.GUARANTEED)
             reply = await rt.create_container(db, guaranteed(db, "pg", "2"))
             assert reply.adjust.linux.resources.cpu.cpus == "1,5"
@@ -477,7 +363,7 @@ def test_a_second_configure_is_refused_and_grants_stay(topology: Topology) -> No
 def test_an_unanswered_update_is_reasserted_at_the_next_event(topology: Topology) -> None:
     async def scenario() -> None:
         runtime = FakeRuntime(unanswered_updates=1)
-        async with running(topology, runtime=runtime) as (rt, plugin, _):
+        async with daemon_session(topology, runtime=runtime) as (rt, plugin, _):
             plugin.update_timeout = 0.3
             web = pod("web", QoSClass.BURSTABLE)
             db = pod("db", QoSClass.GUARANTEED)
@@ -486,10 +372,7 @@ def test_an_unanswered_update_is_reasserted_at_the_next_event(topology: Topology
             assert await rt.remove_container(db, guaranteed(db, "pg", "2"))
             lost = await rt.next_update()  # never answered
             assert [(u.container_id, cpus_of(u)) for u in lost.update] == [("web-app", "0-7")]
-            for _ in range(50):
-                if plugin.reassert_pending:
-                    break
-                await asyncio.sleep(0.05)
+            await wait_until(lambda: plugin.reassert_pending, what="a re-assert pending")
             assert plugin.reassert_pending == {ContainerID("web-app"): 1}
             # the next event re-sends what holds now (not the stale request)
             await rt.create_container(db, guaranteed(db, "cache", "2"))
@@ -509,9 +392,9 @@ def test_an_unanswered_update_is_reasserted_at_the_next_event(topology: Topology
 def test_a_missing_socket_is_explained_first_and_then_periodically(topology: Topology) -> None:
     from structlog.testing import capture_logs
 
-    plugin = ResmgrPlugin(
-        config=config_from_mapping(STATIC), topology=topology, name="resmgr", idx="90",
-        socket_path="/nonexistent/nri.sock", on_close=OnClose.RECONNECT, environ={},
+    plugin = resmgr_plugin(
+        STATIC, topology, socket_path="/nonexistent/nri.sock", on_close=OnClose.RECONNECT,
+        environ={},
     )
     missing = FileNotFoundError(2, "No such file or directory")
     with capture_logs() as logs:
@@ -539,16 +422,10 @@ def test_configured_sync_bound_closes_with_one_line_and_the_daemon_carries_on(
     config = config_from_mapping({**STATIC, "limits": {"maxSyncChunks": 2}})
 
     async def scenario() -> None:
-        directory = tempfile.mkdtemp(prefix="nri-", dir="/tmp")
-        path = f"{directory}/nri.sock"
-        rt = FakeRuntime(pods=[db], containers=containers, sync_chunk=1)
-        plugin = ResmgrPlugin(
-            config=config, topology=topology, name="resmgr", idx="90", socket_path=path,
-            on_close=OnClose.RECONNECT,
-        )
-        await rt.listen(path)
-        task = asyncio.create_task(plugin.serve())
-        try:
+        chunked = {"pods": [db], "containers": containers, "sync_chunk": 1}
+        async with daemon_serving(
+            topology, config, rt_kw=chunked, on_close=OnClose.RECONNECT
+        ) as (rt, plugin):
             with pytest.raises((RPCError, ConnectionClosed)):
                 await rt.wait_ready()  # 6 objects in chunks of 1: over the bound of 2
             rt.sync_chunk = None
@@ -556,11 +433,6 @@ def test_configured_sync_bound_closes_with_one_line_and_the_daemon_carries_on(
             assert plugin.health.ready
             reply = await rt.create_container(db, guaranteed(db, "new", "2"))
             assert reply.adjust.linux.resources.cpu.cpus == "3,7"  # c0-c4 hold 1,5,2,6
-        finally:
-            await plugin.stop()
-            await asyncio.wait_for(task, 10)
-            await rt.close()
-            shutil.rmtree(directory, ignore_errors=True)
 
     caplog.set_level("INFO")
     with capture_logs() as logs:
@@ -576,8 +448,7 @@ def test_protocol_limits_from_the_config_reach_the_stub(topology: Topology) -> N
         "maxRequestsInFlight": 7, "maxRejectedPending": 5, "maxSyncChunks": 3,
         "maxSyncBytes": 4096,
     }})
-    plugin = ResmgrPlugin(config=config, topology=topology, name="resmgr", idx="90",
-                          environ={})
+    plugin = resmgr_plugin(config, topology, environ={})
     assert (plugin.max_in_flight, plugin.max_rejected_pending, plugin.max_sync_chunks,
             plugin.max_sync_bytes) == (7, 5, 3, 4096)
     assert plugin.pipeline.limits is config.limits
@@ -601,29 +472,25 @@ def test_nested_resctrl_annotation_fails_one_pod_and_never_a_synchronize(
 
     async def scenario() -> None:
         base = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
-        root, sock = base / "resctrl", str(base / "nri.sock")
+        root = base / "resctrl"
         make_resctrl_tree(root, INTEL_SKX)
-        rt = FakeRuntime(pods=[bad, good], containers=containers)
-        await rt.listen(sock)
-        plugin = ResmgrPlugin(config=config, topology=topology, resctrl_root=str(root),
-                              state_dir=str(base / "state"), name="resmgr", idx="90",
-                              socket_path=sock, on_close=OnClose.EXIT)
-        task = asyncio.create_task(plugin.serve())
+        listed = {"pods": [bad, good], "containers": containers}
+        state = str(base / "state")
         try:
-            await rt.wait_ready()  # was INTERNAL RecursionError: never ready
-            assert plugin.health.ready
-            assert (root / f"nri-resmgr-pod-{good.uid}").is_dir()  # the other pods' groups
-            with pytest.raises(RPCError) as err:
-                await rt.run_pod_sandbox(late)
-            assert err.value.code is not StatusCode.INTERNAL
-            assert err.value.message == (
-                f"pod default/late: annotation {key}: expected JSON nested at most 32 deep "
-                "(limits.maxJSONDepth), found 5000"
-            )
+            # was INTERNAL RecursionError: never ready
+            async with daemon_session(
+                topology, config, rt_kw=listed, resctrl_root=str(root), state_dir=state
+            ) as (rt, plugin, _):
+                assert plugin.health.ready
+                assert (root / f"nri-resmgr-pod-{good.uid}").is_dir()  # the other pods' groups
+                with pytest.raises(RPCError) as err:
+                    await rt.run_pod_sandbox(late)
+                assert err.value.code is not StatusCode.INTERNAL
+                assert err.value.message == (
+                    f"pod default/late: annotation {key}: expected JSON nested at most 32 deep "
+                    "(limits.maxJSONDepth), found 5000"
+                )
         finally:
-            await plugin.stop()
-            await asyncio.wait_for(task, 10)
-            await rt.close()
             shutil.rmtree(base, ignore_errors=True)
 
     run(scenario)

@@ -21,9 +21,9 @@ from nri_resmgr.model import ContainerID, QoSClass
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.integration.daemon_session import start_daemon
-from tests.integration.test_daemon import ctr, pod
 from tests.parity.machines import N4C16
+from tests.support.daemon import start_daemon
+from tests.support.messages import ctr, pod
 
 BALLOON = "balloon.balloons.resource-policy.nri.io"
 CONFIG: dict[str, Any] = {

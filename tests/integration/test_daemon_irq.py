@@ -19,16 +19,14 @@ import pytest
 
 from nri_api import api
 from nri_api.testing import FakeRuntime
-from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.irq import write_synthetic_proc
 from nri_resmgr.model import ConfigError, QoSClass
-from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.integration.daemon_session import start_daemon
-from tests.integration.test_daemon import ctr, pod
 from tests.parity.machines import N4C16
+from tests.support.daemon import resmgr_plugin, start_daemon
+from tests.support.messages import ctr, pod
 
 BALLOON = "balloon.balloons.resource-policy.nri.io"
 TTYS0, RTC0, ACPI = 4, 8, 9
@@ -106,11 +104,9 @@ def test_a_claim_on_a_denied_interrupt_refuses_the_configuration(tmp_path: Path)
         },
     }
     with pytest.raises(ConfigError, match=r"claim '\*ttyS0\*' matches irq 4 .*denied interrupt"):
-        ResmgrPlugin(
-            config=config_from_mapping(denied),
-            topology=discover(root),
+        resmgr_plugin(
+            denied,
+            discover(root),
             sysfs_root=str(root),
-            name="resmgr",
-            idx="90",
             socket_path=str(tmp_path / "unused.sock"),
         )

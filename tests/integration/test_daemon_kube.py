@@ -22,14 +22,14 @@ from nri_resmgr.kube.agent import build_kube_side
 from nri_resmgr.kube.report import NRT_PATH
 from nri_resmgr.model import QoSClass
 from nri_resmgr.ops.logs import get_logger
-from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.runtime.process import DaemonOptions
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
-from tests._support import REPO
-from tests.integration.test_daemon import guaranteed, pod
-from tests.integration.test_daemon import topology as topology
 from tests.k8s.cluster import Cluster
+from tests.support.daemon import resmgr_plugin
+from tests.support.messages import guaranteed, pod
+from tests.support.requirements import REPO
+from tests.support.waiting import wait_until
 
 NS = "daemon-kube-test"  # its own namespace: the session cluster is shared
 NODE = "worker-7"
@@ -51,14 +51,6 @@ def _configmap(name: str, text: str) -> dict[str, Any]:
             "data": {"config.yaml": text}}
 
 
-async def _until(pred: Any, timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not pred():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.1)
-
-
 def test_live_reload_moves_containers_and_report_is_read_back(
     cluster: Cluster, topology: Topology
 ) -> None:
@@ -67,8 +59,7 @@ def test_live_reload_moves_containers_and_report_is_read_back(
         "nri-resmgr-config.default", "policy: static\npolicyConfig: {reservedSystemCPUs: '0'}\n"))
     plugin_dir = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
     sock = str(plugin_dir / "nri.sock")
-    plugin = ResmgrPlugin(config=Config(), topology=topology, name="resmgr", idx="90",
-                          socket_path=sock, on_close=OnClose.EXIT)
+    plugin = resmgr_plugin(Config(), topology, socket_path=sock, on_close=OnClose.EXIT)
     options = DaemonOptions(node_name=NODE, namespace=NS, kubeconfig=str(cluster.kubeconfig()),
                             node_resource_topology=True, report_interval=0.3)
     side = build_kube_side(plugin, options, log=get_logger("test"))
@@ -97,7 +88,10 @@ def test_live_reload_moves_containers_and_report_is_read_back(
             def attrs() -> dict[str, str]:
                 return {a["name"]: a["value"] for a in report().get("attributes", [])}
 
-            await _until(lambda: attrs().get("nri-resmgr.containers.exclusive") == "1")
+            await wait_until(
+                lambda: attrs().get("nri-resmgr.containers.exclusive") == "1",
+                what="the node report's exclusive container count",
+            )
             zones = {z["name"]: z for z in report()["zones"]}
             assert "node-0" in zones
             assert any(z["type"] == "Pool" for z in zones.values())
@@ -112,7 +106,10 @@ def test_live_reload_moves_containers_and_report_is_read_back(
             assert moved.container_id == "db-pg"
             new = CPUSet.parse(moved.linux.resources.cpu.cpus)
             assert len(new) == 2 and new.isdisjoint(CPUSet.parse("0-1"))  # off the reserved
-            await _until(lambda: plugin.config.policy_config.get("reservedSystemCPUs") == "0-1")
+            await wait_until(
+                lambda: plugin.config.policy_config.get("reservedSystemCPUs") == "0-1",
+                what="the reloaded configuration",
+            )
 
             # a broken document is rejected; the one in force stays
             client.request("PUT", f"{CM}/nri-resmgr-config.node.{NODE}", body=_configmap(
@@ -122,8 +119,10 @@ def test_live_reload_moves_containers_and_report_is_read_back(
                 items = client.request("GET", f"/api/v1/namespaces/{NS}/events")["items"]
                 return {(e["involvedObject"]["name"], e["reason"]) for e in items}
 
-            await _until(lambda: (f"nri-resmgr-config.node.{NODE}", "ConfigRejected")
-                         in reasons())
+            await wait_until(
+                lambda: (f"nri-resmgr-config.node.{NODE}", "ConfigRejected") in reasons(),
+                what="a ConfigRejected event",
+            )
             assert (f"nri-resmgr-config.node.{NODE}", "ConfigApplied") in reasons()
             assert plugin.config.policy_config.get("reservedSystemCPUs") == "0-1"
             reloads = plugin.metrics.exposition().decode()

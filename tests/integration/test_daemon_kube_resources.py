@@ -26,12 +26,12 @@ from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.runtime.process import DaemonOptions
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
-from tests._support import REPO
-from tests.integration.test_daemon import guaranteed, pod
-from tests.integration.test_daemon import topology as topology
-from tests.integration.test_daemon_kube import _until
 from tests.integration.test_kube_config_resources import prepare
 from tests.k8s.cluster import Cluster
+from tests.support.daemon import resmgr_plugin
+from tests.support.messages import guaranteed, pod
+from tests.support.requirements import REPO
+from tests.support.waiting import wait_until
 
 NS = "daemon-cr-test"  # its own namespace: the session cluster is shared
 NODE = "worker-8"
@@ -63,13 +63,8 @@ def test_daemon_follows_custom_resources_and_writes_status(
     )
     plugin_dir = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
     sock = str(plugin_dir / "nri.sock")
-    plugin = ResmgrPlugin(
-        config=Config(policy="none"),
-        topology=topology,
-        name="resmgr",
-        idx="90",
-        socket_path=sock,
-        on_close=OnClose.EXIT,
+    plugin = resmgr_plugin(
+        Config(policy="none"), topology, socket_path=sock, on_close=OnClose.EXIT
     )
     options = DaemonOptions(
         node_name=NODE, namespace=NS, kubeconfig=str(cluster.kubeconfig()), report_interval=0.3
@@ -93,7 +88,10 @@ def test_daemon_follows_custom_resources_and_writes_status(
         kube = asyncio.create_task(side.run())
         try:
             await rt.wait_ready()
-            await _until(lambda: status("default").get("status") == "Success")
+            await wait_until(
+                lambda: status("default").get("status") == "Success",
+                what="default: status Success",
+            )
             db = pod("db", QoSClass.GUARANTEED)
             await rt.run_pod_sandbox(db)
             reply = await rt.create_container(db, guaranteed(db, "pg", "2"))
@@ -111,9 +109,15 @@ def test_daemon_follows_custom_resources_and_writes_status(
             (moved,) = update.update
             assert moved.container_id == "db-pg"
             assert CPUSet.parse(moved.linux.resources.cpu.cpus) <= CPUSet.parse("4-7")
-            await _until(lambda: status(f"node.{NODE}").get("status") == "Success")
+            await wait_until(
+                lambda: status(f"node.{NODE}").get("status") == "Success",
+                what=f"node.{NODE}: status Success",
+            )
             assert status(f"node.{NODE}")["generation"] == 1
-            await _until(lambda: status("default") == {})  # no longer this node's
+            await wait_until(
+                lambda: status("default") == {},
+                what="default: no status",
+            )  # no longer this node's
 
             # a value this machine cannot take: Failure, the document in force stays
             client.request(
@@ -122,7 +126,10 @@ def test_daemon_follows_custom_resources_and_writes_status(
                 body={"spec": {"availableResources": {"cpu": "cpuset:64-65"}}},
                 content_type="application/merge-patch+json",
             )
-            await _until(lambda: status(f"node.{NODE}").get("generation") == 2)
+            await wait_until(
+                lambda: status(f"node.{NODE}").get("generation") == 2,
+                what=f"node.{NODE}: generation 2",
+            )
             failed = status(f"node.{NODE}")
             assert failed["status"] == "Failure"
             assert "leaves no online CPU" in failed["errors"]
@@ -184,13 +191,8 @@ def test_config_status_n4c16_test12(cluster: Cluster, topology: Topology) -> Non
     async def run_daemon(check: Any) -> None:
         plugin_dir = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
         sock = str(plugin_dir / "nri.sock")
-        plugin = ResmgrPlugin(
-            config=Config(policy="none"),
-            topology=topology,
-            name="resmgr",
-            idx="90",
-            socket_path=sock,
-            on_close=OnClose.EXIT,
+        plugin = resmgr_plugin(
+            Config(policy="none"), topology, socket_path=sock, on_close=OnClose.EXIT
         )
         options = DaemonOptions(
             node_name=node, namespace=ns, kubeconfig=str(cluster.kubeconfig()), report_interval=1
@@ -214,7 +216,10 @@ def test_config_status_n4c16_test12(cluster: Cluster, topology: Topology) -> Non
             shutil.rmtree(plugin_dir, ignore_errors=True)
 
     async def first(plugin: ResmgrPlugin) -> None:
-        await _until(lambda: status("default").get("status") == "Success")
+        await wait_until(
+            lambda: status("default").get("status") == "Success",
+            what="default: status Success",
+        )
         assert plugin.config.policy == "topology-aware"
         client.request(
             "PUT",
@@ -224,12 +229,18 @@ def test_config_status_n4c16_test12(cluster: Cluster, topology: Topology) -> Non
                 "metadata": client.request("GET", f"{base}/default")["metadata"],
             },
         )
-        await _until(lambda: status("default").get("status") == "Failure")
+        await wait_until(
+            lambda: status("default").get("status") == "Failure",
+            what="default: status Failure",
+        )
         assert "750x" in status("default")["errors"]
         assert plugin.config.policy_config["reservedResources"] == {"cpu": "750m"}
 
     async def second(plugin: ResmgrPlugin) -> None:
-        await _until(lambda: status("group.test").get("status") == "Failure")
+        await wait_until(
+            lambda: status("group.test").get("status") == "Failure",
+            what="group.test: status Failure",
+        )
         assert "750x" in status("group.test")["errors"]
         assert plugin.config.policy == "none"  # its local configuration
 

@@ -11,9 +11,8 @@ from nri_api.errors import RPCError
 from nri_resmgr.model import QoSClass
 from nri_resmgr.ops.metrics import serve_http
 from nri_resmgr.topology.model import Topology
-from tests.integration.test_daemon import ctr, guaranteed, pod, running
-from tests.integration.test_daemon import topology as topology
-from tests.integration.test_metrics_http import _get
+from tests.support.daemon import daemon_session, http_get
+from tests.support.messages import ctr, guaranteed, pod
 
 
 def _samples(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -26,11 +25,11 @@ def _samples(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float
 
 def test_scrape_after_known_sequence(topology: Topology) -> None:
     async def scenario() -> None:
-        async with running(topology) as (rt, plugin, _):
+        async with daemon_session(topology) as (rt, plugin, _):
             server = await serve_http(plugin.metrics, plugin.health, host="127.0.0.1", port=0)
             port = server.sockets[0].getsockname()[1]
             try:
-                assert (await _get(port, "/readyz"))[0] == 200
+                assert (await http_get(port, "/readyz"))[0] == 200
                 web, db = pod("web", QoSClass.BURSTABLE), pod("db", QoSClass.GUARANTEED)
                 await rt.run_pod_sandbox(web)
                 await rt.run_pod_sandbox(db)
@@ -39,7 +38,7 @@ def test_scrape_after_known_sequence(topology: Topology) -> None:
                 with pytest.raises(RPCError):
                     await rt.create_container(db, guaranteed(db, "hog", "8"))
                 await rt.stop_container(web, ctr(web, "app", cpu="500m"))
-                s = _samples((await _get(port, "/metrics"))[1])
+                s = _samples((await http_get(port, "/metrics"))[1])
             finally:
                 server.close()
                 await server.wait_closed()

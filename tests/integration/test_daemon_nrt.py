@@ -33,8 +33,8 @@ from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.integration.test_daemon import guaranteed, pod
 from tests.k8s.cluster import Cluster
+from tests.support.messages import guaranteed, pod
 
 NODE = "worker-nrt"
 SPEC = {"packages": 1, "nodes": 2, "cores": 4, "threads": 1, "memory": "2G"}

@@ -22,7 +22,7 @@ import pytest
 from nri_api import api
 from nri_api.errors import RPCError
 from nri_api.testing import FakeRuntime
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 
 def test_preregistered_daemon_process(tmp_path: Path) -> None:

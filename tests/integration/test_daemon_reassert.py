@@ -16,8 +16,8 @@ import pytest
 from nri_api import api
 from nri_resmgr.model import QoSClass
 from nri_resmgr.topology.model import Topology
-from tests.integration.test_daemon import cpus_of, ctr, guaranteed, pod, run, running
-from tests.integration.test_daemon import topology as topology
+from tests.support.daemon import daemon_session, run
+from tests.support.messages import cpus_of, ctr, guaranteed, pod
 
 CREATED = api.ContainerState.CONTAINER_CREATED
 RUNNING = api.ContainerState.CONTAINER_RUNNING
@@ -30,7 +30,8 @@ def test_synchronize_update_of_a_created_container_is_reasserted(topology: Topol
     app = ctr(web, "app", cpu="500m", cpus="0-7", state=CREATED)
 
     async def scenario() -> None:
-        async with running(topology, pods=[db, web], containers=[pg, app]) as (rt, _p, hs):
+        listed = {"pods": [db, web], "containers": [pg, app]}
+        async with daemon_session(topology, rt_kw=listed) as (rt, _p, hs):
             assert [(u.container_id, cpus_of(u)) for u in hs.sync_updates] == [
                 ("web-app", "0,2-4,6-7")]
             # starting the correctly placed, running container asks for nothing
@@ -52,7 +53,7 @@ def test_synchronize_update_of_a_created_container_is_reasserted(topology: Topol
 
 def test_pool_shrink_before_start_is_reasserted(topology: Topology) -> None:
     async def scenario() -> None:
-        async with running(topology) as (rt, _plugin, _):
+        async with daemon_session(topology) as (rt, _plugin, _):
             web, db = pod("web", QoSClass.BURSTABLE), pod("db", QoSClass.GUARANTEED)
             await rt.run_pod_sandbox(web)
             app = ctr(web, "app", cpu="500m")

@@ -27,11 +27,9 @@ from nri_resmgr.model import QoSClass
 from nri_resmgr.ops.metrics import serve_http
 from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.model import Topology
-from tests._support import REPO
-from tests.integration.daemon_session import start_daemon
-from tests.integration.test_daemon import ctr, guaranteed, pod
-from tests.integration.test_daemon import topology as topology
-from tests.integration.test_metrics_http import _get
+from tests.support.daemon import http_get, start_daemon, stop_daemon
+from tests.support.messages import ctr, guaranteed, pod
+from tests.support.requirements import REPO
 
 ANNOTATION = "node.koordinator.sh/resctrl"
 SPEC = json.dumps({"llc": {"schemata": {"range": [20, 80]}}, "mb": {"schemata": {"percent": 20}}})
@@ -70,12 +68,6 @@ async def _session(
     )
 
 
-async def _end(rt: FakeRuntime, plugin: ResmgrPlugin, task: asyncio.Task[int]) -> None:
-    await plugin.stop()
-    await asyncio.wait_for(task, 10)
-    await rt.close()
-
-
 def test_pod_groups_follow_pod_lifetime_and_survive_restart(topology: Topology) -> None:
     base = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
     root, state, sock = base / "resctrl", base / "state", str(base / "nri.sock")
@@ -100,7 +92,7 @@ def test_pod_groups_follow_pod_lifetime_and_survive_restart(topology: Topology) 
         reply = await rt.create_container(a, guaranteed(a, "app", "2"))
         assert reply.adjust.linux.resources.rdt_class.value == group_a
         # the daemon dies; pod b goes away while it is down
-        await _end(rt, plugin, task)
+        await stop_daemon(rt, plugin, task)
         app = guaranteed(a, "app", "2", cpus="1,5", state=3)
         rt, plugin, task = await _session(topology, root, state, sock, pods=[a], containers=[app])
         assert group_a in groups(root)
@@ -113,7 +105,7 @@ def test_pod_groups_follow_pod_lifetime_and_survive_restart(topology: Topology) 
         await rt.run_pod_sandbox(other)
         await rt.create_container(other, ctr(other, "x"))
         assert not any(g.startswith("nri-resmgr-pod-") for g in groups(root))
-        await _end(rt, plugin, task)
+        await stop_daemon(rt, plugin, task)
 
     try:
         asyncio.run(asyncio.wait_for(scenario(), 60))
@@ -262,7 +254,7 @@ def test_monitored_pods_reach_metrics_and_go_with_the_pod(
             assert not (pod_mon.exists() and by_runtime)
             _counters(counted, 1000)
             _counters(root / "gold", 5000)
-            status, body = await _get(port, "/metrics")
+            status, body = await http_get(port, "/metrics")
             assert status == 200
             got = _rdt_gauges(body)
             for cid in ("0", "1"):
@@ -277,12 +269,12 @@ def test_monitored_pods_reach_metrics_and_go_with_the_pod(
             await rt.remove_pod_sandbox(web)
             assert not pod_mon.exists()
             assert not list((root / "gold" / "mon_groups").iterdir())
-            got = _rdt_gauges((await _get(port, "/metrics"))[1])
+            got = _rdt_gauges((await http_get(port, "/metrics"))[1])
             assert {k[2] for k in got} == {""}  # only gold's own counters are left
         finally:
             server.close()
             await server.wait_closed()
-            await _end(rt, plugin, task)
+            await stop_daemon(rt, plugin, task)
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
 
@@ -314,6 +306,6 @@ def test_runtime_that_ignores_enable_monitoring_gets_the_pid_written(
             await rt.remove_pod_sandbox(web)
             assert not pod_mon.exists()
         finally:
-            await _end(rt, plugin, task)
+            await stop_daemon(rt, plugin, task)
 
     asyncio.run(asyncio.wait_for(scenario(), 60))

@@ -16,9 +16,8 @@ from nri_api.testing import FakeRuntime, PluginRejected
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.model import ConfigError, QoSClass
 from nri_resmgr.topology.model import Topology
-from tests.integration.test_daemon import guaranteed, pod, run, running, topology
-
-__all__ = ["topology"]  # the module fixture, shared
+from tests.support.daemon import daemon_session, run
+from tests.support.messages import guaranteed, pod
 
 TA_CLASSES = {
     "policy": "topology-aware",
@@ -31,7 +30,7 @@ TA_CLASSES = {
 
 def test_live_reload_with_classes_on_an_old_runtime_is_refused(topology: Topology) -> None:
     async def scenario() -> None:
-        async with running(topology, nri_version="v0.8.0") as (_rt, plugin, _):
+        async with daemon_session(topology, rt_kw={"nri_version": "v0.8.0"}) as (_rt, plugin, _):
             before = plugin.pipeline
             with pytest.raises(ConfigError, match=r"LinuxScheduler \(NRI v0.11.0\+; "):
                 plugin.apply_config(config_from_mapping(TA_CLASSES))
@@ -44,7 +43,7 @@ def test_configure_with_classes_on_an_old_runtime_is_refused(topology: Topology)
     async def scenario() -> None:
         runtime = FakeRuntime(nri_version="v0.6.1", config=json.dumps(TA_CLASSES))
         with pytest.raises((RPCError, PluginRejected), match=r"scheduling classes rt.*NRI v0.6.1"):
-            async with running(topology, runtime=runtime):
+            async with daemon_session(topology, runtime=runtime):
                 pass
 
     run(scenario)
@@ -53,7 +52,7 @@ def test_configure_with_classes_on_an_old_runtime_is_refused(topology: Topology)
 def test_a_new_runtime_gets_the_class_in_the_adjustment(topology: Topology) -> None:
     async def scenario() -> None:
         runtime = FakeRuntime(nri_version="v0.12.2", config=json.dumps(TA_CLASSES))
-        async with running(topology, runtime=runtime) as (rt, _plugin, _):
+        async with daemon_session(topology, runtime=runtime) as (rt, _plugin, _):
             db = pod("db", QoSClass.GUARANTEED)
             db.annotations["scheduling-class.resource-policy.nri.io"] = "rt"
             reply = await rt.create_container(db, guaranteed(db, "pg", "2"))

@@ -16,8 +16,8 @@ from nri_resmgr.simulator.results import SimulationResult
 from nri_resmgr.simulator.run import quiet_log, run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
 from nri_resmgr.topology.model import Topology
-from tests.integration.test_daemon import ctr, guaranteed, pod, running
-from tests.integration.test_daemon import topology as topology
+from tests.support.daemon import daemon_session
+from tests.support.messages import ctr, guaranteed, pod
 
 
 def ta(reserved: str) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def test_dump_replays_every_cpuset_and_the_whatif_moves_what_applying_moves(
     dump = tmp_path / "node.yaml"
 
     async def scenario() -> None:
-        async with running(topology, config=config_from_mapping(ta("cpuset:0"))) as (rt, plugin, _):
+        async with daemon_session(topology, ta("cpuset:0")) as (rt, plugin, _):
             server = await serve_http(
                 plugin.metrics, plugin.health, host="127.0.0.1", port=0, pages=node_pages(plugin)
             )

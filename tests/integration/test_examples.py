@@ -18,7 +18,7 @@ import pytest
 from nri_api import RPCError, api
 from nri_api.events import Event
 from nri_api.testing import FakeRuntime, make_container, make_pod
-from tests.integration.test_stub_preregistered import launch_preregistered, wait_exit
+from tests.support.preregistered import launch_preregistered, wait_exit
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "plugins"

@@ -13,15 +13,15 @@ from nri_resmgr.model import QoSClass
 from nri_resmgr.ops.metrics import serve_http
 from nri_resmgr.runtime.process import node_lookups, node_pages
 from nri_resmgr.topology.model import Topology
-from tests.integration.test_daemon import ctr, guaranteed, pod, running
-from tests.integration.test_daemon import topology as topology
+from tests.support.daemon import daemon_session, http_get
+from tests.support.messages import ctr, guaranteed, pod
 
 
 def test_explain_reads_the_daemons_record(
     topology: Topology, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async def scenario() -> None:
-        async with running(topology) as (rt, plugin, _):  # static, CPU 0 reserved
+        async with daemon_session(topology) as (rt, plugin, _):  # static, CPU 0 reserved
             server = await serve_http(
                 plugin.metrics,
                 plugin.health,
@@ -79,7 +79,7 @@ def test_explain_names_the_pool_and_the_components_that_decided_it(
     }
 
     async def scenario() -> None:
-        async with running(topology, config=config_from_mapping(config)) as (rt, plugin, _):
+        async with daemon_session(topology, config) as (rt, plugin, _):
             server = await serve_http(
                 plugin.metrics,
                 plugin.health,
@@ -96,7 +96,7 @@ def test_explain_names_the_pool_and_the_components_that_decided_it(
                 capsys.readouterr()
                 assert await asyncio.to_thread(main, ["explain", "db", "--url", url]) == 0
                 out = capsys.readouterr().out.splitlines()
-                status, _ = await http_get(server, "/explain/nosuch")
+                status, _ = await http_get(server.sockets[0].getsockname()[1], "/explain/nosuch")
             finally:
                 server.close()
                 await server.wait_closed()
@@ -108,13 +108,3 @@ def test_explain_names_the_pool_and_the_components_that_decided_it(
             assert winner.split()[0] == "root"
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
-
-
-async def http_get(server: asyncio.Server, path: str) -> tuple[int, bytes]:
-    reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-    await writer.drain()
-    data = await reader.read()
-    writer.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body

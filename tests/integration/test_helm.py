@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from nri_resmgr.ops.runtime_config import TOLERATE_ANNOTATION
-from tests._support import REPO
 from tests.peers import build_helm
+from tests.support.requirements import REPO
 
 CHART = REPO / "charts" / "nri-resmgr"
 VALUES = Path(__file__).parent / "helm-values"

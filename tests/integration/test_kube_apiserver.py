@@ -21,8 +21,8 @@ from nri_resmgr.kube.report import (
 )
 from nri_resmgr.ops.metrics import PoolSnapshot, StateSnapshot
 from nri_resmgr.topology.synthetic import build_topology
-from tests._support import REPO
 from tests.k8s.cluster import Cluster
+from tests.support.requirements import REPO
 
 CRD = REPO / "charts" / "nri-resmgr" / "crds" / "noderesourcetopologies.yaml"
 NS = "kube-system"

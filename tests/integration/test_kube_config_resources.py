@@ -20,8 +20,8 @@ from nri_resmgr.kube.client import KubeClient, KubeError
 from nri_resmgr.kube.config_source import LiveConfig, Outcome
 from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.topology.synthetic import build_topology
-from tests._support import REPO
 from tests.k8s.cluster import Cluster
+from tests.support.requirements import REPO
 
 CRD = REPO / "charts" / "nri-resmgr" / "crds" / "config.nri_topologyawarepolicies.yaml"
 NS = "config-cr-test"  # its own namespace: the session cluster is shared

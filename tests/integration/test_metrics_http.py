@@ -7,16 +7,7 @@ import asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from nri_resmgr.ops.metrics import HealthState, Metrics, PoolSnapshot, StateSnapshot, serve_http
-
-
-async def _get(port: int, path: str) -> tuple[int, bytes]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-    await writer.drain()
-    data = await reader.read()
-    writer.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body
+from tests.support.daemon import http_get
 
 
 def _samples(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -33,8 +24,8 @@ def test_scrape_after_known_events_and_probes() -> None:
         server = await serve_http(metrics, health, host="127.0.0.1", port=0)
         port = server.sockets[0].getsockname()[1]
         try:
-            assert (await _get(port, "/healthz"))[0] == 200
-            status, body = await _get(port, "/readyz")
+            assert (await http_get(port, "/healthz"))[0] == 200
+            status, body = await http_get(port, "/readyz")
             assert status == 503 and b"not connected" in body
             for _ in range(3):
                 metrics.observe_event("CreateContainer", 0.002)
@@ -47,8 +38,8 @@ def test_scrape_after_known_events_and_probes() -> None:
                 )
             )
             health.registered = health.synchronized = True
-            assert (await _get(port, "/readyz"))[0] == 200
-            status, body = await _get(port, "/metrics")
+            assert (await http_get(port, "/readyz"))[0] == 200
+            status, body = await http_get(port, "/metrics")
             assert status == 200
             s = _samples(body)
             ev = "nri_resmgr_events_total"
@@ -71,9 +62,9 @@ def test_scrape_after_known_events_and_probes() -> None:
             assert s[("nri_resmgr_containers", (("kind", "shared"),))] == 3
             # a later snapshot replaces the gauges: pools that vanished are gone
             metrics.observe_state(StateSnapshot())
-            s = _samples((await _get(port, "/metrics"))[1])
+            s = _samples((await http_get(port, "/metrics"))[1])
             assert ("nri_resmgr_pool_shared_cpus", (("pool", "node0"),)) not in s
-            assert (await _get(port, "/nope"))[0] == 404
+            assert (await http_get(port, "/nope"))[0] == 404
         finally:
             server.close()
             await server.wait_closed()
@@ -103,11 +94,11 @@ def test_rdt_gauges_are_read_at_each_scrape() -> None:
         server = await serve_http(metrics, HealthState(), host="127.0.0.1", port=0)
         port = server.sockets[0].getsockname()[1]
         try:
-            body = (await _get(port, "/metrics"))[1]
+            body = (await http_get(port, "/metrics"))[1]
             assert b"nri_l3_" not in body  # nothing monitored: no families at all
             readings.append(MonSample("gold", "nri-resmgr-pod-u1", 0, 4096, 300, 200))
             readings.append(MonSample("system/default", "", 1, None, 7, 5))
-            s = _samples((await _get(port, "/metrics"))[1])
+            s = _samples((await http_get(port, "/metrics"))[1])
             labels = (
                 ("cache_id", "0"),
                 ("rdt_class", "gold"),
@@ -121,7 +112,7 @@ def test_rdt_gauges_are_read_at_each_scrape() -> None:
             assert ("nri_l3_llc_occupancy", root) not in s  # "Unavailable" is no value
             # a group that went away leaves no stale sample
             readings.pop(0)
-            s = _samples((await _get(port, "/metrics"))[1])
+            s = _samples((await http_get(port, "/metrics"))[1])
             assert ("nri_l3_llc_occupancy", labels) not in s
             assert len(calls) == 3
         finally:

@@ -24,13 +24,12 @@ from nri_resmgr.config import Config
 from nri_resmgr.kube.agent import build_kube_side
 from nri_resmgr.model import ContainerID, QoSClass
 from nri_resmgr.ops.logs import get_logger
-from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.runtime.process import DaemonOptions
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.view.events import describe_placement
-from tests.integration.test_daemon import guaranteed, pod
-from tests.integration.test_daemon import topology as topology
 from tests.k8s.cluster import Cluster
+from tests.support.daemon import resmgr_plugin
+from tests.support.messages import guaranteed, pod
 
 NS = "pod-events-test"  # the daemon's namespace (its ConfigMaps); the pods' is APPS
 APPS = "pod-events-apps"
@@ -84,14 +83,7 @@ def test_placements_and_refusals_are_events_on_the_pod(
     client = cluster.client
     plugin_dir = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
     sock = str(plugin_dir / "nri.sock")
-    plugin = ResmgrPlugin(
-        config=Config(),
-        topology=topology,
-        name="resmgr",
-        idx="90",
-        socket_path=sock,
-        on_close=OnClose.EXIT,
-    )
+    plugin = resmgr_plugin(Config(), topology, socket_path=sock, on_close=OnClose.EXIT)
     options = DaemonOptions(node_name=NODE, namespace=NS, kubeconfig=str(cluster.kubeconfig()))
     side = build_kube_side(plugin, options, log=get_logger("test"))
     assert side is not None

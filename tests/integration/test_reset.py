@@ -26,24 +26,21 @@ import pytest
 
 from nri_api import api
 from nri_api.errors import RPCError, StatusCode
-from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime
 from nri_resmgr.commands.reset import (
     read_allowed_sets,
     remove_owned_rdt_groups,
     sync_and_reset,
 )
-from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.model import QoSClass
 from nri_resmgr.ops.reset import ResetError
-from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests._support import REPO
-from tests.integration.test_daemon import SPEC, ctr, guaranteed, pod
-from tests.integration.test_daemon import topology as topology
+from tests.support.daemon import MACHINE, start_daemon, stop_daemon
+from tests.support.messages import ctr, guaranteed, pod
+from tests.support.requirements import REPO
 
 RUNNING = api.ContainerState.CONTAINER_RUNNING
 ANNOTATION = "node.koordinator.sh/resctrl"
@@ -94,20 +91,9 @@ async def _place_with_daemon(
 ) -> tuple[list[api.PodSandbox], dict[str, api.Container]]:
     """The daemon pins an exclusive and two shared containers; returns the runtime's view."""
     sock = str(base / "daemon.sock")
-    rt = FakeRuntime()
-    await rt.listen(sock)
-    daemon = ResmgrPlugin(
-        config=config_from_mapping(CONFIG),
-        topology=topo,
-        resctrl_root=str(base / "resctrl"),
-        state_dir=str(base / "state"),
-        name="resmgr",
-        idx="90",
-        socket_path=sock,
-        on_close=OnClose.EXIT,
+    rt, daemon, task = await start_daemon(
+        sock, CONFIG, topo, resctrl_root=str(base / "resctrl"), state_dir=str(base / "state")
     )
-    task = asyncio.create_task(daemon.serve())
-    await rt.wait_ready()
     web, db = pod("web", QoSClass.BURSTABLE), pod("db", QoSClass.GUARANTEED)
     db.annotations[ANNOTATION] = POD_RDT
     containers: dict[str, api.Container] = {}
@@ -122,9 +108,7 @@ async def _place_with_daemon(
         c.linux.resources.cpu.mems = reply.adjust.linux.resources.cpu.mems
         containers[c.id] = c
         _apply(containers, list(reply.update))
-    await daemon.stop()
-    await asyncio.wait_for(task, 10)
-    await rt.close()
+    await stop_daemon(rt, daemon, task)
     return [web, db], containers
 
 
@@ -338,7 +322,7 @@ def test_missing_and_stale_sockets_are_named(base: Path) -> None:
 
 
 def test_allowed_sets_come_from_sysfs(base: Path) -> None:
-    write_sysfs({**SPEC, "packages": 2, "nodes": 1}, base)
+    write_sysfs({**MACHINE, "packages": 2, "nodes": 1}, base)
     cpus, mems = read_allowed_sets(base)
     assert (str(cpus), str(mems)) == ("0-15", "0-1")
     (base / "sys/devices/system/cpu/online").write_text("0-3,6-15\n")
@@ -352,7 +336,7 @@ def test_the_command_line_end_to_end(topology: Topology, base: Path) -> None:
     """The real CLI in a subprocess: sysfs, socket, printed report, exit status."""
     pods, containers = _daemon_placed(topology, base)
     sysfs = base / "host"
-    write_sysfs(SPEC, sysfs)
+    write_sysfs(MACHINE, sysfs)
 
     async def scenario() -> tuple[int, str, str]:
         sock = str(base / "nri.sock")

@@ -31,9 +31,10 @@ from nri_resmgr.kube.uninstall import DaemonSetProbe
 from nri_resmgr.model import QoSClass
 from nri_resmgr.ops.reset import ResetError, Verdict
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests._support import REPO
-from tests.integration.test_daemon import SPEC, ctr, pod
 from tests.k8s.cluster import TOKEN, Cluster
+from tests.support.daemon import MACHINE
+from tests.support.messages import ctr, pod
+from tests.support.requirements import REPO
 
 RUNNING = api.ContainerState.CONTAINER_RUNNING
 
@@ -132,7 +133,7 @@ async def _sidecar(
     when the first update arrived (monotonic times).
     """
     sysfs = base / "host"
-    write_sysfs(SPEC, sysfs)
+    write_sysfs(MACHINE, sysfs)
     web = pod("web", QoSClass.BURSTABLE)
     pinned = ctr(web, "app", cpu="500m", cpus="0,3-4,7", state=RUNNING)
     sock = str(base / "nri.sock")
@@ -234,7 +235,7 @@ def test_an_unreachable_api_resets_nothing_and_says_so(tmp_path: Path) -> None:
         "users: [{name: t, user: {token: x}}]\n"
         "contexts: [{name: t, context: {cluster: t, user: t}}]\n"
     )
-    write_sysfs(SPEC, tmp_path / "host")
+    write_sysfs(MACHINE, tmp_path / "host")
     proc = subprocess.Popen(
         [sys.executable, "-m", "nri_resmgr.cli", "reset", "--on-uninstall", "kube-system/x",
          "--kubeconfig", str(kubeconfig), "--sysfs-root", str(tmp_path / "host"),

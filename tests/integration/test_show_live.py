@@ -15,13 +15,13 @@ from nri_resmgr.runtime.process import node_pages
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.view.model import Holder, view_from_dict
-from tests.integration.test_daemon import ctr, guaranteed, pod, running
-from tests.integration.test_daemon import topology as topology
+from tests.support.daemon import daemon_session
+from tests.support.messages import ctr, guaranteed, pod
 
 
 def test_show_reads_the_live_daemon(topology: Topology, capsys: pytest.CaptureFixture[str]) -> None:
     async def scenario() -> None:
-        async with running(topology) as (rt, plugin, _):  # static, CPU 0 reserved
+        async with daemon_session(topology) as (rt, plugin, _):  # static, CPU 0 reserved
             server = await serve_http(
                 plugin.metrics, plugin.health, host="127.0.0.1", port=0, pages=node_pages(plugin)
             )

@@ -8,20 +8,19 @@ discarded; the config file's content arrives in Configure.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from nri_api import api
 from nri_api.testing import FakeRuntime, make_container, make_pod
+from tests.support.preregistered import launch_preregistered, wait_exit
 
 
 def run_async(test: Callable[[], Awaitable[None]], timeout: float = 60.0) -> None:
@@ -39,37 +38,6 @@ def workdir() -> Iterator[Path]:
         yield Path(directory)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def launch_preregistered(
-    argv: Sequence[str], plugin_end: socket.socket, *, name: str, idx: str
-) -> subprocess.Popen[bytes]:
-    """Start `argv` like a runtime starts a pre-registered plugin (socket on fd 3)."""
-    fd = plugin_end.fileno()
-
-    def socket_on_fd3() -> None:  # runs in the child between fork and exec
-        if fd == 3:
-            os.set_inheritable(3, True)
-        else:
-            os.dup2(fd, 3)
-
-    env = {"NRI_PLUGIN_NAME": name, "NRI_PLUGIN_IDX": idx, "NRI_PLUGIN_SOCKET": "3"}
-    try:
-        return subprocess.Popen(
-            list(argv),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            close_fds=False,  # fd 3 is made inheritable in the child; others are CLOEXEC
-            preexec_fn=socket_on_fd3,  # only a dup2 runs between fork and exec
-        )
-    finally:
-        plugin_end.close()
-
-
-async def wait_exit(proc: subprocess.Popen[bytes]) -> int:
-    return await asyncio.to_thread(proc.wait, 30)
 
 
 PLUGIN = """

@@ -18,7 +18,6 @@ from nri_resmgr.simulator.scenario import load_scenario
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.view.text import shown
-from tests._support import REPO
 from tests.integration.browser import (
     browser,
     choose_step,
@@ -26,8 +25,9 @@ from tests.integration.browser import (
     shown_containers,
     shown_cpus,
 )
-from tests.integration.test_daemon import ctr, guaranteed, pod, running
-from tests.integration.test_daemon import topology as topology
+from tests.support.daemon import daemon_session
+from tests.support.messages import ctr, guaranteed, pod
+from tests.support.requirements import REPO
 
 SCENARIOS = REPO / "examples" / "scenarios"
 
@@ -68,7 +68,7 @@ def test_daemon_page_shows_the_runtimes_cpusets_and_hostile_names_escaped(
         config = config_from_mapping(
             {"policy": "topology-aware", "policyConfig": {"reservedResources": {"cpu": "cpuset:0"}}}
         )
-        async with running(topology, config=config) as (rt, plugin, _):
+        async with daemon_session(topology, config) as (rt, plugin, _):
             server = await serve_http(
                 plugin.metrics, plugin.health, host="127.0.0.1", port=0, pages=node_pages(plugin)
             )
@@ -141,7 +141,7 @@ def test_daemon_page_of_static_and_balloons_shows_the_runtimes_cpusets(
     policy: str, topology: Topology
 ) -> None:
     async def scenario() -> None:
-        async with running(topology, config=config_from_mapping(LIVE[policy])) as (rt, plugin, _):
+        async with daemon_session(topology, LIVE[policy]) as (rt, plugin, _):
             server = await serve_http(
                 plugin.metrics, plugin.health, host="127.0.0.1", port=0, pages=node_pages(plugin)
             )

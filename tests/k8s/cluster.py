@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 from nri_resmgr.kube.client import KubeClient, KubeCredentials, KubeError
-from tests._support import REPO, require, require_go
 from tests.k8s.components import VERSION_LDFLAGS
+from tests.support.requirements import REPO, require, require_go
 
 MODULE = Path(__file__).resolve().parent / "apiserver"
 CACHE = REPO / ".cache" / "k8s"

@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests._support import REPO, require_go
+from tests.support.requirements import REPO, require_go
 
 MODULE = Path(__file__).resolve().parent / "node"
 CACHE = REPO / ".cache" / "k8s"

@@ -17,13 +17,13 @@ from collections.abc import Callable
 
 import pytest
 
-from tests._support import require
 from tests.parity import ports, upstream
 from tests.parity.machines import N4C16
 from tests.parity.ports import Differs, Tally, check_metrics
 from tests.parity.suite import Suite
 from tests.parity.table import PORTS, is_xfail
 from tests.parity.upstream import COUNTS, LEFT_OUT, Counts
+from tests.support.requirements import require
 
 
 def test_the_table_is_their_suite() -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 PACKAGES = ("nri_api", "nri_resmgr")
 

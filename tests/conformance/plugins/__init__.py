@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.conformance.harness import FakeRuntime, Json, SyncResult, attach_plugin, read_jsonl
+from tests.conformance.harness import GoRuntime, Json, SyncResult, attach_plugin, read_jsonl
 
 PLUGINS = Path(__file__).resolve().parent
 RECORDER = PLUGINS / "recorder.py"
@@ -49,7 +49,7 @@ def recorder_settings(record: Path, **extra: Any) -> dict[str, Any]:
 
 
 def attach_recorder(
-    rt: FakeRuntime,
+    rt: GoRuntime,
     *,
     mode: str,
     idx: str = "10",
@@ -88,7 +88,7 @@ def attach_recorder(
 
 
 def add_external_recorder(
-    rt: FakeRuntime,
+    rt: GoRuntime,
     *,
     idx: str,
     name: str,

@@ -25,9 +25,10 @@ from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.integration.test_daemon import guaranteed, pod, run, running
 from tests.parity.balloons._sim import BALLOON, N4C16
 from tests.parity.ports import check_metrics, metric_lines, port
+from tests.support.daemon import daemon_session, run
+from tests.support.messages import guaranteed, pod
 
 INITIAL: dict[str, Any] = {"reservedResources": {"cpu": "750m"}, "pinCPU": True, "pinMemory": True}
 NS = "e2e-balloons-test06"
@@ -89,7 +90,7 @@ def test_update_config() -> None:
 
     async def scenario() -> None:
         initial = config_from_mapping({"policy": "balloons", "policyConfig": INITIAL})
-        async with running(topology, config=initial) as (rt, plugin, _):
+        async with daemon_session(topology, initial) as (rt, plugin, _):
             conf = policy(btype0(), btype1(max_cpus=0), btype2(), available="cpuset:0,4-15")
             assert await plugin.reconfigure(config_from_mapping(conf)) == []
             pod0 = pod("pod0", QoSClass.GUARANTEED)

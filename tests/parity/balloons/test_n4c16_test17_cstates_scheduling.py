@@ -11,7 +11,7 @@ not touch shows it never did.  Each check is on a fresh tree after the steps up 
 
 Their scheduling checks read ``policy`` and ``prio`` from the started process's
 /proc/PID/sched and its ``ionice``; here the same numbers come from the creation
-adjustment the daemon sends (`runtime.adapter.adjustment_for`), turned into what the
+adjustment the daemon sends (`runtime.adjustments.adjustment_for`), turned into what the
 kernel shows by `kernel_view` (real-time: 99 - priority; others: 120 + nice).
 """
 
@@ -23,14 +23,14 @@ from pathlib import Path
 from nri_api import api
 from nri_resmgr.control.cpuclass.synthetic import CPUFreqLayout, write_cpu_class_tree
 from nri_resmgr.policy.balloons import BalloonsPolicy
-from nri_resmgr.runtime.adapter import adjustment_for
+from nri_resmgr.runtime.adjustments import adjustment_for
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.parity.balloons._sim import BALLOON, N4C16, Run, Script, config, simulate
 from tests.parity.ports import port
 from tests.parity.verify import cpu_ids
-from tests.unit.resmgr.balloons.support import bctr
+from tests.support.balloons import bctr
 from tests.unit.resmgr.test_sched_classes import SCHED_FIFO, SCHED_IDLE, kernel_view
 
 CONFIG = config("""

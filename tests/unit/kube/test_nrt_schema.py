@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from nri_resmgr.kube.report import ClassReporter, ReportManager, TopologyReporter
-from tests._support import REPO
 from tests.parity.machines import N6_HBM_CXL, helm_config
+from tests.support.requirements import REPO
 from tests.unit.kube.test_nrt import TWO_NODES, delete, pod, run
 
 CRD_PATH = REPO / "charts" / "nri-resmgr" / "crds" / "noderesourcetopologies.yaml"

@@ -13,7 +13,7 @@ import pytest
 
 from nri_api import api
 from nri_api._pb import api_pb2
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 GENPROTO = REPO / "tools" / "genproto.py"
 

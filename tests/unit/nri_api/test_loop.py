@@ -11,7 +11,7 @@ import types
 import pytest
 
 from nri_api import loop
-from tests._support import require
+from tests.support.requirements import require
 
 
 class MarkedLoop(asyncio.SelectorEventLoop):

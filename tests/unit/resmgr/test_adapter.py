@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from typing import Any
 
 import pytest
 
 from nri_api import api
-from nri_api.builders import Update
 from nri_resmgr.limits import Limits
 from nri_resmgr.model import (
     AnnotationError,
-    Assignment,
     ContainerID,
     ContainerKind,
-    CPUKind,
     DeviceRef,
     MountRef,
     QoSClass,
@@ -259,105 +254,6 @@ def test_update_resources_override_the_containers_own() -> None:
     )
     assert info.request.cpu_request_milli == 2000
     assert info.current_cpus == CPUSet.parse("3")  # what runs now, not what is asked
-
-
-def _assignment(kind: CPUKind, cpus: str = "4-5", mems: str = "1", **kw: str | None) -> Assignment:
-    return Assignment(
-        container_id=ContainerID("c0"), cpus=CPUSet.parse(cpus), mems=CPUSet.parse(mems),
-        kind=kind, **kw,  # type: ignore[arg-type]
-    )
-
-
-def test_adjustment_exclusive_with_classes() -> None:
-    adj = adapter.adjustment_for(
-        _assignment(CPUKind.EXCLUSIVE, rdt_class="gold", blockio_class="slow")
-    )
-    res = adj.linux.resources
-    assert res.cpu.cpus == "4-5"
-    assert res.cpu.mems == "1"
-    assert res.HasField("rdt_class") and res.rdt_class.value == "gold"
-    assert res.HasField("blockio_class") and res.blockio_class.value == "slow"
-    assert not res.cpu.HasField("shares")
-
-
-def test_adjustment_kind_none_has_no_cpuset() -> None:
-    adj = adapter.adjustment_for(_assignment(CPUKind.NONE, mems=""))
-    assert not adj.HasField("linux")
-    adj = adapter.adjustment_for(_assignment(CPUKind.NONE, mems="", blockio_class="slow"))
-    assert adj.linux.resources.cpu.cpus == ""
-    assert adj.linux.resources.blockio_class.value == "slow"
-
-
-def test_adjustment_kind_none_keeps_its_memory_nodes() -> None:
-    """cpu.preserve in topology-aware: no CPUs, the memory nodes rendered (nri-plugins
-    pins them: the differential test found every such container diverging)."""
-    adj = adapter.adjustment_for(_assignment(CPUKind.NONE, mems="0-3"))
-    assert (adj.linux.resources.cpu.cpus, adj.linux.resources.cpu.mems) == ("", "0-3")
-    u = adapter.update_for(_assignment(CPUKind.NONE, mems="0-3"))
-    assert u is not None and (u.linux.resources.cpu.cpus, u.linux.resources.cpu.mems) == ("", "0-3")
-
-
-def test_adjustment_empty_mems_not_set() -> None:
-    adj = adapter.adjustment_for(_assignment(CPUKind.SHARED, cpus="0-3", mems=""))
-    assert adj.linux.resources.cpu.cpus == "0-3"
-    assert adj.linux.resources.cpu.mems == ""
-
-
-def test_update_for() -> None:
-    u = adapter.update_for(_assignment(CPUKind.SHARED, cpus="0-3,8-11", mems="0"))
-    assert u is not None
-    assert u.container_id == "c0"
-    assert u.linux.resources.cpu.cpus == "0-3,8-11"
-    assert u.linux.resources.cpu.mems == "0"
-    assert adapter.update_for(_assignment(CPUKind.NONE, mems="")) is None
-
-
-@pytest.mark.parametrize(
-    "shape",
-    [
-        {"kind": CPUKind.SHARED},
-        {"kind": CPUKind.EXCLUSIVE, "rdt_class": "gold", "blockio_class": "slow"},
-        {"kind": CPUKind.SHARED, "mems": ""},
-        {"kind": CPUKind.NONE, "blockio_class": "slow"},
-    ],
-    ids=["shared", "exclusive-classes", "no-mems", "classes-only"],
-)
-def test_update_for_is_what_the_builder_makes(shape: dict[str, Any]) -> None:
-    """Updates of one placement share a rendering; each is still its own message, equal
-    to the builder's, with its own container id."""
-    a = dataclasses.replace(_assignment(**shape), container_id=ContainerID("a"))
-    b = dataclasses.replace(a, container_id=ContainerID("b"))
-    expected = adapter._render(Update("a"), a)[0].build()
-    first, second = adapter.update_for(a), adapter.update_for(b)
-    assert first is not None and second is not None
-    assert first == expected
-    assert second.container_id == "b" and second.linux == expected.linux
-    first.linux.resources.cpu.cpus = "99"  # a caller's change stays in its message
-    again = adapter.update_for(a)
-    assert again == expected
-
-
-def test_update_for_renders_one_placement_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An exclusive grant sends the same shared set to hundreds of containers: rendered
-    once (validating the list form, building the message), then copied."""
-    built: list[str] = []
-
-    class CountingUpdate(Update):
-        def __init__(self, container_id: str) -> None:
-            built.append(container_id)
-            super().__init__(container_id)
-
-    monkeypatch.setattr(adapter, "Update", CountingUpdate)
-    adapter._update_template.cache_clear()  # earlier tests may have rendered this one
-    shared = _assignment(CPUKind.SHARED, cpus="1-27,113-139", mems="0")
-    ups = [
-        adapter.update_for(dataclasses.replace(shared, container_id=ContainerID(f"c{i}")))
-        for i in range(226)
-    ]
-    assert len(built) == 1
-    assert [u.container_id for u in ups if u is not None] == [f"c{i}" for i in range(226)]
-    with pytest.raises(ValueError, match="container id: expected a non-empty string"):
-        adapter.update_for(dataclasses.replace(shared, container_id=ContainerID("")))
 
 
 # -- bounds on hostile input (issue 11 items 2 and 3) -----------------------------------

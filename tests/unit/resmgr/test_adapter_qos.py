@@ -9,7 +9,6 @@ nothing" (BestEffort).  Each container's class must come from its own resources 
 from __future__ import annotations
 
 import pytest
-import structlog
 
 from nri_api import api
 from nri_resmgr.model import ContainerID, CPUKind, QoSClass, Request
@@ -20,8 +19,8 @@ from nri_resmgr.simulator.kubelet import container_resources
 from nri_resmgr.simulator.scenario import ContainerSpec, Resources
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.synthetic import build_topology
+from tests.support.logs import QUIET
 
-QUIET = structlog.wrap_logger(structlog.ReturnLogger())
 UID = "0c8f2d7e-1b9a-4c1e-9f0a-3d2b1a0c9e8f"
 
 

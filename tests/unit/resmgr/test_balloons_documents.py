@@ -5,7 +5,7 @@ import yaml
 
 from nri_resmgr.cli import main
 from nri_resmgr.policy_documents import normalize_document
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 
 def test_balloons_policy_resource_names_the_balloons_policy() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 import nri_resmgr
 from nri_resmgr.cli import main
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

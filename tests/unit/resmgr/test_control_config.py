@@ -12,7 +12,7 @@ from nri_resmgr.control.config import ControlConfig
 from nri_resmgr.control.resctrl import RdtController, read_info
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.model import ContainerID, ContainerInfo, Pod, PodID, QoSClass, Request
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 DOC = (REPO / "docs" / "rdt-blockio.md").read_text()
 

@@ -15,7 +15,7 @@ import yaml
 
 from nri_resmgr.cli import main
 from nri_resmgr.config import Config
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 CONFIG_KEYS = {info.alias or name for name, info in Config.model_fields.items()}
 BLOCK = re.compile(r"```(?:yaml|json)\n(.*?)```", re.DOTALL)

@@ -24,7 +24,7 @@ from nri_resmgr.policy.topology_aware.affinity import (
     Affinity,
     container_affinities,
 )
-from tests.unit.resmgr.test_policy_support import ctr, small, topo
+from tests.support.builders import ctr, small, topo
 
 
 def rules_of(text: str, key: str = AFFINITY) -> tuple[Affinity, ...]:

@@ -32,7 +32,7 @@ from nri_resmgr.policy.topology_aware.priority import (
     CPUPriority,
     parse_cpu_priority,
 )
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
 
 HUGE = "x" * 300 * 1024
 CLASSES = {"schedulingClasses": [{"name": "idle", "policy": "idle"}]}
@@ -198,7 +198,7 @@ def test_scheduling_class_configs_build_or_fail_cleanly(
     specs: list[dict[str, object]], namespaces: dict[str, str], qos: dict[str, str]
 ) -> None:
     """Whatever builds also renders: every class fits NRI's adjustment fields."""
-    from nri_resmgr.runtime.adapter import io_priority_for, scheduler_for
+    from nri_resmgr.runtime.adjustments import io_priority_for, scheduler_for
 
     config = {
         "schedulingClasses": specs,

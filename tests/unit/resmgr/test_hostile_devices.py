@@ -16,7 +16,7 @@ import pytest
 from nri_resmgr.model import DeviceRef, HintSource, MountRef
 from nri_resmgr.topology.devices import device_hints, topology_hints
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.unit.resmgr.test_policy_support import SPEC_2S2N
+from tests.support.builders import SPEC_2S2N
 
 DEVICES = [{"pci": "0000:3b:00.0", "name": "nvme0n1", "node": 2, "block": "259:0"}]
 

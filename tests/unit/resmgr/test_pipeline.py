@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
-import structlog
 
 from nri_api import api
 from nri_resmgr.model import (
@@ -20,108 +16,23 @@ from nri_resmgr.model import (
     ContainerInfo,
     ContainerKind,
     CPUKind,
-    Decision,
     Pod,
-    PolicyState,
     ResmgrError,
 )
-from nri_resmgr.policy.base import Policy
-from nri_resmgr.policy.irq_affinity import IrqBalloon, IrqMode, IrqUse
 from nri_resmgr.policy.static import StaticPolicy
-from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.pipeline import ClassChoice, Controller, Pipeline, inherit_classes
-from nri_resmgr.simulator.kubelet import container_resources
-from nri_resmgr.simulator.scenario import ContainerSpec, Resources
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.synthetic import build_topology
-
-QUIET = structlog.wrap_logger(structlog.ReturnLogger())
-
-
-@dataclass(frozen=True, slots=True)
-class CountState(PolicyState):
-    held: Mapping[ContainerID, int] = field(default_factory=dict)
-
-
-class CountingPolicy(Policy):
-    """Gives every container one CPU id in order; fails on demand; records calls."""
-
-    name: ClassVar[str] = "counting"
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str]] = []
-        self.fail_next: ResmgrError | None = None
-
-    def initial_state(self) -> CountState:
-        return CountState()
-
-    def _a(self, cid: ContainerID, cpu: int) -> Assignment:
-        return Assignment(cid, CPUSet([cpu]), CPUSet([0]), CPUKind.EXCLUSIVE, pool="p")
-
-    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
-        assert isinstance(state, CountState)
-        self.calls.append(("allocate", container.id))
-        if self.fail_next is not None:
-            exc, self.fail_next = self.fail_next, None
-            raise exc
-        cpu = max(state.held.values(), default=-1) + 1
-        held = {**state.held, container.id: cpu}
-        return Decision(CountState(held), self._a(container.id, cpu), reason="counted")
-
-    def release(self, state: PolicyState, container_id: ContainerID) -> Decision:
-        assert isinstance(state, CountState)
-        self.calls.append(("release", container_id))
-        held = {k: v for k, v in state.held.items() if k != container_id}
-        return Decision(CountState(held), reason="released")
-
-    def update(self, state: PolicyState, container: ContainerInfo) -> Decision:
-        assert isinstance(state, CountState)
-        self.calls.append(("update", container.id))
-        cpu = state.held[container.id] + 100
-        held = {**state.held, container.id: cpu}
-        return Decision(CountState(held), self._a(container.id, cpu), reason="resized")
-
-    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
-        self.calls.append(("rebuild", ",".join(c.id for c in containers)))
-        return Decision(CountState({c.id: i for i, c in enumerate(containers)}))
-
-
-def sandbox(
-    name: str = "p0", *, guaranteed: bool = True, annotations: dict[str, str] | None = None
-) -> api.PodSandbox:
-    s = api.PodSandbox(id=f"sb-{name}", name=name, uid=f"uid-{name}", namespace="ns")
-    s.linux.cgroup_parent = (
-        f"kubepods-pod{name}.slice" if guaranteed else f"kubepods-burstable-pod{name}.slice"
-    )
-    s.annotations.update(annotations or {})
-    return s
-
-
-def container(
-    pod: api.PodSandbox,
-    name: str,
-    *,
-    cpu: str = "1",
-    limit: str | None = "1",
-    cpus: str = "",
-    state: int = api.ContainerState.CONTAINER_RUNNING,
-) -> api.Container:
-    c = api.Container(
-        id=f"{pod.name}-{name}",
-        pod_sandbox_id=pod.id,
-        name=name,
-        state=state,  # type: ignore[arg-type]
-    )
-    c.linux.cgroups_path = f"x:cri-containerd:{c.id}"
-    spec = ContainerSpec(
-        name=name,
-        requests=Resources(cpu=cpu, memory="1G"),
-        limits=Resources(cpu=limit, memory="1G" if limit else None),
-    )
-    c.linux.resources.CopyFrom(container_resources(spec))
-    if cpus:
-        c.linux.resources.cpu.cpus = cpus
-    return c
+from tests.support.logs import QUIET
+from tests.support.pipeline import (
+    CountingPolicy,
+    CountState,
+    EmptyClassPolicy,
+    container,
+    gold_slow,
+    sandbox,
+    static_pipeline,
+)
 
 
 def test_create_renders_the_assignment_and_commits() -> None:
@@ -265,29 +176,6 @@ def test_update_of_unknown_container_is_ignored() -> None:
     assert p.update(s, container(s, "ghost"), api.LinuxResources()) == []
 
 
-def test_synchronize_skips_stopped_and_orphans_and_bad_input() -> None:
-    policy = CountingPolicy()
-    p = Pipeline(policy, log=QUIET)
-    s = sandbox()
-    bad = container(s, "bad")
-    bad.ClearField("linux")
-    orphan = container(sandbox("gone"), "x")
-    stopped = container(s, "old", state=api.ContainerState.CONTAINER_STOPPED)
-    good = container(s, "good", cpus="3")
-    assert p.synchronize([s], [bad, orphan, stopped, good]) == []
-    assert policy.calls == [("rebuild", "p0-good")]
-    assert list(p.containers) == ["p0-good"]
-    assert p.assignments[ContainerID("p0-good")].cpus == CPUSet([3])
-
-
-# ---- with the real static policy --------------------------------------------------------
-
-
-def static_pipeline() -> Pipeline:
-    topo = build_topology({"packages": 1, "nodes": 1, "cores": 4, "threads": 2})
-    return Pipeline(StaticPolicy(topology=topo, config={"reservedSystemCPUs": "0"}), log=QUIET)
-
-
 def test_static_shared_pool_shrinks_and_grows() -> None:
     p = static_pipeline()
     web, db = sandbox("web", guaranteed=False), sandbox("db")
@@ -302,19 +190,6 @@ def test_static_shared_pool_shrinks_and_grows() -> None:
     assert [(u.container_id, u.linux.resources.cpu.cpus) for u in updates] == [("web-app", "0-7")]
     snap = {info.name: a for info, a in p.snapshot()}
     assert snap["app"] is not None and snap["app"].kind is CPUKind.SHARED
-
-
-def test_static_synchronize_keeps_valid_and_moves_conflicting() -> None:
-    p = static_pipeline()
-    db = sandbox("db")
-    a = container(db, "a", cpu="2", limit="2", cpus="2,6")
-    b = container(db, "b", cpu="2", limit="2", cpus="2,6")
-    updates = p.synchronize([db], [a, b])
-    assert [u.container_id for u in updates] == ["db-b"]
-    got = {cid: asg.cpus for cid, asg in p.assignments.items()}
-    assert got[ContainerID("db-a")] == CPUSet.parse("2,6")
-    assert got[ContainerID("db-a")].isdisjoint(got[ContainerID("db-b")])
-    assert p.assignments[ContainerID("db-b")].kind is CPUKind.EXCLUSIVE
 
 
 def test_a_container_started_unseen_is_taken_in_off_exclusive_cpus() -> None:
@@ -334,54 +209,6 @@ def test_a_container_started_unseen_is_taken_in_off_exclusive_cpus() -> None:
     assert p.assignments[ContainerID("late-app")].kind is CPUKind.EXCLUSIVE
     # known from now on: a second PostStartContainer changes nothing
     assert p.started(late, unseen) == []
-
-
-class MovingPolicy(CountingPolicy):
-    """Its rebuild moves every other container (CPU 100 + position) and keeps the rest."""
-
-    def rebuild(self, containers: Sequence[ContainerInfo]) -> Decision:
-        moved = tuple(self._a(c.id, 100 + i) for i, c in enumerate(containers) if i % 2 == 0)
-        return Decision(CountState({c.id: i for i, c in enumerate(containers)}), updates=moved)
-
-
-def _synchronize_calls(n: int) -> tuple[int, list[dict[str, Any]]]:
-    """Python calls inside pipeline.py during a Synchronize of `n` containers (a count, not
-    a time), and the decision lines it logged."""
-    lines: list[dict[str, Any]] = []
-
-    def capture(_l: Any, _m: str, event: Any) -> Any:
-        lines.append(dict(event))
-        raise structlog.DropEvent
-
-    log = structlog.wrap_logger(structlog.ReturnLogger(), processors=[capture])
-    p = Pipeline(MovingPolicy(), log=log)
-    pods = [sandbox(f"p{i}") for i in range(n)]
-    ctrs = [container(pod, "c") for pod in pods]
-    calls = 0
-    here = Pipeline.synchronize.__code__.co_filename
-
-    def count(frame: Any, event: str, _arg: Any) -> None:
-        nonlocal calls
-        if event == "call" and frame.f_code.co_filename == here:
-            calls += 1
-
-    sys.setprofile(count)
-    try:
-        p.synchronize(pods, ctrs)
-    finally:
-        sys.setprofile(None)
-    return calls, lines
-
-
-def test_synchronize_work_is_linear_in_the_containers() -> None:
-    """Telling movers from kept containers was a scan of the movers per container:
-    O(n^2), 2.5 s of a 10,000-container Synchronize (bench.scale)."""
-    small, lines = _synchronize_calls(100)
-    large, _ = _synchronize_calls(400)
-    assert large < 5 * small, (small, large)  # quadratic: ~16x
-    reasons = {line["container"]: line["reason"] for line in lines}
-    assert reasons["ns/p0/c"].startswith("moved") and reasons["ns/p1/c"] == "kept"
-    assert sum(r.startswith("moved") for r in reasons.values()) == 50
 
 
 class NoScan(dict[ContainerID, ContainerInfo]):
@@ -419,41 +246,6 @@ def test_remove_pod_releases_its_containers_without_walking_every_container() ->
     ]
     p.remove_pod(pods[1])  # again: nothing left of it
     assert len(p.containers) == 4
-
-
-def test_synchronize_reads_each_pod_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The pods of the Synchronize are parsed once, not again for each container."""
-    parsed: list[str] = []
-    real = adapter.pod_from_nri
-
-    def counting(sandbox: api.PodSandbox, **kw: Any) -> Pod:
-        parsed.append(sandbox.id)
-        return real(sandbox, **kw)
-
-    monkeypatch.setattr(adapter, "pod_from_nri", counting)
-    p = Pipeline(CountingPolicy(), log=QUIET)
-    pods = [sandbox(f"p{i}") for i in range(3)]
-    p.synchronize(pods, [container(pod, n) for pod in pods for n in ("a", "b")])
-    assert sorted(parsed) == ["sb-p0", "sb-p1", "sb-p2"]
-    assert len(p.containers) == 6
-    assert {c.pod.id for c in p.containers.values()} == {"sb-p0", "sb-p1", "sb-p2"}
-
-
-def test_decision_log_line_has_the_documented_keys() -> None:
-    lines: list[dict[str, Any]] = []
-
-    def capture(_l: Any, _m: str, event: Any) -> Any:
-        lines.append(dict(event))
-        raise structlog.DropEvent
-
-    log = structlog.wrap_logger(structlog.ReturnLogger(), processors=[capture])
-    p = Pipeline(CountingPolicy(), log=log)
-    s = sandbox()
-    p.create(s, container(s, "a"))
-    (line,) = lines
-    for key in ("container", "cpus", "mems", "kind", "pool", "rdt", "blockio", "reason"):
-        assert key in line
-    assert line["container"] == "ns/p0/a" and line["cpus"] == "0" and line["reason"] == "counted"
 
 
 def test_repeated_create_that_fails_keeps_the_first_allocation() -> None:
@@ -502,17 +294,6 @@ def test_adopt_from_the_none_policy_places_everything() -> None:
     new = static_pipeline()
     updates = new.adopt(old)
     assert [(u.container_id, u.linux.resources.cpu.cpus) for u in updates] == [("db-pg", "1,5")]
-
-
-def test_synchronize_accounts_for_containers_with_garbage_pod_annotations() -> None:
-    p = static_pipeline()
-    db = sandbox("db", annotations={"noderesource.dev/resources": "{not json"})
-    a = container(db, "a", cpu="2", limit="2", cpus="1,5")
-    with pytest.raises(AnnotationError):
-        p.create(db, container(db, "new", cpu="2", limit="2"))
-    assert p.synchronize([db], [a]) == []
-    assert p.assignments[ContainerID("db-a")].cpus == CPUSet.parse("1,5")
-    assert p.containers[ContainerID("db-a")].kind is ContainerKind.APP
 
 
 # -- class inheritance: one rule, "" counts as unset ---------------------------------
@@ -569,27 +350,8 @@ def test_inherit_classes_keeps_the_assignment_when_it_takes_nothing() -> None:
     assert inherit_classes(a, ClassChoice(None, "slow")) == _a("c", "gold", "slow")
 
 
-class EmptyClassPolicy(CountingPolicy):
-    """Answers with "" classes, and re-sends every other container with "" classes."""
-
-    def allocate(self, state: PolicyState, container: ContainerInfo) -> Decision:
-        d = super().allocate(state, container)
-        assert isinstance(d.state, CountState) and d.assignment is not None
-        others = tuple(
-            dataclasses.replace(self._a(cid, cpu), rdt_class="", blockio_class="")
-            for cid, cpu in d.state.held.items()
-            if cid != container.id
-        )
-        subject = dataclasses.replace(d.assignment, rdt_class="", blockio_class="")
-        return Decision(d.state, subject, updates=others, reason=d.reason)
-
-
-def _gold(_c: ContainerInfo) -> ClassChoice:
-    return ClassChoice(rdt_class="gold", blockio_class="slow")
-
-
 def test_empty_class_from_the_policy_takes_the_chosen_class_at_create() -> None:
-    p = Pipeline(EmptyClassPolicy(), select_classes=_gold, log=QUIET)
+    p = Pipeline(EmptyClassPolicy(), select_classes=gold_slow, log=QUIET)
     s = sandbox()
     adjust, _ = p.create(s, container(s, "a"))
     assert adjust.linux.resources.rdt_class.value == "gold"
@@ -649,7 +411,7 @@ class RecordingController(Controller):
 
 def test_every_hook_is_called_at_its_event() -> None:
     ctl = RecordingController()
-    p = Pipeline(CountingPolicy(), controllers=[ctl], select_classes=_gold, log=QUIET)
+    p = Pipeline(CountingPolicy(), controllers=[ctl], select_classes=gold_slow, log=QUIET)
     s = sandbox()
     p.run_pod(s)  # pod_added: the default no-op
     c = container(s, "a")
@@ -669,73 +431,3 @@ def test_every_hook_is_called_at_its_event() -> None:
         "released a",
     ]
     assert list(ctl.monitoring_samples([("p0-a", "gold")])) == []  # the default
-
-
-def test_consequences_are_logged_once_per_moved_container() -> None:
-    lines: list[dict[str, Any]] = []
-
-    def capture(_l: Any, method: str, event: Any) -> Any:
-        lines.append({**event, "method": method})
-        raise structlog.DropEvent
-
-    log = structlog.wrap_logger(structlog.ReturnLogger(), processors=[capture])
-    p = Pipeline(EmptyClassPolicy(), select_classes=_gold, log=log)
-    s = sandbox()
-    p.create(s, container(s, "a"))
-    p.create(s, container(s, "b"))
-    update = [line for line in lines if line["event"] == "update"]
-    assert [(u["container"], u["id"], u["rdt"]) for u in update] == [("ns/p0/a", "p0-a", "gold")]
-    assert update[0]["reason"] == "consequence of pod ns/p0 container b: counted"
-    # issue 17: the per-update detail is at debug; info has one line per decision
-    assert [u["method"] for u in update] == ["debug"]
-    summary = [line for line in lines if line["event"] == "updates"]
-    assert [(u["method"], u["count"]) for u in summary] == [("info", 1)]
-
-
-class IrqWishingPolicy(CountingPolicy):
-    """Wishes every held CPU to sink interrupts, and nothing after the second container."""
-
-    def irq_use(self, state: CountState) -> IrqUse:
-        held = CPUSet(v for v in state.held.values() if v < 2)
-        sink = (IrqBalloon("sink[0]", held, mode=IrqMode.SINK),) if held else ()
-        return IrqUse(allowed=CPUSet(range(8)), balloons=sink, configured=True)
-
-
-class IrqRecorder(Controller):
-    def __init__(self, name: str, *, fail: bool = False) -> None:
-        self.name = name
-        self.fail = fail
-        self.uses: list[str] = []
-        self.stops = 0
-
-    def irq_use_changed(self, use: IrqUse) -> None:
-        self.uses.append(",".join(str(b.cpus) for b in use.balloons))
-        if self.fail:
-            raise OSError(5, "Input/output error")
-
-    def stopped(self) -> None:
-        self.stops += 1
-        if self.fail:
-            raise ResmgrError("cannot restore")
-
-
-def test_irq_wishes_reach_controllers_when_they_change_and_failures_do_not_stop_it() -> None:
-    failing, ok = IrqRecorder("failing", fail=True), IrqRecorder("ok")
-    p = Pipeline(IrqWishingPolicy(), controllers=[failing, ok], log=QUIET)
-    s = sandbox()
-    for name in ("a", "b", "c", "d"):
-        p.create(s, container(s, name))
-    # a: {0}, b: {0,1}, c and d hold CPUs 2 and 3, which wish nothing: no new call
-    assert ok.uses == failing.uses == ["0", "0-1"]
-    assert set(p.containers) == {"p0-a", "p0-b", "p0-c", "p0-d"}  # the decisions stand
-    p.close()
-    assert (failing.stops, ok.stops) == (1, 1)
-
-
-def test_a_policy_without_irq_wishes_hands_out_an_empty_use() -> None:
-    ok = IrqRecorder("ok")
-    p = Pipeline(CountingPolicy(), controllers=[ok], log=QUIET)
-    s = sandbox()
-    p.create(s, container(s, "a"))
-    p.create(s, container(s, "b"))
-    assert ok.uses == [""]

@@ -27,8 +27,8 @@ from nri_resmgr.policy.pool_report import PoolCPUs
 from nri_resmgr.policy_registry import ENTRY_POINT_GROUP, available_policies, load_policy
 from nri_resmgr.policy_registry import _load as load_entry_point
 from nri_resmgr.topology.cpuset import IDSet
-from tests._support import REPO
-from tests.unit.resmgr.test_policy_support import small
+from tests.support.builders import small
+from tests.support.requirements import REPO
 
 
 class Bare(Policy[PolicyState]):

@@ -17,7 +17,7 @@ from nri_resmgr.policy.none import NonePolicy, NoneState
 from nri_resmgr.policy.static import StaticPolicy, StaticState
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
 
 A, B, C = ContainerID("a"), ContainerID("b"), ContainerID("c")
 

@@ -29,7 +29,7 @@ from nri_resmgr.policy_documents import (
 from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.validation import model_keys
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 DATA = Path(__file__).parent / "data" / "nri-plugins"
 CRD = REPO / "charts" / "nri-resmgr" / "crds" / "config.nri_topologyawarepolicies.yaml"

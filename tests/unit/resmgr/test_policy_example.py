@@ -21,8 +21,8 @@ import pytest
 from nri_resmgr.model import ConfigError, CPUKind
 from nri_resmgr.policy.base import PolicyRecord
 from nri_resmgr.topology.cpuset import IDSet
-from tests._support import REPO
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
+from tests.support.requirements import REPO
 
 EXAMPLE = REPO / "examples" / "policies" / "all_cpus.py"
 TOPO = "{packages: 1, nodes: 2, cores: 2, threads: 2, memory: 1G}"

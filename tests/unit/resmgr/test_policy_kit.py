@@ -16,7 +16,7 @@ from nri_resmgr.policy.kit.constraints import (
 from nri_resmgr.policy.kit.rebuild import each_once, holders_per_cpu, moved
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.validation import InvalidConfig, Problem, invalid
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
 
 ONLINE = IDSet.parse("0-15")
 

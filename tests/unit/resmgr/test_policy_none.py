@@ -6,7 +6,7 @@ import pytest
 
 from nri_resmgr.model import ConfigError, ContainerID, CPUKind
 from nri_resmgr.policy.none import NonePolicy, NoneState
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
 
 
 def test_allocate_release_rebuild_change_nothing() -> None:

@@ -54,7 +54,10 @@ from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
-from tests.unit.resmgr.restart_rule import (
+from tests.support.builders import ctr, topo, with_current
+from tests.support.logs import QUIET
+from tests.support.pipeline import container, sandbox
+from tests.support.restart_rule import (
     RestartPolicy,
     applied,
     exclusive_cpus,
@@ -62,9 +65,7 @@ from tests.unit.resmgr.restart_rule import (
     render,
     restart_violations,
 )
-from tests.unit.resmgr.test_pipeline import QUIET, container, sandbox
 from tests.unit.resmgr.test_policy_static import check as check_static
-from tests.unit.resmgr.test_policy_support import ctr, topo, with_current
 
 SYNTHETIC: dict[str, Mapping[str, object]] = {
     "2s2n2c2t": {"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G"},

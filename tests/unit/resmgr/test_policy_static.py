@@ -22,8 +22,7 @@ from nri_resmgr.model import (
 from nri_resmgr.policy.static import StaticPolicy, StaticState
 from nri_resmgr.topology.cpuset import IDSet, union
 from nri_resmgr.topology.model import Topology
-from tests._support import require_topologies
-from tests.unit.resmgr.test_policy_support import (
+from tests.support.builders import (
     ctr,
     small,
     snapshot,
@@ -31,6 +30,7 @@ from tests.unit.resmgr.test_policy_support import (
     topo,
     with_current,
 )
+from tests.support.requirements import require_topologies
 
 BE = QoSClass.BEST_EFFORT
 BU = QoSClass.BURSTABLE

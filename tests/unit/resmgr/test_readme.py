@@ -8,7 +8,7 @@ import shlex
 import pytest
 
 from nri_resmgr.cli import main
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 README = REPO / "README.md"
 

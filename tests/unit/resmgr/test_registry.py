@@ -10,8 +10,8 @@ from nri_resmgr.model import ConfigError, CPUKind
 from nri_resmgr.policy.none import NonePolicy
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.policy_registry import available_policies, load_policy
-from tests._support import REPO
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
+from tests.support.requirements import REPO
 
 PLUGINS = REPO / "plugins.d"
 

@@ -30,7 +30,7 @@ from nri_resmgr.control.resctrl import (
 )
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.model import ConfigError, Pod, PodID, QoSClass
-from tests._support import require
+from tests.support.requirements import require
 
 UID_A = "aaaaaaaa-0000-0000-0000-000000000001"
 UID_B = "bbbbbbbb-0000-0000-0000-000000000002"

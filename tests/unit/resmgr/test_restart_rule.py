@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-import structlog
 
 from nri_resmgr.model import ContainerID, ContainerInfo, CPUKind, PolicyState, QoSClass
 from nri_resmgr.policy.balloons import BalloonsPolicy
@@ -22,7 +21,10 @@ from nri_resmgr.policy.topology_aware.preferences import MEMORY_TYPE
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
-from tests.unit.resmgr.restart_rule import (
+from tests.support.builders import ctr, small, topo, with_current
+from tests.support.logs import QUIET
+from tests.support.pipeline import container, sandbox
+from tests.support.restart_rule import (
     RestartPolicy,
     applied,
     final_cpusets,
@@ -30,12 +32,9 @@ from tests.unit.resmgr.restart_rule import (
     render,
     restart_violations,
 )
-from tests.unit.resmgr.test_pipeline import container, sandbox
-from tests.unit.resmgr.test_policy_support import ctr, small, topo, with_current
 
 BE = QoSClass.BEST_EFFORT
 BU = QoSClass.BURSTABLE
-QUIET = structlog.wrap_logger(structlog.ReturnLogger())
 
 #: 2 packages x 2 nodes x 8 cores x 2 threads: 64 CPUs
 BIG = {"packages": 2, "nodes": 2, "cores": 8, "threads": 2, "memory": "8G"}

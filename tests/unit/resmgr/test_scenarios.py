@@ -24,17 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import structlog
 
 from nri_resmgr.simulator.results import SimulationResult, StepResult
 from nri_resmgr.simulator.run import run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
 from nri_resmgr.topology.cpuset import IDSet
+from tests.support.logs import QUIET
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.yaml"))
 EXPECT = re.compile(r"^#\s*expect step (\d+):\s*(.*?)\s*$")
-QUIET = structlog.wrap_logger(structlog.ReturnLogger())
 
 
 @dataclass(frozen=True)

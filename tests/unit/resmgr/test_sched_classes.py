@@ -36,9 +36,9 @@ from nri_resmgr.policy.sched_classes import (
     build_scheduling_classes,
 )
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
-from nri_resmgr.runtime.adapter import adjustment_for
+from nri_resmgr.runtime.adjustments import adjustment_for
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
 
 GU, BU, BE = QoSClass.GUARANTEED, QoSClass.BURSTABLE, QoSClass.BEST_EFFORT
 KEY = SCHEDULING_CLASS_ANNOTATION

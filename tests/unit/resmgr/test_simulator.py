@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,8 +29,8 @@ from nri_resmgr.simulator.scenario import (
     parse_memory,
 )
 from nri_resmgr.topology.synthetic import build_topology
+from tests.support.logs import QUIET
 
-QUIET = structlog.wrap_logger(structlog.ReturnLogger())
 SMALL = {"packages": 1, "dies": 1, "nodes": 1, "cores": 4, "threads": 2, "memory": "4G"}
 
 

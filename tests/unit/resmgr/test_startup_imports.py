@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 #: the launcher's path up to connecting: cli.main(["run", ...]) with serve() probed
 _PROBE = """

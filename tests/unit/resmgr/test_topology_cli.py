@@ -11,7 +11,7 @@ import pytest
 from nri_resmgr.cli import main
 from nri_resmgr.topology.load import extract_archive
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests._support import require_topologies
+from tests.support.requirements import require_topologies
 
 
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:

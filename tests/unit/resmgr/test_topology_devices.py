@@ -22,7 +22,7 @@ from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.devices import device_hints, topology_hints
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.synthetic import SpecError, build_topology, write_sysfs
-from tests.unit.resmgr.test_policy_support import SPEC_2S2N
+from tests.support.builders import SPEC_2S2N
 
 DEVICES: list[dict[str, Any]] = [
     {"pci": "0000:3b:00.0", "name": "nvme0n1", "node": 2, "block": "259:0"},

@@ -21,7 +21,7 @@ from nri_resmgr.topology.discover import DiscoveryError, discover
 from nri_resmgr.topology.load import extract_archive, load_topology
 from nri_resmgr.topology.model import CoreType, Topology
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests._support import require_topologies
+from tests.support.requirements import require_topologies
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from nri_resmgr.policy.topology_aware.hints import (
     container_hints,
 )
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
 
 CONFIG = {"preferIsolatedCPUs": False}
 BE = QoSClass.BEST_EFFORT

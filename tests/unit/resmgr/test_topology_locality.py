@@ -12,7 +12,7 @@ from nri_resmgr.topology.locality import device_cpus
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.render import to_dict
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.unit.resmgr.test_policy_support import topo
+from tests.support.builders import topo
 
 SPEC = {"packages": 2, "nodes": 2, "cores": 4, "threads": 2, "memory": "2G"}
 NIC = "0000:3b:00.0"

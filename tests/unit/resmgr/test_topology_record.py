@@ -8,7 +8,7 @@ import pytest
 
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.record import RecordError, from_record, to_record
-from tests._support import require_topologies
+from tests.support.requirements import require_topologies
 
 
 @pytest.mark.parametrize(

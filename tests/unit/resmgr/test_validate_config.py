@@ -13,7 +13,7 @@ import pytest
 from nri_resmgr.cli import main
 from nri_resmgr.policy.topology_aware.config import TopologyAwareConfig
 from nri_resmgr.validation import model_keys
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 TOPO = "{packages: 2, nodes: 1, cores: 2, threads: 2, memory: 1G}"
 CONFIG_KEYS = "policy, policyConfig, policyDirs, control, log, instrumentation, limits"

@@ -8,8 +8,8 @@ import pytest
 
 from nri_resmgr.policy.balloons.allocation import CPUTree, Hint, TreeOptions, grow, shrink
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.balloons.support import bctr, machine, policy, run
-from tests.unit.resmgr.test_policy_support import topo
+from tests.support.balloons import bctr, machine, policy, run
+from tests.support.builders import topo
 
 # the support machine: node 0 is 0-3,16-19 (cores 0-3, threads n and n+16), node 1 4-7,20-23
 

@@ -19,9 +19,9 @@ from nri_resmgr.policy.balloons import BALLOON_ANNOTATION, BalloonsPolicy, Ballo
 from nri_resmgr.policy.balloons.invariants import violations
 from nri_resmgr.policy.balloons.state import Balloon
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.balloons.support import bctr, policy, run
+from tests.support.balloons import bctr, policy, run
+from tests.support.builders import topo
 from tests.unit.resmgr.balloons.test_props import CONFIGS as PROPS
-from tests.unit.resmgr.test_policy_support import topo
 
 MACHINE = {
     "packages": 1,

@@ -12,7 +12,7 @@ from nri_resmgr.policy.balloons.config import resolve_config, spec_of
 from nri_resmgr.policy_documents import kind_of_policy, policy_warnings
 from nri_resmgr.policy_registry import available_policies, load_policy
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.balloons.support import machine
+from tests.support.balloons import machine
 
 
 def test_builtin_reserved_first_and_default_last() -> None:

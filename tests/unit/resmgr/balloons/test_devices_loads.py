@@ -14,8 +14,8 @@ from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION
 from nri_resmgr.policy.balloons.config import NOT_IMPLEMENTED
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.balloons.support import bctr, machine, policy, run
-from tests.unit.resmgr.test_policy_support import topo
+from tests.support.balloons import bctr, machine, policy, run
+from tests.support.builders import topo
 
 NODE = "/sys/devices/system/node/node{}"
 ANN = BALLOON_ANNOTATION + "/pod"

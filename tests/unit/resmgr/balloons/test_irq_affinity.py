@@ -18,7 +18,7 @@ from nri_resmgr.policy.irq_affinity import (
     plan_affinities,
 )
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
-from tests.unit.resmgr.balloons.support import bctr, policy, run
+from tests.support.balloons import bctr, policy, run
 
 TTY = Interrupt(4, "IO-APIC 4-edge ttyS0")
 RTC = Interrupt(8, "IO-APIC 8-edge rtc0")

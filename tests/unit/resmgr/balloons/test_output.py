@@ -14,7 +14,7 @@ from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.simulator.results import render_json, render_table
 from nri_resmgr.simulator.run import run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
-from tests.unit.resmgr.balloons.support import bctr, machine, policy, run
+from tests.support.balloons import bctr, machine, policy, run
 
 SCENARIO = """
 topology: two-socket

@@ -19,7 +19,7 @@ from nri_resmgr.policy.balloons.config import Expression, Operator
 from nri_resmgr.policy.balloons.matching import evaluate, expand, key_value
 from nri_resmgr.policy.sched_classes import SCHEDULING_CLASS_ANNOTATION
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.balloons.support import bctr, policy, run
+from tests.support.balloons import bctr, policy, run
 
 FULL: dict[str, Any] = {
     "reservedResources": {"cpu": "1"},
@@ -418,7 +418,7 @@ HYBRID = {
     ids=["preferCoreType", "priority-low", "priority-high", "preferIsolCpus", "none"],
 )
 def test_cpu_preferences(balloon_type: dict[str, Any], expected: str) -> None:
-    from tests.unit.resmgr.test_policy_support import topo
+    from tests.support.builders import topo
 
     cfg = {
         "reservedResources": {"cpu": "cpuset:0"},

@@ -21,7 +21,7 @@ from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, Cont
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION, BalloonsState, balloon_type_of
 from nri_resmgr.policy.decide import diff_updates
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.balloons.support import bctr, policy
+from tests.support.balloons import bctr, policy
 
 CONFIGS: list[dict[str, Any]] = [
     {

@@ -13,7 +13,7 @@ from typing import Any
 from nri_resmgr.model import ContainerInfo, Decision
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION, BalloonsPolicy, BalloonsState
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.balloons.support import bctr, policy, run
+from tests.support.balloons import bctr, policy, run
 from tests.unit.resmgr.balloons.test_props import CONFIGS
 
 #: the reserved CPUs given as a cpuset; the default type shares every idle CPU

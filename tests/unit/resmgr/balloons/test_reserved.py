@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.balloons.support import bctr, policy, run
+from tests.support.balloons import bctr, policy, run
 
 AVAILABLE = {"availableResources": {"cpu": "cpuset:2-7,10-13"}}
 

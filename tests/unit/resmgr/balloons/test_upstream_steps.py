@@ -14,8 +14,8 @@ from typing import Any
 from nri_resmgr.model import ContainerID, QoSClass
 from nri_resmgr.policy.balloons.config import CPUPriority
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.balloons.support import bctr, policy, run
-from tests.unit.resmgr.test_policy_support import topo
+from tests.support.balloons import bctr, policy, run
+from tests.support.builders import topo
 
 
 def _hp(priority: CPUPriority) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from nri_resmgr.runtime.pipeline import Controller, Pipeline
 from nri_resmgr.simulator.run import run_scenario
 from nri_resmgr.simulator.scenario import Scenario
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.balloons.support import machine
-from tests.unit.resmgr.test_pipeline import QUIET, container, sandbox
+from tests.support.balloons import machine
+from tests.support.logs import QUIET
+from tests.support.pipeline import container, sandbox
 
 BALLOON = "balloon.balloons.resource-policy.nri.io"
 CONFIG: dict[str, Any] = {

@@ -12,7 +12,7 @@ import pytest
 from nri_resmgr.model import AnnotationError, ConfigError, ContainerID, QoSClass
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.test_policy_support import ctr, topo
+from tests.support.builders import ctr, topo
 
 CLASS = "cpu-class.resource-policy.nri.io"
 MACHINE = topo(packages=2, nodes=2, cores=4, threads=2, memory="2G")  # 32 CPUs

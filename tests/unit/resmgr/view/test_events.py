@@ -31,7 +31,7 @@ from nri_resmgr.view.events import (
     placement_note,
     refusal_note,
 )
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
 
 POD = PodRef("default", "web", "uid-web")
 

@@ -11,7 +11,7 @@ from nri_resmgr.simulator.explain import explain_in_scenario
 from nri_resmgr.simulator.run import quiet_log, run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
 from nri_resmgr.view.explain import Explanation
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 SCENARIOS = REPO / "examples" / "scenarios"
 TOPOLOGY_AWARE = sorted(

@@ -9,7 +9,7 @@ import pytest
 
 from nri_resmgr.cli import main
 from nri_resmgr.view.model import Holder, view_from_dict
-from tests._support import REPO
+from tests.support.requirements import REPO
 
 BASIC = str(REPO / "examples" / "scenarios" / "basic-qos.yaml")
 

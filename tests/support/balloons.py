@@ -1,4 +1,5 @@
-"""Helpers of the balloons tests: machines, containers with labels, a checked policy."""
+"""The balloons policy under test: its machine, containers with pod labels, a policy whose
+invariants are checked after every step."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from nri_resmgr.model import ContainerInfo, QoSClass
 from nri_resmgr.policy.balloons import BalloonsPolicy, BalloonsState
 from nri_resmgr.topology.model import Topology
-from tests.unit.resmgr.test_policy_support import ctr, topo
+from tests.support.builders import ctr, topo
 
 __all__ = ["bctr", "machine", "policy", "run"]
 

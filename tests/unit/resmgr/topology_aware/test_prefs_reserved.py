@@ -1,6 +1,6 @@
 """Reserved-CPU annotations and the global shared preference, as nri-plugins tests them.
 
-The machine is nri-plugins' n4c16 in our numbering (see `test_ta_prefs_priority`); their
+The machine is nri-plugins' n4c16 in our numbering (see `test_prefs_priority`); their
 node2 cpu08-cpu11 (cores 8,9 and 10,11) is our node2 4-5,12-13 (cores 4,12 and 5,13).
 """
 
@@ -17,7 +17,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
     PREFER_SHARED,
 )
 from nri_resmgr.topology.cpuset import IDSet
-from tests.unit.resmgr.test_policy_support import ctr, small
+from tests.support.builders import ctr, small
 
 #: their AVAILABLE_CPU="cpuset:8-11", RESERVED_CPU="cpuset:10-11"
 TEST11 = {

@@ -1,15 +1,16 @@
-"""A runtime-side NRI peer in Python, for testing plugins without a container runtime.
+"""The runtime's side of a plugin connection, up to the events: accept, register,
+configure, synchronize, call.
 
 Theory of operation
 -------------------
-`FakeRuntime` plays the part of containerd or CRI-O: it serves the Runtime service
-(RegisterPlugin, UpdateContainers) on mux conn 2 and calls the Plugin service on conn 1,
-using the same `Trunk` as the plugin side with the roles swapped. Plugins reach it over
-a real Unix socket, either by path (`await rt.listen(path)`, external mode) or through a
-socket pair (`await rt.socketpair()` returns the plugin's end, as a runtime hands fd 3 to
-a pre-registered plugin).
+`RuntimeEndpoint` serves the Runtime service (RegisterPlugin, UpdateContainers) on mux
+conn 2 and calls the Plugin service on conn 1, using the same `Trunk` as the plugin side
+with the roles swapped. Plugins reach it over a real Unix socket, either by path
+(`await rt.listen(path)`, external mode) or through a socket pair (`await
+rt.socketpair()` returns the plugin's end, as a runtime hands fd 3 to a pre-registered
+plugin).
 
-When a plugin registers, the fake runtime behaves like the real one: it checks name and
+When a plugin registers, the endpoint behaves like a real runtime: it checks name and
 index, replies, then (concurrently, so Configure may overtake the reply) sends Configure
 with `config` and its timeouts, checks the returned mask against what its NRI version
 accepts, and sends Synchronize with `pods` and `containers`, split into chunks of
@@ -18,24 +19,15 @@ is done. `configure_before_reply=True` holds the RegisterPlugin reply until Conf
 been answered, the ordering a plugin must survive. With `auto_start=False` the test drives
 these steps itself (`wait_registered`, `configure`, `synchronize`).
 
-Events go to the plugin only if it subscribed, as with a real runtime. The emulated NRI
-version decides how simple events travel: from v0.12.0 the dedicated RPC, falling back
-to StateChange on UNIMPLEMENTED; before that StateChange only. Up to v0.12.1 a real
-runtime handles UpdateContainers under the lock it holds while calling a plugin; the fake
-does the same, so a plugin that waits for UpdateContainers inside a hook deadlocks here
-as it would there, until the request timeout, after which the runtime drops it.
+Up to v0.12.1 a real runtime handles UpdateContainers under the lock it holds while
+calling a plugin; the endpoint does the same, so a plugin that waits for
+UpdateContainers inside a hook deadlocks here as it would there, until the request
+timeout, after which the runtime drops it.  UpdateContainers requests are recorded
+(`update_requests`, `await rt.next_update()`); `update_result` decides which updates
+"failed"; the next `unanswered_updates` requests get no answer at all (the plugin's call
+times out).
 
-UpdateContainers requests are recorded (`update_requests`, `await rt.next_update()`);
-`update_result` decides which updates "failed"; the next `unanswered_updates` requests get
-no answer at all (the plugin's call times out).
-
-Usage::
-
-    async with FakeRuntime(nri_version="v0.12.2") as rt:
-        await rt.listen(path)
-        task = asyncio.create_task(MyPlugin(name="test", idx="10", socket_path=path).serve())
-        await rt.wait_ready()
-        reply = await rt.create_container(pod, ctr)
+The events themselves (pods and containers) are `nri_api.testing.runtime.FakeRuntime`'s.
 """
 
 from __future__ import annotations
@@ -47,25 +39,22 @@ import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Final, TypeVar
+from typing import Final, Self, TypeVar
 
 from google.protobuf.message import Message
 
 from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError, StatusCode
 from nri_api.events import (
-    V0_10_0,
     V0_12_0,
     Event,
     NRIVersion,
-    has_dedicated_event_rpcs,
     valid_events_mask,
 )
 from nri_api.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN
-from nri_api.rpc import EVENT_RPCS, POD_EVENTS, SIMPLE_EVENTS
 from nri_api.transport import Trunk
 
-__all__ = ["FakeRuntime", "Handshake", "PluginRejected", "make_container", "make_pod"]
+__all__ = ["Handshake", "PluginRejected", "RuntimeEndpoint"]
 
 _M = TypeVar("_M", bound=Message)
 
@@ -118,48 +107,8 @@ class _Peer:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
-def make_pod(
-    id: str = "pod0",
-    *,
-    name: str = "pod0",
-    namespace: str = "default",
-    uid: str = "uid-pod0",
-    annotations: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
-) -> api.PodSandbox:
-    """A PodSandbox with the fields plugins usually look at."""
-    return api.PodSandbox(
-        id=id,
-        name=name,
-        namespace=namespace,
-        uid=uid,
-        annotations=annotations or {},
-        labels=labels or {},
-    )
-
-
-def make_container(
-    id: str = "ctr0",
-    *,
-    pod: api.PodSandbox | None = None,
-    name: str = "ctr0",
-    annotations: dict[str, str] | None = None,
-    env: Iterable[str] = (),
-    state: int = api.ContainerState.CONTAINER_RUNNING,
-) -> api.Container:
-    """A Container of `pod` with the fields plugins usually look at."""
-    return api.Container(
-        id=id,
-        pod_sandbox_id=pod.id if pod is not None else "pod0",
-        name=name,
-        annotations=annotations or {},
-        env=list(env),
-        state=state,  # type: ignore[arg-type]
-    )
-
-
-class FakeRuntime:
-    """An in-process runtime-side NRI peer; see the module docstring."""
+class RuntimeEndpoint:
+    """The runtime's side of plugin connections, up to the events (module docstring)."""
 
     def __init__(
         self,
@@ -219,7 +168,7 @@ class FakeRuntime:
 
     # -- connection ------------------------------------------------------------------------
 
-    async def __aenter__(self) -> FakeRuntime:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -525,143 +474,3 @@ class FakeRuntime:
                 await peer.trunk.close()
                 raise PluginRejected(text)
         return list(reply.update)
-
-    async def event(
-        self, event: Event, pod: api.PodSandbox, container: api.Container | None = None
-    ) -> bool:
-        """Deliver a simple event (RunPodSandbox, StartContainer, ...) if subscribed.
-
-        From v0.12.0 the dedicated RPC is tried first and StateChange used on
-        UNIMPLEMENTED; before, StateChange only. Returns whether the plugin was called.
-        """
-        if event not in SIMPLE_EVENTS:
-            raise ValueError(f"event {event.name}: expected a simple (no-reply) event")
-        if event is Event.POST_UPDATE_POD_SANDBOX and (
-            self.nri_version is None or self.nri_version < V0_10_0
-        ):
-            raise ValueError(f"event {event.name}: NRI {self.nri_version} does not have it")
-        peer = self._peer()
-        if not peer.events & event.bit:
-            return False
-        ctr = container if container is not None else api.Container()
-        if has_dedicated_event_rpcs(self.nri_version):
-            rpc = EVENT_RPCS[event]
-            request: Message = (
-                rpc.request(pod=pod) if event in POD_EVENTS else rpc.request(pod=pod, container=ctr)
-            )
-            try:
-                await self._call(peer, rpc.method, request, api.Empty)
-                return True
-            except RPCError as exc:
-                if exc.code is not StatusCode.UNIMPLEMENTED:
-                    raise
-        await self.state_change(event, pod, None if event in POD_EVENTS else ctr)
-        return True
-
-    async def state_change(
-        self, event: Event, pod: api.PodSandbox, container: api.Container | None = None
-    ) -> None:
-        """Send a raw StateChange, whatever the subscription."""
-        request = api.StateChangeEvent(event=int(event), pod=pod)  # type: ignore[arg-type]
-        if container is not None:
-            request.container.CopyFrom(container)
-        await self._call(self._peer(), "StateChange", request, api.Empty)
-
-    async def run_pod_sandbox(self, pod: api.PodSandbox) -> bool:
-        return await self.event(Event.RUN_POD_SANDBOX, pod)
-
-    async def stop_pod_sandbox(self, pod: api.PodSandbox) -> bool:
-        return await self.event(Event.STOP_POD_SANDBOX, pod)
-
-    async def remove_pod_sandbox(self, pod: api.PodSandbox) -> bool:
-        return await self.event(Event.REMOVE_POD_SANDBOX, pod)
-
-    async def post_update_pod_sandbox(self, pod: api.PodSandbox) -> bool:
-        return await self.event(Event.POST_UPDATE_POD_SANDBOX, pod)
-
-    async def post_create_container(self, pod: api.PodSandbox, ctr: api.Container) -> bool:
-        return await self.event(Event.POST_CREATE_CONTAINER, pod, ctr)
-
-    async def start_container(self, pod: api.PodSandbox, ctr: api.Container) -> bool:
-        return await self.event(Event.START_CONTAINER, pod, ctr)
-
-    async def post_start_container(self, pod: api.PodSandbox, ctr: api.Container) -> bool:
-        return await self.event(Event.POST_START_CONTAINER, pod, ctr)
-
-    async def post_update_container(self, pod: api.PodSandbox, ctr: api.Container) -> bool:
-        return await self.event(Event.POST_UPDATE_CONTAINER, pod, ctr)
-
-    async def remove_container(self, pod: api.PodSandbox, ctr: api.Container) -> bool:
-        return await self.event(Event.REMOVE_CONTAINER, pod, ctr)
-
-    async def create_container(
-        self, pod: api.PodSandbox, ctr: api.Container
-    ) -> api.CreateContainerResponse:
-        """CreateContainer (an empty reply without calling if not subscribed)."""
-        if not self.subscribed(Event.CREATE_CONTAINER):
-            return api.CreateContainerResponse()
-        return await self.call(
-            "CreateContainer",
-            api.CreateContainerRequest(pod=pod, container=ctr),
-            api.CreateContainerResponse,
-        )
-
-    async def update_container(
-        self, pod: api.PodSandbox, ctr: api.Container, resources: api.LinuxResources
-    ) -> api.UpdateContainerResponse:
-        """UpdateContainer (an empty reply without calling if not subscribed)."""
-        if not self.subscribed(Event.UPDATE_CONTAINER):
-            return api.UpdateContainerResponse()
-        return await self.call(
-            "UpdateContainer",
-            api.UpdateContainerRequest(pod=pod, container=ctr, linux_resources=resources),
-            api.UpdateContainerResponse,
-        )
-
-    async def stop_container(
-        self, pod: api.PodSandbox, ctr: api.Container
-    ) -> api.StopContainerResponse:
-        """StopContainer (an empty reply without calling if not subscribed)."""
-        if not self.subscribed(Event.STOP_CONTAINER):
-            return api.StopContainerResponse()
-        return await self.call(
-            "StopContainer",
-            api.StopContainerRequest(pod=pod, container=ctr),
-            api.StopContainerResponse,
-        )
-
-    async def update_pod_sandbox(
-        self,
-        pod: api.PodSandbox,
-        overhead: api.LinuxResources | None = None,
-        resources: api.LinuxResources | None = None,
-    ) -> api.UpdatePodSandboxResponse:
-        """UpdatePodSandbox (v0.10+; an empty reply without calling if not subscribed)."""
-        if not self.subscribed(Event.UPDATE_POD_SANDBOX):
-            return api.UpdatePodSandboxResponse()
-        return await self.call(
-            "UpdatePodSandbox",
-            api.UpdatePodSandboxRequest(
-                pod=pod, overhead_linux_resources=overhead, linux_resources=resources
-            ),
-            api.UpdatePodSandboxResponse,
-        )
-
-    async def validate_container_adjustment(
-        self, request: api.ValidateContainerAdjustmentRequest
-    ) -> api.ValidateContainerAdjustmentResponse:
-        """ValidateContainerAdjustment (v0.10+; accept without calling if not subscribed)."""
-        if not self.subscribed(Event.VALIDATE_CONTAINER_ADJUSTMENT):
-            return api.ValidateContainerAdjustmentResponse()
-        return await self.call(
-            "ValidateContainerAdjustment", request, api.ValidateContainerAdjustmentResponse
-        )
-
-    async def call_raw(
-        self, service: str, method: str, payload: bytes = b"", *, timeout: float | None = None
-    ) -> bytes:
-        """Send any request to the plugin, e.g. an unknown service or method."""
-        peer = self._peer()
-        return await peer.trunk.call(
-            service, method, payload, timeout=self.request_timeout if timeout is None else timeout
-        )

@@ -47,7 +47,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import build_topology
-from tests.unit.resmgr.test_policy_support import ctr, small, with_current
+from tests.support.builders import ctr, small, with_current
 
 BE = QoSClass.BEST_EFFORT
 BU = QoSClass.BURSTABLE

@@ -1,6 +1,6 @@
 """Property tests: the allocator's invariants hold with the ta-prefs annotations.
 
-Random create/delete sequences as in `test_policy_topology_aware_props` (invariants after
+Random create/delete sequences as in `test_props` (invariants after
 every step, updates = the containers whose rendering changed, a rebuild from our own
 rendering moves nobody, releasing everything gives the initial state), on machines with
 E-cores and isolated CPUs, with ``prefer-cpu-priority``, ``require-isolated-cpus`` and
@@ -25,8 +25,8 @@ from nri_resmgr.policy.topology_aware.preferences import (
 from nri_resmgr.policy.topology_aware.priority import PREFER_CPU_PRIORITY
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.synthetic import build_topology
-from tests.unit.resmgr.test_policy_support import with_current
-from tests.unit.resmgr.test_policy_topology_aware_props import Op, exercise, make
+from tests.support.builders import with_current
+from tests.support.topology_aware import Op, exercise, make
 
 GU = QoSClass.GUARANTEED
 MACHINES = {

@@ -1,6 +1,6 @@
 """Affinity and anti-affinity annotations in topology-aware (nri-plugins' semantics).
 
-The machine is nri-plugins' n4c16 in our numbering (see `test_ta_prefs_priority`):
+The machine is nri-plugins' n4c16 in our numbering (see `test_prefs_priority`):
 node0 = 0-1,8-9 (CPU 0 reserved), node1 = 2-3,10-11, node2 = 4-5,12-13,
 node3 = 6-7,14-15.
 """
@@ -24,7 +24,7 @@ from nri_resmgr.policy.topology_aware.affinity import (
 from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
 from nri_resmgr.policy.topology_aware.preferences import container_request
 from nri_resmgr.topology.synthetic import build_topology
-from tests.unit.resmgr.test_policy_support import ctr, small, with_current
+from tests.support.builders import ctr, small, with_current
 
 
 def node_of(p: TopologyAwarePolicy, s: TopologyAwareState, name: str, pod: str) -> str:

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from nri_resmgr.model import ContainerInfo
+from nri_resmgr.model import ContainerInfo, QoSClass
 from nri_resmgr.policy.cpu_allocator import CPUAllocator
 from nri_resmgr.policy.topology_aware.preferences import PREFER_SHARED
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.synthetic import build_topology
 from tests.parity.machines import N4C16, helm_config
-from tests.unit.resmgr.test_policy_support import ctr
-from tests.unit.resmgr.test_ta_rules import BU, Node, besteffort, guaranteed
+from tests.support.builders import ctr
+from tests.support.topology_aware import Node, besteffort, guaranteed
 
 
 def n4c16() -> Node:
@@ -85,7 +85,7 @@ def test_besteffort_avoids_a_fully_requested_pool() -> None:
 def burstable_memory(
     name: str, milli: int, *, limit: int, memory_limit: int | None
 ) -> ContainerInfo:
-    c = ctr(name, pod=name, qos=BU, milli=milli, limit=limit, cid=name)
+    c = ctr(name, pod=name, qos=QoSClass.BURSTABLE, milli=milli, limit=limit, cid=name)
     request = dataclasses.replace(c.request, memory_request=None, memory_limit=memory_limit)
     return dataclasses.replace(c, request=request)
 

@@ -21,8 +21,8 @@ from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.offers import allocatable_shared
 from nri_resmgr.policy.topology_aware.preferences import UNLIMITED_BURSTABLE
 from nri_resmgr.topology.synthetic import build_topology
-from tests.unit.resmgr.test_policy_support import ctr, small, with_current
-from tests.unit.resmgr.test_ta_rules import Node
+from tests.support.builders import ctr, small, with_current
+from tests.support.topology_aware import Node
 
 BU = QoSClass.BURSTABLE
 
@@ -37,7 +37,7 @@ def burstable(
     """A Burstable container; `level` maps ``pod`` / ``container.NAME`` to an
     ``unlimited-burstable`` annotation value.  Its memory is their e2e framework's
     default (request 100M, limit 200M), which every pool holds: without a memory limit
-    the pool with the most memory would win first (`test_ta_parity_rules.py`)."""
+    the pool with the most memory would win first (`test_parity_rules.py`)."""
     annotations = {f"{UNLIMITED_BURSTABLE}/{k}": v for k, v in (level or {}).items()}
     c = ctr(name, pod=pod or name, qos=BU, milli=milli, limit=limit, ann=annotations, cid=name)
     memory = dataclasses.replace(c.request, memory_request=100 << 20, memory_limit=200 << 20)

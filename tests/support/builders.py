@@ -1,4 +1,4 @@
-"""Builders the policy tests share (no tests here).
+"""Domain values as a policy sees them: containers and machines, synthetic and real.
 
 `ctr(...)` makes a `ContainerInfo` from the few facts a policy test cares about;
 `topo(spec)` builds a synthetic machine; `snapshots()` lists the real machines in
@@ -13,6 +13,7 @@ import lzma
 import tarfile
 import tempfile
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from nri_resmgr.model import (
@@ -28,7 +29,7 @@ from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import build_topology
-from tests._support import TOPOLOGIES
+from tests.support.requirements import TOPOLOGIES
 
 #: 2 packages x 2 nodes x 2 cores x 2 threads: CPU n and n+8 are siblings,
 #: node0 = 0-1,8-9  node1 = 2-3,10-11  node2 = 4-5,12-13  node3 = 6-7,14-15
@@ -92,8 +93,6 @@ def ctr(
 
 def with_current(c: ContainerInfo, cpus: CPUSet | None, mems: NodeSet | None) -> ContainerInfo:
     """`c` as the runtime would report it after applying cpus/mems."""
-    from dataclasses import replace
-
     return replace(c, current_cpus=cpus, current_mems=mems)
 
 

@@ -19,7 +19,7 @@ from nri_resmgr.model import AnnotationError, ContainerInfo, QoSClass
 from nri_resmgr.policy.common import parse_memory_quantity
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.runtime import adapter
-from tests.unit.resmgr.test_policy_support import small
+from tests.support.builders import small
 
 UID = "0d1f4d5e-5b1a-4c5e-9a0f-6d1b7c2e3f40"
 ANNOTATION = adapter.RESOURCE_ANNOTATOR_ANNOTATION

@@ -1,8 +1,13 @@
-"""Shared helpers for the test suite.
+"""What a test needs of the machine, and where the project and ../shared/ are.
 
 `require(condition, reason)` skips a test whose prerequisite (Go, ../shared/, root, runc,
 ...) is missing. When NRI_RESMGR_STRICT=1 (set by .ci/run) the same call fails the test
-instead, because CI is expected to have every prerequisite.
+instead, because CI is expected to have every prerequisite.  `require_go` and
+`require_topologies` are the prerequisites several files share.
+
+`require_two_cpus` is different: the end-to-end scenarios are sized for a machine whose
+online CPUs are exactly 0-1, and on another machine they would be different tests, not
+ones missing a prerequisite; so it skips, in strict mode too.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from nri_resmgr.topology.cpuset import IDSet
+
+REPO = Path(__file__).resolve().parent.parent.parent
 SHARED = Path(os.environ.get("NRI_RESMGR_SHARED", REPO.parent / "shared"))
 TOPOLOGIES = SHARED / "topologies"
 STRICT = os.environ.get("NRI_RESMGR_STRICT", "") not in ("", "0", "false", "no")
@@ -50,3 +57,15 @@ def require_topologies() -> Path:
         f"{TOPOLOGIES} is absent (the real machine snapshots live in ../shared)",
     )
     return TOPOLOGIES
+
+
+def online_cpus() -> frozenset[int]:
+    """The CPUs this machine has online (the kernel's list)."""
+    return frozenset(IDSet.parse(Path("/sys/devices/system/cpu/online").read_text()))
+
+
+def require_two_cpus() -> None:
+    """Skip (strict mode too: module docstring) unless the online CPUs are exactly 0-1."""
+    online = online_cpus()
+    if online != {0, 1}:
+        pytest.skip(f"the scenarios are sized for CPUs 0-1; this machine has {IDSet(online)}")

@@ -1,4 +1,4 @@
-"""The restart rule as a checker the restart tests share (no tests here).
+"""The restart rule as a checker the restart tests share.
 
 The rule (docs/architecture.md, "State and restarts"): after any Synchronize, whatever
 the runtime reports, no CPU is exclusive to one container and in the cpuset of another;

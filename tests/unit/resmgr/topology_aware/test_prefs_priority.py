@@ -42,7 +42,7 @@ from nri_resmgr.policy.topology_aware.reports import claim_of
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import build_topology
-from tests.unit.resmgr.test_policy_support import ctr, small, with_current
+from tests.support.builders import ctr, small, with_current
 
 N4C16 = {"packages": 2, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G"}
 

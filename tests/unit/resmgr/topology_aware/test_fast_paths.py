@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,10 +45,11 @@ from nri_resmgr.policy.topology_aware.state import (
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
-from tests.unit.resmgr.test_policy_support import topo, with_current
-from tests.unit.resmgr.test_policy_topology_aware_props import OPS, SYNTHETIC, Op, make
+from tests.support.builders import topo, with_current
+from tests.support.requirements import REPO
+from tests.support.topology_aware import OPS, SYNTHETIC, Op, make
 
-SERVER = Path(__file__).resolve().parents[3] / "examples" / "topologies" / "server-2s-224t.yaml"
+SERVER = REPO / "examples" / "topologies" / "server-2s-224t.yaml"
 
 
 def render_all_plain(

@@ -16,7 +16,7 @@ the assertions are theirs in shape: counts, NUMA nodes, disjointness.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -25,10 +25,8 @@ from hypothesis import strategies as st
 
 from nri_resmgr.model import (
     AllocationError,
-    Assignment,
     ContainerInfo,
     CPUKind,
-    Decision,
     QoSClass,
 )
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
@@ -39,68 +37,13 @@ from nri_resmgr.policy.topology_aware.preferences import (
     PREFER_SHARED,
 )
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
-from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import build_topology
-from tests.unit.resmgr.test_policy_support import ctr, small, with_current
+from tests.support.builders import ctr, small, with_current
+from tests.support.topology_aware import Node, besteffort, guaranteed
 
 BE = QoSClass.BEST_EFFORT
 BU = QoSClass.BURSTABLE
 GU = QoSClass.GUARANTEED
-
-
-class Node:
-    """A policy and its state, stepped like a node: create, delete, look."""
-
-    def __init__(
-        self, config: Mapping[str, object] | None = None, topology: Topology | None = None
-    ) -> None:
-        self.topology = topology or small()
-        self.policy = TopologyAwarePolicy(topology=self.topology, config=config or {})
-        self.state: TopologyAwareState = self.policy.initial_state()
-        self.live: dict[str, ContainerInfo] = {}
-        self.last: Decision[TopologyAwareState] | None = None
-
-    def create(self, *containers: ContainerInfo) -> None:
-        for c in containers:
-            self.last = self.policy.allocate(self.state, c)
-            self.state = self.last.state
-            self.policy.check(self.state)
-            self.live[c.name] = c
-
-    def delete(self, *names: str) -> None:
-        for name in names:
-            c = self.live.pop(name)
-            self.state = self.policy.release(self.state, c.id).state
-            self.policy.check(self.state)
-
-    def a(self, name: str) -> Assignment:
-        return self.policy.render(self.state)[self.live[name].id]
-
-    def cpus(self, name: str) -> CPUSet:
-        return self.a(name).cpus
-
-    def nodes(self, name: str) -> set[int]:
-        return {self.topology.cpu(c).node_id for c in self.cpus(name)}
-
-    def cores(self, name: str) -> int:
-        return len(self.topology.cores_of(self.cpus(name)))
-
-    def rebuilt_moves_nobody(self) -> None:
-        rendered = self.policy.render(self.state)
-        reports = [
-            with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in self.live.values()
-        ]
-        again = self.policy.rebuild(reports)
-        assert again.updates == (), again.reason
-        assert again.state == self.state
-
-
-def guaranteed(name: str, milli: int, pod: str | None = None) -> ContainerInfo:
-    return ctr(name, pod=pod or name, milli=milli, cid=name)
-
-
-def besteffort(name: str, pod: str | None = None, ns: str = "default") -> ContainerInfo:
-    return ctr(name, pod=pod or name, qos=BE, ns=ns, cid=name)
 
 
 def burstable(name: str, milli: int, limit: int | None = None) -> ContainerInfo:

@@ -1,0 +1,163 @@
+"""The wire edge outbound: an `Assignment` rendered as the NRI messages the runtime applies.
+
+Theory of operation
+-------------------
+`adjustment_for` renders a new container's `Assignment` as its `ContainerAdjustment`
+(cpuset, memory nodes, RDT and block I/O classes, and the scheduling class's
+``linux.scheduler`` / ``linux.io_priority``); `update_for` renders an existing
+container's as a `ContainerUpdate`, or None when there is nothing to set;
+`cpuset_updates_for` renders the updates the pipeline sends other containers, which
+carry the cpuset and memory nodes only (a running container's classes cannot change).
+A `CPUKind.NONE` assignment sets no CPUs, only its memory nodes when it has some.
+Every function here is pure.
+
+Speed: only the container id differs between the updates of one placement (an
+exclusive grant sends the same shared set to every container of its pool), so an
+update is rendered once per placement and copied.  The inbound side (messages to
+domain values) is `nri_resmgr.runtime.adapter`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterable
+from typing import TypeVar
+
+from nri_api import api
+from nri_api.builders import Adjustment, Update
+from nri_resmgr.model import Assignment, ContainerID, CPUKind, SchedulingClass
+from nri_resmgr.topology.cpuset import CPUSet
+
+__all__ = [
+    "adjustment_for",
+    "cpuset_updates_for",
+    "io_priority_for",
+    "scheduler_for",
+    "update_for",
+]
+
+_B = TypeVar("_B", Adjustment, Update)
+
+
+def _render(builder: _B, assignment: Assignment) -> tuple[_B, bool]:
+    """Set the assignment's fields on an NRI builder; whether anything was set."""
+    touched = False
+    if assignment.kind is not CPUKind.NONE and assignment.cpus:
+        builder.set_cpuset(assignment.cpus)
+        touched = True
+    # an unpinned container (CPUKind.NONE: cpu.preserve) still gets the memory nodes its
+    # policy renders, as nri-plugins pins it (topology-aware: every node of its kinds)
+    if assignment.mems:
+        builder.set_cpuset_mems(assignment.mems)
+        touched = True
+    if assignment.rdt_class is not None:
+        builder.set_rdt_class(assignment.rdt_class)
+        touched = True
+    if assignment.blockio_class is not None:
+        builder.set_blockio_class(assignment.blockio_class)
+        touched = True
+    return builder, touched
+
+
+def scheduler_for(sc: SchedulingClass) -> api.LinuxScheduler:
+    """NRI's `LinuxScheduler` (v0.11.0+) of a scheduling class; unset attributes stay 0.
+
+    Names map by spelling: policy ``fifo`` is ``SCHED_FIFO``, flag ``reset-on-fork`` is
+    ``SCHED_FLAG_RESET_ON_FORK``; an unset policy is ``SCHED_NONE``.
+    """
+    return api.LinuxScheduler(
+        policy=f"SCHED_{(sc.policy or 'none').upper()}",
+        nice=sc.nice or 0,
+        priority=sc.priority or 0,
+        flags=["SCHED_FLAG_" + f.upper().replace("-", "_") for f in sc.flags],
+        runtime=sc.runtime or 0,
+        deadline=sc.deadline or 0,
+        period=sc.period or 0,
+    )
+
+
+def io_priority_for(sc: SchedulingClass) -> api.LinuxIOPriority:
+    """NRI's `LinuxIOPriority` (v0.10.0+) of a scheduling class (class ``be`` is
+    ``IOPRIO_CLASS_BE``; unset: ``IOPRIO_CLASS_NONE``, priority 0)."""
+    return api.LinuxIOPriority(
+        **{"class": f"IOPRIO_CLASS_{(sc.io_class or 'none').upper()}"},
+        priority=sc.io_priority or 0,
+    )
+
+
+def adjustment_for(assignment: Assignment) -> api.ContainerAdjustment:
+    """The `ContainerAdjustment` for a new container (CPUKind.NONE: no CPUs, only the
+    memory nodes when it has some).
+
+    A scheduling class sets ``linux.scheduler`` and/or ``linux.io_priority``, only the
+    parts the class sets (`SchedulingClass.sets_scheduler` / ``sets_io_priority``).
+    """
+    builder, _ = _render(Adjustment(), assignment)
+    adjust = builder.build()
+    sc = assignment.scheduling
+    if sc is not None:
+        if sc.sets_scheduler:
+            adjust.linux.scheduler.CopyFrom(scheduler_for(sc))
+        if sc.sets_io_priority:
+            adjust.linux.io_priority.CopyFrom(io_priority_for(sc))
+    return adjust
+
+
+def update_for(assignment: Assignment) -> api.ContainerUpdate | None:
+    """The `ContainerUpdate` for an existing container, or None if there is nothing to set.
+
+    Only the container id differs between the updates of one placement (an exclusive
+    grant sends the same shared set to every container of its pool), so the rest is
+    rendered once per placement and copied (0.5 us instead of 7 us per update).
+    """
+    if not assignment.container_id:
+        raise ValueError("container id: expected a non-empty string, found ''")
+    template = _update_template(
+        assignment.kind is CPUKind.NONE,
+        assignment.cpus,
+        assignment.mems,
+        assignment.rdt_class,
+        assignment.blockio_class,
+    )
+    if template is None:
+        return None
+    out = api.ContainerUpdate()
+    out.CopyFrom(template)
+    out.container_id = assignment.container_id
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _update_template(
+    no_cpuset: bool,
+    cpus: CPUSet,
+    mems: CPUSet,
+    rdt_class: str | None,
+    blockio_class: str | None,
+) -> api.ContainerUpdate | None:
+    """The update of one placement, for any container (its id is overwritten); never
+    handed out itself, only copied."""
+    placement = Assignment(
+        container_id=ContainerID("template"),
+        cpus=cpus,
+        mems=mems,
+        kind=CPUKind.NONE if no_cpuset else CPUKind.SHARED,
+        rdt_class=rdt_class,
+        blockio_class=blockio_class,
+    )
+    builder, touched = _render(Update(placement.container_id), placement)
+    return builder.build() if touched else None
+
+
+def cpuset_updates_for(assignments: Iterable[Assignment]) -> list[api.ContainerUpdate]:
+    """The updates of `assignments` without their classes (cpuset and memory nodes only:
+    a running container's classes cannot change); those with nothing to set are left out."""
+    out = []
+    for a in assignments:
+        if a.rdt_class is not None or a.blockio_class is not None:
+            a = dataclasses.replace(a, rdt_class=None, blockio_class=None)
+        u = update_for(a)
+        if u is not None:
+            out.append(u)
+    return out

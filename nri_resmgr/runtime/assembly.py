@@ -1,0 +1,109 @@
+"""Assembling a pipeline from a configuration: the policy, the controllers, the hints.
+
+Theory of operation
+-------------------
+`build_pipeline` is the one place a `Config` becomes a running `Pipeline`: the policy
+named by the configuration (or the ``--policy`` override) is loaded through the policy
+registry, the controllers and the class selector are built from its ``control``
+section (`nri_resmgr.control.wiring`), an interrupt controller is added for a policy
+that wishes interrupt affinities, and a new container's devices and mounts are resolved
+to topology hints from the sysfs under `sysfs_root`.  The daemon builds its pipeline
+here at start, at Configure and at every live reconfiguration; the benchmarks and the
+annotation fuzzer build theirs the same way, so they measure and test what runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from nri_resmgr.config import Config
+from nri_resmgr.control.cpuclass.files import CPUClassFiles
+from nri_resmgr.control.irq import IrqFiles
+from nri_resmgr.control.wiring import class_control_from_config, irq_control
+from nri_resmgr.model import ContainerInfo, TopologyHint
+from nri_resmgr.ops.logs import get_logger
+from nri_resmgr.policy_registry import load_policy
+from nri_resmgr.runtime.pipeline import DecisionHook, HintResolver, Pipeline
+from nri_resmgr.topology.devices import topology_hints
+from nri_resmgr.topology.model import Topology
+
+__all__ = [
+    "DEFAULT_CGROUP_ROOT",
+    "DEFAULT_RESCTRL_ROOT",
+    "DEFAULT_STATE_DIR",
+    "build_pipeline",
+]
+
+DEFAULT_RESCTRL_ROOT = "/sys/fs/resctrl"
+DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
+DEFAULT_STATE_DIR = "/var/lib/nri-resmgr"
+
+
+def build_pipeline(
+    config: Config,
+    *,
+    topology: Topology,
+    policy: str | None = None,
+    resctrl_root: str | None = None,
+    cgroup_root: str | None = None,
+    state_dir: str | None = None,
+    runtime_rdt: Callable[[], bool] | None = None,
+    sysfs_root: str | None = None,
+    irq_files: IrqFiles | None = None,
+    cpu_class_files: CPUClassFiles | None = None,
+    on_decision: DecisionHook | None = None,
+) -> Pipeline:
+    """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
+
+    With `sysfs_root`, a new container's devices and mounts are resolved to topology
+    hints from the sysfs under it (`topology.devices`).
+
+    RDT groups are managed under `resctrl_root` (default /sys/fs/resctrl when
+    ``control.rdt.enable``), block I/O files under `cgroup_root` (default /sys/fs/cgroup
+    when ``control.blockio.enable``).  `runtime_rdt` tells whether the connected runtime
+    takes NRI's LinuxRdt adjustment (RDT monitoring, see `control.wiring.RdtGroups`).
+    Interrupt affinities are written through `irq_files` (the daemon's one instance,
+    under its root's proc), when given; a claim on a denied interrupt is a `ConfigError`.
+    CPU classes are written through `cpu_class_files` (the daemon's one instance, under
+    its sysfs root), when given.  `on_decision` is told of each create and update
+    decision committed (the daemon's record of the last decision per container).
+    """
+    if resctrl_root is None and config.control.rdt.enable:
+        resctrl_root = DEFAULT_RESCTRL_ROOT
+    if (
+        cgroup_root is None
+        and config.control.blockio.enable
+        and not config.control.blockio.runtime_classes
+    ):
+        cgroup_root = DEFAULT_CGROUP_ROOT
+    pol = load_policy(
+        policy or config.policy,
+        topology=topology,
+        config=config.policy_config,
+        plugin_dirs=config.policy_dirs,
+    )
+    controllers, selector = class_control_from_config(
+        config.control,
+        resctrl_root=resctrl_root,
+        cgroup_root=cgroup_root,
+        state_dir=state_dir or DEFAULT_STATE_DIR,
+        runtime_rdt=runtime_rdt,
+        cpu_class_files=cpu_class_files,
+    )
+    controllers += irq_control(pol, irq_files)
+    return Pipeline(
+        pol,
+        controllers=controllers,
+        select_classes=selector,
+        log=get_logger("pipeline"),
+        limits=config.limits,
+        resolve_hints=_hint_resolver(sysfs_root) if sysfs_root is not None else None,
+        on_decision=on_decision,  # issue 27 hook
+    )
+
+
+def _hint_resolver(root: str) -> HintResolver:
+    def resolve(info: ContainerInfo) -> tuple[TopologyHint, ...]:
+        return topology_hints(root, devices=info.devices, mounts=info.mounts)
+
+    return resolve
