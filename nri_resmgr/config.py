@@ -20,6 +20,8 @@ sections are:
   list of components logged at debug level whatever the global level.
 * ``instrumentation``: ``httpEndpoint`` (``:8891``-style address for metrics and health;
   empty to disable).
+* ``events``: Kubernetes Events on the pods (`nri_resmgr.view.events.EventsConfig`):
+  ``enabled``, ``rate`` (per second), ``burst``, ``maxPending``, ``coalesceSeconds``.
 
 `load_config` reads a file (YAML or JSON, told apart by content, JSON being YAML) or parses
 a document given as a string (the ``ConfigureRequest.config`` of a pre-registered plugin);
@@ -47,10 +49,12 @@ from nri_resmgr.ops.log_config import LogConfig, LogFormat
 from nri_resmgr.policy_documents import normalize_document
 from nri_resmgr.policy_registry import DropInError, UnknownPolicy
 from nri_resmgr.validation import InvalidConfig, validation_messages
+from nri_resmgr.view.events import EventsConfig
 
 __all__ = [
     "Config",
     "ControlConfig",
+    "EventsConfig",
     "InstrumentationConfig",
     "LogConfig",
     "LogFormat",
@@ -78,6 +82,7 @@ class Config(_Section):
     log: LogConfig = Field(default_factory=LogConfig)
     instrumentation: InstrumentationConfig = Field(default_factory=InstrumentationConfig)
     limits: Limits = Field(default_factory=Limits)
+    events: EventsConfig = Field(default_factory=EventsConfig)
     #: keys the document set that have no effect here (`nri_resmgr.policy_documents`)
     _warnings: tuple[str, ...] = PrivateAttr(default=())
 

@@ -19,9 +19,10 @@ Kubernetes Event (reason ConfigApplied / ConfigRejected).
 a reload task, which applies the new configuration under the plugin's lock (so never in
 the middle of an event) and then sends the moved containers' updates with the stub's
 safe `update_containers`; a second task writes the node report soon after every
-decision (`report_loop.ReportLoop`: coalesced, rate limited, built off the event loop).
-`build_kube_side` turns the daemon options into one, or None when there is no node name
-or no credentials.
+decision (`report_loop.ReportLoop`: coalesced, rate limited, built off the event loop); a
+third posts the pods' events (`pod_events.PodEventPoster`, from the plugin's `pod_events`
+queue).  `build_kube_side` turns the daemon options into one, or None when there is no
+node name or no credentials.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from nri_resmgr.kube.config_source import (
     resource_names,
     resource_path,
 )
+from nri_resmgr.kube.pod_events import PodEventPoster
 from nri_resmgr.kube.report import PoolReporter, ReportManager, TopologyReporter
 from nri_resmgr.kube.report_loop import (
     DEFAULT_POLL,
@@ -356,7 +358,7 @@ class KubeSide:
 
     `plugin` is the daemon's `ResmgrPlugin` (typed loosely to keep this module below the
     daemon): it offers `lock`, `apply_config(config) -> updates`, `update_containers`,
-    `metrics` and `state_snapshot()`.
+    `metrics`, `state_snapshot()`, `config` and `pod_events`.
     """
 
     def __init__(
@@ -376,6 +378,8 @@ class KubeSide:
         self.manager = manager
         self.interval = interval
         self.log = log
+        #: posts the pods' events (`pod_events`), None: not posted
+        self.poster: PodEventPoster | None = None
         self.report_loop = ReportLoop(
             capture=lambda: capture_plugin_use(plugin),
             seen=lambda: plugin_seen(plugin),
@@ -456,6 +460,8 @@ class KubeSide:
             tasks.append(asyncio.create_task(self._watch()))
         if self.manager is not None:
             tasks.append(asyncio.create_task(self._report()))
+        if self.poster is not None:
+            tasks.append(asyncio.create_task(self.poster.run(self._stop.is_set)))
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -522,6 +528,13 @@ def build_kube_side(plugin: Any, options: Any, *, log: Any) -> KubeSide | None:
         plugin, watcher=watcher, live=None, manager=None, interval=options.report_interval, log=log
     )
     side.live = LiveConfig(initial, apply=side.apply, report=side.report)
+    side.poster = PodEventPoster(
+        client,
+        plugin.pod_events,
+        node=options.node_name,
+        config=lambda: plugin.config.events,
+        log=log,
+    )
     if options.node_resource_topology:
         manager = ReportManager(
             options.node_name,

@@ -37,6 +37,10 @@ the shell calls every hook of every policy and never asks whether one is there:
 - `scheduling`: the checked scheduling classes (`NO_SCHEDULING_CLASSES`), whose
   `nri_requirements` the daemon checks against the runtime;
 - `balloons(state)`: the balloons a report and the metrics show (none);
+- `pool_cpus(state, assignments)`: the reserved, shared and balloon CPUs the node picture
+  shows (`nri_resmgr.policy.pool_report`; by default what the assignments show);
+- `fallback(state, container)`: why a placement is not what the container asked for
+  ("": it is; the default), which the pod's events show as a warning;
 - `check(state)`: raise when `state` breaks the policy's invariants (nothing to check).
 
 `PolicyRecord` is the one registration of a policy: its class (whose ``name`` it
@@ -54,7 +58,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Protocol
+from typing import Any, ClassVar, Generic
 
 from pydantic import BaseModel
 from typing_extensions import TypeVar
@@ -68,6 +72,7 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.cpu_classes import NO_CPU_CLASSES, CPUClassUse
 from nri_resmgr.policy.irq_affinity import NO_IRQ_USE, IrqUse
+from nri_resmgr.policy.pool_report import BalloonReportLike, PoolCPUs, pools_from_assignments
 from nri_resmgr.policy.sched_classes import NO_SCHEDULING_CLASSES, SchedulingClasses
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.validation import InvalidConfig, Problem
@@ -83,29 +88,6 @@ __all__ = [
 #: loaded policy), plain `Policy` means `Policy[Any]`: such a caller only hands a policy
 #: back the states that policy gave it, and reads them as `PolicyState`.
 S = TypeVar("S", bound=PolicyState, default=Any)
-
-
-class BalloonReportLike(Protocol):
-    """What a policy's `Policy.balloons` hook returns per balloon."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def type(self) -> str: ...
-    @property
-    def cpus(self) -> Iterable[int]: ...
-    @property
-    def shared_idle_cpus(self) -> Iterable[int]: ...
-    @property
-    def mems(self) -> Iterable[int]: ...
-    @property
-    def containers(self) -> Sequence[str]: ...
-    @property
-    def show_containers_in_nrt(self) -> bool: ...
-    @property
-    def component_cpus(self) -> str: ...
-    @property
-    def excess_milli(self) -> int: ...
 
 
 class Policy(ABC, Generic[S]):
@@ -160,6 +142,16 @@ class Policy(ABC, Generic[S]):
     def balloons(self, state: S) -> Sequence[BalloonReportLike]:
         """The balloons of `state` for reports and metrics; by default none."""
         return ()
+
+    def pool_cpus(self, state: S, assignments: Iterable[Assignment]) -> PoolCPUs:
+        """The reserved, shared and balloon CPUs of `state` for the node picture; by
+        default what the live containers' `assignments` show (RESERVED and SHARED ones)."""
+        return pools_from_assignments(assignments)
+
+    def fallback(self, state: S, container: ContainerInfo) -> str:
+        """Why `container`'s placement in `state` is not what it asked for (a fallback the
+        configuration allows, e.g. to shared CPUs), or "" when it is; by default ""."""
+        return ""
 
     def check(self, state: S) -> None:
         """Raise when `state` breaks the policy's invariants; by default nothing to check."""

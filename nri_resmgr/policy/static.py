@@ -44,7 +44,7 @@ CPU exclusive to one container is in another's cpuset (the restart rule).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -75,6 +75,7 @@ from nri_resmgr.policy.decide import (
 )
 from nri_resmgr.policy.kit.constraints import RESERVED_CPU, dram_near
 from nri_resmgr.policy.kit.rebuild import each_once, moved
+from nri_resmgr.policy.pool_report import PoolCPUs
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.validation import invalid, validate
@@ -198,6 +199,10 @@ class StaticPolicy(Policy[StaticState]):
 
     def _mems(self, cpus: CPUSet) -> NodeSet:
         return dram_near(self.topology, cpus) if self.config.pin_memory else IDSet()
+
+    def pool_cpus(self, state: StaticState, assignments: Iterable[Assignment]) -> PoolCPUs:
+        """The reserved CPUs and the shared pool."""
+        return PoolCPUs(reserved=self.reserved, shared={"shared": self.shared_pool(state)})
 
     def render(self, state: StaticState) -> dict[ContainerID, Assignment]:
         """The assignment of every container in `state`."""

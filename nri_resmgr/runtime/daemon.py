@@ -72,7 +72,9 @@ from nri_resmgr.control.irq import IrqFiles
 from nri_resmgr.model import (
     ConfigError,
     ContainerID,
+    ContainerInfo,  # issue 27 hook
     CPUKind,
+    Decision,
     ResmgrError,
 )
 from nri_resmgr.ops.logs import (
@@ -92,6 +94,13 @@ from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.runtime.fanout import best_effort
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.model import Topology
+from nri_resmgr.view.events import (  # issue 27: events on the pod
+    EventQueue,
+    EventsConfig,
+    PodRef,
+    decision_note,
+    refusal_note,
+)
 from nri_resmgr.view.record import DecisionRecord
 
 if TYPE_CHECKING:
@@ -174,6 +183,8 @@ class ResmgrPlugin(Plugin):
         self.config = config
         #: issue 27: the last decision per container, kept across reconfigurations
         self.decisions = DecisionRecord()
+        #: issue 27: the pods' events, off until the Kubernetes side posts them
+        self.pod_events = EventQueue(EventsConfig(enabled=False))
         self.pipeline = self._build(config)
         self.lock = asyncio.Lock()
 
@@ -189,8 +200,14 @@ class ResmgrPlugin(Plugin):
             sysfs_root=self.sysfs_root,
             irq_files=self.irq_files,
             cpu_class_files=self.cpu_class_files,
-            on_decision=self.decisions.note,  # issue 27 hook
+            on_decision=self._decided,  # issue 27 hook
         )
+
+    def _decided(self, event: str, info: ContainerInfo, decision: Decision) -> None:
+        """issue 27 hook: the decision record and the pod's event (both O(1))."""
+        self.decisions.note(event, info, decision)
+        note = decision_note(self.pipeline.policy, info, decision)
+        self.pod_events.offer(note, time.monotonic())
 
     def _runtime_has_linux_rdt(self) -> bool:
         runtime = self.runtime
@@ -456,9 +473,14 @@ class ResmgrPlugin(Plugin):
     async def create_container(
         self, pod: api.PodSandbox, container: api.Container
     ) -> tuple[api.ContainerAdjustment, list[api.ContainerUpdate]]:
-        result: tuple[api.ContainerAdjustment, list[api.ContainerUpdate]] = await self._handle(
-            "CreateContainer", lambda: self.pipeline.create(pod, container)
-        )
+        try:
+            result: tuple[api.ContainerAdjustment, list[api.ContainerUpdate]] = await self._handle(
+                "CreateContainer", lambda: self.pipeline.create(pod, container)
+            )
+        except RPCError as exc:  # issue 27: a refusal is an event on the pod
+            ref = PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid)
+            self.pod_events.offer(refusal_note(ref, container.name, exc.message), time.monotonic())
+            raise
         return result
 
     async def post_start_container(self, pod: api.PodSandbox, container: api.Container) -> None:

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nri_resmgr.model import ANNOTATION_DOMAIN, Assignment, ContainerInfo, CPUKind
+from nri_resmgr.model import ANNOTATION_DOMAIN, Assignment, ContainerInfo, CPUKind, PolicyState
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
@@ -419,7 +419,7 @@ def policy_view(
     *,
     policy: Policy,
     policy_name: str,
-    state: object,
+    state: PolicyState,
     containers: Sequence[tuple[ContainerInfo, Assignment | None]],
     title: str = "",
 ) -> NodeView:

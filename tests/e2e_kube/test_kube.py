@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,14 +32,16 @@ import pytest
 import yaml
 
 from nri_resmgr.cli import main as cli_main
+from nri_resmgr.policy.topology_aware.explain import COMPONENTS
 from nri_resmgr.simulator.run import quiet_log, run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
+from nri_resmgr.view.text import shown
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.e2e.containerd import TEST_IMAGE
 from tests.e2e_kube.image import Image
 from tests.e2e_kube.node import Node, kube_node
-from tests.integration.browser import browser, shown_containers
+from tests.integration.browser import browser, no_alert, shown_containers
 from tests.k8s.components import build_node_components
 from tests.peers import build_helm
 from tests.support.requirements import REPO, online_cpus, require, require_go, require_two_cpus
@@ -50,8 +54,6 @@ LABEL = "app.kubernetes.io/name=nri-resmgr"
 PLUGIN = "90-resmgr"
 #: the default validator's refusal (NRI v0.10+), as `enable-nri --require` sets it up
 REFUSED = 'required plugin "resmgr" not present'
-
-
 
 
 # -- fixtures ----------------------------------------------------------------------------
@@ -432,6 +434,11 @@ def test_upgrade_and_daemon_restart_leave_running_containers_where_they_are(
 def _helm_upgrade(node: Node, image: Image, policy_config: dict[str, Any]) -> None:
     doc = values(node, image)
     doc["policyConfig"] = {**doc["policyConfig"], **policy_config}
+    _helm_upgrade_values(node, doc)
+
+
+def _helm_upgrade_values(node: Node, doc: dict[str, Any]) -> None:
+    """`helm upgrade` with the values `doc` (only the configuration changes: applied live)."""
     path = node.base / "upgrade-values.yaml"
     path.write_text(yaml.safe_dump(doc))
     node.run(
@@ -626,59 +633,129 @@ def _kubectl_proxy(node: Node) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
-def test_page_explain_dump_and_whatif_on_the_node(
-    installed: Any, node: Node, nri_image: Image
-) -> None:
-    run_pod(node, "burstable", cpu="100m", memory="32Mi", limits=False)
-    run_pod(node, "guaranteed", cpu="1", memory="64Mi")
-    wait_cpus(node, "burstable", "0")
-    kernel = {name: cpuset(node, name)[0] for name in ("burstable", "guaranteed")}
-    assert kernel == {"burstable": "0", "guaranteed": "1"}, daemon_log(node)
-    # the page, in a real browser, shows each container's cpuset as the kernel has it
-    (ds_pod,) = daemon_pods(node)
-    page = f"/api/v1/namespaces/{NAMESPACE}/pods/{ds_pod['metadata']['name']}:8891/proxy/"
-    time.sleep(1.1)  # the page is drawn at most once a second
-    with _kubectl_proxy(node) as base, browser() as session:
-        session.get(base + page)
-        rows = shown_containers(session)
-    seen = {r["pod"]: r["cpus"] for r in rows.values() if r["namespace"] == "default"}
-    assert seen == kernel, rows
-    # explain names the Guaranteed pod's pool and CPUs as decided
-    decisions = json.loads(_daemon_page(node, "/decisions.json"))
-    (g,) = [e for e in decisions["containers"] if e["pod"] == "guaranteed"]
-    assert (g["decision"]["kind"], g["decision"]["cpus"]) == ("exclusive", kernel["guaranteed"])
-    now = json.loads(_daemon_page(node, f"/explain/{g['id']}"))
-    assert (now["kind"], now["cpus"], now["refusal"]) == ("exclusive", kernel["guaranteed"], "")
-    # the dump, replayed, gives every container the cpuset it has on the node
-    dump = json.loads(_daemon_page(node, "/scenario.json"))
-    (replayed,) = run_scenario(load_scenario(dump), log=quiet_log()).steps
-    assert {k: replayed.containers[f"{k}/c"].cpus for k in kernel} == kernel
-    assert replayed.moved == {}
-    # the what-if of reserving CPU 1 instead, then applying it: the same movers, the same CPUs
-    dump["config"] = {**dump["config"], "reservedSystemCPUs": "1"}
-    (whatif,) = run_scenario(load_scenario(dump), log=quiet_log()).steps
-    movers = {k.split("/")[0] for k in whatif.moved} & set(kernel)
+def _topology_aware(node: Node, image: Image, reserved: str) -> dict[str, Any]:
+    """The chart values with the topology-aware policy reserving the CPUs `reserved`."""
+    doc = values(node, image)
+    doc["policy"] = "topology-aware"
+    # the chart's pinCPU and pinMemory defaults stay; reservedSystemCPUs is static's
+    doc["policyConfig"] = {"reservedResources": {"cpu": f"cpuset:{reserved}"}}
+    return doc
+
+
+def _reconfigure(node: Node, doc: dict[str, Any]) -> None:
+    """Apply the values `doc` live and wait for the daemon's ConfigApplied event."""
     applied_before = len(_config_events(node, "ConfigApplied"))
-    _helm_upgrade(node, nri_image, {"reservedSystemCPUs": "1"})
+    _helm_upgrade_values(node, doc)
     try:
         node.wait_for(
             lambda: len(_config_events(node, "ConfigApplied")) > applied_before,
             timeout=120,
             what="a ConfigApplied Event after helm upgrade",
         )
-        for name in kernel:
-            wait_cpus(node, name, whatif.containers[f"{name}/c"].cpus)
-        moved = {name for name in kernel if cpuset(node, name)[0] != kernel[name]}
-        assert moved == movers and movers, (whatif.moved, daemon_log(node))
+    except AssertionError as exc:
+        rejected = [e["message"] for e in _config_events(node, "ConfigRejected")]
+        raise AssertionError(f"{exc}\nrejected: {rejected}\n{daemon_log(node)}") from None
+
+
+def test_page_explain_events_dump_and_whatif_on_the_node(
+    installed: Any, node: Node, nri_image: Image
+) -> None:
+    """Issue 27's acceptance on the node, under the topology-aware policy (the chart
+    passes the policy as --policy, so switching it rolls the daemon out): CPU 0 reserved
+    holds the daemon's own pod (kube-system), a Guaranteed pod gets CPU 1 alone.  On
+    this 2-CPU machine no shared container fits next to it.  The what-if's change (the
+    reserved CPUs) is then applied live."""
+    _upgrade_and_roll_out(node, _topology_aware(node, nri_image, "0"))
+    try:
+        (ds_pod,) = [p for p in daemon_pods(node) if "deletionTimestamp" not in p["metadata"]]
+        ds = ds_pod["metadata"]["name"]
+        proxy = f"/api/v1/namespaces/{NAMESPACE}/pods/{ds}:8891/proxy"
+        # an annotation with markup, quotes and a control character: shown escaped
+        hostile = "<img src=x onerror=alert(1)>\"q'\x07<script>alert(2)</script>"
+        note = "note.resource-policy.nri.io/pod"
+        run_pod(node, "guaranteed", cpu="1", memory="64Mi", annotations={note: hostile})
+        where = {"guaranteed": "default", ds: NAMESPACE}
+        kernel = {name: cpuset(node, name, ns)[0] for name, ns in where.items()}
+        assert kernel == {"guaranteed": "1", ds: "0"}, daemon_log(node)
+
+        # the page, in a real browser, shows each container's cpuset as the kernel has it
+        time.sleep(1.1)  # the page is drawn at most once a second
+        with _kubectl_proxy(node) as base, browser() as session:
+            session.get(f"{base}{proxy}/")
+            rows = shown_containers(session)
+            alert_free = no_alert(session)
+            # explain, as an operator runs it: the pool and the sort key's components
+            explained = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "nri_resmgr.cli",
+                    "explain",
+                    "guaranteed",
+                    "--url",
+                    f"{base}{proxy}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+            )
+        assert {r["pod"]: r["cpus"] for r in rows.values()} == kernel, rows
+        (g,) = [r for r in rows.values() if r["pod"] == "guaranteed"]
+        assert g["annotations"] == f"{note}={shown(hostile)}" and alert_free, g
+        assert explained.returncode == 0, explained.stderr
+        out = explained.stdout
+        assert "decision: exclusive in root, cpus 1" in out, out
+        assert "candidates, best first (sort key: " + ", ".join(COMPONENTS) in out, out
+        assert re.search(r"^\s+root\s+\(.*\) winner cpus 1$", out, re.M), out
+
+        # kubectl describe pod shows the placement event
+        node.wait_for(
+            lambda: (
+                "exclusive CPUs 1 on NUMA node 0 (pool root)"
+                in node.kubectl("describe", "pod", "guaranteed").stdout
+            ),
+            timeout=60,
+            what="the Placed event in kubectl describe pod guaranteed",
+        )
+        described = node.kubectl("describe", "pod", "guaranteed").stdout
+        assert re.search(r"Normal\s+Placed\s+.*nri-resmgr", described), described
+
+        # the dump, replayed, gives every container the cpuset it has on the node
+        dump = json.loads(_daemon_page(node, "/scenario.json"))
+        (replayed,) = run_scenario(load_scenario(dump), log=quiet_log()).steps
+
+        def cpus_of(step: Any) -> dict[str, str]:
+            return {k.split("/")[0]: c.cpus for k, c in step.containers.items()}
+
+        assert cpus_of(replayed) == kernel, replayed.containers
+        assert replayed.moved == {}
+
+        # the what-if of reserving CPU 1 instead, then applying it: the same movers and CPUs
+        dump["config"] = {**dump["config"], "reservedResources": {"cpu": "cpuset:1"}}
+        (whatif,) = run_scenario(load_scenario(dump), log=quiet_log()).steps
+        movers = {k.split("/")[0] for k in whatif.moved}
+        assert movers == set(kernel), whatif.moved
+        _reconfigure(node, _topology_aware(node, nri_image, "1"))
+        want = cpus_of(whatif)
+        node.wait_for(
+            lambda: {n: cpuset(node, n, ns)[0] for n, ns in where.items()} == want,
+            timeout=60,
+            what=f"the cpusets the what-if named: {want}",
+        )
+        moved = {n for n, ns in where.items() if cpuset(node, n, ns)[0] != kernel[n]}
+        assert moved == movers, (whatif.moved, daemon_log(node))
     finally:
-        _helm_upgrade(node, nri_image, {})
-    delete_pods(node, "burstable", "guaranteed")
+        delete_pods(node, "guaranteed")
+        _upgrade_and_roll_out(node, values(node, nri_image))
 
 
 #: the chart's documented least-privilege set (templates/rbac.yaml, with node reporting on)
 LEAST_PRIVILEGE = {
     ("nodes", frozenset({"get", "list", "watch"})),
-    ("events", frozenset({"create", "patch"})),
+    # Events on the pods and the configuration ConfigMaps: created, nothing else
+    ("events", frozenset({"create"})),
     (
         "noderesourcetopologies.topology.node.k8s.io",
         frozenset({"create", "get", "list", "update", "patch"}),

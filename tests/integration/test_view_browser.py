@@ -121,3 +121,56 @@ def _read(url: str) -> tuple[dict[str, dict[str, str]], dict[int, tuple[str, str
             no_alert(session),
             len(session.find_elements(By.TAG_NAME, "img")),
         )
+
+
+#: the daemon's configuration per policy, for the live page of each
+LIVE = {
+    "static": {"policy": "static", "policyConfig": {"reservedSystemCPUs": "0"}},
+    "balloons": {
+        "policy": "balloons",
+        "policyConfig": {
+            "reservedResources": {"cpu": "cpuset:0"},
+            "balloonTypes": [{"name": "dbs", "namespaces": ["default"], "minCPUs": 0}],
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("policy", list(LIVE))
+def test_daemon_page_of_static_and_balloons_shows_the_runtimes_cpusets(
+    policy: str, topology: Topology
+) -> None:
+    async def scenario() -> None:
+        async with daemon_session(topology, LIVE[policy]) as (rt, plugin, _):
+            server = await serve_http(
+                plugin.metrics, plugin.health, host="127.0.0.1", port=0, pages=node_pages(plugin)
+            )
+            port = server.sockets[0].getsockname()[1]
+            told: dict[str, str] = {}
+            try:
+                for name, cpu in (("db", "2"), ("cache", "1")):
+                    sandbox = pod(name, QoSClass.GUARANTEED)
+                    await rt.run_pod_sandbox(sandbox)
+                    reply = await rt.create_container(sandbox, guaranteed(sandbox, "c", cpu))
+                    told[f"{name}-c"] = reply.adjust.linux.resources.cpu.cpus
+                    for u in reply.update:
+                        told[u.container_id] = u.linux.resources.cpu.cpus
+                rows, cpus, _, _ = await asyncio.to_thread(_read, f"http://127.0.0.1:{port}/")
+            finally:
+                server.close()
+                await server.wait_closed()
+            assert {cid: r["cpus"] for cid, r in rows.items()} == told
+            if policy == "static":
+                assert cpus[0] == ("reserved", "")
+                for cid, cpuset in told.items():
+                    held = IDSet(c for c, (_, owner) in cpus.items() if owner == cid)
+                    assert held == IDSet.parse(cpuset), (cid, cpus)
+            else:
+                # each container runs on its balloon's CPUs, which the page marks as such
+                for cid, cpuset in told.items():
+                    balloon = rows[cid]["pool"]
+                    assert balloon.startswith("dbs[")
+                    held = IDSet(c for c, hold in cpus.items() if hold == ("balloon", balloon))
+                    assert held == IDSet.parse(cpuset), (cid, cpus)
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))

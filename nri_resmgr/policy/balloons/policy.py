@@ -26,7 +26,7 @@ containers whose rendered CPUs or memory changed (`decide.decide`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -48,6 +48,7 @@ from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.decide import decide, decide_release, nothing_to_release
 from nri_resmgr.policy.irq_affinity import IrqUse
+from nri_resmgr.policy.pool_report import PoolCPUs, balloon_cpus
 from nri_resmgr.policy.sched_classes import SchedulingClasses, with_scheduling
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
@@ -158,6 +159,10 @@ class BalloonsPolicy(Policy[BalloonsState]):
     def balloons(self, state: BalloonsState) -> tuple[BalloonReport, ...]:
         """The report hook (`outputs.balloons`)."""
         return outputs.balloons(self.sizing, state)
+
+    def pool_cpus(self, state: BalloonsState, assignments: Iterable[Assignment]) -> PoolCPUs:
+        """Every balloon (`balloons`): its CPUs are what the picture marks, not pools."""
+        return PoolCPUs(balloons=balloon_cpus(self.balloons(state)))
 
     def check(self, state: BalloonsState) -> None:
         """`invariants.check_invariants` of `state`."""

@@ -72,7 +72,7 @@ current pool and CPUs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -95,6 +95,7 @@ from nri_resmgr.policy.decide import (
     nothing_to_release,
 )
 from nri_resmgr.policy.kit.rebuild import each_once, holders_per_cpu, moved
+from nri_resmgr.policy.pool_report import PoolCPUs
 from nri_resmgr.policy.sched_classes import (
     SchedulingClasses,
     build_scheduling_classes,
@@ -248,6 +249,26 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
     def render(self, state: TopologyAwareState) -> dict[ContainerID, Assignment]:
         """Every container's assignment in `state`."""
         return render_all(self.topology, state)
+
+    def pool_cpus(self, state: TopologyAwareState, assignments: Iterable[Assignment]) -> PoolCPUs:
+        """The pool tree's reserved CPUs and every pool's shared CPUs, innermost first."""
+        deepest_first = sorted(state.tree.pools, key=lambda p: (-p.depth, p.index))
+        return PoolCPUs(
+            reserved=state.tree.reserved,
+            shared={p.name: state.supply.shared[p.index] for p in deepest_first},
+        )
+
+    def fallback(self, state: TopologyAwareState, container: ContainerInfo) -> str:
+        """An exclusive request placed on shared CPUs (``fallbackToShared``), or a reserved
+        one beyond the reserved capacity (`_fall_back`): what it asked for and got."""
+        grant = state.grants.get(container.id)
+        if grant is None or grant.kind is not CPUKind.SHARED:
+            return ""
+        asked = container_request(container, self.config)
+        if asked.kind is CPUKind.SHARED:
+            return ""
+        why = "fallbackToShared" if asked.kind is not CPUKind.RESERVED else "reserved capacity"
+        return f"asked for {asked.kind} CPUs, placed on shared CPUs ({why})"
 
     def _render_changed(
         self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID

@@ -9,14 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from nri_resmgr.model import ConfigError, ContainerID, ContainerInfo, Decision, PolicyState
+from nri_resmgr.model import (
+    Assignment,
+    ConfigError,
+    ContainerID,
+    ContainerInfo,
+    CPUKind,
+    Decision,
+    PolicyState,
+)
 from nri_resmgr.ops.metrics import balloon_snapshots
 from nri_resmgr.policy.base import Policy, PolicyRecord
 from nri_resmgr.policy.cpu_classes import NO_CPU_CLASSES
 from nri_resmgr.policy.irq_affinity import NO_IRQ_USE
 from nri_resmgr.policy.none import NonePolicy
+from nri_resmgr.policy.pool_report import PoolCPUs
 from nri_resmgr.policy_registry import ENTRY_POINT_GROUP, available_policies, load_policy
 from nri_resmgr.policy_registry import _load as load_entry_point
+from nri_resmgr.topology.cpuset import IDSet
 from tests.support.builders import small
 from tests.support.requirements import REPO
 
@@ -52,6 +62,29 @@ def test_a_policy_without_a_hook_gets_its_default() -> None:
     assert p.balloons(s) == ()
     p.check(s)  # nothing to check: no error
     assert balloon_snapshots(p, s) == ()
+    assert p.pool_cpus(s, ()) == PoolCPUs()
+
+
+def test_the_default_pool_cpus_are_what_the_assignments_show() -> None:
+    p = Bare(topology=small(), config={})
+
+    def held(cid: str, cpus: set[int], kind: CPUKind, pool: str = "") -> Assignment:
+        return Assignment(ContainerID(cid), IDSet(cpus), IDSet({0}), kind, pool=pool)
+
+    pools = p.pool_cpus(
+        p.initial_state(),
+        [
+            held("r", {0}, CPUKind.RESERVED),
+            held("s1", {2, 3}, CPUKind.SHARED, "socket #0"),
+            held("s2", {3, 4}, CPUKind.SHARED, "socket #0"),
+            held("s3", {5}, CPUKind.SHARED),
+            held("x", {6}, CPUKind.EXCLUSIVE, "socket #0"),
+        ],
+    )
+    assert pools == PoolCPUs(
+        reserved=IDSet({0}),
+        shared={"socket #0": IDSet({2, 3, 4}), "shared": IDSet({5})},
+    )
 
 
 def test_the_default_constructor_takes_no_configuration() -> None:

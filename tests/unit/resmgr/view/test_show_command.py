@@ -53,3 +53,25 @@ def test_no_daemon_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", "--url", f"http://127.0.0.1:{port}"]) == 2
     err = capsys.readouterr().err
     assert f"http://127.0.0.1:{port}/view.json: expected the daemon's node view, found" in err
+
+
+def test_show_a_balloons_step_marks_each_balloons_cpus(capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = str(REPO / "examples" / "scenarios" / "balloons-inference.yaml")
+    assert main(["show", "--scenario", scenario, "--step", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "policy balloons  step 2: create llm-1" in out
+    # CPU 0 reserved (balloon 1), the inference balloon (2) on 1-2,9-10, batch (3) on 8
+    assert "L3 0: 0:b1,8:b3 | 1:b2,9:b2 | 2:b2,10:b2 | 3:idl,11:idl" in out
+    lines = out.splitlines()
+    balloons = lines[lines.index("balloons") + 1 :]
+    assert balloons[2].split() == ["2", "inference[0]", "inference", "1-2,9-10", "-", "0", "3,4"]
+    assert balloons[3].split() == ["3", "batch[0]", "batch", "8", "-", "0", "1,2"]
+
+
+def test_show_a_static_step_marks_reserved_and_shared(capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = str(REPO / "examples" / "scenarios" / "static-policy.yaml")
+    assert main(["show", "--scenario", scenario, "--step", "0", "--output", "json"]) == 0
+    view = view_from_dict(json.loads(capsys.readouterr().out))
+    assert view.policy == "static"
+    assert str(view.cpus_of(Holder.RESERVED)) == "0,8"
+    assert str(view.cpus_of(Holder.SHARED)) == "1-7,9-15"
