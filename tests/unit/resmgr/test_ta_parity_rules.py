@@ -111,3 +111,14 @@ def test_reserved_cpu_is_their_allocators_pick() -> None:
     assert n.policy.config.reserved == IDSet([12])
     n.create(guaranteed("g", 2000))
     assert n.cpus("g") == IDSet.parse("0-1")
+
+
+def test_reserved_container_gets_the_roots_memory() -> None:
+    """A kube-system container runs on the reserved CPU 0 (node0) with the memory of every
+    node: nri-plugins' ``allocatePool`` offers reserved containers the root pool's memory
+    (ours gave node0's, the pool holding the reserved CPUs; a differential run on random
+    machines)."""
+    n = n4c16()
+    n.create(besteffort("sys", ns="kube-system"))
+    assert n.cpus("sys") == IDSet([0])
+    assert n.a("sys").mems == IDSet.parse("0-3")
