@@ -57,7 +57,7 @@ def render(*, tree: PoolTree, topology: Topology, supply: Supply, grant: Grant) 
         # and asks libmem for the root's memory of the container's types)
         mems = tree.root.mems_of(req.memory_kinds)
     else:
-        mems = pool.mems_of(req.memory_kinds)
+        mems = pool.offer_mems_of(req.memory_kinds)
     return Assignment(
         container_id=grant.container_id, cpus=cpus, mems=mems, kind=grant.kind, pool=pool.name
     )

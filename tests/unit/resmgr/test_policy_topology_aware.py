@@ -198,7 +198,7 @@ CASES = {
         config={"pinCPU": False, "pinMemory": False},
     ),
     "one-cpu-prefers-isolated": Case(
-        [ctr("a", milli=1000)], {"a": (ISO, "node1", "3", "1")}, topology=MEM
+        [ctr("a", milli=1000)], {"a": (ISO, "node1", "3", "1-2")}, topology=MEM
     ),
     "isolated-preference-off-by-config": Case(
         [ctr("a", milli=1000)],
@@ -208,7 +208,7 @@ CASES = {
     ),
     "two-cpus-isolated-only-if-annotated": Case(
         [ctr("a", pod="a", milli=2000), ctr("b", pod="b", milli=2000, ann={PREFER_ISOLATED: "1"})],
-        {"a": (EX, "node0", "1,5", "0,2"), "b": (ISO, "node1", "3,7", "1")},
+        {"a": (EX, "node0", "1,5", "0,2"), "b": (ISO, "node1", "3,7", "1-2")},
         topology=MEM,
     ),
     "default-memory-includes-attached-pmem": Case(

@@ -122,3 +122,18 @@ def test_reserved_container_gets_the_roots_memory() -> None:
     n.create(besteffort("sys", ns="kube-system"))
     assert n.cpus("sys") == IDSet([0])
     assert n.a("sys").mems == IDSet.parse("0-3")
+
+
+def test_memory_of_a_kind_the_pool_lacks_is_its_nearest_node() -> None:
+    """Node1 of a machine whose PMEM node 2 is attached to node0: a 4-CPU container, which
+    only node1 holds (node0 keeps CPU 0 reserved), gets node1 and PMEM node 2, as
+    nri-plugins' memory allocator widens the pool's zone by the nearest node of each
+    requested kind it lacks (ours gave node1 alone; a differential run on a random
+    machine); on node0, which has both kinds, nothing is added."""
+    spec = {"packages": 1, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G",
+            "extra_memory_nodes": [{"kind": "pmem", "memory": "4G", "attach": 0}]}  # fmt: skip
+    n = Node(helm_config(), topology=build_topology(spec))
+    n.create(guaranteed("g", 4000), besteffort("b"))
+    assert n.a("g").pool == "node1"
+    assert n.a("g").mems == IDSet.parse("1-2")
+    assert n.a("b").mems == IDSet.parse("0,2")
