@@ -137,3 +137,18 @@ def test_memory_of_a_kind_the_pool_lacks_is_its_nearest_node() -> None:
     assert n.a("g").pool == "node1"
     assert n.a("g").mems == IDSet.parse("1-2")
     assert n.a("b").mems == IDSet.parse("0,2")
+
+
+def test_memory_span_counts_the_nodes_a_kind_the_pool_lacks_adds() -> None:
+    """Two PMEM nodes attached to node1: a BestEffort container on node0 would get node0
+    and both PMEM nodes (the nearest of the kind node0 lacks), as many as on node1, so
+    their "tighter memory offer" is a tie and node1, holding every kind, wins (ours
+    counted node0's missing kind as one node and took node0; a differential run on a
+    random machine)."""
+    spec = {"packages": 1, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G",
+            "extra_memory_nodes": [{"kind": "pmem", "memory": "4G", "attach": 1},
+                                   {"kind": "pmem", "memory": "4G", "attach": 1}]}  # fmt: skip
+    n = Node(helm_config(), topology=build_topology(spec))
+    n.create(besteffort("b"))
+    assert n.a("b").pool == "node1"
+    assert n.a("b").mems == IDSet.parse("1-3")
