@@ -281,7 +281,7 @@ def test_topology_aware_external(
     )
     assert created is None
     assert "no pool can fit 1 isolated or exclusive CPU" in stderr, stderr
-    assert "would empty the shared CPUs 1" in stderr, stderr
+    assert "root: 899m of shared capacity allocatable, 1000m needed" in stderr, stderr
     # the refused request changed nothing
     assert (_cpus(ctd, b), _cpus(ctd, e), _cpus(ctd, k)) == ("1", "1", "0")
     assert plugin_failures(ctd) == []
