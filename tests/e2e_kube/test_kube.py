@@ -429,6 +429,9 @@ def test_upgrade_and_daemon_restart_leave_running_containers_where_they_are(
     assert cpuset(node, "next")[0] == "1", daemon_log(node)
     wait_cpus(node, "sharer", "0")
     delete_pods(node, "next", "sharer")
+    # the release back to the fixture's values: a later `_helm_upgrade` without the
+    # annotation would change the pod template and roll the daemon out again
+    _upgrade_and_roll_out(node, values(node, nri_image))
 
 
 def _helm_upgrade(node: Node, image: Image, policy_config: dict[str, Any]) -> None:
