@@ -195,7 +195,8 @@ def test_daemon_topology_aware_shared_pool_shrinks_and_grows(
     with pytest.raises(RuntimeCallError) as err:  # 3 of the 3 shared CPUs left
         runtime.create_container(db, guaranteed(db, "hog", 3, id="hog"))
     assert "container hog" in err.value.message, err.value.message
-    assert "root: 2500m of shared capacity allocatable, 3000m needed" in err.value.message, err.value.message
+    room = "root: 2500m of shared capacity allocatable, 3000m needed"
+    assert room in err.value.message, err.value.message
 
     reply = runtime.stop_container(db, pg)
     assert updates(reply) == [(nginx["id"], "1,3-5,7")]
