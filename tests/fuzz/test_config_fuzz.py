@@ -347,6 +347,7 @@ def test_simulate_answers_every_hostile_scenario(tmp_path: Path) -> None:
             resctrl_root=None,
             cgroup_root=None,
             log=False,
+            html=None,
         )
         check_simulate(*run_command(simulate.run, args))
 

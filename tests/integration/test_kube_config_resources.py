@@ -195,7 +195,7 @@ def test_node_over_group_over_default_live_with_status(cluster: Cluster, daemon:
     status = _node_status(client, f"node.{NODE}")
     assert status is not None
     assert status["status"] == "Failure"
-    assert "availableResources.cpu 'cpuset:100-101' leaves no online CPU" in status["errors"]
+    assert "availableResources.cpu: 'cpuset:100-101' leaves no online CPU" in status["errors"]
     assert daemon.config["reservedResources"] == {"cpu": "2"}
     assert daemon.live.current.source.generation == 2
     assert any("failed" in o.message for o in daemon.outcomes)
