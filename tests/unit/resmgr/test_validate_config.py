@@ -16,7 +16,7 @@ from nri_resmgr.validation import model_keys
 from tests.support.requirements import REPO
 
 TOPO = "{packages: 2, nodes: 1, cores: 2, threads: 2, memory: 1G}"
-CONFIG_KEYS = "policy, policyConfig, policyDirs, control, log, instrumentation, limits"
+CONFIG_KEYS = "policy, policyConfig, policyDirs, control, log, instrumentation, limits, events"
 # every key of the model, nri-plugins' accepted-without-effect ones included (helpers
 # implementing keys change the model, not this line)
 TA_KEYS = ", ".join(model_keys(TopologyAwareConfig, ()))
