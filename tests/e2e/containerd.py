@@ -98,7 +98,21 @@ CRI_TOOLS = Release(
     ldflags=("-X sigs.k8s.io/cri-tools/pkg/version.Version=1.36.0",),
 )
 
-RELEASES: dict[str, Release] = {r.name: r for r in (CONTAINERD_17, CONTAINERD_2, CRI_TOOLS)}
+#: runc 1.4.0, the first release that applies the OCI ``linux.memoryPolicy``
+#: (set_mempolicy) that NRI v0.12's LinuxMemoryPolicy adjustment becomes; Debian's runc
+#: (1.1.5) ignores the field.  Built with seccomp as its Makefile does (cgo, libseccomp).
+RUNC = Release(
+    name="runc",
+    module="github.com/opencontainers/runc",
+    version="1.4.0",
+    commands=("github.com/opencontainers/runc",),
+    ldflags=("-X main.version=1.4.0", "-X main.gitCommit=nri-resmgr-e2e"),
+    cgo_tags="seccomp,urfave_cli_no_docs",
+)
+
+RELEASES: dict[str, Release] = {
+    r.name: r for r in (CONTAINERD_17, CONTAINERD_2, CRI_TOOLS, RUNC)
+}
 CONTAINERD_RELEASES = (CONTAINERD_17, CONTAINERD_2)
 
 # CGO off: static binaries, and the btrfs snapshotter (the only cgo user) drops out.
