@@ -110,9 +110,7 @@ RUNC = Release(
     cgo_tags="seccomp,urfave_cli_no_docs",
 )
 
-RELEASES: dict[str, Release] = {
-    r.name: r for r in (CONTAINERD_17, CONTAINERD_2, CRI_TOOLS, RUNC)
-}
+RELEASES: dict[str, Release] = {r.name: r for r in (CONTAINERD_17, CONTAINERD_2, CRI_TOOLS, RUNC)}
 CONTAINERD_RELEASES = (CONTAINERD_17, CONTAINERD_2)
 
 # CGO off: static binaries, and the btrfs snapshotter (the only cgo user) drops out.
