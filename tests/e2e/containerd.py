@@ -254,7 +254,8 @@ class Layout:
 
     @property
     def runc_wrapper(self) -> Path:
-        """Debian's runc behind a shell wrapper that can delay `runc create` (faults)."""
+        """The runc (Debian's, or a built `RUNC`) behind a shell wrapper that can delay
+        `runc create` (faults)."""
         return self.bin / "runc"
 
     @property
@@ -402,11 +403,14 @@ class Containerd:
         *,
         request_timeout: str = "2s",
         registration_timeout: str = "5s",
+        runc: Path | None = None,
     ) -> None:
         self.release = release
         self.binaries = binaries
         self.crictl_bin = crictl
         self.layout = layout
+        #: the runc behind the wrapper: Debian's unless given (a built `RUNC`)
+        self.runc = runc or _runc()
         self.request_timeout = request_timeout
         self.registration_timeout = registration_timeout
         self.proc: subprocess.Popen[bytes] | None = None
@@ -422,7 +426,7 @@ class Containerd:
             'if [ -e "$flag" ]; then\n'
             '  for a in "$@"; do [ "$a" = create ] && { sleep "$(cat "$flag")"; break; }; done\n'
             "fi\n"
-            f"exec '{_runc()}' \"$@\"\n"
+            f"exec '{self.runc}' \"$@\"\n"
         )
         layout.runc_wrapper.chmod(0o755)
         self.write_config()
@@ -451,7 +455,7 @@ class Containerd:
     # -- process -------------------------------------------------------------------
 
     def env(self) -> dict[str, str]:
-        path = f"{self.layout.bin}:{_runc().parent}:/usr/sbin:/usr/bin:/sbin:/bin"
+        path = f"{self.layout.bin}:{self.runc.parent}:/usr/sbin:/usr/bin:/sbin:/bin"
         return {"PATH": path, "HOME": str(self.layout.base), "LANG": "C.UTF-8"}
 
     def start(self, *, timeout: float = 60.0) -> None:
