@@ -18,7 +18,8 @@ sections by `memory_control` (called where the pipeline is assembled,
   release carries.  On a cgroup v1 host (no ``cgroup.controllers`` at the cgroup root),
   where runc refuses unified keys, it says so once when built and again for every
   container given values; the runtime's refusal then fails that container, and its
-  error reaches the kubelet.
+  error reaches the kubelet.  With ``control.sgxEpc.enable`` it also sets ``misc.max``
+  from the SGX EPC limit annotation (`sgxepc.epc_limit`).
 
 Each decision is one structured log line (``memory policy``, ``memory qos``).  A bad
 annotation fails the container's creation with an `AnnotationError` naming it; a
@@ -35,7 +36,8 @@ from nri_api import api
 from nri_resmgr.control.config import ControlConfig
 from nri_resmgr.control.hooks import Controller, RuntimeField
 from nri_resmgr.control.mempolicy import MemoryPolicyConfig, check_classes, policy_for
-from nri_resmgr.control.memqos import MemoryQoSConfig, qos_for
+from nri_resmgr.control.memqos import MemoryQoS, MemoryQoSConfig, qos_for
+from nri_resmgr.control.sgxepc import epc_limit
 from nri_resmgr.model import Assignment, ContainerInfo
 from nri_resmgr.ops.logs import EventLog, get_logger
 from nri_resmgr.topology.cpuset import IDSet
@@ -107,23 +109,37 @@ class MemoryQoSControl(Controller):
 
     name = "memory-qos"
 
-    def __init__(self, config: MemoryQoSConfig, *, cgroup_root: Path, log: EventLog) -> None:
+    def __init__(
+        self,
+        config: MemoryQoSConfig | None,
+        *,
+        cgroup_root: Path,
+        log: EventLog,
+        sgx_epc: bool = False,
+    ) -> None:
         self.config = config
+        #: also the SGX EPC limit annotation (`sgxepc`), as a ``misc.max`` value
+        self.sgx_epc = sgx_epc
         self.log = log
         self.cgroup_root = cgroup_root
         self.v2 = cgroup_v2(cgroup_root)
         if not self.v2:
             log.warning(
-                "memory QoS configured on a cgroup v1 host: runc refuses the cgroup v2 "
-                "(unified) values it sets, so every container given memory QoS values will "
-                "fail to start; run the node on cgroup v2 or remove control.memoryQos",
+                "memory QoS or SGX EPC limits configured on a cgroup v1 host: runc refuses "
+                "the cgroup v2 (unified) values they set, so every container given such "
+                "values will fail to start; run the node on cgroup v2 or remove "
+                "control.memoryQos and control.sgxEpc",
                 cgroup_root=str(cgroup_root),
             )
 
     def adjustment(
         self, container: ContainerInfo, assignment: Assignment
     ) -> api.ContainerAdjustment | None:
-        qos = qos_for(container, self.config)
+        qos = qos_for(container, self.config) if self.config is not None else MemoryQoS({})
+        if self.sgx_epc:
+            limit = epc_limit(container)
+            if limit is not None:
+                qos = MemoryQoS({**qos.unified, "misc.max": f"sgx_epc {limit}"}, qos.qos_class)
         if not qos.unified:
             return None
         values = ",".join(f"{k}={v}" for k, v in sorted(qos.unified.items()))
@@ -160,8 +176,13 @@ def memory_control(
     out: list[Controller] = []
     if control.memory_policy is not None:
         out.append(MemoryPolicyControl(control.memory_policy, topology, get_logger("memory")))
-    if control.memory_qos is not None:
+    if control.memory_qos is not None or control.sgx_epc.enable:
         out.append(
-            MemoryQoSControl(control.memory_qos, cgroup_root=cgroup_root, log=get_logger("memory"))
+            MemoryQoSControl(
+                control.memory_qos,
+                cgroup_root=cgroup_root,
+                log=get_logger("memory"),
+                sgx_epc=control.sgx_epc.enable,
+            )
         )
     return out

@@ -4,7 +4,8 @@ The memory policy travels as NRI's ``LinuxMemoryPolicy`` (NRI v0.12.0+): on an o
 release the daemon refuses the configuration at Configure, naming the section, the field
 and the runtime's release, since the runtime would drop the field silently.  Memory QoS
 travels as unified (cgroup v2) resources, which every release carries: the values the
-runtime library merges into its reply are the ones the daemon computed.
+runtime library merges into its reply are the ones the daemon computed; so is the SGX EPC
+limit (``misc.max``) of their sgx-epc plugin's annotation.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ MEMORY: dict[str, Any] = {
 }
 QOS_ONLY: dict[str, Any] = {
     **MEMORY,
-    "control": {"memoryQos": MEMORY["control"]["memoryQos"]},
+    "control": {"memoryQos": MEMORY["control"]["memoryQos"], "sgxEpc": {"enable": True}},
 }
 
 
@@ -79,6 +80,7 @@ def test_memory_qos_values_reach_the_runtime(runtime: GoRuntime) -> None:
         "memory.swap.max.memory-qos.nri.io/noswap": "0",
         "memory.high.memory-qos.nri.io/noswap": "max",
         "memory.oom.group.memory-qos.nri.io": "1",
+        "epc-limit.nri.io/container.app": "16384",
     })  # fmt: skip
     runtime.run_pod(web)
     app = make_container(web, name="app", cpu_request_millis=500, memory_limit=100 << 20)
@@ -87,6 +89,7 @@ def test_memory_qos_values_reach_the_runtime(runtime: GoRuntime) -> None:
         "memory.high": "52428800",
         "memory.swap.max": "max",
         "memory.oom.group": "1",
+        "misc.max": "sgx_epc 16384",  # their sgx-epc plugin's annotation
     }, diagnostics(runtime)
     noswap = make_container(web, name="noswap", cpu_request_millis=500, memory_limit=100 << 20)
     resources = prune_empty(runtime.create_container(web, noswap))["adjust"]["linux"]["resources"]

@@ -164,3 +164,35 @@ def test_without_pinning_the_machine_is_the_placement(tmp_path: Path) -> None:
     sb.annotations["class.memory-policy.nri.io"] = "pkg"
     adjust, _ = p.create(sb, guaranteed(sb, "main", "1"))
     assert adjust.linux.memory_policy.nodes == "0-5"
+
+
+def test_sgx_epc_limit_is_a_misc_max_value(tmp_path: Path) -> None:
+    """Their sgx-epc plugin's annotations: container over pod over the bare key."""
+    config = config_from_mapping({"policy": "none", "control": {"sgxEpc": {"enable": True}}})
+    p = build_pipeline(config, topology=hbm_cxl(), cgroup_root=str(tmp_path))
+    sb = pod("enclave", QoSClass.BURSTABLE)
+    sb.annotations.update({"epc-limit.nri.io/pod": "32768", "epc-limit.nri.io": "8192",
+                           "epc-limit.nri.io/container.c0": "16384"})  # fmt: skip
+    adjust, _ = p.create(sb, guaranteed(sb, "c0", "1"))
+    assert dict(adjust.linux.resources.unified) == {"misc.max": "sgx_epc 16384"}
+    adjust, _ = p.create(sb, guaranteed(sb, "c1", "1"))
+    assert dict(adjust.linux.resources.unified) == {"misc.max": "sgx_epc 32768"}
+
+
+@pytest.mark.parametrize("value", ["-1", "1k", "18446744073709551616", "\uff11\uff12"])
+def test_a_bad_epc_limit_fails_the_container(tmp_path: Path, value: str) -> None:
+    config = config_from_mapping({"policy": "none", "control": {"sgxEpc": {"enable": True}}})
+    p = build_pipeline(config, topology=hbm_cxl(), cgroup_root=str(tmp_path))
+    sb = pod("enclave", QoSClass.BURSTABLE)
+    sb.annotations["epc-limit.nri.io"] = value
+    with pytest.raises(Exception, match=r"annotation epc-limit.nri.io: expected a byte count"):
+        p.create(sb, guaranteed(sb, "c0", "1"))
+
+
+def test_without_sgx_epc_the_annotation_is_not_read(tmp_path: Path) -> None:
+    config = config_from_mapping({"policy": "none"})
+    p = build_pipeline(config, topology=hbm_cxl(), cgroup_root=str(tmp_path))
+    sb = pod("enclave", QoSClass.BURSTABLE)
+    sb.annotations["epc-limit.nri.io"] = "lots"
+    adjust, _ = p.create(sb, guaranteed(sb, "c0", "1"))
+    assert not adjust.linux.resources.unified
