@@ -207,7 +207,7 @@ def test_bad_annotation_fails_the_container_naming_it(
 
 
 def test_oom_group_takes_zero_or_one() -> None:
-    with pytest.raises(AnnotationError, match="expected 0 or 1 for memory.oom.group, found '2'"):
+    with pytest.raises(AnnotationError, match=r"expected 0 or 1 for memory\.oom\.group, found '2'"):
         unified(ctr("a", ann={"memory.oom.group.memory-qos.nri.io": "2"}), WITH_OOM)
     assert unified(ctr("a", ann={"memory.high.memory-qos.nri.io": "512M"})) == {
         "memory.high": "512M"
