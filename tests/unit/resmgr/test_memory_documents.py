@@ -1,7 +1,7 @@
 """Their memory-policy and memory-qos plugin files load as this daemon's configuration.
 
 Issue 28 acceptance: their sample configurations load with ``validate-config``.  The
-files are copies of nri-plugins v0.14.0's (tests/unit/resmgr/data/nri-plugins/).
+files are copies of nri-plugins v0.14.0's (tests/unit/resmgr/data/nri-plugins-memory/).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from nri_resmgr.config import load_config
 from nri_resmgr.control.memory_documents import plugin_section
 from tests.support.requirements import REPO
 
-DATA = REPO / "tests/unit/resmgr/data/nri-plugins"
+#: their memory plugins' files, apart from the policy samples (test_policy_documents reads
+#: every file of data/nri-plugins as a policy configuration)
+DATA = REPO / "tests/unit/resmgr/data/nri-plugins-memory"
 
 
 @pytest.mark.parametrize("name", ["nri-memory-policy.yaml", "nri-memory-qos.yaml"])
