@@ -108,7 +108,7 @@ def test_memory_qos_refused_by_runc_on_cgroup_v1(
         pytest.fail("this test shows runc's cgroup v1 refusal; the host runs cgroup v2")
     d = _running_daemon(daemon, MEMORY_QOS)
     ctd = containerd
-    assert "memory QoS configured on a cgroup v1 host" in d.output()
+    assert "memory QoS or SGX EPC limits configured on a cgroup v1 host" in d.output()
     web = cri.run_pod(ctd, "web", annotations={"class.memory-qos.nri.io": "bronze"})
     created, _ = cri.create_container(ctd, web, "app", resources=LIMITED)
     assert created is not None
