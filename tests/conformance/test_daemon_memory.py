@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.harness import GoRuntime, make_container, make_pod, prune_empty, version_key
+from tests.conformance.harness import (
+    GoRuntime,
+    RuntimeCallError,
+    make_container,
+    make_pod,
+    prune_empty,
+    version_key,
+)
 from tests.conformance.test_daemon import attach_daemon, diagnostics
 from tests.conformance.test_daemon_sched_classes import _wait_for_log
 
@@ -91,6 +98,16 @@ def test_memory_qos_values_reach_the_runtime(runtime: GoRuntime) -> None:
         "memory.oom.group": "1",
         "misc.max": "sgx_epc 16384",  # their sgx-epc plugin's annotation
     }, diagnostics(runtime)
+    # a key not in unifiedannotations fails the container with the daemon's reason
+    bad = make_pod(name="web-1", qos="burstable",
+                   annotations={"memory.min.memory-qos.nri.io": "1G"})  # fmt: skip
+    runtime.run_pod(bad)
+    app = make_container(bad, name="app", cpu_request_millis=500, memory_limit=100 << 20)
+    with pytest.raises(RuntimeCallError) as err:
+        runtime.create_container(bad, app)
+    assert "annotation memory.min.memory-qos.nri.io: expected class.memory-qos.nri.io or a key" in (
+        err.value.message
+    )
     noswap = make_container(web, name="noswap", cpu_request_millis=500, memory_limit=100 << 20)
     resources = prune_empty(runtime.create_container(web, noswap))["adjust"]["linux"]["resources"]
     assert resources["unified"] == {
@@ -98,16 +115,3 @@ def test_memory_qos_values_reach_the_runtime(runtime: GoRuntime) -> None:
         "memory.swap.max": "0",
         "memory.oom.group": "1",
     }
-
-
-def test_a_bad_memory_annotation_fails_the_container_with_its_reason(runtime: GoRuntime) -> None:
-    attach_daemon(runtime, mode="external", policy=QOS_ONLY)
-    web = make_pod(name="web-1", qos="burstable",
-                   annotations={"memory.min.memory-qos.nri.io": "1G"})  # fmt: skip
-    runtime.run_pod(web)
-    app = make_container(web, name="app", cpu_request_millis=500, memory_limit=100 << 20)
-    with pytest.raises(Exception) as err:
-        runtime.create_container(web, app)
-    assert "annotation memory.min.memory-qos.nri.io: expected class.memory-qos.nri.io or a key" in (
-        str(err.value)
-    )
