@@ -215,20 +215,28 @@ class ResmgrPlugin(Plugin):
 
     def _check_runtime_fields(self, pipeline: Pipeline, runtime: RuntimeInfo | None) -> None:
         """Refuse a configuration whose adjustments the runtime's NRI release would drop
-        (a scheduling class on a runtime without NRI's LinuxScheduler): `ConfigError`."""
+        (a scheduling class on a runtime without NRI's LinuxScheduler, a memory policy
+        without its LinuxMemoryPolicy: the controllers' `nri_requirements`): `ConfigError`."""
         if runtime is None:
             return
         missing = pipeline.policy.scheduling.nri_requirements()
         have = (runtime.nri_version.major, runtime.nri_version.minor, runtime.nri_version.patch)
         lacking = [r for r in missing if have < r.since]
-        if lacking:
+        needs = [f for c in pipeline.controllers for f in c.nri_requirements() if have < f.since]
+        if lacking or needs:
+            sets = "; ".join(r.describe() for r in lacking)
+            parts = [f"policy {pipeline.policy.name} sets {sets}"] if lacking else []
+            remove = ["the scheduling classes"] if lacking else []
+            parts += [f.describe() for f in needs]
+            remove += [f.wanted_by for f in needs]
             raise ConfigError(
-                f"configuration: policy {pipeline.policy.name} sets "
-                + "; ".join(r.describe() for r in lacking)
+                "configuration: "
+                + "; ".join(parts)
                 + f"; expected a runtime whose NRI release has them, found {runtime.name} "
                 f"{runtime.version} with NRI {runtime.nri_version} "
                 f"({runtime.nri_version_source}), which would drop them silently. Remove "
-                "the scheduling classes or upgrade the runtime"
+                + " and ".join(remove)
+                + " or upgrade the runtime"
             )
 
     def rdt_samples(self) -> list[MonSample]:
