@@ -82,6 +82,8 @@ MAX_IDS = 4_096
 MAX_NODE_ID = 4_096
 #: a resource name as the kubelet accepts one (``[domain/]name``, at most 253 + 63)
 _RESOURCE_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,252}(/[A-Za-z0-9][-A-Za-z0-9_.]{0,62})?")
+#: the kubelet's error text for a pod it does not know (pkg/kubelet/apis/podresources)
+_NOT_FOUND = re.compile(r"pod \S+ in namespace \S+ not found")
 #: pods whose answer is kept or awaited at once; beyond it the oldest goes
 MAX_CACHED = 4_096
 
@@ -284,7 +286,11 @@ class PodResourcesClient:
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None
             detail = exc.details() if isinstance(exc, grpc.Call) else str(exc)
-            if code is grpc.StatusCode.NOT_FOUND:
+            # the kubelet (v1.34) answers an unknown pod with UNKNOWN "pod NAME in
+            # namespace NS not found" (its Get returns a plain error), not NOT_FOUND
+            if code is grpc.StatusCode.NOT_FOUND or (
+                code is grpc.StatusCode.UNKNOWN and _NOT_FOUND.fullmatch(str(detail))
+            ):
                 self._note(Availability.OK)
                 return None
             if code is grpc.StatusCode.UNAVAILABLE:

@@ -76,7 +76,11 @@ def fake_kubelet(
         for p in pods:
             if (p.namespace, p.name) == (request.pod_namespace, request.pod_name):
                 return pb.GetPodResourcesResponse(pod_resources=p)
-        context.abort(grpc.StatusCode.NOT_FOUND, f"pod {request.pod_name} not found")
+        # as the kubelet v1.34 answers (its server_v1.go Get): UNKNOWN, not NOT_FOUND
+        context.abort(
+            grpc.StatusCode.UNKNOWN,
+            f"pod {request.pod_name} in namespace {request.pod_namespace} not found",
+        )
         raise AssertionError("abort returns no more")
 
     def _misbehave(context: grpc.ServicerContext) -> None:
