@@ -94,6 +94,7 @@ from nri_resmgr.policy.decide import (
     decide_release,
     nothing_to_release,
 )
+from nri_resmgr.policy.irq_affinity import IrqContainer, IrqUse
 from nri_resmgr.policy.kit.rebuild import each_once, holders_per_cpu, moved
 from nri_resmgr.policy.pool_report import PoolCPUs
 from nri_resmgr.policy.sched_classes import (
@@ -296,6 +297,21 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         for g in state.grants.values():
             add(g.request.cpu_class or opts.default_exclusive_cpu_class, g.exclusive)
         return CPUClassUse(cpus=out, managed=self.config.available, classes=opts.cpu_classes)
+
+    def irq_use(self, state: TopologyAwareState) -> IrqUse:
+        """Interrupt wishes: each grant with exclusive CPUs and an ``irq-affinity``
+        annotation (`irq_affinity.plan_affinities`; their ``applyIrqAffinity``)."""
+        return IrqUse(
+            allowed=self.config.available,
+            controllable=self.config.options.controllable_interrupts,
+            annotated=True,
+            containers=tuple(
+                IrqContainer(str(cid), g.exclusive, g.request.irq_affinity)
+                for cid, g in sorted(state.grants.items())
+                if g.request.irq_affinity is not None and g.exclusive
+            ),
+            configured=any(g.request.irq_affinity is not None for g in state.grants.values()),
+        )
 
     def _candidates(self, request: ContainerRequest, *, root_only: bool) -> list[Pool]:
         if root_only:
