@@ -58,10 +58,10 @@ nri-plugins' ``compareScores`` (pools.go) written as one key, its rules in its o
 =====  ====================  =============================================================
 
 `key_bound` is the smallest key an offer of a pool could possibly get, computed from the
-supply alone (no CPUs are picked): `_place` builds offers in the order of these bounds and
-stops once the best offer found beats the bound of every pool left, which gives the same
-winner as building every offer (keys end with the pool index, so no two are equal) while
-an exclusive request usually picks CPUs in one pool instead of all of them.
+supply alone (no CPUs are picked): `placement.Placer.rank` builds offers in the order of
+these bounds and stops once the best offer found beats the bound of every pool left, which
+gives the same winner as building every offer (keys end with the pool index, so no two are
+equal) while an exclusive request usually picks CPUs in one pool instead of all of them.
 
 Kept apart from ``compareScores`` on purpose (docs/policies.md, "Differences from
 nri-plugins"): the hinted pool goes first (component 1: the restart rule keeps a valid
