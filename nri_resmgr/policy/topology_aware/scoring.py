@@ -32,10 +32,11 @@ nri-plugins' ``compareScores`` (pools.go) written as one key, its rules in its o
  6-7   ``burst``             Burstable containers' CPU (`offers.burst_key`): with a CPU
                              limit, pools with room for it first; without one, pools at
                              the ``unlimitedBurstable`` level first, the roomiest
- 8     ``memory span``       fewer memory nodes first: their "tighter memory offer"; a
-                             kind the pool lacks counts as one node more (their memory
-                             allocator widens the offer by the nearest node of it, so
-                             their "offer type match" rule rarely decides)
+ 8     ``memory span``       fewer memory nodes first: their "tighter memory offer", the
+                             nodes a container gets (`pools.Pool.offer_mems_of`: a kind
+                             the pool lacks adds its nearest nodes, as their memory
+                             allocator widens the offer, so their "offer type match"
+                             rule rarely decides)
  9     ``kinds missing``     1 when the pool lacks a memory kind the container may use
                              that the machine has: their "matching memory type wins"
                              (a NUMA node with PMEM attached beats one without)
@@ -164,7 +165,7 @@ def memory_key(tree: PoolTree, pool: Pool, request: ContainerRequest) -> tuple[i
     if request.memory_burst is not None:
         size = pool.memory_of(request.memory_kinds)
         burst = (size < request.memory_burst) if request.memory_burst else -size
-    return (burst, len(pool.mems_of(request.memory_kinds)) + missing, int(missing > 0))
+    return (burst, len(pool.offer_mems_of(request.memory_kinds)), int(missing > 0))
 
 
 def _capacity_terms(request: ContainerRequest, cap: Capacity) -> tuple[int, int, int, int]:
