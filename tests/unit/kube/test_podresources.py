@@ -178,13 +178,21 @@ def test_a_hanging_kubelet_is_given_up_on_and_the_loop_runs(sock: Path) -> None:
             r"container 'c0': expected a resource name \(\[domain/\]name\); found '\.\./\.\./etc'$",
         ),
         (
+            pod_resources(
+                "default", "trainer", {"c0": {GPU: ([str(i) for i in range(5000)], [0])}}
+            ),
+            "honest",
+            r"container 'c0': resource vendor.com/gpu: expected at most 4096 device ids; "
+            r"found 5000$",
+        ),
+        (
             POD,
             "fail",
             r"Get: expected a reply; found status StatusCode.INTERNAL: "
             r"'device manager checkpoint corrupt'$",
         ),
     ],
-    ids=["other-pod", "negative-node", "bad-name", "fails"],
+    ids=["other-pod", "negative-node", "bad-name", "too-many-ids", "fails"],
 )
 def test_a_kubelet_that_lies_or_fails_is_refused(
     sock: Path, pod: object, behaviour: str, message: str

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.irq_affinity import (
     Interrupt,
     IrqAffinity,
@@ -15,7 +16,9 @@ from nri_resmgr.policy.irq_affinity import (
     parse_irq_affinity,
     plan_affinities,
 )
+from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.topology.cpuset import IDSet
+from tests.support.builders import small
 
 TTY, RTC, ACPI = (
     Interrupt(4, "IO-APIC 4-edge ttyS0"),
@@ -108,3 +111,15 @@ def test_nothing_left_keeps_the_original() -> None:
 
 def test_controllable_interrupts_limit_what_is_planned() -> None:
     assert plan(wish(C0, claims=("*",)), controllable=("*rtc0*",)) == {8: "4-5"}
+
+
+def test_topology_aware_refuses_a_malformed_controllable_pattern() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"controllableInterrupts: pattern '\[' has a malformed or unclosed '\[\.\.\.\]'; "
+        r"expected an interrupt number or a shell pattern",
+    ):
+        TopologyAwarePolicy(
+            topology=small(),
+            config={"reservedResources": {"cpu": "750m"}, "controllableInterrupts": ["["]},
+        )
