@@ -97,6 +97,8 @@ def values(node: Node, image: Image, **extra: Any) -> dict[str, Any]:
             "pinMemory": True,
         },
         "nodeResourceTopology": {"enable": True, "interval": 5},
+        # the kubelet's PodResources socket under its private root dir
+        "podResources": {"enable": True, "dir": str(node.base / "kubelet" / "pod-resources")},
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "log": {"level": "info", "format": "json"},
     }
@@ -662,11 +664,15 @@ def _reconfigure(node: Node, doc: dict[str, Any]) -> None:
         raise AssertionError(f"{exc}\nrejected: {rejected}\n{daemon_log(node)}") from None
 
 
-def test_kubelet_pod_resources_socket_without_device_plugins(node: Node) -> None:
+def test_kubelet_pod_resources_socket_without_device_plugins(installed: Any, node: Node) -> None:
     """The real kubelet's PodResources socket (under its root dir) through the daemon's
     client: List and Get name the pod and its container with no devices (this node has no
-    device plugin), an unknown pod is none, and no hint comes of it."""
+    device plugin), an unknown pod is none, and no hint comes of it; the daemon the chart
+    runs (``podResources.enable``) reads the same socket and says it answers."""
     run_pod(node, "podres", cpu="100m", memory="32Mi", limits=False)
+    logs = node.kubectl("logs", "-n", NAMESPACE, "-l", LABEL, "--tail=-1", check=False)
+    assert "kubelet pod-resources socket answers" in logs.stdout, daemon_log(node)
+    assert "kubelet pod-resources socket unavailable" not in logs.stdout, daemon_log(node)
     sock = node.base / "kubelet" / "pod-resources" / "kubelet.sock"
     client = PodResourcesClient(sock, list_timeout=10, get_timeout=10)
 
