@@ -82,12 +82,14 @@ class NodeSpec:
 
 #: the suite's classic single node
 SINGLE = NodeSpec(NODE_NAME, BRIDGE, GATEWAY, CGROUP_ROOT)
-#: the two-node cluster's nodes (their own bridges and subnets, so that it may run beside
-#: the single node of another test session)
+#: the two-node cluster's nodes (their own bridges, subnets and cgroup roots, so that it
+#: may run beside the single node of another test session or a soak's)
 TWO_NODES = (
-    NodeSpec("node-a", "nrk1", "10.88.91.1", "nri-resmgr-node-a"),
-    NodeSpec("node-b", "nrk2", "10.88.92.1", "nri-resmgr-node-b", kubelet_chains=False),
+    NodeSpec("node-a", "nrkc-a", "10.88.91.1", "nri-resmgr-node-a"),
+    NodeSpec("node-b", "nrkc-b", "10.88.92.1", "nri-resmgr-node-b", kubelet_chains=False),
 )
+#: the two-node cluster's nat chain
+TWO_NODES_NAT = "NRI-RESMGR-KUBE-CLUSTER"
 SYSCTLS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops", "net.ipv4.ip_forward")
 CNI_PLUGINS = Path("/usr/lib/cni")
 
