@@ -182,15 +182,20 @@ def _v1_controllers() -> list[str]:
     )
 
 
-@contextlib.contextmanager
-def _cgroup_root(name: str) -> Iterator[None]:
-    """A kubelet's --cgroup-root, made in every v1 hierarchy, and removed afterwards."""
+def _make_cgroup_root(name: str) -> None:
+    """A kubelet's --cgroup-root in every v1 hierarchy (where it is not already)."""
     for controller in _v1_controllers():
         top = cri.CGROUP_ROOT / controller / name
         top.mkdir(exist_ok=True)
         if controller == "cpuset":
-            for name in ("cpuset.cpus", "cpuset.mems"):
-                (top / name).write_text((top.parent / name).read_text())
+            for file in ("cpuset.cpus", "cpuset.mems"):
+                (top / file).write_text((top.parent / file).read_text())
+
+
+@contextlib.contextmanager
+def _cgroup_root(name: str) -> Iterator[None]:
+    """A kubelet's --cgroup-root, made in every v1 hierarchy, and removed afterwards."""
+    _make_cgroup_root(name)
     try:
         yield
     finally:
@@ -499,6 +504,10 @@ def kube_cluster(
             )
             kubelets: list[subprocess.Popen[bytes]] = []
             for spec, node_dir, ctd in zip(specs, dirs, ctds, strict=True):
+                # an empty cgroup of the root was seen gone from some hierarchies (memory,
+                # pids, systemd) by the time a second kubelet started (not traced): made
+                # again where missing, just before the kubelet checks it
+                _make_cgroup_root(spec.cgroup_root)
                 _start(
                     _kubelet_argv(k8s, node_dir, ctd, spec, kubeconfig),
                     node_dir / "kubelet.log",

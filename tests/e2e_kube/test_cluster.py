@@ -125,7 +125,10 @@ def _values(node: Node, image: Image, sys_dir: Path) -> dict[str, Any]:
             "pinMemory": False,
         },
         "nodeResourceTopology": {"enable": True, "interval": 5},
-        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        # no CPU request: the kube-scheduler's own count then leaves room for a 1-CPU pod on
+        # a node whose free zone is taken (2 CPUs, 1 requested), so that only the
+        # extender turns it away there, as it would a 4-CPU pod on a larger machine
+        "resources": {"requests": {"memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "log": {"level": "info", "format": "json"},
     }
 
@@ -287,7 +290,7 @@ def _is_exclusive(pod: dict[str, Any], container: dict[str, Any]) -> bool:
     if pod["status"].get("qosClass") != "Guaranteed":
         return False
     cpu = ((container.get("resources") or {}).get("requests") or {}).get("cpu", "0")
-    milli = parse_cpu_quantity(cpu)
+    milli = parse_cpu_quantity(cpu, subject=pod["metadata"]["name"], path="cpu")
     return milli > 0 and milli % 1000 == 0
 
 
@@ -326,7 +329,9 @@ def nrt_free(node: Node) -> dict[str, int]:
             continue
         for res in zone.get("resources") or []:
             if res["name"] == "cpu":
-                out[zone["name"]] = parse_cpu_quantity(str(res["available"]))
+                out[zone["name"]] = parse_cpu_quantity(
+                    str(res["available"]), subject=f"NRT {node.name}", path=zone["name"]
+                )
             if res["name"] == "memory":
                 # memory is not pinned: nothing of a zone's memory is taken
                 assert res["available"] == res["allocatable"], (node.name, zone)
