@@ -16,6 +16,12 @@ configuration (the `nri-resmgr-numa` profile and its extender entry, from `helm 
 the extender's address changed to where it listens here), beside the cluster's default
 scheduler, and the project's extender (`nri-resmgr scheduler-extender`) as a process of
 this host with the admin kubeconfig.  Pods opt in with `schedulerName: nri-resmgr-numa`.
+The second scheduler's flags are the chart's Deployment's: with
+`--pod-max-in-unschedulable-pods-duration=10s` a pod the extender turned away is retried
+within about 40 s of its zone's coming free (kube-scheduler has no event for a
+NodeResourceTopology change; its own 5 minutes otherwise).  The daemons request no CPU,
+so that the kube-scheduler's own count (2 CPUs a node) never decides where only the
+NUMA zones should.
 
 After every step, `nrt_matches_kernel` waits until each node's NodeResourceTopology
 `available` CPUs of every NUMA zone equal what the kernel's cpusets leave free there: the
@@ -128,7 +134,9 @@ def _values(node: Node, image: Image, sys_dir: Path) -> dict[str, Any]:
         # no CPU request: the kube-scheduler's own count then leaves room for a 1-CPU pod on
         # a node whose free zone is taken (2 CPUs, 1 requested), so that only the
         # extender turns it away there, as it would a 4-CPU pod on a larger machine
-        "resources": {"requests": {"memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        # (null removes the chart's default CPU requests)
+        "resources": {"requests": {"cpu": None, "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "uninstall": {"resources": {"requests": {"cpu": None}}},
         "log": {"level": "info", "format": "json"},
     }
 
@@ -166,17 +174,25 @@ class NumaScheduler:
     def extender_log(self) -> Path:
         return self.kc.base / "extender.log"
 
-    def config(self) -> Path:
+    def config(self) -> list[str]:
+        """The chart's second scheduler's flags, its configuration file among them (the
+        extender's URL changed to where it listens here, and the admin kubeconfig)."""
         node = self.kc.nodes[0]
         rendered = node.run(
             "helm", "template", "x", str(CHART), "--namespace", "kube-system",
             "--set", "schedulerExtender.enable=true",
+            "--set", "schedulerExtender.secondScheduler.enable=true",
         ).stdout  # fmt: skip
+        docs = [d for d in yaml.safe_load_all(rendered) if d]
         (cm,) = (
-            d
-            for d in yaml.safe_load_all(rendered)
-            if d and d["kind"] == "ConfigMap" and "scheduler-config.yaml" in d.get("data", {})
+            d for d in docs if d["kind"] == "ConfigMap" and "scheduler-config.yaml" in d["data"]
         )
+        (deploy,) = (
+            d
+            for d in docs
+            if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-scheduler")
+        )
+        command = deploy["spec"]["template"]["spec"]["containers"][0]["command"]
         config = yaml.safe_load(cm["data"]["scheduler-config.yaml"])
         assert [p["schedulerName"] for p in config["profiles"]] == [NUMA], config
         (ext,) = config["extenders"]
@@ -184,7 +200,8 @@ class NumaScheduler:
         config["clientConnection"] = {"kubeconfig": str(self.kc.kubeconfig)}
         path = self.kc.base / "numa-scheduler.yaml"
         path.write_text(yaml.safe_dump(config))
-        return path
+        assert command[:2] == ["kube-scheduler", "--config=/etc/nri-resmgr/scheduler-config.yaml"]
+        return [f"--config={path}", *command[2:]]
 
     def start(self) -> None:
         self.starts += 1
@@ -205,7 +222,7 @@ class NumaScheduler:
                     self.kc.k8s,
                     self.kc.kubeconfig,
                     self.kc.base / f"numa-sched-certs-{self.starts}",
-                    f"--config={self.config()}",
+                    *self.config(),
                 ),
                 self.kc.base / "numa-scheduler.log",
             )
