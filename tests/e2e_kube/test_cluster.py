@@ -51,7 +51,6 @@ import yaml
 from nri_resmgr.policy.common import parse_cpu_quantity
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
-from nri_resmgr.topology.synthetic.sysfs import write_sysfs
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.e2e_kube.image import Image
@@ -64,20 +63,16 @@ from tests.e2e_kube.node import (
     scheduler_argv,
     stop_processes,
 )
+from tests.e2e_kube.numa import CHART, NRT, RESERVED, SYNTHETIC, deploy, namespace, nrt
 from tests.e2e_kube.test_kube import container_pid, delete_pods, pod_manifest, wait_running
 from tests.k8s.cluster import _free_port
 from tests.k8s.components import build_node_components
 from tests.peers import build_helm
 from tests.support.requirements import REPO, require, require_go, require_two_cpus
 
-CHART = REPO / "charts" / "nri-resmgr"
 CRD = CHART / "crds" / "noderesourcetopologies.yaml"
 NUMA = "nri-resmgr-numa"
-NRT = "noderesourcetopologies.topology.node.k8s.io"
 LABEL = "app.kubernetes.io/name=nri-resmgr"
-#: two NUMA nodes of one CPU each, over the machine's CPUs 0 and 1
-SYNTHETIC = "packages=1,nodes=2,cores=1,threads=1,memory=1G"
-RESERVED = frozenset({0})
 #: what the extender's filter says of a Guaranteed 1-CPU pod that no zone holds
 REASON = "needs 1 exclusive CPUs"
 #: the one release of the suite's containerd builds this suite runs (issue 26: 2.3)
@@ -112,52 +107,9 @@ def kc(e2e_host: str, crictl_bin: Path, image_archives: list[Path]) -> Iterator[
         yield cluster
 
 
-def _namespace(node: Node) -> str:
-    return f"nri-{node.name}"
-
-
-def _values(node: Node, image: Image, sys_dir: Path) -> dict[str, Any]:
-    return {
-        "image": {"repository": image.repository, "tag": image.tag, "pullPolicy": "Never"},
-        "hostPaths": {"nriSocketDir": str(node.ctd.layout.base), "sys": str(sys_dir)},
-        "stateDir": str(node.base / "nri-resmgr-state"),
-        "nodeSelector": {"kubernetes.io/hostname": node.name},
-        "policy": "static",
-        "policyConfig": {
-            "reservedSystemCPUs": ",".join(map(str, sorted(RESERVED))),
-            "reservedResources": None,
-            "pinCPU": None,
-            # one memory node in the kernel: a cpuset.mems of synthetic node 1 would fail
-            "pinMemory": False,
-        },
-        "nodeResourceTopology": {"enable": True, "interval": 5},
-        # no CPU request: the kube-scheduler's own count then leaves room for a 1-CPU pod on
-        # a node whose free zone is taken (2 CPUs, 1 requested), so that only the
-        # extender turns it away there, as it would a 4-CPU pod on a larger machine
-        # (null removes the chart's default CPU requests)
-        "resources": {"requests": {"cpu": None, "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-        "uninstall": {"resources": {"requests": {"cpu": None}}},
-        "log": {"level": "info", "format": "json"},
-    }
-
-
 @pytest.fixture(scope="module")
 def deployed(kc: KubeCluster, nri_image: Image) -> Iterator[KubeCluster]:
-    """One chart release per node, each daemon on its node's synthetic sysfs tree."""
-    topology = load_topology(SYNTHETIC)
-    for node in kc.nodes:
-        node.ctd.import_image(nri_image.archive)
-        write_sysfs(topology, node.base / "synthetic")
-        path = node.base / "values.yaml"
-        path.write_text(yaml.safe_dump(_values(node, nri_image, node.base / "synthetic" / "sys")))
-        node.run(
-            "helm", "install", f"nri-resmgr-{node.name}", str(CHART),
-            "--namespace", _namespace(node), "--create-namespace", "-f", str(path),
-            "--wait", "--timeout", "300s",
-            timeout=360,
-        )  # fmt: skip
-    for node in kc.nodes:
-        node.wait_for(lambda n=node: _nrt(n), timeout=120, what=f"the NRT object of {node.name}")
+    deploy(kc, nri_image)
     yield kc
 
 
@@ -298,11 +250,6 @@ def pod_cpus(kc: KubeCluster, pod: str) -> tuple[str, str]:
     return node.name, cri.read_cgroup(container_pid(node, data), "cpuset", "cpuset.cpus")
 
 
-def _nrt(node: Node) -> dict[str, Any] | None:
-    r = node.kubectl("get", NRT, node.name, "-o", "json", check=False)
-    return json.loads(r.stdout) if r.returncode == 0 else None
-
-
 def _is_exclusive(pod: dict[str, Any], container: dict[str, Any]) -> bool:
     if pod["status"].get("qosClass") != "Guaranteed":
         return False
@@ -339,7 +286,7 @@ def kernel_free(node: Node) -> dict[str, int] | str:
 
 
 def nrt_free(node: Node) -> dict[str, int]:
-    doc = _nrt(node) or {}
+    doc = nrt(node) or {}
     out = {}
     for zone in doc.get("zones") or []:
         if zone.get("type") != "Node":
@@ -411,7 +358,7 @@ def test_nrt_objects_validate_against_the_chart_crd(deployed: KubeCluster) -> No
     (version,) = (v for v in crd["spec"]["versions"] if v["storage"])
     schema = version["schema"]["openAPIV3Schema"]
     for node in deployed.nodes:
-        doc = _nrt(node)
+        doc = nrt(node)
         assert doc is not None and doc["apiVersion"] == f"topology.node.k8s.io/{version['name']}"
         jsonschema.Draft202012Validator(schema).validate(doc)
         # the real API server applies the same schema: a zone without its type is refused
@@ -454,7 +401,7 @@ def test_guaranteed_pod_goes_where_a_zone_is_free_and_waits_when_none_is(
 
 
 def _restart_daemon(node: Node) -> None:
-    ns = _namespace(node)
+    ns = namespace(node)
     node.kubectl("delete", "pod", "-n", ns, "-l", LABEL, "--wait=true", "--timeout=120s")
     node.kubectl("rollout", "status", "-n", ns, f"daemonset/nri-resmgr-{node.name}",
                  "--timeout=180s")  # fmt: skip
@@ -471,7 +418,7 @@ def test_restarted_scheduler_uses_nrt_objects_created_after_it_started(
     started = time.time()
     # node-b's report is made anew by a new daemon, after the scheduler started
     _restart_daemon(b)
-    created = b.wait_for(lambda: _nrt(b), timeout=120, what="node-b's new NRT object")
+    created = b.wait_for(lambda: nrt(b), timeout=120, what="node-b's new NRT object")
     stamp = created["metadata"]["creationTimestamp"].replace("Z", "+00:00")
     assert datetime.datetime.fromisoformat(stamp).timestamp() >= started - 1, (stamp, started)
     nrt_matches_kernel(kc)
@@ -532,10 +479,16 @@ def test_extender_passes_pods_it_cannot_judge(deployed: KubeCluster, numa: NumaS
     }
     try:
         for case, doc in cases.items():
+            # the daemon's report is up to date (it writes again only when its own
+            # content changes), so that what is written here stays until the probe
+            b.wait_for(lambda: nrt(b) is not None, timeout=120, what="node-b's own NRT object")
+            nrt_matches_kernel(kc)
             b.kubectl("delete", NRT, "node-b", "--ignore-not-found")
             if doc is not None:
                 b.apply(doc)
             time.sleep(2)  # the extender's watch delivers the change
+            now = nrt(b)
+            assert (now and now["zones"]) == (doc and doc["zones"]), (case, now)
             pod = f"probe-{case}"
             assert run_numa(kc, pod, on="node-b", cpu="1", memory="64Mi") == ("node-b", "1")
             passed = filtered(numa, pod, "node not judged; passed")
@@ -546,6 +499,6 @@ def test_extender_passes_pods_it_cannot_judge(deployed: KubeCluster, numa: NumaS
         b.kubectl("delete", NRT, "ghost-1", "ghost-2", "--ignore-not-found")
         b.kubectl("delete", NRT, "node-b", "--ignore-not-found")
         _restart_daemon(b)
-    b.wait_for(lambda: _nrt(b), timeout=120, what="node-b's NRT object again")
+    b.wait_for(lambda: nrt(b), timeout=120, what="node-b's NRT object again")
     nrt_matches_kernel(kc)
     assert numa.healthy()
