@@ -466,6 +466,16 @@ def _malformed(node: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _reporting(node: Node, enable: bool) -> None:
+    """`helm upgrade` of the node's release with its NRT report on or off."""
+    node.run(
+        "helm", "upgrade", f"nri-resmgr-{node.name}", str(CHART), "--namespace", namespace(node),
+        "--reuse-values", "--set", f"nodeResourceTopology.enable={str(enable).lower()}",
+        "--wait", "--timeout", "300s",
+        timeout=360,
+    )  # fmt: skip
+
+
 def test_extender_passes_pods_it_cannot_judge(deployed: KubeCluster, numa: NumaScheduler) -> None:
     kc = deployed
     b = by_name(kc, "node-b")
@@ -477,28 +487,25 @@ def test_extender_passes_pods_it_cannot_judge(deployed: KubeCluster, numa: NumaS
         "malformed": _malformed("node-b"),
         "missing": None,
     }
+    # node-b's daemon stops reporting: it would put its own object back within seconds
+    _reporting(b, False)
     try:
         for case, doc in cases.items():
-            # the daemon's report is up to date (it writes again only when its own
-            # content changes), so that what is written here stays until the probe
-            b.wait_for(lambda: nrt(b) is not None, timeout=120, what="node-b's own NRT object")
-            nrt_matches_kernel(kc)
             b.kubectl("delete", NRT, "node-b", "--ignore-not-found")
             if doc is not None:
                 b.apply(doc)
             time.sleep(2)  # the extender's watch delivers the change
-            now = nrt(b)
-            assert (now and now["zones"]) == (doc and doc["zones"]), (case, now)
             pod = f"probe-{case}"
             assert run_numa(kc, pod, on="node-b", cpu="1", memory="64Mi") == ("node-b", "1")
+            now = nrt(b)
+            assert (now and now["zones"]) == (doc and doc["zones"]), (case, now)
             passed = filtered(numa, pod, "node not judged; passed")
             assert passed.get("node-b"), (case, numa.log_lines()[-5:])
             assert numa.healthy()
             delete_pods(b, pod)
     finally:
-        b.kubectl("delete", NRT, "ghost-1", "ghost-2", "--ignore-not-found")
-        b.kubectl("delete", NRT, "node-b", "--ignore-not-found")
-        _restart_daemon(b)
+        b.kubectl("delete", NRT, "ghost-1", "ghost-2", "node-b", "--ignore-not-found")
+        _reporting(b, True)
     b.wait_for(lambda: nrt(b), timeout=120, what="node-b's NRT object again")
     nrt_matches_kernel(kc)
     assert numa.healthy()
