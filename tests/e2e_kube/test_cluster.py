@@ -72,7 +72,6 @@ from tests.support.requirements import REPO, require, require_go, require_two_cp
 
 CRD = CHART / "crds" / "noderesourcetopologies.yaml"
 NUMA = "nri-resmgr-numa"
-LABEL = "app.kubernetes.io/name=nri-resmgr"
 #: what the extender's filter says of a Guaranteed 1-CPU pod that no zone holds
 REASON = "needs 1 exclusive CPUs"
 #: the one release of the suite's containerd builds this suite runs (issue 26: 2.3)
@@ -400,11 +399,14 @@ def test_guaranteed_pod_goes_where_a_zone_is_free_and_waits_when_none_is(
     nrt_matches_kernel(kc)
 
 
-def _restart_daemon(node: Node) -> None:
-    ns = namespace(node)
-    node.kubectl("delete", "pod", "-n", ns, "-l", LABEL, "--wait=true", "--timeout=120s")
-    node.kubectl("rollout", "status", "-n", ns, f"daemonset/nri-resmgr-{node.name}",
-                 "--timeout=180s")  # fmt: skip
+def _reporting(node: Node, enable: bool) -> None:
+    """`helm upgrade` of the node's release with its NRT report on or off."""
+    node.run(
+        "helm", "upgrade", f"nri-resmgr-{node.name}", str(CHART), "--namespace", namespace(node),
+        "--reuse-values", "--set", f"nodeResourceTopology.enable={str(enable).lower()}",
+        "--wait", "--timeout", "300s",
+        timeout=360,
+    )  # fmt: skip
 
 
 def test_restarted_scheduler_uses_nrt_objects_created_after_it_started(
@@ -413,11 +415,13 @@ def test_restarted_scheduler_uses_nrt_objects_created_after_it_started(
     kc = deployed
     b = by_name(kc, "node-b")
     numa.stop()
+    # node-b's daemon stops reporting (it would write its object again within seconds),
+    # its object goes, and is written anew once the extender and the scheduler restarted
+    _reporting(b, False)
     b.kubectl("delete", NRT, "node-b")
     numa.start()
     started = time.time()
-    # node-b's report is made anew by a new daemon, after the scheduler started
-    _restart_daemon(b)
+    _reporting(b, True)
     created = b.wait_for(lambda: nrt(b), timeout=120, what="node-b's new NRT object")
     stamp = created["metadata"]["creationTimestamp"].replace("Z", "+00:00")
     assert datetime.datetime.fromisoformat(stamp).timestamp() >= started - 1, (stamp, started)
@@ -464,16 +468,6 @@ def _malformed(node: str) -> dict[str, Any]:
             {"name": "node-1", "type": "Node", "resources": []},
         ],
     }  # fmt: skip
-
-
-def _reporting(node: Node, enable: bool) -> None:
-    """`helm upgrade` of the node's release with its NRT report on or off."""
-    node.run(
-        "helm", "upgrade", f"nri-resmgr-{node.name}", str(CHART), "--namespace", namespace(node),
-        "--reuse-values", "--set", f"nodeResourceTopology.enable={str(enable).lower()}",
-        "--wait", "--timeout", "300s",
-        timeout=360,
-    )  # fmt: skip
 
 
 def test_extender_passes_pods_it_cannot_judge(deployed: KubeCluster, numa: NumaScheduler) -> None:
