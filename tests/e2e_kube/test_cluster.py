@@ -400,13 +400,26 @@ def test_guaranteed_pod_goes_where_a_zone_is_free_and_waits_when_none_is(
 
 
 def _reporting(node: Node, enable: bool) -> None:
-    """`helm upgrade` of the node's release with its NRT report on or off."""
+    """`helm upgrade` of the node's release with its NRT report on or off, and its one new
+    daemon pod Ready (helm's --wait passes a one-node DaemonSet while its only pod is
+    away, maxUnavailable 1, and a container created then runs unplaced)."""
     node.run(
         "helm", "upgrade", f"nri-resmgr-{node.name}", str(CHART), "--namespace", namespace(node),
         "--reuse-values", "--set", f"nodeResourceTopology.enable={str(enable).lower()}",
-        "--wait", "--timeout", "300s",
         timeout=360,
     )  # fmt: skip
+    ns = namespace(node)
+    node.kubectl("rollout", "status", "-n", ns, f"daemonset/nri-resmgr-{node.name}",
+                 "--timeout=300s")  # fmt: skip
+
+    def one_ready() -> bool:
+        pods = node.get("pods", "-n", ns, "-l", "app.kubernetes.io/name=nri-resmgr")["items"]
+        return len(pods) == 1 and any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in pods[0]["status"].get("conditions") or []
+        )
+
+    node.wait_for(one_ready, timeout=180, what=f"{node.name}: one new daemon pod Ready")
 
 
 def test_restarted_scheduler_uses_nrt_objects_created_after_it_started(
