@@ -52,7 +52,10 @@ def chart_values(node: Node, image: Image, sys_dir: Path) -> dict[str, Any]:
             "pinCPU": None,
             "pinMemory": False,
         },
-        "nodeResourceTopology": {"enable": True, "interval": 5},
+        # a report follows each decision within a second; the periodic one, which also
+        # writes back an object someone else changed or deleted, is kept out of the way
+        # of the tests that write such objects
+        "nodeResourceTopology": {"enable": True, "interval": 600},
         # null removes the chart's default CPU requests
         "resources": {"requests": {"cpu": None, "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "uninstall": {"resources": {"requests": {"cpu": None}}},

@@ -63,7 +63,7 @@ from tests.e2e_kube.node import (
     scheduler_argv,
     stop_processes,
 )
-from tests.e2e_kube.numa import CHART, NRT, RESERVED, SYNTHETIC, deploy, namespace, nrt
+from tests.e2e_kube.numa import CHART, NRT, RESERVED, SYNTHETIC, deploy, nrt
 from tests.e2e_kube.test_kube import container_pid, delete_pods, pod_manifest, wait_running
 from tests.k8s.cluster import _free_port
 from tests.k8s.components import build_node_components
@@ -399,48 +399,23 @@ def test_guaranteed_pod_goes_where_a_zone_is_free_and_waits_when_none_is(
     nrt_matches_kernel(kc)
 
 
-def _reporting(node: Node, enable: bool) -> None:
-    """`helm upgrade` of the node's release with its NRT report on or off, and its one new
-    daemon pod Ready (helm's --wait passes a one-node DaemonSet while its only pod is
-    away, maxUnavailable 1, and a container created then runs unplaced)."""
-    node.run(
-        "helm", "upgrade", f"nri-resmgr-{node.name}", str(CHART), "--namespace", namespace(node),
-        "--reuse-values", "--set", f"nodeResourceTopology.enable={str(enable).lower()}",
-        timeout=360,
-    )  # fmt: skip
-    ns = namespace(node)
-    node.kubectl("rollout", "status", "-n", ns, f"daemonset/nri-resmgr-{node.name}",
-                 "--timeout=300s")  # fmt: skip
-
-    def one_ready() -> bool:
-        pods = node.get("pods", "-n", ns, "-l", "app.kubernetes.io/name=nri-resmgr")["items"]
-        return len(pods) == 1 and any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in pods[0]["status"].get("conditions") or []
-        )
-
-    node.wait_for(one_ready, timeout=180, what=f"{node.name}: one new daemon pod Ready")
-
-
 def test_restarted_scheduler_uses_nrt_objects_created_after_it_started(
     deployed: KubeCluster, numa: NumaScheduler
 ) -> None:
     kc = deployed
     b = by_name(kc, "node-b")
     numa.stop()
-    # node-b's daemon stops reporting (it would write its object again within seconds),
-    # its object goes, and is written anew once the extender and the scheduler restarted
-    _reporting(b, False)
-    b.kubectl("delete", NRT, "node-b")
     numa.start()
     started = time.time()
-    _reporting(b, True)
+    # node-b's object goes; its daemon's next decision writes it anew, after the extender
+    # and the scheduler started
+    b.kubectl("delete", NRT, "node-b")
+    assert run_numa(kc, "fill-b", on="node-b", cpu="1", memory="64Mi") == ("node-b", "1")
     created = b.wait_for(lambda: nrt(b), timeout=120, what="node-b's new NRT object")
     stamp = created["metadata"]["creationTimestamp"].replace("Z", "+00:00")
     assert datetime.datetime.fromisoformat(stamp).timestamp() >= started - 1, (stamp, started)
     nrt_matches_kernel(kc)
     assert run_numa(kc, "fill-a", on="node-a", cpu="1", memory="64Mi") == ("node-a", "1")
-    assert run_numa(kc, "fill-b", on="node-b", cpu="1", memory="64Mi") == ("node-b", "1")
     nrt_matches_kernel(kc)
     # judged by node-b's new object: turned away there too (without it node-b would
     # pass unjudged, and the pod would be bound there and refused at creation)
@@ -494,25 +469,26 @@ def test_extender_passes_pods_it_cannot_judge(deployed: KubeCluster, numa: NumaS
         "malformed": _malformed("node-b"),
         "missing": None,
     }
-    # node-b's daemon stops reporting: it would put its own object back within seconds
-    _reporting(b, False)
     try:
         for case, doc in cases.items():
+            # node-b's report is current: its daemon writes again only at its next
+            # decision (the probe's), after the extender judged what is written here
+            b.wait_for(lambda: nrt(b) is not None, timeout=120, what="node-b's own NRT object")
+            nrt_matches_kernel(kc)
             b.kubectl("delete", NRT, "node-b", "--ignore-not-found")
             if doc is not None:
                 b.apply(doc)
             time.sleep(2)  # the extender's watch delivers the change
-            pod = f"probe-{case}"
-            assert run_numa(kc, pod, on="node-b", cpu="1", memory="64Mi") == ("node-b", "1")
             now = nrt(b)
             assert (now and now["zones"]) == (doc and doc["zones"]), (case, now)
+            pod = f"probe-{case}"
+            assert run_numa(kc, pod, on="node-b", cpu="1", memory="64Mi") == ("node-b", "1")
             passed = filtered(numa, pod, "node not judged; passed")
             assert passed.get("node-b"), (case, numa.log_lines()[-5:])
             assert numa.healthy()
             delete_pods(b, pod)
     finally:
-        b.kubectl("delete", NRT, "ghost-1", "ghost-2", "node-b", "--ignore-not-found")
-        _reporting(b, True)
+        b.kubectl("delete", NRT, "ghost-1", "ghost-2", "--ignore-not-found")
     b.wait_for(lambda: nrt(b), timeout=120, what="node-b's NRT object again")
     nrt_matches_kernel(kc)
     assert numa.healthy()
