@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -45,12 +46,17 @@ from tests.e2e import cri
 from tests.k8s.cluster import Cluster, _free_port, control_plane
 from tests.support.waiting import wait_for
 
-BRIDGE = "nrk0"
-GATEWAY = "10.88.77.1"
-SUBNET = "10.88.77.0/24"
+#: NRI_RESMGR_KUBE_SLOT=N (1-9) gives a run its own bridge, subnet, NAT chain and cgroup
+#: root, so a long run (the soak, tests/e2e_kube/soak.py) and the test suite's node can run
+#: on one machine at the same time; 0 (the default) is the suite's own
+SLOT = int(os.environ.get("NRI_RESMGR_KUBE_SLOT", "0") or "0")
+_SUFFIX = str(SLOT) if SLOT else ""
+BRIDGE = f"nrk{SLOT}"
+GATEWAY = f"10.88.{77 + 10 * SLOT}.1"
+SUBNET = f"10.88.{77 + 10 * SLOT}.0/24"
 SERVICE_IP = "10.96.0.1"
-NAT_CHAIN = "NRI-RESMGR-KUBE"
-CGROUP_ROOT = "nri-resmgr-kube"
+NAT_CHAIN = f"NRI-RESMGR-KUBE{_SUFFIX}"
+CGROUP_ROOT = f"nri-resmgr-kube{_SUFFIX}"
 NODE_NAME = "nri-resmgr-node"
 SYSCTLS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops", "net.ipv4.ip_forward")
 CNI_PLUGINS = Path("/usr/lib/cni")
@@ -277,6 +283,9 @@ def _kubelet_config(base: Path, ctd: ctdmod.Containerd) -> Path:
         "volumeStatsAggPeriod": "0s",
         "featureGates": {},
     }
+    if SLOT:
+        # the default /var/log/pods is shared: each kubelet's log GC would remove the other's
+        config["podLogsDir"] = str(base / "pod-logs")
     path = base / "kubelet.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -442,7 +451,7 @@ def kube_node(
             stack.callback(_stop, procs[2:])
             yield node
     finally:
-        dest = ctdmod.CACHE / "logs" / "kube"
+        dest = ctdmod.CACHE / "logs" / f"kube{_SUFFIX}"
         dest.mkdir(parents=True, exist_ok=True)
         for log in [*base.glob("*.log"), base / "cp" / "control-plane.log"]:
             with contextlib.suppress(OSError):
