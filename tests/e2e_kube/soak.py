@@ -100,6 +100,26 @@ def wait_daemon(node: Node, *, other_than: int | None = None, timeout: float = 1
     raise AssertionError(f"no Ready daemon within {timeout:g} s:\n{node.ctd.log_tail(30)}")
 
 
+def log_offset(node: Node) -> int:
+    """Where containerd's log ends now (for `wait_synchronized`)."""
+    return node.ctd.layout.log.stat().st_size
+
+
+def wait_synchronized(node: Node, offset: int, *, timeout: float = 180) -> float:
+    """Wait until containerd's log, after byte `offset`, says the daemon connected and
+    synchronized; the seconds it took from the call."""
+    started = time.monotonic()
+
+    def synced() -> bool:
+        with open(node.ctd.layout.log, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+        return f'plugin \\"{PLUGIN}\\" connected and synchronized' in text
+
+    node.wait_for(synced, timeout=timeout, what=f"{PLUGIN} synchronized again")
+    return time.monotonic() - started
+
+
 def _config_outcomes(node: Node) -> int:
     items = node.cluster.client.request(
         "GET",
@@ -176,22 +196,27 @@ class Operator:
         """SIGKILL the daemon; the kubelet restarts it, or its pod is deleted when the
         kubelet holds the container in crash back-off."""
         pid = wait_daemon(self.node)
+        offset = log_offset(self.node)
         os.kill(pid, signal.SIGKILL)
         try:
             wait_daemon(self.node, other_than=pid, timeout=25)
-            return "restarted by the kubelet"
+            took = wait_synchronized(self.node, offset)
+            return f"restarted by the kubelet; synchronized again after {took:.1f} s"
         except AssertionError:
             for p in self.node.cluster.client.request(
                 "GET", DS_PODS, query={"labelSelector": "app.kubernetes.io/name=nri-resmgr"}
             )["items"]:
                 self.node.cluster.client.request("DELETE", f"{DS_PODS}/{p['metadata']['name']}")
             wait_daemon(self.node, other_than=pid)
-            return "in crash back-off: its pod deleted"
+            took = wait_synchronized(self.node, offset)
+            return f"in crash back-off: its pod deleted; synchronized again after {took:.1f} s"
 
     def restart_containerd(self) -> str:
+        offset = log_offset(self.node)
         self.node.ctd.restart()
+        took = wait_synchronized(self.node, offset)
         wait_daemon(self.node)
-        return "restarted"
+        return f"restarted; the daemon synchronized again after {took:.1f} s"
 
 
 # -- the runs ----------------------------------------------------------------------------
@@ -352,9 +377,24 @@ def run_soak(
         "healthz_seconds_max": max((v.healthz_seconds for v in vitals), default=0.0),
         "slowest_decision_bucket": max((v.slowest_decision for v in vitals), default=0.0),
         "samples": len(vitals),
+        "daemons": _per_daemon(vitals),
         "startup_seconds_max": max((s.seconds or 0.0 for s in pods.started), default=0.0),
         "load1": float(Path("/proc/loadavg").read_text().split()[0]),
     }
+
+
+def _per_daemon(vitals: list[churn.Vitals]) -> list[dict[str, Any]]:
+    """RSS and fds at the first and last sample of each daemon process (a restart starts
+    a new one), and how long it was sampled."""
+    out: list[dict[str, Any]] = []
+    for v in vitals:
+        if not out or out[-1]["pid"] != v.pid:
+            out.append({"pid": v.pid, "first": v.at, "rss_kib": [v.rss_kib, v.rss_kib],
+                        "fds": [v.fds, v.fds], "samples": 0})  # fmt: skip
+        d = out[-1]
+        d["rss_kib"][1], d["fds"][1], d["samples"] = v.rss_kib, v.fds, d["samples"] + 1
+        d["minutes"] = round((v.at - d["first"]) / 60, 1)
+    return out
 
 
 # -- the command -------------------------------------------------------------------------
