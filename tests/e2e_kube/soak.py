@@ -105,10 +105,9 @@ def log_offset(node: Node) -> int:
     return node.ctd.layout.log.stat().st_size
 
 
-def wait_synchronized(node: Node, offset: int, *, timeout: float = 180) -> float:
+def wait_synchronized(node: Node, offset: int, started: float, *, timeout: float = 180) -> float:
     """Wait until containerd's log, after byte `offset`, says the daemon connected and
-    synchronized; the seconds it took from the call."""
-    started = time.monotonic()
+    synchronized; the seconds since `started` (a time.monotonic())."""
 
     def synced() -> bool:
         with open(node.ctd.layout.log, "rb") as f:
@@ -134,11 +133,13 @@ def _config_outcomes(node: Node) -> int:
 
 
 def new_image_tag(node: Node, image: Image, n: int) -> str:
+    """The image tagged anew in containerd (as a release would push it); the new tag."""
+    refs = node.run("ctr", "-n", "k8s.io", "images", "ls", "-q").stdout.split()
+    # containerd holds a short name normalized (docker.io/library/NAME:TAG)
+    (source,) = [r for r in refs if r.rsplit("/", 1)[-1] == f"{image.repository}:{image.tag}"]
     tag = f"{image.tag}-u{n}"
-    node.run(
-        "ctr", "-n", "k8s.io", "images", "tag", "--force",
-        f"{image.repository}:{image.tag}", f"{image.repository}:{tag}",
-    )  # fmt: skip
+    target = f"{source.rsplit(':', 1)[0]}:{tag}"
+    node.run("ctr", "-n", "k8s.io", "images", "tag", "--force", source, target)
     return tag
 
 
@@ -196,11 +197,11 @@ class Operator:
         """SIGKILL the daemon; the kubelet restarts it, or its pod is deleted when the
         kubelet holds the container in crash back-off."""
         pid = wait_daemon(self.node)
-        offset = log_offset(self.node)
+        offset, started = log_offset(self.node), time.monotonic()
         os.kill(pid, signal.SIGKILL)
         try:
             wait_daemon(self.node, other_than=pid, timeout=25)
-            took = wait_synchronized(self.node, offset)
+            took = wait_synchronized(self.node, offset, started)
             return f"restarted by the kubelet; synchronized again after {took:.1f} s"
         except AssertionError:
             for p in self.node.cluster.client.request(
@@ -208,13 +209,13 @@ class Operator:
             )["items"]:
                 self.node.cluster.client.request("DELETE", f"{DS_PODS}/{p['metadata']['name']}")
             wait_daemon(self.node, other_than=pid)
-            took = wait_synchronized(self.node, offset)
+            took = wait_synchronized(self.node, offset, started)
             return f"in crash back-off: its pod deleted; synchronized again after {took:.1f} s"
 
     def restart_containerd(self) -> str:
-        offset = log_offset(self.node)
+        offset, started = log_offset(self.node), time.monotonic()
         self.node.ctd.restart()
-        took = wait_synchronized(self.node, offset)
+        took = wait_synchronized(self.node, offset, started)
         wait_daemon(self.node)
         return f"restarted; the daemon synchronized again after {took:.1f} s"
 
@@ -289,7 +290,7 @@ def _pods_not_running(node: Node, *, timeout: float) -> list[str]:
 
 
 FAULT_ERRORS = (AssertionError, KubeError, ctdmod.ContainerdError, subprocess.SubprocessError)
-FAULTS = ("kill -9", "containerd restart", "live reload", "helm upgrade")
+FAULTS = ("live reload", "helm upgrade", "kill -9", "containerd restart")
 
 
 def run_soak(
