@@ -15,11 +15,11 @@ static policy, CPU 0 reserved), and judge only what the kernel shows
   the violations after each upgrade, and the pods' start-up seconds during the upgrades
   against the others.
 * `run_soak(minutes)`: one step about every few seconds, a pod of a random QoS class
-  created or one deleted; once a minute, in turn, a fault: the daemon `kill -9` (restarted
-  by the kubelet, or, when the kubelet holds it in crash back-off, by deleting its pod),
-  containerd restarted, the configuration changed live (`helm upgrade` of `policyConfig`,
-  waited for by its ConfigApplied or ConfigRejected Event), `helm upgrade` with a new pod
-  template. After every step the invariants; the daemon's vital signs sampled each step.
+  created or one deleted; once a minute, in turn, a fault: the configuration changed live
+  (`helm upgrade` of `policyConfig`, waited for by its ConfigApplied or ConfigRejected
+  Event), `helm upgrade` with a new pod template, the daemon `kill -9` (restarted by the
+  kubelet, or, when the kubelet holds it in crash back-off, by deleting its pod), and
+  containerd restarted; each waits for containerd's "connected and synchronized". After every step the invariants; the daemon's vital signs sampled each step.
 
 The command runs the pytest scenario that drives them (the node's fixtures are pytest's):
 

@@ -25,6 +25,7 @@ from tests.e2e_kube.node import Node
 from tests.e2e_kube.soak import wait_daemon
 from tests.e2e_kube.test_kube import (  # noqa: F401 - the node fixture, shared
     NAMESPACE,
+    RELEASE,
     _helm_install,
     _uninstall,
     _upgrade_and_roll_out,
@@ -58,7 +59,7 @@ def pods(node: Node, nri_image: Image) -> Iterator[None]:  # noqa: F811
     node.kubectl(
         "delete", "pods", "-n", "default", "--all", "--wait=true", "--timeout=120s", check=False
     )
-    node.run("helm", "uninstall", "nri-resmgr", "--namespace", NAMESPACE, "--wait",
+    node.run("helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait",
              check=False, timeout=180)  # fmt: skip
 
 
@@ -101,6 +102,13 @@ def test_upgrade_pod_deletion_and_kill9_keep_running_containers_then_uninstall_r
     _unmoved(node, pids, "kill -9 of the daemon")
 
     _uninstall(node)
+    mine = f"app.kubernetes.io/instance={RELEASE}"
+    for kind in ("daemonset", "configmap", "serviceaccount", "role", "rolebinding"):
+        left = node.kubectl("get", kind, "-n", NAMESPACE, "-l", mine, "-o", "name").stdout
+        assert not left.strip(), f"helm uninstall left {left}"
+    for kind in ("clusterrole", "clusterrolebinding"):
+        left = node.kubectl("get", kind, "-l", mine, "-o", "name").stdout
+        assert not left.strip(), f"helm uninstall left {left}"
     everything = online_cpus()
     node.wait_for(
         lambda: all(cri.parse_cpus(cpuset(node, n)[0]) == everything for n in pids),
