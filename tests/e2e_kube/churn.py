@@ -297,9 +297,17 @@ class Window:
         return self.synchronized - self.closed
 
 
-def plugin_windows(log: str, plugin: str, since: float = 0.0) -> list[Window]:
+#: the chart's own containers: their pod may start without the daemon (its annotation)
+CHART_CONTAINERS = frozenset({"nri-resmgr", "reset-on-uninstall"})
+_CREATED = re.compile(r'for name:\\"([^"\\]*)\\" returns container id')
+
+
+def plugin_windows(
+    log: str, plugin: str, since: float = 0.0, *, exempt: frozenset[str] = CHART_CONTAINERS
+) -> list[Window]:
     """Every interval after `since` from the plugin's disconnect to its next
-    synchronization (an open one ends at the last line), with what happened inside."""
+    synchronization (an open one ends at the last line), with what happened inside; the
+    creations of `exempt` containers (the daemon's own pod) are not counted."""
     closed_at: float | None = None
     connected = 0
     spans: list[tuple[float, float]] = []
@@ -320,7 +328,7 @@ def plugin_windows(log: str, plugin: str, since: float = 0.0) -> list[Window]:
             if closed_at is not None:
                 spans.append((closed_at, at))
                 closed_at = None
-        elif "returns container id" in line:
+        elif (created := _CREATED.search(line)) and created.group(1) not in exempt:
             creations.append(at)
         elif "rejected container adjustment" in line and "CreateContainer" in line:
             refusals.append(at)

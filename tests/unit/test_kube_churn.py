@@ -41,17 +41,23 @@ def _line(t: str, msg: str) -> str:
     return f'time="2026-11-27T11:03:{t}Z" level=info msg="{msg}"'
 
 
+def _created(name: str, cid: str) -> str:
+    sandbox = 'CreateContainer within sandbox \\"x\\"'
+    return f'{sandbox} for name:\\"{name}\\" returns container id \\"{cid}\\"'
+
+
 LOG = "\n".join(
     [
         _line("10.000000000", 'plugin \\"90-resmgr\\" connected and synchronized'),
         _line("13.500000000", 'connection to plugin \\"90-resmgr\\" closed'),
-        _line("14.000000000", 'CreateContainer within sandbox \\"x\\" returns container id \\"a\\"'),
+        _line("14.000000000", _created("c", "a")),
+        _line("14.100000000", _created("nri-resmgr", "d")),
         _line(
             "14.500000000",
             "CreateContainer within sandbox failed: validator rejected container adjustment",
         ),
         _line("15.250000000", 'plugin \\"90-resmgr\\" connected and synchronized'),
-        _line("16.000000000", 'CreateContainer within sandbox \\"x\\" returns container id \\"b\\"'),
+        _line("16.000000000", _created("c", "b")),
         _line("20.000000000", 'plugin \\"90-resmgr\\" connected and synchronized'),
         _line("21.000000000", 'connection to plugin \\"90-resmgr\\" closed'),
         _line("22.000000000", 'connection to plugin \\"90-resmgr\\" closed'),
@@ -62,6 +68,7 @@ LOG = "\n".join(
 def test_windows_from_containerds_log() -> None:
     first, *rest = plugin_windows(LOG, "90-resmgr")
     assert round(first.seconds, 3) == 1.75
+    # the daemon's own container (its pod is exempt from the validator) is not counted
     assert (first.created, first.refused) == (1, 1)
     # two instances connected (a hand-over's overlap): the first close leaves one
     # connected, so the window opens at the second close, and stays open to the end
