@@ -19,7 +19,8 @@ static policy, CPU 0 reserved), and judge only what the kernel shows
   (`helm upgrade` of `policyConfig`, waited for by its ConfigApplied or ConfigRejected
   Event), `helm upgrade` with a new pod template, the daemon `kill -9` (restarted by the
   kubelet, or, when the kubelet holds it in crash back-off, by deleting its pod), and
-  containerd restarted; each waits for containerd's "connected and synchronized". After every step the invariants; the daemon's vital signs sampled each step.
+  containerd restarted; each waits for containerd's "connected and synchronized". After
+  every step the invariants; the daemon's vital signs sampled each step.
 
 The command runs the pytest scenario that drives them (the node's fixtures are pytest's):
 
