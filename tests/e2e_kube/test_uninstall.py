@@ -97,8 +97,9 @@ def test_upgrade_pod_deletion_and_kill9_keep_running_containers_then_uninstall_r
     node.kubectl("delete", "pod", "-n", NAMESPACE, old["metadata"]["name"], "--wait=true")
     wait_daemon(node)
     _unmoved(node, pids, "deleting the daemon's pod")
-    os.kill(wait_daemon(node), signal.SIGKILL)
-    wait_daemon(node)
+    pid = wait_daemon(node)
+    os.kill(pid, signal.SIGKILL)
+    wait_daemon(node, other_than=pid)
     _unmoved(node, pids, "kill -9 of the daemon")
 
     _uninstall(node)
