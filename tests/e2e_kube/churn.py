@@ -388,8 +388,9 @@ class Started:
 
 @dataclass
 class Churn:
-    """Pods created and deleted on a thread: at most `keep` of ours at a time (the oldest
-    deleted first), at most one Guaranteed (the node has one CPU to give exclusively)."""
+    """Pods created and deleted on a thread: about `keep` of ours at a time (the oldest
+    that ran deleted first), at most one Guaranteed (the node has one CPU to give
+    exclusively)."""
 
     node: Node
     rng: random.Random
@@ -412,14 +413,18 @@ class Churn:
             self._thread.join(60)
 
     def step(self, live: list[Started]) -> None:
-        """One creation or deletion (used by the thread, and by the soak directly)."""
+        """One creation or deletion (used by the thread, and by the soak directly). Only a
+        pod seen Running is deleted, so that every pod's start-up is timed, a refused and
+        retried one's too; while `2 * keep` wait to run, nothing is created."""
         client = self.node.cluster.client
-        if len(live) >= self.keep or (live and self.rng.random() < 0.3):
-            victim = (
-                live.pop(0) if len(live) >= self.keep else live.pop(self.rng.randrange(len(live)))
-            )
+        ran = [s for s in live if s.seconds is not None]
+        if ran and (len(live) >= self.keep or self.rng.random() < 0.3):
+            victim = ran[0] if len(live) >= self.keep else self.rng.choice(ran)
+            live.remove(victim)
             with contextlib.suppress(KubeError):
                 client.request("DELETE", f"{PODS}/{victim.name}", body={"gracePeriodSeconds": 0})
+            return
+        if len(live) >= 2 * self.keep:
             return
         qos = self.rng.choice(QOS)
         if qos == "guaranteed" and any(s.qos == "guaranteed" for s in live):
