@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -55,12 +56,17 @@ from tests.e2e import cri
 from tests.k8s.cluster import Cluster, _free_port, control_plane
 from tests.support.waiting import wait_for
 
-BRIDGE = "nrk0"
-GATEWAY = "10.88.77.1"
-SUBNET = "10.88.77.0/24"
+#: NRI_RESMGR_KUBE_SLOT=N (1-9) gives a run its own bridge, subnet, NAT chain and cgroup
+#: root, so a long run (the soak, tests/e2e_kube/soak.py) and the test suite's node can run
+#: on one machine at the same time; 0 (the default) is the suite's own
+SLOT = int(os.environ.get("NRI_RESMGR_KUBE_SLOT", "0") or "0")
+_SUFFIX = str(SLOT) if SLOT else ""
+BRIDGE = f"nrk{SLOT}"
+GATEWAY = f"10.88.{77 + 10 * SLOT}.1"
+SUBNET = f"10.88.{77 + 10 * SLOT}.0/24"
 SERVICE_IP = "10.96.0.1"
-NAT_CHAIN = "NRI-RESMGR-KUBE"
-CGROUP_ROOT = "nri-resmgr-kube"
+NAT_CHAIN = f"NRI-RESMGR-KUBE{_SUFFIX}"
+CGROUP_ROOT = f"nri-resmgr-kube{_SUFFIX}"
 NODE_NAME = "nri-resmgr-node"
 
 
@@ -365,12 +371,6 @@ def _logs_tail(base: Path, n: int = 40) -> str:
     return "\n".join(out)
 
 
-def start_process(argv: Sequence[str], log: Path, procs: list[subprocess.Popen[bytes]]) -> None:
-    """Start a process of the cluster, its output appended to `log` (public for tests that
-    start another scheduler or an extender beside the cluster's own)."""
-    _start(argv, log, procs)
-
-
 def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
     """Stop processes: TERM, then KILL after 20 s, the last started first."""
     _stop(procs)
@@ -562,7 +562,7 @@ def kube_cluster(
                 cluster=cluster, base=base, kubeconfig=kubeconfig, nodes=nodes, k8s=k8s, procs=procs
             )
     finally:
-        dest = ctdmod.CACHE / "logs" / ("kube" if len(specs) == 1 else "kube-cluster")
+        dest = ctdmod.CACHE / "logs" / (f"kube{_SUFFIX}" if len(specs) == 1 else "kube-cluster")
         dest.mkdir(parents=True, exist_ok=True)
         logs = [*base.glob("*.log"), *base.glob("*/*.log")]
         for log in [*logs, base / "cp" / "control-plane.log"]:
