@@ -7,11 +7,12 @@ What is real: etcd and kube-apiserver, kube-scheduler v1.34.4 (tests/k8s), the e
 (`nri_resmgr.scheduler`, in this process over TCP), and per node the real NRI runtime
 library (the conformance harness, NRI v0.12.2) with a real daemon attached
 (`nri-resmgr run`, topology-aware, 750m reserved, `--node-resource-topology`, its node's
-name), each on a synthetic topology of 2 NUMA nodes of 8 CPUs.  What stands in for the
-kubelet: a thread per node that lists the pods bound to it, runs each through its runtime
-(RunPodSandbox, CreateContainer, StartContainer, with the pod's QoS cgroup parent and
-resources as the kubelet sets them) and writes the pod's phase (Running, or Failed when
-creation is refused).  Node objects have 16 CPUs and 32Gi allocatable.
+name), each discovering a synthetic machine of 2 NUMA nodes of 8 CPUs from its own sysfs
+tree (`write_sysfs`, `--sysfs-root`), as the chart's daemon reads the host's.  What
+stands in for the kubelet: a thread per node that lists the pods bound to it, runs each
+through its runtime (RunPodSandbox, CreateContainer, StartContainer, with the pod's QoS
+cgroup parent and resources as the kubelet sets them) and writes the pod's phase
+(Running, or Failed when creation is refused).  Node objects have 16 CPUs and 32Gi allocatable.
 
 The workload (seeded): a third Guaranteed (1-4 CPUs, 256Mi-1Gi), a third Burstable
 (100-500m, 128Mi), a third BestEffort, created at once; it runs until no pod changes for
@@ -47,6 +48,7 @@ from nri_resmgr.scheduler.fit import Strategy
 from nri_resmgr.scheduler.server import ExtenderMetrics, NrtCache, serve
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.load import load_topology
+from nri_resmgr.topology.synthetic.sysfs import write_sysfs
 from tests.conformance.harness import (
     GoRuntime,
     RuntimeCallError,
@@ -219,8 +221,9 @@ def run_once(cluster: Cluster, *, extender: bool, pods: int, seed: int, settle: 
         for node in NODES:
             rt = stack.enter_context(go_runtime("v0.12.2"))
             rt.start()
+            write_sysfs(load_topology(SPEC), rt.dir / "sysfs")
             rt.start_external(DAEMON, idx="90", name="resmgr", args=[
-                "--policy", "topology-aware", "--topology", SPEC,
+                "--policy", "topology-aware", "--sysfs-root", str(rt.dir / "sysfs"),
                 "--state-dir", str(rt.dir / "state"), "--node-name", node,
                 "--kubeconfig", str(cluster.kubeconfig()), "--node-resource-topology",
                 "--report-interval", "60"])  # fmt: skip

@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import logging
 import signal
 import socket
@@ -61,6 +62,7 @@ from nri_api.errors import ConnectionClosed, RPCError
 from nri_api.stub import OnClose, Plugin, RuntimeInfo, resolve_identity
 from nri_resmgr.kube.uninstall import (
     DaemonSetProbe,
+    Handoff,
     block_termination,
     wait_for_termination,
     wait_port_closed,
@@ -138,6 +140,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "here (the daemon's HTTP port: it has exited)",
     )
     helm.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, else in-cluster)")
+    helm.add_argument(
+        "--handoff-dir",
+        metavar="DIR",
+        help="a directory shared with the preStop hook: the UID read at start-up goes there, "
+        "and the hook's report is printed on SIGTERM instead of judging again",
+    )
+    helm.add_argument(
+        "--prestop",
+        action="store_true",
+        help="run as the container's preStop hook: judge and reset now, without waiting for "
+        "SIGTERM, with the UID from --handoff-dir; leave the report there",
+    )
 
 
 # ---------------------------------------------------------------------------- sysfs
@@ -417,22 +431,52 @@ def run(args: argparse.Namespace) -> int:
     except ResetError as exc:
         print(f"reset: {exc}", file=sys.stderr)
         return 2
+    if args.prestop:
+        if not (args.on_uninstall and args.handoff_dir):
+            print("reset: --prestop: expected --on-uninstall and --handoff-dir", file=sys.stderr)
+            return 2
+        handoff = Handoff(args.handoff_dir)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            status = _run(args, cpus, mems, handoff)
+        handoff.finish(out.getvalue(), status)
+        sys.stdout.write(out.getvalue())
+        return status
+    return _run(args, cpus, mems, Handoff(args.handoff_dir) if args.handoff_dir else None)
+
+
+def _run(args: argparse.Namespace, cpus: CPUSet, mems: NodeSet, handoff: Handoff | None) -> int:
     if args.on_uninstall:
-        block_termination()
+        if not args.prestop:
+            block_termination()
         try:
             probe = DaemonSetProbe(args.on_uninstall, kubeconfig=args.kubeconfig)
         except ResetError as exc:
             print(f"reset: {exc}", file=sys.stderr)
             return 2
-        started_uid = probe.uid()
-        print(
-            f"waiting for SIGTERM; then resetting if DaemonSet {args.on_uninstall} "
-            f"(uid {started_uid}) is being removed",
-            flush=True,
-        )
-        signum = wait_for_termination()
+        if args.prestop:
+            assert handoff is not None
+            started_uid, event = handoff.started_uid(), "preStop"
+        else:
+            started_uid = probe.uid()
+            if handoff is not None:
+                try:
+                    handoff.record_uid(started_uid)
+                except ResetError as exc:
+                    print(f"reset: {exc}", file=sys.stderr)
+                    return 2
+            print(
+                f"waiting for SIGTERM; then resetting if DaemonSet {args.on_uninstall} "
+                f"(uid {started_uid}) is being removed",
+                flush=True,
+            )
+            event = signal.Signals(wait_for_termination()).name
+            report = handoff.report() if handoff is not None else None
+            if report is not None:
+                print(f"{event}: the preStop hook judged already:\n{report.rstrip()}", flush=True)
+                return 0
         verdict, why = probe.verdict(started_uid)
-        print(f"{signal.Signals(signum).name}: {why}", flush=True)
+        print(f"{event}: {why}", flush=True)
         if verdict is Verdict.KEEP:
             print("containers left to the next daemon")
             return 0

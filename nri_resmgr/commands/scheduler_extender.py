@@ -38,10 +38,13 @@ def run(args: argparse.Namespace) -> int:
     import threading
 
     from nri_resmgr.kube.client import KubeClient, in_cluster_credentials, load_kubeconfig
-    from nri_resmgr.ops.logs import get_logger
+    from nri_resmgr.ops.log_config import LogConfig
+    from nri_resmgr.ops.logs import configure_logging, get_logger
     from nri_resmgr.scheduler.fit import Strategy
     from nri_resmgr.scheduler.server import ExtenderMetrics, NrtCache, serve
 
+    # the daemon's log lines: JSON unless stderr is a terminal (a log collector reads them)
+    configure_logging(LogConfig())
     log = get_logger("scheduler-extender")
     host, _, port = args.listen.rpartition(":")
     try:

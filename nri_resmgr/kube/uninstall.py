@@ -7,6 +7,15 @@ waiting and asking: SIGTERM held pending until the kubelet sends it
 (`DaemonSetProbe`, whose reads `nri_resmgr.ops.reset.termination_verdict` judges), and
 the daemon container's HTTP port watched until it closes (`wait_port_closed`; the pod
 shares one network namespace).  The client is imported only when a probe is made.
+
+The hand-off (`Handoff`, ``--handoff-dir``, an emptyDir both processes see): on containerd
+the reset cannot run after the kubelet's SIGTERM, because the CRI StopContainer of its own
+container holds NRI's plugin synchronization until that container has exited.  So the
+chart runs the judging and the reset in the container's ``preStop`` hook
+(``--prestop``), which the kubelet runs before it stops the container; the container's
+main process only records the DaemonSet's UID at start-up (``started-uid``) for the hook,
+and on SIGTERM finds the hook's report (``done``), prints it to the container's log and
+exits.  Without a report (no hook, or it failed) it judges and resets itself, as before.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from nri_resmgr.ops.reset import ResetError, Verdict, termination_verdict
@@ -22,6 +32,7 @@ from nri_resmgr.ops.reset import ResetError, Verdict, termination_verdict
 __all__ = [
     "TERMINATION",
     "DaemonSetProbe",
+    "Handoff",
     "block_termination",
     "wait_for_termination",
     "wait_port_closed",
@@ -120,3 +131,49 @@ class DaemonSetProbe:
         status, obj, error = self.read()
         verdict, why = termination_verdict(started_uid=started_uid, status=status, daemonset=obj)
         return verdict, (f"{why} ({error})" if error and verdict is Verdict.UNKNOWN else why)
+
+
+class Handoff:
+    """The files by which the preStop hook and the container's main process meet."""
+
+    STARTED_UID = "started-uid"
+    DONE = "done"
+
+    def __init__(self, directory: str) -> None:
+        self.dir = Path(directory)
+
+    def record_uid(self, uid: str | None) -> None:
+        """The main process: the DaemonSet's UID at start-up ("" when unreadable)."""
+        try:
+            (self.dir / self.STARTED_UID).write_text(uid or "")
+        except OSError as exc:
+            raise ResetError(
+                f"--handoff-dir {self.dir}: expected a writable directory; found {exc}"
+            ) from exc
+
+    def started_uid(self) -> str | None:
+        """The hook: the UID the main process recorded (None if it recorded none)."""
+        try:
+            return (self.dir / self.STARTED_UID).read_text().strip() or None
+        except OSError:
+            print(
+                f"reset: {self.dir / self.STARTED_UID}: expected the DaemonSet's UID from "
+                "start-up; found none; a recreated DaemonSet may not be recognised",
+                file=sys.stderr,
+                flush=True,
+            )
+            return None
+
+    def finish(self, report: str, status: int) -> None:
+        """The hook: what it did and its exit status, for the main process to print."""
+        try:
+            (self.dir / self.DONE).write_text(f"{report.rstrip()}\nexit status {status}\n")
+        except OSError as exc:
+            print(f"reset: {self.dir / self.DONE}: {exc}", file=sys.stderr, flush=True)
+
+    def report(self) -> str | None:
+        """The main process: the hook's report, or None when the hook did not finish."""
+        try:
+            return (self.dir / self.DONE).read_text()
+        except OSError:
+            return None

@@ -1,23 +1,33 @@
-"""A real single-node Kubernetes for tests: every part real, every path private.
+"""A real Kubernetes of one or more nodes on this machine: every part real, every path private.
 
 Theory of operation
 -------------------
-`kube_node()` starts, in order, and stops in reverse:
+`kube_cluster(specs)` starts, in order, and stops in reverse (`kube_node()` is the
+one-node cluster of `SINGLE`, the suite's classic node):
 
-1. a Linux bridge `nrk0` with 10.88.77.1/24 (the CNI bridge plugin adopts it), so the API
-   server has an address that both this host and the pods can reach;
+1. per node a Linux bridge with its own /24 (`NodeSpec`; the CNI bridge plugin adopts
+   it), the first node's address the API server's, one that both this host and the pods
+   of every node can reach;
 2. etcd + kube-apiserver (tests/k8s/cluster.py) on 10.88.77.1 with Node,RBAC
    authorization and ServiceAccount admission, so pods get real projected tokens and RBAC
    is enforced for everyone but the admin token;
-3. one iptables DNAT rule (a private nat chain) for the `kubernetes` Service address
-   10.96.0.1:443 -> the API server: the one thing kube-proxy would do that a pod's
-   in-cluster client needs; there is no kube-proxy;
-4. containerd 2.3.7 or 1.7.35 (tests/e2e build) with NRI on at a private socket, Debian's runc and
-   Debian's CNI plugins (bridge, host-local, loopback) with a private conflist, the e2e
-   pause and busybox images imported into `k8s.io`;
-5. kube-controller-manager and kube-scheduler, and the kubelet (cgroupfs driver,
-   `failCgroupV1: false`, CPU manager `none`, pods under the private cgroup root
-   /nri-resmgr-kube), all v1.34.4 built by tests/k8s/components.py.
+3. iptables DNAT rules (a private nat chain, one rule per node subnet) for the
+   `kubernetes` Service address 10.96.0.1:443 -> the API server: the one thing kube-proxy
+   would do that a pod's in-cluster client needs; there is no kube-proxy;
+4. per node containerd 2.3.7 or 1.7.35 (tests/e2e build) with NRI on at a private socket,
+   Debian's runc and Debian's CNI plugins (bridge, host-local, loopback) with a private
+   conflist, the e2e pause and busybox images imported into `k8s.io`;
+5. kube-controller-manager and kube-scheduler, and per node a kubelet (cgroupfs driver,
+   `failCgroupV1: false`, CPU manager `none`, pods under the node's private cgroup root),
+   all v1.34.4 built by tests/k8s/components.py.
+
+Two kubelets on one machine (../shared/KUBELET-NOTES.md, "Two nodes on one machine"):
+each has its own root and cert dirs, cgroup root, bridge address, ports (kubelet and
+healthz), `podLogsDir` (a shared one lets each kubelet's container GC remove the other's
+logs) and node name; the second and later ones do not make the iptables utility chains
+(`makeIPTablesUtilChains: false`: two kubelets making them at once can leave a duplicate
+jump behind).  The kubelets' device plugin socket is fixed and shared (no device plugins
+here).  Both nodes report the whole machine as capacity.
 
 The kubelet would otherwise leave host state behind: the kernel tunables it sets
 (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops) and net.ipv4.ip_forward (the
@@ -29,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -45,13 +56,46 @@ from tests.e2e import cri
 from tests.k8s.cluster import Cluster, _free_port, control_plane
 from tests.support.waiting import wait_for
 
-BRIDGE = "nrk0"
-GATEWAY = "10.88.77.1"
-SUBNET = "10.88.77.0/24"
+#: NRI_RESMGR_KUBE_SLOT=N (1-9) gives a run its own bridge, subnet, NAT chain and cgroup
+#: root, so a long run (the soak, tests/e2e_kube/soak.py) and the test suite's node can run
+#: on one machine at the same time; 0 (the default) is the suite's own
+SLOT = int(os.environ.get("NRI_RESMGR_KUBE_SLOT", "0") or "0")
+_SUFFIX = str(SLOT) if SLOT else ""
+BRIDGE = f"nrk{SLOT}"
+GATEWAY = f"10.88.{77 + 10 * SLOT}.1"
+SUBNET = f"10.88.{77 + 10 * SLOT}.0/24"
 SERVICE_IP = "10.96.0.1"
-NAT_CHAIN = "NRI-RESMGR-KUBE"
-CGROUP_ROOT = "nri-resmgr-kube"
+NAT_CHAIN = f"NRI-RESMGR-KUBE{_SUFFIX}"
+CGROUP_ROOT = f"nri-resmgr-kube{_SUFFIX}"
 NODE_NAME = "nri-resmgr-node"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What is private to one node: its name, bridge, /24 (``gateway`` is its .1) and
+    cgroup root; `kubelet_chains` is false on every node after the first."""
+
+    name: str
+    bridge: str
+    gateway: str
+    cgroup_root: str
+    kubelet_chains: bool = True
+
+    @property
+    def subnet(self) -> str:
+        return self.gateway.rsplit(".", 1)[0] + ".0/24"
+
+
+#: the suite's classic single node
+SINGLE = NodeSpec(NODE_NAME, BRIDGE, GATEWAY, CGROUP_ROOT)
+#: the two-node cluster's nodes (their own bridges, subnets and cgroup roots, so that it
+#: may run beside the single node of another test session or a soak's)
+TWO_NODES = (
+    NodeSpec("node-a", "nrkc-a", "10.88.91.1", "nri-resmgr-node-a"),
+    NodeSpec("node-b", "nrkc-b", "10.88.92.1", "nri-resmgr-node-b", kubelet_chains=False),
+)
+#: the two-node cluster's nat chain
+TWO_NODES_NAT = "NRI-RESMGR-KUBE-CLUSTER"
 SYSCTLS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops", "net.ipv4.ip_forward")
 CNI_PLUGINS = Path("/usr/lib/cni")
 
@@ -79,37 +123,37 @@ def _saved_sysctls() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _bridge() -> Iterator[None]:
-    _sh("ip", "link", "del", BRIDGE, check=False)
-    _sh("ip", "link", "add", BRIDGE, "type", "bridge")
+def _bridge(spec: NodeSpec) -> Iterator[None]:
+    _sh("ip", "link", "del", spec.bridge, check=False)
+    _sh("ip", "link", "add", spec.bridge, "type", "bridge")
     try:
-        _sh("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
-        _sh("ip", "link", "set", BRIDGE, "up")
+        _sh("ip", "addr", "add", f"{spec.gateway}/24", "dev", spec.bridge)
+        _sh("ip", "link", "set", spec.bridge, "up")
         yield
     finally:
-        _sh("ip", "link", "del", BRIDGE, check=False)
+        _sh("ip", "link", "del", spec.bridge, check=False)
 
 
-def _remove_service_nat() -> None:
-    _sh("iptables", "-w", "-t", "nat", "-D", "PREROUTING", "-j", NAT_CHAIN, check=False)
-    _sh("iptables", "-w", "-t", "nat", "-F", NAT_CHAIN, check=False)
-    _sh("iptables", "-w", "-t", "nat", "-X", NAT_CHAIN, check=False)
+def _remove_service_nat(chain: str) -> None:
+    _sh("iptables", "-w", "-t", "nat", "-D", "PREROUTING", "-j", chain, check=False)
+    _sh("iptables", "-w", "-t", "nat", "-F", chain, check=False)
+    _sh("iptables", "-w", "-t", "nat", "-X", chain, check=False)
 
 
 @contextlib.contextmanager
-def _service_nat(api_port: int) -> Iterator[None]:
-    _remove_service_nat()  # what a killed earlier run left
-    _sh("iptables", "-w", "-t", "nat", "-N", NAT_CHAIN)
+def _service_nat(chain: str, specs: Sequence[NodeSpec], api: str) -> Iterator[None]:
+    _remove_service_nat(chain)  # what a killed earlier run left
+    _sh("iptables", "-w", "-t", "nat", "-N", chain)
     try:
-        _sh(
-            "iptables", "-w", "-t", "nat", "-A", NAT_CHAIN, "-s", SUBNET, "-d", SERVICE_IP,
-            "-p", "tcp", "--dport", "443", "-j", "DNAT",
-            "--to-destination", f"{GATEWAY}:{api_port}",
-        )  # fmt: skip
-        _sh("iptables", "-w", "-t", "nat", "-I", "PREROUTING", "-j", NAT_CHAIN)
+        for spec in specs:
+            _sh(
+                "iptables", "-w", "-t", "nat", "-A", chain, "-s", spec.subnet, "-d", SERVICE_IP,
+                "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", api,
+            )  # fmt: skip
+        _sh("iptables", "-w", "-t", "nat", "-I", "PREROUTING", "-j", chain)
         yield
     finally:
-        _remove_service_nat()
+        _remove_service_nat(chain)
 
 
 def _iptables_chains() -> set[tuple[str, str]]:
@@ -144,22 +188,27 @@ def _v1_controllers() -> list[str]:
     )
 
 
-@contextlib.contextmanager
-def _cgroup_root() -> Iterator[None]:
-    """The kubelet's --cgroup-root, made in every v1 hierarchy, and removed afterwards."""
+def _make_cgroup_root(name: str) -> None:
+    """A kubelet's --cgroup-root in every v1 hierarchy (where it is not already)."""
     for controller in _v1_controllers():
-        top = cri.CGROUP_ROOT / controller / CGROUP_ROOT
+        top = cri.CGROUP_ROOT / controller / name
         top.mkdir(exist_ok=True)
         if controller == "cpuset":
-            for name in ("cpuset.cpus", "cpuset.mems"):
-                (top / name).write_text((top.parent / name).read_text())
+            for file in ("cpuset.cpus", "cpuset.mems"):
+                (top / file).write_text((top.parent / file).read_text())
+
+
+@contextlib.contextmanager
+def _cgroup_root(name: str) -> Iterator[None]:
+    """A kubelet's --cgroup-root, made in every v1 hierarchy, and removed afterwards."""
+    _make_cgroup_root(name)
     try:
         yield
     finally:
         for controller in _v1_controllers():
-            cri.kill_cgroup_tree(controller, f"/{CGROUP_ROOT}")
+            cri.kill_cgroup_tree(controller, f"/{name}")
         for controller in _v1_controllers():
-            top = cri.CGROUP_ROOT / controller / CGROUP_ROOT
+            top = cri.CGROUP_ROOT / controller / name
             # deepest first: a cgroup directory goes only once its children have
             for path in sorted(top.glob("**/"), key=lambda p: len(p.parts), reverse=True):
                 for _ in range(50):  # a killed process leaves its cgroup a moment later
@@ -211,7 +260,7 @@ class Node:
         return wait_for(predicate, what=what, timeout=timeout, interval=0.5)
 
 
-def _write_cni(base: Path) -> None:
+def _write_cni(base: Path, spec: NodeSpec) -> None:
     bins = base / "cni-bin"
     for plugin in ("bridge", "host-local", "loopback", "portmap"):
         link = bins / plugin
@@ -225,13 +274,13 @@ def _write_cni(base: Path) -> None:
                 "plugins": [
                     {
                         "type": "bridge",
-                        "bridge": BRIDGE,
+                        "bridge": spec.bridge,
                         "isGateway": True,
                         "ipMasq": False,
                         "ipam": {
                             "type": "host-local",
                             "dataDir": str(base / "cni-ipam"),
-                            "ranges": [[{"subnet": SUBNET, "gateway": GATEWAY}]],
+                            "ranges": [[{"subnet": spec.subnet, "gateway": spec.gateway}]],
                             "routes": [{"dst": "0.0.0.0/0"}],
                         },
                     }
@@ -241,17 +290,17 @@ def _write_cni(base: Path) -> None:
     )
 
 
-def _kubelet_config(base: Path, ctd: ctdmod.Containerd) -> Path:
+def _kubelet_config(base: Path, ctd: ctdmod.Containerd, spec: NodeSpec) -> Path:
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": GATEWAY,
+        "address": spec.gateway,
         "port": _free_port(),
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": _free_port(),
         "cgroupDriver": "cgroupfs",
-        "cgroupRoot": f"/{CGROUP_ROOT}",
+        "cgroupRoot": f"/{spec.cgroup_root}",
         "failCgroupV1": False,
         "failSwapOn": False,
         "cpuManagerPolicy": "none",
@@ -276,6 +325,8 @@ def _kubelet_config(base: Path, ctd: ctdmod.Containerd) -> Path:
         "nodeStatusUpdateFrequency": "5s",
         "volumeStatsAggPeriod": "0s",
         "featureGates": {},
+        "podLogsDir": str(base / "pod-logs"),
+        "makeIPTablesUtilChains": spec.kubelet_chains,
     }
     path = base / "kubelet.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -314,52 +365,117 @@ def node_ready(node: Node) -> bool:
 
 def _logs_tail(base: Path, n: int = 40) -> str:
     out = []
-    for log in sorted(base.glob("*.log")):
+    for log in sorted([*base.glob("*.log"), *base.glob("*/*.log")]):
         lines = log.read_text(errors="replace").splitlines()[-n:]
-        out.append(f"--- {log.name} ---\n" + "\n".join(lines))
+        out.append(f"--- {log.relative_to(base)} ---\n" + "\n".join(lines))
     return "\n".join(out)
 
 
+def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop processes: TERM, then KILL after 20 s, the last started first."""
+    _stop(procs)
+
+
+@dataclass
+class KubeCluster:
+    """The running cluster: its control plane, its nodes in `NodeSpec` order, and the
+    binaries it was built from (tests start another scheduler with `k8s`)."""
+
+    cluster: Cluster
+    base: Path
+    kubeconfig: Path
+    nodes: list[Node]
+    k8s: dict[str, Path]
+    procs: list[subprocess.Popen[bytes]]
+
+    def start(self, argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+        """Start a process that the cluster stops (if still running) at its end."""
+        _start(argv, log, self.procs)
+        return self.procs[-1]
+
+
+def _kubelet_argv(
+    k8s: dict[str, Path], base: Path, ctd: ctdmod.Containerd, spec: NodeSpec, kubeconfig: Path
+) -> list[str]:
+    return [
+        str(k8s["kubelet"]),
+        f"--config={_kubelet_config(base, ctd, spec)}",
+        f"--kubeconfig={kubeconfig}",
+        f"--root-dir={base / 'kubelet'}",
+        f"--cert-dir={base / 'kubelet-pki'}",
+        f"--hostname-override={spec.name}",
+        f"--node-ip={spec.gateway}",
+        "--v=1",
+    ]
+
+
+def scheduler_argv(k8s: dict[str, Path], kubeconfig: Path, certs: Path, *extra: str) -> list[str]:
+    """A kube-scheduler of this cluster (`extra`: e.g. its ``--config``)."""
+    return [
+        str(k8s["kube-scheduler"]),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={_free_port()}",
+        f"--cert-dir={certs}",
+        "--v=1",
+        *extra,
+    ]
+
+
 @contextlib.contextmanager
-def kube_node(
+def kube_cluster(
+    specs: Sequence[NodeSpec],
     *,
+    nat_chain: str,
     release: ctdmod.Release,
     ctd_bins: dict[str, Path],
     crictl: Path,
     images: Sequence[Path],
     k8s: dict[str, Path],
     helm: Path,
-) -> Iterator[Node]:
-    """Start the node (see the module docstring); stop and clean everything afterwards."""
+) -> Iterator[KubeCluster]:
+    """Start the cluster (see the module docstring); stop and clean everything afterwards.
+
+    A node whose kubelet exits or that is not Ready in 240 s fails the start (with the
+    logs' tails).  With one node its files are in the cluster's directory itself (as they
+    always were); with more, each node's are in a directory named after it."""
     base = Path(tempfile.mkdtemp(prefix="k8s-", dir="/tmp"))
     procs: list[subprocess.Popen[bytes]] = []
-    ctd: ctdmod.Containerd | None = None
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(_saved_sysctls())
             stack.enter_context(_kubelet_chains_removed())
-            stack.enter_context(_cgroup_root())
-            stack.enter_context(_bridge())
+            for spec in specs:
+                stack.enter_context(_cgroup_root(spec.cgroup_root))
+                stack.enter_context(_bridge(spec))
             cluster = stack.enter_context(
                 control_plane(
                     base / "cp",
-                    address=GATEWAY,
+                    address=specs[0].gateway,
                     authorization="Node,RBAC",
                     service_accounts=True,
                     # the node's name resolves nowhere: reach the kubelet by its address
                     extra_args=["--kubelet-preferred-address-types=InternalIP"],
                 )
             )
-            api_port = int(cluster.creds.server.rsplit(":", 1)[1])
-            stack.enter_context(_service_nat(api_port))
+            api = cluster.creds.server.split("://", 1)[1]
+            stack.enter_context(_service_nat(nat_chain, specs, api))
             kubeconfig = cluster.kubeconfig()
 
-            ctd = ctdmod.Containerd(release, ctd_bins, crictl, ctdmod.Layout(base))
-            _write_cni(base)
-            ctd.start()
-            stack.callback(ctd.cleanup)
-            for archive in images:
-                ctd.import_image(archive)
+            dirs = [base] if len(specs) == 1 else [base / spec.name for spec in specs]
+            ctds = []
+            for spec, node_dir in zip(specs, dirs, strict=True):
+                node_dir.mkdir(exist_ok=True)
+                ctd = ctdmod.Containerd(release, ctd_bins, crictl, ctdmod.Layout(node_dir))
+                _write_cni(node_dir, spec)
+                ctd.start()
+                stack.callback(ctd.cleanup)
+                for archive in images:
+                    ctd.import_image(archive)
+                ctds.append(ctd)
 
             certs = base / "cp" / "certs"
             stack.callback(_stop, procs)
@@ -382,34 +498,22 @@ def kube_node(
                 procs,
             )
             _start(
-                [
-                    str(k8s["kube-scheduler"]),
-                    f"--kubeconfig={kubeconfig}",
-                    f"--authentication-kubeconfig={kubeconfig}",
-                    f"--authorization-kubeconfig={kubeconfig}",
-                    "--leader-elect=false",
-                    "--bind-address=127.0.0.1",
-                    f"--secure-port={_free_port()}",
-                    f"--cert-dir={base / 'sched-certs'}",
-                    "--v=1",
-                ],
+                scheduler_argv(k8s, kubeconfig, base / "sched-certs"),
                 base / "kube-scheduler.log",
                 procs,
             )
-            _start(
-                [
-                    str(k8s["kubelet"]),
-                    f"--config={_kubelet_config(base, ctd)}",
-                    f"--kubeconfig={kubeconfig}",
-                    f"--root-dir={base / 'kubelet'}",
-                    f"--cert-dir={base / 'kubelet-pki'}",
-                    f"--hostname-override={NODE_NAME}",
-                    f"--node-ip={GATEWAY}",
-                    "--v=1",
-                ],
-                base / "kubelet.log",
-                procs,
-            )
+            kubelets: list[subprocess.Popen[bytes]] = []
+            for spec, node_dir, ctd in zip(specs, dirs, ctds, strict=True):
+                # an empty cgroup of the root was seen gone from some hierarchies (memory,
+                # pids, systemd) by the time a second kubelet started (not traced): made
+                # again where missing, just before the kubelet checks it
+                _make_cgroup_root(spec.cgroup_root)
+                _start(
+                    _kubelet_argv(k8s, node_dir, ctd, spec, kubeconfig),
+                    node_dir / "kubelet.log",
+                    procs,
+                )
+                kubelets.append(procs[-1])
 
             bin_dir = base / "path"
             bin_dir.mkdir()
@@ -419,33 +523,74 @@ def kube_node(
                 ("ctr", ctd_bins["ctr"]),
             ):
                 (bin_dir / name).symlink_to(target)
-            env = {
-                "PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin",
-                "HOME": str(base),
-                "KUBECONFIG": str(kubeconfig),
-                "CONTAINERD_ADDRESS": str(ctd.layout.grpc_socket),
-                "LANG": "C.UTF-8",
-            }
-            node = Node(cluster=cluster, ctd=ctd, base=base, kubeconfig=kubeconfig, env=env)
+            nodes = []
+            for spec, node_dir, ctd in zip(specs, dirs, ctds, strict=True):
+                env = {
+                    "PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "HOME": str(base),
+                    "KUBECONFIG": str(kubeconfig),
+                    "CONTAINERD_ADDRESS": str(ctd.layout.grpc_socket),
+                    "LANG": "C.UTF-8",
+                }
+                nodes.append(
+                    Node(
+                        cluster=cluster,
+                        ctd=ctd,
+                        base=node_dir,
+                        kubeconfig=kubeconfig,
+                        env=env,
+                        name=spec.name,
+                    )
+                )
             deadline = time.monotonic() + 240
-            while not node_ready(node):
-                for p in procs:
-                    if p.poll() is not None:
-                        raise RuntimeError(
-                            f"{p.args!r} exited with {p.returncode}:\n{_logs_tail(base)}"
+            for node in nodes:
+                while not node_ready(node):
+                    for p in procs:
+                        if p.poll() is not None:
+                            raise RuntimeError(
+                                f"{p.args!r} exited with {p.returncode}:\n{_logs_tail(base)}"
+                            )
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(
+                            f"node {node.name} not Ready in 240 s:\n{_logs_tail(base)}"
                         )
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"node {NODE_NAME} not Ready in 240 s:\n{_logs_tail(base)}")
-                time.sleep(1)
-            # the kubelet stops first, so that it does not restart what containerd's
+                    time.sleep(1)
+            # the kubelets stop first, so that they do not restart what containerd's
             # cleanup removes
-            stack.callback(_stop, procs[2:])
-            yield node
+            stack.callback(_stop, kubelets)
+            yield KubeCluster(
+                cluster=cluster, base=base, kubeconfig=kubeconfig, nodes=nodes, k8s=k8s, procs=procs
+            )
     finally:
-        dest = ctdmod.CACHE / "logs" / "kube"
+        dest = ctdmod.CACHE / "logs" / (f"kube{_SUFFIX}" if len(specs) == 1 else "kube-cluster")
         dest.mkdir(parents=True, exist_ok=True)
-        for log in [*base.glob("*.log"), base / "cp" / "control-plane.log"]:
+        logs = [*base.glob("*.log"), *base.glob("*/*.log")]
+        for log in [*logs, base / "cp" / "control-plane.log"]:
             with contextlib.suppress(OSError):
-                shutil.copy(log, dest / log.name)
+                shutil.copy(log, dest / str(log.relative_to(base)).replace("/", "-"))
         ctdmod._unmount_under(base)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def kube_node(
+    *,
+    release: ctdmod.Release,
+    ctd_bins: dict[str, Path],
+    crictl: Path,
+    images: Sequence[Path],
+    k8s: dict[str, Path],
+    helm: Path,
+) -> Iterator[Node]:
+    """The suite's single node (`SINGLE`), as `kube_cluster` starts it."""
+    with kube_cluster(
+        (SINGLE,),
+        nat_chain=NAT_CHAIN,
+        release=release,
+        ctd_bins=ctd_bins,
+        crictl=crictl,
+        images=images,
+        k8s=k8s,
+        helm=helm,
+    ) as cluster:
+        yield cluster.nodes[0]

@@ -118,12 +118,8 @@ def readme_deploy_block() -> str:
 
 BUILD_LINE = "tools/build-image.sh -t nri-resmgr:$TAG -o nri-resmgr.oci.tar"
 
-#: what the README's deploy section says happens to running containers, case by case; the
-#: tests named beside each check it on the node
-README_UNINSTALL = (  # test_helm_uninstall_leaves_running_containers_pinned_until_reset
-    "removes everything the chart made; running containers keep their CPUs until they "
-    "restart or `nri-resmgr reset` runs on the node."
-)
+#: what the README's deploy section says happens to running containers on an upgrade and
+#: a restart; the test named beside it checks it on the node (uninstall: test_uninstall.py)
 README_KEEP = (  # test_upgrade_and_daemon_restart_leave_running_containers_where_they_are
     "A `helm upgrade` and a daemon restart leave running containers where they are: the next "
     "daemon takes them over."
@@ -861,51 +857,6 @@ def _helm_install(node: Node, doc: dict[str, Any]) -> None:
 def _uninstall(node: Node) -> None:
     node.run("helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", timeout=180)
     node.wait_for(lambda: not daemon_pods(node), timeout=120, what="the daemon pod gone")
-
-
-def test_helm_uninstall_leaves_running_containers_pinned_until_reset(
-    installed: Any, node: Node, nri_image: Image
-) -> None:
-    """The chart's reset-on-uninstall container cannot reset on containerd: CRI
-    StopContainer blocks NRI plugin synchronization until the container it stops has exited
-    (`BlockPluginSync`, containerd 1.7 and 2.x), and the reset is that container; it gives
-    up after uninstall.timeout. `nri-resmgr reset` on the node afterwards does it."""
-    readme_says(README_UNINSTALL)
-    everything = online_cpus()
-    run_pod(node, "survivor", cpu="1", memory="64Mi")
-    assert cpuset(node, "survivor")[0] == "1"
-    pid = container_pid(node, node.get("pod", "survivor"))
-    _uninstall(node)
-    for kind in ("daemonset", "configmap", "serviceaccount", "role", "rolebinding"):
-        left = node.kubectl(
-            "get",
-            kind,
-            "-n",
-            NAMESPACE,
-            "-l",
-            f"app.kubernetes.io/instance={RELEASE}",
-            "-o",
-            "name",
-        ).stdout
-        assert not left.strip(), f"helm uninstall left {left}"
-    for kind in ("clusterrole", "clusterrolebinding"):
-        left = node.kubectl(
-            "get", kind, "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name"
-        ).stdout
-        assert not left.strip(), f"helm uninstall left {left}"
-    assert wait_running(node, "survivor")
-    assert container_pid(node, node.get("pod", "survivor")) == pid, "the pod was restarted"
-    assert cpuset(node, "survivor")[0] == "1", "the uninstall reset it after all: fix README"
-    assert "synchronizing plugin 99-resmgr-reset" in node.ctd.log_text()
-
-    # the documented way out: the reset command on the node
-    assert cli_main(["reset", "--socket", str(node.ctd.layout.nri_socket),
-                     "--state-dir", str(node.base / "nri-resmgr-state")]) == 0  # fmt: skip
-    assert cri.parse_cpus(cpuset(node, "survivor")[0]) == everything
-    assert container_pid(node, node.get("pod", "survivor")) == pid
-    delete_pods(node, "survivor")
-    with contextlib.suppress(AssertionError):
-        node.kubectl("get", "pods", "-A")
 
 
 # -- measurement -------------------------------------------------------------------------

@@ -63,6 +63,8 @@ def test_second_scheduler(helm: str) -> None:
         kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
     sched = by_kind(docs, "Deployment")[f"{NAME}-scheduler"]
     spec = sched["spec"]["template"]["spec"]
+    # extender-rejected pods are retried after 10 s, not kube-scheduler's 5 minutes
+    assert "--pod-max-in-unschedulable-pods-duration=10s" in spec["containers"][0]["command"]
     assert spec["volumes"][0]["configMap"]["name"] == f"{NAME}-config"
     roles = {b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding").values()}
     assert {"system:kube-scheduler", "system:volume-scheduler"} <= roles

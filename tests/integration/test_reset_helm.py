@@ -7,6 +7,8 @@ gives it, wait for the daemon's own HTTP port, and be allowed to read that one D
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 
 from tests.integration.test_helm import CHART, KUBE_VERSION, VALUES, daemonset, render
 from tests.integration.test_helm import helm as helm
+from tests.support.requirements import REPO
 
 
 def _containers(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -46,9 +49,21 @@ def test_reset_container_mirrors_the_daemon_and_watches_its_daemonset(helm: str)
     assert float(_arg(reset, "--timeout")) < 30  # inside the default grace period
     mounts = {m["name"]: m for m in reset["volumeMounts"]}
     daemon_mounts = {m["name"]: m for m in daemon["volumeMounts"]}
-    assert set(mounts) == {"nri-socket", "sys", "state"}
+    assert set(mounts) == {"nri-socket", "sys", "state", "reset-handoff"}
     for name, m in mounts.items():
-        assert m == daemon_mounts[name], name
+        if name != "reset-handoff":
+            assert m == daemon_mounts[name], name
+    # the work runs in the preStop hook, before the kubelet's CRI stop of this container
+    # (which holds NRI's synchronization on containerd), with the same arguments; the main
+    # process and the hook meet in the hand-off emptyDir
+    hook = reset["lifecycle"]["preStop"]["exec"]["command"]
+    entrypoint = re.search(r"^ENTRYPOINT (.*)$", (REPO / "Containerfile").read_text(), re.M)
+    assert entrypoint, "Containerfile: no ENTRYPOINT"
+    assert hook == [*json.loads(entrypoint.group(1)), *reset["args"], "--prestop"]
+    handoff = _arg(reset, "--handoff-dir")
+    assert mounts["reset-handoff"]["mountPath"] == handoff
+    volumes = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    assert "emptyDir" in volumes["reset-handoff"]
     assert reset["securityContext"] == daemon["securityContext"]
     assert reset["image"] == daemon["image"]
     # the only permission it adds: get on this one DaemonSet
@@ -78,6 +93,8 @@ def test_with_rdt_the_reset_removes_the_daemons_groups(helm: str) -> None:
 def test_reset_can_be_turned_off(helm: str) -> None:
     docs = render(helm, None, "uninstall.resetContainers=false")
     assert list(_containers(docs)) == ["nri-resmgr"]
+    volumes = daemonset(docs)["spec"]["template"]["spec"]["volumes"]
+    assert "reset-handoff" not in {v["name"] for v in volumes}
     assert not [d for d in docs if d["metadata"]["name"].endswith("-reset")]
 
 

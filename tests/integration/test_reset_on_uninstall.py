@@ -255,3 +255,96 @@ def test_an_unreachable_api_resets_nothing_and_says_so(tmp_path: Path) -> None:
     assert "expected to read it at start-up; found" in out
     assert "SIGTERM: cannot tell an uninstall from a restart: the API answered 0" in out
     assert "nothing reset" in out
+
+
+async def _hook_and_sidecar(
+    base: Path, kubeconfig: Path, ref: str, *, delete: Any
+) -> tuple[int, str, int, str, list[api.UpdateContainersRequest], str]:
+    """The chart's pair: the container's main process records the DaemonSet's UID in the
+    hand-off dir and waits; the preStop hook (`--prestop`) judges and resets before any
+    SIGTERM; then SIGTERM makes the main process print the hook's report.
+
+    Returns the hook's status and output, the main process's, the runtime's update
+    requests and the recorded UID.
+    """
+    sysfs = base / "host"
+    write_sysfs(MACHINE, sysfs)
+    web = pod("web", QoSClass.BURSTABLE)
+    pinned = ctr(web, "app", cpu="500m", cpus="0,3-4,7", state=RUNNING)
+    sock = str(base / "nri.sock")
+    rt = FakeRuntime(pods=[web], containers=[pinned])
+    await rt.listen(sock)
+    handoff = base / "handoff"
+    handoff.mkdir()
+    common = [
+        sys.executable, "-m", "nri_resmgr.cli", "reset", "--on-uninstall", ref,
+        "--kubeconfig", str(kubeconfig), f"--handoff-dir={handoff}",
+        "--wait-port=127.0.0.1:1", "--socket", sock, "--sysfs-root", str(sysfs),
+        "--state-dir", str(base / "state"), "--timeout", "20",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    main = await asyncio.create_subprocess_exec(
+        *common, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env
+    )
+    assert main.stdout is not None
+    first = await asyncio.wait_for(main.stdout.readline(), 30)
+    assert b"waiting for SIGTERM" in first
+    uid = (handoff / "started-uid").read_text()
+    delete()
+    hook = await asyncio.create_subprocess_exec(
+        *common, "--prestop", stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    hook_out, _ = await asyncio.wait_for(hook.communicate(), 60)
+    hook_code = await hook.wait()
+    main.send_signal(signal.SIGTERM)
+    main_out = await asyncio.wait_for(main.stdout.read(), 30)
+    main_code = await asyncio.wait_for(main.wait(), 30)
+    await rt.close()
+    return (hook_code, hook_out.decode(), main_code, first.decode() + main_out.decode(),
+            rt.update_requests, uid)  # fmt: skip
+
+
+def test_the_prestop_hook_resets_and_the_main_process_reports_it(
+    kube_cluster: Cluster, ds_name: str
+) -> None:
+    base = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
+    uid = kube_cluster.client.request(
+        "GET", f"/apis/apps/v1/namespaces/default/daemonsets/{ds_name}"
+    )["metadata"]["uid"]
+    hook_code, hook_out, main_code, main_out, requests, recorded = asyncio.run(
+        _hook_and_sidecar(
+            base,
+            kube_cluster.kubeconfig(),
+            f"default/{ds_name}",
+            delete=lambda: _delete(kube_cluster, ds_name, "Background"),
+        )
+    )
+    assert recorded == uid
+    assert hook_code == 0, hook_out
+    assert "preStop: the DaemonSet is gone (uninstalled)" in hook_out
+    assert "reset pod default/web container app (web-app): cpus 0,3-4,7 -> 0-7" in hook_out
+    # one reset, by the hook; the main process only prints its report
+    (request,) = requests
+    assert [(u.container_id, u.linux.resources.cpu.cpus) for u in request.update] == [
+        ("web-app", "0-7")
+    ]
+    assert main_code == 0, main_out
+    assert "SIGTERM: the preStop hook judged already:" in main_out
+    assert "reset pod default/web container app (web-app)" in main_out
+    assert "exit status 0" in main_out
+
+
+def test_the_prestop_hook_leaves_everything_on_a_restart(
+    kube_cluster: Cluster, ds_name: str
+) -> None:
+    base = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
+    hook_code, hook_out, main_code, main_out, requests, _ = asyncio.run(
+        _hook_and_sidecar(
+            base, kube_cluster.kubeconfig(), f"default/{ds_name}", delete=lambda: None
+        )
+    )
+    assert hook_code == 0, hook_out
+    assert f"preStop: DaemonSet default/{ds_name} still exists: a restart" in hook_out
+    assert requests == []
+    assert main_code == 0 and "containers left to the next daemon" in main_out, main_out
