@@ -14,12 +14,7 @@ from collections.abc import Collection
 from nri_resmgr.model import Assignment, ContainerID, CPUKind
 from nri_resmgr.policy.common import one_thread_per_core
 from nri_resmgr.policy.topology_aware.pools import PoolTree
-from nri_resmgr.policy.topology_aware.state import (
-    SHARED_USERS,
-    Grant,
-    Supply,
-    TopologyAwareState,
-)
+from nri_resmgr.policy.topology_aware.state import Grant, Supply, TopologyAwareState
 from nri_resmgr.topology.cpuset import IDSet, union
 from nri_resmgr.topology.model import Topology
 
@@ -78,10 +73,10 @@ def render_changed(
     Between two states (of one tree) in which only the grants of `touched` differ, the
     containers whose renderings can differ are the touched ones and the shared users of
     the pools whose shared set changed.  Finding those pools compares the two supplies
-    (O(pools)); only when some changed are the grants scanned for their shared users, and
-    those (inherently) re-rendered.  Any other container renders the same in both states,
-    so `diff_updates` over these two maps equals `diff_updates` over `render_all` of both
-    states, at O(what changed) cost.
+    (O(pools)); only when some changed are their shared users looked up (the supply's
+    ``users`` index) and (inherently) re-rendered.  Any other container renders the same
+    in both states, so `diff_updates` over these two maps equals `diff_updates` over
+    `render_all` of both states, at O(what changed) cost.
     """
     tree = new.tree
     before_supply = old.supply
@@ -95,9 +90,7 @@ def render_changed(
     cids = {cid for cid in touched if cid in old.grants or cid in new.grants}
     if changed:
         cids.update(
-            cid
-            for cid, g in new.grants.items()
-            if g.pool in changed and g.kind in SHARED_USERS and cid in old.grants
+            cid for pool in changed for cid in after_supply.users[pool] if cid in old.grants
         )
 
     def rendered(state: TopologyAwareState) -> dict[ContainerID, Assignment]:
