@@ -29,7 +29,10 @@ Two indexes ride along in the supply, so that no decision walks the other grants
 **holders** counts the grants holding each exclusive CPU (a CPU leaves ``used`` when its
 count drops to zero, even in a broken state holding it twice), and **users** keeps, per
 pool, the SHARED and MIXED grants living in exactly it (`rendering.render_changed`
-re-renders those of the pools whose shared set changed).
+re-renders those of the pools whose shared set changed); **subjects** keeps the grants by
+each (key, value) of their subject that groups containers (`expressions.Subject.grouping`),
+so an affinity rule on a name, namespace or label is weighed against the containers it
+can match, not against every container (`scoring.affinity_by_pool`).
 
 The supply is a declared field of the state, built when the state is built and never
 written afterwards: `TopologyAwareState.empty(tree)` starts with the empty supply, and
@@ -57,9 +60,10 @@ from dataclasses import dataclass, field
 from immutables import Map
 
 from nri_resmgr.model import ContainerID, CPUKind, PodID, PolicyState
+from nri_resmgr.policy.kit.holders import Holders, hold, holders_of
 from nri_resmgr.policy.topology_aware.pools import PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
-from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
+from nri_resmgr.topology.cpuset import CPUSet, union
 
 __all__ = ["SHARED_USERS", "Grant", "Supply", "TopologyAwareState", "supply_from_scratch"]
 
@@ -114,9 +118,11 @@ class Supply:
     #: grants with no CPU request living in each pool's subtree (`Grant.zero_request`)
     zero_req: tuple[int, ...] = ()
     #: CPU -> how many grants hold it exclusively (only CPUs held at least once)
-    holders: Map[int, int] = field(default_factory=Map)
+    holders: Holders = field(default_factory=Map)
     #: the SHARED and MIXED grants living in exactly each pool (by container id)
     users: tuple[Map[ContainerID, None], ...] = ()
+    #: (key, value) of a grant's subject -> the grants with it (module docstring)
+    subjects: Map[tuple[str, str], Map[ContainerID, None]] = field(default_factory=Map)
 
     def need(self, index: int, *, extra: int = 0, sharer: bool = False) -> int:
         """Millicores pool `index` must keep on its shared set (module docstring).
@@ -174,11 +180,11 @@ def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
     own_sharers = [0] * n
     own_zero = [0] * n
     reserved_demand = 0
-    holders: dict[int, int] = {}
     users: list[dict[ContainerID, None]] = [{} for _ in range(n)]
+    subjects: dict[tuple[str, str], dict[ContainerID, None]] = {}
     for g in grants:
-        for cpu in g.exclusive:
-            holders[cpu] = holders.get(cpu, 0) + 1
+        for item in g.request.subject.grouping() if g.request.subject is not None else ():
+            subjects.setdefault(item, {})[g.container_id] = None
         if g.kind in SHARED_USERS:
             users[g.pool][g.container_id] = None
         own_demand[g.pool] += g.shared_milli
@@ -206,8 +212,9 @@ def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
         sharers=tuple(sharers),
         reserved_demand=reserved_demand,
         zero_req=tuple(zero),
-        holders=Map(holders),
+        holders=holders_of(g.exclusive for g in grants),
         users=tuple(Map(u) for u in users),
+        subjects=Map({k: Map(v) for k, v in subjects.items()}),
     )
 
 
@@ -237,7 +244,7 @@ def _adjust(tree: PoolTree, supply: Supply, grant: Grant, sign: int) -> Supply:
     used = supply.used
     holders = supply.holders
     if grant.exclusive:
-        used, holders = _hold(used, holders, grant.exclusive, sign)
+        used, holders = hold(used, holders, grant.exclusive, sign)
         shared = tuple(
             p.sharable - used if not p.cpus.isdisjoint(grant.exclusive) else shared[p.index]
             for p in tree.pools
@@ -253,26 +260,24 @@ def _adjust(tree: PoolTree, supply: Supply, grant: Grant, sign: int) -> Supply:
         zero_req=tuple(zero),
         holders=holders,
         users=users,
+        subjects=_index_subject(supply.subjects, grant, sign),
     )
 
 
-def _hold(
-    used: CPUSet, holders: Map[int, int], cpus: CPUSet, sign: int
-) -> tuple[CPUSet, Map[int, int]]:
-    """``used`` and ``holders`` with `cpus` held once more (sign 1) or once less (-1).
-
-    A CPU leaves ``used`` only when no grant holds it any more: a (broken) state may
-    hold a CPU twice, and dropping one of the two must not free it."""
-    freed = []
-    m = holders.mutate()
-    for cpu in cpus:
-        count = m.get(cpu, 0) + sign
-        if count > 0:
-            m[cpu] = count
+def _index_subject(
+    subjects: Map[tuple[str, str], Map[ContainerID, None]], grant: Grant, sign: int
+) -> Map[tuple[str, str], Map[ContainerID, None]]:
+    """`subjects` with `grant` added (sign 1) or dropped (-1) under each of its items."""
+    subject = grant.request.subject
+    if subject is None:
+        return subjects
+    cid = grant.container_id
+    m = subjects.mutate()
+    for item in subject.grouping():
+        holders = m.get(item, Map())
+        holders = holders.set(cid, None) if sign > 0 else holders.delete(cid)
+        if holders:
+            m[item] = holders
         else:
-            m.pop(cpu, None)
-            freed.append(cpu)
-    holders = m.finish()
-    if sign > 0:
-        return used | cpus, holders
-    return (used - IDSet(freed) if freed else used), holders
+            m.pop(item, None)
+    return m.finish()
