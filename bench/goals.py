@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -67,6 +68,8 @@ from typing import Any, Literal
 from bench import balloons, decision, growth, peers, roundtrip, scale
 from bench.common import load_note, machine
 from bench.workload import live, running
+from nri_resmgr.config import LogConfig
+from nri_resmgr.ops.logs import configure_logging
 from nri_resmgr.topology.load import load_topology
 from tests.conformance.harness import Json, go_runtime, short_tempdir
 
@@ -376,15 +379,17 @@ def measure_sync_growth(p: peers.Peers, *, reps: int, big: int) -> tuple[Measure
 
 
 def measure_balloons_cpus(*, samples: int, warmup: int) -> tuple[Measured, Json]:
-    r = {
-        name: balloons.measure(
-            load_topology(balloons.MACHINES[name]),
-            live_count=LEVEL,
-            samples=samples,
-            warmup=warmup,
-        )
-        for name in ("1k", "4k")
-    }
+    with open(os.devnull, "w") as devnull:
+        configure_logging(LogConfig(level="info", format="json"), stream=devnull)  # type: ignore[arg-type]
+        r = {
+            name: balloons.measure(
+                load_topology(balloons.MACHINES[name]),
+                live_count=LEVEL,
+                samples=samples,
+                warmup=warmup,
+            )
+            for name in ("1k", "4k")
+        }
     m = Measured(
         BY_KEY["balloons-4k"],
         r["4k"]["inflate"]["cpu"]["p50_us"],
