@@ -45,7 +45,7 @@ def test_goals_measures_and_judges_every_row(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
