@@ -1,14 +1,15 @@
 """Every performance goal of issue 17 measured in one run, side by side with its Go peer.
 
 Usage: python -m bench.goals [--requests 3000] [--samples 200] [--reps 5] [--out FILE]
-                             [--only ROW,ROW]
+                             [--only ROW,ROW] [--big 10000]
 
 One line per goal: the measured value, the Go peer's value in the same run and the ratio
 where there is a peer, the target, and ``ok`` or ``short`` (by how much); then a summary
 line. The result, with every sample summary, goes to JSON (default
 ``bench/out/goals.json``). Needs only what ``python -m tests.build_peers`` builds (the
 fake runtime of NRI v0.12.2) plus the Go no-op plugin (`bench/go/noop`, built here on
-first use); nri-plugins is not run. About 1-2 minutes on the 2-CPU development VM.
+first use); nri-plugins is not run. About 4-5 minutes on the 2-CPU development VM (the
+growth rows fill a node of 10,000 containers twice).
 
 Rows and how each is measured (the peers are always interleaved, so both see the same
 machine load; the machine is `examples/topologies/server-2s-224t.yaml`, 224 threads):
@@ -31,6 +32,22 @@ machine load; the machine is `examples/topologies/server-2s-224t.yaml`, 224 thre
   sees), wall clock, median; the daemon keeps its state directory across;
 * ``rss-1000``: VmRSS of the plugin process after ``create-1000`` (1,000 live containers
   plus the probes).
+
+Issue 25's rows: how the cost grows with the node; the "peer" there is the same measure
+at the smaller size (or without the feature), taken in the same run:
+
+* ``shared-growth`` / ``exclusive-growth``: CPU p50 of a shared / an exclusive decision
+  at 10,000 live containers over 1,000 (`bench.growth`: one pipeline per size, probes
+  interleaved; the exclusive one per update sent, since its reply updates every shared
+  container of its pool);
+* ``affinity-1000``: a shared decision whose affinity and anti-affinity rules weigh it
+  against the live containers of its namespace (`bench.workload.affine_probe`) over one
+  without rules, at 1,000 live (the same `bench.growth` run);
+* ``sync-growth``: cold Synchronize of 10,000 containers over 1,000 (`bench.scale`), at
+  most linear: 11x for 10x the containers;
+* ``balloons-4k``: a balloons inflation (`bench.balloons`: a Guaranteed container joins
+  a balloon that grows by one CPU) at 1,000 live containers on 4,096 CPUs over 1,024
+  CPUs: at most linear in CPUs (4x).
 """
 
 from __future__ import annotations
@@ -38,6 +55,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -47,13 +65,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bench import decision, peers, roundtrip
+from bench import balloons, decision, growth, peers, roundtrip, scale
 from bench.common import load_note, machine
 from bench.workload import live, running
+from nri_resmgr.config import LogConfig
+from nri_resmgr.ops.logs import configure_logging
+from nri_resmgr.topology.load import load_topology
 from tests.conformance.harness import Json, go_runtime, short_tempdir
 
 GO, OURS = "go-noop", "nri-resmgr"
 LEVEL = 1000
+#: the larger node of the growth rows (``--big``)
+BIG = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +113,29 @@ GOALS: tuple[Goal, ...] = (
     Goal("prereg-start", "pre-registered launch to registered", "s", 0.25, "value"),
     Goal("restart-1000", "restart with 1,000 placed: exec to synchronized", "s", 0.3, "value"),
     Goal("rss-1000", "RSS after 1,000 live containers", "MiB", 40.0, "value"),
+    Goal("shared-growth", "shared decision CPU p50, 10,000 live / 1,000 live", "µs", 1.3, "ratio"),
+    Goal(
+        "exclusive-growth",
+        "exclusive decision CPU p50 per update sent, 10,000 live / 1,000 live",
+        "µs",
+        1.3,
+        "ratio",
+    ),
+    Goal(
+        "affinity-1000",
+        "decision with affinity rules / without, CPU p50 at 1,000 live",
+        "µs",
+        1.5,
+        "ratio",
+    ),
+    Goal("sync-growth", "Synchronize of 10,000 containers / of 1,000", "ms", 11.0, "ratio"),
+    Goal(
+        "balloons-4k",
+        "balloons inflation CPU p50 at 1,000 live, 4,096 CPUs / 1,024 CPUs",
+        "µs",
+        4.0,
+        "ratio",
+    ),
 )
 BY_KEY = {g.key: g for g in GOALS}
 
@@ -152,7 +198,7 @@ def line(m: Measured) -> str:
 
 def header() -> str:
     return (
-        f"{'row':<19} {'measure':<70} {'value':>12} {'Go peer':>12} {'ratio':>7}  "
+        f"{'row':<19} {'measure':<70} {'value':>12} {'peer':>12} {'ratio':>7}  "
         f"{'target':<11} verdict"
     )
 
@@ -168,7 +214,10 @@ def summary(rows: Sequence[Measured]) -> str:
 
 def markdown(rows: Sequence[Measured]) -> str:
     """The table for docs/benchmarks.md."""
-    out = ["| measure | value | Go peer | ratio | target | verdict |", "|---|---|---|---|---|---|"]
+    out = [
+        "| measure | value | peer (Go, or the baseline) | ratio | target | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for m in rows:
         g = m.goal
         peer = f"{_num(m.peer)} {g.unit}" if m.peer is not None else "-"
@@ -301,6 +350,54 @@ def measure_restart(p: peers.Peers, *, reps: int, seed: int = 1) -> tuple[Measur
     return Measured(BY_KEY["restart-1000"], _median(times[OURS]), _median(times[GO])), r
 
 
+def measure_growth(*, samples: int, warmup: int, big: int) -> tuple[list[Measured], Json]:
+    r = growth.measure([LEVEL, big], samples=samples, warmup=warmup)
+    lo, hi = r[str(LEVEL)], r[str(big)]
+
+    def p50(level: Json, kind: str, *, per_update: bool = False) -> float:
+        value = float(level[kind]["cpu"]["p50_us"])
+        return value / max(level[kind]["updates"], 1) if per_update else value
+
+    rows = [
+        Measured(BY_KEY["shared-growth"], p50(hi, "shared"), p50(lo, "shared")),
+        Measured(
+            BY_KEY["exclusive-growth"],
+            p50(hi, "exclusive", per_update=True),
+            p50(lo, "exclusive", per_update=True),
+        ),
+        Measured(BY_KEY["affinity-1000"], p50(lo, "affinity"), p50(lo, "shared")),
+    ]
+    return rows, r
+
+
+def measure_sync_growth(p: peers.Peers, *, reps: int, big: int) -> tuple[Measured, Json]:
+    r = {str(n): scale.synchronize(p, n, reps=reps, seed=1) for n in (LEVEL, big)}
+    m = Measured(
+        BY_KEY["sync-growth"], r[str(big)]["median_ms"][OURS], r[str(LEVEL)]["median_ms"][OURS]
+    )
+    return m, r
+
+
+def measure_balloons_cpus(*, samples: int, warmup: int) -> tuple[Measured, Json]:
+    with open(os.devnull, "w") as devnull:
+        configure_logging(LogConfig(level="info", format="json"), stream=devnull)  # type: ignore[arg-type]
+        r = {
+            name: balloons.measure(
+                load_topology(balloons.MACHINES[name]),
+                live_count=LEVEL,
+                samples=samples,
+                warmup=warmup,
+            )
+            for name in ("1k", "4k")
+        }
+    m = Measured(
+        BY_KEY["balloons-4k"],
+        r["4k"]["inflate"]["cpu"]["p50_us"],
+        r["1k"]["inflate"]["cpu"]["p50_us"],
+    )
+    return m, r
+
+
 def run(ns: argparse.Namespace, *, report: Callable[[Measured], None]) -> dict[str, Any]:
     only = set(filter(None, ns.only.split(","))) if ns.only else set(BY_KEY)
     unknown = only - set(BY_KEY)
@@ -309,7 +406,13 @@ def run(ns: argparse.Namespace, *, report: Callable[[Measured], None]) -> dict[s
             f"bench.goals: --only: unknown rows {sorted(unknown)}; "
             f"expected some of {sorted(BY_KEY)}"
         )
-    result: dict[str, Any] = {"machine": machine(), "commit": _commit(), "rows": {}, "details": {}}
+    result: dict[str, Any] = {
+        "machine": machine(),
+        "commit": _commit(),
+        "big": ns.big,
+        "rows": {},
+        "details": {},
+    }
     rows: list[Measured] = []
 
     def keep(key: str, ms: Measured | list[Measured], detail: Json) -> None:
@@ -337,6 +440,12 @@ def run(ns: argparse.Namespace, *, report: Callable[[Measured], None]) -> dict[s
             keep("prereg-start", *measure_prereg(p, reps=ns.reps + 2))
         if "restart-1000" in only:
             keep("restart-1000", *measure_restart(p, reps=ns.reps))
+        if only & {"shared-growth", "exclusive-growth", "affinity-1000"}:
+            keep("growth", *measure_growth(samples=ns.samples // 2, warmup=5, big=ns.big))
+        if "sync-growth" in only:
+            keep("sync-growth", *measure_sync_growth(p, reps=max(1, ns.reps // 2), big=ns.big))
+        if "balloons-4k" in only:
+            keep("balloons-4k", *measure_balloons_cpus(samples=ns.samples // 4, warmup=5))
     order = [g.key for g in GOALS]
     rows.sort(key=lambda m: order.index(m.goal.key))
     result["rows"] = {
@@ -393,6 +502,12 @@ def main() -> int:
         help="repetitions of Synchronize and restart (start-up: 2 more)",
     )
     ap.add_argument("--only", default="", help="comma list of row keys to measure")
+    ap.add_argument(
+        "--big",
+        type=int,
+        default=BIG,
+        help="live containers of the larger node in the growth rows (a test runs fewer)",
+    )
     ap.add_argument("--out", default="bench/out/goals.json")
     ns = ap.parse_args()
     out = Path(ns.out)

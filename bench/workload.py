@@ -93,3 +93,30 @@ def probe(kind: str, i: int) -> tuple[Json, Json]:
 def running(ctr: Json) -> Json:
     """`ctr` as the runtime reports it at Synchronize (state RUNNING, with its pid)."""
     return {**ctr, "state": "CONTAINER_RUNNING"}
+
+
+#: the affinity rules of `affine_probe`: towards two live pods' containers (anywhere in
+#: the namespace), away from a third
+AFFINITY_RULES = (
+    "probe: [{scope: {key: namespace, operator: Equals, values: [bench]}, "
+    "match: {key: pod/name, operator: In, values: [w1, w2]}, weight: 5}]"
+)
+ANTI_AFFINITY_RULES = (
+    "probe: [{scope: {key: namespace, operator: Equals, values: [bench]}, "
+    "match: {key: pod/name, operator: Equals, values: [w3]}}]"
+)
+
+
+def affine_probe(i: int) -> tuple[Json, Json]:
+    """The i-th shared probe (burstable 100m) with ``affinity`` and ``anti-affinity``
+    annotations that weigh it against every live container of the namespace."""
+    pod = make_pod(
+        name=f"probe-affine-{i}",
+        namespace="bench",
+        qos="burstable",
+        annotations={
+            "resource-policy.nri.io/affinity": AFFINITY_RULES,
+            "resource-policy.nri.io/anti-affinity": ANTI_AFFINITY_RULES,
+        },
+    )
+    return pod, container_for(pod, "burstable", "probe")

@@ -63,7 +63,9 @@ with _hidden_modules(_STRUCTLOG_EXTRAS):
 
 __all__ = [
     "EventLog",
+    "LevelFilter",
     "configure_logging",
+    "enabled_for",
     "get_logger",
     "level_filter",
     "log_config_warnings",
@@ -114,23 +116,41 @@ def log_config_warnings(warnings: tuple[str, ...], *, source: str) -> None:
         log.warning("configuration key has no effect", source=source, problem=warning)
 
 
-def level_filter(level: str, debug_components: tuple[str, ...] = ()) -> Any:
+class LevelFilter:
     """A processor dropping events below `level` unless their component is in debug."""
-    threshold = _LEVELS[level.lower()]
-    debug = frozenset(debug_components)
-    everything = "all" in debug or "*" in debug
 
-    def _filter(
-        _logger: Any, method: str, event: MutableMapping[str, Any]
+    def __init__(self, level: str, debug_components: tuple[str, ...] = ()) -> None:
+        self.threshold = _LEVELS[level.lower()]
+        self.debug = frozenset(debug_components)
+        self.everything = "all" in self.debug or "*" in self.debug
+
+    def enabled(self, method: str, component: object) -> bool:
+        """Whether a `method` line (``debug``, ``info``...) of `component` is written."""
+        if _LEVELS.get(method, logging.INFO) >= self.threshold:
+            return True
+        return self.everything or component in self.debug
+
+    def __call__(
+        self, _logger: Any, method: str, event: MutableMapping[str, Any]
     ) -> MutableMapping[str, Any]:
-        lvl = _LEVELS.get(method, logging.INFO)
-        if lvl >= threshold:
-            return event
-        if everything or event.get("component") in debug:
+        if self.enabled(method, event.get("component")):
             return event
         raise structlog.DropEvent
 
-    return _filter
+
+def level_filter(level: str, debug_components: tuple[str, ...] = ()) -> LevelFilter:
+    """The `LevelFilter` for `level` and the components logged at debug."""
+    return LevelFilter(level, debug_components)
+
+
+def enabled_for(method: str, component: str) -> bool:
+    """Whether a `method` line of `component` would be written under the configuration
+    in force (yes when no `LevelFilter` is installed): the level check that keeps a
+    debug trace from being built at all (a decision may move hundreds of containers)."""
+    for processor in structlog.get_config()["processors"]:
+        if isinstance(processor, LevelFilter):
+            return processor.enabled(method, component)
+    return True
 
 
 def configure_logging(config: LogConfig, *, stream: TextIO | None = None) -> IO[str] | None:

@@ -22,6 +22,14 @@ one too, ``pkg/resmgr/expression.go``).
 
 A container is evaluated as its `Subject` (`subject_of`): every key it has, normalized,
 to its value, built once per container and asked many times.
+
+**Indexes.**  A policy that weighs an expression against every live container (the
+topology-aware affinity rules) may keep its containers indexed by (key, value) for the
+keys that group containers (`Subject.grouping`: not the ids, which each container has
+its own).  `Expression.lookup_terms` gives the index entries whose union is exactly
+the containers an ``Equals`` or ``In`` test can be true for, or None when the index
+cannot answer (another operator, a joint key, the ``*`` value, an id key): then every
+container is tested.
 """
 
 from __future__ import annotations
@@ -67,6 +75,8 @@ class Operator(enum.StrEnum):
 ONE_VALUE = frozenset({Operator.EQUALS, Operator.NOT_EQUAL, Operator.MATCHES, Operator.MATCHES_NOT})
 NO_VALUE = frozenset({Operator.EXISTS, Operator.NOT_EXIST, Operator.ALWAYS_TRUE})
 _PLAIN_KEYS = {"name", "namespace", "qosclass", "id", "uid"}
+#: keys whose value is the container's or pod's own: not worth an index entry each
+_ID_KEYS = frozenset({"id", "pod/id", "pod/uid"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +113,10 @@ class Subject:
     def lookup(self, key: str) -> str | None:
         """The value of one normalized (non-joint) key, or None when there is none."""
         return self._index.get(key)
+
+    def grouping(self) -> list[tuple[str, str]]:
+        """Every (key, value) of this subject but the ids (module docstring, "Indexes")."""
+        return [(k, v) for k, v in self._index.items() if k not in _ID_KEYS]
 
 
 def subject_of(container: ContainerInfo) -> Subject:
@@ -165,6 +179,16 @@ class Expression:
         if all(v is None for v in found):
             return None
         return self._vsep.join(v or "" for v in found)
+
+    def lookup_terms(self) -> tuple[tuple[str, str], ...] | None:
+        """The (key, value) index entries holding every subject this expression is true
+        for, or None when an index cannot tell (module docstring, "Indexes")."""
+        if self.op not in (Operator.EQUALS, Operator.IN) or len(self._parts) != 1:
+            return None
+        key = self._parts[0]
+        if key in _ID_KEYS or "*" in self.values:
+            return None
+        return tuple((key, v) for v in self.values)
 
     def evaluate(self, subject: Subject) -> bool:
         op = self.op

@@ -48,6 +48,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from immutables import Map
 from pydantic import BaseModel, ConfigDict, Field
 
 from nri_resmgr.model import (
@@ -74,6 +75,7 @@ from nri_resmgr.policy.decide import (
     nothing_to_release,
 )
 from nri_resmgr.policy.kit.constraints import RESERVED_CPU, dram_near
+from nri_resmgr.policy.kit.holders import Holders, hold, holders_of
 from nri_resmgr.policy.kit.rebuild import each_once, moved
 from nri_resmgr.policy.pool_report import PoolCPUs
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
@@ -125,16 +127,23 @@ class StaticEntry:
 
 @dataclass(frozen=True, slots=True)
 class StaticState(PolicyState):
-    entries: Mapping[ContainerID, StaticEntry]
+    #: a persistent map (`immutables.Map`): a decision shares all but O(log n) of it
+    entries: Map[ContainerID, StaticEntry]
     #: the union of the entries' exclusive CPUs, derived when the state is built (`of`,
     #: `StaticPolicy._with`) so that the shared pool and the free CPUs need no pass over
     #: every container; not part of the value
     held: CPUSet = field(compare=False, repr=False)
+    #: how many entries hold each of those CPUs (`kit.holders`); not part of the value
+    holders: Holders = field(default_factory=Map, compare=False, repr=False)
 
     @classmethod
     def of(cls, entries: Mapping[ContainerID, StaticEntry]) -> StaticState:
         """The state holding `entries`."""
-        return cls(entries=dict(entries), held=union(e.exclusive for e in entries.values()))
+        return cls(
+            entries=Map(entries),
+            held=union(e.exclusive for e in entries.values()),
+            holders=holders_of(e.exclusive for e in entries.values()),
+        )
 
     def exclusive_cpus(self) -> CPUSet:
         return self.held
@@ -292,26 +301,19 @@ class StaticPolicy(Policy[StaticState]):
         return cpus
 
     def _with(self, state: StaticState, cid: ContainerID, entry: StaticEntry | None) -> StaticState:
-        entries = dict(state.entries)
-        if entry is None:
-            dropped = entries.pop(cid, None)
-            if dropped is not None:
-                # copied once more: a dict with a deleted slot would make every later
-                # copy take CPython's slow per-item path
-                entries = dict(entries)
-        else:
-            dropped = entries.get(cid)
-            entries[cid] = entry
-        # the union of exclusive CPUs, carried over: grown by the new entry's CPUs, and
-        # collected again only when an entry holding exclusive CPUs goes away (two
-        # entries of a broken state may hold the same CPU)
+        """`state` with `cid`'s entry replaced by `entry` (None: dropped); the held CPUs
+        follow the one entry that changed (`kit.holders`), whatever else runs."""
+        held, holders = state.held, state.holders
+        dropped = state.entries.get(cid)
         if dropped is not None and dropped.exclusive:
-            held = union(e.exclusive for e in entries.values())
-        elif entry is not None and entry.exclusive:
-            held = state.held | entry.exclusive
+            held, holders = hold(held, holders, dropped.exclusive, -1)
+        if entry is None:
+            entries = state.entries.delete(cid) if dropped is not None else state.entries
         else:
-            held = state.held
-        return StaticState(entries=entries, held=held)
+            entries = state.entries.set(cid, entry)
+            if entry.exclusive:
+                held, holders = hold(held, holders, entry.exclusive, 1)
+        return StaticState(entries=entries, held=held, holders=holders)
 
     def allocate(self, state: StaticState, container: ContainerInfo) -> Decision[StaticState]:
         if container.id in state.entries:

@@ -24,7 +24,6 @@ from nri_resmgr.control.irq import IrqFiles
 from nri_resmgr.control.memory import memory_control
 from nri_resmgr.control.wiring import class_control_from_config, irq_control
 from nri_resmgr.model import ContainerInfo, TopologyHint
-from nri_resmgr.ops.logs import get_logger
 from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.runtime.pipeline import DecisionHook, HintResolver, Pipeline
 from nri_resmgr.topology.devices import topology_hints
@@ -103,7 +102,6 @@ def build_pipeline(
         pol,
         controllers=controllers,
         select_classes=selector,
-        log=get_logger("pipeline"),
         limits=config.limits,
         resolve_hints=_hint_resolver(sysfs_root) if sysfs_root is not None else None,
         on_decision=on_decision,  # issue 27 hook

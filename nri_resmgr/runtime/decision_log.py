@@ -10,7 +10,10 @@ A decision that moves other containers adds one info ``updates`` line with their
 container, with the same keys and the reason ``consequence of <cause>: <reason>``.
 
 A decision can move hundreds of containers: one info line each made the log the largest
-part of a decision's cost (issue 17), so the per-container detail stays at debug.
+part of a decision's cost (issue 17), so the per-container detail stays at debug, and is
+not even built unless debug lines of the log's component are written (`enabled_for`:
+structlog's lazy logger binds its context on every call, filtered or not).  A log handed
+in without a component (a test's capture) filters for itself and gets every line.
 
 The log only reads what it is given (the assignments, and the live containers to name
 the moved ones); it changes nothing.
@@ -19,12 +22,9 @@ the moved ones); it changes nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
 from nri_resmgr.model import Assignment, ContainerID, ContainerInfo
-
-if TYPE_CHECKING:
-    from nri_resmgr.ops.logs import EventLog
+from nri_resmgr.ops.logs import EventLog, enabled_for
 
 __all__ = ["DecisionLog"]
 
@@ -36,8 +36,11 @@ def _name(container: ContainerInfo) -> str:
 class DecisionLog:
     """Writes the decision lines (module docstring) to `log`."""
 
-    def __init__(self, log: EventLog) -> None:
+    def __init__(self, log: EventLog, *, component: str | None = None) -> None:
         self.log = log
+        #: the component `log` is bound to, whose level decides whether the debug detail
+        #: is built (None: always built; `log` filters)
+        self.component = component
 
     def decision(
         self, event: str, container: ContainerInfo, a: Assignment | None, reason: str
@@ -60,6 +63,8 @@ class DecisionLog:
             return
         why = f"consequence of {cause.pretty}: {reason}"
         self.log.info("updates", cause=cause.pretty, count=len(updates), reason=reason)
+        if self.component is not None and not enabled_for("debug", self.component):
+            return
         for u in updates:
             c = containers.get(u.container_id)
             name = _name(c) if c is not None else u.container_id

@@ -90,6 +90,8 @@ __all__ = [
     "inherit_classes",
 ]
 
+#: the component of the pipeline's own log lines (``log.debug`` names it)
+_COMPONENT = "pipeline"
 #: ``resolve_hints(container)``: the locality of its devices and mounts (sysfs, IO)
 HintResolver = Callable[[ContainerInfo], tuple[TopologyHint, ...]]
 #: issue 27 hook: ``on_decision(event, container, decision)`` after a create or update
@@ -147,9 +149,9 @@ class Pipeline:
         self.controllers: tuple[Controller, ...] = tuple(controllers)
         self._select: ClassSelector = select_classes or _no_classes
         #: warnings (skipped input, failed controllers); decisions go to `decisions`
-        self.log: EventLog = log if log is not None else get_logger("pipeline")
+        self.log: EventLog = log if log is not None else get_logger(_COMPONENT)
         #: one structured line per decision (`nri_resmgr.runtime.decision_log`)
-        self.decisions = DecisionLog(self.log)
+        self.decisions = DecisionLog(self.log, component=None if log is not None else _COMPONENT)
         self.state: PolicyState = policy.initial_state()
         self.pods: dict[PodID, Pod] = {}
         self.containers: dict[ContainerID, ContainerInfo] = {}

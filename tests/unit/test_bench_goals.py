@@ -10,7 +10,7 @@ import pytest
 from bench.goals import BY_KEY, GOALS, Measured, line, markdown, summary
 
 
-def test_every_row_of_issue_17_is_a_goal() -> None:
+def test_every_row_of_issues_17_and_25_is_a_goal() -> None:
     assert [g.key for g in GOALS] == [
         "noop-rtt",
         "create-1000",
@@ -19,6 +19,11 @@ def test_every_row_of_issue_17_is_a_goal() -> None:
         "prereg-start",
         "restart-1000",
         "rss-1000",
+        "shared-growth",
+        "exclusive-growth",
+        "affinity-1000",
+        "sync-growth",
+        "balloons-4k",
     ]
     assert {g.key: (g.target, g.on) for g in GOALS} == {
         "noop-rtt": (1.15, "ratio"),
@@ -28,6 +33,11 @@ def test_every_row_of_issue_17_is_a_goal() -> None:
         "prereg-start": (0.25, "value"),
         "restart-1000": (0.3, "value"),
         "rss-1000": (40.0, "value"),
+        "shared-growth": (1.3, "ratio"),
+        "exclusive-growth": (1.3, "ratio"),
+        "affinity-1000": (1.5, "ratio"),
+        "sync-growth": (11.0, "ratio"),
+        "balloons-4k": (4.0, "ratio"),
     }
 
 

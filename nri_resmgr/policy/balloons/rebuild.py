@@ -135,10 +135,7 @@ def reshared(
     for a balloon that kept the CPUs its containers report, only those of them they
     report (nri-plugins shares a deleted balloon's last CPUs only at the next
     inflation: `sizing.Sizing.share_idle`)."""
-    st = BalloonsState(
-        balloons={n: replace(b, shared=NO_CPUS) for n, b in state.balloons.items()},
-        members=state.members,
-    )
+    st = state.with_balloons({n: replace(b, shared=NO_CPUS) for n, b in state.balloons.items()})
     st = ctx.share_idle(st, add=ctx.config.available - st.used)
     if any(not c.current_cpus for c in containers.values()):
         return st
@@ -154,7 +151,7 @@ def reshared(
         reported = union(seen)
         if b.shared and reported and b.cpus <= reported:
             balloons[name] = replace(b, shared=b.shared & reported)
-    return BalloonsState(balloons=balloons, members=st.members)
+    return st.with_balloons(balloons)
 
 
 def rezoned(
@@ -297,4 +294,4 @@ def top_up(ctx: Sizing, state: BalloonsState, *, unseen: CPUSet) -> BalloonsStat
     # after a restart), then the others
     order = {name: i for i, name in enumerate(ctx.initial_homes)}
     ranked = sorted(state.balloons.items(), key=lambda nb: order.get(nb[0], len(order)))
-    return BalloonsState(balloons=dict(ranked), members=state.members)
+    return state.with_balloons(dict(ranked))

@@ -128,7 +128,7 @@ class Sizing:
             if level is not None and add and b.cpus:
                 shared = shared | (add & level_cpus(self.topology, b.cpus, level))
             out[name] = b if shared == b.shared else replace(b, shared=shared)
-        return BalloonsState(balloons=out, members=state.members)
+        return state.with_balloons(out)
 
     def commit(self, state: BalloonsState, balloon: Balloon) -> BalloonsState:
         """`state` with `balloon` made or resized, its CPUs shared as nri-plugins shares

@@ -15,6 +15,7 @@ decision's updates (`decide.decide`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -117,10 +118,11 @@ def render_changed(
 
     def pick(st: BalloonsState, shown: Mapping[str, BalloonView]) -> dict[ContainerID, Assignment]:
         out = {}
-        for c, m in st.members.items():
-            if c == cid or m.balloon in changed:
-                t = ctx.types[st.balloons[m.balloon].type]
-                out[c] = render_member(ctx, m, shown[m.balloon], t)
+        touched = [cid] if cid in st.members else []
+        for c in itertools.chain(touched, *(st.member_ids(n) for n in changed)):
+            m = st.members[c]
+            t = ctx.types[st.balloons[m.balloon].type]
+            out[c] = render_member(ctx, m, shown[m.balloon], t)
         return out
 
     return pick(old, v_old), pick(new, v_new)
@@ -143,15 +145,17 @@ def follow_mems(ctx: Sizing, old: BalloonsState, new: BalloonsState) -> Balloons
     since `old` reallocated (`memzone.realloc`: a zone only widens); a container
     that joined its balloon in between keeps the zone it joined with."""
     v_old, v_new = views(ctx, old), views(ctx, new)
-    members = dict(new.members)
-    for cid, m in new.members.items():
-        was = old.members.get(cid)
-        if m.memory is None or was is None or was.balloon != m.balloon:
+    moved = []
+    for name, view in v_new.items():
+        if v_old.get(name) == view:
             continue
-        if v_old.get(m.balloon) == v_new[m.balloon]:
-            continue
-        t = ctx.types[new.balloons[m.balloon].type]
-        kinds = m.memory_kinds or ctx.config.memory_kinds.get(t.name) or ()
-        nodes = ctx.topology.nodes_of(v_new[m.balloon].cpus)
-        members[cid] = replace(m, memory=realloc(ctx.topology, m.memory, nodes, kinds))
-    return BalloonsState(balloons=new.balloons, members=members)
+        for cid in new.member_ids(name):
+            m = new.members[cid]
+            was = old.members.get(cid)
+            if m.memory is None or was is None or was.balloon != m.balloon:
+                continue
+            t = ctx.types[new.balloons[m.balloon].type]
+            kinds = m.memory_kinds or ctx.config.memory_kinds.get(t.name) or ()
+            nodes = ctx.topology.nodes_of(view.cpus)
+            moved.append(replace(m, memory=realloc(ctx.topology, m.memory, nodes, kinds)))
+    return new.with_members(moved) if moved else new

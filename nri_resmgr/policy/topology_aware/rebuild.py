@@ -24,8 +24,9 @@ runtime reports (their ``current_cpus``/``current_mems``), placing with the poli
    it overcommits fewer containers, or as many and moves fewer, and leaves those
    claimants on the CPUs they report;
 2. all others are placed as if new (exclusive, then mixed, then shared, then reserved,
-   then untouched; until its turn, each shared or mixed container holds the pool of its
-   report with a 0m stand-in, so that no pool it shares is sliced empty before), with
+   then shared ones with no CPU request, whose 1m could refuse those placed after them,
+   then untouched; until its turn, each shared or mixed container holds the pool of
+   its report with a 0m stand-in, so that no pool it shares is sliced empty before), with
    the pool whose rendering matches their current cpuset/mems as a hint (first in the
    sort key) and their current CPUs preferred when slicing (under hide-hyperthreads,
    the CPUs shown before their hidden siblings).  A reserved container that reports the
@@ -70,7 +71,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
     ContainerRequest,
     container_request,
 )
-from nri_resmgr.policy.topology_aware.rendering import render_all
+from nri_resmgr.policy.topology_aware.rendering import pinned_mems, render_all
 from nri_resmgr.policy.topology_aware.reports import (
     Reports,
     claim_of,
@@ -84,14 +85,34 @@ from nri_resmgr.topology.model import Topology
 
 __all__ = ["Rebuilder"]
 
-#: the order in which step 2 places the containers not kept, by kind
+#: the order in which step 2 places the containers not kept, by kind (`_phase`)
 _PHASE_ORDER = {
     CPUKind.EXCLUSIVE: 0,
     CPUKind.MIXED: 1,
     CPUKind.SHARED: 2,
     CPUKind.RESERVED: 3,
-    CPUKind.NONE: 4,
+    CPUKind.NONE: 5,
 }
+#: the phase of a shared container with no CPU request: after every request (`_phase`)
+_ZERO_REQUEST_PHASE = 4
+
+
+def _phase(request: ContainerRequest) -> int:
+    """When step 2 places a container with `request`: by its kind, but a shared one with
+    no CPU request after every container with one.
+
+    Each pool keeps 1m of its shared capacity back for the containers with no CPU
+    request in its subtree (nri-plugins' ``AllocatableSharedCPU``, `offers.
+    allocatable_shared`); such a container is never refused for want of room, it only
+    ranks a pool with none lower.  Live, it may come after a container that took all
+    of a pool's room; placed before that one at a rebuild, its 1m would refuse it (a
+    reserved request beyond the reserved capacity on the root's shared CPUs, or a
+    shared one).  After everyone with a request, it refuses no one the live policy
+    placed, and its hint keeps it in the pool it reports.
+    """
+    if request.zero_cpu_request and request.kind is CPUKind.SHARED:
+        return _ZERO_REQUEST_PHASE
+    return _PHASE_ORDER[request.kind]
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +199,7 @@ class Rebuilder:
             self._read_fallen_back(st, pending, requests, skip=skip)
         pending.sort(
             key=lambda c: (
-                _PHASE_ORDER[requests[c.id].kind],
+                _phase(requests[c.id]),
                 -requests[c.id].full,
                 position[c.id],
             )
@@ -504,9 +525,13 @@ class Rebuilder:
         if req.require_isolated and not isolated:
             return None
         pools = self.tree.deepest_containing(cur)
+        kind = CPUKind.ISOLATED if isolated else CPUKind.EXCLUSIVE
         if req.pin_memory and c.current_mems is not None:
             matching = [
-                i for i in pools if self.tree.pools[i].mems_of(req.memory_kinds) == c.current_mems
+                i
+                for i in pools
+                if pinned_mems(self.tree, self.topology, self.tree.pools[i], kind, req)
+                == c.current_mems
             ]
             pools = matching or pools
         for index in pools:
@@ -518,7 +543,7 @@ class Rebuilder:
                 pod_id=c.pod.id,
                 namespace=c.namespace,
                 request=req,
-                kind=CPUKind.ISOLATED if isolated else CPUKind.EXCLUSIVE,
+                kind=kind,
                 cpus=cur,
             )
             if isinstance(offer, Offer) and not self.check_addition(state, offer.grant):

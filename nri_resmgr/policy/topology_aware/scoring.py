@@ -76,6 +76,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from immutables import Map
+
 from nri_resmgr.model import ContainerID, CPUKind
 from nri_resmgr.policy.topology_aware.affinity import diluted_scores, pool_weights
 from nri_resmgr.policy.topology_aware.offers import Capacity, Offer, capacity
@@ -143,12 +145,41 @@ def affinity_by_pool(
     """
     if not request.affinities:
         return {}
+    grants = state.grants
+    candidates = affinity_candidates(state, request)
+    others = grants.values() if candidates is None else (grants[c] for c in candidates)
     weights = pool_weights(
         request.affinities,
-        ((g.container_id, g.pool, g.request.subject) for g in state.grants.values()),
+        ((g.container_id, g.pool, g.request.subject) for g in others),
         self_id=container_id,
     )
     return diluted_scores(tree, weights)
+
+
+def affinity_candidates(
+    state: TopologyAwareState, request: ContainerRequest
+) -> set[ContainerID] | None:
+    """The containers some rule of `request` can weigh, from the supply's subject index:
+    per rule, those under the scope's or the match's index entries, whichever are fewer;
+    None when a rule is one the index cannot answer (then every container is weighed).
+    A container outside this set gets weight 0 from every rule."""
+    subjects = state.supply.subjects
+    out: set[ContainerID] = set()
+    for rule in request.affinities:
+        found = [
+            [subjects.get(term, _NOBODY) for term in terms]
+            for terms in (rule.scope.lookup_terms(), rule.match.lookup_terms())
+            if terms is not None
+        ]
+        if not found:
+            return None
+        best = min(found, key=lambda maps: sum(len(m) for m in maps))
+        for holders in best:
+            out.update(holders)
+    return out
+
+
+_NOBODY: Map[ContainerID, None] = Map()
 
 
 def memory_key(tree: PoolTree, pool: Pool, request: ContainerRequest) -> tuple[int, int, int]:

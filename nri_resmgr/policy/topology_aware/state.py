@@ -25,21 +25,42 @@ is derived from the grants and the fixed `PoolTree`, as the state's `Supply`:
   (BestEffort, Burstable with 0m; not reserved ones), for which nri-plugins keeps 1m of
   the pool's shared capacity back (`offers.allocatable_shared`).
 
+Two indexes ride along in the supply, so that no decision walks the other grants:
+**holders** counts the grants holding each exclusive CPU (a CPU leaves ``used`` when its
+count drops to zero, even in a broken state holding it twice), and **users** keeps, per
+pool, the SHARED and MIXED grants living in exactly it (`rendering.render_changed`
+re-renders those of the pools whose shared set changed); **subjects** keeps the grants by
+each (key, value) of their subject that groups containers (`expressions.Subject.grouping`),
+so an affinity rule on a name, namespace or label is weighed against the containers it
+can match, not against every container (`scoring.affinity_by_pool`).
+
 The supply is a declared field of the state, built when the state is built and never
 written afterwards: `TopologyAwareState.empty(tree)` starts with the empty supply, and
 `with_grant`/`without` derive the next state's supply from this one and the one grant
 that changed, in O(pools) (`supply_from_scratch` is the plain derivation the tests
-compare it with).  The state carries the tree it was built for, so no caller can pair
-a supply with another tree.  Neither the tree nor the supply is part of the value: two
+compare it with).
+
+**Cost.**  The grants and the indexes are persistent maps (`immutables.Map`, the
+hash array mapped trie behind `contextvars`): adding or dropping a grant shares all but
+O(log n) of the old map with the new one, so a state costs O(pools + log containers)
+to derive, whatever runs on the node, and the old state stays valid for a decision
+that is refused.  (Measured against `pyrsistent.pmap` and a copied dict in
+docs/benchmarks.md, "Persistent maps".)
+
+The state carries the tree it was built for, so no caller can pair a supply with another
+tree.  Neither the tree nor the supply is part of the value: two
 states are equal when their grants are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from immutables import Map
+
 from nri_resmgr.model import ContainerID, CPUKind, PodID, PolicyState
+from nri_resmgr.policy.kit.holders import Holders, hold, holders_of
 from nri_resmgr.policy.topology_aware.pools import PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.topology.cpuset import CPUSet, union
@@ -96,6 +117,12 @@ class Supply:
     reserved_demand: int
     #: grants with no CPU request living in each pool's subtree (`Grant.zero_request`)
     zero_req: tuple[int, ...] = ()
+    #: CPU -> how many grants hold it exclusively (only CPUs held at least once)
+    holders: Holders = field(default_factory=Map)
+    #: the SHARED and MIXED grants living in exactly each pool (by container id)
+    users: tuple[Map[ContainerID, None], ...] = ()
+    #: (key, value) of a grant's subject -> the grants with it (module docstring)
+    subjects: Map[tuple[str, str], Map[ContainerID, None]] = field(default_factory=Map)
 
     def need(self, index: int, *, extra: int = 0, sharer: bool = False) -> int:
         """Millicores pool `index` must keep on its shared set (module docstring).
@@ -112,7 +139,7 @@ class Supply:
 class TopologyAwareState(PolicyState):
     """The grants, with the supply they leave in `tree` (module docstring)."""
 
-    grants: Mapping[ContainerID, Grant]
+    grants: Map[ContainerID, Grant]
     #: the pool tree the supply is derived for; not part of the value
     tree: PoolTree = field(compare=False, repr=False)
     #: derived from `grants` and `tree` when the state is built; not part of the value
@@ -121,39 +148,31 @@ class TopologyAwareState(PolicyState):
     @classmethod
     def empty(cls, tree: PoolTree) -> TopologyAwareState:
         """The state with no grants."""
-        return cls(grants={}, tree=tree, supply=supply_from_scratch(tree, ()))
+        return cls(grants=Map(), tree=tree, supply=supply_from_scratch(tree, ()))
 
     def with_grant(self, grant: Grant) -> TopologyAwareState:
         """This state with `grant` added (replacing the container's previous one)."""
-        grants = {**self.grants, grant.container_id: grant}
         supply = self.supply
         old = self.grants.get(grant.container_id)
         if old is not None:
-            supply = _retract(self.tree, supply, old, grants.values())
-        supply = _extend(self.tree, supply, grant)
+            supply = _adjust(self.tree, supply, old, -1)
+        supply = _adjust(self.tree, supply, grant, 1)
+        grants = self.grants.set(grant.container_id, grant)
         return TopologyAwareState(grants=grants, tree=self.tree, supply=supply)
 
     def without(self, cid: ContainerID) -> TopologyAwareState:
-        """This state without the grant of `cid` (the same state when it has none)."""
-        grants = dict(self.grants)
-        old = grants.pop(cid, None)
+        """This state without the grant of `cid` (this state when it has none)."""
+        old = self.grants.get(cid)
         if old is None:
-            return TopologyAwareState(grants=grants, tree=self.tree, supply=self.supply)
-        # copied once more: a dict with a deleted slot would make every later copy
-        # (`with_grant`) take CPython's slow per-item path
-        grants = dict(grants)
-        supply = _retract(self.tree, self.supply, old, grants.values())
-        return TopologyAwareState(grants=grants, tree=self.tree, supply=supply)
-
-
-def _used(grants: Iterable[Grant]) -> CPUSet:
-    return union(g.exclusive for g in grants)
+            return self
+        supply = _adjust(self.tree, self.supply, old, -1)
+        return TopologyAwareState(grants=self.grants.delete(cid), tree=self.tree, supply=supply)
 
 
 def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
     """The per-pool figures of `grants`, derived from every one of them."""
     grants = list(grants)
-    used = _used(grants)
+    used = union(g.exclusive for g in grants)
     n = len(tree.pools)
     own_demand = [0] * n
     own_memory = [0] * n
@@ -161,7 +180,13 @@ def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
     own_sharers = [0] * n
     own_zero = [0] * n
     reserved_demand = 0
+    users: list[dict[ContainerID, None]] = [{} for _ in range(n)]
+    subjects: dict[tuple[str, str], dict[ContainerID, None]] = {}
     for g in grants:
+        for item in g.request.subject.grouping() if g.request.subject is not None else ():
+            subjects.setdefault(item, {})[g.container_id] = None
+        if g.kind in SHARED_USERS:
+            users[g.pool][g.container_id] = None
         own_demand[g.pool] += g.shared_milli
         own_memory[g.pool] += g.request.memory_bytes
         own_sharers[g.pool] += g.kind in SHARED_USERS
@@ -187,13 +212,17 @@ def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
         sharers=tuple(sharers),
         reserved_demand=reserved_demand,
         zero_req=tuple(zero),
+        holders=holders_of(g.exclusive for g in grants),
+        users=tuple(Map(u) for u in users),
+        subjects=Map({k: Map(v) for k, v in subjects.items()}),
     )
 
 
-def _adjust(tree: PoolTree, supply: Supply, grant: Grant, used: CPUSet, sign: int) -> Supply:
-    """`supply` with `grant`'s demand, memory and population added (sign 1) or taken
-    away (-1), and the shared sets of the pools its exclusive CPUs touch re-derived from
-    `used`: the same figures `supply_from_scratch` would find, in O(pools)."""
+def _adjust(tree: PoolTree, supply: Supply, grant: Grant, sign: int) -> Supply:
+    """`supply` with `grant` added (sign 1) or taken away (-1): its demand, memory,
+    population and pool user; its exclusive CPUs' holders, and from those ``used`` and
+    the shared sets of the pools its CPUs touch: the same figures `supply_from_scratch`
+    would find, in O(pools + log containers)."""
     demand = list(supply.demand)
     memory = list(supply.memory)
     population = list(supply.population)
@@ -206,8 +235,16 @@ def _adjust(tree: PoolTree, supply: Supply, grant: Grant, used: CPUSet, sign: in
         sharers[a] += sign * sharer
         zero[a] += sign * grant.zero_request
     population[grant.pool] += sign * grant.colocated
+    users = supply.users
+    if sharer:
+        mine = users[grant.pool]
+        mine = mine.set(grant.container_id, None) if sign > 0 else mine.delete(grant.container_id)
+        users = (*users[: grant.pool], mine, *users[grant.pool + 1 :])
     shared = supply.shared
+    used = supply.used
+    holders = supply.holders
     if grant.exclusive:
+        used, holders = hold(used, holders, grant.exclusive, sign)
         shared = tuple(
             p.sharable - used if not p.cpus.isdisjoint(grant.exclusive) else shared[p.index]
             for p in tree.pools
@@ -221,17 +258,26 @@ def _adjust(tree: PoolTree, supply: Supply, grant: Grant, used: CPUSet, sign: in
         sharers=tuple(sharers),
         reserved_demand=supply.reserved_demand + sign * grant.reserved_milli,
         zero_req=tuple(zero),
+        holders=holders,
+        users=users,
+        subjects=_index_subject(supply.subjects, grant, sign),
     )
 
 
-def _extend(tree: PoolTree, supply: Supply, grant: Grant) -> Supply:
-    used = supply.used | grant.exclusive if grant.exclusive else supply.used
-    return _adjust(tree, supply, grant, used, 1)
-
-
-def _retract(tree: PoolTree, supply: Supply, grant: Grant, rest: Iterable[Grant]) -> Supply:
-    """`supply` without `grant`; `rest` are the remaining grants.  Exclusive CPUs are
-    re-collected from `rest`: a (broken) state may hold a CPU twice, and subtracting
-    would then lose it."""
-    used = _used(rest) if grant.exclusive else supply.used
-    return _adjust(tree, supply, grant, used, -1)
+def _index_subject(
+    subjects: Map[tuple[str, str], Map[ContainerID, None]], grant: Grant, sign: int
+) -> Map[tuple[str, str], Map[ContainerID, None]]:
+    """`subjects` with `grant` added (sign 1) or dropped (-1) under each of its items."""
+    subject = grant.request.subject
+    if subject is None:
+        return subjects
+    cid = grant.container_id
+    m = subjects.mutate()
+    for item in subject.grouping():
+        holders = m.get(item, Map())
+        holders = holders.set(cid, None) if sign > 0 else holders.delete(cid)
+        if holders:
+            m[item] = holders
+        else:
+            m.pop(item, None)
+    return m.finish()

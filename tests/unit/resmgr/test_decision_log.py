@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import io
+import json
+
+import structlog
+
+from nri_resmgr.config import LogConfig, LogFormat
+from nri_resmgr.ops.logs import configure_logging, enabled_for
 from nri_resmgr.runtime.pipeline import Pipeline
 from tests.support.logs import CapturedLog
 from tests.support.pipeline import CountingPolicy, EmptyClassPolicy, container, gold_slow, sandbox
@@ -31,3 +38,34 @@ def test_consequences_are_logged_once_per_moved_container() -> None:
     assert [u["method"] for u in update] == ["debug"]
     summary = captured.events("updates")
     assert [(u["method"], u["count"]) for u in summary] == [("info", 1)]
+
+
+def _pipeline_lines(config: LogConfig) -> tuple[list[dict[str, object]], bool]:
+    """The lines the pipeline's own log (no log handed in) writes for two creations whose
+    second moves the first, under `config`; and whether its debug lines are enabled."""
+    out = io.StringIO()
+    configure_logging(config, stream=out)
+    try:
+        p = Pipeline(EmptyClassPolicy(), select_classes=gold_slow)
+        s = sandbox()
+        p.create(s, container(s, "a"))
+        p.create(s, container(s, "b"))
+        debug = enabled_for("debug", "pipeline")
+    finally:
+        structlog.reset_defaults()
+    return [json.loads(line) for line in out.getvalue().splitlines()], debug
+
+
+def test_per_update_lines_follow_the_pipeline_components_level() -> None:
+    """issue 25: at info the per-update detail is not even built (`ops.logs.enabled_for`);
+    with the pipeline at debug it is written, one line per moved container."""
+    quiet, debug = _pipeline_lines(LogConfig(level="info", format=LogFormat.JSON))
+    assert [e["event"] for e in quiet] == ["create", "create", "updates"]
+    assert not debug
+    assert enabled_for("debug", "pipeline")  # no level filter installed: every line
+    loud, debug = _pipeline_lines(
+        LogConfig(level="info", format=LogFormat.JSON, debug=("pipeline",))
+    )
+    assert debug
+    assert [e["event"] for e in loud] == ["create", "create", "updates", "update"]
+    assert loud[-1]["container"] == "ns/p0/a" and loud[-1]["level"] == "debug"

@@ -1,7 +1,8 @@
 """The topology-aware policy's shortcuts decide exactly what the plain computation does.
 
 A decision avoids work that cannot change its outcome (docs/policies.md, "Performance"):
-the supply is kept on the state and derived grant by grant, only the containers whose
+the supply is kept on the state and derived grant by grant, affinity rules weigh only
+the containers the subject index says they can match, only the containers whose
 rendering can change are rendered (`rendering.render_changed`), and offers are built in the
 order of the best key each pool could reach (`scoring.key_bound`), stopping once no pool
 left can win.  The oracle here, `PlainPolicy`, is the policy as it was before those
@@ -32,13 +33,14 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.common import take_cpus
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
+from nri_resmgr.policy.topology_aware.affinity import diluted_scores, pool_weights
 from nri_resmgr.policy.topology_aware.invariants import check_addition, invariant_problems
 from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
 from nri_resmgr.policy.topology_aware.placement import Placer
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
 from nri_resmgr.policy.topology_aware.rendering import render
-from nri_resmgr.policy.topology_aware.scoring import affinity_by_pool, best_offer
+from nri_resmgr.policy.topology_aware.scoring import best_offer
 from nri_resmgr.policy.topology_aware.state import (
     Grant,
     TopologyAwareState,
@@ -98,7 +100,13 @@ class PlainPlacer(Placer):
                 offers.append(got)
             else:
                 reasons.append(f"{pool.name}: {got}")
-        affinities = affinity_by_pool(state, self.tree, container_id=container.id, request=request)
+        # every grant weighed (not the subject index of `scoring.affinity_candidates`)
+        weights = pool_weights(
+            request.affinities,
+            ((g.container_id, g.pool, g.request.subject) for g in state.grants.values()),
+            self_id=container.id,
+        )
+        affinities = diluted_scores(self.tree, weights) if request.affinities else {}
         best = best_offer(offers, hint=hint, affinities=affinities, tree=self.tree)
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
