@@ -70,6 +70,12 @@ class MemoryPolicyControl(Controller):
         self.config = config
         self.topology = topology
         self.log = log
+        if config.inject_mpolset:
+            log.warning(
+                "control.memoryPolicy.injectMpolset: true: no mpolset helper is injected here; "
+                "the policy goes to the runtime as NRI's LinuxMemoryPolicy, which needs NRI "
+                "v0.12+ and runc 1.4+ (an older runc ignores it)",
+            )
 
     def nri_requirements(self) -> Sequence[RuntimeField]:
         return (

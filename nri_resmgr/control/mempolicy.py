@@ -8,7 +8,7 @@ it names follow the placement topology-aware or balloons gives the container.  T
 configuration is theirs, under ``control.memoryPolicy`` (their plugin's file, top-level
 ``classes``, loads unchanged, `nri_resmgr.control.memory_documents`)::
 
-    injectMpolset: false          # accepted; see below
+    injectMpolset: false          # accepted either way; see below
     classes:
     - name: interleave-cpu-packages
       policy: {mode: MPOL_INTERLEAVE, nodes: cpu-packages, flags: [MPOL_F_STATIC_NODES]}
@@ -46,9 +46,11 @@ Where this differs from nri-plugins, by design (their rules are read from main.g
   container with that said (the kernel intersects them with cpuset.mems and answers
   EINVAL; theirs logs it at debug level), unless ``MPOL_F_RELATIVE_NODES`` maps them;
 * ``injectMpolset: true`` (theirs: prepend their ``mpolset`` helper to the container's
-  command, for runtimes before NRI v0.12) is refused: this daemon ships no ``mpolset``
-  and carries the policy as NRI's ``LinuxMemoryPolicy`` only, which is what their code
-  means to do once NRI has it (``ToMemoryPolicyAdjustment``);
+  command; in v0.14.0 the only way their plugin applies a policy, so their chart's
+  default) is accepted and said once by the controller (`nri_resmgr.control.memory`):
+  this daemon ships no ``mpolset`` and carries the policy as NRI's ``LinuxMemoryPolicy``,
+  which is what their code means to do once NRI has it (``ToMemoryPolicyAdjustment``),
+  so a migrated configuration keeps its classes;
 * their YAML reader matches keys in any case (Go's encoding/json); so does this one.
 
 Pure: no IO.  The controller that renders the adjustment is `nri_resmgr.control.memory`.
@@ -304,17 +306,6 @@ class MemoryPolicyConfig(_Model):
     @classmethod
     def _fold(cls, data: Any) -> Any:
         return fold_keys(data, ("injectMpolset", "classes"), subject="memoryPolicy")
-
-    @field_validator("inject_mpolset")
-    @classmethod
-    def _no_mpolset(cls, value: bool) -> bool:
-        if value:
-            raise ValueError(
-                "expected false or absent: the policy travels as NRI's LinuxMemoryPolicy "
-                "(NRI v0.12+, runc 1.4+) and there is no mpolset helper here to inject into "
-                "containers, found true"
-            )
-        return value
 
     @field_validator("classes")
     @classmethod

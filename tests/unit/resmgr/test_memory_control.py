@@ -142,6 +142,21 @@ def test_memory_policy_needs_nri_0_12() -> None:
     )
 
 
+@pytest.mark.parametrize("inject", [True, False])
+def test_inject_mpolset_is_said_once_and_the_policy_still_goes_as_nri(inject: bool) -> None:
+    captured = CapturedLog()
+    config = MemoryPolicyConfig.model_validate({**POLICY_CLASSES, "injectMpolset": inject})
+    ctl = MemoryPolicyControl(config, hbm_cxl(), captured.log)
+    said = [line for line in captured.lines if "injectMpolset" in line["event"]]
+    assert len(said) == (1 if inject else 0)
+    if inject:
+        assert said[0]["method"] == "warning" and "LinuxMemoryPolicy" in said[0]["event"]
+    a = Assignment(ContainerID("p-c"), IDSet(), IDSet({0}), CPUKind.NONE)
+    adjust = ctl.adjustment(ctr("c", ann={"class.memory-policy.nri.io": "mems"}), a)
+    assert adjust is not None
+    assert api.MpolMode.Name(adjust.linux.memory_policy.mode) == "MPOL_INTERLEAVE"
+
+
 def test_a_class_naming_absent_nodes_fails_the_pipeline_build(tmp_path: Path) -> None:
     config = config_from_mapping(
         {

@@ -273,9 +273,10 @@ def test_duplicate_class_names_refused() -> None:
         config_from_mapping({"control": {"memoryPolicy": {"classes": [two, two]}}})
 
 
-def test_inject_mpolset_refused_with_the_reason() -> None:
-    with pytest.raises(ConfigError, match=r"injectMpolset: expected false or absent.*mpolset"):
-        config_from_mapping({"control": {"memoryPolicy": {"injectMpolset": True}}})
+def test_inject_mpolset_is_accepted_as_their_chart_sets_it() -> None:
+    """Their v0.14.0 applies a policy only through mpolset, so their chart sets it true."""
+    got = config_from_mapping({"control": {"memoryPolicy": {"injectMpolset": True}}})
+    assert got.control.memory_policy is not None and got.control.memory_policy.inject_mpolset
 
 
 def test_keys_match_in_any_case_as_their_go_reads_them() -> None:
