@@ -194,6 +194,56 @@ def _groupby_apart(c: Context) -> bool:
     return mixed_there and not mixed_here
 
 
+def _kind_by_size(machine: Topology) -> IDSet:
+    """The CPU-less nodes whose kind nri-plugins' size rule names otherwise than ours:
+    theirs calls one HBM when smaller than the average DRAM node, else PMEM (their sysfs
+    ``system.go``); ours asks the firmware first (NVDIMM regions, HMAT bandwidth)."""
+    dram = [machine.node(n).memory_bytes for n in machine.node_ids(with_cpus=True)]
+    average = sum(dram) / max(1, len(dram))
+    out = set()
+    for n in machine.node_ids(with_cpus=False):
+        node = machine.node(n)
+        theirs = MemoryKind.HBM if node.memory_bytes < average else MemoryKind.PMEM
+        if node.kind in (MemoryKind.PMEM, MemoryKind.HBM) and node.kind is not theirs:
+            out.add(n)
+    return IDSet(out)
+
+
+def _memory_kind_by_size(c: Context) -> bool:
+    """Same CPUs; the memory nodes differ only by CPU-less PMEM or HBM nodes whose kind
+    their size rule names otherwise than ours (`_kind_by_size`)."""
+    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
+        return False
+    if c.ours.cpus != c.theirs.cpus or c.ours.mems == c.theirs.mems:
+        return False
+    ours, theirs = IDSet.parse(c.ours.mems), IDSet.parse(c.theirs.mems)
+    return ((ours - theirs) | (theirs - ours)) <= _kind_by_size(c.machine)
+
+
+#: the per-container annotation naming the memory kinds a container asks for
+_MEMORY_TYPE = "memory-type.resource-policy.nri.io/container."
+
+
+def _memory_type_by_size(c: Context) -> bool:
+    """Balloons: same CPUs; the container asks a memory kind by annotation on a machine
+    with CPU-less nodes whose kind their size rule names otherwise (`_kind_by_size`), and
+    the memory nodes differ only by such nodes and the CPU nodes (theirs falls back to
+    the balloon's nodes when no node has the kind by its rule)."""
+    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
+        return False
+    if c.ours.cpus != c.theirs.cpus or c.ours.mems == c.theirs.mems:
+        return False
+    asked = dict(c.pod.annotations).get(_MEMORY_TYPE + c.ctr.name, "")
+    if not {"pmem", "hbm"} & set(asked.split(",")):
+        return False
+    mismatched = _kind_by_size(c.machine)
+    if not mismatched:
+        return False
+    ours, theirs = IDSet.parse(c.ours.mems), IDSet.parse(c.theirs.mems)
+    cpu_nodes = IDSet(c.machine.node_ids(with_cpus=True))
+    return ((ours - theirs) | (theirs - ours)) <= mismatched | cpu_nodes
+
+
 CLASSES: tuple[DiffClass, ...] = (
     DiffClass(
         "shared-refused",
@@ -220,6 +270,12 @@ CLASSES: tuple[DiffClass, ...] = (
         _cxl_memory,
     ),
     DiffClass(
+        "memory-kind-by-size",
+        "topology-aware",
+        "same CPUs; the memory differs by CPU-less nodes theirs calls HBM or PMEM by size",
+        _memory_kind_by_size,
+    ),
+    DiffClass(
         "restart-keeps-placements",
         "balloons",
         "after a restart ours keeps a container where both had it, theirs moves it",
@@ -236,6 +292,12 @@ CLASSES: tuple[DiffClass, ...] = (
         "balloons",
         "the reserved balloon deflates back onto its home CPUs here, by the CPU tree there",
         _reserved_home,
+    ),
+    DiffClass(
+        "memory-kind-by-size",
+        "balloons",
+        "same CPUs; a memory-type annotation's nodes differ by nodes theirs kinds by size",
+        _memory_type_by_size,
     ),
     DiffClass(
         "groupby-apart",

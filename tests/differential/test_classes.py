@@ -49,6 +49,19 @@ CXL = build_topology(
 #: a balloons configuration with a quantity reserved, and one with a groupBy type
 RESERVED_750M = "reservedResources:\n  cpu: 750m\n"
 GROUPBY = RESERVED_750M + "balloonTypes:\n- name: g\n  groupBy: ${pod/labels/app}\n"
+
+
+#: two CPU nodes of 2G; PMEM node 2 (1G, HBM by their size rule) attached to node 0
+SMALL_PMEM = build_topology(
+    {
+        "packages": 1,
+        "nodes": 2,
+        "cores": 2,
+        "threads": 1,
+        "memory": "2G",
+        "extra_memory_nodes": [{"kind": "pmem", "memory": "1G", "attach": 0}],
+    }
+)
 SHARED = Ctr("c0", 500, 1000, None, None)
 WHOLE = Ctr("c0", 2000, 2000, 1 << 28, 1 << 28)
 POD = Pod("p0", "default", "burstable", (SHARED,))
@@ -123,6 +136,10 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
         ctx(machine=CXL, ours=Placement("1-3", "0"), theirs=Placement("1-3", "0-1")),
         ctx(machine=CXL, ours=Placement("1-3", "0"), theirs=Placement("1-2", "0-1")),
     ),
+    ("topology-aware", "memory-kind-by-size"): (
+        ctx(machine=SMALL_PMEM, ours=Placement("1", "0,2"), theirs=Placement("1", "0")),
+        ctx(machine=SMALL_PMEM, ours=Placement("1", "0,2"), theirs=Placement("1", "1")),
+    ),
     ("balloons", "restart-keeps-placements"): (
         ctx(
             policy="balloons",
@@ -176,6 +193,21 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
             others=((replace(POD, name="p1", labels=(("app", "a"),)), Placement("1", "0"),
                      Placement("1", "0")),),
         ),
+    ),
+    ("balloons", "memory-kind-by-size"): (
+        # PMEM node 2 is HBM by their size rule: a container asking PMEM gets node 2
+        # here, the balloon's DRAM node there
+        ctx(
+            policy="balloons",
+            machine=SMALL_PMEM,
+            pod=replace(POD, annotations=(("memory-type.resource-policy.nri.io/container.c0",
+                                           "pmem"),)),
+            ours=Placement("1", "2"),
+            theirs=Placement("1", "0"),
+        ),
+        # the same without the annotation
+        ctx(policy="balloons", machine=SMALL_PMEM, ours=Placement("1", "2"),
+            theirs=Placement("1", "0")),
     ),
     ("balloons", "maxcpus-honoured"): (
         ctx(
