@@ -43,14 +43,13 @@ JOBS = 2
 #: the rate measured, less a margin (topology-aware: three points, since nri-plugins'
 #: topology-aware does not always re-place the same containers at a restart, so the steps
 #: after one vary from run to run; balloons gave the same counts on every run); raise it
-#: as the policies close the gap
-FLOORS = {"topology-aware": 0.83, "balloons": 0.93}
+#: as the policies close the gap (balloons: at the target; 99.8-100% measured, wt-bl3)
+FLOORS = {"topology-aware": 0.83, "balloons": 0.99}
 #: the agreement measured when the target's expected-failure mark was last set
 #: (`python -m tests.differential --policy both --jobs 2`, 2026-11-27, main after the
-#: balloons split and its CPU allocator pick)
+#: balloons split and its CPU allocator pick); a policy absent here meets the target
 MEASURED = {
     "topology-aware": "86.2% (shipped machines 88.5%, random 85.7%)",
-    "balloons": "94.9% (shipped machines 99.7%, random 93.1%)",
 }
 TARGET = 0.99
 
@@ -133,6 +132,8 @@ def test_agreement_floor(policy: str, plugins: NriPlugins, roots: HostRoots) -> 
                 "CI profile's containers x steps (target 99%)",
             ),
         )
+        if p in MEASURED
+        else p
         for p in POLICIES
     ],
 )
