@@ -282,6 +282,26 @@ def test_classes_carry_and_knock_on_until_the_sides_converge() -> None:
     assert step(b=(Placement("6"), Placement("7"))) == {"b": ""}
 
 
+def test_a_container_keeps_its_own_class_while_it_differs() -> None:
+    """A restart's moved container that theirs moves again keeps the restart's class
+    (carried), not a knock-on of it."""
+    ours, theirs = _FakeSide(), _FakeSide()
+    machine = Machine("n4", {"packages": 2, "nodes": 2, "cores": 2, "threads": 2})
+    run = _Run(Case(machine.name, "balloons", RESERVED_750M, ()), machine,
+               _Pair(ours, theirs, None))  # type: ignore[arg-type]
+    run.names["a"] = ("default/p0/a", POD, SHARED)
+    ours.placements["a"] = theirs.placements["a"] = Placement("1")
+    run.observe("create")
+    theirs.placements["a"] = Placement("2")
+    run.restarted = True
+    run.observe("restart")
+    theirs.placements["a"] = Placement("3")
+    run.observe("another")
+    assert [o.cls for o in run.result.observations] == [
+        None, "restart-keeps-placements", "restart-keeps-placements"
+    ]
+
+
 def test_both_refusing_is_agreement() -> None:
     assert _same("no balloon fits", "balloon allocation failed")
     assert not _same("no balloon fits", "")
