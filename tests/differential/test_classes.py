@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 
 from nri_resmgr.policy_documents import normalize_document
 from nri_resmgr.topology.synthetic import build_topology
+from tests.differential.__main__ import self_agreement
 from tests.differential.classes import CLASSES, Context, classify
 from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Pod, Restart
 from tests.differential.host import host_root
@@ -299,6 +300,22 @@ def test_a_container_keeps_its_own_class_while_it_differs() -> None:
     run.observe("another")
     assert [o.cls for o in run.result.observations] == [
         None, "restart-keeps-placements", "restart-keeps-placements"
+    ]
+
+
+def test_self_agreement_names_the_side_that_differs_from_itself() -> None:
+    m = random_machine(1)
+    case = Case(m.name, "balloons", "", (), 1)
+
+    def result(theirs: str) -> CaseResult:
+        r = CaseResult(case)
+        r.observations.append(Observation(0, 0, "op", "c", Placement("1"), Placement(theirs), ""))
+        return r
+
+    got = self_agreement([[(m, result("2"))], [(m, result("2"))], [(m, result("3"))]])
+    assert got == [
+        "balloons random/1 seed 1 ours: same on every run",
+        "balloons random/1 seed 1 theirs: runs [2] differ from run 0",
     ]
 
 
