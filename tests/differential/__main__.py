@@ -5,13 +5,17 @@
     python -m tests.differential --long --seeds 20 --randoms 500 --policy balloons
     python -m tests.differential --divergences 5       # the first five per policy, readable
     python -m tests.differential --shrink --policy topology-aware [--machine NAME]
+    python -m tests.differential --machine hbm-server --seeds 3 --repeat 3   # self-agreement
 
 The table gives, per machine and policy, the containers x steps compared, the share
 identical, the count per documented class and the agreement (identical or documented).
 `--divergences` prints the first undocumented divergences of the run: machine, seed,
 configuration, the sequence up to the step, the container, ours and theirs. `--shrink`
 lets hypothesis search (on `--machine`, else on random machines) and shrink the first
-divergence it finds to its shortest sequence, then prints it the same way.
+divergence it finds to its shortest sequence, then prints it the same way. `--repeat N`
+runs every case N times and says, per case and side, whether that side placed every
+container the same on every run (the premise of the comparison: a plugin agrees with
+itself).
 """
 
 from __future__ import annotations
@@ -91,6 +95,26 @@ def run_all(
     return [(m, r) for (m, _c), r in zip(items, results, strict=True)]
 
 
+def self_agreement(runs: list[list[tuple[Machine, CaseResult]]]) -> list[str]:
+    """Per case and side: the same observations on every run, or where a run differs."""
+    out = []
+    for per_run in zip(*runs, strict=True):
+        case = per_run[0][1].case
+        for who in ("ours", "theirs"):
+            views = [
+                [(o.step, o.container, getattr(o, who)) for o in r.observations]
+                for _m, r in per_run
+            ]
+            errors = [r.error.splitlines()[0] for _m, r in per_run if r.error]
+            differs = [i for i, v in enumerate(views) if v != views[0]]
+            verdict = "same on every run" if not differs else f"runs {differs} differ from run 0"
+            out.append(
+                f"{case.policy} {case.machine} seed {case.seed} {who}: {verdict}"
+                + (f" (errors: {errors})" if errors else "")
+            )
+    return out
+
+
 def shrink(policy: str, machine: Machine | None, plugins: NriPlugins, examples: int) -> str:
     found = shortest_divergence(
         policy, machine, lambda m, case: run_case(case, m, plugins), examples=examples
@@ -116,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", type=int, default=50, help="hypothesis examples for --shrink")
     ap.add_argument("--jobs", type=int, default=2, help="cases run at once")
     ap.add_argument("--out", type=Path, help="write the counts as JSON here")
+    ap.add_argument("--repeat", type=int, default=1, help="run every case N times")
     ns = ap.parse_args(argv)
     policies = POLICIES if ns.policy == "both" else (ns.policy,)
     plugins = build_nri_plugins()
@@ -136,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     results = run_all(cases, plugins, ns.jobs)
     took = time.monotonic() - start
+    if ns.repeat > 1:
+        runs = [results] + [run_all(cases, plugins, ns.jobs) for _ in range(ns.repeat - 1)]
+        print("\n".join(self_agreement(runs)))
     tally = Tally()
     for _m, r in results:
         tally.add(r)

@@ -15,14 +15,18 @@ it recognises and a near miss it does not.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import yaml
+
 from nri_resmgr.model import MemoryKind
+from nri_resmgr.policy.balloons.sizing import Sizing
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
-from tests.differential.gen import Ctr, Pod
+from tests.differential.gen import GROUP_LABEL, Ctr, Pod
 from tests.differential.plugins import Held, Placement
 
 __all__ = ["CLASSES", "Context", "DiffClass", "classify"]
@@ -30,9 +34,10 @@ __all__ = ["CLASSES", "Context", "DiffClass", "classify"]
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What a class may look at: the machine, the container, both placements (or
-    refusals) now and after the previous step, and whether this step restarted the
-    plugins."""
+    """What a class may look at: the machine, the case's configuration (YAML), the
+    container, both placements (or refusals) now and after the previous step, whether
+    this step restarted the plugins, and the other live containers' pods and placements
+    (ours, theirs)."""
 
     machine: Topology
     policy: str
@@ -42,6 +47,8 @@ class Context:
     theirs: Held
     before: tuple[Held, Held] | None
     after_restart: bool
+    config: str = ""
+    others: tuple[tuple[Pod, Held, Held], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +127,73 @@ def _cxl_memory(c: Context) -> bool:
     return bool(theirs - ours) and theirs - ours <= cxl and ours <= theirs
 
 
+class _HomeKey:
+    """A (machine, configuration) pair as a cache key: the machine by identity (a
+    `Topology` is not hashable; one run keeps one per machine)."""
+
+    def __init__(self, machine: Topology, config: str) -> None:
+        self.machine, self.config = machine, config
+
+    def __hash__(self) -> int:
+        return hash((id(self.machine), self.config))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _HomeKey)
+            and other.machine is self.machine
+            and other.config == self.config
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def _quantity_home(key: _HomeKey) -> IDSet | None:
+    """The reserved balloon's home when ``reservedResources`` is a quantity (our CPU
+    tree's pick in the initial state, which theirs makes too), else None."""
+    sizing = Sizing(topology=key.machine, config=yaml.safe_load(key.config))
+    if sizing.config.reserved:
+        return None
+    return IDSet(sizing.reserved_home)
+
+
+def _reserved_home(c: Context) -> bool:
+    """A reserved-balloon (kube-system) container after the balloon deflated: ours gives
+    back CPUs off its home (the CPUs it started on), theirs by its CPU tree alone, so
+    the same number of CPUs differ; ours still holds the whole home, and theirs does
+    not or the balloon just gave CPUs back (`reservedResources` a quantity)."""
+    if c.pod.namespace != "kube-system" or not c.config:
+        return False
+    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
+        return False
+    ours, theirs = IDSet.parse(c.ours.cpus), IDSet.parse(c.theirs.cpus)
+    if ours == theirs or len(ours) != len(theirs):
+        return False
+    home = _quantity_home(_HomeKey(c.machine, c.config))
+    if not home or not home <= ours:
+        return False
+    before = c.before[0] if c.before else None
+    deflated = isinstance(before, Placement) and len(IDSet.parse(before.cpus)) > len(ours)
+    return not home <= theirs or deflated
+
+
+def _group_of(pod: Pod) -> str | None:
+    return dict(pod.labels).get(GROUP_LABEL)
+
+
+def _groupby_apart(c: Context) -> bool:
+    """A container of a ``groupBy`` configuration that theirs puts in one balloon (the
+    very same cpuset) with a container of another group, where ours keeps it apart
+    (its cpuset is no other group's)."""
+    if "groupBy:" not in c.config or _group_of(c.pod) is None:
+        return False
+    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
+        return False
+    group = _group_of(c.pod)
+    other = [(o, t) for p, o, t in c.others if _group_of(p) not in (None, group)]
+    mixed_there = any(t == c.theirs for _o, t in other)
+    mixed_here = any(o == c.ours for o, _t in other)
+    return mixed_there and not mixed_here
+
+
 def _kind_by_size(machine: Topology) -> IDSet:
     """The CPU-less nodes whose kind nri-plugins' size rule names otherwise than ours:
     theirs calls one HBM when smaller than the average DRAM node, else PMEM (their sysfs
@@ -144,6 +218,30 @@ def _memory_kind_by_size(c: Context) -> bool:
         return False
     ours, theirs = IDSet.parse(c.ours.mems), IDSet.parse(c.theirs.mems)
     return ((ours - theirs) | (theirs - ours)) <= _kind_by_size(c.machine)
+
+
+#: the per-container annotation naming the memory kinds a container asks for
+_MEMORY_TYPE = "memory-type.resource-policy.nri.io/container."
+
+
+def _memory_type_by_size(c: Context) -> bool:
+    """Balloons: same CPUs; the container asks a memory kind by annotation on a machine
+    with CPU-less nodes whose kind their size rule names otherwise (`_kind_by_size`), and
+    the memory nodes differ only by such nodes and the CPU nodes (theirs falls back to
+    the balloon's nodes when no node has the kind by its rule)."""
+    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
+        return False
+    if c.ours.cpus != c.theirs.cpus or c.ours.mems == c.theirs.mems:
+        return False
+    asked = dict(c.pod.annotations).get(_MEMORY_TYPE + c.ctr.name, "")
+    if not {"pmem", "hbm"} & set(asked.split(",")):
+        return False
+    mismatched = _kind_by_size(c.machine)
+    if not mismatched:
+        return False
+    ours, theirs = IDSet.parse(c.ours.mems), IDSet.parse(c.theirs.mems)
+    cpu_nodes = IDSet(c.machine.node_ids(with_cpus=True))
+    return ((ours - theirs) | (theirs - ours)) <= mismatched | cpu_nodes
 
 
 CLASSES: tuple[DiffClass, ...] = (
@@ -188,6 +286,24 @@ CLASSES: tuple[DiffClass, ...] = (
         "balloons",
         "a container beyond every balloon's maxCPUs: refused here, overcommitted there",
         _maxcpus_honoured,
+    ),
+    DiffClass(
+        "reserved-deflates-home",
+        "balloons",
+        "the reserved balloon deflates back onto its home CPUs here, by the CPU tree there",
+        _reserved_home,
+    ),
+    DiffClass(
+        "memory-kind-by-size",
+        "balloons",
+        "same CPUs; a memory-type annotation's nodes differ by nodes theirs kinds by size",
+        _memory_type_by_size,
+    ),
+    DiffClass(
+        "groupby-apart",
+        "balloons",
+        "a groupBy balloon takes no container of another group here; theirs mixes them",
+        _groupby_apart,
     ),
 )
 

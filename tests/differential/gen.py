@@ -48,6 +48,9 @@ MI = 1 << 20
 GI = 1 << 30
 ANN = "resource-policy.nri.io"
 BALLOON_ANNOTATION = f"balloon.balloons.{ANN}"
+#: the pod label balloons pods carry and a ``groupBy`` type groups them by
+GROUP_LABEL = "app"
+GROUPS = ("a", "b", "c")
 
 
 class Draw(Protocol):
@@ -159,6 +162,7 @@ class Pod:
     containers: tuple[Ctr, ...]
     init: tuple[Ctr, ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +174,8 @@ class CreatePod:
         ctrs = ", ".join(_ctr_text(c) for c in p.containers)
         init = f" init [{', '.join(_ctr_text(c) for c in p.init)}]" if p.init else ""
         ann = f" {dict(p.annotations)}" if p.annotations else ""
-        return f"create {p.namespace}/{p.name} {p.qos}{init} [{ctrs}]{ann}"
+        labels = "".join(f" {k}={v}" for k, v in p.labels)
+        return f"create {p.namespace}/{p.name}{labels} {p.qos}{init} [{ctrs}]{ann}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,9 +268,28 @@ def _pod(d: Draw, policy: str, topo: Topology, balloon_types: Sequence[str]) -> 
         annotations = _ta_annotations(d, containers, [*kinds, "dram,pmem"])
     elif balloon_types and chance(d, 40):
         annotations = [(BALLOON_ANNOTATION, d.choice(balloon_types))]
-    if policy == "balloons" and chance(d, 30):
-        namespace = d.choice(("default", "batch", "prod", "kube-system"))
-    return Pod("?", namespace, qos, containers, init, tuple(annotations))
+    labels: tuple[tuple[str, str], ...] = ()
+    if policy == "balloons":
+        if chance(d, 30):
+            namespace = d.choice(("default", "batch", "prod", "kube-system"))
+        annotations += _balloons_annotations(d, containers, topo)
+        # the label a ``groupBy: ${pod/labels/app}`` type groups by (`balloons_config`)
+        labels = ((GROUP_LABEL, d.choice(GROUPS)),)
+    return Pod("?", namespace, qos, containers, init, tuple(annotations), labels)
+
+
+def _balloons_annotations(d: Draw, ctrs: Sequence[Ctr], topo: Topology) -> list[tuple[str, str]]:
+    """The per-container annotations the balloons policy reads besides the balloon type,
+    each on a few pods: ``hide-hyperthreads`` and, where the machine has more than DRAM,
+    ``memory-type``."""
+    kinds = sorted({n.kind.value.lower() for n in topo.nodes.values()})
+    out: list[tuple[str, str]] = []
+    for c in ctrs:
+        if chance(d, 5):
+            out.append((f"hide-hyperthreads.{ANN}/container.{c.name}", "true"))
+        if len(kinds) > 1 and chance(d, 5):
+            out.append((f"memory-type.{ANN}/container.{c.name}", d.choice(kinds)))
+    return out
 
 
 def _named(pod: Pod, name: str) -> Pod:
@@ -328,7 +352,8 @@ def operations(
 def balloons_config(d: Draw, topo: Topology) -> tuple[str, tuple[str, ...]]:
     """A BalloonsPolicy for `topo` (YAML) exercising types matched by namespace and by
     annotation, minCPUs/maxCPUs, allocatorPriority, preferNewBalloons,
-    shareIdleCPUsInSame and maxBalloons; returns it and the annotation-selected types."""
+    shareIdleCPUsInSame, maxBalloons, minBalloons and groupBy (by the pods' ``app``
+    label, `GROUP_LABEL`); returns it and the annotation-selected types."""
     cpus = len(topo.online_cpus())
     types: list[str] = []
     names: list[str] = []
@@ -354,6 +379,8 @@ def balloons_config(d: Draw, topo: Topology) -> tuple[str, tuple[str, ...]]:
             lines.append(f"    maxBalloons: {d.integer(1, 3)}")
         if min_cpus and chance(d, 30):
             lines.append(f"    minBalloons: {d.integer(1, 2)}")
+        if chance(d, 25):
+            lines.append(f"    groupBy: ${{pod/labels/{GROUP_LABEL}}}")
         types.append("\n".join(lines))
         names.append(name)
     config = "\n".join(

@@ -8,11 +8,27 @@ of one event run in two threads, since each waits on its own processes. A *step*
 event that can move a container: a container's creation (an init container's, too), a
 container's stop and removal, a plugin restart. After every step each container live on
 either side is one `Observation`: the placement (cpuset CPUs and memory nodes) each side's
-runtime holds for it, or the refusal's text where a side refused to create it. An
-observation is *identical* when both hold the same; otherwise `classes.classify` names
-the documented difference class it belongs to, or none (an undocumented divergence). A
-divergence exactly as it was after the previous step keeps the class it had then (a
-container a restart moved on one side stays a restart's difference until it moves).
+runtime holds for it, or the refusal's text where a side refused to create it (kept
+until the container is removed). An observation is *identical* when both hold the same
+placement or both refused the container (their texts differ, the outcome does not);
+otherwise it gets a class by these rules, in order:
+
+1. *direct*: the documented difference class `classes.classify` names for it;
+2. *carried*: a container keeps the class it last had (direct or knock-on) at every
+   later step while it differs, through restarts and its own later moves; the first
+   step at which it is identical clears it;
+3. *knock-on*: a case is *disturbed* from the first step with a direct class until the
+   first step at which every live container is identical on both sides; a divergence of
+   a disturbed case with no class of its own is ``knock-on:CLASS`` (CLASS the direct class
+   that disturbed it), the same step included, since one documented difference moves
+   what the sides take next (a refused container leaves CPUs the other side used, a
+   restart's re-allocation leaves other CPUs free);
+4. otherwise undocumented (class ``""``).
+
+So nothing stays hidden for good: once the sides converge (every container identical
+after one step) the case is undisturbed and every carried class is gone, and a later
+divergence must be explained anew; knock-on observations are counted under their own
+name, apart from the direct classes.
 
 The result (`CaseResult`) keeps every observation, so `profile.Tally` counts containers
 per machine, policy and class, and the first divergences can be printed with the
@@ -76,6 +92,12 @@ class CaseResult:
         return all(o.identical for o in self.observations if o.step == last)
 
 
+def _same(mine: Held, their: Held) -> bool:
+    """Both sides hold the same placement, or both refused the container."""
+    refused = isinstance(mine, str) and isinstance(their, str) and bool(mine) and bool(their)
+    return mine == their or refused
+
+
 @dataclass
 class _Live:
     pod: Pod
@@ -85,7 +107,11 @@ class _Live:
 
 def _pod_json(pod: Pod) -> Json:
     return make_pod(
-        name=pod.name, namespace=pod.namespace, qos=pod.qos, annotations=dict(pod.annotations)
+        name=pod.name,
+        namespace=pod.namespace,
+        qos=pod.qos,
+        labels=dict(pod.labels),
+        annotations=dict(pod.annotations),
     )
 
 
@@ -123,11 +149,12 @@ class _Run:
         self.case, self.machine, self.pair = case, machine, pair
         self.result = CaseResult(case)
         self.live: list[_Live] = []
-        self.refused: dict[str, tuple[Held, Held]] = {}  # cid -> refusals of this step
+        self.refused: dict[str, tuple[Held, Held]] = {}  # cid -> refusals, until removed
         self.names: dict[str, tuple[str, Pod, Ctr]] = {}  # cid -> name, pod, spec
         self.restarted = False
         self.before: dict[str, tuple[Held, Held]] = {}
-        self.classes: dict[str, str | None] = {}  # cid -> class after the previous step
+        self.carried: dict[str, str] = {}  # cid -> the class it keeps while it differs
+        self.disturbed: str | None = None  # the direct class that disturbed the case
         self.step = 0
         self.op_index = 0
 
@@ -135,38 +162,52 @@ class _Run:
         ours, theirs = self.pair.ours, self.pair.theirs
         ids = sorted(set(ours.placements) | set(theirs.placements) | set(self.refused))
         now: dict[str, tuple[Held, Held]] = {}
-        classes: dict[str, str | None] = {}
         for cid in ids:
-            mine: Held = ours.placements.get(cid) or self.refused.get(cid, ("", ""))[0]
-            their: Held = theirs.placements.get(cid) or self.refused.get(cid, ("", ""))[1]
-            now[cid] = (mine, their)
-            name, pod, ctr = self.names[cid]
-            cls = None
-            if mine != their and self.before.get(cid) == (mine, their) and self.classes.get(cid):
-                # the same difference as after the previous step: it keeps its class (a
-                # restart's moved container stays moved until something moves it again)
-                cls = self.classes[cid]
-            elif mine != their:
-                ctx = Context(
-                    machine=self.machine.topology,
-                    policy=self.case.policy,
-                    pod=pod,
-                    ctr=ctr,
-                    ours=mine,
-                    theirs=their,
-                    before=self.before.get(cid),
-                    after_restart=self.restarted,
-                )
-                cls = classify(ctx) or ""
-            classes[cid] = cls
+            no_mine, no_their = self.refused.get(cid, ("", ""))
+            now[cid] = (ours.placements.get(cid) or no_mine, theirs.placements.get(cid) or no_their)
+        same = {cid: _same(*held) for cid, held in now.items()}
+        direct = {cid: self.direct(cid, now) for cid in now if not same[cid]}
+        if self.disturbed is None:
+            self.disturbed = next((c for c in direct.values() if c), None)
+        classes: dict[str, str | None] = {}
+        for cid in now:
+            if same[cid]:
+                classes[cid] = None
+                continue
+            cls = direct[cid] or self.carried.get(cid)
+            if not cls and self.disturbed is not None:
+                cls = f"knock-on:{self.disturbed}"
+            classes[cid] = cls or ""
+        for cid, (mine, their) in now.items():
+            name = self.names[cid][0]
             self.result.observations.append(
-                Observation(self.step, self.op_index, op, name, mine, their, cls)
+                Observation(self.step, self.op_index, op, name, mine, their, classes[cid])
             )
+        self.carried = {cid: cls for cid, cls in classes.items() if cls}
+        if all(cls is None for cls in classes.values()):
+            self.disturbed = None  # converged: nothing carries past this step
         self.before = now
-        self.classes = classes
-        self.refused = {}
         self.restarted = False
         self.step += 1
+
+    def direct(self, cid: str, now: dict[str, tuple[Held, Held]]) -> str:
+        """The documented class of container `cid`'s divergence in `now`, or ""."""
+        _name, pod, ctr = self.names[cid]
+        mine, their = now[cid]
+        others = tuple((self.names[o][1], *now[o]) for o in now if o != cid)
+        ctx = Context(
+            machine=self.machine.topology,
+            policy=self.case.policy,
+            config=self.case.config,
+            pod=pod,
+            ctr=ctr,
+            ours=mine,
+            theirs=their,
+            before=self.before.get(cid),
+            after_restart=self.restarted,
+            others=others,
+        )
+        return classify(ctx) or ""
 
     def create(self, live: _Live, c: Ctr) -> Json:
         cj = _ctr_json(live.json, c)
@@ -180,6 +221,7 @@ class _Run:
         self.pair.both(
             lambda s: s.stop_remove(cid) if cid in s.ctrs else None
         )
+        self.refused.pop(cid, None)
 
     def apply(self, op: Op) -> None:
         if isinstance(op, CreatePod):

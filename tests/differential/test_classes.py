@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 
 from nri_resmgr.policy_documents import normalize_document
 from nri_resmgr.topology.synthetic import build_topology
+from tests.differential.__main__ import self_agreement
 from tests.differential.classes import CLASSES, Context, classify
 from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Pod, Restart
 from tests.differential.host import host_root
@@ -32,7 +33,7 @@ from tests.differential.profile import (
     sample_config,
     shortest_divergence,
 )
-from tests.differential.run import CaseResult, Observation
+from tests.differential.run import CaseResult, Observation, _Pair, _Run, _same
 from tests.support.requirements import REPO
 
 DOCS = REPO / "docs" / "policies.md"
@@ -46,6 +47,11 @@ CXL = build_topology(
         "extra_memory_nodes": [{"kind": "cxl", "memory": "4G", "attach": 0}],
     }
 )
+#: a balloons configuration with a quantity reserved, and one with a groupBy type
+RESERVED_750M = "reservedResources:\n  cpu: 750m\n"
+GROUPBY = RESERVED_750M + "balloonTypes:\n- name: g\n  groupBy: ${pod/labels/app}\n"
+
+
 #: two CPU nodes of 2G; PMEM node 2 (1G, HBM by their size rule) attached to node 0
 SMALL_PMEM = build_topology(
     {
@@ -151,6 +157,59 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
             theirs=Placement("3", "0"),
         ),
     ),
+    ("balloons", "reserved-deflates-home"): (
+        # 750m reserved on N4: the reserved balloon's home is CPU 0; theirs gave it back
+        ctx(
+            policy="balloons",
+            config=RESERVED_750M,
+            pod=replace(POD, namespace="kube-system"),
+            ours=Placement("0-1", "0"),
+            theirs=Placement("1-2", "0"),
+        ),
+        # not a kube-system container: another balloon's CPUs differ
+        ctx(
+            policy="balloons",
+            config=RESERVED_750M,
+            ours=Placement("0-1", "0"),
+            theirs=Placement("1-2", "0"),
+        ),
+    ),
+    ("balloons", "groupby-apart"): (
+        ctx(
+            policy="balloons",
+            config=GROUPBY,
+            pod=replace(POD, labels=(("app", "a"),)),
+            ours=Placement("2", "0"),
+            theirs=Placement("1", "0"),
+            others=((replace(POD, name="p1", labels=(("app", "b"),)), Placement("1", "0"),
+                     Placement("1", "0")),),
+        ),
+        # theirs shares the cpuset with a container of the same group: no mixing
+        ctx(
+            policy="balloons",
+            config=GROUPBY,
+            pod=replace(POD, labels=(("app", "a"),)),
+            ours=Placement("2", "0"),
+            theirs=Placement("1", "0"),
+            others=((replace(POD, name="p1", labels=(("app", "a"),)), Placement("1", "0"),
+                     Placement("1", "0")),),
+        ),
+    ),
+    ("balloons", "memory-kind-by-size"): (
+        # PMEM node 2 is HBM by their size rule: a container asking PMEM gets node 2
+        # here, the balloon's DRAM node there
+        ctx(
+            policy="balloons",
+            machine=SMALL_PMEM,
+            pod=replace(POD, annotations=(("memory-type.resource-policy.nri.io/container.c0",
+                                           "pmem"),)),
+            ours=Placement("1", "2"),
+            theirs=Placement("1", "0"),
+        ),
+        # the same without the annotation
+        ctx(policy="balloons", machine=SMALL_PMEM, ours=Placement("1", "2"),
+            theirs=Placement("1", "0")),
+    ),
     ("balloons", "maxcpus-honoured"): (
         ctx(
             policy="balloons",
@@ -178,6 +237,92 @@ def test_no_class_for_a_plain_divergence() -> None:
     for policy in POLICIES:
         assert classify(ctx(policy=policy)) is None
         assert classify(ctx(policy=policy, ctr=WHOLE)) is None
+
+
+class _FakeSide:
+    """What `run._Run.observe` reads of a side: its runtime's placements."""
+
+    def __init__(self) -> None:
+        self.placements: dict[str, Placement] = {}
+
+
+def test_classes_carry_and_knock_on_until_the_sides_converge() -> None:
+    """A direct class disturbs the case (knock-on for the others, the same step too), a
+    container keeps its class while it differs, and once every container is identical
+    the next divergence is undocumented again."""
+    ours, theirs = _FakeSide(), _FakeSide()
+    machine = Machine("n4", {"packages": 2, "nodes": 2, "cores": 2, "threads": 2})
+    case = Case(machine.name, "balloons", RESERVED_750M, ())
+    run = _Run(case, machine, _Pair(ours, theirs, None))  # type: ignore[arg-type]
+    pod = Pod("p0", "default", "guaranteed", (Ctr("a", 2000, 2000, None, None),))
+    for cid in ("a", "b"):
+        run.names[cid] = (f"default/p0/{cid}", pod, pod.containers[0])
+
+    def step(**held: tuple[Placement | str, Placement]) -> dict[str, str | None]:
+        for cid, (mine, their) in held.items():
+            if isinstance(mine, str):
+                run.refused[cid] = (mine, "")
+            else:
+                ours.placements[cid] = mine
+            theirs.placements[cid] = their
+        before = len(run.result.observations)
+        run.observe("step")
+        return {o.container.rsplit("/", 1)[1]: o.cls for o in run.result.observations[before:]}
+
+    refusal = "no t0 balloon can take 2000m CPU: t0[0] would need 2 CPUs; maxCPUs is 1"
+    got = step(a=(refusal, Placement("4")), b=(Placement("1"), Placement("2")))
+    assert got == {"a": "maxcpus-honoured", "b": "knock-on:maxcpus-honoured"}
+    # b moves on both sides and still differs: it keeps its class; a stays refused
+    got = step(b=(Placement("1-2"), Placement("2-3")))
+    assert got == {"a": "maxcpus-honoured", "b": "knock-on:maxcpus-honoured"}
+    # a goes, b agrees: the case converges
+    run.refused.pop("a")
+    theirs.placements.pop("a")
+    assert step(b=(Placement("5"), Placement("5"))) == {"b": None}
+    # a new divergence after convergence is undocumented
+    assert step(b=(Placement("6"), Placement("7"))) == {"b": ""}
+
+
+def test_a_container_keeps_its_own_class_while_it_differs() -> None:
+    """A restart's moved container that theirs moves again keeps the restart's class
+    (carried), not a knock-on of it."""
+    ours, theirs = _FakeSide(), _FakeSide()
+    machine = Machine("n4", {"packages": 2, "nodes": 2, "cores": 2, "threads": 2})
+    run = _Run(Case(machine.name, "balloons", RESERVED_750M, ()), machine,
+               _Pair(ours, theirs, None))  # type: ignore[arg-type]
+    run.names["a"] = ("default/p0/a", POD, SHARED)
+    ours.placements["a"] = theirs.placements["a"] = Placement("1")
+    run.observe("create")
+    theirs.placements["a"] = Placement("2")
+    run.restarted = True
+    run.observe("restart")
+    theirs.placements["a"] = Placement("3")
+    run.observe("another")
+    assert [o.cls for o in run.result.observations] == [
+        None, "restart-keeps-placements", "restart-keeps-placements"
+    ]
+
+
+def test_self_agreement_names_the_side_that_differs_from_itself() -> None:
+    m = random_machine(1)
+    case = Case(m.name, "balloons", "", (), 1)
+
+    def result(theirs: str) -> CaseResult:
+        r = CaseResult(case)
+        r.observations.append(Observation(0, 0, "op", "c", Placement("1"), Placement(theirs), ""))
+        return r
+
+    got = self_agreement([[(m, result("2"))], [(m, result("2"))], [(m, result("3"))]])
+    assert got == [
+        "balloons random/1 seed 1 ours: same on every run",
+        "balloons random/1 seed 1 theirs: runs [2] differ from run 0",
+    ]
+
+
+def test_both_refusing_is_agreement() -> None:
+    assert _same("no balloon fits", "balloon allocation failed")
+    assert not _same("no balloon fits", "")
+    assert not _same("no balloon fits", Placement("1"))
 
 
 def test_a_seed_names_one_case() -> None:
@@ -235,6 +380,40 @@ def test_the_generator_covers_what_the_issue_lists() -> None:
         "init", "integer", "fraction", "cpu-limit", "no-cpu-limit", "mem-limit",
         "no-mem-limit", "prefer-isolated-cpus", "prefer-shared-cpus", "hide-hyperthreads",
         "memory-type", "cpu.preserve", "affinity", "anti-affinity",
+    }, seen
+
+
+def test_the_balloons_generator_covers_its_options_and_machines() -> None:
+    """Across the CI profile's random machines: every balloons option the configurations
+    draw (groupBy included), the annotations balloons reads, and machines with several
+    sockets, dies, NUMA nodes and L3 groups, SMT on and off, isolated CPUs and CPU-less
+    memory nodes."""
+    seen: set[str] = set()
+    for seed in range(1, 51):
+        m = random_machine(seed)
+        spec = m.source
+        assert isinstance(spec, dict)
+        for key in ("packages", "dies", "nodes", "l3_per_die"):
+            if spec[key] > 1:
+                seen.add(key)
+        seen.add("smt" if spec["threads"] > 1 else "no-smt")
+        seen.update(k for k in ("isolated", "extra_memory_nodes") if k in spec)
+        case = make_case(m, "balloons", 1)
+        for key in (
+            "minCPUs", "maxCPUs", "allocatorPriority", "preferNewBalloons",
+            "shareIdleCPUsInSame", "maxBalloons", "minBalloons", "groupBy", "namespaces",
+        ):
+            if f"{key}:" in case.config:
+                seen.add(key)
+        for op in case.ops:
+            if isinstance(op, CreatePod):
+                seen.update(k.split(".resource-policy")[0] for k, _ in op.pod.annotations)
+                seen.update(f"label-{k}" for k, _ in op.pod.labels)
+    assert seen >= {
+        "packages", "dies", "nodes", "l3_per_die", "smt", "no-smt", "isolated",
+        "extra_memory_nodes", "minCPUs", "maxCPUs", "allocatorPriority", "preferNewBalloons",
+        "shareIdleCPUsInSame", "maxBalloons", "minBalloons", "groupBy", "namespaces",
+        "balloon.balloons", "hide-hyperthreads", "memory-type", "label-app",
     }, seen
 
 

@@ -43,16 +43,13 @@ JOBS = 2
 #: the rate measured, less a margin (topology-aware: three points, since nri-plugins'
 #: topology-aware does not always re-place the same containers at a restart, so the steps
 #: after one vary from run to run; balloons gave the same counts on every run); raise it
-#: as the policies close the gap
-FLOORS = {"topology-aware": 0.89, "balloons": 0.93}
+#: as the policies close the gap (both at the target: balloons 99.8-100% measured, wt-bl3;
+#: topology-aware 99.6% on two runs, wt-ta3, its restart variance inside the classes)
+FLOORS = {"topology-aware": 0.99, "balloons": 0.99}
 #: the agreement measured when the target's expected-failure mark was last set
-#: (`python -m tests.differential --policy both --jobs 2`, 2026-11-27, main after the
-#: balloons split and its CPU allocator pick; topology-aware with wt-ta3's rebuild fixes
-#: and wt-ta-gap2's memory rules back: `--policy topology-aware --jobs 2`)
-MEASURED = {
-    "topology-aware": "92.1% (shipped machines 94.5%, random 91.6%)",
-    "balloons": "94.9% (shipped machines 99.7%, random 93.1%)",
-}
+#: (`python -m tests.differential --policy both --jobs 2`); a policy absent here meets
+#: the target
+MEASURED: dict[str, str] = {}
 TARGET = 0.99
 
 
@@ -134,6 +131,8 @@ def test_agreement_floor(policy: str, plugins: NriPlugins, roots: HostRoots) -> 
                 "CI profile's containers x steps (target 99%)",
             ),
         )
+        if p in MEASURED
+        else p
         for p in POLICIES
     ],
 )

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Self
 
 from nri_resmgr.model import AllocationError, ContainerInfo, CPUKind
 from nri_resmgr.policy.cpu_allocator import CPUAllocator
@@ -38,7 +39,7 @@ from nri_resmgr.policy.topology_aware.offers import (
 )
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
-from nri_resmgr.policy.topology_aware.priority import PriorityCPUs
+from nri_resmgr.policy.topology_aware.priority import PriorityCPUs, priority_cpus
 from nri_resmgr.policy.topology_aware.scoring import (
     OfferKey,
     affinity_by_pool,
@@ -97,8 +98,29 @@ class Placer:
     topology: Topology
     tree: PoolTree
     config: ResolvedConfig
+    #: nri-plugins' CPU allocator on this machine: which CPUs each grant takes
     allocator: CPUAllocator
     priorities: PriorityCPUs
+
+    @classmethod
+    def build(cls, topology: Topology, tree: PoolTree, config: ResolvedConfig) -> Self:
+        """The placement of `tree` on `topology`, with the machine's CPU priority classes
+        (`priority.priority_cpus`) and the allocator that ranks by them."""
+        priorities = priority_cpus(topology)
+        allocator = CPUAllocator(
+            topology,
+            high=priorities.high,
+            normal=priorities.normal,
+            low=priorities.low,
+            hybrid=priorities.hybrid,
+        )
+        return cls(
+            topology=topology,
+            tree=tree,
+            config=config,
+            allocator=allocator,
+            priorities=priorities,
+        )
 
     def candidates(self, request: ContainerRequest, *, root_only: bool = False) -> list[Pool]:
         """The pools that may serve `request`: the reserved pool for a reserved one, the

@@ -61,7 +61,7 @@ from nri_resmgr.policy.topology_aware.invariants import check_invariants
 from nri_resmgr.policy.topology_aware.placement import Placer
 from nri_resmgr.policy.topology_aware.pools import PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import CPU_CLASS, container_request
-from nri_resmgr.policy.topology_aware.priority import PriorityCPUs, priority_cpus
+from nri_resmgr.policy.topology_aware.priority import PriorityCPUs
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
 from nri_resmgr.policy.topology_aware.rendering import render_all, render_changed
 from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState
@@ -102,22 +102,9 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
             qos=opts.pod_qos_scheduling_classes,
             subject=SUBJECT,
         )
-        self.priorities: PriorityCPUs = priority_cpus(topology)
-        #: nri-plugins' CPU allocator on this machine: which CPUs each grant takes
-        self.allocator = CPUAllocator(
-            topology,
-            high=self.priorities.high,
-            normal=self.priorities.normal,
-            low=self.priorities.low,
-            hybrid=self.priorities.hybrid,
-        )
-        self.placer = Placer(
-            topology=topology,
-            tree=self.tree,
-            config=self.config,
-            allocator=self.allocator,
-            priorities=self.priorities,
-        )
+        self.placer = Placer.build(topology, self.tree, self.config)
+        self.priorities: PriorityCPUs = self.placer.priorities
+        self.allocator: CPUAllocator = self.placer.allocator
         self.rebuilder = Rebuilder(self.placer)
 
     # ---- hooks -------------------------------------------------------------------------

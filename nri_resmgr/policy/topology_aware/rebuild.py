@@ -60,7 +60,7 @@ from nri_resmgr.model import (
     Decision,
 )
 from nri_resmgr.policy.common import one_thread_per_core, order_claims
-from nri_resmgr.policy.kit.rebuild import each_once, holders_per_cpu, moved
+from nri_resmgr.policy.kit.rebuild import each_once, moved
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig
 from nri_resmgr.policy.topology_aware.invariants import check_addition
 from nri_resmgr.policy.topology_aware.offers import Offer, exact_offer
@@ -77,6 +77,7 @@ from nri_resmgr.policy.topology_aware.reports import (
     claim_of,
     hint_for,
     pins_cpus,
+    shared_like_claims,
     unreadable_request,
 )
 from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState
@@ -125,7 +126,7 @@ class _Rebuilt:
     updates: tuple[Assignment, ...]
     #: containers that fit nowhere by their request
     overcommitted: tuple[ContainerID, ...]
-    #: kept claims that are exactly a pool's shared set (`_shared_like`) and that
+    #: kept claims that are exactly a pool's shared set (`reports.shared_like_claims`) and that
     #: another container's report overlaps
     kept_shared_like: frozenset[ContainerID]
 
@@ -266,7 +267,9 @@ class Rebuilder:
             for cpu in (c.current_cpus or IDSet())
             if holders[cpu] == 1
         )
-        shared_like = self._shared_like(claims, others, shown=shown, mixed=mixed)
+        shared_like = shared_like_claims(
+            self.tree, self.topology, claims, others, shown=shown, mixed=mixed
+        )
         # those another pinned container's report overlaps (a shared one next to a
         # claimant that fell back to shared shows the same CPUs; an unpinned one's
         # report, perhaps every CPU, shows nothing) are the ones that may have fallen
@@ -463,53 +466,6 @@ class Rebuilder:
             reserved = replace(loose, kind=CPUKind.RESERVED, pin_memory=False)
             grant, _ = self.placer.place(state, c, reserved, hint=None, prefer=())
         return grant
-
-    def _shared_like(
-        self,
-        claims: Mapping[ContainerID, CPUSet],
-        others: Sequence[CPUSet],
-        *,
-        shown: Mapping[ContainerID, CPUSet | None],
-        mixed: CPUSet,
-    ) -> set[ContainerID]:
-        """The claims that are exactly some pool's shared CPUs next to the clear claims
-        and the mixed containers.
-
-        A clear claim overlaps no other claim and no other container's cpuset, as an
-        exclusive grant rendered as it is does.  A mixed container's own whole CPUs are
-        among the CPUs of its report that no other pinned report holds (`mixed`); which
-        ones is decided only later, so each of those that a claim lacks is taken as
-        possibly held.  A claim that is exactly the CPUs the clear claims and
-        the mixed containers (other than itself) leave shared in some pool is what a
-        container that fell back to shared (``fallbackToShared``) reports when that
-        shared set has its count of CPUs: a valid claim on its own, which must not take
-        the CPUs of the grants that left them shared (`common.order_claims` keeps it
-        after them; the retry reads it as shared).  Under hide-hyperthreads (`shown`
-        maps such a claim to the cpuset reported) the claim adds hidden threads to what
-        was shown, so what is compared is the shown view: one thread on each core of
-        that shared set.
-        """
-        holders = holders_per_cpu(claims.values())
-        seen = union(others)
-        clear = union(
-            cpus
-            for cpus in claims.values()
-            if cpus.isdisjoint(seen) and all(holders[cpu] == 1 for cpu in cpus)
-        )
-        out = set()
-        for cid, cpus in claims.items():
-            rest = (clear | mixed) - cpus
-            view = shown.get(cid)
-            if any(
-                (view is None and pool.sharable - rest == cpus)
-                or (
-                    view is not None
-                    and one_thread_per_core(self.topology, pool.sharable - rest) == view
-                )
-                for pool in self.tree.pools
-            ):
-                out.add(cid)
-        return out
 
     def _reclaim(
         self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest, cur: CPUSet

@@ -9,7 +9,8 @@ rendering matches a report (`hint_for`), the CPUs shared views lack, which tells
 container's own CPUs and the hidden threads of a hide-hyperthreads grant apart
 (`missing_from_shared_views`), and the request standing in
 for a container whose annotations cannot be read (`unreadable_request`).  `Reports`
-holds the per-CPU readings of all reports, taken once per rebuild pass.
+holds the per-CPU readings of all reports, taken once per rebuild pass, and
+`shared_like_claims` the claims that look like a container fallen back to shared.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from nri_resmgr.policy.topology_aware.pools import PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ALL_MEMORY, ContainerRequest
 from nri_resmgr.policy.topology_aware.rendering import pinned_mems
 from nri_resmgr.policy.topology_aware.state import TopologyAwareState
-from nri_resmgr.topology.cpuset import CPUSet, IDSet
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "hint_for",
     "missing_from_shared_views",
     "pins_cpus",
+    "shared_like_claims",
     "unreadable_request",
 ]
 
@@ -205,3 +207,49 @@ class Reports:
             hidden_by=hidden_by,
             hidden=holders_per_cpu(IDSet(cpus) for cpus in hidden_by.values()),
         )
+
+
+def shared_like_claims(
+    tree: PoolTree,
+    topology: Topology,
+    claims: Mapping[ContainerID, CPUSet],
+    others: Sequence[CPUSet],
+    *,
+    shown: Mapping[ContainerID, CPUSet | None],
+    mixed: CPUSet,
+) -> set[ContainerID]:
+    """The claims that are exactly some pool's shared CPUs next to the clear claims
+    and the mixed containers.
+
+    A clear claim overlaps no other claim and no other container's cpuset, as an
+    exclusive grant rendered as it is does.  A mixed container's own whole CPUs are
+    among the CPUs of its report that no other pinned report holds (`mixed`); which
+    ones is decided only later, so each of those that a claim lacks is taken as
+    possibly held.  A claim that is exactly the CPUs the clear claims and
+    the mixed containers (other than itself) leave shared in some pool is what a
+    container that fell back to shared (``fallbackToShared``) reports when that
+    shared set has its count of CPUs: a valid claim on its own, which must not take
+    the CPUs of the grants that left them shared (`common.order_claims` keeps it
+    after them; the retry reads it as shared).  Under hide-hyperthreads (`shown`
+    maps such a claim to the cpuset reported) the claim adds hidden threads to what
+    was shown, so what is compared is the shown view: one thread on each core of
+    that shared set.
+    """
+    holders = holders_per_cpu(claims.values())
+    seen = union(others)
+    clear = union(
+        cpus
+        for cpus in claims.values()
+        if cpus.isdisjoint(seen) and all(holders[cpu] == 1 for cpu in cpus)
+    )
+    out = set()
+    for cid, cpus in claims.items():
+        rest = (clear | mixed) - cpus
+        view = shown.get(cid)
+        if any(
+            (view is None and pool.sharable - rest == cpus)
+            or (view is not None and one_thread_per_core(topology, pool.sharable - rest) == view)
+            for pool in tree.pools
+        ):
+            out.add(cid)
+    return out

@@ -126,13 +126,7 @@ class PlainPolicy(TopologyAwarePolicy):
 
     def __init__(self, *, topology: Topology, config: Mapping[str, Any]) -> None:
         super().__init__(topology=topology, config=config)
-        self.placer = PlainPlacer(
-            topology=topology,
-            tree=self.tree,
-            config=self.config,
-            allocator=self.allocator,
-            priorities=self.priorities,
-        )
+        self.placer = PlainPlacer.build(topology, self.tree, self.config)
         self.rebuilder = PlainRebuilder(self.placer)
 
     def _render_changed(
