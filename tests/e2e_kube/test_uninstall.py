@@ -88,6 +88,7 @@ def test_upgrade_pod_deletion_and_kill9_keep_running_containers_then_uninstall_r
     readme_says(README_KEEP)
     readme_says(README_UNINSTALL)
     _helm_install(node, values(node, nri_image))
+    wait_daemon(node)
     pids = _placed(node)
     # every case below stops a daemon pod with its reset container: the preStop hook runs
     # and must leave everything, as the DaemonSet stays
@@ -129,6 +130,7 @@ def test_uninstall_without_the_reset_container_leaves_cpus_until_reset(
     pods: None,
 ) -> None:
     _helm_install(node, values(node, nri_image, uninstall={"resetContainers": False}))
+    wait_daemon(node)
     pids = _placed(node)
     _uninstall(node)
     _unmoved(node, pids, "helm uninstall with uninstall.resetContainers=false")
