@@ -118,6 +118,16 @@ RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
 #: Host service of WASM plugins; never used over a socket.
 HOST_FUNCTIONS_SERVICE = "nri.pkg.api.v1alpha1.HostFunctions"
 
+#: The container states in which a container holds resources (created, running or
+#: paused); a stopped or unknown one in a Synchronize report holds none.
+LIVE_STATES = frozenset(
+    {
+        ContainerState.CONTAINER_CREATED,
+        ContainerState.CONTAINER_RUNNING,
+        ContainerState.CONTAINER_PAUSED,
+    }
+)
+
 
 class PluginMethod(enum.StrEnum):
     """Methods of the Plugin service (the runtime calls them on the plugin)."""
@@ -151,6 +161,7 @@ class RuntimeMethod(enum.StrEnum):
 
 __all__ = [
     "HOST_FUNCTIONS_SERVICE",
+    "LIVE_STATES",
     "PACKAGE",
     "PLUGIN_SERVICE",
     "RUNTIME_SERVICE",

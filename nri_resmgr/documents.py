@@ -151,6 +151,16 @@ def _check_shape(text: str, source: str, limits: DocumentLimits) -> None:
             if anchor is not None:
                 sizes[anchor] = nodes - first
         elif isinstance(event, yaml.AliasEvent):
+            if any(anchor == event.anchor for anchor, _first in starts):
+                # a collection that holds itself: every walk over the value would loop
+                line = event.start_mark.line + 1 if event.start_mark else 0
+                raise DocumentError(
+                    source,
+                    [
+                        f"line {line}: expected aliases to finished values, found *"
+                        f"{event.anchor} inside the value it names (a recursive value)"
+                    ],
+                )
             nodes += sizes.get(event.anchor or "", 1)
         elif isinstance(event, yaml.ScalarEvent):
             nodes += 1

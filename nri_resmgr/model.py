@@ -159,6 +159,9 @@ class HintSource(enum.StrEnum):
 
     DEVICES = "devices"
     MOUNTS = "mounts"
+    #: a device the kubelet's device manager allocated (its PodResources API); the
+    #: provider is ``podresourceapi:<resource name>``
+    POD_RESOURCES = "pod-resources"
     TEST = "test"  # injected by the test.topologyhints annotation
 
 

@@ -21,6 +21,8 @@ before it is validated, so their files load unchanged:
 * every other spec key goes to ``policyConfig``, where the policy's model accepts it;
   keys the policy accepts without effect (its record's ``not_implemented``) give one
   warning each, in either form;
+* their memory-policy and memory-qos plugins' own files (top-level ``classes``) become
+  ``control.memoryPolicy`` / ``control.memoryQos`` (`nri_resmgr.control.memory_documents`);
 * a key set to the value their CRD defaults it to (`SERVER_DEFAULTS`, which the API server
   writes into every custom resource) gives no warning: the operator did not ask for it.
 
@@ -37,6 +39,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from nri_resmgr.control.memory_documents import plugin_section
 from nri_resmgr.documents import DocumentError
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.base import PolicyRecord
@@ -160,15 +163,19 @@ class Normalized:
 
     data: Any
     warnings: tuple[str, ...] = ()
-    form: str = "own"  # own | resource | spec
+    form: str = "own"  # own | resource | spec | plugin
     kind: PolicyKind | None = None
+    #: a memory plugin's file: the section it was nested under (``control.memoryQos``)
+    section: str = ""
 
     def where(self, path: str) -> str:
         """A message about `path` of the normalized document, with the path as the user
         wrote it (``policyConfig.x`` -> ``spec.x`` in a custom resource, ``x`` in a bare
-        spec)."""
+        spec, ``control.memoryQos.x`` -> ``x`` in their memory plugin's file)."""
         if self.form == "own":
             return path
+        if self.form == "plugin":
+            return path.removeprefix(self.section + ".")
         prefix = "spec." if self.form == "resource" else ""
         if path.startswith("policyConfig."):
             return prefix + path.removeprefix("policyConfig.")
@@ -315,6 +322,14 @@ def normalize_document(
         return Normalized(data)
     if "apiVersion" in data or "kind" in data:
         return _resource(data, source)
+    try:
+        section = plugin_section(data)
+    except ValueError as exc:
+        raise DocumentError(source, [f"(document): {exc}"]) from exc
+    if section is not None:  # nri-plugins' memory-policy or memory-qos file
+        return Normalized(
+            {"control": {section: dict(data)}}, (), "plugin", None, f"control.{section}"
+        )
     keys = {str(k) for k in data}
     if not keys & _OWN_KEYS:
         # a key only one kind has names that kind; else the first kind with any of its keys

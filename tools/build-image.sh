@@ -106,13 +106,17 @@ if [ -n "${PIP_CERT:-}" ]; then
     set -- "$@" --volume "$PIP_CERT:/run/pip-cert.pem:ro" --build-arg PIP_CERT=/run/pip-cert.pem
 fi
 
+# the Debian packages of the base: python3 and its venv module, and the C++ runtime the
+# grpcio wheel (the kubelet's PodResources API) links against
+PACKAGES=python3,python3-venv,libstdc++6
+
 # build_rootfs ARCH: a minimal Debian rootfs with python3 as $WORK/rootfs.tar
 build_rootfs() {
     echo "build-image: Debian $SUITE $1 rootfs with python3 (mmdebstrap)" >&2
     # essential + python3 without Recommends, /usr merged by mmdebstrap's hook rather than
     # the usrmerge package (which would pull in perl): about 100 MB instead of 150 MB
     mmdebstrap --quiet --variant=essential --architectures="$1" \
-        --include=python3,python3-venv \
+        --include="$PACKAGES" \
         --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
         --aptopt='Apt::Install-Recommends "false"' \
         --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
@@ -126,7 +130,9 @@ build_rootfs() {
 build_one() {
     arch=$1 name=$2
     shift 2
-    cached=${BASE_CACHE:+$BASE_CACHE/rootfs-$SUITE-$arch.tar}
+    # named by its package list too: a rootfs made for another list is not reused
+    packages_sum=$(printf %s "$PACKAGES" | cksum | cut -d' ' -f1)
+    cached=${BASE_CACHE:+$BASE_CACHE/rootfs-$SUITE-$arch-$packages_sum.tar}
     if [ -n "$cached" ] && [ -n "$(find "$cached" -mtime -"${BASE_MAX_AGE:-7}" 2>/dev/null)" ]; then
         echo "build-image: Debian $SUITE $arch rootfs from $cached" >&2
         cp "$cached" "$WORK/rootfs.tar"

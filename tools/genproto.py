@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Regenerate the Python protobuf modules and type stubs of nri_api.
+"""Regenerate the Python protobuf modules and type stubs of nri_api and nri_resmgr.kube.
 
 Usage: python tools/genproto.py [--check]
 
-The .proto sources live in nri_api/_pb/ next to their generated *_pb2.py and *_pb2.pyi
+The .proto sources live in nri_api/_pb/ (NRI, ttrpc) and nri_resmgr/kube/_pb/ (the
+kubelet's PodResources API) next to their generated *_pb2.py and *_pb2.pyi
 files, which are committed so that a plain `pip install` needs no code generator.
 With --check, generate into a temporary tree and fail if anything differs from what is
 committed (CI runs this through tests/unit/nri_api/test_codegen.py).
@@ -20,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PB_DIR = Path("nri_api") / "_pb"
+PB_DIRS = (Path("nri_api") / "_pb", Path("nri_resmgr") / "kube" / "_pb")
 
 
 def generate(out_root: Path) -> list[Path]:
@@ -34,7 +35,9 @@ def generate(out_root: Path) -> list[Path]:
     import grpc_tools
 
     include = Path(grpc_tools.__file__).parent / "_proto"
-    protos = sorted(str(p.relative_to(ROOT)) for p in (ROOT / PB_DIR).glob("*.proto"))
+    protos = sorted(
+        str(p.relative_to(ROOT)) for d in PB_DIRS for p in (ROOT / d).glob("*.proto")
+    )
     args = [
         "protoc",
         f"-I{ROOT}",
@@ -46,9 +49,10 @@ def generate(out_root: Path) -> list[Path]:
     rc = protoc.main(args)
     if rc != 0:
         raise SystemExit(f"genproto: protoc failed with exit code {rc}")
-    for stub in (out_root / PB_DIR).glob("*_pb2.pyi"):
-        stub.write_text(_drop_keyword_names(stub.read_text()))
-    return sorted((out_root / PB_DIR).glob("*_pb2.py*"))
+    for d in PB_DIRS:
+        for stub in (out_root / d).glob("*_pb2.pyi"):
+            stub.write_text(_drop_keyword_names(stub.read_text()))
+    return sorted(p for d in PB_DIRS for p in (out_root / d).glob("*_pb2.py*"))
 
 
 _STUB_NAME = re.compile(r"^\s*(\w+):")
@@ -78,7 +82,7 @@ def main() -> int:
     ns = parser.parse_args()
     if not ns.check:
         generate(ROOT)
-        print(f"genproto: regenerated {PB_DIR}")
+        print(f"genproto: regenerated {', '.join(map(str, PB_DIRS))}")
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         generated = generate(Path(tmp))
@@ -88,9 +92,9 @@ def main() -> int:
             if not committed.exists() or not filecmp.cmp(path, committed, shallow=False):
                 stale.append(str(committed.relative_to(ROOT)))
         extra = {
-            p.name for p in (ROOT / PB_DIR).glob("*_pb2.py*")
-        } - {p.name for p in generated}
-        stale += sorted(str(PB_DIR / n) for n in extra)
+            p.relative_to(ROOT) for d in PB_DIRS for p in (ROOT / d).glob("*_pb2.py*")
+        } - {p.relative_to(tmp) for p in generated}
+        stale += sorted(str(p) for p in extra)
     if stale:
         print("genproto: generated code differs from the committed files:", *stale, sep="\n  ")
         print("run: python tools/genproto.py")

@@ -54,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write this node's NodeResourceTopology object",
     )
     kube.add_argument(
+        "--pod-resources-socket",
+        metavar="PATH",
+        help="the kubelet's PodResources socket, for the devices it gives containers "
+        "(its root dir's pod-resources/kubelet.sock, usually "
+        "/var/lib/kubelet/pod-resources/kubelet.sock; default: not asked)",
+    )
+    kube.add_argument(
         "--report-interval",
         type=float,
         default=30.0,
@@ -86,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig or os.environ.get("KUBECONFIG") or None,
         node_resource_topology=args.node_resource_topology,
         report_interval=args.report_interval,
+        pod_resources_socket=args.pod_resources_socket,
     )
     try:
         return main(options)

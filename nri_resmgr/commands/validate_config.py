@@ -8,7 +8,8 @@ past its first error:
 1. the daemon's `Config` model: every problem pydantic finds, in this project's wording
    (`nri_resmgr.validation.validation_messages`); a top-level key that is wrong is set aside
    and the rest is validated again, so an unknown key never hides the policy's errors;
-2. the ``control`` section's class definitions;
+2. the ``control`` section's class definitions (memory policy node lists against the
+   machine, below);
 3. the policy's own configuration, built against the machine (``--topology``, default this
    machine's sysfs).  A policy reports its problems as values, each at its path
    (`nri_resmgr.validation.InvalidConfig`), often one at a time, so a key found wrong is
@@ -154,6 +155,13 @@ def _collect_errors(
             topology = discover(Path(sysfs_root))
     except (ResmgrError, OSError, ValueError) as exc:
         return [*errors, f"(topology): cannot load the machine to check against: {exc}"]
+    if "control" not in wrong and config.control.memory_policy is not None:
+        from nri_resmgr.control.mempolicy import check_classes
+
+        try:
+            check_classes(config.control.memory_policy, topology)
+        except ConfigError as exc:
+            errors.append(str(exc))
     return errors + _policy_errors(config, topology, dirs_valid="policyDirs" not in wrong)
 
 

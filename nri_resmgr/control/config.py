@@ -7,7 +7,10 @@ I/O).  `RdtConfig` and `BlockIOConfig` extend `ClassSelection`, so a `ControlCon
 `ClassConfig` and goes straight to `select_classes`, while its parts go to
 `RdtController` and `BlockIOController`.  `control.cpu` holds CPU class definitions
 (`nri_resmgr.policy.cpu_classes.CPUControlConfig`, nri-plugins' older place for them),
-the base that a policy's own ``cpuClasses`` override.
+the base that a policy's own ``cpuClasses`` override.  ``control.memoryPolicy`` and
+``control.memoryQos`` hold nri-plugins' memory-policy and memory-qos plugin
+configurations (`mempolicy`, `memqos`); a section left out is a component switched off.
+``control.sgxEpc.enable`` switches on their sgx-epc plugin's annotation (`sgxepc`).
 """
 
 from __future__ import annotations
@@ -16,13 +19,20 @@ from pydantic import Field
 
 from nri_resmgr.control.blockio import BlockIOConfig
 from nri_resmgr.control.classes import ClassConfig
+from nri_resmgr.control.mempolicy import MemoryPolicyConfig
+from nri_resmgr.control.memqos import MemoryQoSConfig
 from nri_resmgr.control.resctrl.config import RdtConfig
+from nri_resmgr.control.sgxepc import SgxEpcConfig
 from nri_resmgr.policy.cpu_classes import CPUControlConfig
 
 
 class ControlConfig(ClassConfig):
-    """`control: {rdt: RdtConfig, blockio: BlockIOConfig, cpu: CPUControlConfig}`."""
+    """`control: {rdt: RdtConfig, blockio: BlockIOConfig, cpu: CPUControlConfig,
+    memoryPolicy: MemoryPolicyConfig, memoryQos: MemoryQoSConfig, sgxEpc: SgxEpcConfig}`."""
 
     rdt: RdtConfig = Field(default_factory=RdtConfig)
     blockio: BlockIOConfig = Field(default_factory=BlockIOConfig)
     cpu: CPUControlConfig = Field(default_factory=CPUControlConfig)
+    memory_policy: MemoryPolicyConfig | None = None
+    memory_qos: MemoryQoSConfig | None = None
+    sgx_epc: SgxEpcConfig = Field(default_factory=SgxEpcConfig)

@@ -24,7 +24,10 @@ When the hooks run, per NRI event:
 - after every committed decision whose CPU classes changed: `cpu_classes_changed` with the
   policy's `CPUClassUse` (its ``cpu_class_use(state)``: balloons, topology-aware; an empty
   one for a policy without the method), best effort: the decision stands;
-- the daemon stops: `stopped` (undo what must not outlive the daemon; best effort).
+- the daemon stops: `stopped` (undo what must not outlive the daemon; best effort);
+- at Configure and at every reconfiguration: `nri_requirements`, the adjustment fields
+  the controller sends and the NRI release that brought each (`RuntimeField`): the daemon
+  refuses a runtime whose release lacks one (it would drop the field silently).
 
 A `ClassSelector` picks a container's RDT and block I/O classes (`ClassChoice`).
 """
@@ -32,6 +35,7 @@ A `ClassSelector` picks a container's RDT and block I/O classes (`ClassChoice`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from nri_resmgr.control.classes import ClassChoice
@@ -44,11 +48,25 @@ if TYPE_CHECKING:
     from nri_resmgr.policy.cpu_classes import CPUClassUse
     from nri_resmgr.policy.irq_affinity import IrqUse
 
-__all__ = ["ClassChoice", "ClassSelector", "Controller"]
+__all__ = ["ClassChoice", "ClassSelector", "Controller", "RuntimeField"]
 
 #: picks the classes of a container (`classes.select_classes` with the configuration);
 #: raises AnnotationError on a bad annotation
 ClassSelector = Callable[[ContainerInfo], ClassChoice]
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeField:
+    """An adjustment field a controller sends, and the NRI release that brought it."""
+
+    field: str
+    since: tuple[int, int, int]
+    #: the configuration that makes the controller send it (``control.memoryPolicy``)
+    wanted_by: str
+
+    def describe(self) -> str:
+        since = "v" + ".".join(str(p) for p in self.since)
+        return f"{self.wanted_by} sets {self.field} (NRI {since}+)"
 
 
 class Controller(Protocol):
@@ -113,3 +131,7 @@ class Controller(Protocol):
     def stopped(self) -> None:
         """The daemon stops: put back what must not outlive it."""
         return None
+
+    def nri_requirements(self) -> Sequence[RuntimeField]:
+        """The adjustment fields this controller sends that not every NRI release has."""
+        return ()

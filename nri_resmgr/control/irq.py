@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from nri_resmgr.model import ConfigError
+from nri_resmgr.model import ConfigError, ResmgrError
 from nri_resmgr.ops.logs import get_logger
 from nri_resmgr.policy.irq_affinity import Interrupt, IrqUse, denied_claims, plan_affinities
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError
@@ -118,20 +118,27 @@ class IrqFiles:
                 out[irq.number] = got
         return out
 
-    def check_claims(self, use: IrqUse) -> None:
-        """ConfigError when a claim of `use` names an interrupt it denies."""
+    def check_claims(
+        self,
+        use: IrqUse,
+        *,
+        subject: str = "policy balloons",
+        error: type[ResmgrError] = ConfigError,
+    ) -> None:
+        """`error` (a ConfigError for a configuration's claims, an AnnotationError for a
+        container's) when a claim of `use` names an interrupt it denies."""
         if not use.controllable or not any(patterns for _, patterns in use.claims):
             return
         try:
             irqs = self.interrupts()
         except OSError as exc:
-            raise ConfigError(
+            raise error(
                 f"controllableInterrupts: claims cannot be checked: {self.proc / 'interrupts'} "
                 f"is unreadable: {exc}"
             ) from exc
         problems = denied_claims(use, irqs)
         if problems:
-            raise ConfigError("policy balloons: " + "; ".join(problems))
+            raise error(f"{subject}: " + "; ".join(problems))
 
     def current(self) -> dict[int, CPUSet]:
         """Every interrupt's affinity as its file holds it now (unreadable ones left out)."""

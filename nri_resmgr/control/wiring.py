@@ -16,13 +16,15 @@ reconfiguration) to the hooks, with ``control.cpu.classes`` under the policy's c
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from nri_api import api
 from nri_resmgr.control.hooks import ClassSelector, Controller
-from nri_resmgr.model import Assignment, ContainerInfo, Pod, ResmgrError
+from nri_resmgr.model import AnnotationError, Assignment, ContainerInfo, Pod, ResmgrError
+from nri_resmgr.policy.irq_affinity import IRQ_AFFINITY, irq_affinity_of
 
 if TYPE_CHECKING:
     from nri_resmgr.control.blockio import BlockIOController
@@ -136,8 +138,27 @@ class IrqControl(Controller):
 
     name = "irq"
 
-    def __init__(self, files: IrqFiles) -> None:
+    def __init__(self, files: IrqFiles, initial: IrqUse | None = None) -> None:
         self.files = files
+        #: the policy's wishes at the start: whether containers' annotations are wishes,
+        #: and ``controllableInterrupts``
+        self.initial = initial
+
+    def container_assigned(self, container: ContainerInfo, assignment: Assignment) -> None:
+        """Refuse a container whose ``irq-affinity`` names an interrupt that
+        ``controllableInterrupts`` denies (topology-aware; their ``parseIrqAffinity``)."""
+        use = self.initial
+        if use is None or not use.annotated or not use.controllable:
+            return
+        wish, _ = irq_affinity_of(container)
+        if wish is None:
+            return
+        where = f"annotation {IRQ_AFFINITY}"
+        self.files.check_claims(
+            dataclasses.replace(use, claims=((where, wish.claims + wish.masks),)),
+            subject=container.pretty,
+            error=AnnotationError,
+        )
 
     def irq_use_changed(self, use: IrqUse) -> None:
         self.files.apply(use)
@@ -179,8 +200,9 @@ def irq_control(policy: Policy, files: IrqFiles | None) -> list[Controller]:
     """
     if files is None:
         return []
-    files.check_claims(policy.irq_use(policy.initial_state()))
-    return [IrqControl(files)]
+    initial = policy.irq_use(policy.initial_state())
+    files.check_claims(initial)
+    return [IrqControl(files, initial)]
 
 
 def class_control_from_config(

@@ -79,15 +79,6 @@ class ResetError(ResmgrError):
     """The reset could not be done; the message says what and where."""
 
 
-_LIVE_STATES = frozenset(
-    {
-        api.ContainerState.CONTAINER_CREATED,
-        api.ContainerState.CONTAINER_RUNNING,
-        api.ContainerState.CONTAINER_PAUSED,
-    }
-)
-
-
 @dataclass(frozen=True, slots=True)
 class ContainerReset:
     """One container of the plan: who it is, what it had, and why it is (not) reset."""
@@ -163,7 +154,7 @@ def plan_reset(
         if c.id in keep:
             kept.append(ContainerReset(c.id, subject, cur_cpus, cur_mems, "kept as asked"))
             continue
-        if c.state not in _LIVE_STATES:
+        if c.state not in api.LIVE_STATES:
             state = api.ContainerState.Name(c.state)
             kept.append(ContainerReset(c.id, subject, cur_cpus, cur_mems, f"not live ({state})"))
             continue

@@ -1,4 +1,4 @@
-"""Interrupt affinity from balloons: which CPUs each controllable IRQ should run on.
+"""Interrupt affinity from balloons and topology-aware: which CPUs each IRQ should run on.
 
 Theory of operation: a policy that steers interrupts (the balloons policy's ``irqClaim``,
 ``irqMode`` and ``controllableInterrupts``, as nri-plugins spells them) hands out an
@@ -20,6 +20,18 @@ Interrupts whose description matches no ``controllableInterrupts`` pattern (when
 are any) are *denied*: never planned, and a claim that matches one is a configuration
 error (`denied_claims`).  This module is pure: reading and writing ``/proc`` is
 `nri_resmgr.control.irq`'s.
+
+Topology-aware steers interrupts per container instead (nri-plugins v0.14.0's
+``irq-affinity.resource-policy.nri.io`` annotation, `parse_irq_affinity`: ``claim`` and
+``mask`` pattern lists and ``mode`` ``mask-first``, the default, or ``claim-first``); its
+`IrqUse` lists `IrqContainer` values, each container's exclusive CPUs with its wishes.  For an
+interrupt some container claims or masks, as their ``applyIrqAffinity`` computes it:
+*claim* is the union of the claimers' CPUs, *mask* the union of the mask-first maskers'
+(less the claimed CPUs: a claim wins), *pre-mask* the union of the claim-first maskers';
+the affinity is the allowed CPUs without the pre-mask, within the claim when there is
+one, without the mask (when that leaves nothing, the original stays: the kernel refuses
+an empty affinity).  An interrupt no container names keeps or gets back its original
+affinity, as rule 5 above (theirs gets every allowed CPU; see docs/policies.md).
 """
 
 from __future__ import annotations
@@ -29,19 +41,33 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+import yaml
+
+from nri_resmgr.model import AnnotationError, ContainerInfo, QoSClass
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 
 __all__ = [
+    "IRQ_AFFINITY",
     "NO_IRQ_USE",
     "Interrupt",
+    "IrqAffinity",
+    "IrqAffinityMode",
     "IrqBalloon",
+    "IrqContainer",
     "IrqMode",
     "IrqUse",
     "denied_claims",
+    "irq_affinity_of",
     "irq_pattern_matches",
     "irq_pattern_problem",
+    "parse_irq_affinity",
     "plan_affinities",
 ]
+
+#: topology-aware's annotation (``KEY``, ``KEY/pod`` or ``KEY/container.NAME``)
+IRQ_AFFINITY = "irq-affinity.resource-policy.nri.io"
+#: the longest annotation value read
+MAX_IRQ_AFFINITY_LENGTH = 4096
 
 
 class IrqMode(enum.StrEnum):
@@ -166,6 +192,101 @@ class IrqBalloon:
     mode: IrqMode = IrqMode.NONE
 
 
+class IrqAffinityMode(enum.StrEnum):
+    """An ``irq-affinity`` annotation's ``mode``: which of claim and mask wins."""
+
+    #: masks apply after claims and never take a claimed CPU (their default)
+    MASK_FIRST = "mask-first"
+    #: masks apply first: a masked CPU is out even where it is claimed
+    CLAIM_FIRST = "claim-first"
+
+
+@dataclass(frozen=True, slots=True)
+class IrqAffinity:
+    """One container's ``irq-affinity`` annotation: interrupts its CPUs take (claims) and
+    interrupts kept off them (masks), each a number or a pattern over the description."""
+
+    claims: tuple[str, ...] = ()
+    masks: tuple[str, ...] = ()
+    mode: IrqAffinityMode = IrqAffinityMode.MASK_FIRST
+
+
+def parse_irq_affinity(text: str, *, subject: str) -> IrqAffinity:
+    """The annotation value `text` (YAML ``{claim: [...], mask: [...], mode: ...}``);
+    ValueError naming `subject`, what was expected and what was found."""
+    if len(text) > MAX_IRQ_AFFINITY_LENGTH:
+        raise ValueError(
+            f"{subject}: expected at most {MAX_IRQ_AFFINITY_LENGTH} characters; found {len(text)}"
+        )
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(
+            f"{subject}: expected YAML {{claim: [...], mask: [...], mode: ...}}; found "
+            f"{text[:80]!r}, which does not parse ({str(exc).splitlines()[0]})"
+        ) from None
+    doc = {} if doc is None else doc
+    if not isinstance(doc, dict) or not set(doc) <= {"claim", "mask", "mode"}:
+        found = sorted(map(str, doc)) if isinstance(doc, dict) else type(doc).__name__
+        raise ValueError(f"{subject}: expected a mapping of claim, mask and mode; found {found}")
+    lists: dict[str, tuple[str, ...]] = {}
+    for key in ("claim", "mask"):
+        value = doc.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, (str, int)) for v in value):
+            raise ValueError(
+                f"{subject}: {key}: expected a list of interrupt numbers or patterns; "
+                f"found {str(value)[:80]!r}"
+            )
+        for v in map(str, value):
+            problem = irq_pattern_problem(v)
+            if problem is not None:
+                raise ValueError(f"{subject}: {key}: pattern {v!r} {problem}")
+        lists[key] = tuple(map(str, value))
+    mode = doc.get("mode") or IrqAffinityMode.MASK_FIRST.value
+    try:
+        parsed_mode = IrqAffinityMode(mode)
+    except ValueError:
+        raise ValueError(
+            f"{subject}: mode: expected one of {', '.join(m.value for m in IrqAffinityMode)}; "
+            f"found {str(mode)[:40]!r}"
+        ) from None
+    return IrqAffinity(claims=lists["claim"], masks=lists["mask"], mode=parsed_mode)
+
+
+def irq_affinity_of(container: ContainerInfo) -> tuple[IrqAffinity | None, bool]:
+    """The container's ``irq-affinity`` wish and whether it is container-scoped
+    (``KEY/container.NAME``), by their ``irqAffinityPreference``: only a Guaranteed
+    container's counts; a container-scoped one on another QoS class, or one that does not
+    parse, is an `AnnotationError` naming the container."""
+    text = container.annotation(IRQ_AFFINITY)
+    if text is None:
+        return None, False
+    key = f"{IRQ_AFFINITY}/container.{container.name}"
+    scoped = key in container.pod.annotations or key in container.annotations
+    subject = f"{container.pretty}: annotation {IRQ_AFFINITY}"
+    try:
+        wish = parse_irq_affinity(text, subject=subject)
+    except ValueError as exc:
+        raise AnnotationError(str(exc)) from None
+    if container.qos_class is QoSClass.GUARANTEED:
+        return wish, scoped
+    if scoped:
+        raise AnnotationError(
+            f"{subject}: invalid IRQ affinity, QoS class {container.qos_class} is not "
+            "Guaranteed; expected a Guaranteed container"
+        )
+    return None, False  # a pod-wide wish leaves its other containers alone
+
+
+@dataclass(frozen=True, slots=True)
+class IrqContainer:
+    """A container with exclusive CPUs and an ``irq-affinity`` wish (topology-aware)."""
+
+    name: str
+    cpus: CPUSet
+    affinity: IrqAffinity
+
+
 @dataclass(frozen=True, slots=True)
 class IrqUse:
     """What a policy wants of interrupts now (`plan_affinities`)."""
@@ -180,6 +301,10 @@ class IrqUse:
     configured: bool = False
     #: every claim of the configuration, with where it is written (`denied_claims`)
     claims: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: topology-aware: containers' ``irq-affinity`` annotations are wishes, checked
+    #: against ``controllableInterrupts`` at CreateContainer (`IrqControl`)
+    annotated: bool = False
+    containers: tuple[IrqContainer, ...] = ()
 
     def controlled(self, irqs: Iterable[Interrupt]) -> list[Interrupt]:
         """Those of `irqs` matching ``controllableInterrupts`` (all when there are none)."""
@@ -205,10 +330,17 @@ def plan_affinities(
     sink = use.cpus_of(IrqMode.SINK)
     isolate = use.cpus_of(IrqMode.ISOLATE)
     claimers = [(b.cpus, _claim_test(b.claims)) for b in use.balloons if b.claims]
+    wishes = [
+        (c.cpus, _claim_test(c.affinity.claims), _claim_test(c.affinity.masks), c.affinity.mode)
+        for c in use.containers
+    ]
     out: dict[int, CPUSet] = {}
     for irq in use.controlled(irqs):
         original = originals.get(irq.number)
         if original is None:
+            continue
+        if wishes:
+            out[irq.number] = _container_affinity(irq, use.allowed, original, wishes)
             continue
         claimed = union(cpus for cpus, names in claimers if names(irq))
         if claimed:
@@ -220,6 +352,34 @@ def plan_affinities(
         else:
             out[irq.number] = (original - isolate) or (use.allowed - isolate) or original
     return out
+
+
+Wish = tuple[CPUSet, Callable[[Interrupt], bool], Callable[[Interrupt], bool], IrqAffinityMode]
+
+
+def _container_affinity(
+    irq: Interrupt, allowed: CPUSet, original: CPUSet, wishes: Iterable[Wish]
+) -> CPUSet:
+    """`irq`'s affinity under the containers' wishes (module docstring, their
+    ``irqCpus`` and ``applyIrqAffinity``)."""
+    claim, mask, pre_mask = IDSet(), IDSet(), IDSet()
+    touched = False
+    for cpus, claims, masks, mode in wishes:
+        if claims(irq):
+            claim, touched = claim | cpus, True
+        if masks(irq):
+            touched = True
+            if mode is IrqAffinityMode.CLAIM_FIRST:
+                pre_mask = pre_mask | cpus
+            else:
+                mask = mask | cpus
+    if not touched:
+        return original
+    cpus = allowed - pre_mask
+    if claim:
+        cpus = cpus & claim
+    cpus = cpus - (mask - claim)
+    return cpus or original
 
 
 def denied_claims(use: IrqUse, irqs: Iterable[Interrupt]) -> list[str]:

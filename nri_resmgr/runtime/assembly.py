@@ -5,8 +5,9 @@ Theory of operation
 `build_pipeline` is the one place a `Config` becomes a running `Pipeline`: the policy
 named by the configuration (or the ``--policy`` override) is loaded through the policy
 registry, the controllers and the class selector are built from its ``control``
-section (`nri_resmgr.control.wiring`), an interrupt controller is added for a policy
-that wishes interrupt affinities, and a new container's devices and mounts are resolved
+section (`nri_resmgr.control.wiring`), the memory policy and memory QoS components
+from the same section (`nri_resmgr.control.memory`), an interrupt controller is added for
+a policy that wishes interrupt affinities, and a new container's devices and mounts are resolved
 to topology hints from the sysfs under `sysfs_root`.  The daemon builds its pipeline
 here at start, at Configure and at every live reconfiguration; the benchmarks and the
 annotation fuzzer build theirs the same way, so they measure and test what runs.
@@ -15,10 +16,12 @@ annotation fuzzer build theirs the same way, so they measure and test what runs.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from nri_resmgr.config import Config
 from nri_resmgr.control.cpuclass.files import CPUClassFiles
 from nri_resmgr.control.irq import IrqFiles
+from nri_resmgr.control.memory import memory_control
 from nri_resmgr.control.wiring import class_control_from_config, irq_control
 from nri_resmgr.model import ContainerInfo, TopologyHint
 from nri_resmgr.ops.logs import get_logger
@@ -64,9 +67,11 @@ def build_pipeline(
     takes NRI's LinuxRdt adjustment (RDT monitoring, see `control.wiring.RdtGroups`).
     Interrupt affinities are written through `irq_files` (the daemon's one instance,
     under its root's proc), when given; a claim on a denied interrupt is a `ConfigError`.
-    CPU classes are written through `cpu_class_files` (the daemon's one instance, under
-    its sysfs root), when given.  `on_decision` is told of each create and update
-    decision committed (the daemon's record of the last decision per container).
+    The memory QoS component reads the cgroup version under `cgroup_root` (default
+    /sys/fs/cgroup).  CPU classes are written through `cpu_class_files` (the daemon's
+    one instance, under its sysfs root), when given.  `on_decision` is told of each
+    create and update decision committed (the daemon's record of the last decision per
+    container).
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
@@ -89,6 +94,9 @@ def build_pipeline(
         state_dir=state_dir or DEFAULT_STATE_DIR,
         runtime_rdt=runtime_rdt,
         cpu_class_files=cpu_class_files,
+    )
+    controllers += memory_control(
+        config.control, topology=topology, cgroup_root=Path(cgroup_root or DEFAULT_CGROUP_ROOT)
     )
     controllers += irq_control(pol, irq_files)
     return Pipeline(

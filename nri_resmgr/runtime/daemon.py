@@ -11,8 +11,10 @@ time rule explicit and survives any future await inside a handler).
 Events and what they do:
 
 ==========================  ===============================================================
-RunPodSandbox               remember the pod; controllers make pod-level state
-CreateContainer             decide; reply ``adjust`` + ``update`` (other containers)
+RunPodSandbox               remember the pod; controllers make pod-level state; the
+                            kubelet is asked for its devices (`kubelet_devices`)
+CreateContainer             decide (with the kubelet's device hints); reply ``adjust``
+                            + ``update`` (other containers)
 PostStartContainer          controllers write into the task's cgroup (block I/O classes);
                             an update sent before the container started is reasserted
 UpdateContainer             reassert our cpuset on a no-op reconcile, reallocate on resize
@@ -59,7 +61,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError, StatusCode
@@ -76,6 +78,7 @@ from nri_resmgr.model import (
     CPUKind,
     Decision,
     ResmgrError,
+    TopologyHint,
 )
 from nri_resmgr.ops.logs import (
     configure_logging,
@@ -120,6 +123,22 @@ MAX_REASSERTS = 3
 HINT_EVERY = 12
 
 
+class KubeletDevices(Protocol):
+    """The devices the kubelet gave each pod (`nri_resmgr.kube.podresources.
+    PodResourcesCache`): asked for at RunPodSandbox, hints at CreateContainer (waiting no
+    longer than its own deadline, never failing), filled at Synchronize."""
+
+    def prefetch(self, namespace: str, name: str) -> None: ...
+
+    async def hints(
+        self, namespace: str, name: str, container: str
+    ) -> tuple[TopologyHint, ...]: ...
+
+    async def refresh(self) -> None: ...
+
+    def forget(self, namespace: str, name: str) -> None: ...
+
+
 class ResmgrPlugin(Plugin):
     """The nri-resmgr NRI plugin (see the module docstring)."""
 
@@ -157,6 +176,8 @@ class ResmgrPlugin(Plugin):
         self.state_dir = state_dir
         #: where devices' and mounts' locality is read (None: no topology hints)
         self.sysfs_root = sysfs_root
+        #: the kubelet's devices (``--pod-resources-socket``; None: not asked)
+        self.kubelet_devices: KubeletDevices | None = None
         #: interrupt affinities under the root's proc, kept across reconfigurations (their
         #: originals are put back at `close`); None without a sysfs root
         self.irq_files = IrqFiles(Path(sysfs_root) / "proc") if sysfs_root is not None else None
@@ -215,20 +236,28 @@ class ResmgrPlugin(Plugin):
 
     def _check_runtime_fields(self, pipeline: Pipeline, runtime: RuntimeInfo | None) -> None:
         """Refuse a configuration whose adjustments the runtime's NRI release would drop
-        (a scheduling class on a runtime without NRI's LinuxScheduler): `ConfigError`."""
+        (a scheduling class on a runtime without NRI's LinuxScheduler, a memory policy
+        without its LinuxMemoryPolicy: the controllers' `nri_requirements`): `ConfigError`."""
         if runtime is None:
             return
         missing = pipeline.policy.scheduling.nri_requirements()
         have = (runtime.nri_version.major, runtime.nri_version.minor, runtime.nri_version.patch)
         lacking = [r for r in missing if have < r.since]
-        if lacking:
+        needs = [f for c in pipeline.controllers for f in c.nri_requirements() if have < f.since]
+        if lacking or needs:
+            sets = "; ".join(r.describe() for r in lacking)
+            parts = [f"policy {pipeline.policy.name} sets {sets}"] if lacking else []
+            remove = ["the scheduling classes"] if lacking else []
+            parts += [f.describe() for f in needs]
+            remove += [f.wanted_by for f in needs]
             raise ConfigError(
-                f"configuration: policy {pipeline.policy.name} sets "
-                + "; ".join(r.describe() for r in lacking)
+                "configuration: "
+                + "; ".join(parts)
                 + f"; expected a runtime whose NRI release has them, found {runtime.name} "
                 f"{runtime.version} with NRI {runtime.nri_version} "
                 f"({runtime.nri_version_source}), which would drop them silently. Remove "
-                "the scheduling classes or upgrade the runtime"
+                + " and ".join(remove)
+                + " or upgrade the runtime"
             )
 
     def rdt_samples(self) -> list[MonSample]:
@@ -426,6 +455,8 @@ class ResmgrPlugin(Plugin):
     ) -> list[api.ContainerUpdate]:
         self.reassert_pending.clear()
         self._reasserted.clear()
+        if self.kubelet_devices is not None:
+            await self.kubelet_devices.refresh()
         updates: list[api.ContainerUpdate] = await self._handle(
             "Synchronize", lambda: self.pipeline.synchronize(pods, containers)
         )
@@ -464,18 +495,25 @@ class ResmgrPlugin(Plugin):
         # the stub has logged the loss with its reason (one line per loss, not two)
 
     async def run_pod_sandbox(self, pod: api.PodSandbox) -> None:
+        if self.kubelet_devices is not None:
+            self.kubelet_devices.prefetch(pod.namespace, pod.name)
         await self._handle("RunPodSandbox", lambda: self.pipeline.run_pod(pod))
 
     async def remove_pod_sandbox(self, pod: api.PodSandbox) -> None:
+        if self.kubelet_devices is not None:
+            self.kubelet_devices.forget(pod.namespace, pod.name)
         updates = await self._handle("RemovePodSandbox", lambda: self.pipeline.remove_pod(pod))
         await self._send_later(updates, f"pod {pod.namespace}/{pod.name} removed")
 
     async def create_container(
         self, pod: api.PodSandbox, container: api.Container
     ) -> tuple[api.ContainerAdjustment, list[api.ContainerUpdate]]:
+        hints: tuple[TopologyHint, ...] = ()
+        if self.kubelet_devices is not None:
+            hints = await self.kubelet_devices.hints(pod.namespace, pod.name, container.name)
         try:
             result: tuple[api.ContainerAdjustment, list[api.ContainerUpdate]] = await self._handle(
-                "CreateContainer", lambda: self.pipeline.create(pod, container)
+                "CreateContainer", lambda: self.pipeline.create(pod, container, hints)
             )
         except RPCError as exc:  # issue 27: a refusal is an event on the pod
             ref = PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid)

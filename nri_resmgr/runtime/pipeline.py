@@ -288,13 +288,21 @@ class Pipeline:
     # -- container events ------------------------------------------------------------
 
     def create(
-        self, sandbox: api.PodSandbox, container: api.Container
+        self,
+        sandbox: api.PodSandbox,
+        container: api.Container,
+        extra_hints: tuple[TopologyHint, ...] = (),
     ) -> tuple[api.ContainerAdjustment, list[api.ContainerUpdate]]:
-        """CreateContainer: the new container's adjustment and the updates of others."""
+        """CreateContainer: the new container's adjustment and the updates of others.
+
+        `extra_hints` come from outside the runtime's message (the kubelet's devices)."""
         pod = self._pod_of(sandbox, container)
         info = adapter.container_from_nri(pod, container, limits=self.limits)
+        hints = extra_hints
         if self.resolve_hints is not None and (info.devices or info.mounts):
-            info = dataclasses.replace(info, topology_hints=self.resolve_hints(info))
+            hints = self.resolve_hints(info) + hints
+        if hints:
+            info = dataclasses.replace(info, topology_hints=hints)
         base = self.state
         if info.id in self.containers:
             # a repeated CreateContainer (e.g. after a failed attempt): start afresh, but

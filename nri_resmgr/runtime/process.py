@@ -67,6 +67,8 @@ class DaemonOptions:
     kubeconfig: str | None = None
     node_resource_topology: bool = False
     report_interval: float = 30.0
+    #: the kubelet's PodResources socket (None: its devices are not asked for)
+    pod_resources_socket: str | None = None
 
 
 def load_daemon_topology(options: DaemonOptions) -> Topology:
@@ -206,6 +208,13 @@ def main(options: DaemonOptions) -> int:
             pre_registered=plugin.pre_registered,
         )
 
+        if options.pod_resources_socket:
+            # grpc is imported only when asked: the pre-registered daemon starts quickly
+            from nri_resmgr.kube.podresources import PodResourcesCache, PodResourcesClient
+
+            plugin.kubelet_devices = PodResourcesCache(
+                PodResourcesClient(options.pod_resources_socket), sys_root=plugin.sysfs_root
+            )
         kube: KubeSide | None = None
         if options.node_name:
             from nri_resmgr.kube.agent import build_kube_side

@@ -54,17 +54,7 @@ from nri_resmgr.runtime import adapter
 if TYPE_CHECKING:
     from nri_resmgr.ops.logs import EventLog
 
-__all__ = ["LIVE_STATES", "RuntimeView", "account_for", "as_placed", "read_runtime_view"]
-
-#: container states that hold resources (CREATED, PAUSED, RUNNING)
-LIVE_STATES = frozenset(
-    {
-        api.ContainerState.CONTAINER_CREATED,
-        api.ContainerState.CONTAINER_PAUSED,
-        api.ContainerState.CONTAINER_RUNNING,
-    }
-)
-
+__all__ = ["RuntimeView", "account_for", "as_placed", "read_runtime_view"]
 
 @dataclass(frozen=True, slots=True)
 class RuntimeView:
@@ -99,7 +89,7 @@ def read_runtime_view(
     infos: list[ContainerInfo] = []
     choices: dict[ContainerID, ClassChoice] = {}
     for c in containers:
-        if c.state not in LIVE_STATES:
+        if c.state not in api.LIVE_STATES:
             continue
         if ContainerID(c.id) in choices:
             log.warning("synchronize: container listed twice; first kept", id=c.id)

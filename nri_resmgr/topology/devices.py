@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import stat as stat_mod
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -40,7 +41,14 @@ from nri_resmgr.documents import DocumentError, DocumentLimits, read_document
 from nri_resmgr.model import DeviceRef, HintSource, MountRef, TopologyHint
 from nri_resmgr.topology.cpuset import IDSet, IDSetError
 
-__all__ = ["IGNORED_MOUNT_PREFIXES", "StatResult", "device_hints", "topology_hints"]
+__all__ = [
+    "IGNORED_MOUNT_PREFIXES",
+    "PCI_ADDRESS",
+    "StatResult",
+    "device_hints",
+    "pci_hints",
+    "topology_hints",
+]
 
 #: mounts under these (source or destination) are not performance-relevant
 IGNORED_MOUNT_PREFIXES = (
@@ -53,6 +61,8 @@ IGNORED_MOUNT_PREFIXES = (
     "/usr/lib32/",
     "/usr/lib64/",
 )
+#: a PCI function's address as sysfs names it (domain:bus:device.function)
+PCI_ADDRESS = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 #: at most this many directories are walked up from a device, and slaves followed
 _MAX_DEPTH = 64
 _MAX_SLAVES = 64
@@ -137,6 +147,19 @@ def _hints_of_sysfs_dir(
                     _hints_of_sysfs_dir(slave, sys_root=sys_root, source=source, depth=depth + 1)
                 )
     return out
+
+
+def pci_hints(root: Path | str, address: str, *, source: HintSource) -> list[TopologyHint]:
+    """The hints of the PCI function at `address` (``0000:3b:00.0``) under
+    ``root/sys/bus/pci/devices``; none for anything else (a device plugin's id that is no
+    PCI address, one this machine does not have)."""
+    if not PCI_ADDRESS.fullmatch(address):
+        return []
+    sys_root = Path(root) / "sys"
+    real = _resolve(sys_root / "bus" / "pci" / "devices" / address.lower(), strict=True)
+    if real is None:
+        return []
+    return _hints_of_sysfs_dir(real, sys_root=sys_root, source=source)
 
 
 def device_hints(

@@ -78,8 +78,10 @@ def attach_daemon(
     containers: list[Json] | None = None,
     start: bool = True,
     policy: dict[str, Any] | None = None,
+    wait: bool = True,
 ) -> SyncResult | None:
-    """Start `rt` (if `start`) with the daemon attached in `mode`; its Synchronize result."""
+    """Start `rt` (if `start`) with the daemon attached in `mode`; its Synchronize result
+    (None without `wait`, for a daemon expected to refuse the runtime)."""
     root = rt.dir / "root"
     if not (root / "sys").exists():
         write_sysfs(SPEC, root)
@@ -95,7 +97,7 @@ def attach_daemon(
         rt.start(pods=pods or [], containers=containers or [])
     rt.start_external(DAEMON, idx=IDX, name=NAME, args=args,
                       log_path=rt.dir / f"daemon-{len(rt.externals)}.out")
-    return rt.wait_synced(timeout=60)
+    return rt.wait_synced(timeout=60) if wait else None
 
 
 def cpus(reply: Json) -> str:

@@ -46,6 +46,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "registration_timeout(value): NRI plugin_registration_timeout of the test's containerd",
     )
+    config.addinivalue_line(
+        "markers", "built_runc: the test's containerd runs the runc built from its Go module"
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -174,13 +177,20 @@ def containerd(
     """A running private containerd with the test images imported; stopped after the test.
 
     `@pytest.mark.request_timeout("5s")` changes NRI's plugin request timeout,
-    `@pytest.mark.registration_timeout("15s")` its registration timeout.
+    `@pytest.mark.registration_timeout("15s")` its registration timeout;
+    `@pytest.mark.built_runc` runs runc 1.4 built from its Go module instead of Debian's.
     """
     marker = request.node.get_closest_marker("request_timeout")
     timeout = str(marker.args[0]) if marker else "2s"
     reg_marker = request.node.get_closest_marker("registration_timeout")
     registration = str(reg_marker.args[0]) if reg_marker else "5s"
     layout = ctdmod.Layout(short_tmp)
+    runc = None
+    if request.node.get_closest_marker("built_runc") is not None:
+        go = go_binary()
+        require(go, "the Go toolchain is not installed (needed to build runc)")
+        assert go is not None
+        runc = ctdmod.build(ctdmod.RUNC, go)["runc"]
     ctd: ctdmod.Containerd
     if release is criomod.CRIO:
         ctd = criomod.Crio(
@@ -190,7 +200,7 @@ def containerd(
     else:
         ctd = ctdmod.Containerd(
             release, containerd_bins, crictl_bin, layout,
-            request_timeout=timeout, registration_timeout=registration,
+            request_timeout=timeout, registration_timeout=registration, runc=runc,
         )  # fmt: skip
     tracked = Cgroups()
     try:

@@ -98,7 +98,19 @@ CRI_TOOLS = Release(
     ldflags=("-X sigs.k8s.io/cri-tools/pkg/version.Version=1.36.0",),
 )
 
-RELEASES: dict[str, Release] = {r.name: r for r in (CONTAINERD_17, CONTAINERD_2, CRI_TOOLS)}
+#: runc 1.4.0, the first release that applies the OCI ``linux.memoryPolicy``
+#: (set_mempolicy) that NRI v0.12's LinuxMemoryPolicy adjustment becomes; Debian's runc
+#: (1.1.5) ignores the field.  Built with seccomp as its Makefile does (cgo, libseccomp).
+RUNC = Release(
+    name="runc",
+    module="github.com/opencontainers/runc",
+    version="1.4.0",
+    commands=("github.com/opencontainers/runc",),
+    ldflags=("-X main.version=1.4.0", "-X main.gitCommit=nri-resmgr-e2e"),
+    cgo_tags="seccomp,urfave_cli_no_docs",
+)
+
+RELEASES: dict[str, Release] = {r.name: r for r in (CONTAINERD_17, CONTAINERD_2, CRI_TOOLS, RUNC)}
 CONTAINERD_RELEASES = (CONTAINERD_17, CONTAINERD_2)
 
 # CGO off: static binaries, and the btrfs snapshotter (the only cgo user) drops out.
@@ -242,7 +254,8 @@ class Layout:
 
     @property
     def runc_wrapper(self) -> Path:
-        """Debian's runc behind a shell wrapper that can delay `runc create` (faults)."""
+        """The runc (Debian's, or a built `RUNC`) behind a shell wrapper that can delay
+        `runc create` (faults)."""
         return self.bin / "runc"
 
     @property
@@ -390,11 +403,14 @@ class Containerd:
         *,
         request_timeout: str = "2s",
         registration_timeout: str = "5s",
+        runc: Path | None = None,
     ) -> None:
         self.release = release
         self.binaries = binaries
         self.crictl_bin = crictl
         self.layout = layout
+        #: the runc behind the wrapper: Debian's unless given (a built `RUNC`)
+        self.runc = runc or _runc()
         self.request_timeout = request_timeout
         self.registration_timeout = registration_timeout
         self.proc: subprocess.Popen[bytes] | None = None
@@ -410,7 +426,7 @@ class Containerd:
             'if [ -e "$flag" ]; then\n'
             '  for a in "$@"; do [ "$a" = create ] && { sleep "$(cat "$flag")"; break; }; done\n'
             "fi\n"
-            f"exec '{_runc()}' \"$@\"\n"
+            f"exec '{self.runc}' \"$@\"\n"
         )
         layout.runc_wrapper.chmod(0o755)
         self.write_config()
@@ -439,7 +455,7 @@ class Containerd:
     # -- process -------------------------------------------------------------------
 
     def env(self) -> dict[str, str]:
-        path = f"{self.layout.bin}:{_runc().parent}:/usr/sbin:/usr/bin:/sbin:/bin"
+        path = f"{self.layout.bin}:{self.runc.parent}:/usr/sbin:/usr/bin:/sbin:/bin"
         return {"PATH": path, "HOME": str(self.layout.base), "LANG": "C.UTF-8"}
 
     def start(self, *, timeout: float = 60.0) -> None:

@@ -19,6 +19,7 @@ log file under the test's temp dir. Every assertion reads the container's cgroup
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -32,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from nri_resmgr.control.irq import parse_interrupts
 from tests.e2e import cri
 from tests.e2e.conftest import (
     Process,
@@ -42,7 +44,7 @@ from tests.e2e.conftest import (
     wait_plugin_synchronized,
 )
 from tests.e2e.containerd import CACHE, Containerd
-from tests.support.requirements import REPO, online_cpus, require_two_cpus
+from tests.support.requirements import REPO, online_cpus, require, require_two_cpus
 from tests.support.waiting import wait_for
 
 PLUGIN = "90-resmgr"
@@ -285,6 +287,56 @@ def test_topology_aware_external(
     # the refused request changed nothing
     assert (_cpus(ctd, b), _cpus(ctd, e), _cpus(ctd, k)) == ("1", "1", "0")
     assert plugin_failures(ctd) == []
+
+
+def _real_irq(device: str) -> tuple[int, Path]:
+    """The number and ``smp_affinity_list`` of the machine's interrupt for `device`."""
+    irqs = parse_interrupts(Path("/proc/interrupts").read_text())
+    found = [i.number for i in irqs if i.description.split()[-1:] == [device]]
+    require(found, f"this machine has no {device} interrupt in /proc/interrupts")
+    path = Path(f"/proc/irq/{found[0]}/smp_affinity_list")
+    require(os.access(path, os.W_OK), f"{path} is not writable (root needed)")
+    return found[0], path
+
+
+def test_topology_aware_irq_claim_moves_a_real_interrupt(
+    containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
+) -> None:
+    """Their test25's claim on the kernel: the ``irq-affinity`` annotation of a container
+    with an exclusive CPU moves the serial port's interrupt there (its
+    ``/proc/irq/N/smp_affinity_list``), and the original comes back when the pod goes.
+    100m reserved (a quantity): a 1-CPU Guaranteed container gets a CPU of its own."""
+    _, path = _real_irq("ttyS0")
+    original = path.read_text().strip()
+    ctd = containerd
+    d = _running_daemon(
+        daemon, {"policy": "topology-aware", "policyConfig": {"reservedResources": {"cpu": "100m"}}}
+    )
+    try:
+        pod = cri.run_pod(
+            ctd,
+            "irq",
+            qos=cri.QoS.GUARANTEED,
+            annotations={"irq-affinity.resource-policy.nri.io/container.c": 'claim: ["*ttyS0*"]'},
+        )
+        c = cri.run_container(ctd, pod, "c", resources=cri.GUARANTEED_1CPU)
+        mine = _cpus(ctd, c)
+        assert len(cri.parse_cpus(mine)) == 1, mine
+        wait_for(
+            lambda: path.read_text().strip() == mine,
+            timeout=15,
+            what=f"{path} == {mine} (now {path.read_text().strip()})",
+        )
+        cri.remove_pod(ctd, pod)
+        wait_for(
+            lambda: path.read_text().strip() == original,
+            timeout=15,
+            what=f"{path} back to {original} (now {path.read_text().strip()})",
+        )
+        assert plugin_failures(ctd) == []
+        assert d.proc is not None and d.proc.alive()
+    finally:
+        path.write_text(original + "\n")
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ used only to find a container's pid for the cgroup read.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -32,6 +33,7 @@ import pytest
 import yaml
 
 from nri_resmgr.cli import main as cli_main
+from nri_resmgr.kube.podresources import Availability, PodResourcesCache, PodResourcesClient
 from nri_resmgr.policy.topology_aware.explain import COMPONENTS
 from nri_resmgr.simulator.run import quiet_log, run_scenario
 from nri_resmgr.simulator.scenario import load_scenario
@@ -95,6 +97,8 @@ def values(node: Node, image: Image, **extra: Any) -> dict[str, Any]:
             "pinMemory": True,
         },
         "nodeResourceTopology": {"enable": True, "interval": 5},
+        # the kubelet's PodResources socket under its private root dir
+        "podResources": {"enable": True, "dir": str(node.base / "kubelet" / "pod-resources")},
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "log": {"level": "info", "format": "json"},
     }
@@ -654,6 +658,39 @@ def _reconfigure(node: Node, doc: dict[str, Any]) -> None:
     except AssertionError as exc:
         rejected = [e["message"] for e in _config_events(node, "ConfigRejected")]
         raise AssertionError(f"{exc}\nrejected: {rejected}\n{daemon_log(node)}") from None
+
+
+def test_kubelet_pod_resources_socket_without_device_plugins(installed: Any, node: Node) -> None:
+    """The real kubelet's PodResources socket (under its root dir) through the daemon's
+    client: List and Get name the pod and its container with no devices (this node has no
+    device plugin), an unknown pod is none, and no hint comes of it; the daemon the chart
+    runs (``podResources.enable``) reads the same socket and says it answers."""
+    run_pod(node, "podres", cpu="100m", memory="32Mi", limits=False)
+    logs = node.kubectl("logs", "-n", NAMESPACE, "-l", LABEL, "--tail=-1", check=False)
+    assert "kubelet pod-resources socket answers" in logs.stdout, daemon_log(node)
+    assert "kubelet pod-resources socket unavailable" not in logs.stdout, daemon_log(node)
+    sock = node.base / "kubelet" / "pod-resources" / "kubelet.sock"
+    client = PodResourcesClient(sock, list_timeout=10, get_timeout=10)
+
+    async def ask() -> tuple[Any, ...]:
+        cache = PodResourcesCache(client, sys_root="/")
+        cache.prefetch("default", "podres")
+        return (
+            await client.list(),
+            await client.get("default", "podres"),
+            await client.get("default", "nobody"),
+            await cache.hints("default", "podres", "c"),
+        )
+
+    try:
+        listed, got, unknown, hints = asyncio.run(ask())
+    finally:
+        client.close()
+    assert listed is not None and listed[("default", "podres")] == {"c": ()}
+    assert got == {"c": ()}
+    assert unknown is None
+    assert hints == ()
+    assert client.availability is Availability.OK
 
 
 def test_page_explain_events_dump_and_whatif_on_the_node(

@@ -8,7 +8,6 @@ its KubeSide talks to a real kube-apiserver with etcd.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from typing import Any
 import pytest
 
 from nri_api.stub import OnClose
-from nri_api.testing import FakeRuntime
 from nri_resmgr.config import Config
 from nri_resmgr.kube.agent import build_kube_side
 from nri_resmgr.kube.report import NRT_PATH
@@ -26,7 +24,7 @@ from nri_resmgr.runtime.process import DaemonOptions
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
 from tests.k8s.cluster import Cluster
-from tests.support.daemon import resmgr_plugin
+from tests.support.daemon import kube_side_serving, resmgr_plugin
 from tests.support.messages import guaranteed, pod
 from tests.support.requirements import REPO
 from tests.support.waiting import wait_until
@@ -68,12 +66,7 @@ def test_live_reload_moves_containers_and_report_is_read_back(
     assert plugin.config.policy == "static"
 
     async def scenario() -> None:
-        rt = FakeRuntime()
-        await rt.listen(sock)
-        serving = asyncio.create_task(plugin.serve())
-        kube = asyncio.create_task(side.run())
-        try:
-            await rt.wait_ready()
+        async with kube_side_serving(plugin, side, plugin_dir) as rt:
             db = pod("db", QoSClass.GUARANTEED)
             await rt.run_pod_sandbox(db)
             reply = await rt.create_container(db, guaranteed(db, "pg", "2"))
@@ -127,13 +120,5 @@ def test_live_reload_moves_containers_and_report_is_read_back(
             assert plugin.config.policy_config.get("reservedSystemCPUs") == "0-1"
             reloads = plugin.metrics.exposition().decode()
             assert 'nri_resmgr_config_reloads_total{outcome="error"} 1.0' in reloads
-        finally:
-            side.stop()
-            await plugin.stop()
-            await asyncio.wait_for(serving, 10)
-            kube.cancel()
-            await asyncio.gather(kube, return_exceptions=True)
-            await rt.close()
-            shutil.rmtree(plugin_dir, ignore_errors=True)
 
     asyncio.run(asyncio.wait_for(scenario(), 120))

@@ -9,7 +9,6 @@ their per-node status.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from typing import Any
 import pytest
 
 from nri_api.stub import OnClose
-from nri_api.testing import FakeRuntime
 from nri_resmgr.config import Config
 from nri_resmgr.kube.agent import build_kube_side
 from nri_resmgr.model import QoSClass
@@ -28,7 +26,7 @@ from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
 from tests.integration.test_kube_config_resources import prepare
 from tests.k8s.cluster import Cluster
-from tests.support.daemon import resmgr_plugin
+from tests.support.daemon import kube_side_serving, resmgr_plugin
 from tests.support.messages import guaranteed, pod
 from tests.support.requirements import REPO
 from tests.support.waiting import wait_until
@@ -82,12 +80,7 @@ def test_daemon_follows_custom_resources_and_writes_status(
         return entry
 
     async def scenario() -> None:
-        rt = FakeRuntime()
-        await rt.listen(sock)
-        serving = asyncio.create_task(plugin.serve())
-        kube = asyncio.create_task(side.run())
-        try:
-            await rt.wait_ready()
+        async with kube_side_serving(plugin, side, plugin_dir) as rt:
             await wait_until(
                 lambda: status("default").get("status") == "Success",
                 what="default: status Success",
@@ -135,14 +128,6 @@ def test_daemon_follows_custom_resources_and_writes_status(
             assert "leaves no online CPU" in failed["errors"]
             assert plugin.config.policy_config["reservedResources"] == {"cpu": "cpuset:0-3"}
             assert "availableResources" not in plugin.config.policy_config
-        finally:
-            side.stop()
-            await plugin.stop()
-            await asyncio.wait_for(serving, 10)
-            kube.cancel()
-            await asyncio.gather(kube, return_exceptions=True)
-            await rt.close()
-            shutil.rmtree(plugin_dir, ignore_errors=True)
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
 
@@ -199,21 +184,8 @@ def test_config_status_n4c16_test12(cluster: Cluster, topology: Topology) -> Non
         )
         side = build_kube_side(plugin, options, log=get_logger("test"))
         assert side is not None
-        rt = FakeRuntime()
-        await rt.listen(sock)
-        serving = asyncio.create_task(plugin.serve())
-        kube = asyncio.create_task(side.run())
-        try:
-            await rt.wait_ready()
+        async with kube_side_serving(plugin, side, plugin_dir):
             await check(plugin)
-        finally:
-            side.stop()
-            await plugin.stop()
-            await asyncio.wait_for(serving, 10)
-            kube.cancel()
-            await asyncio.gather(kube, return_exceptions=True)
-            await rt.close()
-            shutil.rmtree(plugin_dir, ignore_errors=True)
 
     async def first(plugin: ResmgrPlugin) -> None:
         await wait_until(

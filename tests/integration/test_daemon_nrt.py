@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from nri_api.stub import OnClose
-from nri_api.testing import FakeRuntime
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.kube.agent import build_kube_side
 from nri_resmgr.kube.fingerprint import pods_fingerprint
@@ -34,6 +33,7 @@ from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import write_sysfs
 from tests.k8s.cluster import Cluster
+from tests.support.daemon import kube_side_serving
 from tests.support.messages import guaranteed, pod
 
 NODE = "worker-nrt"
@@ -107,12 +107,7 @@ def test_the_report_follows_each_decision(cluster: Cluster, machine: Topology) -
         raise AssertionError(f"report not updated in 30 s: {_cpu_memory(report())}")
 
     async def scenario() -> None:
-        rt = FakeRuntime()
-        await rt.listen(sock)
-        serving = asyncio.create_task(plugin.serve())
-        kube = asyncio.create_task(side.run())
-        try:
-            await rt.wait_ready()
+        async with kube_side_serving(plugin, side, plugin_dir) as rt:
             idle = {"node-0": (3, 3, 2 << 30, 2 << 30), "node-1": (4, 4, 2 << 30, 2 << 30)}
             await until(lambda got: _cpu_memory(got) == idle)
             db = pod("db", QoSClass.GUARANTEED)
@@ -138,14 +133,6 @@ def test_the_report_follows_each_decision(cluster: Cluster, machine: Topology) -
             got = await until(lambda got: _cpu_memory(got) == idle)
             attrs = {a["name"]: a["value"] for a in got["attributes"]}
             assert attrs["nodeTopologyPodsFingerprint"] == pods_fingerprint([])
-        finally:
-            side.stop()
-            await plugin.stop()
-            await asyncio.wait_for(serving, 10)
-            kube.cancel()
-            await asyncio.gather(kube, return_exceptions=True)
-            await rt.close()
-            shutil.rmtree(plugin_dir, ignore_errors=True)
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
     print(f"report delays after each step (s): {[round(d, 2) for d in delays]}")

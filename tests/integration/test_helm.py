@@ -149,6 +149,16 @@ def test_node_resource_topology_reporting(helm: str) -> None:
     assert cm["metadata"]["name"] == "nri-resmgr-config.default"
 
 
+def test_pod_resources_mounts_the_kubelets_socket_directory(helm: str) -> None:
+    c = main_container(render(helm, None, "podResources.enable=true"))
+    assert "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock" in c["args"]
+    mounts = [m for m in c["volumeMounts"] if m["name"] == "pod-resources"]
+    assert mounts == [
+        {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}
+    ]
+    assert not any(a.startswith("--pod-resources") for a in main_container(render(helm))["args"])
+
+
 def test_enable_nri_init_container_for_crio(helm: str) -> None:
     docs = render(helm, VALUES / "enable-nri-crio.yaml")
     spec = daemonset(docs)["spec"]["template"]["spec"]
@@ -200,6 +210,7 @@ def test_require_without_the_init_container_is_refused(helm: str) -> None:
         ("nri.runtime=docker", "runtime"),
         ("instrumentation.httpPort=70000", "httpPort"),
         ("nri.requestTimeout=soon", "requestTimeout"),
+        ("podResources.dir=relative/path", "dir"),
     ],
 )
 def test_schema_rejects_bad_values(helm: str, setting: str, message: str) -> None:

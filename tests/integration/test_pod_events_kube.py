@@ -10,7 +10,6 @@ containers of one pod placed within the coalescing window are one event.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ import pytest
 
 from nri_api.errors import RPCError
 from nri_api.stub import OnClose
-from nri_api.testing import FakeRuntime
 from nri_resmgr.config import Config
 from nri_resmgr.kube.agent import build_kube_side
 from nri_resmgr.model import ContainerID, QoSClass
@@ -28,7 +26,7 @@ from nri_resmgr.runtime.process import DaemonOptions
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.view.events import describe_placement
 from tests.k8s.cluster import Cluster
-from tests.support.daemon import resmgr_plugin
+from tests.support.daemon import kube_side_serving, resmgr_plugin
 from tests.support.messages import guaranteed, pod
 
 NS = "pod-events-test"  # the daemon's namespace (its ConfigMaps); the pods' is APPS
@@ -96,12 +94,7 @@ def test_placements_and_refusals_are_events_on_the_pod(
         return items
 
     async def scenario() -> None:
-        rt = FakeRuntime()
-        await rt.listen(sock)
-        serving = asyncio.create_task(plugin.serve())
-        kube = asyncio.create_task(side.run())
-        try:
-            await rt.wait_ready()
+        async with kube_side_serving(plugin, side, plugin_dir) as rt:
             db = pod("db", QoSClass.GUARANTEED, namespace=APPS)
             await rt.run_pod_sandbox(db)
             await rt.create_container(db, guaranteed(db, "pg", "2"))
@@ -139,13 +132,5 @@ def test_placements_and_refusals_are_events_on_the_pod(
             assert (warning["reason"], warning["type"]) == ("PlacementRefused", "Warning")
             assert warning["message"] == f"container huge: {refused.value.message}"
             assert "16" in warning["message"]
-        finally:
-            side.stop()
-            await plugin.stop()
-            await asyncio.wait_for(serving, 10)
-            kube.cancel()
-            await asyncio.gather(kube, return_exceptions=True)
-            await rt.close()
-            shutil.rmtree(plugin_dir, ignore_errors=True)
 
     asyncio.run(asyncio.wait_for(scenario(), 120))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests.parity import (
     test_topology_aware_n4c16,
+    test_topology_aware_n4c16_irq,
     test_topology_aware_n4c16_pools,
     test_topology_aware_n4c128,
     test_topology_aware_n6_hbm_cxl,
@@ -25,7 +26,11 @@ ROOT = DOC.parents[1]
 POLICY = "topology-aware"
 
 MODULES = {
-    "n4c16": (test_topology_aware_n4c16, test_topology_aware_n4c16_pools),
+    "n4c16": (
+        test_topology_aware_n4c16,
+        test_topology_aware_n4c16_pools,
+        test_topology_aware_n4c16_irq,
+    ),
     "n4c128": (test_topology_aware_n4c128,),
     "n6-hbm-cxl": (test_topology_aware_n6_hbm_cxl,),
     "s8c4k": (test_topology_aware_s8c4k,),

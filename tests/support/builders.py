@@ -50,6 +50,26 @@ def small() -> Topology:
     return topo(**SPEC_2S2N)
 
 
+def hbm_cxl() -> Topology:
+    """nri-plugins' memory-policy e2e machine (n6-hbm-cxl): two packages of one CPU node
+    each (CPUs 0-1,4-5 and 2-3,6-7), an HBM node near each (nodes 2 and 3, distance 15)
+    and a CXL node near each (4 and 5, distance 60)."""
+    return topo(
+        packages=2,
+        dies=1,
+        nodes=1,
+        cores=2,
+        threads=2,
+        memory="2G",
+        extra_memory_nodes=[
+            {"kind": "hbm", "memory": "1G", "attach": 0, "distances": {0: 15, 1: 30}},
+            {"kind": "hbm", "memory": "1G", "attach": 1, "distances": {0: 30, 1: 15}},
+            {"kind": "cxl", "memory": "4G", "attach": 0, "distances": {0: 60, 1: 70}},
+            {"kind": "cxl", "memory": "4G", "attach": 1, "distances": {0: 70, 1: 60}},
+        ],
+    )
+
+
 def ctr(
     name: str = "c",
     *,

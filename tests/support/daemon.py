@@ -8,7 +8,9 @@ also waits until the plugin has registered and synchronized; `stop_daemon` stops
 `daemon_session` is the whole life in one ``async with``: a socket in a short temporary
 directory (an AF_UNIX path is at most 107 bytes), the runtime, the plugin, the
 handshake, and the cleanup; `daemon_serving` the same without waiting for the
-handshake (for a registration that is to fail).  The configuration is `STATIC` unless
+handshake (for a registration that is to fail); `kube_side_serving` serves a plugin
+already built with its Kubernetes side (the side reads the cluster's configuration
+before the runtime connects), the side running beside it.  The configuration is `STATIC` unless
 given; `MACHINE` is the tests' machine, `discovered` reads a machine back through
 discovery, `run` runs a test's async scenario, and `http_get` reads the daemon's
 HTTP endpoint (metrics, health).
@@ -27,6 +29,7 @@ from typing import Any
 from nri_api.stub import OnClose
 from nri_api.testing import FakeRuntime, Handshake
 from nri_resmgr.config import Config, config_from_mapping
+from nri_resmgr.kube.agent import KubeSide
 from nri_resmgr.runtime.daemon import ResmgrPlugin
 from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.model import Topology
@@ -39,6 +42,7 @@ __all__ = [
     "daemon_session",
     "discovered",
     "http_get",
+    "kube_side_serving",
     "resmgr_plugin",
     "run",
     "serve_daemon",
@@ -158,6 +162,31 @@ async def daemon_session(
         plugin,
     ):
         yield rt, plugin, await rt.wait_ready()
+
+
+@asynccontextmanager
+async def kube_side_serving(
+    plugin: ResmgrPlugin, side: KubeSide, directory: Path | str
+) -> AsyncIterator[FakeRuntime]:
+    """A runtime listening on ``nri.sock`` in `directory` (the socket `plugin` was built
+    with), the plugin serving it and `side` running, after the plugin has registered and
+    synchronized; on the way out the side, the plugin and the runtime are stopped and
+    `directory` is removed."""
+    rt = FakeRuntime()
+    await rt.listen(f"{directory}/nri.sock")
+    serving = asyncio.create_task(plugin.serve())
+    kube = asyncio.create_task(side.run())
+    try:
+        await rt.wait_ready()
+        yield rt
+    finally:
+        side.stop()
+        await plugin.stop()
+        await asyncio.wait_for(serving, 10)
+        kube.cancel()
+        await asyncio.gather(kube, return_exceptions=True)
+        await rt.close()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 async def http_get(port: int, path: str) -> tuple[int, bytes]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -194,6 +194,14 @@ class RdtConfig(ClassSelection):
     options: RdtOptions = Field(default_factory=RdtOptions)
     #: create `mon_groups/nri-resmgr-pod-<uid>` per pod (see RdtController.ensure_mon_group)
     monitor_pods: bool = False
+    #: how a pod's monitoring group is named: ``nri-resmgr`` (`nri-resmgr-pod-<uid>`), or
+    #: ``pod-uid`` (the canonical pod UID alone, as nri-plugins' resctrl-mon names it and
+    #: Kepler reads it: `[<class>/]mon_groups/<pod-uid>`)
+    monitor_group_names: Literal["nri-resmgr", "pod-uid"] = "nri-resmgr"
+    #: resctrl-mon's ``namespaces``: monitor only pods in these namespaces (empty: all)
+    monitor_namespaces: tuple[str, ...] = ()
+    #: resctrl-mon's ``labelSelector``: monitor only pods with all these labels (empty: all)
+    monitor_label_selector: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _class_names(self) -> RdtConfig:
@@ -214,6 +222,13 @@ class RdtConfig(ClassSelection):
                     )
                 seen[cname] = pname
         return self
+
+    def monitors(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Whether a pod in `namespace` with `labels` is monitored (``monitorNamespaces``
+        and ``monitorLabelSelector``, as resctrl-mon's ``shouldMonitorPod`` filters)."""
+        if self.monitor_namespaces and namespace not in self.monitor_namespaces:
+            return False
+        return all(labels.get(k) == v for k, v in self.monitor_label_selector.items())
 
     def class_names(self) -> tuple[str, ...]:
         return tuple(c for p in self.partitions.values() for c in p.classes)

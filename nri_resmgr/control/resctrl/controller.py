@@ -34,6 +34,7 @@ from nri_resmgr.control.resctrl.monitor import (
     MonCounters,
     MonPlan,
     MonSample,
+    pod_mon_name,
     read_counters,
     runtime_group,
     sample_groups,
@@ -338,15 +339,24 @@ class RdtController:
     # -- monitoring ---------------------------------------------------------------------
 
     def ensure_mon_group(self, pod: Pod, rdt_class: str | None) -> str | None:
-        """With monitorPods: `[<class>/]mon_groups/nri-resmgr-pod-<uid>`; its relative path.
+        """With monitorPods: `[<class>/]mon_groups/<name>`; its relative path (None: the
+        pod is not monitored).
 
-        For a pod in its own group (`rdt_class` is its group name) that group is the answer.
+        `<name>` is `monitor.pod_mon_name`'s (``monitorGroupNames``).  Named by the daemon,
+        a pod in its own group (`rdt_class` is its group name) is counted by that group;
+        named by pod UID, it gets a monitoring group inside it, where Kepler looks.  A
+        pod the ``monitorNamespaces``/``monitorLabelSelector`` filters leave out gets none.
         """
-        if not self.config.monitor_pods or self.info.mon is None:
+        if not self.monitoring or not self.config.monitors(pod.namespace, pod.labels):
             return None
-        name = pod_group_name(pod)
-        if rdt_class == name:
-            return name  # the pod's own control group monitors it already
+        by_uid = self.config.monitor_group_names == "pod-uid"
+        if not by_uid and rdt_class == pod_group_name(pod):
+            return rdt_class  # the pod's own control group monitors it already
+        subject = f"pod {pod.namespace}/{pod.name}"
+        try:
+            name = pod_mon_name(pod.uid, self.config.monitor_group_names)
+        except ValueError as exc:
+            raise AnnotationError(f"{subject}: {exc}") from exc
         parts = (
             []
             if rdt_class is None
@@ -356,6 +366,12 @@ class RdtController:
                 )
             ]
         )
+        if parts and by_uid and not safe_join(self.root, *parts).is_dir():
+            # resctrl-mon's createMonGroup: never make a control group by the way
+            raise ResmgrError(
+                f"{subject}: monitoring group under RDT class {rdt_class!r}: expected its "
+                f"control group {self.root / parts[0]} to exist; found none"
+            )
         rel = "/".join([*parts, "mon_groups", name])
         self._make(rel, GroupKind.MON, pod.uid)
         return rel
@@ -380,13 +396,13 @@ class RdtController:
         in it; otherwise the pod's monitoring group is made now and the PID goes into it
         once the task runs (`task_started`).
         """
-        if not self.monitoring:
+        if not self.monitoring or not self.config.monitors(pod.namespace, pod.labels):
             return None
-        own = pod_group_name(pod)
-        if rdt_class == own:
-            return MonPlan(group=own)
+        by_uid = self.config.monitor_group_names == "pod-uid"
+        if not by_uid and rdt_class == pod_group_name(pod):
+            return MonPlan(group=rdt_class)
         group = runtime_group(container_id, rdt_class)
-        if runtime_rdt and group is not None:
+        if runtime_rdt and group is not None and not by_uid:
             return MonPlan(group=group, clos_id=rdt_class)
         rel = self.ensure_mon_group(pod, rdt_class)
         return None if rel is None else MonPlan(group=rel)
@@ -402,13 +418,13 @@ class RdtController:
         `pid` is written into the pod's monitoring group.  The PID must be one of this
         daemon's PID namespace (run with ``hostPID``), else the kernel answers ESRCH.
         """
-        if not self.monitoring:
+        if not self.monitoring or not self.config.monitors(pod.namespace, pod.labels):
             return None
-        own = pod_group_name(pod)
-        if rdt_class == own:
-            return own
+        by_uid = self.config.monitor_group_names == "pod-uid"
+        if not by_uid and rdt_class == pod_group_name(pod):
+            return rdt_class
         group = runtime_group(container_id, rdt_class)
-        if group is not None and pid in self._tasks(group):
+        if group is not None and not by_uid and pid in self._tasks(group):
             return group
         if pid <= 0:
             raise ResmgrError(

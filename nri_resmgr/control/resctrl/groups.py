@@ -1,7 +1,8 @@
 """The groups this daemon makes: their kinds, shapes and paths, and the ownership record.
 
 A group is named by its path relative to the resctrl root: `<class>`,
-`nri-resmgr-pod-<uid>`, or `[<class>/]mon_groups/nri-resmgr-pod-<uid>`.  `entry_problem`
+`nri-resmgr-pod-<uid>`, or `[<class>/]mon_groups/nri-resmgr-pod-<uid>` (or
+`.../mon_groups/<uid>` with ``monitorGroupNames: pod-uid``).  `entry_problem`
 checks a record entry against those shapes (no file access), `group_path` turns a
 relative path into a directory strictly inside the root, refusing symlinks on the way
 (one lstat(2) per component).  Nothing here writes; `controller` keeps the record.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import enum
 import os
 import stat
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +43,20 @@ class ReconcileReport:
 _GROUP_SHAPES = {
     GroupKind.CLASS: "<class>",
     GroupKind.POD: f"{POD_GROUP_PREFIX}<pod uid>",
-    GroupKind.MON: f"[<class>/]mon_groups/{POD_GROUP_PREFIX}<pod uid>",
+    GroupKind.MON: f"[<class>/]mon_groups/{POD_GROUP_PREFIX}<pod uid> or <pod uid>",
 }
+
+
+def canonical_pod_uid(uid: str) -> str | None:
+    """`uid` in the canonical form (36 characters, lower case) when it is a UUID, as
+    resctrl-mon's ``uuid.Parse`` reads it (hyphenated, braced, ``urn:uuid:`` or 32 hex
+    digits); None when it is not one."""
+    if not uid.isascii() or len(uid) > 45:
+        return None
+    try:
+        return str(uuid.UUID(uid))
+    except ValueError:
+        return None
 
 
 def group_path(root: Path, rel: str) -> Path:
@@ -93,7 +107,8 @@ def entry_problem(rel: object, meta: object) -> str | None:
     elif kind is GroupKind.POD:
         shaped = parts == [own]
     else:
-        shaped = parts[-2:] == ["mon_groups", own] and len(parts) in (2, 3)
+        named = (own, canonical_pod_uid(meta["pod_uid"]))  # monitorGroupNames
+        shaped = parts[-2:-1] == ["mon_groups"] and parts[-1] in named and len(parts) in (2, 3)
     names = [p for p in parts if p != "mon_groups"] if kind is GroupKind.MON else parts
     try:
         for name in names:

@@ -1,6 +1,9 @@
 """Monitoring: where a container's tasks are counted, and reading the counters.
 
 The values (`MonPlan`, `MonCounters`, `MonSample`) and the parts that need no writing:
+`pod_mon_name` names a pod's monitoring group (``nri-resmgr-pod-<uid>``, or with
+``monitorGroupNames: pod-uid`` the canonical pod UID alone, the `mon_groups/<pod-uid>`
+nri-plugins' resctrl-mon makes and Kepler reads),
 `runtime_group` names the group an OCI runtime makes for ``enableMonitoring``,
 `sample_groups` lists the groups whose counters /metrics shows, `read_counters` reads a
 group's `mon_data` without following symlinks.  Making groups and writing PIDs into
@@ -15,8 +18,9 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from nri_resmgr.control.classes import POD_GROUP_PREFIX
 from nri_resmgr.control.names import validate_name
-from nri_resmgr.control.resctrl.groups import GroupKind
+from nri_resmgr.control.resctrl.groups import GroupKind, canonical_pod_uid
 
 MON_FEATURES = ("llc_occupancy", "mbm_total_bytes", "mbm_local_bytes")
 #: The root group's class label in metrics, as goresctrl (and so nri-plugins) names it.
@@ -96,6 +100,20 @@ def read_counters(group_dir: str | os.PathLike[str]) -> dict[int, MonCounters]:
             values = {f: _read_counter(os.path.join(path, f)) for f in MON_FEATURES}
             out[int(m.group(1))] = MonCounters(**values)
     return out
+
+
+def pod_mon_name(uid: str, naming: str) -> str:
+    """The name of the monitoring group of the pod with `uid` under ``monitorGroupNames``
+    `naming`; ValueError naming the uid when ``pod-uid`` is asked and it is no UUID."""
+    if naming != "pod-uid":
+        return POD_GROUP_PREFIX + uid
+    canonical = canonical_pod_uid(uid)
+    if canonical is None:
+        raise ValueError(
+            f"pod uid {uid[:80]!r}: expected a UUID to name its monitoring group "
+            "mon_groups/<pod-uid> (monitorGroupNames: pod-uid); found none"
+        )
+    return canonical
 
 
 def runtime_group(container_id: str, rdt_class: str | None) -> str | None:

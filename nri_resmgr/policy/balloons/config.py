@@ -283,15 +283,24 @@ def _memory_kinds(t: BalloonType) -> tuple[MemoryKind, ...]:
     return tuple(out)
 
 
-def _device_cpus(topology: Topology, t: BalloonType, key: str, path: str) -> CPUSet:
+def _device_cpus(topology: Topology, t: BalloonType, key: str, path: str) -> CPUSet | None:
+    """The CPUs of device `path`; None for a ``podresourceapi:`` pattern (in
+    ``preferCloseToDevices`` only: the placed container's kubelet devices, `devices`)."""
     if path.startswith(POD_RESOURCE_PREFIX):
-        raise invalid(
-            SUBJECT,
-            "balloonTypes",
-            f"balloon type {t.name}: {key} has {path!r}, a device the "
-            "kubelet assigns (its PodResources API), which nri-resmgr does not read; expected "
-            "a sysfs path",
-        )
+        pattern = path[len(POD_RESOURCE_PREFIX) :]
+        problem = irq_pattern_problem(pattern) if pattern else "is empty"
+        if key != "preferCloseToDevices" or problem is not None:
+            raise invalid(
+                SUBJECT,
+                "balloonTypes",
+                f"balloon type {t.name}: {key} has {path!r}; expected "
+                + (
+                    "a sysfs path (the kubelet's devices are preferCloseToDevices only)"
+                    if problem is None
+                    else f"podresourceapi:RESOURCE-PATTERN (*, ?, [...]), whose pattern {problem}"
+                ),
+            )
+        return None
     got = device_cpus(topology, path)
     if got is None:
         raise invalid(
@@ -315,8 +324,9 @@ def _devices(topology: Topology, types: tuple[BalloonType, ...]) -> dict[str, CP
             ("preferFarFromDevices", t.prefer_far_from_devices),
         ):
             for path in paths:
-                if path not in out:
-                    out[path] = _device_cpus(topology, t, key, path)
+                cpus = _device_cpus(topology, t, key, path)
+                if path not in out and cpus is not None:
+                    out[path] = cpus
     return out
 
 

@@ -15,7 +15,7 @@ under load at.
 from __future__ import annotations
 
 from nri_resmgr.policy.balloons.allocation import Hint, TreeOptions
-from nri_resmgr.policy.balloons.config import RESERVED, ResolvedConfig
+from nri_resmgr.policy.balloons.config import POD_RESOURCE_PREFIX, RESERVED, ResolvedConfig
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import CoreType, Topology
 
@@ -50,7 +50,8 @@ def tree_options(
         wanted = []
         if t.name == RESERVED:
             wanted.append("reserved")
-        wanted += t.prefer_close_to_devices
+        # the kubelet's devices are the placed container's (`Sizing.for_member`)
+        wanted += [d for d in t.prefer_close_to_devices if not d.startswith(POD_RESOURCE_PREFIX)]
         if t.prefer_isol_cpus:
             wanted.append("isolated")
         if t.prefer_core_type in (CoreType.PERFORMANCE, CoreType.EFFICIENT):

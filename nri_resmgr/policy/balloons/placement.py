@@ -34,6 +34,7 @@ from nri_resmgr.model import (
     Decision,
 )
 from nri_resmgr.policy.balloons.config import BalloonType
+from nri_resmgr.policy.balloons.devices import kubelet_devices, pod_resource_patterns
 from nri_resmgr.policy.balloons.matching import balloon_type_of, evaluate, expand
 from nri_resmgr.policy.balloons.sizing import NO_CPUS, Sizing
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
@@ -83,6 +84,7 @@ def member(c: ContainerInfo, t: BalloonType) -> Member:
         hide_hyperthreads=parse_bool_annotation(c, HIDE_HYPERTHREADS),
         memory_kinds=tuple(sorted(kinds)) if kinds else (),
         preserve_mems=bool(parse_bool_annotation(c, MEMORY_PRESERVE)),
+        devices=kubelet_devices(c) if pod_resource_patterns(t.prefer_close_to_devices) else (),
     )
 
 
@@ -233,6 +235,7 @@ def place(
     members = {b.name: state.members_of(b.name) for b in mine}
     if t.group_by:
         mine = [b for b in mine if all(x.group == m.group for x in members[b.name])]
+    ctx = ctx.for_member(t, m)  # close to its kubelet devices (``podresourceapi:``)
     ask = Ask(ctx, state, t, m, mine, members, prefer, seed)
     reasons: list[str] = []
     steps = ("current",) if prefer is not None else ()

@@ -17,6 +17,7 @@ initial state makes every type's ``minBalloons`` in ``allocatorPriority`` order
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
@@ -32,8 +33,9 @@ from nri_resmgr.policy.balloons.config import (
     TopologyLevel,
     resolve_config,
 )
+from nri_resmgr.policy.balloons.devices import device_hints, pod_resource_patterns
 from nri_resmgr.policy.balloons.hints import tree_options
-from nri_resmgr.policy.balloons.state import Balloon, BalloonsState
+from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
 
@@ -69,6 +71,19 @@ class Sizing:
         self.initial_homes: dict[str, CPUSet] = (
             {} if isinstance(initial, str) else {n: b.cpus for n, b in initial.balloons.items()}
         )
+
+    def for_member(self, t: BalloonType, m: Member) -> Sizing:
+        """This sizing, or for a type with ``podresourceapi:`` devices and a member the
+        kubelet gave some, one whose type options keep close to them first
+        (`devices.device_hints`; their ``applyPodResourcesHints``)."""
+        patterns = pod_resource_patterns(t.prefer_close_to_devices)
+        near = device_hints(self.topology, self.config.available, patterns, m.devices)
+        if not near:
+            return self
+        opts = self.tree_options[t.name]
+        out = copy.copy(self)
+        out.tree_options = {**self.tree_options, t.name: replace(opts, hints=near + opts.hints)}
+        return out
 
     def target_cpus(self, t: BalloonType, milli: int, *, occupied: bool) -> int:
         """The CPUs a balloon of type `t` needs for `milli` requested millicores; an

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from nri_resmgr.model import ContainerID, MemoryKind, PodID, PolicyState
+from nri_resmgr.model import ContainerID, MemoryKind, PodID, PolicyState, TopologyHint
 from nri_resmgr.policy.balloons.memzone import MemZone
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 
@@ -80,6 +80,9 @@ class Member:
     memory_kinds: tuple[MemoryKind, ...] = ()
     #: ``memory.preserve``: the policy leaves its memory nodes alone
     preserve_mems: bool = False
+    #: the kubelet's devices of the container (`devices.kubelet_devices`), kept when its
+    #: type prefers ``podresourceapi:`` devices
+    devices: tuple[TopologyHint, ...] = ()
     #: its memory zone (`memzone`), which only widens as its balloon changes; None
     #: when memory is not pinned (its nodes are its balloon's)
     memory: MemZone | None = None

@@ -62,6 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nri_resmgr.policy.common import parse_cpu_amount
 from nri_resmgr.policy.cpu_allocator import CPUAllocator
 from nri_resmgr.policy.cpu_classes import CPUClass, check_classes
+from nri_resmgr.policy.irq_affinity import irq_pattern_problem
 from nri_resmgr.policy.kit.constraints import (
     RESERVED_CPU,
     available_cpus,
@@ -187,6 +188,8 @@ class TopologyAwareConfig(NriPluginsKeys):
     shared_pool_cpu_class: str = Field(default="", alias="sharedPoolCPUClass")
     reserved_pool_cpu_class: str = Field(default="", alias="reservedPoolCPUClass")
     default_exclusive_cpu_class: str = Field(default="", alias="defaultExclusiveCPUClass")
+    #: interrupts the ``irq-affinity`` annotations may steer (none: all)
+    controllable_interrupts: tuple[str, ...] = Field(default=(), alias="controllableInterrupts")
 
 
 #: the model a ``TopologyAwarePolicy`` spec's policy keys are checked against
@@ -289,6 +292,15 @@ def resolve_config(topology: Topology, config: Mapping[str, Any]) -> ResolvedCon
     """Validate `config` and apply it to `topology`."""
     opts = validate(TopologyAwareConfig, config, subject=SUBJECT)
     _check_cpu_classes(opts)
+    for pattern in opts.controllable_interrupts:
+        problem = irq_pattern_problem(pattern)
+        if problem is not None:
+            raise invalid(
+                SUBJECT,
+                "controllableInterrupts",
+                f"pattern {pattern!r} {problem}; expected an interrupt number or a shell "
+                "pattern (*, ?, [...]) over its /proc/interrupts description",
+            )
     available = available_cpus(
         topology.online_cpus(), opts.available_resources.cpu, subject=SUBJECT
     )

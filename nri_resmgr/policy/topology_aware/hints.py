@@ -14,7 +14,7 @@ annotation (``KEY.resource-policy.nri.io``)         effect
 ``topologyhints``                                   ``false``/``none``: no hints;
                                                     ``true``/``all``: all; else a comma list
                                                     of ``devices``, ``mounts``,
-                                                    ``pod-resources`` (no source here)
+                                                    ``pod-resources`` (kubelet devices)
 ``test.topologyhints``                              YAML ``{NAME: {CPUs, NUMAs, Sockets}}``:
                                                     hints injected as if from a device
                                                     (nri-plugins' test API; their e2e
@@ -83,8 +83,8 @@ MAX_DEPTH = 4
 _TYPES = {
     "devices": frozenset({HintSource.DEVICES}),
     "mounts": frozenset({HintSource.MOUNTS}),
-    "pod-resources": frozenset[HintSource](),
-    "all": frozenset({HintSource.DEVICES, HintSource.MOUNTS}),
+    "pod-resources": frozenset({HintSource.POD_RESOURCES}),
+    "all": frozenset({HintSource.DEVICES, HintSource.MOUNTS, HintSource.POD_RESOURCES}),
     "none": frozenset[HintSource](),
 }
 _BOOLS = {"true": True, "1": True, "t": True, "false": False, "0": False, "f": False}

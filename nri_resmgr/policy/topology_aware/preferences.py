@@ -25,6 +25,11 @@ Guaranteed, request >= 2, fractional         shared, unless *annotated* prefer-s
                                              then MIXED (isolated only if annotated)
 ===========================================  =============================================
 
+``irq-affinity`` (`nri_resmgr.policy.irq_affinity.irq_affinity_of`) is read from
+Guaranteed containers; a container-scoped one on another QoS class, or on a container
+that gets no whole CPUs, is refused (their ``irqAffinityPreference`` and
+``buildRequest``).
+
 ``preferSharedCPUs`` / ``preferIsolatedCPUs`` in the configuration are the defaults of
 the two annotations.  ``require-isolated-cpus`` is ``prefer-isolated-cpus`` made strict
 (nri-plugins' ``strictIsolatedCPUsPreference``): of the two, the one at the narrower
@@ -57,6 +62,7 @@ from nri_resmgr.model import (
     QoSClass,
 )
 from nri_resmgr.policy.common import namespace_matches, parse_bool_annotation
+from nri_resmgr.policy.irq_affinity import IRQ_AFFINITY, IrqAffinity, irq_affinity_of
 from nri_resmgr.policy.kit.annotations import (
     ALL_MEMORY,
     CPU_CLASS,
@@ -127,6 +133,9 @@ class ContainerRequest:
     require_isolated: bool = False
     #: ``cpu-class`` (Guaranteed containers): the CPU class of its exclusive CPUs
     cpu_class: str = ""
+    #: ``irq-affinity`` (Guaranteed containers): interrupts its exclusive CPUs claim or
+    #: are masked from (`nri_resmgr.policy.irq_affinity`)
+    irq_affinity: IrqAffinity | None = None
     #: the container as affinity expressions of others see it (`affinity`)
     subject: Subject | None = None
     #: its affinity and anti-affinity rules, explicit or implicit (`affinity`)
@@ -231,6 +240,10 @@ def _cpu_class(container: ContainerInfo, config: ResolvedConfig) -> str:
     return name
 
 
+def _irq_shown(wish: IrqAffinity) -> str:
+    return f"(claim {list(wish.claims)}, mask {list(wish.masks)}, mode {wish.mode})"
+
+
 def container_request(container: ContainerInfo, config: ResolvedConfig) -> ContainerRequest:
     """Apply the eligibility table (module docstring) to `container`."""
     opts = config.options
@@ -260,6 +273,7 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     )
 
     cpu_class = _cpu_class(container, config)
+    irq_wish, irq_scoped = irq_affinity_of(container)
     zero = qos is QoSClass.BEST_EFFORT or (qos is QoSClass.BURSTABLE and milli == 0)
     memory_burst = (container.request.memory_limit or 0) if qos is QoSClass.BURSTABLE else None
 
@@ -271,6 +285,13 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
         limit: int = 0,
         level: str | None = None,
     ) -> ContainerRequest:
+        if irq_wish is not None and irq_scoped and full == 0:
+            # their buildRequest: a container's own wish needs CPUs of its own to move
+            raise AnnotationError(
+                f"{container.pretty}: annotation {IRQ_AFFINITY}: IRQ affinity "
+                f"{_irq_shown(irq_wish)} invalid without exclusive CPUs; expected a "
+                "container that gets whole CPUs of its own"
+            )
         return ContainerRequest(
             kind=kind,
             full=full,
@@ -283,6 +304,7 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
             pin_memory=opts.pin_memory and not mem_preserve,
             cpu_priority=priority,
             cpu_class=cpu_class,
+            irq_affinity=irq_wish,
             require_isolated=strict and isolated and full > 0,
             subject=subject,
             affinities=rules,

@@ -110,6 +110,7 @@ def test_api_reexports_every_schema_type() -> None:
         "PLUGIN_SERVICE",
         "RUNTIME_SERVICE",
         "HOST_FUNCTIONS_SERVICE",
+        "LIVE_STATES",
         "PluginMethod",
         "RuntimeMethod",
     }

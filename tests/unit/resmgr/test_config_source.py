@@ -269,7 +269,8 @@ def test_node_status_patch_has_their_fields() -> None:
 
 def test_warnings_are_logged_once_when_taken_into_use() -> None:
     """The watcher resolves on every change and relist; a warned key is logged once."""
-    res = {("topologyawarepolicies", "default"): cr("default", {"controllableInterrupts": ["42"]})}
+    spec = {"availableResources": {"memory": "1G"}}
+    res = {("topologyawarepolicies", "default"): cr("default", spec)}
     live = LiveConfig(_resolved("static", "a"), apply=lambda c: None, report=lambda o: None)
     with capture_logs() as logs:
         for _ in range(3):
@@ -277,7 +278,7 @@ def test_warnings_are_logged_once_when_taken_into_use() -> None:
                 lambda: resolve(configmaps={}, node="w1", group=None, namespace="ns", resources=res)
             )
     warned = [e for e in logs if e["event"] == "configuration key has no effect"]
-    assert [e["problem"].split(":")[0] for e in warned] == ["spec.controllableInterrupts"]
+    assert [e["problem"].split(":")[0] for e in warned] == ["spec.availableResources.memory"]
     assert warned[0]["source"] == "TopologyAwarePolicy ns/default"
 
 

@@ -4,6 +4,7 @@ counters read for /metrics."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from nri_resmgr.control.resctrl import (
 )
 from nri_resmgr.control.resctrl.monitor import sample_groups
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
-from nri_resmgr.model import Pod, PodID, QoSClass, ResmgrError
+from nri_resmgr.model import AnnotationError, Pod, PodID, QoSClass, ResmgrError
 
 UID = "aaaaaaaa-0000-0000-0000-000000000001"
 CID = "0123456789abcdef" * 4  # a containerd container id: 64 hex digits
@@ -194,3 +195,103 @@ def test_sample_groups_lists_each_group_once_in_a_fixed_order() -> None:
         (pod_group, "", pod_group),
         ("gold", CID, f"gold/mon_groups/{CID}"),
     ]
+
+
+# -- monitorGroupNames: pod-uid (nri-plugins' resctrl-mon, read by Kepler) ----------------
+
+KEPLER: dict[str, Any] = {**CONFIG, "monitorGroupNames": "pod-uid"}
+
+
+def test_pod_uid_names_the_group_as_resctrl_mon_does(tmp_path: Path) -> None:
+    ctl = controller(tmp_path, KEPLER)
+    rel = f"mon_groups/{UID}"
+    # a pod nobody classes is counted in the root's mon_groups, as resctrl-mon counts it;
+    # the runtime's per-container group is never asked for: Kepler reads the pod's
+    assert ctl.monitor_container(pod(), CID, None, runtime_rdt=True) == MonPlan(group=rel)
+    assert (ctl.root / rel).is_dir()
+    assert ctl.task_started(pod(), CID, None, 4242) == rel
+    assert ctl.task_started(pod(), "sidecar", None, 4343) == rel
+    assert tasks(ctl, rel) == ["4242", "4343"]
+    _counters(ctl.root / rel, 0, "100", "200", "300")
+    assert MonSample("system/default", UID, 0, 100, 300, 200) in ctl.monitoring_samples()
+    # retained until the pod goes (a restarted container keeps its RMID), then removed
+    assert ctl.remove_pod_group(pod()) == [rel]
+    assert not (ctl.root / rel).exists()
+
+
+def test_pod_uid_with_a_class_and_with_linux_rdt(tmp_path: Path) -> None:
+    ctl = controller(tmp_path, KEPLER)
+    rel = f"gold/mon_groups/{UID}"
+    assert ctl.monitor_container(pod(), CID, "gold", runtime_rdt=True) == MonPlan(group=rel)
+    assert ctl.task_started(pod(), CID, "gold", 7) == rel
+    assert tasks(ctl, rel) == ["7"]
+    assert not (ctl.root / "gold" / "mon_groups" / CID).exists()
+
+
+def test_pod_uid_in_its_own_group_gets_a_monitoring_group_inside(tmp_path: Path) -> None:
+    ctl = controller(tmp_path, KEPLER)
+    annotated = pod(KOORD)
+    own = ctl.ensure_pod_group(annotated)
+    assert own == f"nri-resmgr-pod-{UID}"
+    rel = f"{own}/mon_groups/{UID}"
+    assert ctl.monitor_container(annotated, CID, own, runtime_rdt=True) == MonPlan(group=rel)
+    assert ctl.task_started(annotated, CID, own, 11) == rel
+    assert tasks(ctl, rel) == ["11"]
+    assert ctl.remove_pod_group(annotated) == [rel, own]
+
+
+def test_pod_uid_is_canonical_and_a_record_of_it_survives_a_restart(tmp_path: Path) -> None:
+    ctl = controller(tmp_path, KEPLER)
+    upper = dataclasses.replace(pod(), uid="{" + UID.upper() + "}")
+    assert ctl.ensure_mon_group(upper, None) == f"mon_groups/{UID}"
+    again = controller(tmp_path, KEPLER)  # the record is read back, entry shape accepted
+    assert f"mon_groups/{UID}" in again.owned()
+    assert again.reconcile(live_pod_uids=[]).removed == (f"mon_groups/{UID}",)
+
+
+def test_pod_uid_that_is_no_uuid_is_refused_naming_the_pod(tmp_path: Path) -> None:
+    ctl = controller(tmp_path, KEPLER)
+    bad = dataclasses.replace(pod(), uid="../../etc")
+    with pytest.raises(
+        AnnotationError,
+        match=r"^pod default/web: pod uid '\.\./\.\./etc': expected a UUID to name its "
+        r"monitoring group mon_groups/<pod-uid> \(monitorGroupNames: pod-uid\); found none$",
+    ):
+        ctl.monitor_container(bad, CID, None, runtime_rdt=False)
+    assert not (ctl.root / "mon_groups").exists() or not any((ctl.root / "mon_groups").iterdir())
+
+
+def test_pod_uid_never_makes_a_control_group_for_a_missing_class(tmp_path: Path) -> None:
+    ctl = controller(tmp_path, KEPLER)
+    with pytest.raises(
+        ResmgrError,
+        match=r"^pod default/web: monitoring group under RDT class 'silver': expected its "
+        r"control group .*/silver to exist; found none$",
+    ):
+        ctl.monitor_container(pod(), CID, "silver", runtime_rdt=False)
+    assert not (ctl.root / "silver").exists()
+
+
+@pytest.mark.parametrize(
+    ("filters", "monitored"),
+    [
+        ({"monitorNamespaces": ["default"]}, True),
+        ({"monitorNamespaces": ["kube-system"]}, False),
+        ({"monitorLabelSelector": {"app": "web"}}, True),
+        ({"monitorLabelSelector": {"app": "web", "tier": "db"}}, False),
+    ],
+)
+def test_namespace_and_label_filters_as_resctrl_mon(
+    tmp_path: Path, filters: dict[str, Any], monitored: bool
+) -> None:
+    ctl = controller(tmp_path, {**KEPLER, **filters})
+    labelled = dataclasses.replace(pod(), labels={"app": "web"})
+    plan = ctl.monitor_container(labelled, CID, None, runtime_rdt=False)
+    started = ctl.task_started(labelled, CID, None, 5)
+    assert (plan is not None, started is not None) == (monitored, monitored)
+    assert (ctl.root / "mon_groups" / UID).is_dir() == monitored
+
+
+def test_unknown_group_naming_is_a_configuration_error() -> None:
+    with pytest.raises(ValueError, match=r"monitorGroupNames\n.*'nri-resmgr' or 'pod-uid'"):
+        RdtConfig.model_validate({**CONFIG, "monitorGroupNames": "kepler"})

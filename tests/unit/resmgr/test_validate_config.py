@@ -240,6 +240,14 @@ def test_unreadable_and_broken_yaml(tmp_path: Path, capsys: pytest.CaptureFixtur
             ["expected at most 200000 values (aliases counted as what they repeat), found more"],
             id="billion-laughs",
         ),
+        pytest.param(
+            b"control: &a {rdt: *a}\n",
+            [
+                "line 1: expected aliases to finished values, found *a inside the value it "
+                "names (a recursive value)"
+            ],
+            id="recursive-alias",  # walking the value hung before (issue 28, wt-mem)
+        ),
     ],
 )
 def test_hostile_documents_end_in_error_lines(

@@ -1,0 +1,1 @@
+"""Generated protobuf code of the kubelet's PodResources API (tools/genproto.py)."""
