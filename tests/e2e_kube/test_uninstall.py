@@ -25,6 +25,7 @@ from tests.e2e_kube.node import Node
 from tests.e2e_kube.soak import wait_daemon
 from tests.e2e_kube.test_kube import (  # noqa: F401 - the node fixture, shared
     NAMESPACE,
+    README_KEEP,
     RELEASE,
     _helm_install,
     _uninstall,
@@ -45,10 +46,6 @@ README_UNINSTALL = (
     "running container on the node all CPUs and memory nodes back, without restarting it "
     "(`uninstall.resetContainers: true`, the default; with `false` they keep their CPUs "
     "until they restart or `nri-resmgr reset` runs on the node)."
-)
-README_KEEP = (
-    "A `helm upgrade` and a daemon restart leave running containers where they are: the next "
-    "daemon takes them over."
 )
 
 
