@@ -31,14 +31,14 @@ While the daemon is still connected it would re-pin containers at its next event
 this after the daemon has stopped (`uninstall` stops a pre-registered instance first).
 
 ``--on-uninstall NAMESPACE/DAEMONSET`` is the Helm chart's mode (a second container in the
-daemon's pod): wait for SIGTERM, which the kubelet sends to every container of the pod at
-once when the pod is deleted; ask the API server whether that DaemonSet is gone or being
-deleted (`nri_resmgr.ops.reset.termination_verdict`, which compares with a read made at
-start-up), and exit without touching anything if not (a rolling update or a pod deletion:
-the next daemon takes the containers over); else wait
-until the daemon container has exited (``--wait-port``: its HTTP port stops accepting
-connections, as the pod shares one network namespace), then reset as above.  The waiting
-and asking live in `nri_resmgr.kube.uninstall`.
+daemon's pod): when the pod is deleted (its ``preStop`` hook, ``--prestop``, else SIGTERM)
+ask the API server whether that DaemonSet is gone or being deleted
+(`nri_resmgr.ops.reset.termination_verdict`, against a read made at start-up and handed to
+the hook through ``--handoff-dir``), and exit without touching anything if not (a rolling
+update or a pod deletion: the next daemon takes the containers over); else wait until the
+daemon container has exited (``--wait-port``: its HTTP port stops accepting connections,
+as the pod shares one network namespace), then reset as above.  The waiting, asking and
+hand-off live in `nri_resmgr.kube.uninstall`.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from tests.e2e_kube.node import Node
 from tests.e2e_kube.soak import wait_daemon
 from tests.e2e_kube.test_kube import (  # noqa: F401 - the node fixture, shared
     NAMESPACE,
+    README_KEEP,
     RELEASE,
     _helm_install,
     _uninstall,
@@ -45,10 +46,6 @@ README_UNINSTALL = (
     "running container on the node all CPUs and memory nodes back, without restarting it "
     "(`uninstall.resetContainers: true`, the default; with `false` they keep their CPUs "
     "until they restart or `nri-resmgr reset` runs on the node)."
-)
-README_KEEP = (
-    "A `helm upgrade` and a daemon restart leave running containers where they are: the next "
-    "daemon takes them over."
 )
 
 
@@ -88,6 +85,7 @@ def test_upgrade_pod_deletion_and_kill9_keep_running_containers_then_uninstall_r
     readme_says(README_KEEP)
     readme_says(README_UNINSTALL)
     _helm_install(node, values(node, nri_image))
+    wait_daemon(node)
     pids = _placed(node)
     # every case below stops a daemon pod with its reset container: the preStop hook runs
     # and must leave everything, as the DaemonSet stays
@@ -129,6 +127,7 @@ def test_uninstall_without_the_reset_container_leaves_cpus_until_reset(
     pods: None,
 ) -> None:
     _helm_install(node, values(node, nri_image, uninstall={"resetContainers": False}))
+    wait_daemon(node)
     pids = _placed(node)
     _uninstall(node)
     _unmoved(node, pids, "helm uninstall with uninstall.resetContainers=false")
