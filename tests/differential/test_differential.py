@@ -7,10 +7,11 @@ machines (`test_profile_runs`, each well inside the per-test timeout), which als
 that both plugins ran every case to its end; the agreement tests then read the counts.
 
 Agreement: the share of observations (one container after one step) that are identical
-or of a documented difference class. The target is 99% (`test_agreement_target`); until
-the policies close the gap it is a strict expected failure stating the rate measured when
-the mark was set, and `test_agreement_floor` keeps the rate from falling below
-`FLOORS` (tightened as the gap closes). `python -m tests.differential` prints the table and
+or of a documented difference class, carried or knock-on (`run`). The target is 99%
+(`test_agreement_target`); a policy in `MEASURED` (none since wt-bl3) is a strict
+expected failure stating the rate measured when the mark was set, and
+`test_agreement_floor` keeps the rate from falling below `FLOORS` (tightened as the gap
+closes). `python -m tests.differential` prints the table and
 `--divergences N` the first divergences (docs/policies.md, "Differential test").
 """
 
