@@ -156,10 +156,14 @@ def _quantity_home(key: _HomeKey) -> IDSet | None:
 
 
 def _reserved_home(c: Context) -> bool:
-    """A reserved-balloon (kube-system) container after the balloon deflated: ours gives
-    back CPUs off its home (the CPUs it started on), theirs by its CPU tree alone, so
-    the same number of CPUs differ; ours still holds the whole home, and theirs does
-    not or the balloon just gave CPUs back (`reservedResources` a quantity)."""
+    """A reserved-balloon (kube-system) container whose balloon has as many CPUs on both
+    sides but other ones, ours holding its whole home (`reservedResources` a quantity):
+    ours gives CPUs back off its home (the CPUs it started on), theirs by its CPU tree
+    alone. Nothing else makes such a difference: the home hint leaves growing alone (the
+    home CPUs are the balloon's already), so equal histories grow alike; a balloon that
+    once deflated differently stays different through later growth, even after the
+    container that grew it (an init container) is gone, which is why this needs no
+    deflation at this very step."""
     if c.pod.namespace != "kube-system" or not c.config:
         return False
     if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
@@ -168,11 +172,7 @@ def _reserved_home(c: Context) -> bool:
     if ours == theirs or len(ours) != len(theirs):
         return False
     home = _quantity_home(_HomeKey(c.machine, c.config))
-    if not home or not home <= ours:
-        return False
-    before = c.before[0] if c.before else None
-    deflated = isinstance(before, Placement) and len(IDSet.parse(before.cpus)) > len(ours)
-    return not home <= theirs or deflated
+    return bool(home) and home is not None and home <= ours
 
 
 def _group_of(pod: Pod) -> str | None:

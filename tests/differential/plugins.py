@@ -17,6 +17,8 @@ bench/peers.py starts its peers with the same argv functions.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import subprocess
 import sys
 import time
@@ -31,6 +33,7 @@ from tests.conformance.harness import (
     GoRuntime,
     Json,
     RuntimeCallError,
+    SyncResult,
     build_harness,
     prune_empty,
     short_tempdir,
@@ -119,6 +122,43 @@ def _resources(msg: Mapping[str, Any]) -> Mapping[str, Any]:
     return cpu
 
 
+#: the lock every differential run takes around starting nri-plugins' plugin (`Side.launch`)
+THEIRS_START_LOCK = Path("/tmp/nri-diff-theirs-start.lock")
+#: how long a started plugin may take to write its pid file
+PID_FILE_TIMEOUT = 20.0
+
+
+def their_pid_file(binary: str) -> Path:
+    """Where nri-plugins' plugin `binary` writes its pid file whatever ``--pid-file`` says
+    (their pidfile.defaultPath): /var/run as root, else /tmp."""
+    return Path("/var/run" if os.geteuid() == 0 else "/tmp") / f"{Path(binary).name}.pid"
+
+
+@contextlib.contextmanager
+def _start_lock(take: bool) -> Iterator[None]:
+    if not take:
+        yield
+        return
+    with THEIRS_START_LOCK.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _wait_pid_file(proc: subprocess.Popen[bytes], path: Path) -> None:
+    """Until `path` names `proc` (or it exits, or `PID_FILE_TIMEOUT` passes)."""
+    deadline = time.monotonic() + PID_FILE_TIMEOUT
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if path.read_text().strip() == str(proc.pid):
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+
+
 class Side:
     """A runtime and one plugin; what the runtime knows of its containers."""
 
@@ -142,15 +182,30 @@ class Side:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"
 
     def launch(self) -> None:
-        """Start the plugin and wait for its Synchronize; apply what it returned."""
+        """Start the plugin and wait for its Synchronize; apply what it returned.
+
+        nri-plugins' plugin ignores ``--pid-file`` (its flag is parsed, never applied)
+        and removes, then exclusively creates, ``/var/run/<binary>.pid`` as it starts:
+        two of its plugins starting at once (two cases of a run, another run on the
+        machine) make one exit with "file exists". Their starts are therefore taken one
+        at a time under a lock shared by every process (`THEIRS_START_LOCK`), each held
+        until its pid file names it."""
         self.starts += 1
-        self.proc = spawn(self.argv, log_path=self.log, cwd=self.rt.dir)
-        self.rt.externals.append(self.proc)
+        with _start_lock(self.who == "theirs"):
+            self.proc = spawn(self.argv, log_path=self.log, cwd=self.rt.dir)
+            self.rt.externals.append(self.proc)
+            sync = self._wait_synced()
+            if self.who == "theirs":
+                _wait_pid_file(self.proc, their_pid_file(self.argv[0]))
+        for update in sync.updates:
+            self._apply_update(update)
+        self.drain()
+
+    def _wait_synced(self) -> SyncResult:
         deadline = time.monotonic() + SYNC_TIMEOUT
         while True:
             try:
-                sync = self.rt.wait_synced(timeout=SYNC_POLL)
-                break
+                return self.rt.wait_synced(timeout=SYNC_POLL)
             except RuntimeCallError as exc:
                 # a plugin that exits (a configuration it refuses) never synchronizes:
                 # say so at once rather than at the deadline
@@ -160,9 +215,6 @@ class Side:
                         f"{self.who} did not synchronize (start {self.starts}): "
                         f"{why or exc}\n{self.log_tail()}"
                     ) from exc
-        for update in sync.updates:
-            self._apply_update(update)
-        self.drain()
 
     def restart(self) -> None:
         """Stop the plugin; report the containers as running with their cpusets; start it."""
