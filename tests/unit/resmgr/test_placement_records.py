@@ -166,7 +166,8 @@ def test_a_record_that_differs_from_its_report_rebuilds_with_the_cause() -> None
 def test_a_container_no_record_names_is_placed_on_the_restored_state() -> None:
     p = _static()
     s, reports, records = _placed(p)
-    new = with_current(ctr("n", qos=QoSClass.GUARANTEED, milli=1000, cid="n"), IDSet.parse("0-3"), None)
+    n = ctr("n", qos=QoSClass.GUARANTEED, milli=1000, cid="n")
+    new = with_current(n, IDSet.parse("0-3"), None)
     d = restart(p, [*reports, new], records)
     assert d.reason.startswith(RESTORED) and "placed 1 unrecorded" in d.reason
     assert {u.container_id for u in d.updates} >= {new.id}
@@ -177,7 +178,8 @@ def test_records_the_policy_would_not_grant_are_not_used() -> None:
     p = _static()
     _, reports, records = _placed(p)
     g2 = reports[0].id
-    bad = dataclasses.replace(records[g2], meaning={"exclusive": "0", "milli": 1000}, cpus=IDSet([0]))
+    meaning = {"exclusive": "0", "milli": 1000}  # the reserved CPU
+    bad = dataclasses.replace(records[g2], meaning=meaning, cpus=IDSet([0]))
     d = restart(p, [with_current(reports[0], IDSet([0]), None), reports[1]], {**records, g2: bad})
     assert "records not used" in d.reason, d.reason
 
@@ -199,7 +201,7 @@ def test_pipeline_keeps_records_and_a_new_pipeline_moves_nothing(tmp_path: Path)
     for pod, name, cpu, limit in [(db, "a", "1", "1"), (web, "w", "500m", None),
                                   (db, "b", "1", "1")]:  # fmt: skip
         c = container(pod, name, cpu=cpu, limit=limit)
-        adjust, _ = first.create(pod, c)
+        first.create(pod, c)
         made.append(c)
     first.remove(db, made[0])
     made = made[1:]
