@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from nri_api import api
 from nri_resmgr.model import ContainerID, QoSClass
 from nri_resmgr.policy.kit.rebuild import RESTORED, records_of, restart
 from nri_resmgr.policy.kit.records import (
@@ -213,3 +214,11 @@ def test_pipeline_keeps_records_and_a_new_pipeline_moves_nothing(tmp_path: Path)
     assert second.synchronize([db, web], made) == []
     assert second.state == first.state
     assert pipeline().synchronize([db, web], made) == [], "a second restart moves nothing"
+
+
+def test_an_update_cannot_carry_annotations() -> None:
+    """Why the records live in the state directory although every runtime reports an
+    adjusted annotation back (tests/e2e/test_restart_records.py): only a creation can
+    set one, and a shared container's cpuset changes with later updates."""
+    assert "annotations" in api.ContainerAdjustment.DESCRIPTOR.fields_by_name
+    assert "annotations" not in api.ContainerUpdate.DESCRIPTOR.fields_by_name
