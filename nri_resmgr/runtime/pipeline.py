@@ -558,6 +558,7 @@ class Pipeline:
         self.unconfirmed = {cid for cid in unconfirmed if cid in self.unstarted}
         self._note_updates(movers)
         moved = {u.container_id for u in movers}
+        self.log.info("rebuilt", on=event, reason=decision.reason, moved=len(moved))
         why = "moved: " + decision.reason
         for info in infos:
             a = self.assignments[info.id]
