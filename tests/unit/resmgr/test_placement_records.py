@@ -30,6 +30,7 @@ from nri_resmgr.policy.kit.records import (
     encode_line,
 )
 from nri_resmgr.policy.static import StaticPolicy
+from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.runtime.record_store import RECORD_FILE, RecordStore
 from nri_resmgr.topology.cpuset import IDSet
@@ -205,6 +206,9 @@ def test_pipeline_keeps_records_and_a_new_pipeline_moves_nothing(tmp_path: Path)
         first.create(pod, c)
         made.append(c)
     first.remove(db, made[0])
+    assert set(RecordStore(tmp_path / RECORD_FILE, scope=SCOPE, log=QUIET).load()) == {
+        ContainerID(c.id) for c in made[1:]
+    }, "a release drops its record"
     made = made[1:]
     for c in made:  # the runtime reports what it was told
         a = first.assignments[ContainerID(c.id)]
@@ -222,3 +226,28 @@ def test_an_update_cannot_carry_annotations() -> None:
     set one, and a shared container's cpuset changes with later updates."""
     assert "annotations" in api.ContainerAdjustment.DESCRIPTOR.fields_by_name
     assert "annotations" not in api.ContainerUpdate.DESCRIPTOR.fields_by_name
+
+
+def test_a_topology_aware_record_must_render_the_report_or_is_not_used() -> None:
+    t = topo(packages=2, nodes=2, cores=2, threads=2, memory="2G")
+    p = TopologyAwarePolicy(topology=t, config={})
+    s = p.initial_state()
+    made = [ctr("g", qos=QoSClass.GUARANTEED, milli=2000, cid="g"),
+            ctr("b", qos=QoSClass.BURSTABLE, milli=500, cid="b")]  # fmt: skip
+    for c in made:
+        s = p.allocate(s, c).state
+    rendered = p.render(s)
+    reports = [with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in made]
+    records = records_of(p, s, rendered)
+    assert restart(p, reports, records).reason == RESTORED
+    b = ContainerID("b")
+    other = next(i for i in range(len(s.tree.pools)) if i != s.grants[b].pool)
+    for meaning, why in [
+        ({**records[b].meaning, "pool": other}, "the restored state differs"),
+        ({**records[b].meaning, "pool": 99}, "pool 99"),
+        ({**records[b].meaning, "kind": "roomy"}, "roomy"),
+        ({**records[b].meaning, "full": "2"}, "field full"),
+    ]:
+        wrong = {**records, b: dataclasses.replace(records[b], meaning=meaning)}
+        d = restart(p, reports, wrong)
+        assert "records not used" in d.reason and why in d.reason, d.reason
