@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from nri_api import api
-from nri_resmgr.model import ContainerID, QoSClass
+from nri_resmgr.model import ContainerID, CPUKind, QoSClass
 from nri_resmgr.policy.kit.rebuild import RESTORED, records_of, restart
 from nri_resmgr.policy.kit.records import (
     SCHEMA_VERSION,
@@ -37,6 +37,7 @@ from nri_resmgr.topology.cpuset import IDSet
 from tests.support.builders import ctr, topo, with_current
 from tests.support.logs import QUIET, CapturedLog
 from tests.support.pipeline import container, sandbox
+from tests.support.restart_rule import assert_restart_exact
 
 SCOPE = "static/abc"
 
@@ -251,3 +252,17 @@ def test_a_topology_aware_record_must_render_the_report_or_is_not_used() -> None
         wrong = {**records, b: dataclasses.replace(records[b], meaning=meaning)}
         d = restart(p, reports, wrong)
         assert "records not used" in d.reason and why in d.reason, d.reason
+
+
+def test_an_overcommitted_grant_is_restored_as_it_was_granted() -> None:
+    """A container that fit nowhere at a rebuild is overcommitted: its grant holds a
+    request the policy set apart from what it asks (no whole CPUs, no millicores
+    counted).  The record keeps it, so the restored grant is the one the daemon had."""
+    t = topo(packages=1, nodes=1, cores=4, threads=1, memory="2G")
+    p = TopologyAwarePolicy(topology=t, config={})
+    made = [ctr("big", qos=QoSClass.GUARANTEED, milli=8000, cid="big"),
+            ctr("b", qos=QoSClass.BURSTABLE, milli=500, cid="b")]  # fmt: skip
+    s = p.rebuild([with_current(c, t.online_cpus(), None) for c in made]).state
+    big = s.grants[ContainerID("big")]
+    assert (big.kind, big.request.full, big.request.shared_milli) == (CPUKind.SHARED, 0, 0)
+    assert_restart_exact(p, s, made)
