@@ -27,6 +27,7 @@ second Synchronize moves nobody, unless the first had to overcommit or fall back
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -275,10 +276,12 @@ def exercise(p: RestartPolicy, t: Topology, data: st.DataObject) -> None:
 
 
 CASES = [(m, pol) for m in [*SYNTHETIC, *SHIPPED] for pol in POLICIES]
+#: examples per case; the long run (docs/architecture.md, "State and restarts") sets more
+EXAMPLES = int(os.environ.get("NRI_RESMGR_RESTART_EXAMPLES", "100"))
 
 
 @pytest.mark.parametrize(("machine_name", "policy_name"), CASES)
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_synchronize_keeps_the_restart_rule(
     machine_name: str, policy_name: str, data: st.DataObject

@@ -9,6 +9,8 @@ update, and return to the initial state once everything is deleted.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -26,9 +28,12 @@ from tests.support.requirements import require_topologies
 from tests.support.restart_rule import assert_restart_exact
 from tests.support.topology_aware import OPS, SYNTHETIC, Op, exercise, make
 
+#: examples of the synthetic sequences; the long run (docs/architecture.md) sets more
+EXAMPLES = int(os.environ.get("NRI_RESMGR_RESTART_EXAMPLES", "120"))
+
 
 @pytest.mark.parametrize("name", list(SYNTHETIC))
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS, colocate=st.booleans(), fallback=st.booleans())
 def test_synthetic_sequences(name: str, ops: list[Op], colocate: bool, fallback: bool) -> None:
     config = {"colocatePods": colocate, "fallbackToShared": fallback}
