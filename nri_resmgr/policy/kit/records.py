@@ -140,15 +140,17 @@ def decode(data: bytes, *, scope: str, source: str) -> dict[ContainerID, Placeme
     if len(lines) != count:
         raise RecordError(f"{source}: {len(lines)} records; expected {count}")
     out: dict[ContainerID, PlacementRecord] = {}
+    #: each distinct id set parsed once (the shared containers of a pool hold one)
+    parsed: dict[str, IDSet] = {}
     for n, line in enumerate(lines, start=2):
-        record = _record(line, where=f"{source}:{n}")
+        record = _record(line, where=f"{source}:{n}", parsed=parsed)
         if record.container_id in out:
             raise RecordError(f"{source}:{n}: container {record.container_id} recorded twice")
         out[record.container_id] = record
     return out
 
 
-def _record(line: str, *, where: str) -> PlacementRecord:
+def _record(line: str, *, where: str, parsed: dict[str, IDSet]) -> PlacementRecord:
     try:
         doc = json.loads(line)
     except ValueError as exc:
@@ -163,12 +165,15 @@ def _record(line: str, *, where: str) -> PlacementRecord:
     ):
         raise RecordError(f"{where}: expected a meaning of flat fields; found {meaning!r}")
     try:
-        return PlacementRecord(ContainerID(cid), _ids(cpus), _ids(mems), meaning)
+        return PlacementRecord(ContainerID(cid), _ids(cpus, parsed), _ids(mems, parsed), meaning)
     except IDSetError as exc:
         raise RecordError(f"{where}: {exc}") from exc
 
 
-def _ids(text: object) -> IDSet:
+def _ids(text: object, parsed: dict[str, IDSet]) -> IDSet:
     if not isinstance(text, str):
         raise IDSetError(f"expected an id set; found {text!r}")
-    return IDSet.parse(text)
+    ids = parsed.get(text)
+    if ids is None:
+        ids = parsed[text] = IDSet.parse(text)
+    return ids
