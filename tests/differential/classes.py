@@ -120,6 +120,32 @@ def _cxl_memory(c: Context) -> bool:
     return bool(theirs - ours) and theirs - ours <= cxl and ours <= theirs
 
 
+def _kind_by_size(machine: Topology) -> IDSet:
+    """The CPU-less nodes whose kind nri-plugins' size rule names otherwise than ours:
+    theirs calls one HBM when smaller than the average DRAM node, else PMEM (their sysfs
+    ``system.go``); ours asks the firmware first (NVDIMM regions, HMAT bandwidth)."""
+    dram = [machine.node(n).memory_bytes for n in machine.node_ids(with_cpus=True)]
+    average = sum(dram) / max(1, len(dram))
+    out = set()
+    for n in machine.node_ids(with_cpus=False):
+        node = machine.node(n)
+        theirs = MemoryKind.HBM if node.memory_bytes < average else MemoryKind.PMEM
+        if node.kind in (MemoryKind.PMEM, MemoryKind.HBM) and node.kind is not theirs:
+            out.add(n)
+    return IDSet(out)
+
+
+def _memory_kind_by_size(c: Context) -> bool:
+    """Same CPUs; the memory nodes differ only by CPU-less PMEM or HBM nodes whose kind
+    their size rule names otherwise than ours (`_kind_by_size`)."""
+    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
+        return False
+    if c.ours.cpus != c.theirs.cpus or c.ours.mems == c.theirs.mems:
+        return False
+    ours, theirs = IDSet.parse(c.ours.mems), IDSet.parse(c.theirs.mems)
+    return ((ours - theirs) | (theirs - ours)) <= _kind_by_size(c.machine)
+
+
 CLASSES: tuple[DiffClass, ...] = (
     DiffClass(
         "shared-refused",
@@ -144,6 +170,12 @@ CLASSES: tuple[DiffClass, ...] = (
         "topology-aware",
         "same CPUs; theirs adds CPU-less CXL nodes to the memory nodes",
         _cxl_memory,
+    ),
+    DiffClass(
+        "memory-kind-by-size",
+        "topology-aware",
+        "same CPUs; the memory differs by CPU-less nodes theirs calls HBM or PMEM by size",
+        _memory_kind_by_size,
     ),
     DiffClass(
         "restart-keeps-placements",

@@ -46,6 +46,17 @@ CXL = build_topology(
         "extra_memory_nodes": [{"kind": "cxl", "memory": "4G", "attach": 0}],
     }
 )
+#: two CPU nodes of 2G; PMEM node 2 (1G, HBM by their size rule) attached to node 0
+SMALL_PMEM = build_topology(
+    {
+        "packages": 1,
+        "nodes": 2,
+        "cores": 2,
+        "threads": 1,
+        "memory": "2G",
+        "extra_memory_nodes": [{"kind": "pmem", "memory": "1G", "attach": 0}],
+    }
+)
 SHARED = Ctr("c0", 500, 1000, None, None)
 WHOLE = Ctr("c0", 2000, 2000, 1 << 28, 1 << 28)
 POD = Pod("p0", "default", "burstable", (SHARED,))
@@ -119,6 +130,10 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
     ("topology-aware", "cxl-memory"): (
         ctx(machine=CXL, ours=Placement("1-3", "0"), theirs=Placement("1-3", "0-1")),
         ctx(machine=CXL, ours=Placement("1-3", "0"), theirs=Placement("1-2", "0-1")),
+    ),
+    ("topology-aware", "memory-kind-by-size"): (
+        ctx(machine=SMALL_PMEM, ours=Placement("1", "0,2"), theirs=Placement("1", "0")),
+        ctx(machine=SMALL_PMEM, ours=Placement("1", "0,2"), theirs=Placement("1", "1")),
     ),
     ("balloons", "restart-keeps-placements"): (
         ctx(

@@ -4,8 +4,9 @@ Modules, in reading order: `config` (keys and defaults), `pools` (the pool tree)
 `preferences` (what a container asks for), `state` (grants and the supply they leave),
 `offers` (what a pool would grant), `rendering` (grants to assignments), `invariants`
 (what must hold after every decision), `scoring` (the documented sort key), `reports`
-(what a rebuild reads from the runtime's reports), `policy` (the `Policy[S]` protocol:
-placement and rebuild).
+(what a rebuild reads from the runtime's reports), `placement` (candidate pools, their
+ranked offers, the fallbacks), `rebuild` (the state rebuilt from the runtime's reports),
+`policy` (the `Policy[S]` protocol and its hooks), `explain` (why a pool won).
 """
 
 from nri_resmgr.policy.base import PolicyRecord, ResourceKind

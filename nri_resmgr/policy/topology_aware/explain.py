@@ -1,12 +1,11 @@
 """Why a pool won: every candidate pool of a placement with its sort key, and why it lost.
 
-Theory of operation: `rank_pools(policy, state, container)` takes the same steps as
-`TopologyAwarePolicy.allocate` up to the choice (the container's request and hints, the
-candidate pools, the affinity and Burstable components of each) and then asks *every*
-candidate for its offer (`offers.make_offer`) and its key (`scoring.offer_key`), where
-the policy stops once no remaining pool's bound can beat the best offer (`key_bound`):
-the winner is the same, and every loser is named with the first component of the key
-on which it lost (`COMPONENTS`), or with the reason it could make no offer.
+Theory of operation: `rank_pools(policy, state, container)` reads the container's request
+and hints as `TopologyAwarePolicy.allocate` does and asks the policy's placement for its
+ranking with every candidate's offer (`placement.Placer.rank` with ``every=True``; the
+policy itself stops once no remaining pool's bound can beat the best offer): the winner
+is the same, and every loser is named with the first component of the key on which it
+lost (`COMPONENTS`), or with the reason it could make no offer.
 
 It explains the choice among pools; a request no pool fits then goes where
 `fallbackToShared` or the reserved overflow sends it, which the decision's own reason
@@ -20,24 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nri_resmgr.model import ContainerInfo, CPUKind
+from nri_resmgr.model import ContainerInfo
 from nri_resmgr.policy.topology_aware.hints import container_hints, hinted_pool, pick_preference
-from nri_resmgr.policy.topology_aware.offers import (
-    Offer,
-    allocatable_by_pool,
-    burst_key,
-    is_burst_ranked,
-    make_offer,
-)
 from nri_resmgr.policy.topology_aware.policy import TopologyAwarePolicy
-from nri_resmgr.policy.topology_aware.pools import Pool
-from nri_resmgr.policy.topology_aware.preferences import ContainerRequest, container_request
-from nri_resmgr.policy.topology_aware.scoring import (
-    KEY_COMPONENTS,
-    OfferKey,
-    affinity_by_pool,
-    offer_key,
-)
+from nri_resmgr.policy.topology_aware.preferences import container_request
+from nri_resmgr.policy.topology_aware.scoring import KEY_COMPONENTS, OfferKey
 from nri_resmgr.policy.topology_aware.state import TopologyAwareState
 
 __all__ = ["COMPONENTS", "Candidate", "Ranking", "rank_pools"]
@@ -72,16 +58,6 @@ class Ranking:
         return self.candidates[0] if self.candidates and self.candidates[0].key else None
 
 
-def _candidates(policy: TopologyAwarePolicy, request: ContainerRequest) -> list[Pool]:
-    """The pools `TopologyAwarePolicy.allocate` considers (its ``_candidates``)."""
-    tree = policy.tree
-    if request.kind is CPUKind.RESERVED:
-        return [tree.pools[tree.reserved_pool]]
-    if request.kind is CPUKind.NONE:
-        return [tree.root]
-    return list(tree.pools)
-
-
 def _lost(key: OfferKey, best: OfferKey) -> str:
     for name, mine, theirs in zip(COMPONENTS, key, best, strict=True):
         if mine != theirs:
@@ -97,54 +73,25 @@ def rank_pools(
     request = container_request(container, policy.config)
     hints = container_hints(container, policy.topology)
     hint = hinted_pool(tree, hints)
-    prefer = pick_preference(hints)
-    supply = state.supply
-    affinities = affinity_by_pool(state, tree, container_id=container.id, request=request)
-    pools = _candidates(policy, request)
-    rooms = allocatable_by_pool(tree, supply)
-    room = rooms if is_burst_ranked(request) else None
-    ranked: list[tuple[OfferKey, Offer]] = []
-    failed: list[Candidate] = []
-    for pool in pools:
-        burst = (
-            burst_key(tree, supply, pool, request, room=room[pool.index])
-            if room is not None
-            else (0, 0)
-        )
-        got = make_offer(
-            tree=tree,
-            topology=policy.topology,
-            allocator=policy.allocator,
-            supply=supply,
-            pool=pool,
-            container_id=container.id,
-            pod_id=container.pod.id,
-            namespace=container.namespace,
-            request=request,
-            prefer=prefer,
-            priorities=policy.priorities,
-            burst=burst,
-            rooms=rooms,
-        )
-        if isinstance(got, Offer):
-            key = offer_key(
-                got,
-                hinted=pool.index == hint,
-                affinity_score=affinities.get(pool.index, 0),
-                tree=tree,
-            )
-            ranked.append((key, got))
-        else:
-            failed.append(Candidate(pool.name, None, "", f"no offer: {got}"))
-    ranked.sort(key=lambda ko: ko[0])
-    best = ranked[0][0] if ranked else None
+    ranking = policy.placer.rank(
+        state, container, request, hint=hint, prefer=pick_preference(hints), every=True
+    )
+    best = ranking.scored[0].key if ranking.scored else None
     offers = tuple(
-        Candidate(o.pool.name, k, str(o.grant.exclusive), _lost(k, best) if best else "")
-        for k, o in ranked
+        Candidate(
+            s.offer.pool.name,
+            s.key,
+            str(s.offer.grant.exclusive),
+            _lost(s.key, best) if best else "",
+        )
+        for s in ranking.scored
+    )
+    failed = tuple(
+        Candidate(pool.name, None, "", f"no offer: {reason}") for pool, reason in ranking.failed
     )
     return Ranking(
         request=request.describe(),
         kind=str(request.kind),
         hinted_pool=tree.pools[hint].name if hint is not None else "",
-        candidates=offers + tuple(failed),
+        candidates=offers + failed,
     )

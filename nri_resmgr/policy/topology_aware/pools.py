@@ -17,7 +17,10 @@ Every pool carries four CPU sets, all fixed at construction:
 
 and its memory: for each memory kind, the NUMA nodes of that kind local to its CPU nodes,
 including CPU-less PMEM/HBM/CXL nodes attached to their closest CPU node
-(`Topology.memory_nodes_near`), with their total size.
+(`Topology.memory_nodes_near`), with their total size.  The memory a pinned container
+is given (`Pool.offer_mems_of`) is that of its kinds, widened as nri-plugins' memory
+allocator widens its initial zone (libmem ``findInitialZone``): for each kind the
+machine has and the pool lacks, the nearest nodes of that kind (`widen_zone`).
 
 Pools are numbered in breadth-first order (root 0); that number is the final tie-break
 of the pool sort key, and ``depth`` (root 0) says how tight a pool is.
@@ -33,7 +36,7 @@ from nri_resmgr.model import MemoryKind
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["TOPOLOGY_LEVELS", "Pool", "PoolTree", "build_pool_tree"]
+__all__ = ["TOPOLOGY_LEVELS", "Pool", "PoolTree", "build_pool_tree", "widen_zone"]
 
 #: nri-plugins' CPU topology levels of pools, outermost first (``unlimitedBurstable``)
 TOPOLOGY_LEVELS = ("system", "package", "die", "numa", "l3cache")
@@ -61,6 +64,10 @@ class Pool:
     )
     #: the topology level of the pool, in nri-plugins' words (`TOPOLOGY_LEVELS`)
     level: str = "system"
+    #: `offer_mems_of` for every combination of memory kinds, like `mems_by_kinds`
+    offer_mems_by_kinds: Mapping[frozenset[MemoryKind], NodeSet] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def mems_of(self, kinds: Collection[MemoryKind]) -> NodeSet:
         """The pool's memory nodes of the given kinds."""
@@ -69,6 +76,12 @@ class Pool:
         if found is not None:
             return found
         return _mems_union(self.mems, key)
+
+    def offer_mems_of(self, kinds: Collection[MemoryKind]) -> NodeSet:
+        """The memory nodes a container of these kinds gets here: `mems_of` widened by
+        the nearest nodes of each kind the pool lacks (`widen_zone`)."""
+        key = kinds if isinstance(kinds, frozenset) else frozenset(kinds)
+        return self.offer_mems_by_kinds.get(key, self.mems_of(key))
 
     def memory_of(self, kinds: Collection[MemoryKind]) -> int:
         """Bytes of memory of the given kinds."""
@@ -145,6 +158,35 @@ def _all_mems_of(mems: Mapping[MemoryKind, NodeSet]) -> dict[frozenset[MemoryKin
     }
 
 
+def widen_zone(topology: Topology, zone: NodeSet, kinds: Collection[MemoryKind]) -> NodeSet:
+    """`zone` with, for each of `kinds` the machine has and `zone` lacks, the nearest
+    nodes of that kind: nri-plugins' libmem ``findInitialZone`` through its
+    ``defaultExpand``.  Their nearest nodes are found walking `zone` by node id, each
+    node's closest nodes of the kind added while their distance is no more than the
+    closest seen so far (so a later, closer node adds to an earlier one's, as theirs).
+    """
+    added: set[int] = set()
+    for kind in kinds:
+        of_kind = topology.nodes_of_kind(kind)
+        if not of_kind or zone & of_kind:
+            continue
+        best: int | None = None
+        for n in sorted(zone):
+            dist = {m: topology.distance(n, m) for m in of_kind}
+            nearest = min(dist.values())
+            if best is None or nearest <= best:
+                best = nearest
+                added.update(m for m, d in dist.items() if d == nearest)
+    return zone | IDSet(added)
+
+
+def _all_offer_mems_of(
+    topology: Topology, by_kinds: Mapping[frozenset[MemoryKind], NodeSet]
+) -> dict[frozenset[MemoryKind], NodeSet]:
+    """`Pool.offer_mems_of` for each combination of kinds (`widen_zone` of `by_kinds`)."""
+    return {kinds: widen_zone(topology, zone, kinds) for kinds, zone in by_kinds.items()}
+
+
 def _levels(topology: Topology) -> list[tuple[str, Callable[[int], int]]]:
     """The splitting levels below the root: (name prefix, key of a CPU at that level)."""
     return [
@@ -201,6 +243,7 @@ def build_pool_tree(
             nodes = union(topology.memory_nodes_near(n, (kind,)) for n in topology.nodes_of(cpus))
             if nodes:
                 mems[kind] = nodes
+        by_kinds = _all_mems_of(mems)
         pools.append(
             Pool(
                 index=idx,
@@ -214,8 +257,9 @@ def build_pool_tree(
                 sharable=cpus - isolated_all - reserved,
                 mems=mems,
                 memory_bytes={k: topology.node_memory(v) for k, v in mems.items()},
-                mems_by_kinds=_all_mems_of(mems),
+                mems_by_kinds=by_kinds,
                 level=levels_of[idx],
+                offer_mems_by_kinds=_all_offer_mems_of(topology, by_kinds),
             )
         )
     holders = [p for p in pools if reserved <= p.cpus]

@@ -51,8 +51,13 @@ def render(*, tree: PoolTree, topology: Topology, supply: Supply, grant: Grant) 
         # every memory node of its kinds, as nri-plugins' machine root pool gives
         # (n4c16/test11-reserved-cpu-annotations, pod3c0: 4 nodes with 4 CPUs available)
         mems = union(topology.nodes_of_kind(k) for k in req.memory_kinds)
+    elif grant.kind is CPUKind.RESERVED:
+        # nri-plugins offers a reserved container the memory of the root pool, whatever
+        # pool holds the reserved CPUs (`allocatePool` takes ``p.root`` for cpuReserved
+        # and asks libmem for the root's memory of the container's types)
+        mems = tree.root.mems_of(req.memory_kinds)
     else:
-        mems = pool.mems_of(req.memory_kinds)
+        mems = pool.offer_mems_of(req.memory_kinds)
     return Assignment(
         container_id=grant.container_id, cpus=cpus, mems=mems, kind=grant.kind, pool=pool.name
     )

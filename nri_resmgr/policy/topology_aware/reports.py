@@ -3,35 +3,51 @@
 Theory of operation: at Synchronize the runtime reports each container's current
 cpuset and memory nodes (`ContainerInfo.current_cpus/current_mems`), which may be
 anything: valid placements, a fail-open creation on every CPU, stale or foreign CPUs.
-`policy.TopologyAwarePolicy.rebuild` decides from them; these pure functions are the
+`rebuild.Rebuilder.rebuild` decides from them; these pure functions are the
 readings it takes: the exclusive grant a report could be (`claim_of`), the pool whose
 rendering matches a report (`hint_for`), the CPUs shared views lack, which tells a mixed
 container's own CPUs and the hidden threads of a hide-hyperthreads grant apart
 (`missing_from_shared_views`), and the request standing in
-for a container whose annotations cannot be read (`unreadable_request`).
+for a container whose annotations cannot be read (`unreadable_request`).  `Reports`
+holds the per-CPU readings of all reports, taken once per rebuild pass.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from nri_resmgr.model import ContainerID, ContainerInfo, CPUKind
 from nri_resmgr.policy.common import one_thread_per_core
+from nri_resmgr.policy.kit.rebuild import holders_per_cpu
 from nri_resmgr.policy.topology_aware.pools import PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ALL_MEMORY, ContainerRequest
 from nri_resmgr.policy.topology_aware.state import TopologyAwareState
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["claim_of", "hint_for", "missing_from_shared_views", "unreadable_request"]
+__all__ = [
+    "Reports",
+    "claim_of",
+    "hint_for",
+    "missing_from_shared_views",
+    "pins_cpus",
+    "unreadable_request",
+]
+
+
+def pins_cpus(request: ContainerRequest) -> bool:
+    """Whether the policy decides the CPUs of a container with `request` (not opted out)."""
+    return request.pin_cpu and request.kind is not CPUKind.NONE
 
 
 def unreadable_request(*, pin_cpu: bool) -> ContainerRequest:
     """The request of a running container whose annotations cannot be read.
 
     Rebuild must account for it all the same: on shared CPUs (off every exclusive
-    grant), its demand not counted, its memory left alone (`_overcommit`).
+    grant), its demand not counted, its memory left alone
+    (`rebuild.Rebuilder._overcommit`).
     """
     return ContainerRequest(
         kind=CPUKind.SHARED,
@@ -82,7 +98,7 @@ def claim_of(
     """The CPUs `c`'s report would hold as its exclusive grant, if it could be one.
 
     Only the report's own shape is judged (an exclusive, pinned request; the right
-    size; CPUs of the tree); `_reclaim` judges it against the grants kept so far.
+    size; CPUs of the tree); `rebuild.Rebuilder._reclaim` judges it against the grants kept so far.
     Under hide-hyperthreads a grant of N CPUs shows the lowest of its threads on each
     core it touches (`rendering`), so the report names the cores and, on each, a thread
     held; the claim adds to it the N - |shown| hidden threads it needs from the higher
@@ -141,3 +157,50 @@ def hint_for(
         if cpu_ok and mem_ok:
             return index
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reports:
+    """What the reports say about each CPU, read once per rebuild pass (`read`)."""
+
+    #: the containers by id (each once)
+    containers: Mapping[ContainerID, ContainerInfo]
+    #: how many reports hold each CPU; one of a container that opted out of pinning
+    #: (cpu.preserve, pinCPU: false) holds none: we never set it, it may be every CPU
+    holders: Counter[int]
+    #: how many shared views lack each CPU (`reports.missing_from_shared_views`)
+    missing: Counter[int]
+    #: the threads a pinned hide-hyperthreads report may hide: the higher siblings of
+    #: its CPUs (the rendering shows the lowest thread held on each core, so a lower
+    #: sibling is not held)
+    hidden_by: Mapping[ContainerID, frozenset[int]]
+    #: how many reports may hide each CPU
+    hidden: Counter[int]
+
+    @classmethod
+    def read(
+        cls,
+        tree: PoolTree,
+        topology: Topology,
+        containers: Sequence[ContainerInfo],
+        requests: Mapping[ContainerID, ContainerRequest],
+    ) -> Reports:
+        hidden_by = {
+            c.id: frozenset(
+                sib
+                for cpu in (c.current_cpus or IDSet()) & tree.root.cpus
+                for sib in topology.siblings(cpu)
+                if sib > cpu
+            )
+            for c in containers
+            if requests[c.id].hide_hyperthreads and pins_cpus(requests[c.id])
+        }
+        return cls(
+            containers={c.id: c for c in containers},
+            holders=holders_per_cpu(
+                c.current_cpus for c in containers if pins_cpus(requests[c.id])
+            ),
+            missing=missing_from_shared_views(tree, containers, requests),
+            hidden_by=hidden_by,
+            hidden=holders_per_cpu(IDSet(cpus) for cpus in hidden_by.values()),
+        )

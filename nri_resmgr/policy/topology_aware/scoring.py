@@ -32,10 +32,11 @@ nri-plugins' ``compareScores`` (pools.go) written as one key, its rules in its o
  6-7   ``burst``             Burstable containers' CPU (`offers.burst_key`): with a CPU
                              limit, pools with room for it first; without one, pools at
                              the ``unlimitedBurstable`` level first, the roomiest
- 8     ``memory span``       fewer memory nodes first: their "tighter memory offer"; a
-                             kind the pool lacks counts as one node more (their memory
-                             allocator widens the offer by the nearest node of it, so
-                             their "offer type match" rule rarely decides)
+ 8     ``memory span``       fewer memory nodes first: their "tighter memory offer", the
+                             nodes a container gets (`pools.Pool.offer_mems_of`: a kind
+                             the pool lacks adds its nearest nodes, as their memory
+                             allocator widens the offer, so their "offer type match"
+                             rule rarely decides)
  9     ``kinds missing``     1 when the pool lacks a memory kind the container may use
                              that the machine has: their "matching memory type wins"
                              (a NUMA node with PMEM attached beats one without)
@@ -58,10 +59,10 @@ nri-plugins' ``compareScores`` (pools.go) written as one key, its rules in its o
 =====  ====================  =============================================================
 
 `key_bound` is the smallest key an offer of a pool could possibly get, computed from the
-supply alone (no CPUs are picked): `_place` builds offers in the order of these bounds and
-stops once the best offer found beats the bound of every pool left, which gives the same
-winner as building every offer (keys end with the pool index, so no two are equal) while
-an exclusive request usually picks CPUs in one pool instead of all of them.
+supply alone (no CPUs are picked): `placement.Placer.rank` builds offers in the order of
+these bounds and stops once the best offer found beats the bound of every pool left, which
+gives the same winner as building every offer (keys end with the pool index, so no two are
+equal) while an exclusive request usually picks CPUs in one pool instead of all of them.
 
 Kept apart from ``compareScores`` on purpose (docs/policies.md, "Differences from
 nri-plugins"): the hinted pool goes first (component 1: the restart rule keeps a valid
@@ -164,7 +165,7 @@ def memory_key(tree: PoolTree, pool: Pool, request: ContainerRequest) -> tuple[i
     if request.memory_burst is not None:
         size = pool.memory_of(request.memory_kinds)
         burst = (size < request.memory_burst) if request.memory_burst else -size
-    return (burst, len(pool.mems_of(request.memory_kinds)) + missing, int(missing > 0))
+    return (burst, len(pool.offer_mems_of(request.memory_kinds)), int(missing > 0))
 
 
 def _capacity_terms(request: ContainerRequest, cap: Capacity) -> tuple[int, int, int, int]:

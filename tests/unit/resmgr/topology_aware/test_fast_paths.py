@@ -34,7 +34,9 @@ from nri_resmgr.policy.common import take_cpus
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.invariants import check_addition, invariant_problems
 from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
+from nri_resmgr.policy.topology_aware.placement import Placer
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
+from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
 from nri_resmgr.policy.topology_aware.rendering import render
 from nri_resmgr.policy.topology_aware.scoring import affinity_by_pool, best_offer
 from nri_resmgr.policy.topology_aware.state import (
@@ -62,10 +64,10 @@ def render_all_plain(
     }
 
 
-class PlainPolicy(TopologyAwarePolicy):
-    """The decisions without shortcuts (module docstring): the test oracle."""
+class PlainPlacer(Placer):
+    """Every candidate's offer against a supply derived from every grant (the oracle)."""
 
-    def _place(
+    def place(
         self,
         state: TopologyAwareState,
         container: ContainerInfo,
@@ -78,7 +80,7 @@ class PlainPolicy(TopologyAwarePolicy):
         supply = supply_from_scratch(self.tree, state.grants.values())
         offers: list[Offer] = []
         reasons: list[str] = []
-        for pool in self._candidates(request, root_only=root_only):
+        for pool in self.candidates(request, root_only=root_only):
             got = make_offer(
                 tree=self.tree,
                 topology=self.topology,
@@ -101,10 +103,29 @@ class PlainPolicy(TopologyAwarePolicy):
         if best is not None:
             return best.grant, f"{best.grant.kind} in {best.pool.name}"
         message = f"{container.pretty}: no pool can fit {request.describe()}; " + "; ".join(reasons)
-        return self._fall_back(state, container, request, message, hint=hint, prefer=prefer)
+        return self.fall_back(state, container, request, message, hint=hint, prefer=prefer)
 
-    def _check_addition(self, state: TopologyAwareState, grant: Grant) -> tuple[str, ...]:
+
+class PlainRebuilder(Rebuilder):
+    """Each kept claim checked against every invariant of the whole state (the oracle)."""
+
+    def check_addition(self, state: TopologyAwareState, grant: Grant) -> tuple[str, ...]:
         return invariant_problems(self.topology, state.with_grant(grant))
+
+
+class PlainPolicy(TopologyAwarePolicy):
+    """The decisions without shortcuts (module docstring): the test oracle."""
+
+    def __init__(self, *, topology: Topology, config: Mapping[str, Any]) -> None:
+        super().__init__(topology=topology, config=config)
+        self.placer = PlainPlacer(
+            topology=topology,
+            tree=self.tree,
+            config=self.config,
+            allocator=self.allocator,
+            priorities=self.priorities,
+        )
+        self.rebuilder = PlainRebuilder(self.placer)
 
     def _render_changed(
         self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID

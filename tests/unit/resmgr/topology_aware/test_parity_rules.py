@@ -111,3 +111,44 @@ def test_reserved_cpu_is_their_allocators_pick() -> None:
     assert n.policy.config.reserved == IDSet([12])
     n.create(guaranteed("g", 2000))
     assert n.cpus("g") == IDSet.parse("0-1")
+
+
+def test_reserved_container_gets_the_roots_memory() -> None:
+    """A kube-system container runs on the reserved CPU 0 (node0) with the memory of every
+    node: nri-plugins' ``allocatePool`` offers reserved containers the root pool's memory
+    (ours gave node0's, the pool holding the reserved CPUs; a differential run on random
+    machines)."""
+    n = n4c16()
+    n.create(besteffort("sys", ns="kube-system"))
+    assert n.cpus("sys") == IDSet([0])
+    assert n.a("sys").mems == IDSet.parse("0-3")
+
+
+def test_memory_of_a_kind_the_pool_lacks_is_its_nearest_node() -> None:
+    """Node1 of a machine whose PMEM node 2 is attached to node0: a 4-CPU container, which
+    only node1 holds (node0 keeps CPU 0 reserved), gets node1 and PMEM node 2, as
+    nri-plugins' memory allocator widens the pool's zone by the nearest node of each
+    requested kind it lacks (ours gave node1 alone; a differential run on a random
+    machine); on node0, which has both kinds, nothing is added."""
+    spec = {"packages": 1, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G",
+            "extra_memory_nodes": [{"kind": "pmem", "memory": "4G", "attach": 0}]}  # fmt: skip
+    n = Node(helm_config(), topology=build_topology(spec))
+    n.create(guaranteed("g", 4000), besteffort("b"))
+    assert n.a("g").pool == "node1"
+    assert n.a("g").mems == IDSet.parse("1-2")
+    assert n.a("b").mems == IDSet.parse("0,2")
+
+
+def test_memory_span_counts_the_nodes_a_kind_the_pool_lacks_adds() -> None:
+    """Two PMEM nodes attached to node1: a BestEffort container on node0 would get node0
+    and both PMEM nodes (the nearest of the kind node0 lacks), as many as on node1, so
+    their "tighter memory offer" is a tie and node1, holding every kind, wins (ours
+    counted node0's missing kind as one node and took node0; a differential run on a
+    random machine)."""
+    spec = {"packages": 1, "nodes": 2, "cores": 2, "threads": 2, "memory": "2G",
+            "extra_memory_nodes": [{"kind": "pmem", "memory": "4G", "attach": 1},
+                                   {"kind": "pmem", "memory": "4G", "attach": 1}]}  # fmt: skip
+    n = Node(helm_config(), topology=build_topology(spec))
+    n.create(besteffort("b"))
+    assert n.a("b").pool == "node1"
+    assert n.a("b").mems == IDSet.parse("1-3")

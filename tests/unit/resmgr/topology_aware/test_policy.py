@@ -152,11 +152,11 @@ CASES = {
         config={"preferSharedCPUs": True},
     ),
     "kube-system-runs-on-reserved": Case(
-        [ctr("a", ns="kube-system", qos=BU, milli=100)], {"a": (RES, "node0", "0", "0")}
+        [ctr("a", ns="kube-system", qos=BU, milli=100)], {"a": (RES, "node0", "0", "0-3")}
     ),
     "reserved-namespace-glob": Case(
         [ctr("a", ns="infra-logs", qos=BE)],
-        {"a": (RES, "node0", "0,8", "0")},
+        {"a": (RES, "node0", "0,8", "0-3")},
         config={"reservedPoolNamespaces": ["infra-*"], "reservedResources": {"cpu": "2"}},
     ),
     "prefer-reserved-false-opts-out": Case(
@@ -165,11 +165,11 @@ CASES = {
     ),
     "prefer-reserved-annotation": Case(
         [ctr("a", qos=BE, ann={f"{PREFER_RESERVED}/pod": "true"})],
-        {"a": (RES, "node0", "0", "0")},
+        {"a": (RES, "node0", "0", "0-3")},
     ),
     "reserved-cpuset": Case(
         [ctr("a", ns="kube-system", qos=BE), ctr("b", qos=BE)],
-        {"a": (RES, "node3", "6-7", "3"), "b": (SH, "node0", "0-1,8-9", "0")},
+        {"a": (RES, "node3", "6-7", "0-3"), "b": (SH, "node0", "0-1,8-9", "0")},
         config={"reservedResources": {"cpu": "cpuset:6-7"}},
     ),
     "available-resources-limit-the-machine": Case(
@@ -198,7 +198,7 @@ CASES = {
         config={"pinCPU": False, "pinMemory": False},
     ),
     "one-cpu-prefers-isolated": Case(
-        [ctr("a", milli=1000)], {"a": (ISO, "node1", "3", "1")}, topology=MEM
+        [ctr("a", milli=1000)], {"a": (ISO, "node1", "3", "1-2")}, topology=MEM
     ),
     "isolated-preference-off-by-config": Case(
         [ctr("a", milli=1000)],
@@ -208,7 +208,7 @@ CASES = {
     ),
     "two-cpus-isolated-only-if-annotated": Case(
         [ctr("a", pod="a", milli=2000), ctr("b", pod="b", milli=2000, ann={PREFER_ISOLATED: "1"})],
-        {"a": (EX, "node0", "1,5", "0,2"), "b": (ISO, "node1", "3,7", "1")},
+        {"a": (EX, "node0", "1,5", "0,2"), "b": (ISO, "node1", "3,7", "1-2")},
         topology=MEM,
     ),
     "default-memory-includes-attached-pmem": Case(

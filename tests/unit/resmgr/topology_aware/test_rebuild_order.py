@@ -1,0 +1,43 @@
+"""A rebuild places the containers it does not keep in an order that refuses no one the
+live policy placed (`rebuild._phase`), found by the derandomized restart properties
+(`test_props.test_synthetic_sequences`, pmem-hbm) once the memory rules of wt-ta-gap2
+were in.
+
+Each case runs live, then rebuilds from exactly what it rendered: the rebuild must keep
+everyone where they are (`Node.rebuilt_moves_nobody`).
+"""
+
+from __future__ import annotations
+
+from nri_resmgr.model import CPUKind, QoSClass
+from nri_resmgr.topology.cpuset import union
+from tests.support.builders import ctr, topo
+from tests.support.topology_aware import SYNTHETIC, Node, guaranteed
+
+
+def test_a_zero_request_container_does_not_refuse_a_reserved_overflow_at_rebuild() -> None:
+    """A reserved request beyond the reserved capacity takes all of the root's shared
+    room; a container with no CPU request placed after it lives on its 1m rule.  Placed
+    before it at the rebuild (shared before reserved), that 1m refused the overflow,
+    which was then overcommitted: an update without cause."""
+    n = Node(topology=topo(**SYNTHETIC["pmem-hbm"]))
+    n.create(ctr("big", pod="big", ns="kube-system", milli=6000, cid="big"))
+    assert (n.a("big").kind, n.a("big").pool) == (CPUKind.SHARED, "root")
+    # 5 of the 11 shared CPUs go exclusive: the root keeps exactly the 6000m it needs
+    n.create(guaranteed("two", 2000), guaranteed("three", 3000))
+    n.create(ctr("zero", pod="zero", qos=QoSClass.BURSTABLE, milli=0, cid="zero"))
+    assert n.policy.render(n.state)["big"].cpus == n.policy.tree.root.sharable - union(
+        n.cpus(name) for name in ("two", "three")
+    )
+    n.rebuilt_moves_nobody()
+
+
+def test_a_zero_request_container_listed_first_does_not_refuse_a_shared_one() -> None:
+    """The same within the shared kind: the runtime may list a container with no CPU
+    request before a shared one that took a pool's last room before it came."""
+    n = Node()
+    room = 1000 * len(n.policy.tree.root.sharable)
+    n.create(ctr("s", pod="s", qos=QoSClass.BURSTABLE, milli=room, cid="s"))
+    n.create(ctr("be", pod="be", qos=QoSClass.BEST_EFFORT, cid="be"))
+    n.live = dict(reversed(list(n.live.items())))
+    n.rebuilt_moves_nobody()
