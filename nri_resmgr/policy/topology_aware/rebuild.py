@@ -71,7 +71,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
     ContainerRequest,
     container_request,
 )
-from nri_resmgr.policy.topology_aware.rendering import render_all
+from nri_resmgr.policy.topology_aware.rendering import pinned_mems, render_all
 from nri_resmgr.policy.topology_aware.reports import (
     Reports,
     claim_of,
@@ -525,9 +525,13 @@ class Rebuilder:
         if req.require_isolated and not isolated:
             return None
         pools = self.tree.deepest_containing(cur)
+        kind = CPUKind.ISOLATED if isolated else CPUKind.EXCLUSIVE
         if req.pin_memory and c.current_mems is not None:
             matching = [
-                i for i in pools if self.tree.pools[i].mems_of(req.memory_kinds) == c.current_mems
+                i
+                for i in pools
+                if pinned_mems(self.tree, self.topology, self.tree.pools[i], kind, req)
+                == c.current_mems
             ]
             pools = matching or pools
         for index in pools:
@@ -539,7 +543,7 @@ class Rebuilder:
                 pod_id=c.pod.id,
                 namespace=c.namespace,
                 request=req,
-                kind=CPUKind.ISOLATED if isolated else CPUKind.EXCLUSIVE,
+                kind=kind,
                 cpus=cur,
             )
             if isinstance(offer, Offer) and not self.check_addition(state, offer.grant):

@@ -13,17 +13,38 @@ from collections.abc import Collection
 
 from nri_resmgr.model import Assignment, ContainerID, CPUKind
 from nri_resmgr.policy.common import one_thread_per_core
-from nri_resmgr.policy.topology_aware.pools import PoolTree
+from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
+from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.policy.topology_aware.state import (
     SHARED_USERS,
     Grant,
     Supply,
     TopologyAwareState,
 )
-from nri_resmgr.topology.cpuset import IDSet, union
+from nri_resmgr.topology.cpuset import IDSet, NodeSet, union
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["render", "render_all", "render_changed"]
+__all__ = ["pinned_mems", "render", "render_all", "render_changed"]
+
+
+def pinned_mems(
+    tree: PoolTree, topology: Topology, pool: Pool, kind: CPUKind, req: ContainerRequest
+) -> NodeSet:
+    """The memory nodes a grant of `kind` for `req` in `pool` renders when its memory is
+    pinned; also what a rebuild compares a report's memory nodes with
+    (`reports.hint_for`, `rebuild.Rebuilder._reclaim`), so that a placement rendered
+    here is read back as the same placement."""
+    if kind is CPUKind.NONE:
+        # cpu.preserve: no CPUs are pinned, so no pool's CPUs bound the memory either:
+        # every memory node of its kinds, as nri-plugins' machine root pool gives
+        # (n4c16/test11-reserved-cpu-annotations, pod3c0: 4 nodes with 4 CPUs available)
+        return union(topology.nodes_of_kind(k) for k in req.memory_kinds)
+    if kind is CPUKind.RESERVED:
+        # nri-plugins offers a reserved container the memory of the root pool, whatever
+        # pool holds the reserved CPUs (`allocatePool` takes ``p.root`` for cpuReserved
+        # and asks libmem for the root's memory of the container's types)
+        return tree.root.mems_of(req.memory_kinds)
+    return pool.offer_mems_of(req.memory_kinds)
 
 
 def render(*, tree: PoolTree, topology: Topology, supply: Supply, grant: Grant) -> Assignment:
@@ -44,20 +65,7 @@ def render(*, tree: PoolTree, topology: Topology, supply: Supply, grant: Grant) 
         cpus = one_thread_per_core(topology, cpus)
     if not req.pin_cpu:
         cpus = IDSet()
-    if not req.pin_memory:
-        mems = IDSet()
-    elif grant.kind is CPUKind.NONE:
-        # cpu.preserve: no CPUs are pinned, so no pool's CPUs bound the memory either:
-        # every memory node of its kinds, as nri-plugins' machine root pool gives
-        # (n4c16/test11-reserved-cpu-annotations, pod3c0: 4 nodes with 4 CPUs available)
-        mems = union(topology.nodes_of_kind(k) for k in req.memory_kinds)
-    elif grant.kind is CPUKind.RESERVED:
-        # nri-plugins offers a reserved container the memory of the root pool, whatever
-        # pool holds the reserved CPUs (`allocatePool` takes ``p.root`` for cpuReserved
-        # and asks libmem for the root's memory of the container's types)
-        mems = tree.root.mems_of(req.memory_kinds)
-    else:
-        mems = pool.offer_mems_of(req.memory_kinds)
+    mems = pinned_mems(tree, topology, pool, grant.kind, req) if req.pin_memory else IDSet()
     return Assignment(
         container_id=grant.container_id, cpus=cpus, mems=mems, kind=grant.kind, pool=pool.name
     )

@@ -23,6 +23,7 @@ from nri_resmgr.policy.common import one_thread_per_core
 from nri_resmgr.policy.kit.rebuild import holders_per_cpu
 from nri_resmgr.policy.topology_aware.pools import PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ALL_MEMORY, ContainerRequest
+from nri_resmgr.policy.topology_aware.rendering import pinned_mems
 from nri_resmgr.policy.topology_aware.state import TopologyAwareState
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 from nri_resmgr.topology.model import Topology
@@ -152,7 +153,7 @@ def hint_for(
         mem_ok = (
             not req.pin_memory
             or c.current_mems is None
-            or pool.mems_of(req.memory_kinds) == c.current_mems
+            or pinned_mems(tree, topology, pool, req.kind, req) == c.current_mems
         )
         if cpu_ok and mem_ok:
             return index

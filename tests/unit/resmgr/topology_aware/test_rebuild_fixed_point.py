@@ -1,7 +1,8 @@
-"""A rebuild places the containers it does not keep in an order that refuses no one the
-live policy placed (`rebuild._phase`), found by the derandomized restart properties
-(`test_props.test_synthetic_sequences`, pmem-hbm) once the memory rules of wt-ta-gap2
-were in.
+"""A rebuild from what the policy rendered moves nobody: cases found by the derandomized
+restart properties (`test_props.test_synthetic_sequences`, pmem-hbm) once the memory
+rules of wt-ta-gap2 were in.  The rebuild places the containers it does not keep in an
+order that refuses no one the live policy placed (`rebuild._phase`), and reads a
+report's memory nodes as the rendering gives them (`rendering.pinned_mems`).
 
 Each case runs live, then rebuilds from exactly what it rendered: the rebuild must keep
 everyone where they are (`Node.rebuilt_moves_nobody`).
@@ -40,4 +41,16 @@ def test_a_zero_request_container_listed_first_does_not_refuse_a_shared_one() ->
     n.create(ctr("s", pod="s", qos=QoSClass.BURSTABLE, milli=room, cid="s"))
     n.create(ctr("be", pod="be", qos=QoSClass.BEST_EFFORT, cid="be"))
     n.live = dict(reversed(list(n.live.items())))
+    n.rebuilt_moves_nobody()
+
+
+def test_a_mixed_container_on_a_widened_memory_zone_keeps_its_pool_at_rebuild() -> None:
+    """A pool without a memory kind renders its nearest nodes of that kind too (the
+    widened zone of nri-plugins' memory allocator): node1 of pmem-hbm has no PMEM, so a
+    container there gets nodes 1 and 2.  The rebuild compared the report with the
+    pool's own nodes (1), found no pool matching, and placed the 1500m container as new
+    in node0, moving three containers."""
+    n = Node(topology=topo(**SYNTHETIC["pmem-hbm"]))
+    n.create(guaranteed("a", 2500), guaranteed("b", 1500), guaranteed("c", 1500))
+    assert (n.a("c").kind, n.a("c").pool, str(n.a("c").mems)) == (CPUKind.MIXED, "node1", "1-2")
     n.rebuilt_moves_nobody()
