@@ -104,7 +104,8 @@ def test_store_writes_atomically_and_reads_back(tmp_path: Path) -> None:
     store.flush()
     store.change({}, gone=[b.container_id])
     store.flush()
-    assert store.load() == {a.container_id: a}
+    assert store.sync()
+    assert RecordStore(store.path, scope=SCOPE, log=QUIET).load() == {a.container_id: a}
     # a torn temporary file left by a kill mid-write is never read
     (tmp_path / "d" / (RECORD_FILE + ".tmp")).write_bytes(b"torn")
     assert RecordStore(store.path, scope=SCOPE, log=QUIET).load() == {a.container_id: a}
@@ -127,6 +128,7 @@ def test_store_drops_the_file_when_a_write_fails(tmp_path: Path) -> None:
     store = RecordStore(path, scope=SCOPE, log=QUIET)
     store.change({ContainerID("b"): _rec("b", "0")})
     store.flush()
+    assert store.sync()
     assert not path.exists(), "an old file must not outlive a failed write"
 
 
@@ -195,9 +197,11 @@ def test_pipeline_keeps_records_and_a_new_pipeline_moves_nothing(tmp_path: Path)
 
     def pipeline() -> Pipeline:
         store = RecordStore(tmp_path / RECORD_FILE, scope=SCOPE, log=QUIET)
+        stores.append(store)
         return Pipeline(StaticPolicy(topology=t, config={"reservedSystemCPUs": "0"}),
                         log=QUIET, record_store=store)  # fmt: skip
 
+    stores: list[RecordStore] = []
     first = pipeline()
     db, web = sandbox("db"), sandbox("web", guaranteed=False)
     made = []
@@ -207,6 +211,7 @@ def test_pipeline_keeps_records_and_a_new_pipeline_moves_nothing(tmp_path: Path)
         first.create(pod, c)
         made.append(c)
     first.remove(db, made[0])
+    assert stores[0].sync()
     assert set(RecordStore(tmp_path / RECORD_FILE, scope=SCOPE, log=QUIET).load()) == {
         ContainerID(c.id) for c in made[1:]
     }, "a release drops its record"
