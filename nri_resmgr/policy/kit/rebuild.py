@@ -111,12 +111,17 @@ def restart(
     containers = each_once(containers)
     matched = [c for c in containers if c.id in records and _matches(c, records[c.id])]
     stale = [c.id for c in containers if c.id in records and not _matches(c, records[c.id])]
-    if not matched or stale:
-        d = policy.rebuild(containers)
-        if not stale:
-            return d
+    if not containers:
+        return policy.rebuild(containers)
+    if stale:
         why = f"{len(stale)} record(s) differ from the report (first {stale[0]})"
-        return Decision(state=d.state, updates=d.updates, reason=f"{d.reason}; {why}")
+        return _rebuilt(policy, containers, why)
+    if not matched:
+        return _rebuilt(
+            policy,
+            containers,
+            "no placement records" if not records else "no record names a reported container",
+        )
     try:
         state = policy.restore([(c, records[c.id].meaning) for c in matched])
         policy.check(state)
