@@ -907,9 +907,14 @@ def test_kill9_rounds(containerd: Containerd, daemon: Callable[[dict[str, Any]],
         cri.start_container(ctd, c)
         live.append((c, qos))
 
-    def remove() -> None:
-        c, _ = live.pop(rng.randrange(len(live)))
+    def remove() -> None:  # never the anchor, live[0]
+        c, _ = live.pop(rng.randrange(1, len(live)))
         cri.remove_pod(ctd, c.pod)
+
+    # a shared container that stays: the rule's check needs one shared pool to read
+    anchor = cri.run_pod(ctd, "anchor", qos=cri.QoS.BURSTABLE)
+    live.append((cri.run_container(ctd, anchor, "app", resources=cri.BURSTABLE_SMALL),
+                 cri.QoS.BURSTABLE))  # fmt: skip
 
     for r in range(KILL9_ROUNDS):
         point = KILL9_POINTS[r % len(KILL9_POINTS)]
@@ -933,7 +938,7 @@ def test_kill9_rounds(containerd: Containerd, daemon: Callable[[dict[str, Any]],
             records.unlink(missing_ok=True)
         for _ in range(rng.randint(0, 2)):  # fail-open creations while down
             create()
-        if live and rng.random() < 0.3:
+        if len(live) > 1 and rng.random() < 0.3:
             remove()
         before = _settled(ctd, [c for c, _ in live])
         seen = len(d.output())
