@@ -41,7 +41,12 @@ the shell calls every hook of every policy and never asks whether one is there:
   shows (`nri_resmgr.policy.pool_report`; by default what the assignments show);
 - `fallback(state, container)`: why a placement is not what the container asked for
   ("": it is; the default), which the pod's events show as a warning;
-- `check(state)`: raise when `state` breaks the policy's invariants (nothing to check).
+- `check(state)`: raise when `state` breaks the policy's invariants (nothing to check);
+- `record(state, container_id)` and `restore(containers)`: a placement's meaning as a
+  record, and the state those records mean (issue 24; `nri_resmgr.policy.kit.records`).
+  The default records nothing (None) and restores nothing (`RecordError`), so every
+  restart of such a policy is its `rebuild`.  The rule that decides when a record counts
+  is written once, in `nri_resmgr.policy.kit.rebuild.restart`, for every policy.
 
 `PolicyRecord` is the one registration of a policy: its class (whose ``name`` it
 carries), the pydantic model of its keys in nri-plugins' spec form, the keys it accepts
@@ -72,6 +77,7 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.cpu_classes import NO_CPU_CLASSES, CPUClassUse
 from nri_resmgr.policy.irq_affinity import NO_IRQ_USE, IrqUse
+from nri_resmgr.policy.kit.records import Meaning, RecordError
 from nri_resmgr.policy.pool_report import BalloonReportLike, PoolCPUs, pools_from_assignments
 from nri_resmgr.policy.sched_classes import NO_SCHEDULING_CLASSES, SchedulingClasses
 from nri_resmgr.topology.model import Topology
@@ -154,8 +160,21 @@ class Policy(ABC, Generic[S]):
         return ""
 
     def check(self, state: S) -> None:
-        """Raise when `state` breaks the policy's invariants; by default nothing to check."""
+        """Raise when `state` breaks the policy's invariants (`AssertionError` or
+        `ResmgrError`); by default nothing to check."""
         return None
+
+    def record(self, state: S, container_id: ContainerID) -> Meaning | None:
+        """What the placement of `container_id` in `state` means, as flat fields a restart
+        hands back to `restore` (the pool, kind, grant: what a rebuild would otherwise
+        guess); None: nothing recorded (the default: restarts rebuild)."""
+        return None
+
+    def restore(self, containers: Sequence[tuple[ContainerInfo, Meaning]]) -> S:
+        """The state holding exactly `containers`, each placed as its recorded meaning
+        says (the container is the one the runtime reports now).  Raises `RecordError`
+        for a meaning this policy cannot read; by default every one (nothing recorded)."""
+        raise RecordError(f"policy {self.name} keeps no placement records")
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,8 +77,9 @@ from nri_resmgr.policy.decide import (
 from nri_resmgr.policy.kit.constraints import RESERVED_CPU, dram_near
 from nri_resmgr.policy.kit.holders import Holders, hold, holders_of
 from nri_resmgr.policy.kit.rebuild import each_once, moved
+from nri_resmgr.policy.kit.records import Meaning, RecordError
 from nri_resmgr.policy.pool_report import PoolCPUs
-from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError, NodeSet, union
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.validation import invalid, validate
 
@@ -389,6 +390,37 @@ class StaticPolicy(Policy[StaticState]):
         updates = moved(sorted(containers, key=lambda c: c.id), self.render(st))
         reason = "rebuilt" + ("; fell back to shared: " + "; ".join(notes) if notes else "")
         return Decision(state=st, updates=updates, reason=reason)
+
+    # ---- placement records (issue 24; the rule is `kit.rebuild.restart`) --------------
+
+    def record(self, state: StaticState, container_id: ContainerID) -> Meaning | None:
+        """A container's exclusive CPUs ("" on the shared pool) and its request."""
+        entry = state.entries.get(container_id)
+        if entry is None:
+            return None
+        return {"exclusive": str(entry.exclusive), "milli": entry.request_milli}
+
+    def restore(self, containers: Sequence[tuple[ContainerInfo, Meaning]]) -> StaticState:
+        """The entries the records hold, each checked against what the policy would grant
+        the container now (its count, usable CPUs, disjoint from the others)."""
+        entries: dict[ContainerID, StaticEntry] = {}
+        held: CPUSet = IDSet()
+        for c, meaning in containers:
+            exclusive, milli = meaning.get("exclusive"), meaning.get("milli")
+            if not isinstance(exclusive, str) or type(milli) is not int:
+                raise RecordError(f"{c.pretty}: expected exclusive and milli; found {meaning}")
+            try:
+                cpus = IDSet.parse(exclusive)
+            except IDSetError as exc:
+                raise RecordError(f"{c.pretty}: {exc}") from exc
+            count = self.exclusive_count(c)
+            if cpus and (not self._claim_valid(cpus, count) or not cpus.isdisjoint(held)):
+                raise RecordError(f"{c.pretty}: recorded CPUs {cpus} are not a grant now")
+            entries[c.id] = StaticEntry(cpus, milli)
+            held |= cpus
+        if entries and not self.shared_base - held:
+            raise RecordError(f"recorded grants {held} leave no shared CPU")
+        return StaticState.of(entries)
 
     def _claim_valid(self, cpus: CPUSet, count: int) -> bool:
         """Whether `cpus` could be the grant of a container entitled to `count` CPUs.

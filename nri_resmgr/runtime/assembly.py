@@ -11,12 +11,18 @@ a policy that wishes interrupt affinities, and a new container's devices and mou
 to topology hints from the sysfs under `sysfs_root`.  The daemon builds its pipeline
 here at start, at Configure and at every live reconfiguration; the benchmarks and the
 annotation fuzzer build theirs the same way, so they measure and test what runs.
+With a state directory, the pipeline keeps its placement records there
+(`nri_resmgr.runtime.record_store`), scoped to the policy, its configuration and the
+machine (`record_scope`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from nri_resmgr.config import Config
 from nri_resmgr.control.cpuclass.files import CPUClassFiles
@@ -24,8 +30,10 @@ from nri_resmgr.control.irq import IrqFiles
 from nri_resmgr.control.memory import memory_control
 from nri_resmgr.control.wiring import class_control_from_config, irq_control
 from nri_resmgr.model import ContainerInfo, TopologyHint
+from nri_resmgr.ops.logs import get_logger
 from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.runtime.pipeline import DecisionHook, HintResolver, Pipeline
+from nri_resmgr.runtime.record_store import RECORD_FILE, RecordStore
 from nri_resmgr.topology.devices import topology_hints
 from nri_resmgr.topology.model import Topology
 
@@ -98,6 +106,15 @@ def build_pipeline(
         config.control, topology=topology, cgroup_root=Path(cgroup_root or DEFAULT_CGROUP_ROOT)
     )
     controllers += irq_control(pol, irq_files)
+    records = (
+        RecordStore(
+            Path(state_dir) / RECORD_FILE,
+            scope=record_scope(pol.name, config.policy_config, topology),
+            log=get_logger("records"),
+        )
+        if state_dir is not None
+        else None
+    )
     return Pipeline(
         pol,
         controllers=controllers,
@@ -105,7 +122,21 @@ def build_pipeline(
         limits=config.limits,
         resolve_hints=_hint_resolver(sysfs_root) if sysfs_root is not None else None,
         on_decision=on_decision,  # issue 27 hook
+        record_store=records,
     )
+
+
+def record_scope(policy: str, policy_config: Mapping[str, Any], topology: Topology) -> str:
+    """Whose placement records these are: the policy, a digest of its configuration and
+    of the machine's CPUs and memory nodes.  Records of another scope are not read (a
+    pool index or a balloon name means something else there)."""
+    doc = {
+        "config": policy_config,
+        "cpus": str(topology.online_cpus()),
+        "nodes": sorted(topology.nodes),
+    }
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+    return f"{policy}/{digest[:16]}"
 
 
 def _hint_resolver(root: str) -> HintResolver:

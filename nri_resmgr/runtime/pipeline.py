@@ -42,6 +42,11 @@ Synchronize (a fresh start or a reconnect) throws the view away and rebuilds it 
 what the runtime reports, read by `nri_resmgr.runtime.synchronize` (every running
 container accounted for): `policy.rebuild` keeps every valid placement where it is,
 fixes invalid ones, and the updates returned are only for containers that must move.
+With a `RecordStore` (the daemon's state directory), every commit keeps the placement
+records of the containers it changed, written before the daemon answers, and a
+Synchronize reads them back: `nri_resmgr.policy.kit.rebuild.restart` uses a record only
+where the runtime reports exactly the cpuset and memory nodes it holds, and rebuilds the
+rest (issue 24; docs/architecture.md, "State and restarts").
 
 Assignments of containers that a decision did not mention are tracked by the pipeline
 itself; after a rebuild, the policy's `render(state)` hook (None by the contract's
@@ -72,10 +77,12 @@ from nri_resmgr.ops.logs import EventLog, get_logger
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.irq_affinity import IrqUse
+from nri_resmgr.policy.kit.rebuild import restart
 from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.adjustments import adjustment_for, cpuset_updates_for
 from nri_resmgr.runtime.decision_log import DecisionLog
 from nri_resmgr.runtime.fanout import best_effort
+from nri_resmgr.runtime.record_store import RecordStore
 from nri_resmgr.runtime.synchronize import account_for, as_placed, read_runtime_view
 from nri_resmgr.topology.cpuset import IDSet
 
@@ -138,8 +145,11 @@ class Pipeline:
         limits: Limits = DEFAULT_LIMITS,
         resolve_hints: HintResolver | None = None,
         on_decision: DecisionHook | None = None,
+        record_store: RecordStore | None = None,
     ) -> None:
         self.policy: Policy = policy
+        #: the placement records in the state directory (None: none kept)
+        self.record_store = record_store
         #: issue 27 hook: told of each create/update decision committed
         self.on_decision = on_decision
         #: the shell's sysfs lookup of a new container's device and mount locality
@@ -185,27 +195,35 @@ class Pipeline:
         subject: Assignment | None = None,
         updates: Sequence[Assignment] = (),
         full: bool = False,
+        gone: ContainerID | None = None,
     ) -> None:
         """Take the decision's state; record the subject's and the updated assignments.
 
         A decision names every container it changes, so only those are recorded (O(changes),
         not O(live containers)). `full` re-renders every assignment from the policy's state:
-        after a rebuild, where kept containers get their kind and pool that way.
+        after a rebuild, where kept containers get their kind and pool that way.  `gone`
+        is the container a release took away.  The placement records follow, written
+        before the caller answers the runtime.
         """
         self.state = decision.state
         self._apply_machine_use()
+        changed = [u.container_id for u in updates if u.container_id in self.containers]
         if subject is not None:
             self.assignments[subject.container_id] = subject
+            changed.append(subject.container_id)
         for u in updates:
             if u.container_id in self.containers:
                 self.assignments[u.container_id] = u
-        if not full:
-            return
-        rendered = self.policy.render(self.state)
-        if rendered is not None:
-            for cid, a in rendered.items():
-                if cid in self.containers:
-                    self.assignments[cid] = inherit_classes(a, self.assignments.get(cid))
+        if full:
+            rendered = self.policy.render(self.state)
+            if rendered is not None:
+                for cid, a in rendered.items():
+                    if cid in self.containers:
+                        self.assignments[cid] = inherit_classes(a, self.assignments.get(cid))
+        if self.record_store is not None:
+            self.record_store.keep(
+                self.policy, self.state, self.assignments, changed=changed, full=full, gone=gone
+            )
 
     def _apply_machine_use(self) -> None:
         """Hand the controllers what the committed state wants of the machine besides the
@@ -424,7 +442,7 @@ class Pipeline:
         self.assignments.pop(cid, None)
         self.unstarted.discard(cid)
         self.unconfirmed.discard(cid)
-        self._commit(decision, updates=others)
+        self._commit(decision, updates=others, gone=cid)
         self._note_updates(others)
         self.decisions.decision(event, info, None, decision.reason)
         self.decisions.consequences(info, others, decision.reason, containers=self.containers)
@@ -521,7 +539,10 @@ class Pipeline:
         unstarted: Iterable[ContainerID] = (),
         unconfirmed: Iterable[ContainerID] = (),
     ) -> list[api.ContainerUpdate]:
-        decision = self.policy.rebuild(infos)
+        if event == "synchronize" and self.record_store is not None:
+            decision = restart(self.policy, infos, self.record_store.load())
+        else:
+            decision = self.policy.rebuild(infos)
         self.pods = pods
         self.containers = {}
         self._of_pod = {}
@@ -547,6 +568,7 @@ class Pipeline:
         self.unconfirmed = {cid for cid in unconfirmed if cid in self.unstarted}
         self._note_updates(movers)
         moved = {u.container_id for u in movers}
+        self.log.info("rebuilt", on=event, reason=decision.reason, moved=len(moved))
         why = "moved: " + decision.reason
         for info in infos:
             a = self.assignments[info.id]

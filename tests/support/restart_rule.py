@@ -11,6 +11,11 @@ kernel holds once the runtime has applied them.  `restart_violations` lists ever
 breach of the first half on that final picture.  Containers that opted out of CPU
 pinning (``cpu.preserve``, or ``pinCPU: false``) are left where they are by request and
 are not checked.
+
+`assert_restart_exact` is issue 24's property of a state reached by decisions: with the
+placement records the daemon keeps (through their file form), a restart given the
+runtime's report of that state restores exactly that state and moves nothing, and so
+does a second restart; with the records lost, the rebuild still keeps the restart rule.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from nri_resmgr.model import (
     PolicyState,
 )
 from nri_resmgr.policy.balloons import BalloonsPolicy, BalloonsState
+from nri_resmgr.policy.kit.rebuild import RESTORED, records_of, restart
+from nri_resmgr.policy.kit.records import PlacementRecord, decode, encode, encode_line
 from nri_resmgr.policy.static import StaticPolicy, StaticState
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.preferences import container_request
@@ -150,3 +157,35 @@ def moved(decision: Decision, containers: Sequence[ContainerInfo]) -> set[Contai
 
 def reported(containers: Sequence[ContainerInfo]) -> Mapping[ContainerID, CPUSet]:
     return {c.id: c.current_cpus or IDSet() for c in containers}
+
+
+def through_the_file(
+    records: Mapping[ContainerID, PlacementRecord],
+) -> dict[ContainerID, PlacementRecord]:
+    """`records` written and read back, as a restart finds them."""
+    data = encode("scope", [encode_line(r) for r in records.values()])
+    return decode(data, scope="scope", source="records")
+
+
+def assert_restart_exact(
+    policy: RestartPolicy, state: PolicyState, live: Sequence[ContainerInfo]
+) -> None:
+    """Restarts of `state` (reached by decisions over `live`): exact with records, and
+    keeping the restart rule without them (module docstring)."""
+    rendered = render(policy, state)
+    reports = [with_current_of(c, rendered[c.id]) for c in live]
+    for _ in range(2):  # a restart, and a second one from the first one's records
+        records = through_the_file(records_of(policy, state, rendered))
+        d = restart(policy, reports, records)
+        assert d.updates == (), d.reason
+        assert d.reason == (RESTORED if live else "rebuilt"), d.reason
+        assert d.state == state, "the restored state is the state the daemon had"
+        state, rendered = d.state, render(policy, d.state)
+    lost = restart(policy, reports, {})
+    policy.check(lost.state)  # type: ignore[arg-type]
+    assert restart_violations(policy, reports, lost) == [], lost.reason
+
+
+def with_current_of(c: ContainerInfo, a: Assignment) -> ContainerInfo:
+    """`c` as the runtime reports it once given `a`."""
+    return replace(c, current_cpus=a.cpus, current_mems=a.mems)

@@ -39,6 +39,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
 from tests.support.builders import ctr, small, with_current
+from tests.support.restart_rule import assert_restart_exact
 
 __all__ = [
     "ANNOTATIONS",
@@ -176,6 +177,7 @@ def exercise(topology: Topology, config: Mapping[str, object], ops: list[Op]) ->
     again = p.rebuild(reported)
     p.check(again.state)
     assert again.updates == (), again.reason
+    assert_restart_exact(p, s, list(live.values()))  # issue 24: with records, exact
     for c in live.values():
         s = p.release(s, c.id).state
     assert s == p.initial_state()

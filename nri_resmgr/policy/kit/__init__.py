@@ -7,7 +7,9 @@ the rules below are the same in every policy and live here once:
   ``reservedResources.cpu``), the namespaces always reserved, the CPU class names a
   configuration refers to, the DRAM near a set of CPUs;
 - `rebuild`: the plumbing of Synchronize (each container once, as first listed; the
-  reports holding each CPU; the updates a rebuilt state's rendering implies);
+  reports holding each CPU; the updates a rebuilt state's rendering implies) and
+  `restart`, the one rule by which placement records are used (issue 24);
+- `records`: placement records, the values and their file form;
 - `annotations`: the annotation keys more than one policy reads.
 
 Alongside: `nri_resmgr.policy.decide` (a next state to a `Decision`: the updates from the

@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from immutables import Map
+
 from nri_resmgr.model import (
     AnnotationError,
     Assignment,
@@ -44,6 +46,7 @@ from nri_resmgr.policy.decide import (
     nothing_to_release,
 )
 from nri_resmgr.policy.irq_affinity import IrqContainer, IrqUse
+from nri_resmgr.policy.kit.records import Meaning
 from nri_resmgr.policy.pool_report import PoolCPUs
 from nri_resmgr.policy.sched_classes import (
     SchedulingClasses,
@@ -63,8 +66,9 @@ from nri_resmgr.policy.topology_aware.pools import PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import CPU_CLASS, container_request
 from nri_resmgr.policy.topology_aware.priority import PriorityCPUs
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
+from nri_resmgr.policy.topology_aware.records import grant_of, meaning_of
 from nri_resmgr.policy.topology_aware.rendering import render_all, render_changed
-from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState
+from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState, supply_from_scratch
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
 
@@ -115,6 +119,20 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
     def check(self, state: TopologyAwareState) -> None:
         """`invariants.check_invariants` of `state`."""
         check_invariants(self.topology, state)
+
+    def record(self, state: TopologyAwareState, container_id: ContainerID) -> Meaning | None:
+        """The container's grant (`records.meaning_of`)."""
+        grant = state.grants.get(container_id)
+        return meaning_of(grant) if grant is not None else None
+
+    def restore(self, containers: Sequence[tuple[ContainerInfo, Meaning]]) -> TopologyAwareState:
+        """The grants the records hold (`records.grant_of`), the supply derived anew."""
+        grants = Map(
+            {c.id: grant_of(c, m, config=self.config, tree=self.tree) for c, m in containers}
+        )
+        return TopologyAwareState(
+            grants=grants, tree=self.tree, supply=supply_from_scratch(self.tree, grants.values())
+        )
 
     def render(self, state: TopologyAwareState) -> dict[ContainerID, Assignment]:
         """Every container's assignment in `state`."""

@@ -9,7 +9,12 @@ Each example is one node's history, for both policies on synthetic and shipped m
    that failed open (no cpuset, or every CPU, sometimes with CPU ids that do not exist);
    and the reports of the others are corrupted: empty, every CPU, an out-of-range or an
    extra CPU added, a CPU dropped, another container's cpuset (a duplicate), any subset;
-3. the daemon restarts and rebuilds from the reports, listed in any order.
+3. the daemon restarts and rebuilds from the reports, listed in any order, with the
+   placement records it kept (issue 24) and without them.
+
+Before step 2, a restart with the records and the exact reports must restore the state
+and move nothing, twice (`restart_rule.assert_restart_exact`); with the corrupted
+reports, the records must not break the rule either.
 
 The rebuild must not raise and must keep the policy's invariants; on the final picture
 (updates applied to the reports) no CPU exclusive to one container is in another's
@@ -22,6 +27,7 @@ second Synchronize moves nobody, unless the first had to overcommit or fall back
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -41,6 +47,7 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.balloons import BalloonsState
 from nri_resmgr.policy.base import Policy
+from nri_resmgr.policy.kit.rebuild import records_of, restart
 from nri_resmgr.policy.static import StaticPolicy, StaticState
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.preferences import (
@@ -60,10 +67,12 @@ from tests.support.pipeline import container, sandbox
 from tests.support.restart_rule import (
     RestartPolicy,
     applied,
+    assert_restart_exact,
     exclusive_cpus,
     moved,
     render,
     restart_violations,
+    through_the_file,
 )
 from tests.unit.resmgr.test_policy_static import check as check_static
 
@@ -210,6 +219,8 @@ def exercise(p: RestartPolicy, t: Topology, data: st.DataObject) -> None:
         live[name] = c
     rendered = render(p, s)
     before = {c.id: rendered[c.id] for c in live.values()}
+    assert_restart_exact(p, s, list(live.values()))  # issue 24: nothing moves, twice
+    records = through_the_file(records_of(p, s, rendered))
 
     # 2. the daemon is down: removals, fail-open creations, corrupted reports
     reports: list[ContainerInfo] = []
@@ -228,7 +239,12 @@ def exercise(p: RestartPolicy, t: Topology, data: st.DataObject) -> None:
         reports.append(with_current(c, corrupt(how, None, t=t, others=[], data=data), None))
     reports = data.draw(st.permutations(reports), "listing order")
 
-    # 3. restart
+    # 3. restart (with the records the daemon kept: they never override the reports)
+    with_records = restart(p, reports, records)
+    check(p, with_records.state)
+    assert restart_violations(p, reports, with_records) == [], with_records.reason
+    for u in with_records.updates:
+        assert u.cpus <= t.online_cpus(), f"{u.container_id}: {u.cpus} not online"
     d = p.rebuild(reports)
     check(p, d.state)
     assert restart_violations(p, reports, d) == [], d.reason
@@ -260,10 +276,12 @@ def exercise(p: RestartPolicy, t: Topology, data: st.DataObject) -> None:
 
 
 CASES = [(m, pol) for m in [*SYNTHETIC, *SHIPPED] for pol in POLICIES]
+#: examples per case; the long run (docs/architecture.md, "State and restarts") sets more
+EXAMPLES = int(os.environ.get("NRI_RESMGR_RESTART_EXAMPLES", "100"))
 
 
 @pytest.mark.parametrize(("machine_name", "policy_name"), CASES)
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_synchronize_keeps_the_restart_rule(
     machine_name: str, policy_name: str, data: st.DataObject

@@ -9,26 +9,31 @@ update, and return to the initial state once everything is deleted.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nri_resmgr.model import (
-    QoSClass,
-)
+from nri_resmgr.model import ContainerInfo, QoSClass
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from tests.support.builders import (
+    ctr,
     snapshot,
     snapshot_names,
     topo,
     with_current,
 )
 from tests.support.requirements import require_topologies
+from tests.support.restart_rule import assert_restart_exact
 from tests.support.topology_aware import OPS, SYNTHETIC, Op, exercise, make
+
+#: examples of the synthetic sequences; the long run (docs/architecture.md) sets more
+EXAMPLES = int(os.environ.get("NRI_RESMGR_RESTART_EXAMPLES", "120"))
 
 
 @pytest.mark.parametrize("name", list(SYNTHETIC))
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS, colocate=st.booleans(), fallback=st.booleans())
 def test_synthetic_sequences(name: str, ops: list[Op], colocate: bool, fallback: bool) -> None:
     config = {"colocatePods": colocate, "fallbackToShared": fallback}
@@ -82,3 +87,38 @@ def test_rebuild_from_arbitrary_cpusets_is_valid(
             for c in containers.values()
         ]
         assert p.rebuild(applied).updates == ()
+
+
+#: issue 24's scattered shared set: Burstable 1.5-CPU containers whose shared cpuset spans
+#: nodes once grants have come and gone on an 80-CPU, 4-node machine (topology-aware
+#: defaults); c8 ends on 32-33,40,72-73, CPUs of nodes 0 and 3.  ("+" creates, "-" deletes;
+#: g<N>: Guaranteed N CPUs, b: Burstable 1500m.)
+SCATTERED = (
+    "+c1 g4, +c2 b, -c1, +c3 b, -c2, +c4 b, -c4, +c5 g2, -c5, +c6 b, +c7 g2, +c8 b, +c9 g4, "
+    "+c10 g8, -c3, +c11 g8, +c12 g4, -c6, -c10, +c13 g8, +c14 g8, +c15 g4, +c16 g2, +c17 g4, "
+    "-c9, +c18 g2, +c19 b, +c20 g2, +c21 g4, +c22 g4, +c23 g8, +c24 g8, +c25 g4, +c26 g4, "
+    "-c13, +c28 b, +c29 g4, +c30 g2"
+)
+
+
+def test_scattered_shared_sets_survive_restarts() -> None:
+    t = topo(packages=2, nodes=2, cores=10, threads=2, memory="4G")
+    assert (len(t.online_cpus()), len(t.nodes)) == (80, 4)
+    p = TopologyAwarePolicy(topology=t, config={})
+    s = p.initial_state()
+    live: dict[str, ContainerInfo] = {}
+    for step in SCATTERED.split(", "):
+        if step.startswith("-"):
+            s = p.release(s, live.pop(step[1:]).id).state
+            continue
+        name, kind = step[1:].split()
+        if kind == "b":
+            c = ctr(name, pod=name, qos=QoSClass.BURSTABLE, milli=1500, cid=name)
+        else:
+            c = ctr(name, pod=name, qos=QoSClass.GUARANTEED, milli=1000 * int(kind[1:]), cid=name)
+        s = p.allocate(s, c).state
+        live[name] = c
+    cpus = p.render(s)["c8"].cpus
+    nodes = {n for n, node in t.nodes.items() if not cpus.isdisjoint(node.cpus)}
+    assert (str(cpus), nodes) == ("32-33,40,72-73", {0, 3}), "the scattered case itself"
+    assert_restart_exact(p, s, list(live.values()))

@@ -1,0 +1,114 @@
+"""Topology-aware grants as placement records, and back (issue 24).
+
+Theory of operation: the state is its grants (`state.TopologyAwareState`: the supply is
+derived from them), so a container's record is its `Grant`: the pool (an index of the
+pool tree, which the record's scope ties to this configuration and machine), the kind,
+the exclusive CPUs, and the request figures a placement may have changed from what the
+container asks (a fallback to shared, an overcommit at rebuild, a reserved request
+beyond the reserved capacity).  The rest of the request (affinities,
+the CPU priority, the unlimited-burstable level) is read from the container again, as
+every decision reads it.  `grant_of` refuses a record whose pool, kind or CPUs cannot be
+read, with a `RecordError`; whether the grants together are a valid state is the
+policy's invariants' question, asked by the kit (`kit.rebuild.restart`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from nri_resmgr.model import AnnotationError, ContainerInfo, CPUKind, MemoryKind
+from nri_resmgr.policy.kit.records import Meaning, RecordError
+from nri_resmgr.policy.topology_aware.config import ResolvedConfig
+from nri_resmgr.policy.topology_aware.pools import PoolTree
+from nri_resmgr.policy.topology_aware.preferences import ContainerRequest, container_request
+from nri_resmgr.policy.topology_aware.reports import unreadable_request
+from nri_resmgr.policy.topology_aware.state import Grant
+from nri_resmgr.topology.cpuset import IDSet, IDSetError
+
+__all__ = ["grant_of", "meaning_of"]
+
+
+def meaning_of(grant: Grant) -> Meaning:
+    """The record of `grant`."""
+    req = grant.request
+    return {
+        "pool": grant.pool,
+        "kind": grant.kind.value,
+        "exclusive": str(grant.exclusive),
+        "request_kind": req.kind.value,
+        "memory_kinds": ",".join(sorted(k.value for k in req.memory_kinds)),
+        "full": req.full,
+        "shared_milli": req.shared_milli,
+        "memory_bytes": req.memory_bytes,
+        "zero_cpu_request": req.zero_cpu_request,
+        "prefer_isolated": req.prefer_isolated,
+        "pin_memory": req.pin_memory,
+    }
+
+
+def grant_of(
+    c: ContainerInfo, meaning: Meaning, *, config: ResolvedConfig, tree: PoolTree
+) -> Grant:
+    """The grant `meaning` records for `c` (as reported now); `RecordError` when it
+    cannot be read."""
+    field = _Fields(c, meaning)
+    pool = field.integer("pool")
+    if not 0 <= pool < len(tree.pools):
+        raise RecordError(f"{c.pretty}: pool {pool}; expected 0 to {len(tree.pools) - 1}")
+    try:
+        kind = CPUKind(field.text("kind"))
+        request_kind = CPUKind(field.text("request_kind"))
+        exclusive = IDSet.parse(field.text("exclusive"))
+        kinds = frozenset(MemoryKind(k) for k in field.text("memory_kinds").split(",") if k)
+    except (ValueError, IDSetError) as exc:
+        raise RecordError(f"{c.pretty}: a topology-aware record; {exc}") from exc
+    try:
+        asked = container_request(c, config)
+    except AnnotationError:
+        asked = unreadable_request(pin_cpu=config.options.pin_cpu)
+    request: ContainerRequest = replace(
+        asked,
+        kind=request_kind,
+        memory_kinds=kinds,
+        full=field.integer("full"),
+        shared_milli=field.integer("shared_milli"),
+        memory_bytes=field.integer("memory_bytes"),
+        zero_cpu_request=field.flag("zero_cpu_request"),
+        prefer_isolated=field.flag("prefer_isolated"),
+        pin_memory=field.flag("pin_memory"),
+    )
+    return Grant(
+        container_id=c.id,
+        pod_id=c.pod.id,
+        namespace=c.namespace,
+        pool=pool,
+        kind=kind,
+        exclusive=exclusive,
+        request=request,
+    )
+
+
+class _Fields:
+    """A record's fields by type, each refused with a `RecordError` naming it."""
+
+    def __init__(self, c: ContainerInfo, meaning: Meaning) -> None:
+        self.c, self.meaning = c, meaning
+
+    def _get(self, key: str, kind: type) -> object:
+        value = self.meaning.get(key)
+        if type(value) is not kind:
+            raise RecordError(
+                f"{self.c.pretty}: record field {key} {value!r}; expected a {kind.__name__}"
+            )
+        return value
+
+    def integer(self, key: str) -> int:
+        value = self._get(key, int)
+        assert isinstance(value, int)
+        return value
+
+    def flag(self, key: str) -> bool:
+        return self._get(key, bool) is True
+
+    def text(self, key: str) -> str:
+        return str(self._get(key, str))

@@ -1,0 +1,273 @@
+"""Placement records (issue 24): the file form, the store, the one restart rule.
+
+The file: a round trip keeps every record; a torn, edited, foreign, newer or oversized
+file is refused with a message naming the file and the problem, and the store then
+logs it and reads no records (never a crash).  The store writes atomically: a left-over
+temporary file is never read.  The rule (`kit.rebuild.restart`): a record counts only
+where the report equals it; an idle restart restores the state exactly and moves
+nobody; a container no record names is placed on the restored state; a record that
+differs from its report sends every container through the rebuild, with the cause in
+the reason.  Through the pipeline: each commit keeps the records, and a new pipeline
+given the runtime's report moves nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from nri_api import api
+from nri_resmgr.model import ContainerID, CPUKind, QoSClass
+from nri_resmgr.policy.kit.rebuild import RESTORED, records_of, restart
+from nri_resmgr.policy.kit.records import (
+    SCHEMA_VERSION,
+    PlacementRecord,
+    RecordError,
+    decode,
+    encode,
+    encode_line,
+)
+from nri_resmgr.policy.static import StaticPolicy
+from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
+from nri_resmgr.runtime.pipeline import Pipeline
+from nri_resmgr.runtime.record_store import RECORD_FILE, RecordStore
+from nri_resmgr.topology.cpuset import IDSet
+from tests.support.builders import ctr, topo, with_current
+from tests.support.logs import QUIET, CapturedLog
+from tests.support.pipeline import container, sandbox
+from tests.support.restart_rule import assert_restart_exact
+
+SCOPE = "static/abc"
+
+
+def _rec(cid: str, cpus: str, exclusive: str = "") -> PlacementRecord:
+    return PlacementRecord(
+        ContainerID(cid), IDSet.parse(cpus), IDSet(), {"exclusive": exclusive, "milli": 1000}
+    )
+
+
+def _file(*records: PlacementRecord, scope: str = SCOPE) -> bytes:
+    return encode(scope, [encode_line(r) for r in records])
+
+
+# ---- the file form --------------------------------------------------------------------
+
+
+def test_round_trip_keeps_every_record() -> None:
+    a, b = _rec("a", "1", "1"), _rec("b", "0,2-3")
+    assert decode(_file(a, b), scope=SCOPE, source="f") == {a.container_id: a, b.container_id: b}
+
+
+@pytest.mark.parametrize(
+    ("mangle", "expected"),
+    [
+        (lambda d: d[:-3], "checksum"),  # torn mid-write
+        (lambda d: d.replace(b'"0,2-3"', b'"0,2-4"'), "checksum"),  # edited
+        (lambda d: b"", "expected a header line"),
+        (lambda d: b"garbage\n" + d, "expected a header line"),
+        (lambda d: d.replace(b'"version": 1', b'"version": 99'), "schema version 99"),
+        (lambda d: d.replace(SCOPE.encode(), b"balloons/zzz"), "another policy"),
+        (lambda d: d.replace(b'"count": 2', b'"count": 3'), "3"),
+    ],
+)
+def test_a_corrupt_or_foreign_file_is_refused_with_its_problem(mangle, expected) -> None:  # type: ignore[no-untyped-def]
+    data = mangle(_file(_rec("a", "1", "1"), _rec("b", "0,2-3")))
+    with pytest.raises(RecordError, match=expected) as info:
+        decode(data, scope=SCOPE, source="/state/placements.jsonl")
+    assert "/state/placements.jsonl" in str(info.value)
+
+
+def test_a_bad_line_and_a_repeated_id_are_refused() -> None:
+    for line in ['{"id":"","cpus":"","mems":"","meaning":{}}', '{"id":"a"}', "[1]",
+                 '{"id":"a","cpus":"x","mems":"","meaning":{}}',
+                 '{"id":"a","cpus":"","mems":"","meaning":{"k":[1]}}']:  # fmt: skip
+        with pytest.raises(RecordError, match="f:2"):
+            decode(encode(SCOPE, [line]), scope=SCOPE, source="f")
+    twice = encode_line(_rec("a", "1"))
+    with pytest.raises(RecordError, match="recorded twice"):
+        decode(encode(SCOPE, [twice, twice]), scope=SCOPE, source="f")
+
+
+def test_schema_version_is_the_one_written() -> None:
+    assert f'"version": {SCHEMA_VERSION}'.encode() in _file()
+
+
+# ---- the store ------------------------------------------------------------------------
+
+
+def test_store_writes_atomically_and_reads_back(tmp_path: Path) -> None:
+    store = RecordStore(tmp_path / "d" / RECORD_FILE, scope=SCOPE, log=QUIET)
+    a, b = _rec("a", "1", "1"), _rec("b", "0")
+    store.change({a.container_id: a, b.container_id: b})
+    store.flush()
+    store.change({}, gone=[b.container_id])
+    store.flush()
+    assert store.sync()
+    assert RecordStore(store.path, scope=SCOPE, log=QUIET).load() == {a.container_id: a}
+    # a torn temporary file left by a kill mid-write is never read
+    (tmp_path / "d" / (RECORD_FILE + ".tmp")).write_bytes(b"torn")
+    assert RecordStore(store.path, scope=SCOPE, log=QUIET).load() == {a.container_id: a}
+
+
+def test_store_logs_a_corrupt_file_and_reads_nothing(tmp_path: Path) -> None:
+    path = tmp_path / RECORD_FILE
+    path.write_bytes(_file(_rec("a", "1"))[:-2])
+    log = CapturedLog()
+    assert RecordStore(path, scope=SCOPE, log=log.log).load() == {}
+    [line] = log.events("placement records not used")
+    assert line["method"] == "warning" and "checksum" in line["error"], line
+
+
+def test_store_drops_the_file_when_a_write_fails(tmp_path: Path) -> None:
+    path = tmp_path / RECORD_FILE
+    path.write_bytes(_file(_rec("a", "1")))
+    blocked = tmp_path / (RECORD_FILE + ".tmp")
+    blocked.mkdir()  # the temporary file cannot be opened
+    store = RecordStore(path, scope=SCOPE, log=QUIET)
+    store.change({ContainerID("b"): _rec("b", "0")})
+    store.flush()
+    assert store.sync()
+    assert not path.exists(), "an old file must not outlive a failed write"
+
+
+# ---- the rule -------------------------------------------------------------------------
+
+
+def _static() -> StaticPolicy:
+    return StaticPolicy(topology=topo(packages=1, nodes=1, cores=4, threads=1),
+                        config={"reservedSystemCPUs": "0"})  # fmt: skip
+
+
+def _placed(p: StaticPolicy):  # type: ignore[no-untyped-def]
+    g1 = ctr("g1", qos=QoSClass.GUARANTEED, milli=1000, cid="g1")
+    g2 = ctr("g2", qos=QoSClass.GUARANTEED, milli=1000, cid="g2")
+    b = ctr("b", qos=QoSClass.BURSTABLE, milli=500, cid="b")
+    s = p.initial_state()
+    for c in (g1, g2, b):
+        s = p.allocate(s, c).state
+    s = p.release(s, g1.id).state  # a grant came and went
+    rendered = p.render(s)
+    reports = [with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in (g2, b)]
+    return s, reports, records_of(p, s, rendered)
+
+
+def test_an_idle_restart_restores_the_state_and_moves_nobody() -> None:
+    p = _static()
+    s, reports, records = _placed(p)
+    d = restart(p, reports, records)
+    assert (d.state, d.updates, d.reason) == (s, (), RESTORED)
+
+
+def test_a_record_that_differs_from_its_report_rebuilds_with_the_cause() -> None:
+    p = _static()
+    _, reports, records = _placed(p)
+    changed = [reports[0], with_current(reports[1], IDSet.parse("1-3"), None)]
+    d = restart(p, changed, records)
+    assert "differ from the report" in d.reason and "b" in d.reason
+
+
+def test_a_container_no_record_names_is_placed_on_the_restored_state() -> None:
+    p = _static()
+    s, reports, records = _placed(p)
+    n = ctr("n", qos=QoSClass.GUARANTEED, milli=1000, cid="n")
+    new = with_current(n, IDSet.parse("0-3"), None)
+    d = restart(p, [*reports, new], records)
+    assert d.reason.startswith(RESTORED) and "placed 1 unrecorded" in d.reason
+    assert {u.container_id for u in d.updates} >= {new.id}
+    assert d.state.entries[reports[0].id] == s.entries[reports[0].id], "the recorded grant stays"
+
+
+def test_records_the_policy_would_not_grant_are_not_used() -> None:
+    p = _static()
+    _, reports, records = _placed(p)
+    g2 = reports[0].id
+    meaning = {"exclusive": "0", "milli": 1000}  # the reserved CPU
+    bad = dataclasses.replace(records[g2], meaning=meaning, cpus=IDSet([0]))
+    d = restart(p, [with_current(reports[0], IDSet([0]), None), reports[1]], {**records, g2: bad})
+    assert "records not used" in d.reason, d.reason
+
+
+# ---- through the pipeline -------------------------------------------------------------
+
+
+def test_pipeline_keeps_records_and_a_new_pipeline_moves_nothing(tmp_path: Path) -> None:
+    t = topo(packages=1, nodes=1, cores=4, threads=1)
+
+    def pipeline() -> Pipeline:
+        store = RecordStore(tmp_path / RECORD_FILE, scope=SCOPE, log=QUIET)
+        stores.append(store)
+        return Pipeline(StaticPolicy(topology=t, config={"reservedSystemCPUs": "0"}),
+                        log=QUIET, record_store=store)  # fmt: skip
+
+    stores: list[RecordStore] = []
+    first = pipeline()
+    db, web = sandbox("db"), sandbox("web", guaranteed=False)
+    made = []
+    for pod, name, cpu, limit in [(db, "a", "1", "1"), (web, "w", "500m", None),
+                                  (db, "b", "1", "1")]:  # fmt: skip
+        c = container(pod, name, cpu=cpu, limit=limit)
+        first.create(pod, c)
+        made.append(c)
+    first.remove(db, made[0])
+    assert stores[0].sync()
+    assert set(RecordStore(tmp_path / RECORD_FILE, scope=SCOPE, log=QUIET).load()) == {
+        ContainerID(c.id) for c in made[1:]
+    }, "a release drops its record"
+    made = made[1:]
+    for c in made:  # the runtime reports what it was told
+        a = first.assignments[ContainerID(c.id)]
+        c.linux.resources.cpu.cpus = str(a.cpus)
+        c.linux.resources.cpu.mems = str(a.mems)
+    second = pipeline()
+    assert second.synchronize([db, web], made) == []
+    assert second.state == first.state
+    assert pipeline().synchronize([db, web], made) == [], "a second restart moves nothing"
+
+
+def test_an_update_cannot_carry_annotations() -> None:
+    """Why the records live in the state directory although every runtime reports an
+    adjusted annotation back (tests/e2e/test_restart_records.py): only a creation can
+    set one, and a shared container's cpuset changes with later updates."""
+    assert "annotations" in api.ContainerAdjustment.DESCRIPTOR.fields_by_name
+    assert "annotations" not in api.ContainerUpdate.DESCRIPTOR.fields_by_name
+
+
+def test_a_topology_aware_record_must_render_the_report_or_is_not_used() -> None:
+    t = topo(packages=2, nodes=2, cores=2, threads=2, memory="2G")
+    p = TopologyAwarePolicy(topology=t, config={})
+    s = p.initial_state()
+    made = [ctr("g", qos=QoSClass.GUARANTEED, milli=2000, cid="g"),
+            ctr("b", qos=QoSClass.BURSTABLE, milli=500, cid="b")]  # fmt: skip
+    for c in made:
+        s = p.allocate(s, c).state
+    rendered = p.render(s)
+    reports = [with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in made]
+    records = records_of(p, s, rendered)
+    assert restart(p, reports, records).reason == RESTORED
+    b = ContainerID("b")
+    other = next(i for i in range(len(s.tree.pools)) if i != s.grants[b].pool)
+    for meaning, why in [
+        ({**records[b].meaning, "pool": other}, "the restored state differs"),
+        ({**records[b].meaning, "pool": 99}, "pool 99"),
+        ({**records[b].meaning, "kind": "roomy"}, "roomy"),
+        ({**records[b].meaning, "full": "2"}, "field full"),
+    ]:
+        wrong = {**records, b: dataclasses.replace(records[b], meaning=meaning)}
+        d = restart(p, reports, wrong)
+        assert "records not used" in d.reason and why in d.reason, d.reason
+
+
+def test_an_overcommitted_grant_is_restored_as_it_was_granted() -> None:
+    """A container that fit nowhere at a rebuild is overcommitted: its grant holds a
+    request the policy set apart from what it asks (no whole CPUs, no millicores
+    counted).  The record keeps it, so the restored grant is the one the daemon had."""
+    t = topo(packages=1, nodes=1, cores=4, threads=1, memory="2G")
+    p = TopologyAwarePolicy(topology=t, config={})
+    made = [ctr("big", qos=QoSClass.GUARANTEED, milli=8000, cid="big"),
+            ctr("b", qos=QoSClass.BURSTABLE, milli=500, cid="b")]  # fmt: skip
+    s = p.rebuild([with_current(c, t.online_cpus(), None) for c in made]).state
+    big = s.grants[ContainerID("big")]
+    assert (big.kind, big.request.full, big.request.shared_milli) == (CPUKind.SHARED, 0, 0)
+    assert_restart_exact(p, s, made)
