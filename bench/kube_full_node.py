@@ -11,19 +11,19 @@ too, and the kubelet's default of 110 would refuse the 110th workload pod (OutOf
 
 Theory of operation: `plan(rounds)` gives the order of the phases, ABBA per pair of rounds
 (with, without, without, with, ...) so that a drift of the machine's load over the run
-weighs on both modes alike.  Before a phase with nri-resmgr the chart is installed as the
-e2e tests install it (`tests.e2e_kube.test_kube.values`: the static policy, CPU 0
-reserved), before one without it is uninstalled and its daemon pod waited gone, so that
-containerd has no NRI plugin at all.  A phase creates ``--pods`` pause-image pods at once
-(a thread POSTs them one after another; every other one Burstable with a 10m CPU and 8Mi
-memory request, the rest BestEffort, so that 110 fit on 2 CPUs) while this thread lists
-them every `POLL` seconds; each pod's start is from its POST returning to the first list
-showing it Running (monotonic clock, so the resolution is `POLL` plus a list's time).  The
-phase ends when all are Running (or at ``--timeout``, reporting which are not and why); the
-pods are then deleted and waited gone.  `summarize` pools each mode's starts (p50, p99)
-and takes the median of its phases' times until all Running; the row is nri-resmgr over
-no plugin, target 1.05x (printed as `bench.goals` prints its rows; not one of its default
-rows, since it needs root and several minutes).
+weighs on both modes alike. Before a phase with nri-resmgr the chart is installed as the
+e2e tests install it (`tests.e2e_kube.test_kube.values`: the static policy, CPU 0 reserved)
+and its daemon waited Ready; before one without, it is uninstalled and its daemon pod
+waited gone, so that containerd has no NRI plugin at all. A phase creates ``--pods``
+pause-image pods at once (a thread POSTs them one after another; every other one Burstable
+with a 10m CPU and 8Mi memory request, the rest BestEffort, so that 110 fit on 2 CPUs)
+while this thread lists them every `POLL` seconds; each pod's start is from its POST
+returning to the first list showing it Running (monotonic clock, so the resolution is
+`POLL` plus a list's time). The phase ends when all are Running (or at ``--timeout``,
+reporting which are not and why); the pods are then deleted and waited gone. `summarize`
+pools each mode's starts (p50, p99) and takes the median of its phases' times until all
+Running; the row is nri-resmgr over no plugin, target 1.05x (printed as `bench.goals`
+prints its rows; not one of its default rows, since it needs root and several minutes).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from tests.e2e import containerd as ctdmod
 from tests.e2e.images import build_images
 from tests.e2e_kube.image import Image, build_image
 from tests.e2e_kube.node import KubeCluster, Node, NodeSpec, kube_cluster
+from tests.e2e_kube.soak import wait_daemon
 from tests.e2e_kube.test_kube import (
     NAMESPACE,
     RELEASE,
@@ -193,6 +194,9 @@ def _set_mode(node: Node, image: Image, mode: Mode) -> None:
     installed = status.returncode == 0
     if mode == WITH and not installed:
         _helm_install(node, values(node, image))
+        # helm's --wait passes a DaemonSet of one pod before that pod is Ready (its
+        # maxUnavailable is 1): the phase starts once the daemon has registered and is Ready
+        wait_daemon(node)
     elif mode == WITHOUT and installed:
         _uninstall(node)
 
