@@ -73,13 +73,15 @@ NODE_NAME = "nri-resmgr-node"
 @dataclass(frozen=True)
 class NodeSpec:
     """What is private to one node: its name, bridge, /24 (``gateway`` is its .1) and
-    cgroup root; `kubelet_chains` is false on every node after the first."""
+    cgroup root; `kubelet_chains` is false on every node after the first; `max_pods`, where
+    set, the kubelet's ``maxPods`` (its default is 110)."""
 
     name: str
     bridge: str
     gateway: str
     cgroup_root: str
     kubelet_chains: bool = True
+    max_pods: int | None = None
 
     @property
     def subnet(self) -> str:
@@ -328,6 +330,8 @@ def _kubelet_config(base: Path, ctd: ctdmod.Containerd, spec: NodeSpec) -> Path:
         "podLogsDir": str(base / "pod-logs"),
         "makeIPTablesUtilChains": spec.kubelet_chains,
     }
+    if spec.max_pods is not None:
+        config["maxPods"] = spec.max_pods
     path = base / "kubelet.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
