@@ -149,12 +149,18 @@ def _ids(container: ContainerInfo, where: str, value: object, known: IDSet) -> I
     return ids
 
 
+#: the event parser of the depth check: libyaml's where PyYAML has it (pure Python, the
+#: scanner looks ahead up to 1,024 characters for a simple key at every flow opening, so
+#: 2,000 ``[`` cost 0.15 s, and over a second on a loaded node: the event loop's time)
+_EVENTS: type[yaml.BaseLoader] = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+
+
 def _check_depth(text: str) -> None:
     """Raise `yaml.YAMLError` when the first document nests deeper than `MAX_DEPTH` (the
     composer recurses; the parser, walked here, does not) or uses an alias (``*a``: a
     few kilobytes of aliases repeat to billions of values; hints have no use for them)."""
     depth = 0
-    for event in yaml.parse(text, Loader=yaml.BaseLoader):
+    for event in yaml.parse(text, Loader=_EVENTS):
         if isinstance(event, yaml.AliasEvent):
             raise yaml.YAMLError(f"expected no aliases, found *{event.anchor}")
         if isinstance(event, yaml.CollectionStartEvent):
