@@ -464,23 +464,23 @@ def test_extender_passes_pods_it_cannot_judge(deployed: KubeCluster, numa: NumaS
     # objects of nodes that do not exist, of every kind, beside the real ones
     for doc in (_other_writer("ghost-1"), _malformed("ghost-2")):
         b.apply(doc)
-    cases = {
+    cases: dict[str, dict[str, Any] | None] = {
         "other-writer": _other_writer("node-b"),
         "malformed": _malformed("node-b"),
         "missing": None,
     }
     try:
-        for case, doc in cases.items():
+        for case, written in cases.items():
             # node-b's report is current: its daemon writes again only at its next
             # decision (the probe's), after the extender judged what is written here
             b.wait_for(lambda: nrt(b) is not None, timeout=120, what="node-b's own NRT object")
             nrt_matches_kernel(kc)
             b.kubectl("delete", NRT, "node-b", "--ignore-not-found")
-            if doc is not None:
-                b.apply(doc)
+            if written is not None:
+                b.apply(written)
             time.sleep(2)  # the extender's watch delivers the change
             now = nrt(b)
-            assert (now and now["zones"]) == (doc and doc["zones"]), (case, now)
+            assert (now and now["zones"]) == (written and written["zones"]), (case, now)
             pod = f"probe-{case}"
             assert run_numa(kc, pod, on="node-b", cpu="1", memory="64Mi") == ("node-b", "1")
             passed = filtered(numa, pod, "node not judged; passed")

@@ -182,7 +182,7 @@ def assert_restart_exact(
         assert d.state == state, "the restored state is the state the daemon had"
         state, rendered = d.state, render(policy, d.state)
     lost = restart(policy, reports, {})
-    policy.check(lost.state)  # type: ignore[arg-type]
+    policy.check(lost.state)
     assert restart_violations(policy, reports, lost) == [], lost.reason
 
 

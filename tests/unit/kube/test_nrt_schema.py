@@ -10,7 +10,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import pytest
 import yaml
 

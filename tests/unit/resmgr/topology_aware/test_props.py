@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nri_resmgr.model import ContainerInfo, QoSClass
+from nri_resmgr.model import ContainerID, ContainerInfo, QoSClass
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from tests.support.builders import (
     ctr,
@@ -118,7 +118,7 @@ def test_scattered_shared_sets_survive_restarts() -> None:
             c = ctr(name, pod=name, qos=QoSClass.GUARANTEED, milli=1000 * int(kind[1:]), cid=name)
         s = p.allocate(s, c).state
         live[name] = c
-    cpus = p.render(s)["c8"].cpus
+    cpus = p.render(s)[ContainerID("c8")].cpus
     nodes = {n for n, node in t.nodes.items() if not cpus.isdisjoint(node.cpus)}
     assert (str(cpus), nodes) == ("32-33,40,72-73", {0, 3}), "the scattered case itself"
     assert_restart_exact(p, s, list(live.values()))

@@ -10,7 +10,7 @@ everyone where they are (`Node.rebuilt_moves_nobody`).
 
 from __future__ import annotations
 
-from nri_resmgr.model import CPUKind, QoSClass
+from nri_resmgr.model import ContainerID, CPUKind, QoSClass
 from nri_resmgr.topology.cpuset import union
 from tests.support.builders import ctr, topo
 from tests.support.topology_aware import SYNTHETIC, Node, guaranteed
@@ -27,7 +27,7 @@ def test_a_zero_request_container_does_not_refuse_a_reserved_overflow_at_rebuild
     # 5 of the 11 shared CPUs go exclusive: the root keeps exactly the 6000m it needs
     n.create(guaranteed("two", 2000), guaranteed("three", 3000))
     n.create(ctr("zero", pod="zero", qos=QoSClass.BURSTABLE, milli=0, cid="zero"))
-    assert n.policy.render(n.state)["big"].cpus == n.policy.tree.root.sharable - union(
+    assert n.policy.render(n.state)[ContainerID("big")].cpus == n.policy.tree.root.sharable - union(
         n.cpus(name) for name in ("two", "three")
     )
     n.rebuilt_moves_nobody()
