@@ -203,16 +203,31 @@ def route_stdlib_logging(config: LogConfig) -> None:
         if handler.get_name() == _HANDLER_NAME:
             root.removeHandler(handler)
             handler.close()
-    new: logging.Handler = (
-        logging.FileHandler(config.file) if config.file else logging.StreamHandler(sys.stderr)
-    )
+    new = _ToStructlog()
     new.set_name(_HANDLER_NAME)
-    if _resolve_format(config, getattr(new, "stream", None)) is LogFormat.JSON:
-        new.setFormatter(_JSONFormatter())
-    else:
-        new.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(new)
     root.setLevel(_LEVELS[config.level])
+
+
+class _ToStructlog(logging.Handler):
+    """stdlib records written by structlog, as ``component`` = the logger's name.
+
+    One writer per stream: structlog's `PrintLogger` writes a line under its lock as two
+    writes (the text, then the newline), so a second writer with a lock of its own (a
+    stdlib `StreamHandler`) could put its line between them from another thread (the
+    placement records' writer logs while the event loop's NRI stub does), and a log
+    reader would see two JSON documents on one line.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            log = get_logger(record.name)
+            if record.exc_info:
+                log.log(record.levelno, record.getMessage(), exc_info=record.exc_info)
+            else:
+                log.log(record.levelno, record.getMessage())
+        except Exception:  # logging.Handler's own rule for a failed emit
+            self.handleError(record)
 
 
 def _resolve_format(config: LogConfig, out: object) -> LogFormat:
@@ -223,21 +238,3 @@ def _resolve_format(config: LogConfig, out: object) -> LogFormat:
     return LogFormat.CONSOLE if callable(isatty) and isatty() else LogFormat.JSON
 
 
-class _JSONFormatter(logging.Formatter):
-    """stdlib records as the same JSON lines structlog writes (component = logger name)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        import datetime
-        import json
-
-        doc = {
-            "component": record.name,
-            "event": record.getMessage(),
-            "level": record.levelname.lower(),
-            "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.UTC)
-            .isoformat()
-            .replace("+00:00", "Z"),
-        }
-        if record.exc_info:
-            doc["exception"] = self.formatException(record.exc_info)
-        return json.dumps(doc)
