@@ -24,6 +24,7 @@ Nothing here touches files; `select_classes` is safe to call from a policy.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ from nri_resmgr.control.names import validate_name
 from nri_resmgr.model import (
     ANNOTATION_DOMAIN,
     AnnotationError,
+    Assignment,
     ConfigError,
     ContainerInfo,
     Pod,
@@ -81,6 +83,29 @@ class ClassChoice:
 
     rdt_class: str | None = None
     blockio_class: str | None = None
+
+
+def no_classes(_container: ContainerInfo) -> ClassChoice:
+    """The class selector of a pipeline without class controllers: no class."""
+    return ClassChoice()
+
+
+def inherit_classes(new: Assignment, old: Assignment | ClassChoice | None) -> Assignment:
+    """`new`, with each class it leaves unset taken from `old` (None: nothing to take).
+
+    The one rule for "keep the old class": a policy decides CPUs and memory, not classes,
+    so its assignments inherit the classes chosen at creation (or, for a new container,
+    the `ClassChoice`).  Unset is None *or* the empty string: "" is no class name
+    (`names.validate_name` refuses it), and sending it would make the runtime look for a
+    class called "".  A class unset on both sides stays None.
+    """
+    if old is None:
+        old = ClassChoice()
+    rdt = new.rdt_class or old.rdt_class or None
+    blockio = new.blockio_class or old.blockio_class or None
+    if rdt == new.rdt_class and blockio == new.blockio_class:
+        return new  # nothing to take (an update of the many an exclusive grant sends)
+    return dataclasses.replace(new, rdt_class=rdt, blockio_class=blockio)
 
 
 def pod_group_name(pod: Pod) -> str:

@@ -59,6 +59,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from nri_api import api
+from nri_resmgr.control.classes import inherit_classes, no_classes
 from nri_resmgr.control.hooks import ClassChoice, ClassSelector, Controller
 from nri_resmgr.limits import DEFAULT_LIMITS, Limits
 from nri_resmgr.model import (
@@ -75,13 +76,11 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.ops.logs import EventLog, get_logger
 from nri_resmgr.policy.base import Policy
-from nri_resmgr.policy.cpu_classes import CPUClassUse
-from nri_resmgr.policy.irq_affinity import IrqUse
 from nri_resmgr.policy.kit.rebuild import restart
 from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.adjustments import adjustment_for, cpuset_updates_for
 from nri_resmgr.runtime.decision_log import DecisionLog
-from nri_resmgr.runtime.fanout import best_effort
+from nri_resmgr.runtime.fanout import MachineUse, best_effort
 from nri_resmgr.runtime.record_store import RecordStore
 from nri_resmgr.runtime.synchronize import account_for, as_placed, read_runtime_view
 from nri_resmgr.topology.cpuset import IDSet
@@ -94,7 +93,6 @@ __all__ = [
     "HintResolver",
     "Pipeline",
     "PipelineError",
-    "inherit_classes",
 ]
 
 #: the component of the pipeline's own log lines (``log.debug`` names it)
@@ -108,28 +106,6 @@ DecisionHook = Callable[[str, ContainerInfo, Decision], None]
 
 class PipelineError(ResmgrError):
     """An event the pipeline cannot handle (e.g. a container of an unknown pod)."""
-
-
-def _no_classes(_container: ContainerInfo) -> ClassChoice:
-    return ClassChoice()
-
-
-def inherit_classes(new: Assignment, old: Assignment | ClassChoice | None) -> Assignment:
-    """`new`, with each class it leaves unset taken from `old` (None: nothing to take).
-
-    The one rule for "keep the old class": a policy decides CPUs and memory, not classes,
-    so its assignments inherit the classes chosen at creation (or, for a new container,
-    the `ClassChoice`).  Unset is None *or* the empty string: "" is no class name
-    (`names.validate_name` refuses it), and sending it would make the runtime look for a
-    class called "".  A class unset on both sides stays None.
-    """
-    if old is None:
-        old = ClassChoice()
-    rdt = new.rdt_class or old.rdt_class or None
-    blockio = new.blockio_class or old.blockio_class or None
-    if rdt == new.rdt_class and blockio == new.blockio_class:
-        return new  # nothing to take (an update of the many an exclusive grant sends)
-    return dataclasses.replace(new, rdt_class=rdt, blockio_class=blockio)
 
 
 class Pipeline:
@@ -157,7 +133,7 @@ class Pipeline:
         #: bounds on cpusets and JSON annotations read from the runtime's messages
         self.limits = limits
         self.controllers: tuple[Controller, ...] = tuple(controllers)
-        self._select: ClassSelector = select_classes or _no_classes
+        self._select: ClassSelector = select_classes or no_classes
         #: warnings (skipped input, failed controllers); decisions go to `decisions`
         self.log: EventLog = log if log is not None else get_logger(_COMPONENT)
         #: one structured line per decision (`nri_resmgr.runtime.decision_log`)
@@ -177,10 +153,8 @@ class Pipeline:
         #: block I/O classes we apply ourselves are not the runtime's to resolve: sending
         #: the name would make a runtime without its own class config fail the container
         self.runtime_blockio: bool = not any(c.name == "blockio" for c in self.controllers)
-        #: the policy's interrupt wishes last handed to the controllers (None: not yet)
-        self._irq_use: IrqUse | None = None
-        #: the policy's CPU class use last handed to the controllers (None: not yet)
-        self._cpu_class_use: CPUClassUse | None = None
+        #: what the committed state wants of the machine, handed to the controllers
+        self.machine_use = MachineUse(self.controllers, self.log)
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -206,7 +180,7 @@ class Pipeline:
         before the caller answers the runtime.
         """
         self.state = decision.state
-        self._apply_machine_use()
+        self.machine_use.apply(self.policy, self.state)
         changed = [u.container_id for u in updates if u.container_id in self.containers]
         if subject is not None:
             self.assignments[subject.container_id] = subject
@@ -224,25 +198,6 @@ class Pipeline:
             self.record_store.keep(
                 self.policy, self.state, self.assignments, changed=changed, full=full, gone=gone
             )
-
-    def _apply_machine_use(self) -> None:
-        """Hand the controllers what the committed state wants of the machine besides the
-        containers' adjustments, each part when it changed: the CPU classes
-        (`cpu_classes_changed`, from the policy's ``cpu_class_use(state)``) and the
-        interrupt affinities (`irq_use_changed`, from ``irq_use(state)``).  A policy
-        without CPU classes or interrupt wishes wants none (the contract's defaults):
-        after a reconfiguration from one that had, the files get their originals back.
-        Best effort: the decision is taken; a controller's failure is logged."""
-        if not self.controllers:
-            return
-        cpu = self.policy.cpu_class_use(self.state)
-        if cpu != self._cpu_class_use:
-            self._cpu_class_use = cpu
-            self._best_effort(lambda ctl: ctl.cpu_classes_changed(cpu))
-        irq = self.policy.irq_use(self.state)
-        if irq != self._irq_use:
-            self._irq_use = irq
-            self._best_effort(lambda ctl: ctl.irq_use_changed(irq))
 
     def _best_effort(self, hook: Callable[[Controller], None]) -> None:
         """`hook` on every controller, by the one rule for best-effort hooks (`fanout`)."""

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from nri_api import api
+from nri_resmgr.control.classes import inherit_classes
 from nri_resmgr.model import (
     AllocationError,
     AnnotationError,
@@ -20,7 +21,7 @@ from nri_resmgr.model import (
     ResmgrError,
 )
 from nri_resmgr.policy.static import StaticPolicy
-from nri_resmgr.runtime.pipeline import ClassChoice, Controller, Pipeline, inherit_classes
+from nri_resmgr.runtime.pipeline import ClassChoice, Controller, Pipeline
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.synthetic import build_topology
 from tests.support.logs import QUIET
