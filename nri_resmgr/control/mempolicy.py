@@ -61,7 +61,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -87,6 +87,7 @@ __all__ = [
     "parse_nodes",
     "policy_for",
     "resolve_nodes",
+    "unique_names",
 ]
 
 ANNOTATION_SUFFIX = ".memory-policy.nri.io"
@@ -180,6 +181,13 @@ def parse_nodes(text: str) -> NodesSpec:
     raise ValueError(f"expected one of {_NAMED_FORMS}, found {shown(value)}")
 
 
+class NamedClass(Protocol):
+    """A configuration class: something with a name."""
+
+    @property
+    def name(self) -> str: ...
+
+
 def fold_keys(data: Any, names: Sequence[str], *, subject: str) -> Any:
     """`data` with each key matching one of `names` in another case renamed to it.
 
@@ -200,6 +208,16 @@ def fold_keys(data: Any, names: Sequence[str], *, subject: str) -> Any:
             )
         out[name] = value
     return out
+
+
+def unique_names(classes: Sequence[NamedClass]) -> None:
+    """Raise `ValueError` unless every class in `classes` has a name of its own (the
+    memory policy's and memory QoS's ``classes`` alike)."""
+    seen: set[str] = set()
+    for c in classes:
+        if c.name in seen:
+            raise ValueError(f"expected unique class names, found {c.name!r} twice")
+        seen.add(c.name)
 
 
 class _Model(BaseModel):
@@ -310,11 +328,7 @@ class MemoryPolicyConfig(_Model):
     @field_validator("classes")
     @classmethod
     def _unique(cls, value: tuple[MemoryPolicyClass, ...]) -> tuple[MemoryPolicyClass, ...]:
-        seen: set[str] = set()
-        for c in value:
-            if c.name in seen:
-                raise ValueError(f"expected unique class names, found {c.name!r} twice")
-            seen.add(c.name)
+        unique_names(value)
         return value
 
     def by_name(self) -> dict[str, MemoryPolicyClass]:

@@ -55,7 +55,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from nri_resmgr.control.mempolicy import fold_keys
+from nri_resmgr.control.mempolicy import fold_keys, unique_names
 from nri_resmgr.limits import shown
 from nri_resmgr.model import AnnotationError, ContainerInfo
 
@@ -123,11 +123,7 @@ class MemoryQoSConfig(_Model):
     @field_validator("classes")
     @classmethod
     def _unique(cls, value: tuple[MemoryQoSClass, ...]) -> tuple[MemoryQoSClass, ...]:
-        seen: set[str] = set()
-        for c in value:
-            if c.name in seen:
-                raise ValueError(f"expected unique class names, found {c.name!r} twice")
-            seen.add(c.name)
+        unique_names(value)
         return value
 
     @field_validator("unified_annotations")
