@@ -46,6 +46,7 @@ from typing import Any
 from bench.common import (
     build_go_noop,
     build_nri_plugins,
+    compile_bytecode,
     load_note,
     machine,
     rss_kib,
@@ -284,6 +285,7 @@ def synchronize(
 def startup(peers: Peers, *, reps: int) -> dict[str, Any]:
     ext: dict[str, list[float]] = {p: [] for p in PEERS}
     pre: dict[str, list[float]] = {p: [] for p in ("go-noop", "nri-resmgr")}
+    compile_bytecode()
     for _ in range(reps):
         for p in PEERS:
             with go_runtime(VERSION) as rt:
