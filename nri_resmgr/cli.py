@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from nri_resmgr import __version__
+from nri_resmgr.ops import collector
 
 COMMAND_MODULES = (
     "run",
@@ -87,6 +88,16 @@ def build_parser(
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
+    # the collector is off while the command is imported and built (`ops.collector`):
+    # the daemon settles it before connecting, a command that ends resumes it
+    collector.pause()
+    try:
+        return _main(argv)
+    finally:
+        collector.resume()
+
+
+def _main(argv: Sequence[str]) -> int:
     named = _named_command(argv)
     parser, table = build_parser((named,) if named else COMMAND_MODULES)
     args = parser.parse_args(argv)

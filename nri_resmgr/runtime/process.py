@@ -26,6 +26,7 @@ from nri_api.loop import run as run_loop
 from nri_api.stub import OnClose
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.model import ContainerID
+from nri_resmgr.ops import collector
 from nri_resmgr.ops.logs import (
     configure_logging,
     get_logger,
@@ -236,6 +237,8 @@ def main(options: DaemonOptions) -> int:
             )
             return await _serve(plugin, plugin.config.instrumentation.http_endpoint, kube)
 
+        # everything alive now lives as long as the process (`ops.collector`)
+        collector.settle()
         try:
             return run_loop(run())
         finally:
