@@ -7,7 +7,6 @@ from its public Go module by `tests.peers.make_nri_plugins` in `.cache/nri-plugi
 
 from __future__ import annotations
 
-import compileall
 import os
 import platform
 import shutil
@@ -57,28 +56,6 @@ def machine() -> dict[str, Any]:
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "load_before": load_note(),
     }
-
-
-#: the packages the daemon runs from (their bytecode is what a start-up row loads)
-PACKAGES = ("nri_api", "nri_resmgr")
-
-
-def compile_bytecode(root: Path = REPO) -> None:
-    """Write the daemon's bytecode (`__pycache__`) before a start-up row is timed.
-
-    An installed daemon runs from compiled bytecode (pip compiles at install, an image
-    keeps it).  A daemon the benchmarks start inherits this environment, and with
-    ``PYTHONDONTWRITEBYTECODE`` set (as in the agents' shells) every module edited since
-    its bytecode was last written is compiled again at each start: the start-up rows then
-    measured the compiler (1.4-2.0 s to connect instead of 0.5 s, load 1-3) by how many
-    files a merge had touched.  Compiling first makes them measure the daemon.
-    """
-    for package in PACKAGES:
-        if not compileall.compile_dir(root / package, quiet=1):
-            raise RuntimeError(
-                f"bench: compiling {root / package}: expected every module to compile, "
-                "found one that does not (listed above)"
-            )
 
 
 def _go() -> str:

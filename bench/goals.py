@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bench import balloons, decision, growth, peers, roundtrip, scale
-from bench.common import compile_bytecode, load_note, machine
+from bench.common import load_note, machine
 from bench.workload import live, running
 from nri_resmgr.config import LogConfig
 from nri_resmgr.ops.logs import configure_logging
@@ -437,7 +437,7 @@ def run(ns: argparse.Namespace, *, report: Callable[[Measured], None]) -> dict[s
         if "sync-1000" in only:
             keep("sync-1000", *measure_sync(p, reps=ns.reps))
         if only & {"prereg-start", "restart-1000"}:
-            compile_bytecode()
+            peers.compile_bytecode()
         if "prereg-start" in only:
             keep("prereg-start", *measure_prereg(p, reps=ns.reps + 2))
         if "restart-1000" in only:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import compile_bytecode
+from bench.peers import compile_bytecode
 from bench.profile import layer_of, parse, summarize
 from bench.stats import percentile, summary_us
 
