@@ -8,7 +8,9 @@ Only the command being run is imported: a command named ``a-b`` lives in the mod
 pre-registered daemon, ``run``, starts inside the runtime's registration timeout and
 must not pay for the imports of the other commands).  Anything else (no command, an
 option first, an unknown name) builds the parser of every command, so help and errors
-list them all as before.
+list them all as before.  The cyclic collector is off while the command is imported and
+built (`nri_resmgr.ops.collector`): the daemon settles it before it connects, and any
+command that ends turns it back on.
 
 ``--version`` prints ``nri-resmgr VERSION`` (`nri_resmgr.__version__`, which is also the
 package's version).  A reader that closes the pipe early (``nri-resmgr topology | head``)
