@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.harness import (
-    GoRuntime,
-    RuntimeCallError,
-    make_container,
-    make_pod,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, RuntimeCallError
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.plugins import RECORDER, attach_recorder
 from tests.conformance.plugins.recorder import (
     BIG_ENV_COUNT,
@@ -116,9 +112,7 @@ def test_reply_after_request_timeout(runtime: GoRuntime, mode: str) -> None:
     ],
     ids=["exits-at-once", "never-registers"],
 )
-def test_broken_preregistered_plugin(
-    runtime: GoRuntime, script: str, expected_error: str
-) -> None:
+def test_broken_preregistered_plugin(runtime: GoRuntime, script: str, expected_error: str) -> None:
     """Up to NRI v0.6 one broken pre-registered plugin fails the whole start (and with
     it NRI in containerd 1.7.0-1.7.25); from v0.8 it is skipped and the rest works."""
     broken = runtime.plugin_dir / "05-broken"

@@ -22,14 +22,8 @@ import pytest
 
 from nri_resmgr.cli import main
 from nri_resmgr.ops.runtime_config import NRI_TABLE, TOLERATE_ANNOTATION
-from tests.conformance.harness import (
-    GoRuntime,
-    Json,
-    RuntimeCallError,
-    make_container,
-    make_pod,
-    prune_empty,
-)
+from tests.conformance.harness import GoRuntime, Json, RuntimeCallError, prune_empty
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.test_daemon import NAME, attach_daemon, cpus, diagnostics, guaranteed
 from tests.support.waiting import wait_for
 
@@ -42,10 +36,24 @@ REFUSED = f'validation error: required plugin "{NAME}" not present'
 def required_table(tmp: Path) -> dict[str, Any]:
     """The default_validator table `enable-nri --require` writes into a containerd config."""
     config = tmp / "config.toml"
-    assert main(["enable-nri", "--runtime", "containerd", "--config", str(config),
-                 "--require", "--plugin-name", NAME]) == 0
+    assert (
+        main(
+            [
+                "enable-nri",
+                "--runtime",
+                "containerd",
+                "--config",
+                str(config),
+                "--require",
+                "--plugin-name",
+                NAME,
+            ]
+        )
+        == 0
+    )
     table: dict[str, Any] = tomllib.loads(config.read_text())["plugins"][NRI_TABLE][
-        "default_validator"]
+        "default_validator"
+    ]
     return table
 
 
@@ -67,11 +75,16 @@ def test_required_plugin_refuses_creation_while_the_daemon_is_away(
     assert REFUSED in refusal(runtime, db, guaranteed(db, "early", 2))
 
     # The daemon's own pod carries the tolerate annotation and is created without it.
-    own = make_pod(name="nri-resmgr-x", namespace="kube-system", qos="burstable",
-                   annotations={TOLERATE_ANNOTATION: "true"})
+    own = make_pod(
+        name="nri-resmgr-x",
+        namespace="kube-system",
+        qos="burstable",
+        annotations={TOLERATE_ANNOTATION: "true"},
+    )
     runtime.run_pod(own)
     assert "adjust" not in prune_empty(
-        runtime.create_container(own, make_container(own, name="nri-resmgr")))
+        runtime.create_container(own, make_container(own, name="nri-resmgr"))
+    )
 
     attach_daemon(runtime, mode="external", start=False)
     first_ctr = guaranteed(db, "pg", 2)
@@ -104,8 +117,10 @@ def test_required_plugin_refuses_creation_while_the_daemon_is_away(
     runtime.set_state(pods=[db], containers=running)
     sync = attach_daemon(runtime, mode="external", start=False)
     assert sync is not None
-    moved = {u["container_id"]: u["linux"]["resources"]["cpu"]["cpus"]
-             for u in prune_empty({"u": sync.updates})["u"]}
+    moved = {
+        u["container_id"]: u["linux"]["resources"]["cpu"]["cpus"]
+        for u in prune_empty({"u": sync.updates})["u"]
+    }
     # (the fake runtime reports containers with their original resources, so pg's CPUs are
     # asserted again: the same ones)
     assert moved == {first_ctr["id"]: "1,5", slipped["id"]: "4"}, diagnostics(runtime)
@@ -130,6 +145,8 @@ def test_without_the_validator_a_container_runs_unplaced_until_synchronize(
     runtime.set_state(pods=[db], containers=[running])
     sync = attach_daemon(runtime, mode="external", start=False)
     assert sync is not None
-    moved = [(u["container_id"], u["linux"]["resources"]["cpu"]["cpus"])
-             for u in prune_empty({"u": sync.updates})["u"]]
+    moved = [
+        (u["container_id"], u["linux"]["resources"]["cpu"]["cpus"])
+        for u in prune_empty({"u": sync.updates})["u"]
+    ]
     assert moved == [(early["id"], "1,5")], diagnostics(runtime)

@@ -13,15 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.harness import (
-    CONTAINERD_FOR,
-    GoRuntime,
-    Json,
-    make_container,
-    make_pod,
-    prune_empty,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, Json, prune_empty
+from tests.conformance.harness_build import CONTAINERD_FOR, version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.plugins import attach_recorder
 from tests.conformance.plugins.recorder import (
     CPUSET_ANNOTATION,
@@ -239,9 +233,7 @@ def test_go_stub_plugin_full_lifecycle(runtime: GoRuntime) -> None:
 
 
 @pytest.mark.parametrize("go_idx", ["05", "20"])
-def test_invocation_order_follows_plugin_index(
-    runtime: GoRuntime, mode: str, go_idx: str
-) -> None:
+def test_invocation_order_follows_plugin_index(runtime: GoRuntime, mode: str, go_idx: str) -> None:
     """Plugins run in index order; each sees the container as adjusted by those before it."""
     pod = make_pod(name="web-0")
     ctr = make_container(pod, name="app")

@@ -13,7 +13,9 @@ from typing import TypeVar
 import pytest
 
 from nri_resmgr.topology.cpuset import IDSet
-from tests.conformance.harness import GoRuntime, Json, make_container, make_pod, version_key
+from tests.conformance.harness import GoRuntime, Json
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.plugins import RecorderHandle, attach_recorder
 from tests.conformance.test_daemon import TOPOLOGY_AWARE, attach_daemon, diagnostics, guaranteed
 from tests.support.waiting import wait_for
@@ -21,7 +23,6 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.conformance
 
 T = TypeVar("T")
-
 
 
 def test_external_plugin_reconnects_and_resynchronizes(runtime: GoRuntime) -> None:
@@ -154,9 +155,7 @@ def test_daemon_restart_rule_after_fail_open_creations(runtime: GoRuntime) -> No
     sync = attach_daemon(runtime, mode="external", pods=[web, db, be], containers=containers,
                          policy=TOPOLOGY_AWARE)  # fmt: skip
     assert sync is not None
-    reported = {
-        c["id"]: c["linux"]["resources"]["cpu"].get("cpus", "") for c in containers
-    }
+    reported = {c["id"]: c["linux"]["resources"]["cpu"].get("cpus", "") for c in containers}
     final = _final(sync.updates, reported)
     names = {c["id"]: c["name"] for c in containers}
     table = "\n".join(f"  {names[cid]}: {sorted(cpus)}" for cid, cpus in final.items())

@@ -34,10 +34,10 @@ from tests.conformance.harness import (
     Json,
     RuntimeCallError,
     SyncResult,
-    build_harness,
     prune_empty,
     short_tempdir,
 )
+from tests.conformance.harness_build import build_harness
 
 __all__ = ["VERSION", "Held", "Placement", "Side", "ours_argv", "side", "theirs_argv"]
 
@@ -76,9 +76,7 @@ def theirs_argv(
     ]
 
 
-def ours_argv(
-    *, socket: Path, config: Path, root: Path, state_dir: Path, name: str
-) -> list[str]:
+def ours_argv(*, socket: Path, config: Path, root: Path, state_dir: Path, name: str) -> list[str]:
     """Our daemon (`nri-resmgr run`) as an external plugin on the same host root."""
     return [
         sys.executable,
@@ -319,9 +317,10 @@ class Side:
 def side(argv_for: Any, *, who: str) -> Iterator[Side]:
     """A started side: `argv_for(socket)` names the plugin's command line."""
     binary = build_harness(VERSION)
-    with short_tempdir(f"nri-diff-{who}-") as d, GoRuntime(
-        version=VERSION, dir=d, binary=binary
-    ) as rt:
+    with (
+        short_tempdir(f"nri-diff-{who}-") as d,
+        GoRuntime(version=VERSION, dir=d, binary=binary) as rt,
+    ):
         rt.start(request_timeout_ms=REQUEST_TIMEOUT_MS)
         s = Side(rt, argv_for(rt.socket, d), who=who)
         s.launch()

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from tests.conformance.harness import Json, make_container, make_pod, short_tempdir
+from tests.conformance.harness import Json, short_tempdir
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.differential.classes import Context, classify
 from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Op, Pod, Restart
 from tests.differential.host import HostRoots, host_root
@@ -218,9 +219,7 @@ class _Run:
         return cj
 
     def stop_remove(self, cid: str) -> None:
-        self.pair.both(
-            lambda s: s.stop_remove(cid) if cid in s.ctrs else None
-        )
+        self.pair.both(lambda s: s.stop_remove(cid) if cid in s.ctrs else None)
         self.refused.pop(cid, None)
 
     def apply(self, op: Op) -> None:
@@ -266,8 +265,12 @@ def _pair(
         state = d / "state"
         state.mkdir()
         return theirs_argv(
-            plugins.binary(case.policy), socket=socket, config=config, root=root,
-            state_dir=state, name=name,
+            plugins.binary(case.policy),
+            socket=socket,
+            config=config,
+            root=root,
+            state_dir=state,
+            name=name,
         )
 
     def ours(socket: Path, d: Path) -> list[str]:
