@@ -39,10 +39,10 @@ from nri_resmgr.topology.cpuset import IDSet
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.e2e.images import build_images
+from tests.e2e_kube.chart import container_pid
 from tests.e2e_kube.image import build_image
 from tests.e2e_kube.node import TWO_NODES, TWO_NODES_NAT, KubeCluster, kube_cluster, scheduler_argv
 from tests.e2e_kube.numa import deploy
-from tests.e2e_kube.test_kube import container_pid
 from tests.k8s.components import build_node_components
 from tests.peers import build_helm
 from tests.support.requirements import go_binary
