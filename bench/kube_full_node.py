@@ -45,7 +45,6 @@ from bench.goals import Goal, Measured, _commit, header, line
 from bench.stats import percentile
 from nri_resmgr.kube.client import KubeClient
 from tests.e2e import containerd as ctdmod
-from tests.e2e.images import build_images
 from tests.e2e_kube.chart import (
     NAMESPACE,
     RELEASE,
@@ -54,10 +53,8 @@ from tests.e2e_kube.chart import (
     values,
 )
 from tests.e2e_kube.image import Image, build_image
-from tests.e2e_kube.node import KubeCluster, Node, NodeSpec, kube_cluster
+from tests.e2e_kube.node import KubeCluster, Node, NodeSpec, built_cluster
 from tests.e2e_kube.soak import wait_daemon
-from tests.k8s.components import build_node_components
-from tests.peers import build_helm
 from tests.support.requirements import go_binary
 
 Mode = Literal["nri-resmgr", "no plugin"]
@@ -305,21 +302,9 @@ def main() -> int:
     order = plan(ns.rounds)
     go = _requirements()
     print(f"bench.kube_full_node: {load_note()}; phases {' '.join(order)}", flush=True)
-    release = ctdmod.CONTAINERD_2
-    images = build_images(ctdmod.CACHE / "images", sandbox_ref=ctdmod.SANDBOX_IMAGE,
-                          test_ref=ctdmod.TEST_IMAGE)  # fmt: skip
     image = build_image()
     phases: list[Phase] = []
-    with kube_cluster(
-        (spec(ns.pods),),
-        nat_chain=NAT,
-        release=release,
-        ctd_bins=ctdmod.build(release, go),
-        crictl=ctdmod.build(ctdmod.CRI_TOOLS, go)["crictl"],
-        images=images,
-        k8s=build_node_components(),
-        helm=Path(build_helm()),
-    ) as kc:
+    with built_cluster((spec(ns.pods),), nat_chain=NAT, go=go, release=ctdmod.CONTAINERD_2) as kc:
         node = kc.nodes[0]
         node.ctd.import_image(image.archive)
         for mode in order:
