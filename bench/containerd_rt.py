@@ -67,6 +67,7 @@ from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.e2e import crio as criomod
 from tests.e2e.images import build_images
+from tests.e2e.layout import Layout, unmount_under
 from tests.support.requirements import go_binary, online_cpus
 
 DAEMON = Path(__file__).resolve().parent / "plugins" / "resmgr.py"
@@ -346,14 +347,12 @@ def private_containerd(
     base = Path(tempfile.mkdtemp(prefix="bc-", dir="/tmp"))
     ctd: ctdmod.Containerd
     if release_name == criomod.CRIO.name:  # the same bench on CRI-O (tests/e2e/crio.py)
-        ctd = criomod.Crio(
-            criomod.build(go), crictl, ctdmod.Layout(base), request_timeout=request_timeout
-        )
+        ctd = criomod.Crio(criomod.build(go), crictl, Layout(base), request_timeout=request_timeout)
     else:
         release = ctdmod.RELEASES[release_name]
         bins = ctdmod.build(release, go)
         ctd = ctdmod.Containerd(
-            release, bins, crictl, ctdmod.Layout(base), request_timeout=request_timeout
+            release, bins, crictl, Layout(base), request_timeout=request_timeout
         )
     work = base / "work"
     work.mkdir()
@@ -372,7 +371,7 @@ def private_containerd(
                     parent = json.loads(spec.read_text())["linux"]["cgroup_parent"]
                     for controller in os.listdir(cri.CGROUP_ROOT):
                         cri.remove_cgroup_tree(controller, parent)
-            ctdmod._unmount_under(base)
+            unmount_under(base)
             shutil.rmtree(base, ignore_errors=True)
 
 

@@ -55,6 +55,7 @@ import yaml
 
 from tests.e2e import containerd as ctdmod
 from tests.e2e.images import build_images
+from tests.e2e.layout import Layout, unmount_under
 from tests.e2e_kube.host import (
     bridge,
     cgroup_root,
@@ -382,7 +383,7 @@ def kube_cluster(
             ctds = []
             for spec, node_dir in zip(specs, dirs, strict=True):
                 node_dir.mkdir(exist_ok=True)
-                ctd = ctdmod.Containerd(release, ctd_bins, crictl, ctdmod.Layout(node_dir))
+                ctd = ctdmod.Containerd(release, ctd_bins, crictl, Layout(node_dir))
                 _write_cni(node_dir, spec)
                 ctd.start()
                 stack.callback(ctd.cleanup)
@@ -481,7 +482,7 @@ def kube_cluster(
         for log in [*logs, base / "cp" / "control-plane.log"]:
             with contextlib.suppress(OSError):
                 shutil.copy(log, dest / str(log.relative_to(base)).replace("/", "-"))
-        ctdmod._unmount_under(base)
+        unmount_under(base)
         shutil.rmtree(base, ignore_errors=True)
 
 
