@@ -99,7 +99,7 @@ def _path_exists(token: str) -> bool:
 
 
 def _is_path(token: str) -> bool:
-    return bool(_PATH.match(token)) and "/" in token
+    return bool(_PATH.match(token)) and ("/" in token or token.endswith(".py"))
 
 
 def _is_code_name(token: str, tops: set[str]) -> bool:
