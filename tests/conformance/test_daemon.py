@@ -29,11 +29,8 @@ if __name__ == "__main__":  # the launcher (see the module docstring)
     parser.add_argument("--name")
     known, rest = parser.parse_known_args()
     argv = ["run", *rest]
-    for flag, value in (
-        ("--socket", known.socket),
-        ("--plugin-index", known.idx),
-        ("--plugin-name", known.name),
-    ):
+    for flag, value in (("--socket", known.socket), ("--plugin-index", known.idx),
+                        ("--plugin-name", known.name)):
         if value:
             argv += [flag, value]
     sys.exit(cli_main(argv))
@@ -60,12 +57,10 @@ TOPOLOGY_AWARE: dict[str, Any] = {
 
 
 def daemon_config(rt: GoRuntime, policy: dict[str, Any] | None = None) -> str:
-    return json.dumps(
-        {
-            **(policy or STATIC),
-            "log": {"level": "debug", "format": "json", "file": str(rt.dir / "daemon.log")},
-        }
-    )
+    return json.dumps({
+        **(policy or STATIC),
+        "log": {"level": "debug", "format": "json", "file": str(rt.dir / "daemon.log")},
+    })
 
 
 def attach_daemon(
@@ -86,22 +81,15 @@ def attach_daemon(
     config = daemon_config(rt, policy)
     config_file = rt.dir / "resmgr.json"
     config_file.write_text(config)
-    args = [
-        "--sysfs-root",
-        str(root),
-        "--config",
-        str(config_file),
-        "--state-dir",
-        str(rt.dir / "state"),
-    ]
+    args = ["--sysfs-root", str(root), "--config", str(config_file),
+            "--state-dir", str(rt.dir / "state")]
     if mode == "preregistered":
         rt.install_preregistered(DAEMON, idx=IDX, name=NAME, config=config, args=args)
         return rt.start(pods=pods or [], containers=containers or [])
     if start:
         rt.start(pods=pods or [], containers=containers or [])
-    rt.start_external(
-        DAEMON, idx=IDX, name=NAME, args=args, log_path=rt.dir / f"daemon-{len(rt.externals)}.out"
-    )
+    rt.start_external(DAEMON, idx=IDX, name=NAME, args=args,
+                      log_path=rt.dir / f"daemon-{len(rt.externals)}.out")
     return rt.wait_synced(timeout=60) if wait else None
 
 
@@ -110,21 +98,13 @@ def cpus(reply: Json) -> str:
 
 
 def updates(reply: Json) -> list[tuple[str, str]]:
-    return [
-        (u["container_id"], u["linux"]["resources"]["cpu"]["cpus"])
-        for u in prune_empty(reply).get("update", [])
-    ]
+    return [(u["container_id"], u["linux"]["resources"]["cpu"]["cpus"])
+            for u in prune_empty(reply).get("update", [])]
 
 
 def guaranteed(pod: Json, name: str, n: int, **kw: Any) -> Json:
-    return make_container(
-        pod,
-        name=name,
-        cpu_request_millis=1000 * n,
-        cpu_limit_millis=1000 * n,
-        memory_limit=256 << 20,
-        **kw,
-    )
+    return make_container(pod, name=name, cpu_request_millis=1000 * n,
+                          cpu_limit_millis=1000 * n, memory_limit=256 << 20, **kw)
 
 
 def diagnostics(rt: GoRuntime) -> str:
@@ -178,7 +158,9 @@ def mems(reply: Json) -> str:
     return str(prune_empty(reply)["adjust"]["linux"]["resources"]["cpu"]["mems"])
 
 
-def test_daemon_topology_aware_shared_pool_shrinks_and_grows(runtime: GoRuntime, mode: str) -> None:
+def test_daemon_topology_aware_shared_pool_shrinks_and_grows(
+    runtime: GoRuntime, mode: str
+) -> None:
     """topology-aware, CPU 0 reserved: the shared set is 1-7; whole cores are sliced off
     it for Guaranteed containers and the running shared container follows in the same
     reply; a request that would empty it is refused; removals give the cores back."""
@@ -229,11 +211,8 @@ def test_daemon_restart_keeps_placements(runtime: GoRuntime) -> None:
     a, b = guaranteed(db, "a", 2), guaranteed(db, "b", 2)
     # load: 24 more shared containers in 6 pods, created between the exclusive ones
     crowd = [(make_pod(name=f"crowd-{i}", qos="burstable"), i) for i in range(6)]
-    extra = [
-        (p, make_container(p, name=f"w{j}", cpu_request_millis=100 + 10 * j))
-        for p, i in crowd
-        for j in range(4)
-    ]
+    extra = [(p, make_container(p, name=f"w{j}", cpu_request_millis=100 + 10 * j))
+             for p, i in crowd for j in range(4)]
     placed: dict[str, str] = {}
     order = [(web, nginx), *extra[:12], (db, a), *extra[12:], (db, b)]
     started: set[str] = set()
@@ -253,23 +232,13 @@ def test_daemon_restart_keeps_placements(runtime: GoRuntime) -> None:
     first.kill()
     first.wait()
     running = [
-        make_container(
-            web,
-            name="nginx",
-            cpu_request_millis=500,
-            state="CONTAINER_RUNNING",
-            cpuset_cpus=placed[nginx["id"]],
-        ),
+        make_container(web, name="nginx", cpu_request_millis=500, state="CONTAINER_RUNNING",
+                       cpuset_cpus=placed[nginx["id"]]),
         guaranteed(db, "a", 2, state="CONTAINER_RUNNING", cpuset_cpus=placed[a["id"]]),
         guaranteed(db, "b", 2, state="CONTAINER_RUNNING", cpuset_cpus=placed[b["id"]]),
     ] + [
-        make_container(
-            p,
-            name=c["name"],
-            cpu_request_millis=100 + 10 * int(c["name"][1:]),
-            state="CONTAINER_RUNNING",
-            cpuset_cpus=placed[c["id"]],
-        )
+        make_container(p, name=c["name"], cpu_request_millis=100 + 10 * int(c["name"][1:]),
+                       state="CONTAINER_RUNNING", cpuset_cpus=placed[c["id"]])
         for p, c in extra
     ]
     runtime.set_state(pods=[web, db] + [p for p, _ in crowd], containers=running)

@@ -41,15 +41,10 @@ def test_classes_reach_the_runtime(runtime: GoRuntime) -> None:
             "rdt": {
                 "enable": True,
                 "usePodQoSAsDefaultClass": True,
-                "partitions": {
-                    "all": {
-                        "l3Allocation": "100%",
-                        "classes": {
-                            "gold": {"l3Allocation": "50-100%"},
-                            "BestEffort": {"l3Allocation": "0-20%"},
-                        },
-                    }
-                },
+                "partitions": {"all": {"l3Allocation": "100%", "classes": {
+                    "gold": {"l3Allocation": "50-100%"},
+                    "BestEffort": {"l3Allocation": "0-20%"},
+                }}},
             },
             "blockio": {"enable": True, "classes": {"slowdisk": {}}},
         },
@@ -58,42 +53,20 @@ def test_classes_reach_the_runtime(runtime: GoRuntime) -> None:
     cfg.write_text(json.dumps(config))
     runtime.start()
     runtime.start_external(
-        DAEMON,
-        idx=IDX,
-        name=NAME,
-        args=[
-            "--sysfs-root",
-            str(root),
-            "--config",
-            str(cfg),
-            "--state-dir",
-            str(d / "state"),
-            "--resctrl-root",
-            str(resctrl),
-            "--cgroup-root",
-            str(cgroup),
-        ],
+        DAEMON, idx=IDX, name=NAME,
+        args=["--sysfs-root", str(root), "--config", str(cfg), "--state-dir", str(d / "state"),
+              "--resctrl-root", str(resctrl), "--cgroup-root", str(cgroup)],
     )
     runtime.wait_synced(timeout=60)
     log = d / "daemon.log"
 
-    db = make_pod(
-        name="db-0",
-        qos="guaranteed",
-        annotations={
-            "rdtclass.resource-policy.nri.io/pod": "gold",
-            "blockioclass.resource-policy.nri.io/container.pg": "slowdisk",
-        },
-    )
+    db = make_pod(name="db-0", qos="guaranteed", annotations={
+        "rdtclass.resource-policy.nri.io/pod": "gold",
+        "blockioclass.resource-policy.nri.io/container.pg": "slowdisk",
+    })
     runtime.run_pod(db)
-    reply = prune_empty(
-        runtime.create_container(
-            db,
-            make_container(
-                db, name="pg", cpu_request_millis=2000, cpu_limit_millis=2000, memory_limit=1 << 28
-            ),
-        )
-    )
+    reply = prune_empty(runtime.create_container(db, make_container(
+        db, name="pg", cpu_request_millis=2000, cpu_limit_millis=2000, memory_limit=1 << 28)))
     diag = log.read_text()[-3000:] if log.exists() else ""
     res = reply["adjust"]["linux"]["resources"]
     assert res["rdt_class"] == {"value": "gold"}, diag
@@ -106,9 +79,8 @@ def test_classes_reach_the_runtime(runtime: GoRuntime) -> None:
 
     batch = make_pod(name="batch-0", qos="besteffort")
     runtime.run_pod(batch)
-    reply = prune_empty(
-        runtime.create_container(batch, make_container(batch, name="job", cpu_request_millis=0))
-    )
+    reply = prune_empty(runtime.create_container(batch, make_container(
+        batch, name="job", cpu_request_millis=0)))
     res = reply["adjust"]["linux"]["resources"]
     assert res["rdt_class"] == {"value": "BestEffort"}
     assert "blockio_class" not in res
@@ -130,32 +102,17 @@ def test_blockio_names_go_to_a_runtime_that_owns_them(runtime: GoRuntime) -> Non
     root = d / "root"
     write_sysfs(SPEC, root)
     cfg = d / "resmgr.json"
-    cfg.write_text(
-        json.dumps(
-            {
-                "policy": "static",
-                "policyConfig": {"reservedSystemCPUs": "0"},
-                "control": {
-                    "blockio": {"enable": True, "runtimeClasses": True, "classes": {"slowdisk": {}}}
-                },
-            }
-        )
-    )
+    cfg.write_text(json.dumps({
+        "policy": "static",
+        "policyConfig": {"reservedSystemCPUs": "0"},
+        "control": {"blockio": {"enable": True, "runtimeClasses": True,
+                                 "classes": {"slowdisk": {}}}},
+    }))
     runtime.start()
     # runtimeClasses: the runtime applies block I/O classes itself; names are sent
-    runtime.start_external(
-        DAEMON,
-        idx=IDX,
-        name=NAME,
-        args=[
-            "--sysfs-root",
-            str(root),
-            "--config",
-            str(cfg),
-            "--state-dir",
-            str(d / "state"),
-        ],
-    )
+    runtime.start_external(DAEMON, idx=IDX, name=NAME, args=[
+        "--sysfs-root", str(root), "--config", str(cfg), "--state-dir", str(d / "state"),
+    ])
     runtime.wait_synced(timeout=60)
     web = make_pod(name="web-0", annotations={"blockioclass.resource-policy.nri.io": "slowdisk"})
     runtime.run_pod(web)

@@ -112,7 +112,9 @@ def test_reply_after_request_timeout(runtime: GoRuntime, mode: str) -> None:
     ],
     ids=["exits-at-once", "never-registers"],
 )
-def test_broken_preregistered_plugin(runtime: GoRuntime, script: str, expected_error: str) -> None:
+def test_broken_preregistered_plugin(
+    runtime: GoRuntime, script: str, expected_error: str
+) -> None:
     """Up to NRI v0.6 one broken pre-registered plugin fails the whole start (and with
     it NRI in containerd 1.7.0-1.7.25); from v0.8 it is skipped and the rest works."""
     broken = runtime.plugin_dir / "05-broken"

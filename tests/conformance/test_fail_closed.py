@@ -36,24 +36,10 @@ REFUSED = f'validation error: required plugin "{NAME}" not present'
 def required_table(tmp: Path) -> dict[str, Any]:
     """The default_validator table `enable-nri --require` writes into a containerd config."""
     config = tmp / "config.toml"
-    assert (
-        main(
-            [
-                "enable-nri",
-                "--runtime",
-                "containerd",
-                "--config",
-                str(config),
-                "--require",
-                "--plugin-name",
-                NAME,
-            ]
-        )
-        == 0
-    )
+    assert main(["enable-nri", "--runtime", "containerd", "--config", str(config),
+                 "--require", "--plugin-name", NAME]) == 0
     table: dict[str, Any] = tomllib.loads(config.read_text())["plugins"][NRI_TABLE][
-        "default_validator"
-    ]
+        "default_validator"]
     return table
 
 
@@ -75,16 +61,11 @@ def test_required_plugin_refuses_creation_while_the_daemon_is_away(
     assert REFUSED in refusal(runtime, db, guaranteed(db, "early", 2))
 
     # The daemon's own pod carries the tolerate annotation and is created without it.
-    own = make_pod(
-        name="nri-resmgr-x",
-        namespace="kube-system",
-        qos="burstable",
-        annotations={TOLERATE_ANNOTATION: "true"},
-    )
+    own = make_pod(name="nri-resmgr-x", namespace="kube-system", qos="burstable",
+                   annotations={TOLERATE_ANNOTATION: "true"})
     runtime.run_pod(own)
     assert "adjust" not in prune_empty(
-        runtime.create_container(own, make_container(own, name="nri-resmgr"))
-    )
+        runtime.create_container(own, make_container(own, name="nri-resmgr")))
 
     attach_daemon(runtime, mode="external", start=False)
     first_ctr = guaranteed(db, "pg", 2)
@@ -117,10 +98,8 @@ def test_required_plugin_refuses_creation_while_the_daemon_is_away(
     runtime.set_state(pods=[db], containers=running)
     sync = attach_daemon(runtime, mode="external", start=False)
     assert sync is not None
-    moved = {
-        u["container_id"]: u["linux"]["resources"]["cpu"]["cpus"]
-        for u in prune_empty({"u": sync.updates})["u"]
-    }
+    moved = {u["container_id"]: u["linux"]["resources"]["cpu"]["cpus"]
+             for u in prune_empty({"u": sync.updates})["u"]}
     # (the fake runtime reports containers with their original resources, so pg's CPUs are
     # asserted again: the same ones)
     assert moved == {first_ctr["id"]: "1,5", slipped["id"]: "4"}, diagnostics(runtime)
@@ -145,8 +124,6 @@ def test_without_the_validator_a_container_runs_unplaced_until_synchronize(
     runtime.set_state(pods=[db], containers=[running])
     sync = attach_daemon(runtime, mode="external", start=False)
     assert sync is not None
-    moved = [
-        (u["container_id"], u["linux"]["resources"]["cpu"]["cpus"])
-        for u in prune_empty({"u": sync.updates})["u"]
-    ]
+    moved = [(u["container_id"], u["linux"]["resources"]["cpu"]["cpus"])
+             for u in prune_empty({"u": sync.updates})["u"]]
     assert moved == [(early["id"], "1,5")], diagnostics(runtime)

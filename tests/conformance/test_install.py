@@ -31,88 +31,42 @@ def test_installed_launcher_registers_and_gets_its_config(runtime: GoRuntime) ->
     write_sysfs(SPEC, root)
     log = runtime.dir / "daemon.log"
     config = runtime.dir / "resmgr.yaml"
-    config.write_text(
-        json.dumps(
-            {
-                "policy": "static",
-                "policyConfig": {"reservedSystemCPUs": "0"},
-                "log": {"level": "debug", "format": "json", "file": str(log)},
-            }
-        )
-    )
-    assert (
-        main(
-            [
-                "install",
-                "--index",
-                "90",
-                "--root",
-                str(runtime.dir),
-                "--config",
-                str(config),
-                "--log-file",
-                str(log),
-                f"--run-arg=--sysfs-root={root}",
-                f"--run-arg=--state-dir={runtime.dir / 'state'}",
-            ]
-        )
-        == 0
-    )
+    config.write_text(json.dumps({
+        "policy": "static",
+        "policyConfig": {"reservedSystemCPUs": "0"},
+        "log": {"level": "debug", "format": "json", "file": str(log)},
+    }))
+    assert main(["install", "--index", "90", "--root", str(runtime.dir), "--config",
+                 str(config), "--log-file", str(log),
+                 f"--run-arg=--sysfs-root={root}",
+                 f"--run-arg=--state-dir={runtime.dir / 'state'}"]) == 0
     launcher = runtime.dir / "opt/nri/plugins/90-resmgr"
     assert launcher.exists()
     sync = runtime.start()  # default registration timeout: 5 s
     if sync is not None:  # NRI >= v0.8 synchronizes pre-registered plugins at start
         assert sync.updates == []
     db = make_pod(name="db-0", qos="guaranteed")
-    pg = make_container(
-        db, name="postgres", cpu_request_millis=2000, cpu_limit_millis=2000, memory_limit=256 << 20
-    )
+    pg = make_container(db, name="postgres", cpu_request_millis=2000, cpu_limit_millis=2000,
+                        memory_limit=256 << 20)
     runtime.run_pod(db)
     reply = prune_empty(runtime.create_container(db, pg))
     text = log.read_text() if log.exists() else "(no log)"
     assert reply["adjust"]["linux"]["resources"]["cpu"]["cpus"] == "1,5", text[-3000:]
-    assert (
-        '"configuration from the runtime applied"' in text
-        or "configuration from the runtime applied" in text
-    )
+    assert '"configuration from the runtime applied"' in text or \
+        "configuration from the runtime applied" in text
     # uninstall: the launched instance is stopped, then `reset` (an external plugin of the
     # same runtime) sends the pinned container back to the whole machine
-    placed = make_container(
-        db,
-        name="postgres",
-        id=pg["id"],
-        cpu_request_millis=2000,
-        cpu_limit_millis=2000,
-        memory_limit=256 << 20,
-        state="CONTAINER_RUNNING",
-        cpuset_cpus="1,5",
-    )
+    placed = make_container(db, name="postgres", id=pg["id"], cpu_request_millis=2000,
+                            cpu_limit_millis=2000, memory_limit=256 << 20,
+                            state="CONTAINER_RUNNING", cpuset_cpus="1,5")
     runtime.set_state(pods=[db], containers=[placed])
     assert len(find_launched(launcher)) == 1  # the instance the runtime started
     runtime.updates()  # forget anything sent before
-    assert (
-        main(
-            [
-                "uninstall",
-                "--index",
-                "90",
-                "--root",
-                str(runtime.dir),
-                f"--reset-arg=--socket={runtime.socket}",
-                f"--reset-arg=--sysfs-root={root}",
-                f"--reset-arg=--state-dir={runtime.dir / 'state'}",
-            ]
-        )
-        == 0
-    )
+    assert main(["uninstall", "--index", "90", "--root", str(runtime.dir),
+                 f"--reset-arg=--socket={runtime.socket}", f"--reset-arg=--sysfs-root={root}",
+                 f"--reset-arg=--state-dir={runtime.dir / 'state'}"]) == 0
     assert not launcher.exists()
     assert find_launched(launcher) == []
     updates = [u for call in runtime.updates() for u in call]
-    assert [
-        (
-            u["container_id"],
-            u["linux"]["resources"]["cpu"]["cpus"],
-            u["linux"]["resources"]["cpu"]["mems"],
-        )
-        for u in updates
-    ] == [(pg["id"], "0-7", "0")]
+    assert [(u["container_id"], u["linux"]["resources"]["cpu"]["cpus"],
+             u["linux"]["resources"]["cpu"]["mems"]) for u in updates] == [(pg["id"], "0-7", "0")]

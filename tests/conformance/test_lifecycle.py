@@ -233,7 +233,9 @@ def test_go_stub_plugin_full_lifecycle(runtime: GoRuntime) -> None:
 
 
 @pytest.mark.parametrize("go_idx", ["05", "20"])
-def test_invocation_order_follows_plugin_index(runtime: GoRuntime, mode: str, go_idx: str) -> None:
+def test_invocation_order_follows_plugin_index(
+    runtime: GoRuntime, mode: str, go_idx: str
+) -> None:
     """Plugins run in index order; each sees the container as adjusted by those before it."""
     pod = make_pod(name="web-0")
     ctr = make_container(pod, name="app")

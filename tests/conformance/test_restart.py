@@ -25,6 +25,7 @@ pytestmark = pytest.mark.conformance
 T = TypeVar("T")
 
 
+
 def test_external_plugin_reconnects_and_resynchronizes(runtime: GoRuntime) -> None:
     pod = make_pod(name="web-0")
     first = make_container(pod, name="app")
@@ -155,7 +156,9 @@ def test_daemon_restart_rule_after_fail_open_creations(runtime: GoRuntime) -> No
     sync = attach_daemon(runtime, mode="external", pods=[web, db, be], containers=containers,
                          policy=TOPOLOGY_AWARE)  # fmt: skip
     assert sync is not None
-    reported = {c["id"]: c["linux"]["resources"]["cpu"].get("cpus", "") for c in containers}
+    reported = {
+        c["id"]: c["linux"]["resources"]["cpu"].get("cpus", "") for c in containers
+    }
     final = _final(sync.updates, reported)
     names = {c["id"]: c["name"] for c in containers}
     table = "\n".join(f"  {names[cid]}: {sorted(cpus)}" for cid, cpus in final.items())

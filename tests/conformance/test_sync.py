@@ -28,6 +28,7 @@ T = TypeVar("T")
 TTRPC_MAX = 4 << 20
 
 
+
 def small_state() -> tuple[list[Json], list[Json]]:
     pods = [make_pod(name="db-0", qos="guaranteed"), make_pod(name="web-0")]
     ctrs = [

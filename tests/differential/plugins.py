@@ -76,7 +76,9 @@ def theirs_argv(
     ]
 
 
-def ours_argv(*, socket: Path, config: Path, root: Path, state_dir: Path, name: str) -> list[str]:
+def ours_argv(
+    *, socket: Path, config: Path, root: Path, state_dir: Path, name: str
+) -> list[str]:
     """Our daemon (`nri-resmgr run`) as an external plugin on the same host root."""
     return [
         sys.executable,
@@ -317,10 +319,9 @@ class Side:
 def side(argv_for: Any, *, who: str) -> Iterator[Side]:
     """A started side: `argv_for(socket)` names the plugin's command line."""
     binary = build_harness(VERSION)
-    with (
-        short_tempdir(f"nri-diff-{who}-") as d,
-        GoRuntime(version=VERSION, dir=d, binary=binary) as rt,
-    ):
+    with short_tempdir(f"nri-diff-{who}-") as d, GoRuntime(
+        version=VERSION, dir=d, binary=binary
+    ) as rt:
         rt.start(request_timeout_ms=REQUEST_TIMEOUT_MS)
         s = Side(rt, argv_for(rt.socket, d), who=who)
         s.launch()

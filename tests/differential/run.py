@@ -219,7 +219,9 @@ class _Run:
         return cj
 
     def stop_remove(self, cid: str) -> None:
-        self.pair.both(lambda s: s.stop_remove(cid) if cid in s.ctrs else None)
+        self.pair.both(
+            lambda s: s.stop_remove(cid) if cid in s.ctrs else None
+        )
         self.refused.pop(cid, None)
 
     def apply(self, op: Op) -> None:
@@ -265,12 +267,8 @@ def _pair(
         state = d / "state"
         state.mkdir()
         return theirs_argv(
-            plugins.binary(case.policy),
-            socket=socket,
-            config=config,
-            root=root,
-            state_dir=state,
-            name=name,
+            plugins.binary(case.policy), socket=socket, config=config, root=root,
+            state_dir=state, name=name,
         )
 
     def ours(socket: Path, d: Path) -> list[str]:

@@ -121,7 +121,8 @@ def test_crio_names_are_the_ones_crio_reads() -> None:
         ),
         pytest.param(
             NRISettings(require=("resmgr",), tolerate_annotation="example.com/tolerate"),
-            "tolerate annotation 'example.com/tolerate' is not an annotation name without a prefix",
+            "tolerate annotation 'example.com/tolerate' is not an annotation name without a "
+            "prefix",
             id="prefixed-annotation",
         ),
     ],
