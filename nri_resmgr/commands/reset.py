@@ -22,7 +22,7 @@ from the daemon's, so it may connect while the daemon is still registered):
    ``<state-dir>/cpuclass-originals.json`` under ``--sysfs-root``: a daemon that stopped
    cleanly has done so itself and left no record, one that crashed has not.
 
-Steps 1, 4 and 5 are `nri_resmgr.ops.host_reset`'s.  Steps 2-3 are bounded by
+Steps 1, 4 and 5 are `nri_resmgr.control.host_reset`'s.  Steps 2-3 are bounded by
 ``--timeout`` (which also covers ``--wait-port`` below).  Exit status: 0 when every
 planned update was applied and every owned group removed, 1 when the runtime could not
 be reached or refused something (each failure is printed), 2 for a
@@ -61,17 +61,17 @@ from typing import Any
 from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError
 from nri_api.stub import OnClose, Plugin, RuntimeInfo, resolve_identity
+from nri_resmgr.control.host_reset import (
+    read_allowed_sets,
+    remove_owned_rdt_groups,
+    restore_cpu_class_files,
+)
 from nri_resmgr.kube.uninstall import (
     DaemonSetProbe,
     Handoff,
     block_termination,
     wait_for_termination,
     wait_port_closed,
-)
-from nri_resmgr.ops.host_reset import (
-    read_allowed_sets,
-    remove_owned_rdt_groups,
-    restore_cpu_class_files,
 )
 from nri_resmgr.ops.reset import ResetError, ResetPlan, Verdict, plan_reset
 from nri_resmgr.topology.cpuset import CPUSet, NodeSet

@@ -145,7 +145,7 @@ LAZY: Mapping[str, str] = {
     "nri_resmgr.kube.uninstall": "the API client only in the --on-uninstall mode",
     "nri_resmgr.ops.runtime_config": "tomlkit only when a file is edited (--help reads the "
     "module's constants)",
-    "nri_resmgr.ops.host_reset": "the resctrl and CPU class controllers only when their "
+    "nri_resmgr.control.host_reset": "the resctrl and CPU class controllers only when their "
     "record exists (reset --help)",
     "nri_resmgr.topology.discover": "pyroute2 only when sysfs does not name the links",
     "nri_resmgr.view.pages": "the view model and HTML only for the page asked for",
