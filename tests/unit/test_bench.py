@@ -68,7 +68,7 @@ def test_containerd_log_time_keeps_microseconds() -> None:
 
 
 def test_log_cursor_reads_only_new_lines_and_fails_on_sync_errors(tmp_path: Path) -> None:
-    from bench.containerd_rt import LogCursor
+    from bench.rt_peers import LogCursor
 
     log = tmp_path / "containerd.log"
     log.write_text('time="2026-11-23T07:00:00.5Z" msg="plugin \\"10-a\\" registered"\n')
