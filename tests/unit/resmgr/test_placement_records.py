@@ -40,6 +40,7 @@ from tests.support.pipeline import container, sandbox
 from tests.support.restart_rule import assert_restart_exact
 
 SCOPE = "static/abc"
+_VERSION = f'"version": {SCHEMA_VERSION}'.encode()
 
 
 def _rec(cid: str, cpus: str, exclusive: str = "") -> PlacementRecord:
@@ -67,7 +68,8 @@ def test_round_trip_keeps_every_record() -> None:
         (lambda d: d.replace(b'"0,2-3"', b'"0,2-4"'), "checksum"),  # edited
         (lambda d: b"", "expected a header line"),
         (lambda d: b"garbage\n" + d, "expected a header line"),
-        (lambda d: d.replace(b'"version": 1', b'"version": 99'), "schema version 99"),
+        (lambda d: d.replace(_VERSION, b'"version": 99'), "schema version 99"),
+        (lambda d: d.replace(_VERSION, b'"version": 1'), "schema version 1"),  # no layout
         (lambda d: d.replace(SCOPE.encode(), b"balloons/zzz"), "another policy"),
         (lambda d: d.replace(b'"count": 2', b'"count": 3'), "3"),
     ],
