@@ -174,7 +174,7 @@ def assert_restart_exact(
     """Restarts of `state` (reached by decisions over `live`): exact with records, and
     keeping the restart rule without them (module docstring)."""
     rendered = render(policy, state)
-    reports = [with_current_of(c, rendered[c.id]) for c in live]
+    reports = reports_of(policy, state, live)
     for _ in range(2):  # a restart, and a second one from the first one's records
         records = through_the_file(records_of(policy, state, rendered))
         d = restart(policy, reports, records)
@@ -203,6 +203,15 @@ def expected_reason(
         return RESTORED
     names = ", ".join(fresh[:3])
     return f"{RESTORED}; placed {len(fresh)} unrecorded container(s) ({names})"
+
+
+def reports_of(
+    policy: RestartPolicy, state: PolicyState, live: Sequence[ContainerInfo]
+) -> list[ContainerInfo]:
+    """`live` as the runtime reports them in `state`: each where the policy renders it,
+    one it leaves alone (not rendered: balloons' preserved ones) as it is."""
+    rendered = render(policy, state)
+    return [with_current_of(c, rendered[c.id]) if c.id in rendered else c for c in live]
 
 
 def with_current_of(c: ContainerInfo, a: Assignment) -> ContainerInfo:

@@ -158,4 +158,3 @@ def _member(
         )
     fields.all_read()
     return replace(m, balloon=name, memory=memory)
-
