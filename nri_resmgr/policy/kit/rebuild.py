@@ -16,8 +16,9 @@ And the one rule of a restart with placement records (issue 24), `restart`, writ
 once for every policy (a policy supplies only `Policy.record` and `Policy.restore`):
 
 1. a record counts only for a container the runtime reports with exactly the cpuset and
-   memory nodes the record holds (*matched*); a record of a container not reported is
-   dropped (it went away while the daemon was down);
+   memory nodes the record holds (*matched*; an empty set in a record was never set, so
+   the runtime's report of it, the kubelet's, is not the daemon's to compare); a record
+   of a container not reported is dropped (it went away while the daemon was down);
 2. the matched containers are restored (`Policy.restore`, with the policy's layout
    record when it keeps one: `Policy.record_layout`), and the restored state must pass
    the policy's invariants (`Policy.check`) and render every matched container exactly
@@ -105,7 +106,14 @@ def records_of(
 
 
 def _matches(c: ContainerInfo, r: PlacementRecord) -> bool:
-    return (c.current_cpus or IDSet()) == r.cpus and (c.current_mems or IDSet()) == r.mems
+    """Whether `c`'s report is what `r` holds; an empty set in a record was not set
+    (``pinCPU: false``, memory not pinned), so any report matches it, as the
+    rendering of an empty set changes no report (`decide.differs_from_current`)."""
+    return _same(c.current_cpus, r.cpus) and _same(c.current_mems, r.mems)
+
+
+def _same(reported: IDSet | None, recorded: IDSet) -> bool:
+    return not recorded or (reported or IDSet()) == recorded
 
 
 def restart(

@@ -43,6 +43,7 @@ from nri_resmgr.policy.kit.rebuild import RESTORED, records_of, restart
 from nri_resmgr.policy.kit.records import LAYOUT, PlacementRecord
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.runtime.record_store import RECORD_FILE, RecordStore
+from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
 from tests.support.balloons import bctr, machine, policy, run
@@ -396,3 +397,21 @@ def test_pipeline_keeps_balloons_records_and_a_new_pipeline_moves_nothing(
     assert second.state == first.state
     assert list(second.state.balloons) == list(first.state.balloons)
     assert pipeline().synchronize([db, web], made) == [], "a second restart moves nothing"
+
+
+def test_what_the_daemon_never_set_matches_any_report() -> None:
+    """With ``pinCPU: false`` and memory not pinned the daemon sets no cpuset and no
+    memory nodes: the runtime reports what the kubelet set, and the records (empty
+    sets) still count; a cpuset the daemon did set must still be reported exactly."""
+    p = policy({"pinCPU": False, "pinMemory": False, **CONFIGS[0]})
+    a = bctr("a", pod="a", ns="full", milli=1500)
+    st = run(p, a)
+    records = _records(p, st)
+    assert (str(records[a.id].cpus), str(records[a.id].mems)) == ("", "")
+    kubelets = replace(a, current_cpus=p.topology.online_cpus(), current_mems=IDSet.parse("0-1"))
+    d = restart(p, [kubelets], records)
+    assert (d.reason, d.updates, d.state) == (RESTORED, (), st)
+    pinned = policy(CONFIGS[0])
+    st = run(pinned, a)
+    d = restart(pinned, [kubelets], _records(pinned, st))
+    assert "differ from the report" in d.reason, d.reason
