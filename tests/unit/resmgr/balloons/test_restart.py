@@ -395,6 +395,7 @@ def test_pipeline_keeps_balloons_records_and_a_new_pipeline_moves_nothing(
     second = pipeline()
     assert second.synchronize([db, web], made) == []
     assert second.state == first.state
+    assert isinstance(second.state, BalloonsState) and isinstance(first.state, BalloonsState)
     assert list(second.state.balloons) == list(first.state.balloons)
     assert pipeline().synchronize([db, web], made) == [], "a second restart moves nothing"
 
