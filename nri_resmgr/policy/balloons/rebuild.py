@@ -18,7 +18,9 @@ reports (`top_up`), the idle CPUs shared are set again (`reshared`) and the memo
 (`rezoned`).  The reserved balloon is made before any claim, at its home.  A rebuild
 from the rendered result moves nothing, nor does a second one, with one known
 exception: a ``balance-balloons`` composite without CPUs of its own cannot show which
-component it had, and the rebuild may give it the other one.
+component it had, and the rebuild may give it the other one.  A restart with placement
+records does not guess any of this (`records`, issue 24); the rebuild is what a restart
+without them, or with records the report contradicts, comes to.
 """
 
 from __future__ import annotations
