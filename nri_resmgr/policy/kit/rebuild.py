@@ -13,7 +13,8 @@ renders it.  Three steps are the same in every policy:
   container runs where the rebuilt state says.
 
 And the one rule of a restart with placement records (issue 24), `restart`, written here
-once for every policy (a policy supplies only `Policy.record` and `Policy.restore`):
+once for every policy (a policy supplies only `Policy.record`, `Policy.record_layout`
+and `Policy.restore`):
 
 1. a record counts only for a container the runtime reports with exactly the cpuset and
    memory nodes the record holds (*matched*; an empty set in a record was never set, so
