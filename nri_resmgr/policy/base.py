@@ -42,10 +42,12 @@ the shell calls every hook of every policy and never asks whether one is there:
 - `fallback(state, container)`: why a placement is not what the container asked for
   ("": it is; the default), which the pod's events show as a warning;
 - `check(state)`: raise when `state` breaks the policy's invariants (nothing to check);
-- `record(state, container_id)` and `restore(containers)`: a placement's meaning as a
-  record, and the state those records mean (issue 24; `nri_resmgr.policy.kit.records`).
-  The default records nothing (None) and restores nothing (`RecordError`), so every
-  restart of such a policy is its `rebuild`.  The rule that decides when a record counts
+- `record(state, container_id)`, `record_layout(state)` and `restore(containers,
+  layout)`: a placement's meaning as a record, the policy's own layout (what no
+  container's record holds: the balloons policy's empty balloons) as one more, and the
+  state those records mean (issue 24; `nri_resmgr.policy.kit.records`).  The default
+  records nothing (None) and restores nothing (`RecordError`), so every restart of such
+  a policy is its `rebuild`.  The rule that decides when a record counts
   is written once, in `nri_resmgr.policy.kit.rebuild.restart`, for every policy.
 
 `PolicyRecord` is the one registration of a policy: its class (whose ``name`` it
@@ -170,10 +172,19 @@ class Policy(ABC, Generic[S]):
         guess); None: nothing recorded (the default: restarts rebuild)."""
         return None
 
-    def restore(self, containers: Sequence[tuple[ContainerInfo, Meaning]]) -> S:
+    def record_layout(self, state: S) -> Meaning | None:
+        """What `state` holds beyond its containers' records (balloons no container is
+        in, their order), as flat fields a restart hands back to `restore`; None: nothing
+        (the default: a policy whose containers' records say it all)."""
+        return None
+
+    def restore(
+        self, containers: Sequence[tuple[ContainerInfo, Meaning]], layout: Meaning | None
+    ) -> S:
         """The state holding exactly `containers`, each placed as its recorded meaning
-        says (the container is the one the runtime reports now).  Raises `RecordError`
-        for a meaning this policy cannot read; by default every one (nothing recorded)."""
+        says (the container is the one the runtime reports now), with the `layout`
+        `record_layout` recorded (None: none was).  Raises `RecordError` for a meaning
+        this policy cannot read; by default every one (nothing recorded)."""
         raise RecordError(f"policy {self.name} keeps no placement records")
 
 

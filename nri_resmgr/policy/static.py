@@ -400,9 +400,14 @@ class StaticPolicy(Policy[StaticState]):
             return None
         return {"exclusive": str(entry.exclusive), "milli": entry.request_milli}
 
-    def restore(self, containers: Sequence[tuple[ContainerInfo, Meaning]]) -> StaticState:
+    def restore(
+        self, containers: Sequence[tuple[ContainerInfo, Meaning]], layout: Meaning | None
+    ) -> StaticState:
         """The entries the records hold, each checked against what the policy would grant
-        the container now (its count, usable CPUs, disjoint from the others)."""
+        the container now (its count, usable CPUs, disjoint from the others); it keeps
+        no layout."""
+        if layout is not None:
+            raise RecordError(f"policy {self.name} keeps no layout record; found one")
         entries: dict[ContainerID, StaticEntry] = {}
         held: CPUSet = IDSet()
         for c, meaning in containers:

@@ -14,8 +14,9 @@ are not checked.
 
 `assert_restart_exact` is issue 24's property of a state reached by decisions: with the
 placement records the daemon keeps (through their file form), a restart given the
-runtime's report of that state restores exactly that state and moves nothing, and so
-does a second restart; with the records lost, the rebuild still keeps the restart rule.
+runtime's report of that state restores exactly that state (for balloons, in the same
+order) and moves nothing, and so does a second restart; with the records lost, the
+rebuild still keeps the restart rule.
 """
 
 from __future__ import annotations
@@ -173,17 +174,44 @@ def assert_restart_exact(
     """Restarts of `state` (reached by decisions over `live`): exact with records, and
     keeping the restart rule without them (module docstring)."""
     rendered = render(policy, state)
-    reports = [with_current_of(c, rendered[c.id]) for c in live]
+    reports = reports_of(policy, state, live)
     for _ in range(2):  # a restart, and a second one from the first one's records
         records = through_the_file(records_of(policy, state, rendered))
         d = restart(policy, reports, records)
         assert d.updates == (), d.reason
-        assert d.reason == (RESTORED if live else "rebuilt"), d.reason
+        assert d.reason == expected_reason(live, records), d.reason
         assert d.state == state, "the restored state is the state the daemon had"
+        if isinstance(state, BalloonsState):
+            assert isinstance(d.state, BalloonsState)
+            assert list(d.state.balloons) == list(state.balloons), "the balloons' order"
         state, rendered = d.state, render(policy, d.state)
     lost = restart(policy, reports, {})
     policy.check(lost.state)
     assert restart_violations(policy, reports, lost) == [], lost.reason
+
+
+def expected_reason(
+    live: Sequence[ContainerInfo], records: Mapping[ContainerID, PlacementRecord]
+) -> str:
+    """The reason of an idle restart of `live` with `records`: restored, naming how many
+    containers no record names (balloons: those it leaves alone) were placed again;
+    rebuilt when there are no records at all."""
+    if not records:
+        return "rebuilt"
+    fresh = [c.id for c in live if c.id not in records]
+    if not fresh:
+        return RESTORED
+    names = ", ".join(fresh[:3])
+    return f"{RESTORED}; placed {len(fresh)} unrecorded container(s) ({names})"
+
+
+def reports_of(
+    policy: RestartPolicy, state: PolicyState, live: Sequence[ContainerInfo]
+) -> list[ContainerInfo]:
+    """`live` as the runtime reports them in `state`: each where the policy renders it,
+    one it leaves alone (not rendered: balloons' preserved ones) as it is."""
+    rendered = render(policy, state)
+    return [with_current_of(c, rendered[c.id]) if c.id in rendered else c for c in live]
 
 
 def with_current_of(c: ContainerInfo, a: Assignment) -> ContainerInfo:

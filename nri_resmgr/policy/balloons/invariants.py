@@ -30,8 +30,9 @@ from nri_resmgr.topology.cpuset import IDSet, union
 __all__ = ["InvariantError", "check_invariants", "violations"]
 
 
-class InvariantError(Exception):
-    """A state breaks an invariant (a policy bug, never a user error)."""
+class InvariantError(AssertionError):
+    """A state breaks an invariant (a policy bug, never a user error; an
+    `AssertionError`, as the policy contract's `check` raises)."""
 
 
 def violations(policy: Sizing, state: BalloonsState) -> list[str]:

@@ -15,7 +15,8 @@ container does.  This module is the `Policy` protocol only; each hook delegates:
 - `views`: what containers see (own plus shared idle CPUs, memory zones that only
   widen) and the rendered assignments and updates;
 - `rebuild`: the state after a restart, from where containers report they run;
-- `outputs`: CPU classes, interrupts and the balloons report the shell reads.
+- `outputs`: CPU classes, interrupts and the balloons report the shell reads;
+- `records`: the placement records a restart reads instead of guessing (issue 24).
 
 An update re-places a container with its current balloon tried first (the old balloon
 keeps its CPUs until then, and only then settles).  A new container is created with a
@@ -42,6 +43,7 @@ from nri_resmgr.policy.balloons.config import ResolvedConfig
 from nri_resmgr.policy.balloons.invariants import check_invariants
 from nri_resmgr.policy.balloons.matching import balloon_type_of
 from nri_resmgr.policy.balloons.outputs import BalloonReport
+from nri_resmgr.policy.balloons.records import layout_meaning, member_meaning, restored
 from nri_resmgr.policy.balloons.sizing import Sizing
 from nri_resmgr.policy.balloons.spec import BalloonType
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState
@@ -49,6 +51,7 @@ from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.cpu_classes import CPUClassUse
 from nri_resmgr.policy.decide import decide, decide_release, nothing_to_release
 from nri_resmgr.policy.irq_affinity import IrqUse
+from nri_resmgr.policy.kit.records import Meaning
 from nri_resmgr.policy.pool_report import PoolCPUs, balloon_cpus
 from nri_resmgr.policy.sched_classes import SchedulingClasses, with_scheduling
 from nri_resmgr.topology.cpuset import CPUSet
@@ -168,3 +171,21 @@ class BalloonsPolicy(Policy[BalloonsState]):
     def check(self, state: BalloonsState) -> None:
         """`invariants.check_invariants` of `state`."""
         check_invariants(self.sizing, state)
+
+    # ---- placement records (issue 24; the rule is `kit.rebuild.restart`) --------------
+
+    def record(self, state: BalloonsState, container_id: ContainerID) -> Meaning | None:
+        """The container's balloon and memory zone (`records.member_meaning`); None for
+        one the policy leaves alone (in no balloon)."""
+        m = state.members.get(container_id)
+        return member_meaning(state, m) if m is not None else None
+
+    def record_layout(self, state: BalloonsState) -> Meaning:
+        """Every balloon, empty ones too (`records.layout_meaning`)."""
+        return layout_meaning(state)
+
+    def restore(
+        self, containers: Sequence[tuple[ContainerInfo, Meaning]], layout: Meaning | None
+    ) -> BalloonsState:
+        """The balloons of `layout` with the containers in them (`records.restored`)."""
+        return restored(self.sizing, containers, layout)

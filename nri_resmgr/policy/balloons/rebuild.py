@@ -18,7 +18,9 @@ reports (`top_up`), the idle CPUs shared are set again (`reshared`) and the memo
 (`rezoned`).  The reserved balloon is made before any claim, at its home.  A rebuild
 from the rendered result moves nothing, nor does a second one, with one known
 exception: a ``balance-balloons`` composite without CPUs of its own cannot show which
-component it had, and the rebuild may give it the other one.
+component it had, and the rebuild may give it the other one.  A restart with placement
+records does not guess any of this (`records`, issue 24); the rebuild is what a restart
+without them, or with records the report contradicts, comes to.
 """
 
 from __future__ import annotations
@@ -134,12 +136,14 @@ def reshared(
     domains, as when nri-plugins starts; when every container reports its CPUs,
     for a balloon that kept the CPUs its containers report, only those of them they
     report (nri-plugins shares a deleted balloon's last CPUs only at the next
-    inflation: `sizing.Sizing.share_idle`)."""
+    inflation: `sizing.Sizing.share_idle`), and the idle ones they report beyond its
+    domains (shared before it deflated out of them)."""
     st = state.with_balloons({n: replace(b, shared=NO_CPUS) for n, b in state.balloons.items()})
     st = ctx.share_idle(st, add=ctx.config.available - st.used)
     if any(not c.current_cpus for c in containers.values()):
         return st
     balloons = dict(st.balloons)
+    idle = ctx.config.available - st.used - ctx.topology.isolated_cpus()
     for name, b in st.balloons.items():
         t = ctx.types[b.type]
         seen = []
@@ -149,8 +153,11 @@ def reshared(
                 cpus = cpus | IDSet(s for c in cpus for s in ctx.topology.siblings(c))
             seen.append(cpus)
         reported = union(seen)
-        if b.shared and reported and b.cpus <= reported:
-            balloons[name] = replace(b, shared=b.shared & reported)
+        if t.share_idle_cpus_in_same is not None and reported and b.cpus <= reported:
+            # idle CPUs it shows beyond its domains it shared before it deflated out of
+            # theirs (a balloon keeps what it shares until another balloon takes it)
+            beyond = (reported - b.cpus) & idle
+            balloons[name] = replace(b, shared=(b.shared & reported) | beyond)
     return st.with_balloons(balloons)
 
 

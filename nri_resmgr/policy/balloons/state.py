@@ -164,6 +164,10 @@ class BalloonsState(PolicyState):
         """The containers in balloon `name`."""
         return self._index.ids.get(name, Map()).keys()
 
+    def member_count(self, name: str) -> int:
+        """How many containers are in balloon `name`."""
+        return len(self._index.ids.get(name, Map()))
+
     def members_of(self, name: str) -> list[Member]:
         return [self.members[cid] for cid in self.member_ids(name)]
 

@@ -13,14 +13,18 @@ renders it.  Three steps are the same in every policy:
   container runs where the rebuilt state says.
 
 And the one rule of a restart with placement records (issue 24), `restart`, written here
-once for every policy (a policy supplies only `Policy.record` and `Policy.restore`):
+once for every policy (a policy supplies only `Policy.record`, `Policy.record_layout`
+and `Policy.restore`):
 
 1. a record counts only for a container the runtime reports with exactly the cpuset and
-   memory nodes the record holds (*matched*); a record of a container not reported is
-   dropped (it went away while the daemon was down);
-2. the matched containers are restored (`Policy.restore`), and the restored state must
-   pass the policy's invariants (`Policy.check`) and render every matched container
-   exactly as reported, and no other; otherwise no record counts;
+   memory nodes the record holds (*matched*; an empty set in a record was never set, so
+   the runtime's report of it, the kubelet's, is not the daemon's to compare); a record
+   of a container not reported is dropped (it went away while the daemon was down);
+2. the matched containers are restored (`Policy.restore`, with the policy's layout
+   record when it keeps one: `Policy.record_layout`), and the restored state must pass
+   the policy's invariants (`Policy.check`) and render every matched container exactly
+   as reported, and no other; otherwise no record counts (with no container reported,
+   a layout alone is restored so: the balloons no container holds);
 3. every reported container matched: the restored state, with no update (an idle
    restart moves nothing, by construction);
 4. the others are containers no record names (created while the daemon was down, a
@@ -51,7 +55,7 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.decide import differs_from_current
-from nri_resmgr.policy.kit.records import PlacementRecord
+from nri_resmgr.policy.kit.records import LAYOUT, PlacementRecord
 from nri_resmgr.topology.cpuset import CPUSet, IDSet
 
 __all__ = ["RESTORED", "each_once", "holders_per_cpu", "moved", "records_of", "restart"]
@@ -89,17 +93,28 @@ def records_of(
     policy: Policy, state: Any, assignments: Mapping[ContainerID, Assignment]
 ) -> dict[ContainerID, PlacementRecord]:
     """The record of each of `assignments` (what the runtime was told) that `policy`
-    records in `state` (`Policy.record`)."""
+    records in `state` (`Policy.record`), and the policy's layout record, under `LAYOUT`,
+    when it keeps one (`Policy.record_layout`)."""
     out = {}
     for cid, a in assignments.items():
         meaning = policy.record(state, cid)
-        if meaning is not None:
+        if meaning is not None and cid != LAYOUT:
             out[cid] = PlacementRecord(cid, a.cpus, a.mems, meaning)
+    layout = policy.record_layout(state)
+    if layout is not None:
+        out[LAYOUT] = PlacementRecord(LAYOUT, IDSet(), IDSet(), layout)
     return out
 
 
 def _matches(c: ContainerInfo, r: PlacementRecord) -> bool:
-    return (c.current_cpus or IDSet()) == r.cpus and (c.current_mems or IDSet()) == r.mems
+    """Whether `c`'s report is what `r` holds; an empty set in a record was not set
+    (``pinCPU: false``, memory not pinned), so any report matches it, as the
+    rendering of an empty set changes no report (`decide.differs_from_current`)."""
+    return _same(c.current_cpus, r.cpus) and _same(c.current_mems, r.mems)
+
+
+def _same(reported: IDSet | None, recorded: IDSet) -> bool:
+    return not recorded or (reported or IDSet()) == recorded
 
 
 def restart(
@@ -109,21 +124,24 @@ def restart(
 ) -> Decision[Any]:
     """Synchronize with placement `records` (the module docstring's rule)."""
     containers = each_once(containers)
+    kept = records.get(LAYOUT)
+    layout = kept.meaning if kept is not None else None
+    records = {cid: r for cid, r in records.items() if cid != LAYOUT}
     matched = [c for c in containers if c.id in records and _matches(c, records[c.id])]
     stale = [c.id for c in containers if c.id in records and not _matches(c, records[c.id])]
-    if not containers:
+    if not containers and layout is None:
         return policy.rebuild(containers)
     if stale:
         why = f"{len(stale)} record(s) differ from the report (first {stale[0]})"
         return _rebuilt(policy, containers, why)
-    if not matched:
+    if not matched and layout is None:
         return _rebuilt(
             policy,
             containers,
             "no placement records" if not records else "no record names a reported container",
         )
     try:
-        state = policy.restore([(c, records[c.id].meaning) for c in matched])
+        state = policy.restore([(c, records[c.id].meaning) for c in matched], layout)
         policy.check(state)
     except (ResmgrError, AssertionError) as exc:
         return _rebuilt(policy, containers, f"records not used: {exc}")

@@ -11,6 +11,14 @@ state the policy restores from them (`Policy.restore`) must render exactly the r
 pass the policy's invariants.  The runtime's report always wins; a record is a reading of
 it, never a substitute.
 
+A policy whose state holds CPUs no container record holds (the balloons policy: the
+reserved balloon, ``minBalloons`` balloons, which component a composite has) also keeps
+one *layout* record (`Policy.record_layout`), filed under the id `LAYOUT`, which no
+runtime gives a container (their ids are hexadecimal); its cpuset and memory nodes are
+empty, as no container reports them.  The restart hands it to `Policy.restore` with the
+matched container records, and the same checks (invariants, the report rendered
+exactly) decide whether it counts.
+
 This module is the pure half: the values and the one text form of a set of records,
 `encode` and `decode` (`nri_resmgr.runtime.record_store` writes and reads the file).  The
 form is JSON lines: a header line (format name, schema version, the scope the records
@@ -33,10 +41,12 @@ from nri_resmgr.topology.cpuset import CPUSet, IDSet, IDSetError, NodeSet
 
 __all__ = [
     "FORMAT",
+    "LAYOUT",
     "MAX_BYTES",
     "MAX_RECORDS",
     "SCHEMA_VERSION",
     "Meaning",
+    "MeaningFields",
     "PlacementRecord",
     "RecordError",
     "decode",
@@ -46,8 +56,10 @@ __all__ = [
 
 #: the format name in the header: a file without it is not ours
 FORMAT = "nri-resmgr placement records"
-#: the schema this code reads and writes; any other is refused
-SCHEMA_VERSION = 1
+#: the schema this code reads and writes; any other is refused (2: the `LAYOUT` record)
+SCHEMA_VERSION = 2
+#: the id the policy's layout record is filed under (module docstring)
+LAYOUT = ContainerID("@layout")
 #: at most this many records (one per live container) ...
 MAX_RECORDS = 100_000
 #: ... and this many bytes in the file
@@ -71,6 +83,50 @@ class PlacementRecord:
     cpus: CPUSet
     mems: NodeSet
     meaning: Meaning
+
+
+class MeaningFields:
+    """A meaning's fields read by type, for the policies' `Policy.restore`: each one
+    missing or of another type is a `RecordError` naming `subject` and the field, and
+    `all_read` refuses the fields not read (a record of another shape)."""
+
+    def __init__(self, subject: str, meaning: Meaning) -> None:
+        self.subject, self.meaning = subject, meaning
+        self.read: set[str] = set()
+
+    def all_read(self) -> None:
+        """Raise `RecordError` naming the fields of the meaning not read so far."""
+        extra = sorted(set(self.meaning) - self.read)
+        if extra:
+            raise RecordError(f"{self.subject}: unexpected record fields {extra[:5]}")
+
+    def _get(self, key: str, kind: type) -> object:
+        self.read.add(key)
+        value = self.meaning.get(key)
+        if type(value) is not kind:
+            raise RecordError(
+                f"{self.subject}: record field {key} {value!r}; expected a {kind.__name__}"
+            )
+        return value
+
+    def integer(self, key: str) -> int:
+        value = self._get(key, int)
+        assert isinstance(value, int)
+        return value
+
+    def flag(self, key: str) -> bool:
+        return self._get(key, bool) is True
+
+    def text(self, key: str) -> str:
+        return str(self._get(key, str))
+
+    def ids(self, key: str) -> IDSet:
+        """An id set's field (`IDSet` text form)."""
+        text = self.text(key)
+        try:
+            return IDSet.parse(text)
+        except IDSetError as exc:
+            raise RecordError(f"{self.subject}: record field {key}: {exc}") from exc
 
 
 def encode_line(record: PlacementRecord) -> str:

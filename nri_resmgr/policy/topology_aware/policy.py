@@ -46,7 +46,7 @@ from nri_resmgr.policy.decide import (
     nothing_to_release,
 )
 from nri_resmgr.policy.irq_affinity import IrqContainer, IrqUse
-from nri_resmgr.policy.kit.records import Meaning
+from nri_resmgr.policy.kit.records import Meaning, RecordError
 from nri_resmgr.policy.pool_report import PoolCPUs
 from nri_resmgr.policy.sched_classes import (
     SchedulingClasses,
@@ -125,8 +125,13 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         grant = state.grants.get(container_id)
         return meaning_of(grant) if grant is not None else None
 
-    def restore(self, containers: Sequence[tuple[ContainerInfo, Meaning]]) -> TopologyAwareState:
-        """The grants the records hold (`records.grant_of`), the supply derived anew."""
+    def restore(
+        self, containers: Sequence[tuple[ContainerInfo, Meaning]], layout: Meaning | None
+    ) -> TopologyAwareState:
+        """The grants the records hold (`records.grant_of`), the supply derived anew; it
+        keeps no layout (the pool tree is the configuration's)."""
+        if layout is not None:
+            raise RecordError(f"policy {self.name} keeps no layout record; found one")
         grants = Map(
             {c.id: grant_of(c, m, config=self.config, tree=self.tree) for c, m in containers}
         )

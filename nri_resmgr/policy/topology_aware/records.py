@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nri_resmgr.model import AnnotationError, ContainerInfo, CPUKind, MemoryKind
-from nri_resmgr.policy.kit.records import Meaning, RecordError
+from nri_resmgr.policy.kit.records import Meaning, MeaningFields, RecordError
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig
 from nri_resmgr.policy.topology_aware.pools import PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest, container_request
@@ -51,7 +51,7 @@ def grant_of(
 ) -> Grant:
     """The grant `meaning` records for `c` (as reported now); `RecordError` when it
     cannot be read."""
-    field = _Fields(c, meaning)
+    field = MeaningFields(c.pretty, meaning)
     pool = field.integer("pool")
     if not 0 <= pool < len(tree.pools):
         raise RecordError(f"{c.pretty}: pool {pool}; expected 0 to {len(tree.pools) - 1}")
@@ -86,29 +86,3 @@ def grant_of(
         exclusive=exclusive,
         request=request,
     )
-
-
-class _Fields:
-    """A record's fields by type, each refused with a `RecordError` naming it."""
-
-    def __init__(self, c: ContainerInfo, meaning: Meaning) -> None:
-        self.c, self.meaning = c, meaning
-
-    def _get(self, key: str, kind: type) -> object:
-        value = self.meaning.get(key)
-        if type(value) is not kind:
-            raise RecordError(
-                f"{self.c.pretty}: record field {key} {value!r}; expected a {kind.__name__}"
-            )
-        return value
-
-    def integer(self, key: str) -> int:
-        value = self._get(key, int)
-        assert isinstance(value, int)
-        return value
-
-    def flag(self, key: str) -> bool:
-        return self._get(key, bool) is True
-
-    def text(self, key: str) -> str:
-        return str(self._get(key, str))

@@ -31,15 +31,17 @@ from nri_resmgr.policy.kit.records import (
 )
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
+from nri_resmgr.policy_registry import available_policies, load_policy
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.runtime.record_store import RECORD_FILE, RecordStore
 from nri_resmgr.topology.cpuset import IDSet
 from tests.support.builders import ctr, topo, with_current
 from tests.support.logs import QUIET, CapturedLog
 from tests.support.pipeline import container, sandbox
-from tests.support.restart_rule import assert_restart_exact
+from tests.support.restart_rule import assert_restart_exact, through_the_file
 
 SCOPE = "static/abc"
+_VERSION = f'"version": {SCHEMA_VERSION}'.encode()
 
 
 def _rec(cid: str, cpus: str, exclusive: str = "") -> PlacementRecord:
@@ -67,7 +69,8 @@ def test_round_trip_keeps_every_record() -> None:
         (lambda d: d.replace(b'"0,2-3"', b'"0,2-4"'), "checksum"),  # edited
         (lambda d: b"", "expected a header line"),
         (lambda d: b"garbage\n" + d, "expected a header line"),
-        (lambda d: d.replace(b'"version": 1', b'"version": 99'), "schema version 99"),
+        (lambda d: d.replace(_VERSION, b'"version": 99'), "schema version 99"),
+        (lambda d: d.replace(_VERSION, b'"version": 1'), "schema version 1"),  # no layout
         (lambda d: d.replace(SCOPE.encode(), b"balloons/zzz"), "another policy"),
         (lambda d: d.replace(b'"count": 2', b'"count": 3'), "3"),
     ],
@@ -271,3 +274,43 @@ def test_an_overcommitted_grant_is_restored_as_it_was_granted() -> None:
     big = s.grants[ContainerID("big")]
     assert (big.kind, big.request.full, big.request.shared_milli) == (CPUKind.SHARED, 0, 0)
     assert_restart_exact(p, s, made)
+
+
+# ---- every installed policy -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(available_policies()))
+def test_every_policy_restarts_idle_without_a_move(name: str) -> None:
+    """Issue 24's property at its smallest, for each installed policy (those without
+    records too, whose restart is their rebuild): containers placed by decisions,
+    a release among them, then a restart from the runtime's report with the records
+    kept moves nothing, and neither does a second one."""
+    t = topo(packages=1, nodes=2, cores=4, threads=2, memory="2G")
+    p = load_policy(name, topology=t, config={})
+    made = [
+        ctr(f"c{i}", pod=f"p{i}", qos=qos, milli=milli, cid=f"c{i}")
+        for i, (qos, milli) in enumerate(
+            [(QoSClass.GUARANTEED, 2000), (QoSClass.BURSTABLE, 500), (QoSClass.BEST_EFFORT, 0),
+             (QoSClass.GUARANTEED, 1000)]
+        )
+    ]  # fmt: skip
+    state, given = p.initial_state(), {}
+    for c in made:
+        d = p.allocate(state, c)
+        state = d.state
+        assert d.assignment is not None
+        given[c.id] = d.assignment
+        given.update({u.container_id: u for u in d.updates})
+    d = p.release(state, made[1].id)
+    state, live = d.state, [c for c in made if c != made[1]]
+    given.update({u.container_id: u for u in d.updates})
+    rendered = p.render(state) or {c.id: given[c.id] for c in live}
+    reports = [
+        with_current(c, rendered[c.id].cpus or None, rendered[c.id].mems or None) for c in live
+    ]
+    for _ in range(2):
+        records = through_the_file(records_of(p, state, rendered))
+        d = restart(p, reports, records)
+        assert d.updates == (), d.reason
+        assert d.reason.startswith(RESTORED) if records else "rebuilt" in d.reason, d.reason
+        state = d.state
