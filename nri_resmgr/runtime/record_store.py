@@ -53,12 +53,14 @@ from nri_resmgr.policy.kit.rebuild import records_of
 from nri_resmgr.policy.kit.records import (
     MAX_BYTES,
     MAX_RECORDS,
+    Meaning,
     PlacementRecord,
     RecordError,
     decode,
     encode,
     encode_block,
     encode_line,
+    encode_meaning,
 )
 
 __all__ = ["RECORD_FILE", "SLACK", "RecordStore"]
@@ -80,8 +82,12 @@ class RecordStore:
         #: whose records these are: the policy, its configuration and the machine
         self.scope = scope
         self.log = log
-        #: the encoded line of every live record
+        #: the encoded line of every live record, and its meaning with that encoded: a
+        #: meaning equal to the last (the same object, for a policy that keeps it) is
+        #: not encoded again (an exclusive decision changes the cpusets of a pool's
+        #: shared containers, not what their placements mean)
         self._lines: dict[ContainerID, str] = {}
+        self._meanings: dict[ContainerID, tuple[Meaning, str]] = {}
         #: changed and forgotten since the last write: the next block
         self._put: dict[ContainerID, str] = {}
         self._gone: set[ContainerID] = set()
@@ -133,9 +139,11 @@ class RecordStore:
 
     def replace(self, records: Mapping[ContainerID, PlacementRecord]) -> None:
         """Keep exactly `records` (after a rebuild); the next write compacts."""
-        self._lines = {cid: encode_line(r) for cid, r in records.items()}
+        self._lines.clear()
+        self._meanings.clear()
         self._put.clear()
         self._gone.clear()
+        self.change(records)
         self._whole = True
 
     def change(
@@ -143,11 +151,18 @@ class RecordStore:
     ) -> None:
         """Keep `records` (new or changed) and forget the records of `gone`."""
         for cid in gone:
+            self._meanings.pop(cid, None)
             if self._lines.pop(cid, None) is not None:
                 self._put.pop(cid, None)
                 self._gone.add(cid)
         for cid, r in records.items():
-            line = encode_line(r)
+            kept = self._meanings.get(cid)
+            if kept is not None and (kept[0] is r.meaning or kept[0] == r.meaning):
+                meaning = kept[1]
+            else:
+                meaning = encode_meaning(r.meaning)
+                self._meanings[cid] = (r.meaning, meaning)
+            line = encode_line(r, meaning)
             if self._lines.get(cid) != line:
                 self._lines[cid] = line
                 self._put[cid] = line

@@ -50,6 +50,7 @@ __all__ = [
     "encode",
     "encode_block",
     "encode_line",
+    "encode_meaning",
 ]
 
 #: the format name in the header: a file without it is not ours
@@ -81,19 +82,26 @@ class PlacementRecord:
     meaning: Meaning
 
 
-def encode_line(record: PlacementRecord) -> str:
-    """One record's line (no newline); the store keeps lines, so only changed records
-    are encoded again."""
-    return json.dumps(
-        {
-            "id": record.container_id,
-            "cpus": str(record.cpus),
-            "mems": str(record.mems),
-            "meaning": dict(record.meaning),
-        },
-        separators=(",", ":"),
-        sort_keys=True,
-    )
+def encode_meaning(meaning: Meaning) -> str:
+    """A meaning's JSON, as `encode_line` writes it (the store keeps it per container and
+    encodes it again only when the meaning changed)."""
+    return json.dumps(dict(meaning), separators=(",", ":"), sort_keys=True)
+
+
+def encode_line(record: PlacementRecord, meaning: str | None = None) -> str:
+    """One record's line (no newline): JSON with sorted keys and no spaces, built from
+    its parts (`meaning`: `encode_meaning` of the record's, when the caller has it); the
+    store keeps lines, so only changed records are encoded again."""
+    return (
+        '{"cpus":' + _string(str(record.cpus))
+        + ',"id":' + _string(record.container_id)
+        + ',"meaning":' + (encode_meaning(record.meaning) if meaning is None else meaning)
+        + ',"mems":' + _string(str(record.mems)) + "}"
+    )  # fmt: skip
+
+
+#: a string as JSON (what `json.dumps` writes for one)
+_string = json.encoder.encode_basestring_ascii
 
 
 def encode(scope: str, lines: Iterable[str]) -> bytes:

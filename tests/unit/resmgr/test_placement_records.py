@@ -14,9 +14,12 @@ given the runtime's report moves nothing.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nri_api import api
 from nri_resmgr.model import ContainerID, CPUKind, QoSClass
@@ -29,6 +32,7 @@ from nri_resmgr.policy.kit.records import (
     encode,
     encode_block,
     encode_line,
+    encode_meaning,
 )
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
@@ -78,6 +82,24 @@ def test_a_corrupt_or_foreign_file_is_refused_with_its_problem(mangle, expected)
     with pytest.raises(RecordError, match=expected) as info:
         decode(data, scope=SCOPE, source="/state/placements.jsonl")
     assert "/state/placements.jsonl" in str(info.value)
+
+
+@given(
+    cid=st.text(min_size=1, max_size=12),
+    cpus=st.frozensets(st.integers(0, 300), max_size=8),
+    meaning=st.dictionaries(
+        st.text(max_size=8), st.integers(-(2**40), 2**40) | st.text(max_size=8) | st.booleans(),
+        max_size=5,
+    ),
+)
+def test_a_line_is_the_records_json_with_sorted_keys(cid, cpus, meaning) -> None:  # type: ignore[no-untyped-def]
+    """The line built from its parts is what `json.dumps` writes (sorted keys, no
+    spaces), with or without the meaning's JSON handed in."""
+    r = PlacementRecord(ContainerID(cid), IDSet(cpus), IDSet(), meaning)
+    doc = {"id": cid, "cpus": str(r.cpus), "mems": "", "meaning": meaning}
+    expected = json.dumps(doc, separators=(",", ":"), sort_keys=True)
+    assert encode_line(r) == expected
+    assert encode_line(r, encode_meaning(meaning)) == expected
 
 
 def test_a_bad_line_and_a_repeated_id_are_refused() -> None:
@@ -321,6 +343,25 @@ def test_a_topology_aware_record_must_render_the_report_or_is_not_used() -> None
         wrong = {**records, b: dataclasses.replace(records[b], meaning=meaning)}
         d = restart(p, reports, wrong)
         assert "records not used" in d.reason and why in d.reason, d.reason
+
+
+def test_a_topology_aware_meaning_is_made_again_only_for_another_grant() -> None:
+    p = TopologyAwarePolicy(topology=topo(packages=1, nodes=1, cores=4, threads=1), config={})
+    s = p.initial_state()
+    for name in ("a", "b"):
+        s = p.allocate(s, ctr(name, qos=QoSClass.BURSTABLE, milli=500, cid=name)).state
+    a = ContainerID("a")
+    first = p.record(s, a)
+    assert p.record(s, a) is first, "the same grant: the meaning kept"
+    moved = s.grants[a]
+    s2 = dataclasses.replace(s, grants=s.grants.set(a, dataclasses.replace(moved, pool=1)))
+    again = p.record(s2, a)
+    assert again is not first and again is not None and again["pool"] == 1
+    for n in range(500):  # containers come and go: the memo stays within the live set
+        s = p.allocate(s, ctr(f"x{n}", qos=QoSClass.BEST_EFFORT, cid=f"x{n}")).state
+        p.record(s, ContainerID(f"x{n}"))
+        s = p.release(s, ContainerID(f"x{n}")).state
+    assert len(p.meanings._kept) <= 2 * len(s.grants) + p.meanings.SLACK + 1
 
 
 def test_an_overcommitted_grant_is_restored_as_it_was_granted() -> None:
