@@ -99,6 +99,11 @@ class PoolTree:
     reserved_milli: int = 0
     #: the topology levels some pool is at (`existing_level` reads it per decision)
     levels: frozenset[str] = frozenset({"system"})
+    #: `scoring.memory_key`'s fixed terms by (pool index, memory kinds), made on first
+    #: use: every decision ranks every pool, for one of a few kinds combinations
+    memory_terms: dict[tuple[int, frozenset[MemoryKind]], tuple[int, int]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def root(self) -> Pool:
