@@ -99,9 +99,10 @@ class PoolTree:
     reserved_milli: int = 0
     #: the topology levels some pool is at (`existing_level` reads it per decision)
     levels: frozenset[str] = frozenset({"system"})
-    #: `scoring.memory_key`'s fixed terms by (pool index, memory kinds), made on first
-    #: use: every decision ranks every pool, for one of a few kinds combinations
-    memory_terms: dict[tuple[int, frozenset[MemoryKind]], tuple[int, int]] = field(
+    #: `scoring.memory_key`'s fixed terms by (pool index, memory kinds): (bytes, nodes
+    #: offered, 1 when the pool lacks a kind the machine has), made on first use: every
+    #: decision ranks every pool, for one of a few kinds combinations
+    memory_terms: dict[tuple[int, frozenset[MemoryKind]], tuple[int, int, int]] = field(
         default_factory=dict, compare=False, repr=False
     )
 

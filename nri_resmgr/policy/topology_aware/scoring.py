@@ -196,14 +196,15 @@ def memory_key(tree: PoolTree, pool: Pool, request: ContainerRequest) -> tuple[i
         wanted = {k for k in kinds if tree.root.mems.get(k)}
         missing = sum(not pool.mems.get(k) for k in wanted)
         terms = tree.memory_terms[pool.index, kinds] = (
+            pool.memory_of(kinds),
             len(pool.offer_mems_of(kinds)),
             int(missing > 0),
         )
+    size, span, lacks = terms
     burst = 0
     if request.memory_burst is not None:
-        size = pool.memory_of(kinds)
         burst = (size < request.memory_burst) if request.memory_burst else -size
-    return (burst, *terms)
+    return (burst, span, lacks)
 
 
 def _capacity_terms(request: ContainerRequest, cap: Capacity) -> tuple[int, int, int, int]:
