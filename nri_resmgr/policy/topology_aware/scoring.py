@@ -190,17 +190,7 @@ def memory_key(tree: PoolTree, pool: Pool, request: ContainerRequest) -> tuple[i
     """
     if not request.pin_memory:
         return (0, 0, 0)
-    kinds = request.memory_kinds
-    terms = tree.memory_terms.get((pool.index, kinds))
-    if terms is None:
-        wanted = {k for k in kinds if tree.root.mems.get(k)}
-        missing = sum(not pool.mems.get(k) for k in wanted)
-        terms = tree.memory_terms[pool.index, kinds] = (
-            pool.memory_of(kinds),
-            len(pool.offer_mems_of(kinds)),
-            int(missing > 0),
-        )
-    size, span, lacks = terms
+    size, span, lacks = tree.memory_terms[pool.index, request.memory_kinds]
     burst = 0
     if request.memory_burst is not None:
         burst = (size < request.memory_burst) if request.memory_burst else -size
