@@ -88,7 +88,8 @@ def test_a_corrupt_or_foreign_file_is_refused_with_its_problem(mangle, expected)
     cid=st.text(min_size=1, max_size=12),
     cpus=st.frozensets(st.integers(0, 300), max_size=8),
     meaning=st.dictionaries(
-        st.text(max_size=8), st.integers(-(2**40), 2**40) | st.text(max_size=8) | st.booleans(),
+        st.text(max_size=8),
+        st.integers(-(2**40), 2**40) | st.text(max_size=8) | st.booleans(),
         max_size=5,
     ),
 )

@@ -16,6 +16,7 @@ from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareS
 from nri_resmgr.policy.topology_aware.affinity import (
     AFFINITY,
     ANTI_AFFINITY,
+    Affinity,
     Expression,
     Operator,
     container_affinities,
@@ -184,7 +185,7 @@ def test_one_annotation_text_is_parsed_once_and_each_pod_gets_its_own_scope() ->
     workload share one parse, and the default scope (the pod) is each pod's own."""
     text = "c: [ {match: {key: name, operator: Equals, values: [d]}} ]"
 
-    def rules(pod: str) -> tuple[object, ...]:
+    def rules(pod: str) -> tuple[Affinity, ...]:
         return container_affinities(
             ctr("c", pod=pod, ann={AFFINITY: text}), colocate_pods=False, colocate_namespaces=False
         )
