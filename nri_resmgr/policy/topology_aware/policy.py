@@ -67,7 +67,7 @@ from nri_resmgr.policy.topology_aware.preferences import CPU_CLASS, container_re
 from nri_resmgr.policy.topology_aware.priority import PriorityCPUs
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
 from nri_resmgr.policy.topology_aware.records import MeaningMemo, grant_of
-from nri_resmgr.policy.topology_aware.rendering import render_all, render_changed
+from nri_resmgr.policy.topology_aware.rendering import RenderMemo, render_all, render_changed
 from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState, supply_from_scratch
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
@@ -111,6 +111,7 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         self.allocator: CPUAllocator = self.placer.allocator
         self.rebuilder = Rebuilder(self.placer)
         self.meanings = MeaningMemo()
+        self.renderings = RenderMemo()
 
     # ---- hooks -------------------------------------------------------------------------
 
@@ -164,7 +165,7 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID
     ) -> tuple[dict[ContainerID, Assignment], dict[ContainerID, Assignment]]:
         """The policy's `decide.RenderChanged`: `rendering.render_changed` for `cid`."""
-        return render_changed(self.topology, old, new, (cid,))
+        return render_changed(self.topology, old, new, (cid,), self.renderings)
 
     def cpu_class_use(self, state: TopologyAwareState) -> CPUClassUse:
         """CPU class -> CPUs: ``reservedPoolCPUClass`` on the reserved CPUs,
