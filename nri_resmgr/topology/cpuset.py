@@ -85,6 +85,8 @@ class IDSet:
         return _valid(frozenset(ids))
 
     def __str__(self) -> str:
+        if not self._ids:  # most grants' exclusive CPUs; not worth the AttributeError
+            return ""
         try:
             return self._text
         except AttributeError:

@@ -66,8 +66,8 @@ from nri_resmgr.policy.topology_aware.pools import PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import CPU_CLASS, container_request
 from nri_resmgr.policy.topology_aware.priority import PriorityCPUs
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
-from nri_resmgr.policy.topology_aware.records import grant_of, meaning_of
-from nri_resmgr.policy.topology_aware.rendering import render_all, render_changed
+from nri_resmgr.policy.topology_aware.records import MeaningMemo, grant_of
+from nri_resmgr.policy.topology_aware.rendering import RenderMemo, render_all, render_changed
 from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState, supply_from_scratch
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
@@ -110,6 +110,8 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         self.priorities: PriorityCPUs = self.placer.priorities
         self.allocator: CPUAllocator = self.placer.allocator
         self.rebuilder = Rebuilder(self.placer)
+        self.meanings = MeaningMemo()
+        self.renderings = RenderMemo()
 
     # ---- hooks -------------------------------------------------------------------------
 
@@ -121,9 +123,9 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         check_invariants(self.topology, state)
 
     def record(self, state: TopologyAwareState, container_id: ContainerID) -> Meaning | None:
-        """The container's grant (`records.meaning_of`)."""
+        """The container's grant (`records.meaning_of`, kept by `records.MeaningMemo`)."""
         grant = state.grants.get(container_id)
-        return meaning_of(grant) if grant is not None else None
+        return self.meanings.of(grant, live=len(state.grants)) if grant is not None else None
 
     def restore(
         self, containers: Sequence[tuple[ContainerInfo, Meaning]], layout: Meaning | None
@@ -168,7 +170,7 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         self, old: TopologyAwareState, new: TopologyAwareState, cid: ContainerID
     ) -> tuple[dict[ContainerID, Assignment], dict[ContainerID, Assignment]]:
         """The policy's `decide.RenderChanged`: `rendering.render_changed` for `cid`."""
-        return render_changed(self.topology, old, new, (cid,))
+        return render_changed(self.topology, old, new, (cid,), self.renderings)
 
     def cpu_class_use(self, state: TopologyAwareState) -> CPUClassUse:
         """CPU class -> CPUs: ``reservedPoolCPUClass`` on the reserved CPUs,

@@ -99,6 +99,28 @@ class PoolTree:
     reserved_milli: int = 0
     #: the topology levels some pool is at (`existing_level` reads it per decision)
     levels: frozenset[str] = frozenset({"system"})
+    #: `scoring.memory_key`'s fixed terms by (pool index, memory kinds), for every pool
+    #: and combination of kinds: (bytes, nodes offered, 1 when the pool lacks a kind the
+    #: machine has); every decision ranks every pool.  Made with the tree, so that a
+    #: decision never writes into the tree of the state it is given
+    memory_terms: Mapping[tuple[int, frozenset[MemoryKind]], tuple[int, int, int]] = field(
+        init=False, compare=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        terms = {}
+        for n in range(len(MemoryKind) + 1):
+            for combo in combinations(MemoryKind, n):
+                kinds = frozenset(combo)
+                wanted = {k for k in kinds if self.root.mems.get(k)}
+                for pool in self.pools:
+                    missing = sum(not pool.mems.get(k) for k in wanted)
+                    terms[pool.index, kinds] = (
+                        pool.memory_of(kinds),
+                        len(pool.offer_mems_of(kinds)),
+                        int(missing > 0),
+                    )
+        object.__setattr__(self, "memory_terms", terms)
 
     @property
     def root(self) -> Pool:

@@ -5,6 +5,12 @@ pool's shared set in the state's supply (SHARED and MIXED grants only) and of th
 tree and topology.  ``hide-hyperthreads``, ``pinCPU``/``pinMemory`` and the preserve
 annotations are applied only here.  `render_changed` renders, for a decision's diff,
 only the containers whose rendering can differ between two states.
+
+Since a rendering is a function of the grant and its pool's shared set (the tree and the
+topology are the policy's), `RenderMemo` keeps each container's last rendering with the
+two objects it was made of and renders again only for another grant or shared set: an
+exclusive decision renders its pool's shared containers in the old state, whose shared
+set is the one the decision before rendered them with (half of its renderings).
 """
 
 from __future__ import annotations
@@ -16,10 +22,10 @@ from nri_resmgr.policy.common import one_thread_per_core
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.policy.topology_aware.state import Grant, Supply, TopologyAwareState
-from nri_resmgr.topology.cpuset import IDSet, NodeSet, union
+from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["pinned_mems", "render", "render_all", "render_changed"]
+__all__ = ["RenderMemo", "pinned_mems", "render", "render_all", "render_changed"]
 
 
 def pinned_mems(
@@ -75,11 +81,39 @@ def render_all(topology: Topology, state: TopologyAwareState) -> dict[ContainerI
     }
 
 
+class RenderMemo:
+    """`render` per container, made again only when its grant or its pool's shared set
+    is another object (module docstring); forgets everything when it holds more than
+    twice the live grants (plus `SLACK`), so it stays within the live set.  One memo
+    per policy (one tree and topology)."""
+
+    SLACK = 64
+
+    def __init__(self) -> None:
+        self._kept: dict[ContainerID, tuple[Grant, CPUSet, Assignment]] = {}
+
+    def render(
+        self, *, tree: PoolTree, topology: Topology, state: TopologyAwareState, cid: ContainerID
+    ) -> Assignment:
+        """`render` of `cid`'s grant in `state`."""
+        grant = state.grants[cid]
+        shared = state.supply.shared[grant.pool]
+        kept = self._kept.get(cid)
+        if kept is not None and kept[0] is grant and kept[1] is shared:
+            return kept[2]
+        if len(self._kept) > 2 * len(state.grants) + self.SLACK:
+            self._kept.clear()
+        out = render(tree=tree, topology=topology, supply=state.supply, grant=grant)
+        self._kept[cid] = (grant, shared, out)
+        return out
+
+
 def render_changed(
     topology: Topology,
     old: TopologyAwareState,
     new: TopologyAwareState,
     touched: Collection[ContainerID],
+    memo: RenderMemo | None = None,
 ) -> tuple[dict[ContainerID, Assignment], dict[ContainerID, Assignment]]:
     """Renderings in `old` and in `new` of every container whose rendering can differ.
 
@@ -107,6 +141,12 @@ def render_changed(
         )
 
     def rendered(state: TopologyAwareState) -> dict[ContainerID, Assignment]:
+        if memo is not None:
+            return {
+                cid: memo.render(tree=tree, topology=topology, state=state, cid=cid)
+                for cid in sorted(cids)
+                if cid in state.grants
+            }
         return {
             cid: render(tree=tree, topology=topology, supply=state.supply, grant=state.grants[cid])
             for cid in sorted(cids)

@@ -190,13 +190,11 @@ def memory_key(tree: PoolTree, pool: Pool, request: ContainerRequest) -> tuple[i
     """
     if not request.pin_memory:
         return (0, 0, 0)
-    wanted = {k for k in request.memory_kinds if tree.root.mems.get(k)}
-    missing = sum(not pool.mems.get(k) for k in wanted)
+    size, span, lacks = tree.memory_terms[pool.index, request.memory_kinds]
     burst = 0
     if request.memory_burst is not None:
-        size = pool.memory_of(request.memory_kinds)
         burst = (size < request.memory_burst) if request.memory_burst else -size
-    return (burst, len(pool.offer_mems_of(request.memory_kinds)), int(missing > 0))
+    return (burst, span, lacks)
 
 
 def _capacity_terms(request: ContainerRequest, cap: Capacity) -> tuple[int, int, int, int]:
