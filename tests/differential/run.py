@@ -52,9 +52,12 @@ from tests.differential.machines import Machine
 from tests.differential.plugins import Held, Side, ours_argv, side, theirs_argv
 from tests.peers import NriPlugins
 
-__all__ = ["CaseResult", "Observation", "run_case"]
+__all__ = ["KNOCK_ON", "CaseResult", "Observation", "run_case"]
 
 T = TypeVar("T")
+
+#: the prefix of a knock-on class's name: ``knock-on:CLASS``
+KNOCK_ON = "knock-on:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +179,7 @@ class _Run:
                 continue
             cls = direct[cid] or self.carried.get(cid)
             if not cls and self.disturbed is not None:
-                cls = f"knock-on:{self.disturbed}"
+                cls = f"{KNOCK_ON}{self.disturbed}"
             classes[cid] = cls or ""
         for cid, (mine, their) in now.items():
             name = self.names[cid][0]
