@@ -28,6 +28,7 @@ from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from tests.differential.gen import GROUP_LABEL, Ctr, Pod
 from tests.differential.plugins import Held, Placement
+from tests.differential.relabel import kind_by_size
 
 __all__ = ["CLASSES", "Context", "DiffClass", "classify"]
 
@@ -36,8 +37,10 @@ __all__ = ["CLASSES", "Context", "DiffClass", "classify"]
 class Context:
     """What a class may look at: the machine, the case's configuration (YAML), the
     container, both placements (or refusals) now and after the previous step, whether
-    this step restarted the plugins, and the other live containers' pods and placements
-    (ours, theirs)."""
+    this step restarted the plugins, the other live containers' pods and placements
+    (ours, theirs), and where ours would hold the container if it named the CPU-less
+    nodes by their size rule (`relabel.Shadow`; None on other machines, after a restart
+    and for balloons)."""
 
     machine: Topology
     policy: str
@@ -49,6 +52,7 @@ class Context:
     after_restart: bool
     config: str = ""
     others: tuple[tuple[Pod, Held, Held], ...] = ()
+    relabelled: Held | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,30 +198,23 @@ def _groupby_apart(c: Context) -> bool:
     return mixed_there and not mixed_here
 
 
-def _kind_by_size(machine: Topology) -> IDSet:
-    """The CPU-less nodes whose kind nri-plugins' size rule names otherwise than ours:
-    theirs calls one HBM when smaller than the average DRAM node, else PMEM (their sysfs
-    ``system.go``); ours asks the firmware first (NVDIMM regions, HMAT bandwidth)."""
-    dram = [machine.node(n).memory_bytes for n in machine.node_ids(with_cpus=True)]
-    average = sum(dram) / max(1, len(dram))
-    out = set()
-    for n in machine.node_ids(with_cpus=False):
-        node = machine.node(n)
-        theirs = MemoryKind.HBM if node.memory_bytes < average else MemoryKind.PMEM
-        if node.kind in (MemoryKind.PMEM, MemoryKind.HBM) and node.kind is not theirs:
-            out.add(n)
-    return IDSet(out)
-
-
 def _memory_kind_by_size(c: Context) -> bool:
-    """Same CPUs; the memory nodes differ only by CPU-less PMEM or HBM nodes whose kind
-    their size rule names otherwise than ours (`_kind_by_size`)."""
-    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
+    """Theirs names a CPU-less node otherwise by its size (`relabel.kind_by_size`), and
+    that alone explains the difference: either the CPUs are the same and the memory
+    nodes differ only by such nodes, or ours, given their names for the nodes, holds the
+    container exactly as theirs does (`relabel.Shadow`: the kinds decide which pool's
+    memory suits a container, so the CPUs follow them, and every later container with
+    them)."""
+    if not isinstance(c.theirs, Placement) or c.ours == c.theirs:
+        return False
+    if c.relabelled is not None and c.relabelled == c.theirs:
+        return True
+    if not isinstance(c.ours, Placement):
         return False
     if c.ours.cpus != c.theirs.cpus or c.ours.mems == c.theirs.mems:
         return False
     ours, theirs = IDSet.parse(c.ours.mems), IDSet.parse(c.theirs.mems)
-    return ((ours - theirs) | (theirs - ours)) <= _kind_by_size(c.machine)
+    return ((ours - theirs) | (theirs - ours)) <= kind_by_size(c.machine)
 
 
 #: the per-container annotation naming the memory kinds a container asks for
@@ -226,7 +223,7 @@ _MEMORY_TYPE = "memory-type.resource-policy.nri.io/container."
 
 def _memory_type_by_size(c: Context) -> bool:
     """Balloons: same CPUs; the container asks a memory kind by annotation on a machine
-    with CPU-less nodes whose kind their size rule names otherwise (`_kind_by_size`), and
+    with CPU-less nodes whose kind their size rule names otherwise (`relabel.kind_by_size`), and
     the memory nodes differ only by such nodes and the CPU nodes (theirs falls back to
     the balloon's nodes when no node has the kind by its rule)."""
     if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
@@ -236,7 +233,7 @@ def _memory_type_by_size(c: Context) -> bool:
     asked = dict(c.pod.annotations).get(_MEMORY_TYPE + c.ctr.name, "")
     if not {"pmem", "hbm"} & set(asked.split(",")):
         return False
-    mismatched = _kind_by_size(c.machine)
+    mismatched = kind_by_size(c.machine)
     if not mismatched:
         return False
     ours, theirs = IDSet.parse(c.ours.mems), IDSet.parse(c.theirs.mems)

@@ -50,6 +50,7 @@ from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Op, Pod, Res
 from tests.differential.host import HostRoots, host_root
 from tests.differential.machines import Machine
 from tests.differential.plugins import Held, Side, ours_argv, side, theirs_argv
+from tests.differential.relabel import Shadow, their_kinds
 from tests.peers import NriPlugins
 
 __all__ = ["KNOCK_ON", "CaseResult", "Observation", "run_case"]
@@ -160,6 +161,10 @@ class _Run:
         self.disturbed: str | None = None  # the direct class that disturbed the case
         self.step = 0
         self.op_index = 0
+        # ours on their memory kinds, where they name a node otherwise (relabel.py)
+        self.shadow: Shadow | None = None
+        if case.policy == "topology-aware" and their_kinds(machine.topology) is not None:
+            self.shadow = Shadow(machine.topology, case.config)
 
     def observe(self, op: str) -> None:
         ours, theirs = self.pair.ours, self.pair.theirs
@@ -209,6 +214,7 @@ class _Run:
             before=self.before.get(cid),
             after_restart=self.restarted,
             others=others,
+            relabelled=self.shadow.held(cid) if self.shadow else None,
         )
         return classify(ctx) or ""
 
@@ -216,6 +222,8 @@ class _Run:
         cj = _ctr_json(live.json, c)
         self.names[cj["id"]] = (f"{live.pod.namespace}/{live.pod.name}/{c.name}", live.pod, c)
         mine, their = self.pair.both(lambda s: s.create(live.json, cj))
+        if self.shadow:
+            self.shadow.create(live.json, cj)
         if mine is not None or their is not None:
             self.refused[cj["id"]] = (mine or "", their or "")
         return cj
@@ -225,6 +233,8 @@ class _Run:
             lambda s: s.stop_remove(cid) if cid in s.ctrs else None
         )
         self.refused.pop(cid, None)
+        if self.shadow:
+            self.shadow.remove(cid)
 
     def apply(self, op: Op) -> None:
         if isinstance(op, CreatePod):
@@ -250,6 +260,8 @@ class _Run:
             self.pair.both(lambda s: s.remove_pod(live.json["id"]))
         elif isinstance(op, Restart):
             self.pair.both(lambda s: s.restart())
+            if self.shadow:
+                self.shadow.restart()
             self.restarted = True
             self.observe(str(op))
         self.pair.check_alive()

@@ -1,0 +1,144 @@
+"""Ours on their memory kinds: the counterfactual behind class `memory-kind-by-size`.
+
+Theory of operation: nri-plugins names every CPU-less memory node by its size (their
+sysfs ``system.go``: smaller than the average DRAM node is HBM, else PMEM); ours asks the
+firmware first (NVDIMM regions, HMAT bandwidth), so on a machine where the two disagree
+a node is default memory on one side and not on the other. That changes more than the
+memory nodes of a container: the pool whose memory has the kinds a container may use
+wins (`scoring`, "kinds missing"), so the CPUs differ too, and every later container
+lands elsewhere on both sides.
+
+`their_kinds` is the machine with each such node renamed as nri-plugins names it (None
+when no node is). A `Shadow` runs our topology-aware policy in process on that machine,
+fed the same containers in the same order as the daemon under test (the NRI pod and
+container documents, read by the daemon's own `container_from_nri`), so `held` is where
+ours would put a container if it named the nodes as they do. A divergence whose
+container the shadow places exactly as theirs does is caused by the naming and nothing
+else (the kinds are the only input that differs). A restart ends the shadow: the
+daemon's rebuild reads back what the runtime reports, which the shadow does not model, so
+after one it answers None and the class falls back to its narrow form.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from google.protobuf import json_format
+
+from nri_api import api
+from nri_resmgr.config import load_config
+from nri_resmgr.model import AllocationError, ContainerID, MemoryKind
+from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
+from nri_resmgr.runtime.adapter import container_from_nri
+from nri_resmgr.topology.cpuset import IDSet
+from nri_resmgr.topology.model import Topology
+from tests.differential.plugins import Held, Placement
+
+__all__ = ["Shadow", "kind_by_size", "their_kinds"]
+
+Json = dict[str, Any]
+
+
+def _their_kind(node_bytes: int, average: float) -> MemoryKind:
+    return MemoryKind.HBM if node_bytes < average else MemoryKind.PMEM
+
+
+def kind_by_size(machine: Topology) -> IDSet:
+    """The CPU-less nodes whose kind nri-plugins' size rule names otherwise than ours:
+    theirs calls one HBM when smaller than the average DRAM node, else PMEM (their sysfs
+    ``system.go``); ours asks the firmware first (NVDIMM regions, HMAT bandwidth)."""
+    dram = [machine.node(n).memory_bytes for n in machine.node_ids(with_cpus=True)]
+    average = sum(dram) / max(1, len(dram))
+    out = set()
+    for n in machine.node_ids(with_cpus=False):
+        node = machine.node(n)
+        theirs = _their_kind(node.memory_bytes, average)
+        if node.kind in (MemoryKind.PMEM, MemoryKind.HBM) and node.kind is not theirs:
+            out.add(n)
+    return IDSet(out)
+
+
+def their_kinds(machine: Topology) -> Topology | None:
+    """`machine` with every node of `kind_by_size` renamed as nri-plugins names it, or
+    None when there is no such node."""
+    flip = kind_by_size(machine)
+    if not flip:
+        return None
+    nodes = {
+        n: dataclasses.replace(
+            node, kind=MemoryKind.HBM if node.kind is MemoryKind.PMEM else MemoryKind.PMEM
+        )
+        if n in flip
+        else node
+        for n, node in machine.nodes.items()
+    }
+    return Topology(
+        cpus=machine.cpus,
+        nodes=nodes,
+        netdevs=machine.netdevs,
+        source=f"{machine.source} (their memory kinds)",
+        pci_devices=machine.pci_devices,
+    )
+
+
+#: what the shadow holds for a container it refused
+REFUSED = "refused by ours on their memory kinds"
+
+
+class Shadow:
+    """Our topology-aware policy on `their_kinds(machine)`, stepped beside the daemon."""
+
+    def __init__(self, machine: Topology, config: str) -> None:
+        relabelled = their_kinds(machine)
+        if relabelled is None:
+            raise ValueError(
+                f"machine {machine.source}: expected a CPU-less node nri-plugins kinds "
+                "otherwise by its size, found none (their_kinds is None)"
+            )
+        policy_config = load_config(config).policy_config
+        self.policy = TopologyAwarePolicy(topology=relabelled, config=policy_config)
+        self.state: TopologyAwareState = self.policy.initial_state()
+        self.refused: set[str] = set()
+        self.live = True
+        self._held: dict[str, Held] = {}
+
+    def create(self, pod: Json, container: Json) -> None:
+        """The daemon's CreateContainer: the policy allocates (or refuses) it."""
+        if not self.live:
+            return
+        info = container_from_nri(
+            json_format.ParseDict(pod, api.PodSandbox(), ignore_unknown_fields=True),
+            json_format.ParseDict(container, api.Container(), ignore_unknown_fields=True),
+        )
+        try:
+            self.state = self.policy.allocate(self.state, info).state
+        except AllocationError:
+            self.refused.add(container["id"])
+        self._render()
+
+    def remove(self, cid: str) -> None:
+        """The daemon's StopContainer and RemoveContainer."""
+        if not self.live:
+            return
+        self.refused.discard(cid)
+        self.state = self.policy.release(self.state, ContainerID(cid)).state
+        self._render()
+
+    def restart(self) -> None:
+        """The plugins restarted: the shadow stops answering (module docstring)."""
+        self.live = False
+        self._held = {}
+
+    def held(self, cid: str) -> Held | None:
+        """Where ours on their kinds holds container `cid` (REFUSED if it refused it), or
+        None after a restart or for a container it never saw."""
+        if not self.live:
+            return None
+        return REFUSED if cid in self.refused else self._held.get(cid)
+
+    def _render(self) -> None:
+        self._held = {
+            str(cid): Placement(str(a.cpus), str(a.mems))
+            for cid, a in self.policy.render(self.state).items()
+        }
