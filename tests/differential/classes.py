@@ -16,8 +16,8 @@ it recognises and a near miss it does not.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -28,7 +28,7 @@ from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from tests.differential.gen import GROUP_LABEL, Ctr, Pod
 from tests.differential.plugins import Held, Placement
-from tests.differential.relabel import kind_by_size
+from tests.differential.shadow import LIMITS_AS_REQUESTS, THEIR_KINDS, kind_by_size
 
 __all__ = ["CLASSES", "Context", "DiffClass", "classify"]
 
@@ -38,9 +38,9 @@ class Context:
     """What a class may look at: the machine, the case's configuration (YAML), the
     container, both placements (or refusals) now and after the previous step, whether
     this step restarted the plugins, the other live containers' pods and placements
-    (ours, theirs), and where ours would hold the container if it named the CPU-less
-    nodes by their size rule (`relabel.Shadow`; None on other machines, after a restart
-    and for balloons)."""
+    (ours, theirs), and where ours would hold the container with one rule of theirs, per
+    `shadow.VARIANTS` name (`shadow.Shadow`; absent where the variant changes nothing,
+    after a restart and for balloons)."""
 
     machine: Topology
     policy: str
@@ -52,7 +52,7 @@ class Context:
     after_restart: bool
     config: str = ""
     others: tuple[tuple[Pod, Held, Held], ...] = ()
-    relabelled: Held | None = None
+    shadows: Mapping[str, Held] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,15 +199,15 @@ def _groupby_apart(c: Context) -> bool:
 
 
 def _memory_kind_by_size(c: Context) -> bool:
-    """Theirs names a CPU-less node otherwise by its size (`relabel.kind_by_size`), and
+    """Theirs names a CPU-less node otherwise by its size (`shadow.kind_by_size`), and
     that alone explains the difference: either the CPUs are the same and the memory
     nodes differ only by such nodes, or ours, given their names for the nodes, holds the
-    container exactly as theirs does (`relabel.Shadow`: the kinds decide which pool's
-    memory suits a container, so the CPUs follow them, and every later container with
-    them)."""
+    container exactly as theirs does (`shadow.THEIR_KINDS`: the kinds decide which
+    pool's memory suits a container, so the CPUs follow them, and every later container
+    with them)."""
     if not isinstance(c.theirs, Placement) or c.ours == c.theirs:
         return False
-    if c.relabelled is not None and c.relabelled == c.theirs:
+    if c.shadows.get(THEIR_KINDS) == c.theirs:
         return True
     if not isinstance(c.ours, Placement):
         return False
@@ -217,13 +217,23 @@ def _memory_kind_by_size(c: Context) -> bool:
     return ((ours - theirs) | (theirs - ours)) <= kind_by_size(c.machine)
 
 
+def _burstable_memory_by_limit(c: Context) -> bool:
+    """Ours, counting every Burstable container's memory limit as its memory where its
+    request is unknown (as theirs reserves it), holds the container exactly as theirs
+    does (`shadow.LIMITS_AS_REQUESTS`), and ours does not: the limits that fill a node
+    there are what moved it."""
+    if not isinstance(c.theirs, Placement) or c.ours == c.theirs:
+        return False
+    return c.shadows.get(LIMITS_AS_REQUESTS) == c.theirs
+
+
 #: the per-container annotation naming the memory kinds a container asks for
 _MEMORY_TYPE = "memory-type.resource-policy.nri.io/container."
 
 
 def _memory_type_by_size(c: Context) -> bool:
     """Balloons: same CPUs; the container asks a memory kind by annotation on a machine
-    with CPU-less nodes whose kind their size rule names otherwise (`relabel.kind_by_size`), and
+    with CPU-less nodes whose kind their size rule names otherwise (`shadow.kind_by_size`), and
     the memory nodes differ only by such nodes and the CPU nodes (theirs falls back to
     the balloon's nodes when no node has the kind by its rule)."""
     if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
@@ -271,6 +281,12 @@ CLASSES: tuple[DiffClass, ...] = (
         "topology-aware",
         "same CPUs; the memory differs by CPU-less nodes theirs calls HBM or PMEM by size",
         _memory_kind_by_size,
+    ),
+    DiffClass(
+        "burstable-memory-by-limit",
+        "topology-aware",
+        "Burstable memory limits fill a node there (no request known), not here",
+        _burstable_memory_by_limit,
     ),
     DiffClass(
         "restart-keeps-placements",

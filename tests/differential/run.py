@@ -50,10 +50,10 @@ from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Op, Pod, Res
 from tests.differential.host import HostRoots, host_root
 from tests.differential.machines import Machine
 from tests.differential.plugins import Held, Side, ours_argv, side, theirs_argv
-from tests.differential.relabel import Shadow, their_kinds
+from tests.differential.shadow import VARIANTS, Shadow, applies
 from tests.peers import NriPlugins
 
-__all__ = ["KNOCK_ON", "CaseResult", "Observation", "run_case"]
+__all__ = ["KNOCK_ON", "CaseResult", "Observation", "ctr_json", "pod_json", "run_case"]
 
 T = TypeVar("T")
 
@@ -109,7 +109,7 @@ class _Live:
     ctrs: list[tuple[Ctr, Json]]
 
 
-def _pod_json(pod: Pod) -> Json:
+def pod_json(pod: Pod) -> Json:
     return make_pod(
         name=pod.name,
         namespace=pod.namespace,
@@ -119,7 +119,7 @@ def _pod_json(pod: Pod) -> Json:
     )
 
 
-def _ctr_json(pod: Json, c: Ctr) -> Json:
+def ctr_json(pod: Json, c: Ctr) -> Json:
     return make_container(
         pod,
         name=c.name,
@@ -161,10 +161,14 @@ class _Run:
         self.disturbed: str | None = None  # the direct class that disturbed the case
         self.step = 0
         self.op_index = 0
-        # ours on their memory kinds, where they name a node otherwise (relabel.py)
-        self.shadow: Shadow | None = None
-        if case.policy == "topology-aware" and their_kinds(machine.topology) is not None:
-            self.shadow = Shadow(machine.topology, case.config)
+        # ours with one rule of theirs each, where it changes anything (shadow.py)
+        self.shadows: list[Shadow] = []
+        if case.policy == "topology-aware":
+            self.shadows = [
+                Shadow(machine.topology, case.config, v)
+                for v in VARIANTS
+                if applies(v, machine.topology)
+            ]
 
     def observe(self, op: str) -> None:
         ours, theirs = self.pair.ours, self.pair.theirs
@@ -214,16 +218,20 @@ class _Run:
             before=self.before.get(cid),
             after_restart=self.restarted,
             others=others,
-            relabelled=self.shadow.held(cid) if self.shadow else None,
+            shadows={
+                s.variant: held
+                for s in self.shadows
+                if (held := s.held(cid)) is not None
+            },
         )
         return classify(ctx) or ""
 
     def create(self, live: _Live, c: Ctr) -> Json:
-        cj = _ctr_json(live.json, c)
+        cj = ctr_json(live.json, c)
         self.names[cj["id"]] = (f"{live.pod.namespace}/{live.pod.name}/{c.name}", live.pod, c)
         mine, their = self.pair.both(lambda s: s.create(live.json, cj))
-        if self.shadow:
-            self.shadow.create(live.json, cj)
+        for s in self.shadows:
+            s.create(live.json, cj)
         if mine is not None or their is not None:
             self.refused[cj["id"]] = (mine or "", their or "")
         return cj
@@ -233,12 +241,12 @@ class _Run:
             lambda s: s.stop_remove(cid) if cid in s.ctrs else None
         )
         self.refused.pop(cid, None)
-        if self.shadow:
-            self.shadow.remove(cid)
+        for s in self.shadows:
+            s.remove(cid)
 
     def apply(self, op: Op) -> None:
         if isinstance(op, CreatePod):
-            pj = _pod_json(op.pod)
+            pj = pod_json(op.pod)
             live = _Live(op.pod, pj, [])
             self.pair.both(lambda s: s.run_pod(pj))
             for c in op.pod.init:
@@ -260,8 +268,8 @@ class _Run:
             self.pair.both(lambda s: s.remove_pod(live.json["id"]))
         elif isinstance(op, Restart):
             self.pair.both(lambda s: s.restart())
-            if self.shadow:
-                self.shadow.restart()
+            for s in self.shadows:
+                s.restart()
             self.restarted = True
             self.observe(str(op))
         self.pair.check_alive()

@@ -1,22 +1,31 @@
-"""Ours on their memory kinds: the counterfactual behind class `memory-kind-by-size`.
+"""Ours with one rule of theirs: the counterfactuals behind two documented classes.
 
-Theory of operation: nri-plugins names every CPU-less memory node by its size (their
-sysfs ``system.go``: smaller than the average DRAM node is HBM, else PMEM); ours asks the
-firmware first (NVDIMM regions, HMAT bandwidth), so on a machine where the two disagree
-a node is default memory on one side and not on the other. That changes more than the
-memory nodes of a container: the pool whose memory has the kinds a container may use
-wins (`scoring`, "kinds missing"), so the CPUs differ too, and every later container
-lands elsewhere on both sides.
+Theory of operation: a `Shadow` runs our topology-aware policy in process, fed the same
+containers in the same order as the daemon under test (the NRI pod and container
+documents, read by the daemon's own `container_from_nri`), with one input changed the way
+nri-plugins sees it (one of `VARIANTS`), so `Shadow.held` is where ours would put a container
+if it saw that input as they do. A divergence whose container a shadow places exactly as
+theirs does is caused by that input and nothing else. A restart ends a shadow: the
+daemon's rebuild reads back what the runtime reports, which a shadow does not model, so
+after one it answers None and the classes fall back to their narrow forms.
 
-`their_kinds` is the machine with each such node renamed as nri-plugins names it (None
-when no node is). A `Shadow` runs our topology-aware policy in process on that machine,
-fed the same containers in the same order as the daemon under test (the NRI pod and
-container documents, read by the daemon's own `container_from_nri`), so `held` is where
-ours would put a container if it named the nodes as they do. A divergence whose
-container the shadow places exactly as theirs does is caused by the naming and nothing
-else (the kinds are the only input that differs). A restart ends the shadow: the
-daemon's rebuild reads back what the runtime reports, which the shadow does not model, so
-after one it answers None and the class falls back to its narrow form.
+`THEIR_KINDS` (class `memory-kind-by-size`): nri-plugins names every CPU-less memory
+node by its size (their sysfs ``system.go``: smaller than the average DRAM node is HBM,
+else PMEM); ours asks the firmware first (NVDIMM regions, HMAT bandwidth), so on a
+machine where the two disagree a node is default memory on one side and not on the
+other. That changes more than the memory nodes of a container: the pool whose memory
+has the kinds a container may use wins (`scoring`, "kinds missing"), so the CPUs differ
+too, and every later container lands elsewhere on both sides. The shadow runs on
+`their_kinds`, the machine with each such node renamed as nri-plugins names it (only
+where one is).
+
+`LIMITS_AS_REQUESTS` (class `burstable-memory-by-limit`): nri-plugins reserves a
+container's memory request, or its limit when the request is unknown
+(``MemAmountToAllocate``), and a Burstable container's request is unknown without the
+resource-annotator annotation (or an OOM score adjustment they estimate it from), so its
+limit fills the node there; ours counts only a known request, as the scheduler does.
+The shadow gives every Burstable container without a known memory request its limit as
+the request.
 """
 
 from __future__ import annotations
@@ -28,14 +37,23 @@ from google.protobuf import json_format
 
 from nri_api import api
 from nri_resmgr.config import load_config
-from nri_resmgr.model import AllocationError, ContainerID, MemoryKind
+from nri_resmgr.model import AllocationError, ContainerID, ContainerInfo, MemoryKind, QoSClass
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.runtime.adapter import container_from_nri
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from tests.differential.plugins import Held, Placement
 
-__all__ = ["Shadow", "kind_by_size", "their_kinds"]
+__all__ = [
+    "AS_IS",
+    "LIMITS_AS_REQUESTS",
+    "THEIR_KINDS",
+    "VARIANTS",
+    "Shadow",
+    "applies",
+    "kind_by_size",
+    "their_kinds",
+]
 
 Json = dict[str, Any]
 
@@ -82,22 +100,53 @@ def their_kinds(machine: Topology) -> Topology | None:
     )
 
 
-#: what the shadow holds for a container it refused
-REFUSED = "refused by ours on their memory kinds"
+#: the machine as nri-plugins kinds its CPU-less nodes (`their_kinds`)
+THEIR_KINDS = "their-kinds"
+#: Burstable containers' memory limits counted as their requests where unknown
+LIMITS_AS_REQUESTS = "limits-as-requests"
+VARIANTS = (THEIR_KINDS, LIMITS_AS_REQUESTS)
+#: ours unchanged: the reference a test holds a variant against (no class uses it)
+AS_IS = "as-is"
+
+#: what a shadow holds for a container it refused
+REFUSED = "refused by ours with one rule of theirs"
+
+
+def applies(variant: str, machine: Topology) -> bool:
+    """Whether `variant` changes anything on `machine` (a shadow is worth running)."""
+    return variant != THEIR_KINDS or their_kinds(machine) is not None
+
+
+def _limit_as_request(info: ContainerInfo) -> ContainerInfo:
+    req = info.request
+    if info.qos_class is not QoSClass.BURSTABLE or req.memory_request is not None:
+        return info
+    if not req.memory_limit:
+        return info
+    request = dataclasses.replace(req, memory_request=req.memory_limit)
+    return dataclasses.replace(info, request=request)
 
 
 class Shadow:
-    """Our topology-aware policy on `their_kinds(machine)`, stepped beside the daemon."""
+    """Our topology-aware policy with `variant` (`VARIANTS`), stepped beside the daemon."""
 
-    def __init__(self, machine: Topology, config: str) -> None:
-        relabelled = their_kinds(machine)
-        if relabelled is None:
+    def __init__(self, machine: Topology, config: str, variant: str) -> None:
+        if variant not in (*VARIANTS, AS_IS):
             raise ValueError(
-                f"machine {machine.source}: expected a CPU-less node nri-plugins kinds "
-                "otherwise by its size, found none (their_kinds is None)"
+                f"shadow variant: expected one of {(*VARIANTS, AS_IS)}, found {variant!r}"
             )
+        topology = machine
+        if variant == THEIR_KINDS:
+            relabelled = their_kinds(machine)
+            if relabelled is None:
+                raise ValueError(
+                    f"machine {machine.source}: expected a CPU-less node nri-plugins kinds "
+                    "otherwise by its size, found none (their_kinds is None)"
+                )
+            topology = relabelled
+        self.variant = variant
         policy_config = load_config(config).policy_config
-        self.policy = TopologyAwarePolicy(topology=relabelled, config=policy_config)
+        self.policy = TopologyAwarePolicy(topology=topology, config=policy_config)
         self.state: TopologyAwareState = self.policy.initial_state()
         self.refused: set[str] = set()
         self.live = True
@@ -111,6 +160,8 @@ class Shadow:
             json_format.ParseDict(pod, api.PodSandbox(), ignore_unknown_fields=True),
             json_format.ParseDict(container, api.Container(), ignore_unknown_fields=True),
         )
+        if self.variant == LIMITS_AS_REQUESTS:
+            info = _limit_as_request(info)
         try:
             self.state = self.policy.allocate(self.state, info).state
         except AllocationError:
@@ -131,7 +182,7 @@ class Shadow:
         self._held = {}
 
     def held(self, cid: str) -> Held | None:
-        """Where ours on their kinds holds container `cid` (REFUSED if it refused it), or
+        """Where the shadow holds container `cid` (REFUSED if it refused it), or
         None after a restart or for a container it never saw."""
         if not self.live:
             return None

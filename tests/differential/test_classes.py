@@ -34,6 +34,7 @@ from tests.differential.profile import (
     shortest_divergence,
 )
 from tests.differential.run import CaseResult, Observation, _Pair, _Run, _same
+from tests.differential.shadow import LIMITS_AS_REQUESTS
 from tests.support.requirements import REPO
 
 DOCS = REPO / "docs" / "policies.md"
@@ -140,6 +141,11 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
     ("topology-aware", "memory-kind-by-size"): (
         ctx(machine=SMALL_PMEM, ours=Placement("1", "0,2"), theirs=Placement("1", "0")),
         ctx(machine=SMALL_PMEM, ours=Placement("1", "0,2"), theirs=Placement("1", "1")),
+    ),
+    ("topology-aware", "burstable-memory-by-limit"): (
+        # ours counting the limits as theirs does holds it where theirs does
+        ctx(shadows={LIMITS_AS_REQUESTS: Placement("4-7", "1")}),
+        ctx(shadows={LIMITS_AS_REQUESTS: Placement("0-3", "0")}),
     ),
     ("balloons", "restart-keeps-placements"): (
         ctx(
