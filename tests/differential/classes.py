@@ -28,7 +28,12 @@ from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from tests.differential.gen import GROUP_LABEL, Ctr, Pod
 from tests.differential.plugins import Held, Placement
-from tests.differential.shadow import LIMITS_AS_REQUESTS, THEIR_KINDS, kind_by_size
+from tests.differential.shadow import (
+    LIMITS_AS_REQUESTS,
+    THEIR_KINDS,
+    THEIR_RESERVED,
+    kind_by_size,
+)
 
 __all__ = ["CLASSES", "Context", "DiffClass", "classify"]
 
@@ -106,7 +111,7 @@ def _reserved_cpus(topo: Topology) -> IDSet:
     return TopologyAwarePolicy(topology=topo, config=config).config.reserved
 
 
-def _reserved_capacity(c: Context) -> bool:
+def _reserved_capacity_here(c: Context) -> bool:
     """A kube-system container asking more than the reserved millicores but no more than
     1000m per reserved CPU: theirs runs it on the reserved CPUs (their capacity is 1000m
     a CPU, their #632), ours on the root pool's shared CPUs (750m is 750m)."""
@@ -117,6 +122,22 @@ def _reserved_capacity(c: Context) -> bool:
     reserved = _reserved_cpus(c.machine)
     asked = c.ctr.cpu_request
     return RESERVED_MILLI < asked <= 1000 * len(reserved) and c.theirs.cpus == str(reserved)
+
+
+def _reserved_capacity_moved(c: Context) -> bool:
+    """Ours, counting the reserved capacity as theirs does (1000m a reserved CPU), holds
+    the container exactly as theirs (`shadow.THEIR_RESERVED`), and ours does not: a
+    kube-system container of the class took other CPUs on each side, and this one
+    followed."""
+    if not isinstance(c.theirs, Placement) or c.ours == c.theirs:
+        return False
+    return c.shadows.get(THEIR_RESERVED) == c.theirs
+
+
+def _reserved_capacity(c: Context) -> bool:
+    """The container of the difference, or one it moved (`_reserved_capacity_here`,
+    `_reserved_capacity_moved`)."""
+    return _reserved_capacity_here(c) or _reserved_capacity_moved(c)
 
 
 def _cxl_memory(c: Context) -> bool:

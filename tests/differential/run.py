@@ -167,7 +167,7 @@ class _Run:
             self.shadows = [
                 Shadow(machine.topology, case.config, v)
                 for v in VARIANTS
-                if applies(v, machine.topology)
+                if applies(v, machine.topology, case.config)
             ]
 
     def observe(self, op: str) -> None:

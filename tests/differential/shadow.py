@@ -26,6 +26,12 @@ resource-annotator annotation (or an OOM score adjustment they estimate it from)
 limit fills the node there; ours counts only a known request, as the scheduler does.
 The shadow gives every Burstable container without a known memory request its limit as
 the request.
+
+`THEIR_RESERVED` (class `reserved-capacity`): nri-plugins counts 1000m of reserved
+capacity per reserved CPU (their #632), ours the quantity configured (750m is 750m), so a
+kube-system container between the two runs on the reserved CPUs there and on the root
+pool's shared CPUs here, and whatever it takes moves the containers after it. The shadow
+rounds ``reservedResources.cpu`` up to whole CPUs, where that reserves the same CPUs.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ __all__ = [
     "AS_IS",
     "LIMITS_AS_REQUESTS",
     "THEIR_KINDS",
+    "THEIR_RESERVED",
     "VARIANTS",
     "Shadow",
     "applies",
@@ -104,7 +111,9 @@ def their_kinds(machine: Topology) -> Topology | None:
 THEIR_KINDS = "their-kinds"
 #: Burstable containers' memory limits counted as their requests where unknown
 LIMITS_AS_REQUESTS = "limits-as-requests"
-VARIANTS = (THEIR_KINDS, LIMITS_AS_REQUESTS)
+#: the reserved capacity counted as theirs, 1000m per reserved CPU
+THEIR_RESERVED = "their-reserved-capacity"
+VARIANTS = (THEIR_KINDS, LIMITS_AS_REQUESTS, THEIR_RESERVED)
 #: ours unchanged: the reference a test holds a variant against (no class uses it)
 AS_IS = "as-is"
 
@@ -112,9 +121,37 @@ AS_IS = "as-is"
 REFUSED = "refused by ours with one rule of theirs"
 
 
-def applies(variant: str, machine: Topology) -> bool:
-    """Whether `variant` changes anything on `machine` (a shadow is worth running)."""
-    return variant != THEIR_KINDS or their_kinds(machine) is not None
+def applies(variant: str, machine: Topology, config: str) -> bool:
+    """Whether `variant` changes anything on `machine` with `config` (a shadow is worth
+    running)."""
+    if variant == THEIR_KINDS:
+        return their_kinds(machine) is not None
+    if variant == THEIR_RESERVED:
+        return _their_reserved(machine, load_config(config).policy_config) is not None
+    return True
+
+
+def _milli(quantity: object) -> int | None:
+    text = str(quantity).strip()
+    try:
+        return int(text[:-1]) if text.endswith("m") else round(float(text) * 1000)
+    except ValueError:
+        return None
+
+
+def _their_reserved(machine: Topology, config: dict[str, Any]) -> dict[str, Any] | None:
+    """`config` with ``reservedResources.cpu`` rounded up to whole CPUs, the capacity
+    nri-plugins counts for the reserved CPUs (1000m each, their #632), or None when it
+    is whole already, is not a quantity, or the rounding would reserve other CPUs."""
+    reserved = config.get("reservedResources") or {}
+    milli = _milli(reserved.get("cpu", ""))
+    if milli is None or milli % 1000 == 0:
+        return None
+    rounded = {**config, "reservedResources": {**reserved, "cpu": f"{-(-milli // 1000)}"}}
+    picked = TopologyAwarePolicy(topology=machine, config=config).config.reserved
+    if TopologyAwarePolicy(topology=machine, config=rounded).config.reserved != picked:
+        return None
+    return rounded
 
 
 def _limit_as_request(info: ContainerInfo) -> ContainerInfo:
@@ -146,6 +183,14 @@ class Shadow:
             topology = relabelled
         self.variant = variant
         policy_config = load_config(config).policy_config
+        if variant == THEIR_RESERVED:
+            rounded = _their_reserved(machine, policy_config)
+            if rounded is None:
+                raise ValueError(
+                    f"machine {machine.source}: expected a fractional reservedResources.cpu "
+                    f"whose whole CPUs are the same, found {policy_config.get('reservedResources')}"
+                )
+            policy_config = rounded
         self.policy = TopologyAwarePolicy(topology=topology, config=policy_config)
         self.state: TopologyAwareState = self.policy.initial_state()
         self.refused: set[str] = set()

@@ -18,7 +18,7 @@ import pytest
 from nri_resmgr.model import MemoryKind
 from nri_resmgr.topology.cpuset import IDSet
 from tests.conformance.harness import make_container, make_pod
-from tests.differential.classes import Context, classify
+from tests.differential.classes import Context, _reserved_cpus, classify
 from tests.differential.gen import CreatePod, Ctr, DeletePod, Pod
 from tests.differential.machines import TA_CONFIG, Machine, random_machine, shipped
 from tests.differential.plugins import Held, Placement
@@ -29,7 +29,9 @@ from tests.differential.shadow import (
     LIMITS_AS_REQUESTS,
     REFUSED,
     THEIR_KINDS,
+    THEIR_RESERVED,
     Shadow,
+    applies,
     kind_by_size,
     their_kinds,
 )
@@ -149,3 +151,33 @@ def test_burstable_limits_filling_a_node_move_an_init_container() -> None:
     counted, plain = _replay_to(machine, LIMITS_AS_REQUESTS, "p7i0")
     assert counted == Placement("1,4-31", "0")
     assert plain == Placement("32-63", "1")
+
+
+def test_their_reserved_capacity_rounds_up_to_the_same_cpus() -> None:
+    """750m reserves one CPU on both sides; the shadow counts it as 1000m (theirs), so a
+    kube-system container of 900m runs on it there, on the root's shared CPUs here."""
+    machine = random_machine(1).topology
+    assert applies(THEIR_RESERVED, machine, TA_CONFIG)
+    counted, plain = (Shadow(machine, TA_CONFIG, v) for v in (THEIR_RESERVED, AS_IS))
+    pod = make_pod(name="k", namespace="kube-system", qos="burstable")
+    c = make_container(pod, name="k0", cpu_request_millis=900)
+    for s in (counted, plain):
+        s.create(pod, c)
+    reserved = _reserved_cpus(machine)
+    assert counted.held(str(c["id"])) == Placement(str(reserved), str(_mems(counted, c)))
+    here = plain.held(str(c["id"]))
+    assert isinstance(here, Placement) and here.cpus != str(reserved)
+
+
+def _mems(s: Shadow, c: dict[str, object]) -> str:
+    held = s.held(str(c["id"]))
+    assert isinstance(held, Placement)
+    return held.mems
+
+
+def test_a_whole_reserved_quantity_has_no_reserved_shadow() -> None:
+    whole = TA_CONFIG.replace("cpu: 750m", "cpu: 1000m")
+    assert whole != TA_CONFIG
+    assert not applies(THEIR_RESERVED, random_machine(1).topology, whole)
+    with pytest.raises(ValueError, match=r"expected a fractional reservedResources\.cpu"):
+        Shadow(random_machine(1).topology, whole, THEIR_RESERVED)
