@@ -43,7 +43,7 @@ from google.protobuf import json_format
 
 from nri_api import api
 from nri_resmgr.config import load_config
-from nri_resmgr.model import AllocationError, ContainerID, ContainerInfo, MemoryKind, QoSClass
+from nri_resmgr.model import ContainerID, ContainerInfo, MemoryKind, QoSClass, ResmgrError
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.runtime.adapter import container_from_nri
 from nri_resmgr.topology.cpuset import IDSet
@@ -201,15 +201,17 @@ class Shadow:
         """The daemon's CreateContainer: the policy allocates (or refuses) it."""
         if not self.live:
             return
-        info = container_from_nri(
-            json_format.ParseDict(pod, api.PodSandbox(), ignore_unknown_fields=True),
-            json_format.ParseDict(container, api.Container(), ignore_unknown_fields=True),
-        )
-        if self.variant == LIMITS_AS_REQUESTS:
-            info = _limit_as_request(info)
         try:
+            info = container_from_nri(
+                json_format.ParseDict(pod, api.PodSandbox(), ignore_unknown_fields=True),
+                json_format.ParseDict(container, api.Container(), ignore_unknown_fields=True),
+            )
+            if self.variant == LIMITS_AS_REQUESTS:
+                info = _limit_as_request(info)
             self.state = self.policy.allocate(self.state, info).state
-        except AllocationError:
+        except ResmgrError:
+            # the daemon refuses such a container too (an allocation, annotation or
+            # adapter error): the shadow holds a refusal for it
             self.refused.add(container["id"])
         self._render()
 
