@@ -248,6 +248,22 @@ def _burstable_memory_by_limit(c: Context) -> bool:
     return c.shadows.get(LIMITS_AS_REQUESTS) == c.theirs
 
 
+#: what nri-plugins' memory allocator says when a zone's grants would overcommit it
+_LIBMEM_SHORT = "libmem: insufficient available memory"
+
+
+def _burstable_memory_refused(c: Context) -> bool:
+    """A Burstable container without a known memory request: theirs refuses it for the
+    memory it estimates (their libmem finds the zones overcommitted), ours runs it."""
+    if c.pod.qos != "burstable" or c.ctr.memory_request is not None:
+        return False
+    return (
+        isinstance(c.ours, Placement)
+        and isinstance(c.theirs, str)
+        and _LIBMEM_SHORT in c.theirs
+    )
+
+
 #: the per-container annotation naming the memory kinds a container asks for
 _MEMORY_TYPE = "memory-type.resource-policy.nri.io/container."
 
@@ -308,6 +324,12 @@ CLASSES: tuple[DiffClass, ...] = (
         "topology-aware",
         "Burstable memory limits fill a node there (no request known), not here",
         _burstable_memory_by_limit,
+    ),
+    DiffClass(
+        "burstable-memory-refused",
+        "topology-aware",
+        "a Burstable container with no memory request: refused there for memory, run here",
+        _burstable_memory_refused,
     ),
     DiffClass(
         "restart-keeps-placements",

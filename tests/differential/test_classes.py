@@ -100,6 +100,13 @@ def ctx(**kw: object) -> Context:
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
+_LIBMEM_REFUSAL = (
+    "rpc error: code = Unknown desc = failed to allocate resources: topology-aware: "
+    "failed to get offer for request <none CPU request default/p0/p0c2: shared 1399> "
+    "<Memory request: limit: 0.00, req: 1.51G>: libmem: insufficient available memory: "
+    "failed to resolve overcommit, zones nodes{0-1} overcommit by 532.267M"
+)
+
 #: class -> (a divergence it recognises, a near miss it does not)
 EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
     ("topology-aware", "shared-refused"): (
@@ -146,6 +153,13 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
         # ours counting the limits as theirs does holds it where theirs does
         ctx(shadows={LIMITS_AS_REQUESTS: Placement("4-7", "1")}),
         ctx(shadows={LIMITS_AS_REQUESTS: Placement("0-3", "0")}),
+    ),
+    ("topology-aware", "burstable-memory-refused"): (
+        # random/20 of the long run: theirs estimates 1.51G for it and finds no zone
+        ctx(theirs=_LIBMEM_REFUSAL),
+        # the same refusal of a Guaranteed container (its request is known)
+        ctx(theirs=_LIBMEM_REFUSAL, pod=replace(POD, qos="guaranteed"),
+            ctr=replace(SHARED, memory_request=1 << 30)),
     ),
     ("balloons", "restart-keeps-placements"): (
         ctx(
@@ -458,3 +472,10 @@ def test_a_divergence_shrinks_to_its_shortest_sequence() -> None:
     assert isinstance(op, CreatePod) and op.pod.qos == "guaranteed"
     assert [c.cpu_request for c in op.pod.containers] == [2000]
     assert not op.pod.init and not op.pod.annotations
+
+
+def test_burstable_memory_refused_needs_their_memory_refusal() -> None:
+    """Another refusal of theirs (no shared CPU) is not the memory class."""
+    assert classify(ctx(theirs=_LIBMEM_REFUSAL)) == "burstable-memory-refused"
+    other = _LIBMEM_REFUSAL.split("libmem")[0] + "no shared CPUs left"
+    assert classify(ctx(theirs=other)) is None
