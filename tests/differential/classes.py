@@ -248,19 +248,21 @@ def _burstable_memory_by_limit(c: Context) -> bool:
     return c.shadows.get(LIMITS_AS_REQUESTS) == c.theirs
 
 
-#: what nri-plugins' memory allocator says when a zone's grants would overcommit it
-_LIBMEM_SHORT = "libmem: insufficient available memory"
+#: nri-plugins' refusal when no memory offer can be made for a request (their libmem
+#: finds every zone overcommitted, with or without its own reason appended)
+_NO_MEMORY_OFFER = "failed to get offer for request"
 
 
 def _burstable_memory_refused(c: Context) -> bool:
     """A Burstable container without a known memory request: theirs refuses it for the
-    memory it estimates (their libmem finds the zones overcommitted), ours runs it."""
+    memory it estimates (no memory offer: their libmem finds the zones overcommitted),
+    ours runs it."""
     if c.pod.qos != "burstable" or c.ctr.memory_request is not None:
         return False
     return (
         isinstance(c.ours, Placement)
         and isinstance(c.theirs, str)
-        and _LIBMEM_SHORT in c.theirs
+        and _NO_MEMORY_OFFER in c.theirs
     )
 
 
