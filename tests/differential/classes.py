@@ -253,17 +253,24 @@ def _burstable_memory_by_limit(c: Context) -> bool:
 _NO_MEMORY_OFFER = "failed to get offer for request"
 
 
+def _estimated(pod: Pod) -> bool:
+    """A Burstable pod with a container whose memory request is unknown (theirs
+    estimates one from the OOM score adjustment)."""
+    return pod.qos == "burstable" and any(c.memory_request is None for c in pod.containers)
+
+
 def _burstable_memory_refused(c: Context) -> bool:
-    """A Burstable container without a known memory request: theirs refuses it for the
-    memory it estimates (no memory offer: their libmem finds the zones overcommitted),
-    ours runs it."""
-    if c.pod.qos != "burstable" or c.ctr.memory_request is not None:
+    """Theirs refuses a container for memory (no memory offer: their libmem finds the
+    zones overcommitted) that ours runs, where the memory is theirs' estimate of a
+    Burstable container's: the container's own (a Burstable one without a known memory
+    request), or, for another container, that of a live Burstable pod's."""
+    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, str)):
         return False
-    return (
-        isinstance(c.ours, Placement)
-        and isinstance(c.theirs, str)
-        and _NO_MEMORY_OFFER in c.theirs
-    )
+    if _NO_MEMORY_OFFER not in c.theirs:
+        return False
+    if c.pod.qos == "burstable" and c.ctr.memory_request is None:
+        return True
+    return any(_estimated(p) for p, _o, t in c.others if isinstance(t, Placement))
 
 
 #: the per-container annotation naming the memory kinds a container asks for

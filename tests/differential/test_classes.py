@@ -481,3 +481,10 @@ def test_burstable_memory_refused_needs_their_memory_refusal() -> None:
     assert classify(ctx(theirs=bare)) == "burstable-memory-refused"
     other = "failed to allocate resources: topology-aware: not enough shared CPUs left"
     assert classify(ctx(theirs=other)) is None
+    # random/20 of the long run: a Guaranteed container refused where theirs' estimate
+    # of a live Burstable pod's memory holds the zones
+    guaranteed = {"pod": replace(POD, qos="guaranteed"), "ctr": replace(SHARED, memory_request=1)}
+    alone = ctx(theirs=bare, **guaranteed)
+    assert classify(alone) is None
+    beside = replace(alone, others=((POD, Placement("1-3", "0"), Placement("1-3", "0")),))
+    assert classify(beside) == "burstable-memory-refused"
