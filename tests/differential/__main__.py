@@ -8,7 +8,8 @@
     python -m tests.differential --machine hbm-server --seeds 3 --repeat 3   # self-agreement
 
 The table gives, per machine and policy, the containers x steps compared, the share
-identical, the count per documented class and the agreement (identical or documented).
+identical, the count per documented class, the agreement (identical or documented) and
+the strict agreement (knock-on observations counted as divergences).
 `--divergences` prints the first undocumented divergences of the run: machine, seed,
 configuration, the sequence up to the step, the container, ours and theirs. `--shrink`
 lets hypothesis search (on `--machine`, else on random machines) and shrink the first
@@ -175,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{policy}: {row.observations} containers x steps, agreement "
             f"{100 * tally.agreement(policy):.1f}% (shipped "
             f"{100 * tally.total(policy, shipped=True).agreement:.1f}%, random "
-            f"{100 * tally.total(policy, 'random/').agreement:.1f}%), identical "
+            f"{100 * tally.total(policy, 'random/').agreement:.1f}%), strict "
+            f"{100 * row.strict:.1f}% ({row.knock_on} knock-on), identical "
             f"{100 * row.identical / max(1, row.observations):.1f}%, classes "
             f"{dict(row.classes) or '-'}, {row.ends_identical}/{row.cases} sequences end "
             f"identical, {len(row.errors)} errors"
@@ -192,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     if ns.out:
         ns.out.write_text(json.dumps({
             f"{m}|{p}": {"observations": row.observations, "identical": row.identical,
-                         "undocumented": row.undocumented, "classes": dict(row.classes),
+                         "undocumented": row.undocumented, "knock_on": row.knock_on,
+                         "agreement": row.agreement, "strict": row.strict,
+                         "classes": dict(row.classes),
                          "errors": row.errors}
             for (m, p), row in tally.rows.items()
         }, indent=1) + "\n")

@@ -16,8 +16,8 @@ it recognises and a near miss it does not.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -28,6 +28,12 @@ from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 from tests.differential.gen import GROUP_LABEL, Ctr, Pod
 from tests.differential.plugins import Held, Placement
+from tests.differential.shadow import (
+    LIMITS_AS_REQUESTS,
+    THEIR_KINDS,
+    THEIR_RESERVED,
+    kind_by_size,
+)
 
 __all__ = ["CLASSES", "Context", "DiffClass", "classify"]
 
@@ -36,8 +42,10 @@ __all__ = ["CLASSES", "Context", "DiffClass", "classify"]
 class Context:
     """What a class may look at: the machine, the case's configuration (YAML), the
     container, both placements (or refusals) now and after the previous step, whether
-    this step restarted the plugins, and the other live containers' pods and placements
-    (ours, theirs)."""
+    this step restarted the plugins, the other live containers' pods and placements
+    (ours, theirs), and where ours would hold the container with one rule of theirs, per
+    `shadow.VARIANTS` name (`shadow.Shadow`; absent where the variant changes nothing,
+    after a restart and for balloons)."""
 
     machine: Topology
     policy: str
@@ -49,6 +57,7 @@ class Context:
     after_restart: bool
     config: str = ""
     others: tuple[tuple[Pod, Held, Held], ...] = ()
+    shadows: Mapping[str, Held] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +111,7 @@ def _reserved_cpus(topo: Topology) -> IDSet:
     return TopologyAwarePolicy(topology=topo, config=config).config.reserved
 
 
-def _reserved_capacity(c: Context) -> bool:
+def _reserved_capacity_here(c: Context) -> bool:
     """A kube-system container asking more than the reserved millicores but no more than
     1000m per reserved CPU: theirs runs it on the reserved CPUs (their capacity is 1000m
     a CPU, their #632), ours on the root pool's shared CPUs (750m is 750m)."""
@@ -113,6 +122,22 @@ def _reserved_capacity(c: Context) -> bool:
     reserved = _reserved_cpus(c.machine)
     asked = c.ctr.cpu_request
     return RESERVED_MILLI < asked <= 1000 * len(reserved) and c.theirs.cpus == str(reserved)
+
+
+def _reserved_capacity_moved(c: Context) -> bool:
+    """Ours, counting the reserved capacity as theirs does (1000m a reserved CPU), holds
+    the container exactly as theirs (`shadow.THEIR_RESERVED`), and ours does not: a
+    kube-system container of the class took other CPUs on each side, and this one
+    followed."""
+    if not isinstance(c.theirs, Placement) or c.ours == c.theirs:
+        return False
+    return c.shadows.get(THEIR_RESERVED) == c.theirs
+
+
+def _reserved_capacity(c: Context) -> bool:
+    """The container of the difference, or one it moved (`_reserved_capacity_here`,
+    `_reserved_capacity_moved`)."""
+    return _reserved_capacity_here(c) or _reserved_capacity_moved(c)
 
 
 def _cxl_memory(c: Context) -> bool:
@@ -194,30 +219,58 @@ def _groupby_apart(c: Context) -> bool:
     return mixed_there and not mixed_here
 
 
-def _kind_by_size(machine: Topology) -> IDSet:
-    """The CPU-less nodes whose kind nri-plugins' size rule names otherwise than ours:
-    theirs calls one HBM when smaller than the average DRAM node, else PMEM (their sysfs
-    ``system.go``); ours asks the firmware first (NVDIMM regions, HMAT bandwidth)."""
-    dram = [machine.node(n).memory_bytes for n in machine.node_ids(with_cpus=True)]
-    average = sum(dram) / max(1, len(dram))
-    out = set()
-    for n in machine.node_ids(with_cpus=False):
-        node = machine.node(n)
-        theirs = MemoryKind.HBM if node.memory_bytes < average else MemoryKind.PMEM
-        if node.kind in (MemoryKind.PMEM, MemoryKind.HBM) and node.kind is not theirs:
-            out.add(n)
-    return IDSet(out)
-
-
 def _memory_kind_by_size(c: Context) -> bool:
-    """Same CPUs; the memory nodes differ only by CPU-less PMEM or HBM nodes whose kind
-    their size rule names otherwise than ours (`_kind_by_size`)."""
-    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
+    """Theirs names a CPU-less node otherwise by its size (`shadow.kind_by_size`), and
+    that alone explains the difference: either the CPUs are the same and the memory
+    nodes differ only by such nodes, or ours, given their names for the nodes, holds the
+    container exactly as theirs does (`shadow.THEIR_KINDS`: the kinds decide which
+    pool's memory suits a container, so the CPUs follow them, and every later container
+    with them)."""
+    if not isinstance(c.theirs, Placement) or c.ours == c.theirs:
+        return False
+    if c.shadows.get(THEIR_KINDS) == c.theirs:
+        return True
+    if not isinstance(c.ours, Placement):
         return False
     if c.ours.cpus != c.theirs.cpus or c.ours.mems == c.theirs.mems:
         return False
     ours, theirs = IDSet.parse(c.ours.mems), IDSet.parse(c.theirs.mems)
-    return ((ours - theirs) | (theirs - ours)) <= _kind_by_size(c.machine)
+    return ((ours - theirs) | (theirs - ours)) <= kind_by_size(c.machine)
+
+
+def _burstable_memory_by_limit(c: Context) -> bool:
+    """Ours, counting every Burstable container's memory limit as its memory where its
+    request is unknown (as theirs reserves it), holds the container exactly as theirs
+    does (`shadow.LIMITS_AS_REQUESTS`), and ours does not: the limits that fill a node
+    there are what moved it."""
+    if not isinstance(c.theirs, Placement) or c.ours == c.theirs:
+        return False
+    return c.shadows.get(LIMITS_AS_REQUESTS) == c.theirs
+
+
+#: nri-plugins' refusal when no memory offer can be made for a request (their libmem
+#: finds every zone overcommitted, with or without its own reason appended)
+_NO_MEMORY_OFFER = "failed to get offer for request"
+
+
+def _estimated(pod: Pod) -> bool:
+    """A Burstable pod with a container whose memory request is unknown (theirs
+    estimates one from the OOM score adjustment)."""
+    return pod.qos == "burstable" and any(c.memory_request is None for c in pod.containers)
+
+
+def _burstable_memory_refused(c: Context) -> bool:
+    """Theirs refuses a container for memory (no memory offer: their libmem finds the
+    zones overcommitted) that ours runs, where the memory is theirs' estimate of a
+    Burstable container's: the container's own (a Burstable one without a known memory
+    request), or, for another container, that of a live Burstable pod's."""
+    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, str)):
+        return False
+    if _NO_MEMORY_OFFER not in c.theirs:
+        return False
+    if c.pod.qos == "burstable" and c.ctr.memory_request is None:
+        return True
+    return any(_estimated(p) for p, _o, t in c.others if isinstance(t, Placement))
 
 
 #: the per-container annotation naming the memory kinds a container asks for
@@ -226,7 +279,7 @@ _MEMORY_TYPE = "memory-type.resource-policy.nri.io/container."
 
 def _memory_type_by_size(c: Context) -> bool:
     """Balloons: same CPUs; the container asks a memory kind by annotation on a machine
-    with CPU-less nodes whose kind their size rule names otherwise (`_kind_by_size`), and
+    with CPU-less nodes whose kind their size rule names otherwise (`shadow.kind_by_size`), and
     the memory nodes differ only by such nodes and the CPU nodes (theirs falls back to
     the balloon's nodes when no node has the kind by its rule)."""
     if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
@@ -236,7 +289,7 @@ def _memory_type_by_size(c: Context) -> bool:
     asked = dict(c.pod.annotations).get(_MEMORY_TYPE + c.ctr.name, "")
     if not {"pmem", "hbm"} & set(asked.split(",")):
         return False
-    mismatched = _kind_by_size(c.machine)
+    mismatched = kind_by_size(c.machine)
     if not mismatched:
         return False
     ours, theirs = IDSet.parse(c.ours.mems), IDSet.parse(c.theirs.mems)
@@ -274,6 +327,18 @@ CLASSES: tuple[DiffClass, ...] = (
         "topology-aware",
         "same CPUs; the memory differs by CPU-less nodes theirs calls HBM or PMEM by size",
         _memory_kind_by_size,
+    ),
+    DiffClass(
+        "burstable-memory-by-limit",
+        "topology-aware",
+        "Burstable memory limits fill a node there (no request known), not here",
+        _burstable_memory_by_limit,
+    ),
+    DiffClass(
+        "burstable-memory-refused",
+        "topology-aware",
+        "a Burstable container with no memory request: refused there for memory, run here",
+        _burstable_memory_refused,
     ),
     DiffClass(
         "restart-keeps-placements",

@@ -9,6 +9,9 @@ the same generator as a hypothesis strategy, for shrinking a divergence.
 
 `Tally` counts observations (one container after one step) per machine and policy:
 identical, per documented class, undocumented; `Tally.table()` prints the percentages.
+Two agreements: *agreement* counts an observation identical or of a documented class
+(direct, carried or knock-on, `run.py`); *strict* counts knock-on observations as
+divergences, so it rests on the direct and carried classes alone.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from tests.differential.machines import (
     random_machine,
     shipped,
 )
-from tests.differential.run import CaseResult
+from tests.differential.run import KNOCK_ON, CaseResult
 
 __all__ = [
     "POLICIES",
@@ -182,6 +185,19 @@ class Row:
         """Share of observations identical or of a documented class."""
         return 1.0 - self.undocumented / self.observations if self.observations else 1.0
 
+    @property
+    def knock_on(self) -> int:
+        """Observations counted as knock-on of a documented class."""
+        return sum(n for cls, n in self.classes.items() if cls.startswith(KNOCK_ON))
+
+    @property
+    def strict(self) -> float:
+        """Share of observations identical or of a direct or carried class: knock-on
+        observations count as divergences."""
+        if not self.observations:
+            return 1.0
+        return 1.0 - (self.undocumented + self.knock_on) / self.observations
+
     def merge(self, other: Row) -> None:
         self.observations += other.observations
         self.identical += other.identical
@@ -230,8 +246,8 @@ class Tally:
     def table(self) -> str:
         lines = [
             "| machine | policy | sequences | ends identical | containers x steps | identical "
-            "| documented classes | undocumented | agreement | errors |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| documented classes | undocumented | agreement | strict | errors |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
 
         def line(name: str, policy: str, r: Row) -> str:
@@ -241,7 +257,7 @@ class Tally:
             return (
                 f"| {name} | {policy} | {r.cases} | {r.ends_identical} | {r.observations} "
                 f"| {same:.1f}% | {classes} | {r.undocumented} | {agree:.1f}% "
-                f"| {len(r.errors)} |"
+                f"| {100.0 * r.strict:.1f}% | {len(r.errors)} |"
             )
 
         for (machine, policy), row in sorted(self.rows.items(), key=lambda kv: kv[0][::-1]):

@@ -51,11 +51,15 @@ from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Op, Pod, Res
 from tests.differential.host import HostRoots, host_root
 from tests.differential.machines import Machine
 from tests.differential.plugins import Held, Side, ours_argv, side, theirs_argv
+from tests.differential.shadow import VARIANTS, Shadow, applies
 from tests.peers import NriPlugins
 
-__all__ = ["CaseResult", "Observation", "run_case"]
+__all__ = ["KNOCK_ON", "CaseResult", "Observation", "ctr_json", "pod_json", "run_case"]
 
 T = TypeVar("T")
+
+#: the prefix of a knock-on class's name: ``knock-on:CLASS``
+KNOCK_ON = "knock-on:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +110,7 @@ class _Live:
     ctrs: list[tuple[Ctr, Json]]
 
 
-def _pod_json(pod: Pod) -> Json:
+def pod_json(pod: Pod) -> Json:
     return make_pod(
         name=pod.name,
         namespace=pod.namespace,
@@ -116,7 +120,7 @@ def _pod_json(pod: Pod) -> Json:
     )
 
 
-def _ctr_json(pod: Json, c: Ctr) -> Json:
+def ctr_json(pod: Json, c: Ctr) -> Json:
     return make_container(
         pod,
         name=c.name,
@@ -158,6 +162,14 @@ class _Run:
         self.disturbed: str | None = None  # the direct class that disturbed the case
         self.step = 0
         self.op_index = 0
+        # ours with one rule of theirs each, where it changes anything (shadow.py)
+        self.shadows: list[Shadow] = []
+        if case.policy == "topology-aware":
+            self.shadows = [
+                Shadow(machine.topology, case.config, v)
+                for v in VARIANTS
+                if applies(v, machine.topology, case.config)
+            ]
 
     def observe(self, op: str) -> None:
         ours, theirs = self.pair.ours, self.pair.theirs
@@ -177,7 +189,7 @@ class _Run:
                 continue
             cls = direct[cid] or self.carried.get(cid)
             if not cls and self.disturbed is not None:
-                cls = f"knock-on:{self.disturbed}"
+                cls = f"{KNOCK_ON}{self.disturbed}"
             classes[cid] = cls or ""
         for cid, (mine, their) in now.items():
             name = self.names[cid][0]
@@ -207,13 +219,20 @@ class _Run:
             before=self.before.get(cid),
             after_restart=self.restarted,
             others=others,
+            shadows={
+                s.variant: held
+                for s in self.shadows
+                if (held := s.held(cid)) is not None
+            },
         )
         return classify(ctx) or ""
 
     def create(self, live: _Live, c: Ctr) -> Json:
-        cj = _ctr_json(live.json, c)
+        cj = ctr_json(live.json, c)
         self.names[cj["id"]] = (f"{live.pod.namespace}/{live.pod.name}/{c.name}", live.pod, c)
         mine, their = self.pair.both(lambda s: s.create(live.json, cj))
+        for s in self.shadows:
+            s.create(live.json, cj)
         if mine is not None or their is not None:
             self.refused[cj["id"]] = (mine or "", their or "")
         return cj
@@ -223,10 +242,12 @@ class _Run:
             lambda s: s.stop_remove(cid) if cid in s.ctrs else None
         )
         self.refused.pop(cid, None)
+        for s in self.shadows:
+            s.remove(cid)
 
     def apply(self, op: Op) -> None:
         if isinstance(op, CreatePod):
-            pj = _pod_json(op.pod)
+            pj = pod_json(op.pod)
             live = _Live(op.pod, pj, [])
             self.pair.both(lambda s: s.run_pod(pj))
             for c in op.pod.init:
@@ -248,6 +269,8 @@ class _Run:
             self.pair.both(lambda s: s.remove_pod(live.json["id"]))
         elif isinstance(op, Restart):
             self.pair.both(lambda s: s.restart())
+            for s in self.shadows:
+                s.restart()
             self.restarted = True
             self.observe(str(op))
         self.pair.check_alive()

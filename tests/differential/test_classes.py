@@ -34,6 +34,7 @@ from tests.differential.profile import (
     shortest_divergence,
 )
 from tests.differential.run import CaseResult, Observation, _Pair, _Run, _same
+from tests.differential.shadow import LIMITS_AS_REQUESTS
 from tests.support.requirements import REPO
 
 DOCS = REPO / "docs" / "policies.md"
@@ -99,6 +100,13 @@ def ctx(**kw: object) -> Context:
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
+_LIBMEM_REFUSAL = (
+    "rpc error: code = Unknown desc = failed to allocate resources: topology-aware: "
+    "failed to get offer for request <none CPU request default/p0/p0c2: shared 1399> "
+    "<Memory request: limit: 0.00, req: 1.51G>: libmem: insufficient available memory: "
+    "failed to resolve overcommit, zones nodes{0-1} overcommit by 532.267M"
+)
+
 #: class -> (a divergence it recognises, a near miss it does not)
 EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
     ("topology-aware", "shared-refused"): (
@@ -140,6 +148,18 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
     ("topology-aware", "memory-kind-by-size"): (
         ctx(machine=SMALL_PMEM, ours=Placement("1", "0,2"), theirs=Placement("1", "0")),
         ctx(machine=SMALL_PMEM, ours=Placement("1", "0,2"), theirs=Placement("1", "1")),
+    ),
+    ("topology-aware", "burstable-memory-by-limit"): (
+        # ours counting the limits as theirs does holds it where theirs does
+        ctx(shadows={LIMITS_AS_REQUESTS: Placement("4-7", "1")}),
+        ctx(shadows={LIMITS_AS_REQUESTS: Placement("0-3", "0")}),
+    ),
+    ("topology-aware", "burstable-memory-refused"): (
+        # random/20 of the long run: theirs estimates 1.51G for it and finds no zone
+        ctx(theirs=_LIBMEM_REFUSAL),
+        # the same refusal of a Guaranteed container (its request is known)
+        ctx(theirs=_LIBMEM_REFUSAL, pod=replace(POD, qos="guaranteed"),
+            ctr=replace(SHARED, memory_request=1 << 30)),
     ),
     ("balloons", "restart-keeps-placements"): (
         ctx(
@@ -452,3 +472,19 @@ def test_a_divergence_shrinks_to_its_shortest_sequence() -> None:
     assert isinstance(op, CreatePod) and op.pod.qos == "guaranteed"
     assert [c.cpu_request for c in op.pod.containers] == [2000]
     assert not op.pod.init and not op.pod.annotations
+
+
+def test_burstable_memory_refused_needs_their_memory_refusal() -> None:
+    """Another refusal of theirs (no shared CPU) is not the memory class."""
+    assert classify(ctx(theirs=_LIBMEM_REFUSAL)) == "burstable-memory-refused"
+    bare = _LIBMEM_REFUSAL.split(": libmem")[0]  # random/13 of the long run: no reason
+    assert classify(ctx(theirs=bare)) == "burstable-memory-refused"
+    other = "failed to allocate resources: topology-aware: not enough shared CPUs left"
+    assert classify(ctx(theirs=other)) is None
+    # random/20 of the long run: a Guaranteed container refused where theirs' estimate
+    # of a live Burstable pod's memory holds the zones
+    guaranteed = {"pod": replace(POD, qos="guaranteed"), "ctr": replace(SHARED, memory_request=1)}
+    alone = ctx(theirs=bare, **guaranteed)
+    assert classify(alone) is None
+    beside = replace(alone, others=((POD, Placement("1-3", "0"), Placement("1-3", "0")),))
+    assert classify(beside) == "burstable-memory-refused"

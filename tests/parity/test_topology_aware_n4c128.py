@@ -64,9 +64,6 @@ def test19_cacheclusters_levels() -> None:
 
 
 @port(TEST)
-@pytest.mark.xfail(
-    strict=True, reason="issue 14: between equal NUMA nodes theirs takes the lower id, ours node1"
-)
 def test19_cacheclusters_promotion_lower_node() -> None:
     """n4c128/test19-cacheclusters, pod1: 12 CPUs go to node0 (31 CPUs beside reserved)."""
     s = _suite(1)
@@ -137,9 +134,6 @@ def test19_cacheclusters_least_occupied() -> None:
 
 
 @port(TEST)
-@pytest.mark.xfail(
-    strict=True, reason="issue 14: between equal NUMA nodes theirs takes the lower id, ours node1"
-)
 def test19_cacheclusters_overflow() -> None:
     """n4c128/test19-cacheclusters, pods 27-44: full L3s promote to node0, then node1."""
     s = _suite(27)

@@ -55,6 +55,7 @@ __all__ = [
     "capacity",
     "exact_offer",
     "is_burst_ranked",
+    "is_unlimited_burst",
     "make_offer",
     "sliceable_cpus",
 ]
@@ -163,6 +164,12 @@ def sliceable_cpus(
 def is_burst_ranked(request: ContainerRequest) -> bool:
     """Whether `burst_key` ranks `request` (a Burstable container's)."""
     return bool(request.limit_milli) or request.unlimited_level is not None
+
+
+def is_unlimited_burst(request: ContainerRequest) -> bool:
+    """Whether `burst_key` ranks `request` by its ``unlimitedBurstable`` level (a
+    Burstable container without a CPU limit)."""
+    return not request.limit_milli and request.unlimited_level is not None
 
 
 def burst_key(

@@ -16,27 +16,30 @@ Every pool carries four CPU sets, all fixed at construction:
   held exclusively.  Exclusive grants slice CPUs off it (see `supply`).
 
 and its memory: for each memory kind, the NUMA nodes of that kind local to its CPU nodes,
-including CPU-less PMEM/HBM/CXL nodes attached to their closest CPU node
-(`Topology.memory_nodes_near`), with their total size.  The memory a pinned container
+including CPU-less PMEM/HBM/CXL nodes attached to their closest CPU nodes (`local_mems`:
+every CPU node at the smallest distance, as nri-plugins' ``getClosestSpecialMem``
+attaches one to each of its ``ClosestNodes``, so two packages equally near a node both
+own it), with their total size.  The memory a pinned container
 is given (`Pool.offer_mems_of`) is that of its kinds, widened as nri-plugins' memory
 allocator widens its initial zone (libmem ``findInitialZone``): for each kind the
 machine has and the pool lacks, the nearest nodes of that kind (`widen_zone`).
 
-Pools are numbered in breadth-first order (root 0); that number is the final tie-break
-of the pool sort key, and ``depth`` (root 0) says how tight a pool is.
+Pools are numbered in breadth-first order (root 0), and carry nri-plugins' number too
+(`Pool.their_id`, post-order: leaves first, the root last), the final tie-break of the
+pool sort key; ``depth`` (root 0) says how tight a pool is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 from nri_resmgr.model import MemoryKind
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union
 from nri_resmgr.topology.model import Topology
 
-__all__ = ["TOPOLOGY_LEVELS", "Pool", "PoolTree", "build_pool_tree", "widen_zone"]
+__all__ = ["TOPOLOGY_LEVELS", "Pool", "PoolTree", "build_pool_tree", "local_mems", "widen_zone"]
 
 #: nri-plugins' CPU topology levels of pools, outermost first (``unlimitedBurstable``)
 TOPOLOGY_LEVELS = ("system", "package", "die", "numa", "l3cache")
@@ -68,6 +71,9 @@ class Pool:
     offer_mems_by_kinds: Mapping[frozenset[MemoryKind], NodeSet] = field(
         default_factory=dict, compare=False, repr=False
     )
+    #: nri-plugins' id of the pool: its number in a post-order walk (children first, in
+    #: order, then the pool; the root last), as their ``enumeratePools`` numbers them
+    their_id: int = 0
 
     def mems_of(self, kinds: Collection[MemoryKind]) -> NodeSet:
         """The pool's memory nodes of the given kinds."""
@@ -180,6 +186,44 @@ def _all_mems_of(mems: Mapping[MemoryKind, NodeSet]) -> dict[frozenset[MemoryKin
     }
 
 
+def _number_post_order(pools: list[Pool]) -> list[Pool]:
+    """`pools` with `Pool.their_id` set: nri-plugins' ``enumeratePools`` numbers its pools
+    by ``DepthFirst``, which visits the children before the pool itself."""
+    ids: dict[int, int] = {}
+
+    def walk(i: int) -> None:
+        for c in pools[i].children:
+            walk(c)
+        ids[i] = len(ids)
+
+    if pools:
+        walk(0)
+    return [replace(p, their_id=ids[p.index]) for p in pools]
+
+
+def local_mems(topology: Topology, cpu_nodes: NodeSet, kind: MemoryKind) -> NodeSet:
+    """The memory of `kind` a pool on CPU nodes `cpu_nodes` owns: those of them of that
+    kind, and every CPU-less node of it one of whose nearest CPU nodes is among them.
+
+    nri-plugins' ``getClosestSpecialMem`` (pools.go) attaches a CPU-less node to every
+    node of the closest distance group ``ClosestNodes`` returns, ties included, where
+    `Topology.closest_cpu_node` names one (the lower id): on a machine whose distance
+    table puts a PMEM node as near two packages, both own it there, so a container's
+    memory offer and the "matching memory type" rule see it in both (parity/s8c4k).
+    """
+    out = {n for n in cpu_nodes if topology.node(n).kind is kind}
+    cpu_all = topology.node_ids(with_cpus=True)
+    if not cpu_all:
+        return IDSet(out)
+    for n in topology.node_ids(with_cpus=False):
+        if topology.node(n).kind is not kind:
+            continue
+        nearest = min(topology.distance(n, c) for c in cpu_all)
+        if any(topology.distance(n, c) == nearest for c in cpu_nodes):
+            out.add(n)
+    return IDSet(out)
+
+
 def widen_zone(topology: Topology, zone: NodeSet, kinds: Collection[MemoryKind]) -> NodeSet:
     """`zone` with, for each of `kinds` the machine has and `zone` lacks, the nearest
     nodes of that kind: nri-plugins' libmem ``findInitialZone`` through its
@@ -262,7 +306,7 @@ def build_pool_tree(
     for idx, (name, depth, parent, cpus) in enumerate(specs):
         mems: dict[MemoryKind, NodeSet] = {}
         for kind in kinds:
-            nodes = union(topology.memory_nodes_near(n, (kind,)) for n in topology.nodes_of(cpus))
+            nodes = local_mems(topology, topology.nodes_of(cpus), kind)
             if nodes:
                 mems[kind] = nodes
         by_kinds = _all_mems_of(mems)
@@ -284,6 +328,7 @@ def build_pool_tree(
                 offer_mems_by_kinds=_all_offer_mems_of(topology, by_kinds),
             )
         )
+    pools = _number_post_order(pools)
     holders = [p for p in pools if reserved <= p.cpus]
     reserved_pool = max(holders, key=lambda p: (p.depth, -p.index)).index
     return PoolTree(

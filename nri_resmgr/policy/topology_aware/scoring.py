@@ -31,7 +31,10 @@ nri-plugins' ``compareScores`` (pools.go) written as one key, its rules in its o
                              root) wins: their "memory offer burstability"
  6-7   ``burst``             Burstable containers' CPU (`offers.burst_key`): with a CPU
                              limit, pools with room for it first; without one, pools at
-                             the ``unlimitedBurstable`` level first, the roomiest
+                             the ``unlimitedBurstable`` level first, the roomiest; and
+                             then (no CPU limit) the components after it are 0, so the
+                             pool id decides: their ``compareScores`` returns the
+                             lower id there, before memory span, kinds and depth
  8     ``memory span``       fewer memory nodes first: their "tighter memory offer", the
                              nodes a container gets (`pools.Pool.offer_mems_of`: a kind
                              the pool lacks adds its nearest nodes, as their memory
@@ -55,7 +58,9 @@ nri-plugins' ``compareScores`` (pools.go) written as one key, its rules in its o
  15    ``crowding``          fewer containers living in the pool (on shared or exclusive
                              CPUs), so that shared containers spread over the leaves
  16    ``-shared``           more shared room left after the grant
- 17    ``pool index``        breadth-first pool number: deterministic final tie-break
+ 17    ``pool index``        nri-plugins' pool id (`pools.Pool.their_id`, post-order:
+                             a pool after its children): the final tie-break; among
+                             pools of one depth the same order as the breadth-first one
 =====  ====================  =============================================================
 
 `key_bound` is the smallest key an offer of a pool could possibly get, computed from the
@@ -80,7 +85,7 @@ from immutables import Map
 
 from nri_resmgr.model import ContainerID, CPUKind
 from nri_resmgr.policy.topology_aware.affinity import diluted_scores, pool_weights
-from nri_resmgr.policy.topology_aware.offers import Capacity, Offer, capacity
+from nri_resmgr.policy.topology_aware.offers import Capacity, Offer, capacity, is_unlimited_burst
 from nri_resmgr.policy.topology_aware.pools import Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.policy.topology_aware.priority import CPUPriority, PriorityCPUs, priority_unmet
@@ -206,6 +211,10 @@ def _capacity_terms(request: ContainerRequest, cap: Capacity) -> tuple[int, int,
     return (0, 0, 1, -cap.shared)
 
 
+#: components 8-16 of a key decided at the burst components (`is_unlimited_burst`)
+_DECIDED_BY_ID = (0,) * 9
+
+
 def _key(
     *,
     short: bool,
@@ -223,16 +232,17 @@ def _key(
     index: int,
 ) -> OfferKey:
     """The key from its figures (module docstring)."""
+    head = (0 if hinted else 1, int(short), int(unmet_preference), -affinity_score, memory[0])
+    if is_unlimited_burst(request):
+        # their compareScores returns at the unlimited-burstable level rule: the level,
+        # then the room at it, then the lower id; nothing after it is asked
+        return (*head, *burst, *_DECIDED_BY_ID, index)
     prio, normal = _priority_terms(priority, priority_unmet)
     isolated, sliceable, crowds, shared = _capacity_terms(request, cap)
     if isolated:
         normal = 0
     return (
-        0 if hinted else 1,
-        int(short),
-        int(unmet_preference),
-        -affinity_score,
-        memory[0],
+        *head,
         *burst,
         memory[1],
         memory[2],
@@ -263,7 +273,7 @@ def offer_key(offer: Offer, *, hinted: bool, affinity_score: float, tree: PoolTr
         request=request,
         cap=offer.capacity,
         population=offer.population,
-        index=offer.pool.index,
+        index=offer.pool.their_id,
     )
 
 
@@ -316,7 +326,7 @@ def key_bound(
         request=request,
         cap=cap,
         population=supply.population[i],
-        index=i,
+        index=pool.their_id,
     )
 
 

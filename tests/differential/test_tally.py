@@ -1,0 +1,43 @@
+"""The differential run's counts, without Go: the agreement and the strict agreement.
+
+`profile.Tally` reports two shares per machine and policy: the agreement (identical or of
+a documented class, knock-on included) and the strict one (knock-on counted as a
+divergence), so a reader sees how much of the agreement rests on the knock-on rule.
+"""
+
+from __future__ import annotations
+
+from tests.differential.gen import Case
+from tests.differential.plugins import Placement
+from tests.differential.profile import Tally
+from tests.differential.run import KNOCK_ON, CaseResult, Observation
+
+
+def _result(*classes: str | None) -> CaseResult:
+    case = Case("random/1", "topology-aware", "", (), 1)
+    out = CaseResult(case)
+    for step, cls in enumerate(classes):
+        out.observations.append(
+            Observation(step, 0, "create", "default/p0/c0", Placement("1"), Placement("2"), cls)
+        )
+    return out
+
+
+def test_strict_agreement_counts_knock_on_as_divergence() -> None:
+    tally = Tally()
+    tally.add(_result(None, None, "reserved-capacity", f"{KNOCK_ON}reserved-capacity", ""))
+    row = tally.total("topology-aware")
+    assert (row.observations, row.undocumented, row.knock_on) == (5, 1, 1)
+    assert row.agreement == 0.8
+    assert row.strict == 0.6
+    table = tally.table()
+    assert "| strict |" in table.splitlines()[0]
+    assert "| 80.0% | 60.0% |" in table
+
+
+def test_strict_equals_agreement_without_knock_on() -> None:
+    tally = Tally()
+    tally.add(_result(None, "restart-keeps-placements", None))
+    row = tally.total("topology-aware")
+    assert row.knock_on == 0
+    assert row.strict == row.agreement == 1.0
