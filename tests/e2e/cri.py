@@ -266,7 +266,11 @@ class KernelView:
 
 
 def kernel_view(ctd: Containerd, container: Container) -> KernelView:
-    pid = container_pid(ctd, container)
+    return kernel_view_of(container_pid(ctd, container))
+
+
+def kernel_view_of(pid: int) -> KernelView:
+    """The cpuset of `pid`'s cgroup and what its process is allowed (no crictl)."""
     status = dict(
         line.split(":\t", 1)
         for line in Path(f"/proc/{pid}/status").read_text().splitlines()

@@ -10,22 +10,32 @@ the 2-CPU machine class (CPU 0 reserved).
 Placements are read from the container's cgroup (`cri.cpus_of`): `await_cpus` waits for
 one container's cpuset, `settled_cpusets` for every container's to stop changing,
 `assert_no_double_exclusive` checks that no exclusive CPU is in another cpuset and
-`assert_restart_rule` is the restart rule on the static policy's cpusets.
+`check_restart_rule` is the restart rule on the static policy's cpusets (read once they
+settle by `assert_restart_rule`).  `Cpusets` reads many containers' cpusets often
+without a crictl call per read, and `Daemon.wait_synced_since_start` and `LogTail`
+follow a restart in the logs without reading them whole: the kill -9 rounds do both
+hundreds of times.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e import cri
-from tests.e2e.conftest import Process, python, python_env, wait_plugin_synchronized
+from tests.e2e.conftest import (
+    Process,
+    python,
+    python_env,
+    synchronized_line,
+    wait_plugin_synchronized,
+)
 from tests.e2e.containerd import CACHE, Containerd
 from tests.support.requirements import online_cpus, require_two_cpus
 from tests.support.waiting import wait_for
@@ -41,6 +51,31 @@ TOPOLOGY_AWARE = {"policy": "topology-aware", "policyConfig": {"reservedResource
 
 
 @dataclass
+class LogTail:
+    """What was appended to a log file since a mark: a restart's lines without reading
+    the whole log again (containerd's grows by about 45 kB a kill -9 round)."""
+
+    path: Path
+    offset: int = 0
+
+    def mark(self) -> None:
+        """From now on: what is in the file so far is not new."""
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def new_lines(self) -> list[str]:
+        """The whole lines appended since the mark or the last call."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        whole = data[: data.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        return whole.decode(errors="replace").splitlines()
+
+
+@dataclass
 class Daemon:
     """One `nri-resmgr run` process (external plugin) and how to restart it."""
 
@@ -52,6 +87,13 @@ class Daemon:
     starts: int = 0
     #: where the daemon discovers the machine (a synthetic sysfs can mark CPUs isolated)
     sysfs_root: str = "/"
+    #: the runtime's and the daemon's log since the last `start`
+    runtime_since_start: LogTail = field(init=False)
+    output_since_start: LogTail = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.runtime_since_start = LogTail(self.ctd.layout.log)
+        self.output_since_start = LogTail(self.log)
 
     @property
     def state_dir(self) -> Path:
@@ -66,6 +108,8 @@ class Daemon:
             "--sysfs-root", self.sysfs_root,
             "--state-dir", str(self.state_dir),
         ]  # fmt: skip
+        self.runtime_since_start.mark()
+        self.output_since_start.mark()
         self.proc = self.spawn(argv, self.log, python_env())
         self.starts += 1
         return self
@@ -75,13 +119,23 @@ class Daemon:
             self.ctd, PLUGIN, count=count or self.synced_so_far() + 1, proc=self.proc
         )
 
+    def wait_synced_since_start(self, timeout: float = 60.0) -> None:
+        """Wait for the runtime to log this start's Synchronize, reading only the lines
+        logged since `start` (containerd applies the reply's updates before it logs it)."""
+        deadline = time.monotonic() + timeout
+        while not any(synchronized_line(ln, PLUGIN) for ln in self.runtime_since_start.new_lines()):
+            if self.proc is None or not self.proc.alive():
+                raise AssertionError(f"plugin {PLUGIN} exited:\n{self.output()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"containerd did not synchronize {PLUGIN} within {timeout} s of start "
+                    f"{self.starts}:\n{self.ctd.log_tail(40)}\n--- plugin output ---\n"
+                    f"{self.output()[-3000:]}"
+                )
+            time.sleep(0.05)
+
     def synced_so_far(self) -> int:
-        return sum(
-            1
-            for ln in self.ctd.log_text().splitlines()
-            if PLUGIN in ln
-            and ("connected and synchronized" in ln or "synchronization success" in ln)
-        )
+        return sum(1 for ln in self.ctd.log_text().splitlines() if synchronized_line(ln, PLUGIN))
 
     def kill9(self) -> None:
         assert self.proc is not None
@@ -166,28 +220,75 @@ def settled_cpusets(
     return found
 
 
-def assert_restart_rule(
-    ctd: Containerd, live: list[tuple[cri.Container, cri.QoS]], d: Daemon
-) -> tuple[dict[str, frozenset[int]], list[cri.Container]]:
-    """The restart rule read back from the kernel (static on CPUs 0-1, CPU 0 reserved).
+class Cpusets:
+    """Containers' cpuset.cpus read from the kernel, crictl asked each container's init
+    pid once (a `crictl inspect` per read made the kill -9 rounds' checks cost seconds).
+    Each read checks that the pid's cpuset cgroup still names the container, so a pid
+    reused after the container went cannot be read instead, and that the cgroup's CPUs
+    are the ones its process is allowed (as `cri.cpus_of` does)."""
+
+    def __init__(self, ctd: Containerd) -> None:
+        self.ctd = ctd
+        self.pids: dict[str, int] = {}
+
+    def read(self, containers: list[cri.Container]) -> dict[str, frozenset[int]]:
+        return {c.id: self.of(c) for c in containers}
+
+    def of(self, c: cri.Container) -> frozenset[int]:
+        if c.id not in self.pids:
+            self.pids[c.id] = cri.container_pid(self.ctd, c)
+        pid = self.pids[c.id]
+        where = cri.cgroup_dir(pid, "cpuset")
+        assert c.id in where.name, (
+            f"{c.pod.name}/{c.name}: pid {pid} is in cpuset cgroup {where}, not the container's"
+        )
+        view = cri.kernel_view_of(pid)
+        assert view.cpus == view.allowed_cpus, (
+            f"{c.pod.name}/{c.name}: cgroup cpuset.cpus {view.cpus!r} but the process is "
+            f"allowed {view.allowed_cpus!r}"
+        )
+        return cri.parse_cpus(view.cpus)
+
+
+def check_restart_rule(
+    cpus: Mapping[str, frozenset[int]], live: list[tuple[cri.Container, cri.QoS]], log: Path
+) -> list[cri.Container]:
+    """The restart rule on cpusets read from the kernel (static on CPUs 0-1, CPU 0
+    reserved).
 
     All shared containers run on one shared pool; a Guaranteed container whose cpuset
     is not that pool holds its CPUs exclusively, and no other container may have any
-    of them. Returns the cpusets and the exclusive holders.
+    of them; every cpuset is online CPUs and not empty. Returns the exclusive holders.
     """
-    cpus = settled_cpusets(ctd, [c for c, _ in live])
     table = "\n".join(
         f"  {c.pod.name}/{c.name} {q.value}: {sorted(cpus[c.id])}" for c, q in live
     )
     pools = {cpus[c.id] for c, q in live if q is not cri.QoS.GUARANTEED}
-    assert len(pools) == 1, f"shared containers on different cpusets:\n{table}"
+    assert len(pools) == 1, f"shared containers on different cpusets:\n{table}\ndaemon log: {log}"
     (shared,) = pools
     holders = [c for c, q in live if q is cri.QoS.GUARANTEED and cpus[c.id] != shared]
-    assert_no_double_exclusive(
-        ctd,
-        {f"{c.pod.name}/{c.name}": c for c in holders},
-        [c for c, _ in live if c not in holders],
-    )
+    held: dict[int, str] = {}
+    for c in holders:
+        for cpu in cpus[c.id]:
+            assert cpu not in held, (
+                f"CPU {cpu} exclusive to both {held[cpu]} and {c.pod.name}/{c.name}:\n{table}"
+                f"\ndaemon log: {log}"
+            )
+            held[cpu] = f"{c.pod.name}/{c.name}"
     for c, _ in live:
-        assert cpus[c.id] and cpus[c.id] <= online_cpus(), f"{table}\ndaemon log: {d.log}"
-    return cpus, holders
+        overlap = set() if c in holders else cpus[c.id] & set(held)
+        assert not overlap, (
+            f"{c.pod.name}/{c.name} runs on {sorted(overlap)}, exclusive to "
+            f"{[held[x] for x in sorted(overlap)]}:\n{table}\ndaemon log: {log}"
+        )
+        assert cpus[c.id] and cpus[c.id] <= online_cpus(), f"{table}\ndaemon log: {log}"
+    return holders
+
+
+def assert_restart_rule(
+    ctd: Containerd, live: list[tuple[cri.Container, cri.QoS]], d: Daemon
+) -> tuple[dict[str, frozenset[int]], list[cri.Container]]:
+    """`check_restart_rule` on the cpusets once they stop changing; returns them and the
+    exclusive holders."""
+    cpus = settled_cpusets(ctd, [c for c, _ in live])
+    return cpus, check_restart_rule(cpus, live, d.log)

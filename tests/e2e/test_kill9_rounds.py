@@ -18,15 +18,18 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nri_resmgr.policy.kit.rebuild import RESTORED
 from tests.e2e import cri
 from tests.e2e.containerd import Containerd
-from tests.e2e.resmgr import STATIC, Daemon, assert_restart_rule, running_daemon, settled_cpusets
+from tests.e2e.resmgr import STATIC, Cpusets, Daemon, check_restart_rule, running_daemon
 from tests.e2e.resmgr import daemon as daemon  # the fixture
+from tests.support.waiting import wait_for
 
 #: rounds of `test_kill9_rounds`: a short run in the default suite; the long run
 #: (docs/e2e.md) sets NRI_RESMGR_KILL9_ROUNDS=500
@@ -35,20 +38,60 @@ KILL9_ROUNDS = int(os.environ.get("NRI_RESMGR_KILL9_ROUNDS", "5"))
 KILL9_POINTS = ("mid-decision", "after-reply", "mid-write", "records-lost", "idle")
 
 
-def _sync_reasons(text: str) -> dict[str, str]:
-    """The reason of each container's synchronize decision line in the daemon's log, and
-    of the whole rebuild under "" (its ``rebuilt`` line)."""
-    out = {}
-    for line in text.splitlines():
+@dataclass(frozen=True, slots=True)
+class Synchronized:
+    """What one Synchronize decided, from the daemon's log: each container's reason and
+    CPUs (its ``synchronize`` lines) and the whole rebuild's reason (its ``rebuilt`` line)."""
+
+    rebuilt: str
+    reasons: dict[str, str]
+    cpus: dict[str, frozenset[int]]
+
+
+def _synchronized(lines: list[str], ids: list[str]) -> Synchronized | None:
+    """The Synchronize in `lines` once its ``rebuilt`` line and a decision for each of
+    `ids` are there (the daemon writes them as it replies), else None."""
+    rebuilt: str | None = None
+    reasons: dict[str, str] = {}
+    cpus: dict[str, frozenset[int]] = {}
+    for line in lines:
         try:
             doc = json.loads(line)
         except ValueError:
             continue
-        if isinstance(doc, dict) and doc.get("event") == "synchronize" and "id" in doc:
-            out[str(doc["id"])] = str(doc.get("reason", ""))
-        if isinstance(doc, dict) and doc.get("event") == "rebuilt":
-            out[""] = str(doc.get("reason", ""))
-    return out
+        if not isinstance(doc, dict):
+            continue
+        if doc.get("event") == "synchronize" and "id" in doc:
+            reasons[str(doc["id"])] = str(doc.get("reason", ""))
+            cpus[str(doc["id"])] = cri.parse_cpus(str(doc.get("cpus", "")))
+        if doc.get("event") == "rebuilt":
+            rebuilt = str(doc.get("reason", ""))
+    if rebuilt is None or any(i not in reasons for i in ids):
+        return None
+    return Synchronized(rebuilt, reasons, cpus)
+
+
+def _restarted(
+    d: Daemon, kernel: Cpusets, live: list[tuple[cri.Container, cri.QoS]], what: str
+) -> tuple[Synchronized, dict[str, frozenset[int]]]:
+    """A restarted daemon's Synchronize (once the runtime logged it: its updates are
+    applied) and the cpusets it left: the kernel shows exactly what the daemon decided,
+    and the restart rule holds there (0 overlaps, or this fails)."""
+    lines: list[str] = []
+
+    def decided() -> Synchronized | None:
+        lines.extend(d.output_since_start.new_lines())
+        return _synchronized(lines, [c.id for c, _ in live])
+
+    sync: Synchronized = wait_for(decided, timeout=30, what=f"{what}: the daemon's decisions")
+    after = kernel.read([c for c, _ in live])
+    for c, _ in live:
+        assert after[c.id] == sync.cpus[c.id], (
+            f"{what}: {c.pod.name} runs on {sorted(after[c.id])} once synchronized, but the "
+            f"daemon decided {sorted(sync.cpus[c.id])}; daemon log: {d.log}"
+        )
+    check_restart_rule(after, live, d.log)
+    return sync, after
 
 
 def _cause(reason: str) -> str:
@@ -56,6 +99,26 @@ def _cause(reason: str) -> str:
     clauses = reason.removeprefix("moved: ").split(";")
     heads = (c.split(":")[0].split("(")[0].strip() for c in clauses)
     return "; ".join(dict.fromkeys(h for h in heads if not h.startswith("pod ")))
+
+
+class Phases:
+    """Wall seconds spent in each phase of the rounds, for the report (nothing asserted)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def timing(self, phase: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.monotonic() - t0
+
+    def report(self, rounds: int) -> dict[str, float]:
+        """Seconds per round of each phase, and of all of them."""
+        per = {k: round(v / max(rounds, 1), 2) for k, v in self.seconds.items()}
+        return {**per, "round": round(sum(self.seconds.values()) / max(rounds, 1), 2)}
 
 
 def test_kill9_rounds(containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]) -> None:
@@ -76,6 +139,9 @@ def test_kill9_rounds(containerd: Containerd, daemon: Callable[[dict[str, Any]],
     records = ctd.layout.base / "resmgr-state" / "placements.jsonl"
     live: list[tuple[cri.Container, cri.QoS]] = []
     tally: Counter[str] = Counter()
+    phases = Phases()
+    kernel = Cpusets(ctd)
+    settled: dict[str, frozenset[int]] = {}
     made = 0
 
     def create() -> None:
@@ -103,35 +169,44 @@ def test_kill9_rounds(containerd: Containerd, daemon: Callable[[dict[str, Any]],
     for r in range(KILL9_ROUNDS):
         point = KILL9_POINTS[r % len(KILL9_POINTS)]
         tally[point] += 1
-        while len(live) > 5:
-            remove()
-        if point == "mid-decision":
-            flight = threading.Thread(target=create)
-            flight.start()
-            time.sleep(rng.uniform(0.0, 0.4))
-            d.kill9()
-            flight.join()
-        else:
-            if point == "after-reply":
-                create()
-            d.kill9()
+        if r:  # nothing moved since the last restart's decisions, without an event
+            still = kernel.read([c for c, _ in live])
+            assert still == settled, f"round {r}: cpusets changed after round {r - 1}"
+        with phases.timing("trim"):
+            while len(live) > 5:
+                remove()
+        with phases.timing("kill"):
+            if point == "mid-decision":
+                flight = threading.Thread(target=create)
+                flight.start()
+                time.sleep(rng.uniform(0.0, 0.4))
+                d.kill9()
+                flight.join()
+            else:
+                if point == "after-reply":
+                    create()
+                d.kill9()
         if point == "mid-write" and records.exists():
             data = records.read_bytes()
             records.with_name(records.name + ".tmp").write_bytes(data[: rng.randrange(len(data))])
         if point == "records-lost":
             records.unlink(missing_ok=True)
-        for _ in range(rng.randint(0, 2)):  # fail-open creations while down
-            create()
-        if len(live) > 1 and rng.random() < 0.3:
-            remove()
-        before = settled_cpusets(ctd, [c for c, _ in live])
-        seen = len(d.output())
-        d.start()
-        d.wait_synced(d.starts)
-        after, _ = assert_restart_rule(ctd, live, d)  # 0 overlaps, or this fails
-        reasons = _sync_reasons(d.output()[seen:])
+        with phases.timing("down"):
+            for _ in range(rng.randint(0, 2)):  # fail-open creations while down
+                create()
+            if len(live) > 1 and rng.random() < 0.3:
+                remove()
+        with phases.timing("before"):
+            # the daemon is dead: nothing changes a cpuset until it is back (a change after
+            # this read would show as a move without a cause, a failure, never as a pass)
+            before = kernel.read([c for c, _ in live])
+        with phases.timing("start"):
+            d.start()
+            d.wait_synced_since_start()  # the reply's updates are applied by then
+        with phases.timing("after"):
+            sync, after = _restarted(d, kernel, live, f"round {r} ({point})")
         for c, _ in live:
-            why = reasons.get(c.id, "")
+            why = sync.reasons[c.id]
             if before[c.id] != after[c.id]:
                 assert why.startswith("moved: "), (
                     f"round {r} ({point}): {c.pod.name} moved {sorted(before[c.id])} -> "
@@ -139,8 +214,10 @@ def test_kill9_rounds(containerd: Containerd, daemon: Callable[[dict[str, Any]],
                 )
                 tally["moves"] += 1
                 tally["cause: " + _cause(why)] += 1
-        tally[f"{point}: " + ("restored" if RESTORED in reasons[""] else "rebuilt")] += 1
-    report = json.dumps({"rounds": KILL9_ROUNDS, "overlaps": 0, "unexplained": 0, **tally})
+        tally[f"{point}: " + ("restored" if RESTORED in sync.rebuilt else "rebuilt")] += 1
+        settled = after
+    report = json.dumps({"rounds": KILL9_ROUNDS, "overlaps": 0, "unexplained": 0, **tally,
+                         "seconds per round": phases.report(KILL9_ROUNDS)})  # fmt: skip
     print("kill9 rounds:", report)
     if out := os.environ.get("NRI_RESMGR_KILL9_REPORT"):
         Path(out).write_text(report + "\n")
