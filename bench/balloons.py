@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import load_note, machine
+from bench.common import load_note, machine, state_dir
 from bench.decision import pb_ctr, pb_pod
 from bench.stats import summary_us
 from bench.workload import container_for, live
@@ -85,7 +85,7 @@ def _pipeline(topology: Topology, policy: str, config: dict[str, Any]) -> Pipeli
         Config.model_validate({"policyConfig": config}),
         topology=topology,
         policy=policy,
-        state_dir="/nonexistent",
+        state_dir=state_dir(),
     )
 
 

@@ -7,11 +7,13 @@ from its public Go module by `tests.peers.make_nri_plugins` in `.cache/nri-plugi
 
 from __future__ import annotations
 
+import atexit
 import os
 import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,6 +25,17 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 CACHE = REPO / ".cache" / "bench"
 NOOP_SRC = BENCH / "go" / "noop"
+
+
+def state_dir() -> str:
+    """A fresh, writable state directory for an in-process pipeline, removed at exit.
+
+    The benches measure what production does, placement records written: a missing
+    directory takes the records' failure path (a warning and an unlink per write), and a
+    directory shared by two benches lets them race on one file."""
+    path = tempfile.mkdtemp(prefix="nri-resmgr-bench-state-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def load_note() -> str:

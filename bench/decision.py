@@ -35,7 +35,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from bench.common import load_note, machine
+from bench.common import load_note, machine, state_dir
 from bench.stats import summary_us
 from bench.workload import live, probe
 from nri_api import api
@@ -81,7 +81,7 @@ def decisions(
             Config(),
             topology=load_topology(str(TOPOLOGY)),
             policy="topology-aware",
-            state_dir="/nonexistent",
+            state_dir=state_dir(),
         )
         out: dict[str, Any] = {}
         count = 0

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import load_note, machine
+from bench.common import load_note, machine, state_dir
 from bench.decision import TOPOLOGY, pb_ctr, pb_pod
 from bench.stats import summary_us
 from bench.workload import affine_probe, probe, scaled
@@ -49,7 +49,7 @@ def _filled(n: int) -> Pipeline:
         Config(),
         topology=load_topology(str(TOPOLOGY)),
         policy="topology-aware",
-        state_dir="/nonexistent",
+        state_dir=state_dir(),
     )
     for pod, ctr in scaled(n):
         sp = pb_pod(pod)

@@ -22,6 +22,7 @@ import os
 import pstats
 import time
 
+from bench.common import state_dir
 from bench.decision import TOPOLOGY, pb_ctr, pb_pod
 from bench.stats import percentile
 from bench.workload import affine_probe, probe, running, scaled
@@ -36,7 +37,7 @@ KINDS = ("shared", "exclusive", "affinity", "sync")
 
 def pipeline(policy: str) -> Pipeline:
     return build_pipeline(
-        Config(), topology=load_topology(str(TOPOLOGY)), policy=policy, state_dir="/nonexistent"
+        Config(), topology=load_topology(str(TOPOLOGY)), policy=policy, state_dir=state_dir()
     )
 
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import load_note, machine
+from bench.common import load_note, machine, state_dir
 from bench.decision import TOPOLOGY, pb_ctr, pb_pod
 from bench.stats import summary_us
 from bench.workload import live, probe
@@ -72,7 +72,7 @@ def measure(policy: str, n: int, reps: int) -> dict[str, Any]:
         config,
         topology=topology,
         policy=policy,
-        state_dir="/nonexistent",
+        state_dir=state_dir(),
         on_decision=lambda *args: noted.append(args),
     )
     for pod, ctr in live(n):

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import load_note, machine
+from bench.common import load_note, machine, state_dir
 from bench.decision import TOPOLOGY, pb_ctr, pb_pod
 from bench.stats import summary_us
 from bench.workload import live
@@ -55,7 +55,7 @@ def child(variant: str, policy: str, n: int, reps: int) -> dict[str, Any]:
         plugin = ResmgrPlugin(
             config=Config(policy=policy),
             topology=load_topology(str(TOPOLOGY)),
-            state_dir="/nonexistent",
+            state_dir=state_dir(),
             name="bench",
             idx="90",
             socket_path="/nonexistent/nri.sock",

@@ -2,34 +2,47 @@
 
 Theory of operation: the pipeline keeps one `RecordStore`.  After every committed
 decision it hands the store the records of the containers the decision changed (and the
-ids of those released); the store keeps one encoded line per container, so a decision
-costs the lines it changed; the file is written by one writer thread, off the event
-path (an fsync'ed write of 1,000 records took 4-15 ms on the 2-CPU test machine, ten
-times a decision): `flush` hands it the lines kept now and returns, and the writer
-writes the latest lines it was handed (writes asked for while it writes coalesce).  The
-file is written atomically: a temporary file in the same directory is written and
-fsync'ed, renamed over the old one, and the directory fsync'ed; a kill at any point
-leaves the old file or the new one whole, never a mix, and a left-over temporary file
-is never read.  `sync` waits for the writer (`load` does, and tests).
+ids of those released); the store keeps one encoded line per container and writes, on
+the event path, only what the decision changed: one journal block appended to the file
+(`nri_resmgr.policy.kit.records.encode_block`), so a decision costs O(what it changed),
+not O(live containers).  When the journal has grown past the live records (plus
+`SLACK`), the next write compacts: the whole file (header and one line per live
+record) is written to a temporary file in the same directory and renamed over the old
+one, so the file stays within about twice the live set and a compaction's O(live) cost
+is spread over at least as many changes.  The first write of a store (after a start or
+a rebuild's `replace`) and the write after a failed append compact too: appends go only
+to a file this store wrote whole, so a torn tail left by an earlier process is never
+followed by a block.
 
-So the file may lag the runtime by the decisions of the last write or two, and a kill
--9 after a reply and before its record leaves records of the decision before.  No order
-can make a record wrong: a record counts only where the runtime reports exactly its
-cpuset and memory nodes (`nri_resmgr.policy.kit.rebuild.restart`), so a lagging record
-of a container that moved since is unmatched and the restart rebuilds, with the cause
-in its reason (docs/architecture.md, "State and restarts").
+What a kill leaves: a kill -9 during a compaction leaves the old file whole (a left-over
+temporary file is never read); during an append, a last line without its newline, which
+`decode` does not read (the records of the decision before).  The file is not fsync'ed:
+a killed daemon's writes stay in the page cache, and a crash of the machine that could
+lose them also ends the containers the records are about; whatever such a crash leaves is
+refused by the checksums (the base's and each block's) and the restart rebuilds.  (The
+writer thread of the first version fsync'ed a rewrite of every record after each
+decision: 4-15 ms of the 2-CPU machine per decision, which tripled the decision rows of
+`bench.goals`.)
+
+So the file may lag the runtime by the last decision, and a kill -9 after a reply and
+before its record leaves records of the decision before.  No order can make a record
+wrong: a record counts only where the runtime reports exactly its cpuset and memory nodes
+(`nri_resmgr.policy.kit.rebuild.restart`), so a lagging record of a container that moved
+since is unmatched and the restart rebuilds, with the cause in its reason
+(docs/architecture.md, "State and restarts").
 
 Reading (`load`) never raises: a missing file is no records; an unreadable, oversized,
 corrupt or foreign one (`nri_resmgr.policy.kit.records.decode`: format, schema version,
-scope, count, checksum) is logged as a warning naming the file and the problem, and is no
-records.  A failed write is logged too; the records on disk are then dropped (removed),
-so that a restart rebuilds rather than reads an old file.
+scope, count, checksums) is logged as a warning naming the file and the problem, and is
+no records.  A failed write is logged too; the records on disk are then dropped
+(removed), so that a restart rebuilds rather than reads an old file, and the store tries
+again (a compaction) only after as many changes as a compaction would wait for, so an
+unwritable directory costs a warning per compaction interval, not per decision.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -44,13 +57,19 @@ from nri_resmgr.policy.kit.records import (
     RecordError,
     decode,
     encode,
+    encode_block,
     encode_line,
 )
 
-__all__ = ["RECORD_FILE", "RecordStore"]
+__all__ = ["RECORD_FILE", "SLACK", "RecordStore"]
 
 #: the records' file name in the state directory
 RECORD_FILE = "placements.jsonl"
+
+
+#: journal entries (records put or removed) allowed beyond the live records before the
+#: next write compacts
+SLACK = 64
 
 
 class RecordStore:
@@ -61,21 +80,22 @@ class RecordStore:
         #: whose records these are: the policy, its configuration and the machine
         self.scope = scope
         self.log = log
+        #: the encoded line of every live record
         self._lines: dict[ContainerID, str] = {}
-        #: written since the last change (nothing to write)
-        self._clean = False
-        #: the writer thread and what it shares with the event path: the lines to write
-        #: next (None: nothing new), and how many flushes were asked and written
-        self._cond = threading.Condition()
-        self._writer: threading.Thread | None = None
-        self._pending: list[str] | None = None
-        self._wanted = 0
-        self._written = 0
+        #: changed and forgotten since the last write: the next block
+        self._put: dict[ContainerID, str] = {}
+        self._gone: set[ContainerID] = set()
+        #: the next write compacts (nothing of this store's on disk, or not appendable)
+        self._whole = True
+        #: entries appended since the last compaction, and the file's size
+        self._journal = 0
+        self._size = 0
+        #: changes let pass since a failed write (None: the last write did not fail)
+        self._waited: int | None = None
 
     def load(self) -> dict[ContainerID, PlacementRecord]:
-        """The records on disk for this scope (after this store's own pending write);
-        {} when there are none or they cannot be used (logged)."""
-        self.sync()
+        """The records on disk for this scope; {} when there are none or they cannot be
+        used (logged)."""
         try:
             with self.path.open("rb") as f:
                 data = f.read(MAX_BYTES + 1)
@@ -112,9 +132,11 @@ class RecordStore:
         self.flush()
 
     def replace(self, records: Mapping[ContainerID, PlacementRecord]) -> None:
-        """Keep exactly `records` (after a rebuild)."""
+        """Keep exactly `records` (after a rebuild); the next write compacts."""
         self._lines = {cid: encode_line(r) for cid, r in records.items()}
-        self._clean = False
+        self._put.clear()
+        self._gone.clear()
+        self._whole = True
 
     def change(
         self, records: Mapping[ContainerID, PlacementRecord], gone: Iterable[ContainerID] = ()
@@ -122,47 +144,56 @@ class RecordStore:
         """Keep `records` (new or changed) and forget the records of `gone`."""
         for cid in gone:
             if self._lines.pop(cid, None) is not None:
-                self._clean = False
+                self._put.pop(cid, None)
+                self._gone.add(cid)
         for cid, r in records.items():
             line = encode_line(r)
             if self._lines.get(cid) != line:
                 self._lines[cid] = line
-                self._clean = False
+                self._put[cid] = line
+                self._gone.discard(cid)
 
     def flush(self) -> None:
-        """Hand the records kept now to the writer (module docstring); returns at once."""
-        if self._clean:
+        """Write what changed since the last write (module docstring)."""
+        entries = len(self._put) + len(self._gone)
+        if not entries and not self._whole:
             return
-        self._clean = True
-        with self._cond:
-            self._wanted += 1
-            self._pending = list(self._lines.values())
-            if self._writer is None:
-                self._writer = threading.Thread(
-                    target=self._write_loop, name="placement-records", daemon=True
-                )
-                self._writer.start()
-            self._cond.notify_all()
+        limit = len(self._lines) + SLACK
+        if self._waited is not None and self._waited + entries < limit:
+            self._waited += entries  # after a failed write: wait for the compaction point
+            self._put.clear()
+            self._gone.clear()
+            return
+        if self._whole or self._journal + entries > limit or not self._append():
+            self._compact()
+        self._put.clear()
+        self._gone.clear()
 
-    def sync(self, timeout: float = 30.0) -> bool:
-        """Wait until every record handed to the writer is on disk (or dropped); False
-        when `timeout` seconds pass first."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._written >= self._wanted, timeout)
+    def _append(self) -> bool:
+        """This write's block appended to the file; False when it must compact instead."""
+        data = (encode_block(self._put.values(), self._gone) + "\n").encode()
+        if self._size + len(data) > MAX_BYTES:
+            return False
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            try:
+                written = os.write(fd, data)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self.log.warning("placement records not appended", path=str(self.path), error=str(exc))
+            return False
+        if written != len(data):  # a torn tail: compact over it
+            return False
+        self._journal += len(self._put) + len(self._gone)
+        self._size += written
+        return True
 
-    def _write_loop(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._pending is not None)
-                lines, wanted, self._pending = self._pending, self._wanted, None
-            assert lines is not None
-            self._write(lines)
-            with self._cond:
-                self._written = wanted
-                self._cond.notify_all()
-
-    def _write(self, lines: list[str]) -> None:
-        """`lines` written atomically; a failure logged and the file dropped."""
+    def _compact(self) -> None:
+        """Every live record written whole and atomically; a failure logged and the
+        file dropped."""
+        self._whole = True
+        lines = list(self._lines.values())
         if len(lines) > MAX_RECORDS:
             self._drop(f"{len(lines)} records; at most {MAX_RECORDS} are kept")
             return
@@ -178,25 +209,21 @@ class RecordStore:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fsync(fd)
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
-            _fsync_dir(self.path.parent)
         except OSError as exc:
             self._drop(f"not written: {exc}")
+            return
+        self._whole = False
+        self._journal = 0
+        self._size = len(data)
+        self._waited = None
 
     def _drop(self, why: str) -> None:
         self.log.warning("placement records dropped", path=str(self.path), error=why)
+        self._waited = 0
         try:
             self.path.unlink(missing_ok=True)
         except OSError as exc:
             self.log.warning("placement records not removed", path=str(self.path), error=str(exc))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -12,13 +12,20 @@ pass the policy's invariants.  The runtime's report always wins; a record is a r
 it, never a substitute.
 
 This module is the pure half: the values and the one text form of a set of records,
-`encode` and `decode` (`nri_resmgr.runtime.record_store` writes and reads the file).  The
-form is JSON lines: a header line (format name, schema version, the scope the records
-belong to, their count and the SHA-256 of the body), then one line per container.
-`decode` refuses with a `RecordError` naming the file's problem (unknown format or
-version, a scope of another policy or configuration, a wrong count or checksum, a line
-that is not a record, more than `MAX_RECORDS` or `MAX_BYTES`): a corrupt or foreign file
-is a condition to log, never a crash.
+`encode`, `encode_block` and `decode` (`nri_resmgr.runtime.record_store` writes and reads
+the file).  The form is JSON lines: a header line (format name, schema version, the scope
+the records belong to, their count and the SHA-256 of the base), the base (one line per
+container), then a journal: one block line per committed decision since the base was
+written (`encode_block`: the records it changed and the ids it removed, with the SHA-256
+of its own text), so that a decision appends what it changed instead of rewriting every
+line.  `decode` applies the blocks in order over the base.  A last line without its
+newline is the torn tail of an append cut short (a kill -9 in the write) and is not read:
+the records are then those of the decision before, which the restart rule already allows
+(a record counts only where the runtime's report equals it).  Any other problem refuses
+the whole file with a `RecordError` naming it (unknown format or version, a scope of
+another policy or configuration, a wrong count or checksum of the base or of a block, a
+line that is not a record, more than `MAX_RECORDS` or `MAX_BYTES`): a corrupt or foreign
+file is a condition to log, never a crash.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ __all__ = [
     "RecordError",
     "decode",
     "encode",
+    "encode_block",
     "encode_line",
 ]
 
@@ -102,6 +110,21 @@ def encode(scope: str, lines: Iterable[str]) -> bytes:
     return json.dumps(header, sort_keys=True).encode() + b"\n" + body
 
 
+#: a block line is `{"sha256":"<hex>","block":<payload>}`, the digest of the payload's
+#: text: checked on the bytes as written, without encoding the payload again
+_BLOCK_HEAD = '{"sha256":"'
+_BLOCK_MID = '","block":'
+_DIGEST_LEN = 64
+
+
+def encode_block(lines: Iterable[str], gone: Iterable[ContainerID]) -> str:
+    """One journal block's line (no newline): the records `lines` (from `encode_line`)
+    kept and the records of `gone` forgotten, in that order, by one decision."""
+    payload = '{"gone":' + json.dumps(sorted(gone)) + ',"put":[' + ",".join(lines) + "]}"
+    digest = hashlib.sha256(payload.encode()).hexdigest()
+    return _BLOCK_HEAD + digest + _BLOCK_MID + payload + "}"
+
+
 def decode(data: bytes, *, scope: str, source: str) -> dict[ContainerID, PlacementRecord]:
     """The records in `data` (the bytes of `source`, a path for messages), for `scope`.
 
@@ -130,33 +153,77 @@ def decode(data: bytes, *, scope: str, source: str) -> dict[ContainerID, Placeme
     count = header.get("count")
     if not isinstance(count, int) or not 0 <= count <= MAX_RECORDS:
         raise RecordError(f"{source}: count {count!r}; expected 0 to {MAX_RECORDS}")
-    digest = hashlib.sha256(body).hexdigest()
+    #: complete lines, then what follows the last newline (a torn append, not read)
+    *complete, _torn = body.split(b"\n")
+    base = complete[:count]
+    digest = hashlib.sha256(b"".join(line + b"\n" for line in base)).hexdigest()
     if not sep or header.get("sha256") != digest:
         raise RecordError(
             f"{source}: body checksum {digest}; expected {header.get('sha256')!r} "
             "(a torn or edited file)"
         )
-    lines = body.decode().splitlines()
-    if len(lines) != count:
-        raise RecordError(f"{source}: {len(lines)} records; expected {count}")
+    if len(base) != count:
+        raise RecordError(f"{source}: {len(base)} records; expected {count}")
     out: dict[ContainerID, PlacementRecord] = {}
     #: each distinct id set parsed once (the shared containers of a pool hold one)
     parsed: dict[str, IDSet] = {}
-    for n, line in enumerate(lines, start=2):
-        record = _record(line, where=f"{source}:{n}", parsed=parsed)
-        if record.container_id in out:
-            raise RecordError(f"{source}:{n}: container {record.container_id} recorded twice")
-        out[record.container_id] = record
+    try:
+        for n, line in enumerate(base, start=2):
+            record = _record(_json(line.decode(), f"{source}:{n}"), where=f"{source}:{n}",
+                             parsed=parsed)  # fmt: skip
+            if record.container_id in out:
+                raise RecordError(f"{source}:{n}: container {record.container_id} recorded twice")
+            out[record.container_id] = record
+        for n, line in enumerate(complete[count:], start=count + 2):
+            _apply(out, line.decode(), where=f"{source}:{n}", parsed=parsed)
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"{source}: expected UTF-8 text; found {exc}") from exc
+    if len(out) > MAX_RECORDS:
+        raise RecordError(f"{source}: {len(out)} records; expected at most {MAX_RECORDS}")
     return out
 
 
-def _record(line: str, *, where: str, parsed: dict[str, IDSet]) -> PlacementRecord:
+def _apply(
+    out: dict[ContainerID, PlacementRecord], line: str, *, where: str, parsed: dict[str, IDSet]
+) -> None:
+    """One journal block (`encode_block`) applied to `out`."""
+    end = len(_BLOCK_HEAD) + _DIGEST_LEN
+    payload = line[end + len(_BLOCK_MID) : -1]
+    if not (line.startswith(_BLOCK_HEAD) and line[end:].startswith(_BLOCK_MID)
+            and line.endswith("}")):  # fmt: skip
+        raise RecordError(f"{where}: expected a journal block; found {line[:80]!r}")
+    digest = hashlib.sha256(payload.encode()).hexdigest()
+    if line[len(_BLOCK_HEAD) : end] != digest:
+        raise RecordError(
+            f"{where}: block checksum {digest}; expected {line[len(_BLOCK_HEAD) : end]!r} "
+            "(an edited file)"
+        )
+    doc = _json(payload, where)
+    if not isinstance(doc, dict) or set(doc) != {"gone", "put"}:
+        raise RecordError(f"{where}: expected a block of gone and put; found {payload[:80]!r}")
+    gone, put = doc["gone"], doc["put"]
+    if not isinstance(gone, list) or not all(isinstance(g, str) for g in gone):
+        raise RecordError(f"{where}: expected the ids gone; found {gone!r:.80}")
+    if not isinstance(put, list):
+        raise RecordError(f"{where}: expected the records put; found {put!r:.80}")
+    for cid in gone:
+        out.pop(ContainerID(cid), None)
+    for item in put:
+        record = _record(item, where=where, parsed=parsed)
+        out[record.container_id] = record
+
+
+def _json(line: str, where: str) -> object:
     try:
-        doc = json.loads(line)
+        return json.loads(line)
     except ValueError as exc:
         raise RecordError(f"{where}: expected a JSON record; found {line[:80]!r}") from exc
+
+
+def _record(doc: object, *, where: str, parsed: dict[str, IDSet]) -> PlacementRecord:
     if not isinstance(doc, dict) or set(doc) != {"id", "cpus", "mems", "meaning"}:
-        raise RecordError(f"{where}: expected keys cpus, id, meaning, mems; found {line[:80]!r}")
+        found = json.dumps(doc)[:80]
+        raise RecordError(f"{where}: expected keys cpus, id, meaning, mems; found {found!r}")
     cid, cpus, mems, meaning = doc["id"], doc["cpus"], doc["mems"], doc["meaning"]
     if not isinstance(cid, str) or not cid:
         raise RecordError(f"{where}: expected a container id; found {cid!r}")

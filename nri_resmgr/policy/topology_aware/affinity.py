@@ -35,6 +35,14 @@ it is a preference after the isolated-CPU preference, not a hard rule.
 A malformed annotation is an `AnnotationError` naming it (nri-plugins logs it and
 ignores the rules).
 
+Parsed once per annotation text: what an annotation says depends only on its key and
+its text (the pod's name, the default scope, is filled in after), so `_rules_of` keeps
+the last `PARSED` texts of at most `PARSED_BYTES` each by exactly that; the containers
+of a pod, and the pods of a workload, which carry the same text, read the YAML once (it
+was half of an affine decision's CPU time: `bench.hotspots --kind affinity`).  What is
+kept is frozen values; a malformed annotation is not kept, and is refused again, naming
+the container, each time.
+
 Bounds (a decision weighs the new container's rules against every live container, so its
 cost is the live containers times the rules' terms): the annotation is read by
 `limits.load_annotation_yaml` (at most 256 KiB, 32 deep, `limits.MAX_YAML_VALUES`
@@ -47,6 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from nri_resmgr.limits import load_annotation_yaml, shown
 from nri_resmgr.model import ANNOTATION_DOMAIN, AnnotationError, ContainerID, ContainerInfo
@@ -90,6 +99,12 @@ DILUTION = 0.75
 #: the most terms (expression values, at least one per expression) one container's rules
 #: may hold: a decision costs the live containers times this
 MAX_TERMS = 256
+#: the parsed annotation texts kept (`_rules_of`), and the longest text kept: at most
+#: 4 MiB of texts however hostile (a longer one is parsed each time)
+PARSED = 256
+PARSED_BYTES = 16 * 1024
+#: a rule as its annotation says it: (scope, None for the pod's own; match; weight)
+_Said = tuple[Expression | None, Expression, int]
 
 
 ALWAYS = Expression(key="", op=Operator.ALWAYS_TRUE)
@@ -110,8 +125,8 @@ class Affinity:
         return 0
 
 
-def _pod_scope(container: ContainerInfo) -> Expression:
-    return Expression(key="pod/name", op=Operator.EQUALS, values=(container.pod.name,))
+def _pod_scope(pod_name: str) -> Expression:
+    return Expression(key="pod/name", op=Operator.EQUALS, values=(pod_name,))
 
 
 def _expression(raw: object, *, where: str) -> Expression:
@@ -143,34 +158,45 @@ def _expression(raw: object, *, where: str) -> Expression:
     return Expression(key=key, op=op, values=tuple(str(v) for v in values))
 
 
-def _parse(container: ContainerInfo, key: str, sign: int) -> dict[str, list[Affinity]]:
-    """All per-container rules of one annotation of `container`'s pod, by container name."""
-    out: dict[str, list[Affinity]] = {}
+def _parse(container: ContainerInfo, key: str, sign: int) -> tuple[Affinity, ...]:
+    """`container`'s rules in one annotation of its pod (and in its alias)."""
+    out: list[Affinity] = []
     for k in (key, AFFINITY_ALIASES[key]):
-        for name, rules in _parse_one(container, k, sign).items():
-            out.setdefault(name, []).extend(rules)
-    return out
+        raw = container.pod.annotations.get(k)
+        if raw is None:
+            continue
+        parse = _rules_of if len(raw) <= PARSED_BYTES else _rules_of.__wrapped__
+        try:
+            said = parse(k, raw, sign)
+        except AnnotationError as exc:
+            raise AnnotationError(f"{container.pretty}: {exc}") from exc
+        own = _pod_scope(container.pod.name)
+        out.extend(
+            Affinity(scope=own if scope is None else scope, match=match, weight=weight)
+            for scope, match, weight in said.get(container.name, ())
+        )
+    return tuple(out)
 
 
-def _parse_one(container: ContainerInfo, key: str, sign: int) -> dict[str, list[Affinity]]:
-    raw = container.pod.annotations.get(key)
-    if raw is None:
-        return {}
-    doc = load_annotation_yaml(raw, where=f"{container.pretty}: annotation {key}")
+@lru_cache(maxsize=PARSED)
+def _rules_of(key: str, raw: str, sign: int) -> Mapping[str, tuple[_Said, ...]]:
+    """The rules annotation `key` holding `raw` says, by container name (module
+    docstring: kept by exactly these); raises `AnnotationError` naming `key`."""
+    doc = load_annotation_yaml(raw, where=f"annotation {key}")
     if doc is None:
         return {}
     try:
-        return _rules(container, doc, sign)
+        return _rules(doc, sign)
     except ValueError as exc:
-        raise AnnotationError(f"{container.pretty}: annotation {key}: {exc}") from exc
+        raise AnnotationError(f"annotation {key}: {exc}") from exc
 
 
-def _rules(container: ContainerInfo, doc: object, sign: int) -> dict[str, list[Affinity]]:
+def _rules(doc: object, sign: int) -> dict[str, tuple[_Said, ...]]:
     if not isinstance(doc, Mapping):
         raise ValueError(
             f"expected a mapping of container names to lists, found {type(doc).__name__}"
         )
-    out: dict[str, list[Affinity]] = {}
+    out: dict[str, tuple[_Said, ...]] = {}
     simple = all(
         isinstance(v, list) and all(isinstance(x, (str, int, float)) for x in v)
         for v in doc.values()
@@ -185,8 +211,9 @@ def _rules(container: ContainerInfo, doc: object, sign: int) -> dict[str, list[A
         for name, names in peers.items():
             op = Operator.EQUALS if len(names) == 1 else Operator.IN
             match = Expression(key="name", op=op, values=tuple(sorted(names)))
-            out[name] = [Affinity(scope=_pod_scope(container), match=match, weight=sign)]
+            out[name] = ((None, match, sign),)
         return out
+    full: dict[str, list[_Said]] = {}
     for name, rules in doc.items():
         if not isinstance(rules, list):
             raise ValueError(
@@ -215,21 +242,18 @@ def _rules(container: ContainerInfo, doc: object, sign: int) -> dict[str, list[A
             scope = (
                 _expression(rule["scope"], where=f"{where} scope")
                 if rule.get("scope") is not None
-                else _pod_scope(container)
+                else None
             )
             match = _expression(rule["match"], where=f"{where} match")
-            out.setdefault(str(name), []).append(Affinity(scope=scope, match=match, weight=weight))
-    return out
+            full.setdefault(str(name), []).append((scope, match, weight))
+    return {name: tuple(rules) for name, rules in full.items()}
 
 
 def container_affinities(
     container: ContainerInfo, *, colocate_pods: bool, colocate_namespaces: bool
 ) -> tuple[Affinity, ...]:
     """`container`'s rules: its pod's annotations for its name, else the implicit ones."""
-    rules = [
-        *_parse(container, AFFINITY, 1).get(container.name, []),
-        *_parse(container, ANTI_AFFINITY, -1).get(container.name, []),
-    ]
+    rules = _parse(container, AFFINITY, 1) + _parse(container, ANTI_AFFINITY, -1)
     terms = sum(max(len(e.values), 1) for r in rules for e in (r.scope, r.match))
     if terms > MAX_TERMS:
         raise AnnotationError(
@@ -238,10 +262,12 @@ def container_affinities(
             f"found {terms}"
         )
     if rules:
-        return tuple(rules)
+        return rules
     implicit = []
     if colocate_pods:
-        implicit.append(Affinity(scope=_pod_scope(container), match=ALWAYS, weight=IMPLICIT_WEIGHT))
+        implicit.append(
+            Affinity(scope=_pod_scope(container.pod.name), match=ALWAYS, weight=IMPLICIT_WEIGHT)
+        )
     if colocate_namespaces:
         same_ns = Expression(key="namespace", op=Operator.EQUALS, values=(container.namespace,))
         implicit.append(Affinity(scope=ALWAYS, match=same_ns, weight=IMPLICIT_WEIGHT))

@@ -27,12 +27,13 @@ from nri_resmgr.policy.kit.records import (
     RecordError,
     decode,
     encode,
+    encode_block,
     encode_line,
 )
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.runtime.pipeline import Pipeline
-from nri_resmgr.runtime.record_store import RECORD_FILE, RecordStore
+from nri_resmgr.runtime.record_store import RECORD_FILE, SLACK, RecordStore
 from nri_resmgr.topology.cpuset import IDSet
 from tests.support.builders import ctr, topo, with_current
 from tests.support.logs import QUIET, CapturedLog
@@ -104,7 +105,6 @@ def test_store_writes_atomically_and_reads_back(tmp_path: Path) -> None:
     store.flush()
     store.change({}, gone=[b.container_id])
     store.flush()
-    assert store.sync()
     assert RecordStore(store.path, scope=SCOPE, log=QUIET).load() == {a.container_id: a}
     # a torn temporary file left by a kill mid-write is never read
     (tmp_path / "d" / (RECORD_FILE + ".tmp")).write_bytes(b"torn")
@@ -128,8 +128,73 @@ def test_store_drops_the_file_when_a_write_fails(tmp_path: Path) -> None:
     store = RecordStore(path, scope=SCOPE, log=QUIET)
     store.change({ContainerID("b"): _rec("b", "0")})
     store.flush()
-    assert store.sync()
     assert not path.exists(), "an old file must not outlive a failed write"
+
+
+def test_journal_blocks_apply_in_order_over_the_base() -> None:
+    a, b, c = _rec("a", "1", "1"), _rec("b", "0"), _rec("c", "2")
+    moved = _rec("b", "3")
+    data = _file(a, b) + (encode_block([encode_line(c)], []) + "\n").encode()
+    data += (encode_block([encode_line(moved)], [a.container_id]) + "\n").encode()
+    assert decode(data, scope=SCOPE, source="f") == {"b": moved, "c": c}
+
+
+def test_a_torn_last_block_is_not_read_and_an_edited_one_refuses_the_file() -> None:
+    a, b = _rec("a", "1", "1"), _rec("b", "0")
+    block = (encode_block([encode_line(b)], [a.container_id]) + "\n").encode()
+    for cut in (1, len(block) // 2, len(block) - 1):  # a kill -9 inside the append
+        assert decode(_file(a) + block[:cut], scope=SCOPE, source="f") == {"a": a}
+    edited = block.replace(b'"cpus":"0"', b'"cpus":"4"')
+    with pytest.raises(RecordError, match="f:3: block checksum"):
+        decode(_file(a) + edited, scope=SCOPE, source="f")
+    with pytest.raises(RecordError, match="f:3: expected a journal block"):
+        decode(_file(a) + encode_line(b).encode() + b"\n", scope=SCOPE, source="f")
+
+
+def test_store_appends_what_a_decision_changed_and_compacts_past_the_live_set(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / RECORD_FILE
+    store = RecordStore(path, scope=SCOPE, log=QUIET)
+    live = {ContainerID(f"c{i}"): _rec(f"c{i}", str(i % 4)) for i in range(20)}
+    store.change(live)
+    store.flush()  # the store's first write is whole
+    assert len(path.read_bytes().splitlines()) == 1 + 20
+    size = path.stat().st_size
+    store.change({ContainerID("c1"): _rec("c1", "3")})
+    store.flush()
+    added = path.read_bytes()[size:]
+    assert added.count(b"\n") == 1 and b'"c1"' in added and b'"c2"' not in added, added
+    live[ContainerID("c1")] = _rec("c1", "3")
+    assert RecordStore(path, scope=SCOPE, log=QUIET).load() == live
+    for n in range(200):  # many decisions: the file stays within the live set and SLACK
+        cid = ContainerID(f"c{n % 20}")
+        live[cid] = _rec(cid, str(n % 4), str(n % 3))
+        store.change({cid: live[cid]})
+        store.flush()
+        lines = len(path.read_bytes().splitlines())
+        assert lines <= 1 + 20 + 20 + SLACK + 1, (n, lines)
+        assert RecordStore(path, scope=SCOPE, log=QUIET).load() == live
+    # a new store's first write compacts, so no block ever follows a torn tail
+    with path.open("ab") as f:
+        f.write(b'{"sha256":"torn')
+    again = RecordStore(path, scope=SCOPE, log=QUIET)
+    again.replace(again.load())
+    again.flush()
+    assert b"torn" not in path.read_bytes()
+    assert RecordStore(path, scope=SCOPE, log=QUIET).load() == live
+
+
+def test_an_unwritable_directory_warns_once_per_compaction_interval(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    log = CapturedLog()
+    store = RecordStore(tmp_path / "file" / RECORD_FILE, scope=SCOPE, log=log.log)
+    for n in range(3 * SLACK):
+        store.change({ContainerID("a"): _rec("a", str(n % 2))})
+        store.flush()
+    dropped = log.events("placement records dropped")
+    assert 2 <= len(dropped) <= 4, len(dropped)
+    assert "not written" in dropped[0]["error"], dropped[0]
 
 
 # ---- the rule -------------------------------------------------------------------------
@@ -211,7 +276,6 @@ def test_pipeline_keeps_records_and_a_new_pipeline_moves_nothing(tmp_path: Path)
         first.create(pod, c)
         made.append(c)
     first.remove(db, made[0])
-    assert stores[0].sync()
     assert set(RecordStore(tmp_path / RECORD_FILE, scope=SCOPE, log=QUIET).load()) == {
         ContainerID(c.id) for c in made[1:]
     }, "a release drops its record"

@@ -179,6 +179,29 @@ def test_malformed_affinity_is_an_annotation_error(value: str, message: str) -> 
     assert AFFINITY in str(err.value) and "container c" in str(err.value)
 
 
+def test_one_annotation_text_is_parsed_once_and_each_pod_gets_its_own_scope() -> None:
+    """The parsed rules are kept by the annotation's key and text only: the pods of a
+    workload share one parse, and the default scope (the pod) is each pod's own."""
+    text = "c: [ {match: {key: name, operator: Equals, values: [d]}} ]"
+
+    def rules(pod: str) -> tuple[object, ...]:
+        return container_affinities(
+            ctr("c", pod=pod, ann={AFFINITY: text}), colocate_pods=False, colocate_namespaces=False
+        )
+
+    (a,), (b,) = rules("web-1"), rules("web-2")
+    assert a.match is b.match, "the same text must be parsed once"
+    assert a.scope == Expression(key="pod/name", op=Operator.EQUALS, values=("web-1",))
+    assert b.scope == Expression(key="pod/name", op=Operator.EQUALS, values=("web-2",))
+    bad = "c: [ {match: {key: nam, operator: Equals, values: [a]}} ]"
+    for pod in ("p1", "p2"):  # a malformed text is refused again, naming each container
+        with pytest.raises(AnnotationError, match=f"{pod}.*unknown key 'nam'"):
+            container_affinities(
+                ctr("c", pod=pod, ann={AFFINITY: bad}), colocate_pods=False,
+                colocate_namespaces=False,
+            )  # fmt: skip
+
+
 def test_rebuild_from_own_rendering_keeps_affine_containers_without_updates() -> None:
     ann = {AFFINITY: "pod1c0: [ pod1c1 ]", ANTI_AFFINITY: "pod1c2: [ pod1c0 ]"}
     p, s, _ = run_pod("pod1", 3, ann)
