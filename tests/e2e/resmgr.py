@@ -238,6 +238,10 @@ class Cpusets:
         if c.id not in self.pids:
             self.pids[c.id] = cri.container_pid(self.ctd, c)
         pid = self.pids[c.id]
+        assert Path(f"/proc/{pid}").exists(), (
+            f"{c.pod.name}/{c.name}: its process {pid} is gone, killed from outside the test "
+            "(the kernel's OOM killer takes a container of oom_score_adj 1000 first: see dmesg)"
+        )
         where = cri.cgroup_dir(pid, "cpuset")
         assert c.id in where.name, (
             f"{c.pod.name}/{c.name}: pid {pid} is in cpuset cgroup {where}, not the container's"

@@ -71,6 +71,23 @@ def _synchronized(lines: list[str], ids: list[str]) -> Synchronized | None:
     return Synchronized(rebuilt, reasons, cpus)
 
 
+def _tear(records: Path, rng: random.Random) -> str:
+    """Leave what a kill in the middle of writing the records leaves
+    (`nri_resmgr.runtime.record_store`), and say which: during an append, the file's last
+    journal block cut short, without its newline (a line after the header's `count` base
+    lines is a block); during a compaction, a torn temporary file beside the old file,
+    which is whole.  An append is torn when the file ends with a block."""
+    data = records.read_bytes()
+    header, _, body = data.partition(b"\n")
+    lines = body.split(b"\n")[:-1]  # complete lines
+    if len(lines) > json.loads(header)["count"]:
+        last = len(data) - len(lines[-1]) - 1  # where the last line starts
+        records.write_bytes(data[: rng.randrange(last, len(data) - 1)])
+        return "torn append"
+    records.with_name(records.name + ".tmp").write_bytes(data[: rng.randrange(len(data))])
+    return "torn compaction"
+
+
 def _restarted(
     d: Daemon, kernel: Cpusets, live: list[tuple[cri.Container, cri.QoS]], what: str
 ) -> tuple[Synchronized, dict[str, frozenset[int]]]:
@@ -97,7 +114,7 @@ def _restarted(
 def _cause(reason: str) -> str:
     """A move's reason without the names in it: its clauses' heads."""
     clauses = reason.removeprefix("moved: ").split(";")
-    heads = (c.split(":")[0].split("(")[0].strip() for c in clauses)
+    heads = (c.replace("(s)", "s").split(":")[0].split("(")[0].strip() for c in clauses)
     return "; ".join(dict.fromkeys(h for h in heads if not h.startswith("pod ")))
 
 
@@ -126,9 +143,9 @@ def test_kill9_rounds(containerd: Containerd, daemon: Callable[[dict[str, Any]],
 
     Each round kills the daemon at one of `KILL9_POINTS`: while a CreateContainer is in
     flight (at a random moment of the decision, the record's write and the reply), right
-    after a creation was answered, with a torn record file left beside the records (what
-    a kill mid-write leaves), with the records gone, or idle.  While it is down, pods are
-    created (containerd fails open) and removed.  After the restart: the restart rule
+    after a creation was answered, after a creation with its record torn as a kill in the
+    middle of the write leaves it (`_tear`), with the records gone, or idle.  While it is
+    down, pods are created (containerd fails open) and removed.  After the restart: the restart rule
     holds in the kernel's cpusets (no overlap), and every container whose cpuset changed
     has a synchronize decision saying why (``moved: <cause>``).  The tally of points,
     restores and causes is printed, and written to NRI_RESMGR_KILL9_REPORT if set.
@@ -183,12 +200,11 @@ def test_kill9_rounds(containerd: Containerd, daemon: Callable[[dict[str, Any]],
                 d.kill9()
                 flight.join()
             else:
-                if point == "after-reply":
-                    create()
+                if point in ("after-reply", "mid-write"):
+                    create()  # answered; its record is being written
                 d.kill9()
         if point == "mid-write" and records.exists():
-            data = records.read_bytes()
-            records.with_name(records.name + ".tmp").write_bytes(data[: rng.randrange(len(data))])
+            tally["mid-write: " + _tear(records, rng)] += 1
         if point == "records-lost":
             records.unlink(missing_ok=True)
         with phases.timing("down"):
