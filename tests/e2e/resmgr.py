@@ -9,12 +9,16 @@ the 2-CPU machine class (CPU 0 reserved).
 
 Placements are read from the container's cgroup (`cri.cpus_of`): `await_cpus` waits for
 one container's cpuset, `settled_cpusets` for every container's to stop changing,
-`assert_no_double_exclusive` checks that no exclusive CPU is in another cpuset and
-`check_restart_rule` is the restart rule on the static policy's cpusets (read once they
-settle by `assert_restart_rule`).  `Cpusets` reads many containers' cpusets often
-without a crictl call per read, and `Daemon.wait_synced_since_start` and `LogTail`
-follow a restart in the logs without reading them whole: the kill -9 rounds do both
-hundreds of times.
+`assert_no_double_exclusive` checks that no exclusive CPU is in another cpuset.
+
+A restart is followed precisely, without settle windows: `restarted` waits for the
+runtime's log to show the new daemon's Synchronize (`Daemon.wait_synced_since_start`;
+containerd applies the reply's updates before it logs it), reads the daemon's decisions
+from its log (`synchronized_in`: each container's reason and CPUs) and checks that the
+kernel shows exactly those CPUs.  `check_restart_rule` is then the restart rule on the
+static policy's cpusets.  `Cpusets` reads containers' cpusets without a crictl call per
+read and `LogTail` reads only what a log gained since the start, so the kill -9 rounds
+can do this hundreds of times at the same cost each.
 """
 
 from __future__ import annotations
@@ -119,9 +123,11 @@ class Daemon:
             self.ctd, PLUGIN, count=count or self.synced_so_far() + 1, proc=self.proc
         )
 
-    def wait_synced_since_start(self, timeout: float = 60.0) -> None:
+    def wait_synced_since_start(self, timeout: float = 180.0) -> None:
         """Wait for the runtime to log this start's Synchronize, reading only the lines
-        logged since `start` (containerd applies the reply's updates before it logs it)."""
+        logged since `start` (containerd applies the reply's updates before it logs it).
+        The timeout is generous: a machine short of memory (another job's) has taken a
+        minute to start the daemon, and this asserts behaviour, not speed."""
         deadline = time.monotonic() + timeout
         while not any(synchronized_line(ln, PLUGIN) for ln in self.runtime_since_start.new_lines()):
             if self.proc is None or not self.proc.alive():
@@ -234,10 +240,14 @@ class Cpusets:
     def read(self, containers: list[cri.Container]) -> dict[str, frozenset[int]]:
         return {c.id: self.of(c) for c in containers}
 
-    def of(self, c: cri.Container) -> frozenset[int]:
+    def pid(self, c: cri.Container) -> int:
+        """The container's init pid (crictl asked once)."""
         if c.id not in self.pids:
             self.pids[c.id] = cri.container_pid(self.ctd, c)
-        pid = self.pids[c.id]
+        return self.pids[c.id]
+
+    def of(self, c: cri.Container) -> frozenset[int]:
+        pid = self.pid(c)
         assert Path(f"/proc/{pid}").exists(), (
             f"{c.pod.name}/{c.name}: its process {pid} is gone, killed from outside the test "
             "(the kernel's OOM killer takes a container of oom_score_adj 1000 first: see dmesg)"
@@ -289,10 +299,58 @@ def check_restart_rule(
     return holders
 
 
-def assert_restart_rule(
-    ctd: Containerd, live: list[tuple[cri.Container, cri.QoS]], d: Daemon
-) -> tuple[dict[str, frozenset[int]], list[cri.Container]]:
-    """`check_restart_rule` on the cpusets once they stop changing; returns them and the
-    exclusive holders."""
-    cpus = settled_cpusets(ctd, [c for c, _ in live])
-    return cpus, check_restart_rule(cpus, live, d.log)
+@dataclass(frozen=True, slots=True)
+class Synchronized:
+    """What one Synchronize decided, from the daemon's log: each container's reason and
+    CPUs (its ``synchronize`` lines) and the whole rebuild's reason (its ``rebuilt`` line)."""
+
+    rebuilt: str
+    reasons: dict[str, str]
+    cpus: dict[str, frozenset[int]]
+
+
+def synchronized_in(lines: list[str], ids: list[str]) -> Synchronized | None:
+    """The Synchronize in `lines` once its ``rebuilt`` line and a decision for each of
+    `ids` are there (the daemon writes them as it replies), else None."""
+    rebuilt: str | None = None
+    reasons: dict[str, str] = {}
+    cpus: dict[str, frozenset[int]] = {}
+    for line in lines:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(doc, dict):
+            continue
+        if doc.get("event") == "synchronize" and "id" in doc:
+            reasons[str(doc["id"])] = str(doc.get("reason", ""))
+            cpus[str(doc["id"])] = cri.parse_cpus(str(doc.get("cpus", "")))
+        if doc.get("event") == "rebuilt":
+            rebuilt = str(doc.get("reason", ""))
+    if rebuilt is None or any(i not in reasons for i in ids):
+        return None
+    return Synchronized(rebuilt, reasons, cpus)
+
+
+def restarted(
+    d: Daemon, kernel: Cpusets, containers: list[cri.Container], what: str
+) -> tuple[Synchronized, dict[str, frozenset[int]]]:
+    """The Synchronize of the daemon just started, and the cpusets it left: waits for the
+    runtime to log it (containerd applies the reply's updates before), then for the
+    daemon's decisions on `containers`, and checks that the kernel shows exactly what
+    the daemon decided.  No settle window: nothing else moves them until the next event."""
+    d.wait_synced_since_start()
+    lines: list[str] = []
+
+    def decided() -> Synchronized | None:
+        lines.extend(d.output_since_start.new_lines())
+        return synchronized_in(lines, [c.id for c in containers])
+
+    sync: Synchronized = wait_for(decided, timeout=30, what=f"{what}: the daemon's decisions")
+    after = kernel.read(containers)
+    for c in containers:
+        assert after[c.id] == sync.cpus[c.id], (
+            f"{what}: {c.pod.name}/{c.name} runs on {sorted(after[c.id])} once synchronized, "
+            f"but the daemon decided {sorted(sync.cpus[c.id])}; daemon log: {d.log}"
+        )
+    return sync, after

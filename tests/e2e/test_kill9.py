@@ -9,7 +9,7 @@ daemon's Synchronize must correct them without moving what was right:
   second restart with nothing changed moves nobody (`test_kill9_fail_open_and_correction`);
 * churn: pods created and removed while the daemon is killed twice;
 * the resync reaching a container whose StartContainer is in flight;
-* the restart rule (`resmgr.assert_restart_rule`): fail-open Guaranteed containers never
+* the restart rule (`resmgr.check_restart_rule`): fail-open Guaranteed containers never
   share an exclusive CPU, a claim of every CPU loses to a valid holder, and on
   topology-aware an unplaceable container still leaves the isolated CPU.
 
@@ -27,10 +27,12 @@ from tests.e2e import cri
 from tests.e2e.containerd import Containerd
 from tests.e2e.resmgr import (
     STATIC,
+    Cpusets,
     Daemon,
     assert_no_double_exclusive,
-    assert_restart_rule,
     await_cpus,
+    check_restart_rule,
+    restarted,
     running_daemon,
     settled_cpusets,
 )
@@ -199,6 +201,7 @@ def test_resync_during_slow_start_reaches_the_container(
         "placed it on 0 while its StartContainer was in flight, and that update was lost"
     )
 
+
 def test_kill9_fail_open_guaranteed_never_share_exclusive_cpus(
     containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
 ) -> None:
@@ -230,9 +233,10 @@ def test_kill9_fail_open_guaranteed_never_share_exclusive_cpus(
     live.append((cri.run_container(ctd, pod, "app", resources=cri.BESTEFFORT),
                  cri.QoS.BESTEFFORT))  # fmt: skip
 
+    kernel = Cpusets(ctd)
     d.start()
-    d.wait_synced(2)
-    cpus, holders = assert_restart_rule(ctd, live, d)
+    _, cpus = restarted(d, kernel, [c for c, _ in live], "the first restart")
+    holders = check_restart_rule(cpus, live, d.log)
     assert len(holders) == 1 and cpus[holders[0].id] == {1}, (
         f"one fail-open Guaranteed container gets the free CPU 1: {cpus}"
     )
@@ -246,8 +250,8 @@ def test_kill9_fail_open_guaranteed_never_share_exclusive_cpus(
     before = {c.id: cpus[c.id] for c, _ in live if c is not claimant}
 
     d.start()
-    d.wait_synced(3)
-    after, holders = assert_restart_rule(ctd, live, d)
+    _, after = restarted(d, kernel, [c for c, _ in live], "the second restart")
+    holders = check_restart_rule(after, live, d.log)
     assert holders == [holder], f"the valid holder keeps CPU 1: {after}"
     assert after[claimant.id] == {0}, "the claim of every CPU loses: on the shared pool"
     assert {cid: after[cid] for cid in before} == before, "nobody else moved"
@@ -291,8 +295,7 @@ def test_kill9_topology_aware_unplaceable_container_leaves_the_isolated_cpu(
     assert (cri.cpus_of(ctd, b), cri.cpus_of(ctd, g)) == ("0-1", "0-1")
 
     d.start()
-    d.wait_synced(2)
-    cpus = settled_cpusets(ctd, [k, b, g])
+    _, cpus = restarted(d, Cpusets(ctd), [k, b, g], "the restart")
     table = {f"{c.pod.name}/{c.name}": sorted(cpus[c.id]) for c in (k, b, g)}
     assert cpus[g.id] == {1}, f"the Guaranteed container gets the isolated CPU: {table}"
     assert_no_double_exclusive(ctd, {"db/pg": g}, [k, b])
