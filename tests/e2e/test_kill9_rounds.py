@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from nri_resmgr.policy.kit.rebuild import RESTORED
+from nri_resmgr.runtime.record_store import RECORD_FILE
 from tests.e2e import cri
 from tests.e2e.containerd import Containerd
 from tests.e2e.resmgr import (
@@ -102,15 +103,17 @@ def test_kill9_rounds(containerd: Containerd, daemon: Callable[[dict[str, Any]],
     flight (at a random moment of the decision, the record's write and the reply), right
     after a creation was answered, after a creation with its record torn as a kill in the
     middle of the write leaves it (`_tear`), with the records gone, or idle.  While it is
-    down, pods are created (containerd fails open) and removed.  After the restart: the restart rule
-    holds in the kernel's cpusets (no overlap), and every container whose cpuset changed
-    has a synchronize decision saying why (``moved: <cause>``).  The tally of points,
-    restores and causes is printed, and written to NRI_RESMGR_KILL9_REPORT if set.
+    down, pods are created (containerd fails open) and removed.  After the restart
+    (`resmgr.restarted`): the kernel shows exactly the CPUs the daemon decided, the
+    restart rule holds there (no overlap), every container whose cpuset changed has a
+    synchronize decision saying why (``moved: <cause>``), and nothing changes until the
+    next round's events.  The tally of points, restores, causes and seconds per phase is
+    printed, and written to NRI_RESMGR_KILL9_REPORT if set.
     """
     rng = random.Random(int(os.environ.get("NRI_RESMGR_KILL9_SEED", "24")))
     ctd = containerd
     d = running_daemon(daemon, STATIC)
-    records = ctd.layout.base / "resmgr-state" / "placements.jsonl"
+    records = d.state_dir / RECORD_FILE
     live: list[tuple[cri.Container, cri.QoS]] = []
     tally: Counter[str] = Counter()
     phases = Phases()
