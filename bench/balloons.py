@@ -51,7 +51,8 @@ from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.runtime.pipeline import Pipeline
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
-from tests.conformance.harness import Json, make_pod
+from tests.conformance.harness import Json
+from tests.conformance.harness_pods import make_pod
 
 REPO = Path(__file__).resolve().parents[1]
 MACHINES: dict[str, str | dict[str, Any]] = {

@@ -32,7 +32,8 @@ from typing import Any
 from bench.common import load_note, machine
 from bench.workload import container_for, running
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.conformance.harness import go_runtime, make_pod
+from tests.conformance.harness import go_runtime
+from tests.conformance.harness_pods import make_pod
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "bench" / "plugins" / "resmgr.py"

@@ -436,6 +436,8 @@ def run(ns: argparse.Namespace, *, report: Callable[[Measured], None]) -> dict[s
             keep("exclusive-cpu-1000", *measure_decision(samples=ns.samples // 2, warmup=5))
         if "sync-1000" in only:
             keep("sync-1000", *measure_sync(p, reps=ns.reps))
+        if only & {"prereg-start", "restart-1000"}:
+            peers.compile_bytecode()
         if "prereg-start" in only:
             keep("prereg-start", *measure_prereg(p, reps=ns.reps + 2))
         if "restart-1000" in only:

@@ -12,7 +12,7 @@ too, and the kubelet's default of 110 would refuse the 110th workload pod (OutOf
 Theory of operation: `plan(rounds)` gives the order of the phases, ABBA per pair of rounds
 (with, without, without, with, ...) so that a drift of the machine's load over the run
 weighs on both modes alike. Before a phase with nri-resmgr the chart is installed as the
-e2e tests install it (`tests.e2e_kube.test_kube.values`: the static policy, CPU 0 reserved)
+e2e tests install it (`tests.e2e_kube.chart.values`: the static policy, CPU 0 reserved)
 and its daemon waited Ready; before one without, it is uninstalled and its daemon pod
 waited gone, so that containerd has no NRI plugin at all. A phase creates ``--pods``
 pause-image pods at once (a thread POSTs them one after another; every other one Burstable
@@ -45,19 +45,16 @@ from bench.goals import Goal, Measured, _commit, header, line
 from bench.stats import percentile
 from nri_resmgr.kube.client import KubeClient
 from tests.e2e import containerd as ctdmod
-from tests.e2e.images import build_images
-from tests.e2e_kube.image import Image, build_image
-from tests.e2e_kube.node import KubeCluster, Node, NodeSpec, kube_cluster
-from tests.e2e_kube.soak import wait_daemon
-from tests.e2e_kube.test_kube import (
+from tests.e2e_kube.chart import (
     NAMESPACE,
     RELEASE,
-    _helm_install,
-    _uninstall,
+    helm_install,
+    helm_uninstall,
     values,
 )
-from tests.k8s.components import build_node_components
-from tests.peers import build_helm
+from tests.e2e_kube.image import Image, build_image
+from tests.e2e_kube.node import KubeCluster, Node, NodeSpec, built_cluster
+from tests.e2e_kube.soak import wait_daemon
 from tests.support.requirements import go_binary
 
 Mode = Literal["nri-resmgr", "no plugin"]
@@ -193,12 +190,12 @@ def _set_mode(node: Node, image: Image, mode: Mode) -> None:
     status = node.run("helm", "status", RELEASE, "--namespace", NAMESPACE, check=False)
     installed = status.returncode == 0
     if mode == WITH and not installed:
-        _helm_install(node, values(node, image))
+        helm_install(node, values(node, image))
         # helm's --wait passes a DaemonSet of one pod before that pod is Ready (its
         # maxUnavailable is 1): the phase starts once the daemon has registered and is Ready
         wait_daemon(node)
     elif mode == WITHOUT and installed:
-        _uninstall(node)
+        helm_uninstall(node)
 
 
 def _list(client: KubeClient) -> list[dict[str, Any]]:
@@ -305,21 +302,9 @@ def main() -> int:
     order = plan(ns.rounds)
     go = _requirements()
     print(f"bench.kube_full_node: {load_note()}; phases {' '.join(order)}", flush=True)
-    release = ctdmod.CONTAINERD_2
-    images = build_images(ctdmod.CACHE / "images", sandbox_ref=ctdmod.SANDBOX_IMAGE,
-                          test_ref=ctdmod.TEST_IMAGE)  # fmt: skip
     image = build_image()
     phases: list[Phase] = []
-    with kube_cluster(
-        (spec(ns.pods),),
-        nat_chain=NAT,
-        release=release,
-        ctd_bins=ctdmod.build(release, go),
-        crictl=ctdmod.build(ctdmod.CRI_TOOLS, go)["crictl"],
-        images=images,
-        k8s=build_node_components(),
-        helm=Path(build_helm()),
-    ) as kc:
+    with built_cluster((spec(ns.pods),), nat_chain=NAT, go=go, release=ctdmod.CONTAINERD_2) as kc:
         node = kc.nodes[0]
         node.ctd.import_image(image.archive)
         for mode in order:
@@ -335,7 +320,7 @@ def main() -> int:
             }), flush=True)  # fmt: skip
             _delete_all(kc, ns.timeout)
         with contextlib.suppress(AssertionError):
-            _uninstall(node)
+            helm_uninstall(node)
     summary = summarize(phases)
     r = ratios(summary)
     print(table(summary, r))

@@ -49,13 +49,8 @@ from nri_resmgr.scheduler.server import ExtenderMetrics, NrtCache, serve
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.synthetic.sysfs import write_sysfs
-from tests.conformance.harness import (
-    GoRuntime,
-    RuntimeCallError,
-    go_runtime,
-    make_container,
-    make_pod,
-)
+from tests.conformance.harness import GoRuntime, RuntimeCallError, go_runtime
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.k8s.cluster import Cluster, _free_port, control_plane
 from tests.k8s.components import build_node_components
 

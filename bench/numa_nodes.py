@@ -38,13 +38,10 @@ from nri_resmgr.scheduler.server import ExtenderMetrics
 from nri_resmgr.topology.cpuset import IDSet
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
-from tests.e2e.images import build_images
+from tests.e2e_kube.chart import container_pid
 from tests.e2e_kube.image import build_image
-from tests.e2e_kube.node import TWO_NODES, TWO_NODES_NAT, KubeCluster, kube_cluster, scheduler_argv
+from tests.e2e_kube.node import TWO_NODES, TWO_NODES_NAT, KubeCluster, built_cluster, scheduler_argv
 from tests.e2e_kube.numa import deploy
-from tests.e2e_kube.test_kube import container_pid
-from tests.k8s.components import build_node_components
-from tests.peers import build_helm
 from tests.support.requirements import go_binary
 
 NS = "default"
@@ -174,18 +171,8 @@ def main() -> None:
     args = parser.parse_args()
     go = go_binary()
     assert go, "the Go toolchain is needed (the e2e builds)"
-    release = ctdmod.CONTAINERD_2
-    images = build_images(ctdmod.CACHE / "images", sandbox_ref=ctdmod.SANDBOX_IMAGE,
-                          test_ref=ctdmod.TEST_IMAGE)  # fmt: skip
-    with kube_cluster(
-        TWO_NODES,
-        nat_chain=TWO_NODES_NAT,
-        release=release,
-        ctd_bins=ctdmod.build(release, go),
-        crictl=ctdmod.build(ctdmod.CRI_TOOLS, go)["crictl"],
-        images=images,
-        k8s=build_node_components(),
-        helm=Path(build_helm()),
+    with built_cluster(
+        TWO_NODES, nat_chain=TWO_NODES_NAT, go=go, release=ctdmod.CONTAINERD_2
     ) as kc:
         deploy(kc, build_image())
         results = []

@@ -50,7 +50,8 @@ from bench.common import (
     spawn,
 )
 from bench.stats import summary_us
-from tests.conformance.harness import GoRuntime, go_runtime, make_container, make_pod
+from tests.conformance.harness import GoRuntime, go_runtime
+from tests.conformance.harness_pods import make_container, make_pod
 
 PLUGIN = Path(__file__).resolve().parent / "plugins" / "noop.py"
 PEERS = ("go-inproc", "go-external", "python")

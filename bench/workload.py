@@ -15,7 +15,8 @@ put.
 
 from __future__ import annotations
 
-from tests.conformance.harness import Json, make_container, make_pod
+from tests.conformance.harness import Json
+from tests.conformance.harness_pods import make_container, make_pod
 
 KINDS = ("burstable",) * 5 + ("besteffort",) * 4 + ("guaranteed",)
 MiB = 1 << 20

@@ -8,7 +8,9 @@ Only the command being run is imported: a command named ``a-b`` lives in the mod
 pre-registered daemon, ``run``, starts inside the runtime's registration timeout and
 must not pay for the imports of the other commands).  Anything else (no command, an
 option first, an unknown name) builds the parser of every command, so help and errors
-list them all as before.
+list them all as before.  The cyclic collector is off while the command is imported and
+built (`nri_resmgr.ops.collector`): the daemon settles it before it connects, and any
+command that ends turns it back on.
 
 ``--version`` prints ``nri-resmgr VERSION`` (`nri_resmgr.__version__`, which is also the
 package's version).  A reader that closes the pipe early (``nri-resmgr topology | head``)
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from nri_resmgr import __version__
+from nri_resmgr.ops import collector
 
 COMMAND_MODULES = (
     "run",
@@ -87,6 +90,16 @@ def build_parser(
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
+    # the collector is off while the command is imported and built (`ops.collector`):
+    # the daemon settles it before connecting, a command that ends resumes it
+    collector.pause()
+    try:
+        return _main(argv)
+    finally:
+        collector.resume()
+
+
+def _main(argv: Sequence[str]) -> int:
     named = _named_command(argv)
     parser, table = build_parser((named,) if named else COMMAND_MODULES)
     args = parser.parse_args(argv)

@@ -23,7 +23,11 @@ A name defined twice is a configuration error naming both origins: a drop-in can
 silently replace a built-in.  An unknown name is an error listing the known ones.
 Importing a drop-in runs its code; the directories are configuration the operator owns.
 Entry points are imported only when their policy is loaded, so one broken distribution
-does not hide the others.
+does not hide the others.  The group itself is read once per process: finding it reads
+every installed distribution's metadata (139 here: 15-70 ms, a third of building a
+pipeline), a pre-registered daemon builds one at start and another for the runtime's
+configuration before it synchronizes, and a running daemon's installed distributions do
+not change (a newly installed policy is found when the daemon restarts).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
@@ -136,8 +140,14 @@ def _same(record: PolicyRecord) -> PolicyRecord:
     return record
 
 
+@cache
+def _entry_points() -> tuple[EntryPoint, ...]:
+    """The group's entry points, read once per process (module docstring)."""
+    return tuple(sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name))
+
+
 def _built_ins() -> list[PolicySource]:
-    found = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    found = _entry_points()
     return [
         PolicySource(name=ep.name, origin=f"entry point {ep.value}", loader=partial(_load, ep))
         for ep in found

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.harness import VERSIONS, build_harness
+from tests.conformance.harness_build import VERSIONS, build_harness
 from tests.e2e import containerd as ctd
 from tests.e2e import crio
 from tests.e2e_kube.image import ImageBuildError, build_image

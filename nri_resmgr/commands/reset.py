@@ -22,9 +22,10 @@ from the daemon's, so it may connect while the daemon is still registered):
    ``<state-dir>/cpuclass-originals.json`` under ``--sysfs-root``: a daemon that stopped
    cleanly has done so itself and left no record, one that crashed has not.
 
-Steps 2-3 are bounded by ``--timeout`` (which also covers ``--wait-port`` below).
-Exit status: 0 when every planned update was applied and every owned group removed, 1 when
-the runtime could not be reached or refused something (each failure is printed), 2 for a
+Steps 1, 4 and 5 are `nri_resmgr.control.host_reset`'s.  Steps 2-3 are bounded by
+``--timeout`` (which also covers ``--wait-port`` below).  Exit status: 0 when every
+planned update was applied and every owned group removed, 1 when the runtime could not
+be reached or refused something (each failure is printed), 2 for a
 bad command line or an unreadable sysfs.
 
 While the daemon is still connected it would re-pin containers at its next event, so run
@@ -60,6 +61,11 @@ from typing import Any
 from nri_api import api
 from nri_api.errors import ConnectionClosed, RPCError
 from nri_api.stub import OnClose, Plugin, RuntimeInfo, resolve_identity
+from nri_resmgr.control.host_reset import (
+    read_allowed_sets,
+    remove_owned_rdt_groups,
+    restore_cpu_class_files,
+)
 from nri_resmgr.kube.uninstall import (
     DaemonSetProbe,
     Handoff,
@@ -67,17 +73,27 @@ from nri_resmgr.kube.uninstall import (
     wait_for_termination,
     wait_port_closed,
 )
-from nri_resmgr.model import ResmgrError
 from nri_resmgr.ops.reset import ResetError, ResetPlan, Verdict, plan_reset
-from nri_resmgr.topology.cpuset import CPUSet, IDSetError, NodeSet
+from nri_resmgr.topology.cpuset import CPUSet, NodeSet
 
 NAME = "reset"
+
+
 HELP = "send every pinned container back to all CPUs and memory nodes; remove our RDT groups"
 
+
 DEFAULT_INDEX = "99"
+
+
 DEFAULT_NAME = "resmgr-reset"
+
+
 DEFAULT_TIMEOUT = 30.0
+
+
 DEFAULT_SOCKET = "/var/run/nri/nri.sock"
+
+
 ENABLE_HINT = (
     "is NRI enabled in the runtime (`nri-resmgr enable-nri`, then restart it) and is "
     "--socket the runtime's NRI socket?"
@@ -152,48 +168,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run as the container's preStop hook: judge and reset now, without waiting for "
         "SIGTERM, with the UID from --handoff-dir; leave the report there",
     )
-
-
-# ---------------------------------------------------------------------------- sysfs
-
-
-def _read_list(path: Path, what: str) -> CPUSet:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ResetError(f"{path}: expected the list of {what}; found {exc}") from exc
-    try:
-        return CPUSet.parse(text)
-    except IDSetError as exc:
-        raise ResetError(
-            f"{path}: expected the list of {what}; found {text.strip()!r} ({exc})"
-        ) from exc
-
-
-def read_allowed_sets(sysfs_root: Path) -> tuple[CPUSet, NodeSet]:
-    """The host's online CPUs and memory nodes, from sysfs under `sysfs_root`."""
-    system = sysfs_root / "sys" / "devices" / "system"
-    cpus = _read_list(system / "cpu" / "online", "online CPUs")
-    node = system / "node"
-    for name in ("has_memory", "online"):
-        if (node / name).exists():
-            mems = _read_list(node / name, "memory nodes")
-            break
-    else:
-        # a kernel built without NUMA has no node directory: everything is node 0
-        mems = NodeSet([0]) if not node.exists() else NodeSet()
-    if not cpus:
-        raise ResetError(
-            f"{system / 'cpu' / 'online'}: expected at least one online CPU; found none"
-        )
-    if not mems:
-        raise ResetError(
-            f"{node}: expected has_memory or online listing the memory nodes; found neither"
-        )
-    return cpus, mems
-
-
-# ----------------------------------------------------------------------- the plugin
 
 
 class _Problems(logging.Handler):
@@ -336,71 +310,6 @@ async def sync_and_reset(
     for cid in outcome.failed_updates:
         outcome.failures.append(f"container {cid}: the runtime could not apply the reset")
     return outcome
-
-
-# ------------------------------------------------------------------------- resctrl
-
-
-def remove_owned_rdt_groups(
-    *, resctrl_root: Path, state_dir: Path, dry_run: bool = False
-) -> list[str]:
-    """Remove the resctrl groups the daemon's ownership record lists; their names.
-
-    Nothing is read from resctrl when there is no record (no RDT was ever managed here).
-    """
-    from nri_resmgr.control.resctrl import RECORD_NAME, GroupKind, RdtConfig, RdtController
-
-    if not (state_dir / RECORD_NAME).exists():
-        return []
-    try:
-        ctl = RdtController(resctrl_root, RdtConfig(), state_dir=state_dir)
-        owned = ctl.owned()
-        if dry_run:
-            return sorted(owned)
-        # pod and monitoring groups of every pod (no pod is "live" for a reset) ...
-        removed = list(ctl.reconcile(()).removed)
-        # ... then the class groups: none is configured, so every owned one goes
-        ctl.apply_classes()
-        left = ctl.owned()
-    except (ResmgrError, OSError) as exc:
-        raise ResetError(
-            f"resctrl groups under {resctrl_root} (record {state_dir / RECORD_NAME}): {exc}"
-        ) from exc
-    removed += [
-        rel
-        for rel, meta in owned.items()
-        if meta.get("kind") == GroupKind.CLASS and rel not in left
-    ]
-    if left:
-        # a group that would not go is logged by the controller and stays in the record
-        raise ResetError(
-            f"resctrl groups under {resctrl_root}: expected every recorded group removed; "
-            f"found {', '.join(sorted(left))} still recorded (removed: "
-            f"{', '.join(sorted(removed)) or 'none'})"
-        )
-    return removed
-
-
-# ------------------------------------------------------------------------ CPU classes
-
-
-def restore_cpu_class_files(
-    *, sysfs_root: Path, state_dir: Path, dry_run: bool = False
-) -> list[str]:
-    """Put back the CPU class files the daemon's record lists; the files (relative to
-    ``sys/devices/system/cpu``).  Nothing is read without a record."""
-    from nri_resmgr.control.cpuclass.files import RECORD_NAME, CPUClassFiles
-
-    record = state_dir / RECORD_NAME
-    if not record.exists():
-        return []
-    files = CPUClassFiles(sysfs_root, record=record)
-    if dry_run:
-        return sorted(files.originals)
-    return sorted(w.path for w in files.restore())
-
-
-# ---------------------------------------------------------------------------- report
 
 
 def _print_outcome(outcome: ResetOutcome, *, dry_run: bool, verbose: bool) -> None:

@@ -5,7 +5,8 @@ ask for: logging, the machine's topology (`--topology`, else discovery under
 `--sysfs-root`), the plugin, the HTTP endpoint (metrics and health, and the read-only
 node pages of `node_pages`) and, when the node name is known, the Kubernetes side, which
 is imported only then (the pre-registered daemon starts inside the runtime's
-registration timeout); then it serves until stopped.
+registration timeout); then it freezes what it built (`nri_resmgr.ops.collector.settle`)
+and serves until stopped.
 
 Signals: SIGTERM and SIGINT stop the daemon (at once, also during registration); SIGHUP
 is logged and ignored (no reload on a signal).  A missing socket is retried with backoff
@@ -26,6 +27,7 @@ from nri_api.loop import run as run_loop
 from nri_api.stub import OnClose
 from nri_resmgr.config import Config, load_config
 from nri_resmgr.model import ContainerID
+from nri_resmgr.ops import collector
 from nri_resmgr.ops.logs import (
     configure_logging,
     get_logger,
@@ -236,6 +238,8 @@ def main(options: DaemonOptions) -> int:
             )
             return await _serve(plugin, plugin.config.instrumentation.http_endpoint, kube)
 
+        # everything alive now lives as long as the process (`ops.collector`)
+        collector.settle()
         try:
             return run_loop(run())
         finally:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.harness import VERSIONS, GoRuntime, build_harness, short_tempdir
+from tests.conformance.harness import GoRuntime, short_tempdir
+from tests.conformance.harness_build import VERSIONS, build_harness
 
 pytestmark = pytest.mark.conformance
 

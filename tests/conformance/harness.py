@@ -10,8 +10,8 @@ JSON reply per line on stdout; NRI messages are protojson with proto field names
 (`container_id`, `linux`, ...; 64-bit integers come back as strings, as protojson
 writes them).
 
-`build_harness(version)` compiles a version once and caches the binary under
-`.cache/conformance/<version>/<hash>/`, keyed by a hash of the Go sources, go.mod
+`harness_build.build_harness(version)` compiles a version once and caches the binary
+under `.cache/conformance/<version>/<hash>/`, keyed by a hash of the Go sources, go.mod
 and go.sum, so repeated test runs and benchmarks reuse it.
 
 `GoRuntime` spawns the binary and offers one typed method per command: it is the real
@@ -30,15 +30,14 @@ Plugins under test attach in one of two ways:
 * external: `start_external()` runs the plugin as a child process pointed at
   `<dir>/nri.sock`, after `start()`.
 
-Pod and container dicts that look like what kubelet and containerd produce come
-from `make_pod()` and `make_container()`.
+(`harness_attach.attach_plugin` does either, by name.)  Pod and container dicts that
+look like what kubelet and containerd produce come from `harness_pods.make_pod()` and
+`harness_pods.make_container()`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import queue
@@ -47,102 +46,14 @@ import subprocess
 import sys
 import tempfile
 import threading
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tests.support.requirements import REPO, require_go
-
-HARNESS_SRC = Path(__file__).resolve().parent / "harness"
-CACHE = REPO / ".cache" / "conformance"
-BINARY_NAME = "nri-fake-runtime"
-
-# NRI release -> the containerd releases that vendor it (NRI-FACTS §0).
-VERSIONS: dict[str, str] = {
-    "v0.3.0": "containerd 1.7.0-1.7.6",
-    "v0.6.1": "containerd 1.7.16-1.7.25",
-    "v0.8.0": "containerd 1.7.26+, 2.0, 2.1",
-    "v0.11.0": "containerd 2.2.1-2.2.x",
-    "v0.12.2": "containerd 2.3+",
-}
-
-# A containerd version that ships each NRI release; sent as runtime_version.
-CONTAINERD_FOR: dict[str, str] = {
-    "v0.3.0": "1.7.5",
-    "v0.6.1": "1.7.20",
-    "v0.8.0": "2.1.4",
-    "v0.11.0": "2.2.3",
-    "v0.12.2": "2.3.1",
-}
+from tests.conformance.harness_build import CONTAINERD_FOR, HarnessError, build_harness
 
 Json = dict[str, Any]
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    """("v0.11.0") -> (0, 11, 0), for comparisons like `version_key(v) >= (0, 10)`."""
-    return tuple(int(part) for part in version.lstrip("v").split("."))
-
-
-# ---------------------------------------------------------------------------
-# building
-
-
-def _source_digest(version: str) -> str:
-    vdir = HARNESS_SRC / version
-    if not (vdir / "go.mod").is_file():
-        raise ValueError(
-            f"NRI version {version!r}: no harness module {vdir}/go.mod; "
-            f"expected one of {', '.join(VERSIONS)}"
-        )
-    h = hashlib.sha256()
-    for path in sorted(vdir.iterdir()):
-        if path.suffix == ".go" or path.name in ("go.mod", "go.sum"):
-            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
-
-
-def build_harness(version: str, *, go: str | None = None) -> Path:
-    """Build (or reuse) the fake runtime for one NRI version; return the binary path.
-
-    Skips the calling test if Go is missing (fails under NRI_RESMGR_STRICT=1).
-    Concurrent builders of the same version wait for each other on a file lock.
-    """
-    digest = _source_digest(version)
-    out_dir = CACHE / version / digest
-    binary = out_dir / BINARY_NAME
-    if binary.is_file():
-        return binary
-    go = go or require_go()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if binary.is_file():
-            return binary
-        tmp = out_dir / f".{BINARY_NAME}.{os.getpid()}"
-        proc = subprocess.run(
-            [go, "build", "-buildvcs=false", "-o", str(tmp), "."],
-            cwd=HARNESS_SRC / version,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise HarnessError(
-                f"building the NRI {version} fake runtime failed (go build exit "
-                f"{proc.returncode}):\n{proc.stdout}{proc.stderr}"
-            )
-        tmp.rename(binary)
-    return binary
-
-
-# ---------------------------------------------------------------------------
-# errors
-
-
-class HarnessError(Exception):
-    """The harness itself misbehaved: it died, timed out or sent garbage."""
 
 
 class RuntimeCallError(Exception):
@@ -153,10 +64,6 @@ class RuntimeCallError(Exception):
         self.op = op
         self.message = message
         self.reply = reply
-
-
-# ---------------------------------------------------------------------------
-# the fake runtime process
 
 
 @dataclass(frozen=True, slots=True)
@@ -498,10 +405,6 @@ def _terminate(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-# ---------------------------------------------------------------------------
-# installing and starting plugins
-
-
 def install_preregistered(
     dir: Path,
     plugin: Path,
@@ -592,221 +495,6 @@ def go_runtime(version: str, *, stderr_path: Path | None = None) -> Iterator[GoR
         GoRuntime(version=version, dir=dir, binary=binary, stderr_path=stderr_path) as rt,
     ):
         yield rt
-
-
-# ---------------------------------------------------------------------------
-# kubelet/containerd-like pods and containers
-
-QOS_CLASSES = ("guaranteed", "burstable", "besteffort")
-
-
-def _pod_slice(qos: str, uid: str) -> str:
-    under = uid.replace("-", "_")
-    if qos == "guaranteed":
-        return f"kubepods-pod{under}.slice"
-    return f"kubepods-{qos}-pod{under}.slice"
-
-
-# kubelet's oom_score_adj per QoS class (burstable: a typical value; the real
-# one depends on the memory request relative to node capacity).
-_OOM_SCORE_ADJ = {"guaranteed": -997, "burstable": 936, "besteffort": 1000}
-
-
-def _pod_qos(pod: Json) -> str:
-    parent = str(pod.get("linux", {}).get("cgroup_parent", ""))
-    for qos in ("burstable", "besteffort"):
-        if f"kubepods-{qos}-" in parent:
-            return qos
-    return "guaranteed"
-
-
-def cpu_shares(millis: int) -> int:
-    """kubelet's MilliCPUToShares: 1024 shares per CPU, at least 2."""
-    return max(2, millis * 1024 // 1000)
-
-
-def make_pod(
-    *,
-    name: str,
-    namespace: str = "default",
-    qos: str = "burstable",
-    uid: str | None = None,
-    id: str | None = None,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    runtime_handler: str = "runc",
-) -> Json:
-    """A PodSandbox as containerd reports it (systemd cgroup driver)."""
-    if qos not in QOS_CLASSES:
-        raise ValueError(
-            f"pod {namespace}/{name}: qos {qos!r}; expected one of {', '.join(QOS_CLASSES)}"
-        )
-    uid = uid or str(uuid.uuid5(uuid.NAMESPACE_URL, f"pod/{namespace}/{name}"))
-    id = id or hashlib.sha256(f"sandbox/{uid}".encode()).hexdigest()
-    all_labels = {
-        "io.kubernetes.pod.name": name,
-        "io.kubernetes.pod.namespace": namespace,
-        "io.kubernetes.pod.uid": uid,
-        **(labels or {}),
-    }
-    all_annotations = {
-        "io.kubernetes.cri.container-type": "sandbox",
-        "io.kubernetes.cri.sandbox-id": id,
-        "io.kubernetes.cri.sandbox-name": name,
-        "io.kubernetes.cri.sandbox-namespace": namespace,
-        "io.kubernetes.cri.sandbox-uid": uid,
-        "kubernetes.io/config.source": "api",
-        **(annotations or {}),
-    }
-    slice_ = _pod_slice(qos, uid)
-    return {
-        "id": id,
-        "name": name,
-        "uid": uid,
-        "namespace": namespace,
-        "labels": all_labels,
-        "annotations": all_annotations,
-        "runtime_handler": runtime_handler,
-        "linux": {
-            "cgroup_parent": slice_,
-            "cgroups_path": f"{slice_}:cri-containerd:{id}",
-            "namespaces": [
-                {"type": "network", "path": f"/var/run/netns/cni-{uid}"},
-                {"type": "ipc"},
-                {"type": "uts"},
-            ],
-        },
-    }
-
-
-def make_container(
-    pod: Json,
-    *,
-    name: str,
-    id: str | None = None,
-    cpu_request_millis: int = 100,
-    cpu_limit_millis: int | None = None,
-    memory_request: int | None = None,
-    memory_limit: int | None = None,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    env: Sequence[str] = (),
-    args: Sequence[str] = ("/bin/sleep", "infinity"),
-    state: str | None = None,
-    cpuset_cpus: str | None = None,
-) -> Json:
-    """A Container as containerd reports it to NRI at CreateContainer time.
-
-    CPU shares derive from the request, quota/period from the limit (period
-    100000 µs), like kubelet. `memory_request` is only recorded as an annotation
-    (the OCI spec carries no memory request).
-    """
-    id = id or hashlib.sha256(f"container/{pod['id']}/{name}".encode()).hexdigest()
-    cpu: Json = {"shares": {"value": cpu_shares(cpu_request_millis)}}
-    if cpu_limit_millis is not None:
-        cpu["quota"] = {"value": cpu_limit_millis * 100}
-        cpu["period"] = {"value": 100000}
-    if cpuset_cpus is not None:
-        cpu["cpus"] = cpuset_cpus
-    resources: Json = {"cpu": cpu}
-    if memory_limit is not None:
-        resources["memory"] = {"limit": {"value": memory_limit}}
-    all_labels = {
-        "io.kubernetes.container.name": name,
-        "io.kubernetes.pod.name": pod["name"],
-        "io.kubernetes.pod.namespace": pod["namespace"],
-        "io.kubernetes.pod.uid": pod["uid"],
-        **(labels or {}),
-    }
-    all_annotations = {
-        "io.kubernetes.cri.container-name": name,
-        "io.kubernetes.cri.container-type": "container",
-        "io.kubernetes.cri.image-name": "registry.k8s.io/pause:3.10",
-        "io.kubernetes.cri.sandbox-id": pod["id"],
-        "io.kubernetes.cri.sandbox-name": pod["name"],
-        "io.kubernetes.cri.sandbox-namespace": pod["namespace"],
-        "io.kubernetes.cri.sandbox-uid": pod["uid"],
-        **(annotations or {}),
-    }
-    if memory_request is not None:
-        all_annotations.setdefault("io.kubernetes.container.memory-request", str(memory_request))
-    ctr: Json = {
-        "id": id,
-        "pod_sandbox_id": pod["id"],
-        "name": name,
-        "labels": all_labels,
-        "annotations": all_annotations,
-        "args": list(args),
-        "env": [
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            f"HOSTNAME={pod['name']}",
-            "KUBERNETES_SERVICE_HOST=10.96.0.1",
-            "KUBERNETES_SERVICE_PORT=443",
-            *env,
-        ],
-        "mounts": [
-            {
-                "destination": "/etc/hosts",
-                "type": "bind",
-                "source": f"/var/lib/kubelet/pods/{pod['uid']}/etc-hosts",
-                "options": ["rbind", "rprivate", "rw"],
-            },
-            {
-                "destination": "/dev/termination-log",
-                "type": "bind",
-                "source": f"/var/lib/kubelet/pods/{pod['uid']}/containers/{name}/termination-log",
-                "options": ["rbind", "rprivate", "rw"],
-            },
-        ],
-        "linux": {
-            "resources": resources,
-            "cgroups_path": f"{pod['linux']['cgroup_parent']}:cri-containerd:{id}",
-            "oom_score_adj": {"value": _OOM_SCORE_ADJ[_pod_qos(pod)]},
-        },
-    }
-    if state is not None:
-        ctr["state"] = state
-    return ctr
-
-
-# ---------------------------------------------------------------------------
-# attaching a Python plugin either way
-
-MODES = ("external", "preregistered")
-
-
-def attach_plugin(
-    rt: GoRuntime,
-    plugin: Path,
-    *,
-    mode: str,
-    idx: str,
-    name: str,
-    config: str = "",
-    external_args: Sequence[str] = (),
-    preregistered_args: Sequence[str] = (),
-    pods: Sequence[Json] = (),
-    containers: Sequence[Json] = (),
-    request_timeout_ms: int | None = None,
-    sync_timeout: float = 30.0,
-) -> SyncResult | None:
-    """Start `rt` with `plugin` attached and synchronized; return its Synchronize result.
-
-    preregistered: install the launcher (passing `preregistered_args` to the plugin)
-    and `config` as the conf.d file, then start
-    (the result is the start-up sync of NRI v0.8+, None on older versions, which
-    never synchronize pre-registered plugins). external: start, run the plugin with
-    `external_args` (`config` is not passed: the runtime sends "" to external
-    plugins), and wait until it has synchronized.
-    """
-    if mode == "preregistered":
-        rt.install_preregistered(plugin, idx=idx, name=name, config=config, args=preregistered_args)
-        return rt.start(pods=pods, containers=containers, request_timeout_ms=request_timeout_ms)
-    if mode == "external":
-        rt.start(pods=pods, containers=containers, request_timeout_ms=request_timeout_ms)
-        rt.start_external(plugin, idx=idx, name=name, args=external_args)
-        return rt.wait_synced(timeout=sync_timeout)
-    raise ValueError(f"plugin attach mode {mode!r}: expected one of {', '.join(MODES)}")
 
 
 def read_jsonl(path: Path) -> list[Json]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.goals import GOALS
-from tests.conformance.harness import build_harness
+from tests.conformance.harness_build import build_harness
 from tests.support.requirements import REPO, require_go
 
 pytestmark = pytest.mark.conformance

@@ -11,14 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.harness import (
-    GoRuntime,
-    RuntimeCallError,
-    make_container,
-    make_pod,
-    prune_empty,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, RuntimeCallError, prune_empty
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.plugins import add_external_recorder, attach_recorder
 from tests.conformance.plugins.recorder import CPUSET_ANNOTATION, RECORDED_BY_ANNOTATION
 

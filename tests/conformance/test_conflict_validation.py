@@ -14,15 +14,9 @@ import json
 
 import pytest
 
-from tests.conformance.harness import (
-    GoRuntime,
-    RuntimeCallError,
-    make_container,
-    make_pod,
-    prune_empty,
-    read_jsonl,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, RuntimeCallError, prune_empty, read_jsonl
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.plugins import PLUGINS, attach_recorder
 from tests.conformance.plugins.recorder import CPUSET_ANNOTATION
 from tests.conformance.plugins.validator import reject_reason

@@ -38,16 +38,9 @@ if __name__ == "__main__":  # the launcher (see the module docstring)
 import pytest
 
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.conformance.harness import (
-    GoRuntime,
-    Json,
-    RuntimeCallError,
-    SyncResult,
-    make_container,
-    make_pod,
-    prune_empty,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, Json, RuntimeCallError, SyncResult, prune_empty
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 
 pytestmark = pytest.mark.conformance
 

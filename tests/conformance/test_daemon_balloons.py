@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.harness import GoRuntime, make_container, make_pod, version_key
+from tests.conformance.harness import GoRuntime
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.test_daemon import (
     attach_daemon,
     cpus,

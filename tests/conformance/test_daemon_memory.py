@@ -15,14 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.harness import (
-    GoRuntime,
-    RuntimeCallError,
-    make_container,
-    make_pod,
-    prune_empty,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, RuntimeCallError, prune_empty
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.test_daemon import attach_daemon, diagnostics
 from tests.conformance.test_daemon_sched_classes import _wait_for_log
 

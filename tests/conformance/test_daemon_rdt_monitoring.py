@@ -17,13 +17,9 @@ import pytest
 
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.conformance.harness import (
-    GoRuntime,
-    make_container,
-    make_pod,
-    prune_empty,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, prune_empty
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.test_daemon import DAEMON, IDX, NAME, SPEC
 
 pytestmark = pytest.mark.conformance

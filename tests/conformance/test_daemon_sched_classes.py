@@ -15,14 +15,9 @@ from typing import Any
 import pytest
 
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.conformance.harness import (
-    GoRuntime,
-    RuntimeCallError,
-    make_container,
-    make_pod,
-    prune_empty,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, RuntimeCallError, prune_empty
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.test_daemon import DAEMON, IDX, NAME, SPEC, attach_daemon, diagnostics
 from tests.support.waiting import wait_for
 

@@ -14,14 +14,8 @@ import json
 import pytest
 
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.conformance.harness import (
-    GoRuntime,
-    Json,
-    RuntimeCallError,
-    make_container,
-    make_pod,
-    prune_empty,
-)
+from tests.conformance.harness import GoRuntime, Json, RuntimeCallError, prune_empty
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.test_daemon import DAEMON, IDX, NAME, diagnostics
 
 pytestmark = pytest.mark.conformance

@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.harness import (
-    GoRuntime,
-    RuntimeCallError,
-    make_container,
-    make_pod,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, RuntimeCallError
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.plugins import RECORDER, attach_recorder
 from tests.conformance.plugins.recorder import (
     BIG_ENV_COUNT,

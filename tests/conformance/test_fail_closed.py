@@ -22,14 +22,8 @@ import pytest
 
 from nri_resmgr.cli import main
 from nri_resmgr.ops.runtime_config import NRI_TABLE, TOLERATE_ANNOTATION
-from tests.conformance.harness import (
-    GoRuntime,
-    Json,
-    RuntimeCallError,
-    make_container,
-    make_pod,
-    prune_empty,
-)
+from tests.conformance.harness import GoRuntime, Json, RuntimeCallError, prune_empty
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.test_daemon import NAME, attach_daemon, cpus, diagnostics, guaranteed
 from tests.support.waiting import wait_for
 

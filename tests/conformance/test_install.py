@@ -18,7 +18,8 @@ import pytest
 from nri_resmgr.cli import main
 from nri_resmgr.ops.install import find_launched
 from nri_resmgr.topology.synthetic import write_sysfs
-from tests.conformance.harness import GoRuntime, make_container, make_pod, prune_empty
+from tests.conformance.harness import GoRuntime, prune_empty
+from tests.conformance.harness_pods import make_container, make_pod
 
 pytestmark = pytest.mark.conformance
 

@@ -13,15 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.harness import (
-    CONTAINERD_FOR,
-    GoRuntime,
-    Json,
-    make_container,
-    make_pod,
-    prune_empty,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, Json, prune_empty
+from tests.conformance.harness_build import CONTAINERD_FOR, version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.plugins import attach_recorder
 from tests.conformance.plugins.recorder import (
     CPUSET_ANNOTATION,

@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.harness import (
-    VERSIONS,
-    GoRuntime,
-    RuntimeCallError,
-    make_container,
-    make_pod,
-    prune_empty,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, RuntimeCallError, prune_empty
+from tests.conformance.harness_build import VERSIONS, version_key
+from tests.conformance.harness_pods import make_container, make_pod
 
 pytestmark = pytest.mark.conformance
 

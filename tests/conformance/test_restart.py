@@ -13,7 +13,9 @@ from typing import TypeVar
 import pytest
 
 from nri_resmgr.topology.cpuset import IDSet
-from tests.conformance.harness import GoRuntime, Json, make_container, make_pod, version_key
+from tests.conformance.harness import GoRuntime, Json
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.plugins import RecorderHandle, attach_recorder
 from tests.conformance.test_daemon import TOPOLOGY_AWARE, attach_daemon, diagnostics, guaranteed
 from tests.support.waiting import wait_for

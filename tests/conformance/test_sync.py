@@ -14,15 +14,9 @@ from typing import TypeVar
 
 import pytest
 
-from tests.conformance.harness import (
-    GoRuntime,
-    Json,
-    RuntimeCallError,
-    make_container,
-    make_pod,
-    read_jsonl,
-    version_key,
-)
+from tests.conformance.harness import GoRuntime, Json, RuntimeCallError, read_jsonl
+from tests.conformance.harness_build import version_key
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.conformance.plugins import attach_recorder
 from tests.conformance.plugins.recorder import SYNC_CPUS_ANNOTATION
 from tests.support.waiting import wait_for

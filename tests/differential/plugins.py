@@ -34,10 +34,10 @@ from tests.conformance.harness import (
     Json,
     RuntimeCallError,
     SyncResult,
-    build_harness,
     prune_empty,
     short_tempdir,
 )
+from tests.conformance.harness_build import build_harness
 
 __all__ = ["VERSION", "Held", "Placement", "Side", "ours_argv", "side", "theirs_argv"]
 

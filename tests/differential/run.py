@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from tests.conformance.harness import Json, make_container, make_pod, short_tempdir
+from tests.conformance.harness import Json, short_tempdir
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.differential.classes import Context, classify
 from tests.differential.gen import Case, CreatePod, Ctr, DeletePod, Op, Pod, Restart
 from tests.differential.host import HostRoots, host_root

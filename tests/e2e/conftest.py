@@ -26,6 +26,7 @@ from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
 from tests.e2e import crio as criomod
 from tests.e2e.images import BUSYBOX, build_images
+from tests.e2e.layout import Layout, unmount_under
 from tests.support.requirements import REPO, go_binary, require
 
 RELEASE_IDS = {"containerd-1.7": "ctd1.7", "containerd-2": "ctd2", "crio": "crio"}
@@ -143,7 +144,7 @@ def short_tmp() -> Iterator[Path]:
     try:
         yield base
     finally:
-        ctdmod._unmount_under(base)
+        unmount_under(base)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -184,7 +185,7 @@ def containerd(
     timeout = str(marker.args[0]) if marker else "2s"
     reg_marker = request.node.get_closest_marker("registration_timeout")
     registration = str(reg_marker.args[0]) if reg_marker else "5s"
-    layout = ctdmod.Layout(short_tmp)
+    layout = Layout(short_tmp)
     runc = None
     if request.node.get_closest_marker("built_runc") is not None:
         go = go_binary()

@@ -15,8 +15,9 @@ same key returns the cached paths without invoking Go. A lock file serialises co
 builders (pytest-xdist workers, two sessions).
 
 `Containerd` (below) writes a config.toml with a private root, state, grpc socket and NRI
-socket under a short temp dir, starts containerd as root, waits for CRI to answer, and
-stops it (SIGTERM, then SIGKILL) on exit, killing every shim it started.
+socket under a short temp dir (`tests.e2e.layout.Layout`), starts containerd as root,
+waits for CRI to answer, and stops it (SIGTERM, then SIGKILL) on exit, killing every shim
+it started.
 """
 
 from __future__ import annotations
@@ -36,9 +37,17 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
+from tests.e2e.layout import Layout, kill_shims, remove_shim_sockets, task_ids, unmount_under
+
 HERE = Path(__file__).resolve().parent
+
+
 REPO = HERE.parent.parent
+
+
 BUILD_DIR = HERE / "build"
+
+
 CACHE = Path(os.environ.get("NRI_RESMGR_E2E_CACHE", REPO / ".cache" / "e2e"))
 
 
@@ -78,6 +87,7 @@ CONTAINERD_17 = Release(
     ldflags=_containerd_ldflags("github.com/containerd/containerd", "1.7.35"),
 )
 
+
 CONTAINERD_2 = Release(
     name="containerd-2",
     module="github.com/containerd/containerd/v2",
@@ -90,6 +100,7 @@ CONTAINERD_2 = Release(
     ldflags=_containerd_ldflags("github.com/containerd/containerd/v2", "2.3.7"),
 )
 
+
 CRI_TOOLS = Release(
     name="cri-tools",
     module="sigs.k8s.io/cri-tools",
@@ -97,6 +108,7 @@ CRI_TOOLS = Release(
     commands=("sigs.k8s.io/cri-tools/cmd/crictl",),
     ldflags=("-X sigs.k8s.io/cri-tools/pkg/version.Version=1.36.0",),
 )
+
 
 #: runc 1.4.0, the first release that applies the OCI ``linux.memoryPolicy``
 #: (set_mempolicy) that NRI v0.12's LinuxMemoryPolicy adjustment becomes; Debian's runc
@@ -110,11 +122,17 @@ RUNC = Release(
     cgo_tags="seccomp,urfave_cli_no_docs",
 )
 
+
 RELEASES: dict[str, Release] = {r.name: r for r in (CONTAINERD_17, CONTAINERD_2, CRI_TOOLS, RUNC)}
+
+
 CONTAINERD_RELEASES = (CONTAINERD_17, CONTAINERD_2)
+
 
 # CGO off: static binaries, and the btrfs snapshotter (the only cgo user) drops out.
 _BUILD_ENV = {"CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false -mod=mod"}
+
+
 _TAGS = "no_btrfs,no_devmapper,no_zfs"
 
 
@@ -206,69 +224,9 @@ def build_all(go: str, names: Sequence[str] | None = None) -> dict[str, dict[str
     return {n: build(RELEASES[n], go) for n in (names or list(RELEASES))}
 
 
-# --------------------------------------------------------------------------------------
-# A private containerd
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Layout:
-    """Every path a private containerd uses, all under one short temp dir."""
-
-    base: Path
-
-    @property
-    def root(self) -> Path:
-        return self.base / "root"
-
-    @property
-    def state(self) -> Path:
-        return self.base / "state"
-
-    @property
-    def grpc_socket(self) -> Path:
-        return self.base / "ctd.sock"
-
-    @property
-    def nri_socket(self) -> Path:
-        return self.base / "nri.sock"
-
-    @property
-    def plugin_path(self) -> Path:
-        return self.base / "opt" / "nri" / "plugins"  # as `install --root base` writes
-
-    @property
-    def plugin_config_path(self) -> Path:
-        return self.base / "etc" / "nri" / "conf.d"
-
-    @property
-    def config(self) -> Path:
-        return self.base / "config.toml"
-
-    @property
-    def log(self) -> Path:
-        return self.base / "containerd.log"
-
-    @property
-    def bin(self) -> Path:
-        return self.base / "bin"
-
-    @property
-    def runc_wrapper(self) -> Path:
-        """The runc (Debian's, or a built `RUNC`) behind a shell wrapper that can delay
-        `runc create` (faults)."""
-        return self.bin / "runc"
-
-    @property
-    def slow_runc_flag(self) -> Path:
-        """While this file exists, `runc create` first sleeps as many seconds as it says."""
-        return self.base / "slow-runc-create"
-
-    @property
-    def endpoint(self) -> str:
-        return f"unix://{self.grpc_socket}"
-
-
 SANDBOX_IMAGE = "nri-resmgr.e2e/pause:1"
+
+
 TEST_IMAGE = "nri-resmgr.e2e/busybox:1"
 
 
@@ -508,14 +466,14 @@ class Containerd:
 
     def cleanup(self) -> None:
         """Remove every pod and stop containerd, then reap leftover shims and mounts."""
-        task_ids = _task_ids(self.layout)
+        tasks = task_ids(self.layout)
         if self.proc is not None and self.proc.poll() is None:
             with contextlib.suppress(Exception):
                 self.remove_all_pods()
         self.stop()
-        _kill_shims(self.layout)
-        _unmount_under(self.layout.base)
-        _remove_shim_sockets(self.layout, task_ids)
+        kill_shims(self.layout)
+        unmount_under(self.layout.base)
+        remove_shim_sockets(self.layout, tasks)
 
     def __enter__(self) -> Containerd:
         self.start()
@@ -563,62 +521,6 @@ class Containerd:
         for pod in r.stdout.split():
             self.crictl("stopp", pod, check=False, timeout=60)
             self.crictl("rmp", "-f", pod, check=False, timeout=60)
-
-
-def _kill_shims(layout: Layout) -> None:
-    """SIGKILL every process whose command line names this containerd's paths."""
-    marker = str(layout.base).encode()
-    me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker in cmdline and b"containerd-shim" in cmdline:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(int(entry.name), signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
-
-
-SHIM_SOCKET_DIR = Path("/run/containerd/s")  # fixed in containerd, whatever the state dir
-
-
-def _task_ids(layout: Layout) -> dict[str, set[str]]:
-    """{namespace: task ids} from the runtime v2 bundle dirs (present while tasks exist)."""
-    tasks = layout.state / "io.containerd.runtime.v2.task"
-    if not tasks.is_dir():
-        return {}
-    return {ns.name: {p.name for p in ns.iterdir()} for ns in tasks.iterdir() if ns.is_dir()}
-
-
-def _remove_shim_sockets(layout: Layout, task_ids: dict[str, set[str]]) -> None:
-    """Unlink the sockets our (killed) shims left in /run/containerd/s.
-
-    containerd names them sha256(<grpc address>/<namespace>/<id>[/debug]); our grpc
-    address is private, so these names cannot be anybody else's.
-    """
-    for ns, ids in task_ids.items():
-        for task_id in ids:
-            for suffix in ("", "/debug"):
-                path = f"{layout.grpc_socket}/{ns}/{task_id}{suffix}"
-                sock = SHIM_SOCKET_DIR / hashlib.sha256(path.encode()).hexdigest()
-                with contextlib.suppress(OSError):
-                    if sock.is_socket():
-                        sock.unlink()
-
-
-def _unmount_under(base: Path) -> None:
-    prefix = str(base.resolve())
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return
-    points = [ln.split()[4] for ln in lines]
-    for p in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
-        subprocess.run(["umount", "-l", p], capture_output=True)
 
 
 @contextlib.contextmanager

@@ -35,7 +35,8 @@ from pathlib import Path
 from nri_resmgr import cli
 from tests.e2e import containerd as ctd
 from tests.e2e import cri
-from tests.e2e.containerd import Containerd, Layout, Release
+from tests.e2e.containerd import Containerd, Release
+from tests.e2e.layout import Layout, unmount_under
 
 #: CRI-O's Makefile tags (hack/*_tag.sh) as they come out on this host, plus the graph
 #: drivers this machine cannot use
@@ -259,7 +260,7 @@ class Crio(Containerd):
                 for leaf in sorted(top.glob("crio-*/"), reverse=True):
                     with contextlib.suppress(OSError):
                         leaf.rmdir()
-        ctd._unmount_under(self.layout.base)
+        unmount_under(self.layout.base)
 
 
 def _archive_ref(archive: Path) -> str:

@@ -15,7 +15,8 @@ import pytest
 
 from tests.e2e import cri
 from tests.e2e import crio as criomod
-from tests.e2e.containerd import Containerd, Layout, Release
+from tests.e2e.containerd import Containerd, Release
+from tests.e2e.layout import Layout
 
 pytestmark = pytest.mark.parametrize("release", [criomod.CRIO], ids=["crio"])
 

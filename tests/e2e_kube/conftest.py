@@ -4,11 +4,13 @@ Everything here is marked `e2e`. The containerd fixtures are the e2e suite's own
 cached builds, private paths and cleanup), but `release` here covers the containerd
 releases only: the node and the image tests drive containerd (`ctr images import`, its
 shim, its CRI config), so CRI-O, which tests/e2e also runs, is not a runtime of theirs.
-`nri_image` builds the image once per source tree (tests/e2e_kube/image.py).
+`nri_image` builds the image once per source tree (tests/e2e_kube/image.py); `node` is a
+real single-node Kubernetes (tests/e2e_kube/node.py) for a module's scenarios.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,10 @@ from tests.e2e.conftest import (  # noqa: F401 - fixtures re-exported to this di
     short_tmp,
 )
 from tests.e2e_kube.image import Image, build_image
+from tests.e2e_kube.node import Node, kube_node
+from tests.k8s.components import build_node_components
+from tests.peers import build_helm
+from tests.support.requirements import require, require_go, require_two_cpus
 
 #: per-test timeout: the first test may build the image and Kubernetes cold
 TIMEOUT = 3600
@@ -53,3 +59,27 @@ def release(request: pytest.FixtureRequest) -> ctdmod.Release:
 @pytest.fixture(scope="session")
 def nri_image(e2e_host: str) -> Image:  # noqa: F811 - the fixture imported above
     return build_image()
+
+
+@pytest.fixture(scope="module")
+def node(
+    e2e_host: str,  # noqa: F811 - the fixtures imported above
+    release: ctdmod.Release,
+    crictl_bin: Path,  # noqa: F811
+    image_archives: list[Path],  # noqa: F811
+) -> Iterator[Node]:
+    """A real single-node Kubernetes, once per module and containerd release (ids ctd1.7
+    and ctd2, like tests/e2e)."""
+    require_two_cpus()
+    require(
+        Path("/usr/lib/cni/bridge").exists(),
+        "Debian's containernetworking-plugins is not installed (/usr/lib/cni/bridge)",
+    )
+    go = require_go()
+    k8s = build_node_components()
+    helm = Path(build_helm())
+    bins = ctdmod.build(release, go)
+    with kube_node(
+        release=release, ctd_bins=bins, crictl=crictl_bin, images=image_archives, k8s=k8s, helm=helm
+    ) as n:
+        yield n

@@ -3,7 +3,9 @@
 Theory of operation
 -------------------
 `kube_cluster(specs)` starts, in order, and stops in reverse (`kube_node()` is the
-one-node cluster of `SINGLE`, the suite's classic node):
+one-node cluster of `SINGLE`, the suite's classic node; `built_cluster` builds what a
+cluster runs, as the e2e fixtures do, for a bench run outside pytest; the host state of
+steps 1, 3 and 5 is made and given back by tests/e2e_kube/host.py):
 
 1. per node a Linux bridge with its own /24 (`NodeSpec`; the CNI bridge plugin adopts
    it), the first node's address the API server's, one that both this host and the pods
@@ -52,21 +54,45 @@ from typing import Any
 import yaml
 
 from tests.e2e import containerd as ctdmod
-from tests.e2e import cri
+from tests.e2e.images import build_images
+from tests.e2e.layout import Layout, unmount_under
+from tests.e2e_kube.host import (
+    bridge,
+    cgroup_root,
+    kubelet_chains_removed,
+    make_cgroup_root,
+    saved_sysctls,
+    service_nat,
+)
 from tests.k8s.cluster import Cluster, _free_port, control_plane
+from tests.k8s.components import build_node_components
+from tests.peers import build_helm
 from tests.support.waiting import wait_for
 
 #: NRI_RESMGR_KUBE_SLOT=N (1-9) gives a run its own bridge, subnet, NAT chain and cgroup
 #: root, so a long run (the soak, tests/e2e_kube/soak.py) and the test suite's node can run
 #: on one machine at the same time; 0 (the default) is the suite's own
 SLOT = int(os.environ.get("NRI_RESMGR_KUBE_SLOT", "0") or "0")
+
+
 _SUFFIX = str(SLOT) if SLOT else ""
+
+
 BRIDGE = f"nrk{SLOT}"
+
+
 GATEWAY = f"10.88.{77 + 10 * SLOT}.1"
+
+
 SUBNET = f"10.88.{77 + 10 * SLOT}.0/24"
-SERVICE_IP = "10.96.0.1"
+
+
 NAT_CHAIN = f"NRI-RESMGR-KUBE{_SUFFIX}"
+
+
 CGROUP_ROOT = f"nri-resmgr-kube{_SUFFIX}"
+
+
 NODE_NAME = "nri-resmgr-node"
 
 
@@ -90,137 +116,21 @@ class NodeSpec:
 
 #: the suite's classic single node
 SINGLE = NodeSpec(NODE_NAME, BRIDGE, GATEWAY, CGROUP_ROOT)
+
+
 #: the two-node cluster's nodes (their own bridges, subnets and cgroup roots, so that it
 #: may run beside the single node of another test session or a soak's)
 TWO_NODES = (
     NodeSpec("node-a", "nrkc-a", "10.88.91.1", "nri-resmgr-node-a"),
     NodeSpec("node-b", "nrkc-b", "10.88.92.1", "nri-resmgr-node-b", kubelet_chains=False),
 )
+
+
 #: the two-node cluster's nat chain
 TWO_NODES_NAT = "NRI-RESMGR-KUBE-CLUSTER"
-SYSCTLS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops", "net.ipv4.ip_forward")
+
+
 CNI_PLUGINS = Path("/usr/lib/cni")
-
-
-def _sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({r.returncode}): {r.stderr.strip()}")
-    return r
-
-
-def _sysctl_path(name: str) -> Path:
-    return Path("/proc/sys") / name.replace(".", "/")
-
-
-@contextlib.contextmanager
-def _saved_sysctls() -> Iterator[None]:
-    saved = {name: _sysctl_path(name).read_text() for name in SYSCTLS}
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            with contextlib.suppress(OSError):
-                _sysctl_path(name).write_text(value)
-
-
-@contextlib.contextmanager
-def _bridge(spec: NodeSpec) -> Iterator[None]:
-    _sh("ip", "link", "del", spec.bridge, check=False)
-    _sh("ip", "link", "add", spec.bridge, "type", "bridge")
-    try:
-        _sh("ip", "addr", "add", f"{spec.gateway}/24", "dev", spec.bridge)
-        _sh("ip", "link", "set", spec.bridge, "up")
-        yield
-    finally:
-        _sh("ip", "link", "del", spec.bridge, check=False)
-
-
-def _remove_service_nat(chain: str) -> None:
-    _sh("iptables", "-w", "-t", "nat", "-D", "PREROUTING", "-j", chain, check=False)
-    _sh("iptables", "-w", "-t", "nat", "-F", chain, check=False)
-    _sh("iptables", "-w", "-t", "nat", "-X", chain, check=False)
-
-
-@contextlib.contextmanager
-def _service_nat(chain: str, specs: Sequence[NodeSpec], api: str) -> Iterator[None]:
-    _remove_service_nat(chain)  # what a killed earlier run left
-    _sh("iptables", "-w", "-t", "nat", "-N", chain)
-    try:
-        for spec in specs:
-            _sh(
-                "iptables", "-w", "-t", "nat", "-A", chain, "-s", spec.subnet, "-d", SERVICE_IP,
-                "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", api,
-            )  # fmt: skip
-        _sh("iptables", "-w", "-t", "nat", "-I", "PREROUTING", "-j", chain)
-        yield
-    finally:
-        _remove_service_nat(chain)
-
-
-def _iptables_chains() -> set[tuple[str, str]]:
-    out = set()
-    for table in ("filter", "nat", "mangle"):
-        r = _sh("iptables", "-w", "-t", table, "-S", check=False)
-        for line in r.stdout.splitlines():
-            if line.startswith("-N "):
-                out.add((table, line.split()[1]))
-    return out
-
-
-@contextlib.contextmanager
-def _kubelet_chains_removed() -> Iterator[None]:
-    before = _iptables_chains()
-    try:
-        yield
-    finally:
-        for table, chain in sorted(_iptables_chains() - before):
-            if chain.startswith("KUBE-"):
-                for builtin in ("INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING"):
-                    _sh("iptables", "-w", "-t", table, "-D", builtin, "-j", chain, check=False)
-                _sh("iptables", "-w", "-t", table, "-F", chain, check=False)
-                _sh("iptables", "-w", "-t", table, "-X", chain, check=False)
-
-
-def _v1_controllers() -> list[str]:
-    return sorted(
-        p.name
-        for p in cri.CGROUP_ROOT.iterdir()
-        if p.is_dir() and not p.is_symlink() and (p / "cgroup.procs").exists()
-    )
-
-
-def _make_cgroup_root(name: str) -> None:
-    """A kubelet's --cgroup-root in every v1 hierarchy (where it is not already)."""
-    for controller in _v1_controllers():
-        top = cri.CGROUP_ROOT / controller / name
-        top.mkdir(exist_ok=True)
-        if controller == "cpuset":
-            for file in ("cpuset.cpus", "cpuset.mems"):
-                (top / file).write_text((top.parent / file).read_text())
-
-
-@contextlib.contextmanager
-def _cgroup_root(name: str) -> Iterator[None]:
-    """A kubelet's --cgroup-root, made in every v1 hierarchy, and removed afterwards."""
-    _make_cgroup_root(name)
-    try:
-        yield
-    finally:
-        for controller in _v1_controllers():
-            cri.kill_cgroup_tree(controller, f"/{name}")
-        for controller in _v1_controllers():
-            top = cri.CGROUP_ROOT / controller / name
-            # deepest first: a cgroup directory goes only once its children have
-            for path in sorted(top.glob("**/"), key=lambda p: len(p.parts), reverse=True):
-                for _ in range(50):  # a killed process leaves its cgroup a moment later
-                    try:
-                        path.rmdir()
-                        break
-                    except FileNotFoundError:
-                        break
-                    except OSError:
-                        time.sleep(0.1)
 
 
 @dataclass
@@ -450,11 +360,11 @@ def kube_cluster(
     procs: list[subprocess.Popen[bytes]] = []
     try:
         with contextlib.ExitStack() as stack:
-            stack.enter_context(_saved_sysctls())
-            stack.enter_context(_kubelet_chains_removed())
+            stack.enter_context(saved_sysctls())
+            stack.enter_context(kubelet_chains_removed())
             for spec in specs:
-                stack.enter_context(_cgroup_root(spec.cgroup_root))
-                stack.enter_context(_bridge(spec))
+                stack.enter_context(cgroup_root(spec.cgroup_root))
+                stack.enter_context(bridge(spec.bridge, spec.gateway))
             cluster = stack.enter_context(
                 control_plane(
                     base / "cp",
@@ -466,14 +376,14 @@ def kube_cluster(
                 )
             )
             api = cluster.creds.server.split("://", 1)[1]
-            stack.enter_context(_service_nat(nat_chain, specs, api))
+            stack.enter_context(service_nat(nat_chain, [s.subnet for s in specs], api))
             kubeconfig = cluster.kubeconfig()
 
             dirs = [base] if len(specs) == 1 else [base / spec.name for spec in specs]
             ctds = []
             for spec, node_dir in zip(specs, dirs, strict=True):
                 node_dir.mkdir(exist_ok=True)
-                ctd = ctdmod.Containerd(release, ctd_bins, crictl, ctdmod.Layout(node_dir))
+                ctd = ctdmod.Containerd(release, ctd_bins, crictl, Layout(node_dir))
                 _write_cni(node_dir, spec)
                 ctd.start()
                 stack.callback(ctd.cleanup)
@@ -511,7 +421,7 @@ def kube_cluster(
                 # an empty cgroup of the root was seen gone from some hierarchies (memory,
                 # pids, systemd) by the time a second kubelet started (not traced): made
                 # again where missing, just before the kubelet checks it
-                _make_cgroup_root(spec.cgroup_root)
+                make_cgroup_root(spec.cgroup_root)
                 _start(
                     _kubelet_argv(k8s, node_dir, ctd, spec, kubeconfig),
                     node_dir / "kubelet.log",
@@ -572,7 +482,7 @@ def kube_cluster(
         for log in [*logs, base / "cp" / "control-plane.log"]:
             with contextlib.suppress(OSError):
                 shutil.copy(log, dest / str(log.relative_to(base)).replace("/", "-"))
-        ctdmod._unmount_under(base)
+        unmount_under(base)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -598,3 +508,25 @@ def kube_node(
         helm=helm,
     ) as cluster:
         yield cluster.nodes[0]
+
+
+@contextlib.contextmanager
+def built_cluster(
+    specs: Sequence[NodeSpec], *, nat_chain: str, go: str, release: ctdmod.Release
+) -> Iterator[KubeCluster]:
+    """`kube_cluster` of `specs` with everything it runs built first as the e2e fixtures
+    build it (containerd `release`, crictl, the pause and test images, the Kubernetes
+    components, helm; every build cached by content): a bench's cluster outside pytest."""
+    with kube_cluster(
+        specs,
+        nat_chain=nat_chain,
+        release=release,
+        ctd_bins=ctdmod.build(release, go),
+        crictl=ctdmod.build(ctdmod.CRI_TOOLS, go)["crictl"],
+        images=build_images(
+            ctdmod.CACHE / "images", sandbox_ref=ctdmod.SANDBOX_IMAGE, test_ref=ctdmod.TEST_IMAGE
+        ),
+        k8s=build_node_components(),
+        helm=Path(build_helm()),
+    ) as cluster:
+        yield cluster

@@ -53,6 +53,7 @@ from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
+from tests.e2e_kube.chart import container_pid, delete_pods, pod_manifest, wait_running
 from tests.e2e_kube.image import Image
 from tests.e2e_kube.node import (
     TWO_NODES,
@@ -64,7 +65,6 @@ from tests.e2e_kube.node import (
     stop_processes,
 )
 from tests.e2e_kube.numa import CHART, NRT, RESERVED, SYNTHETIC, deploy, nrt
-from tests.e2e_kube.test_kube import container_pid, delete_pods, pod_manifest, wait_running
 from tests.k8s.cluster import _free_port
 from tests.k8s.components import build_node_components
 from tests.peers import build_helm

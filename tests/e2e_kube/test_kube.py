@@ -13,12 +13,15 @@ CPU 0 reserved, which on this 2-CPU machine class gives:
 
 Every scenario drives the cluster with kubectl/helm only, as an operator would; crictl is
 used only to find a container's pid for the cgroup read.
+
+The node (one per containerd release, shared by the module's scenarios) and the install
+are this module's fixtures; what an operator does on the node (the chart's values, pods,
+kubectl and helm) is `tests.e2e_kube.chart`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -32,7 +35,6 @@ from typing import Any
 import pytest
 import yaml
 
-from nri_resmgr.cli import main as cli_main
 from nri_resmgr.kube.podresources import Availability, PodResourcesCache, PodResourcesClient
 from nri_resmgr.policy.topology_aware.explain import COMPONENTS
 from nri_resmgr.simulator.run import quiet_log, run_scenario
@@ -40,95 +42,47 @@ from nri_resmgr.simulator.scenario import load_scenario
 from nri_resmgr.view.text import shown
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
-from tests.e2e.containerd import TEST_IMAGE
-from tests.e2e_kube.image import Image
-from tests.e2e_kube.node import Node, kube_node
-from tests.integration.browser import browser, no_alert, shown_containers
-from tests.k8s.components import build_node_components
-from tests.peers import build_helm
-from tests.support.requirements import REPO, online_cpus, require, require_go, require_two_cpus
-
-README = REPO / "README.md"
-NAMESPACE = "kube-system"
-RELEASE = "nri-resmgr"
-SA = f"system:serviceaccount:{NAMESPACE}:{RELEASE}"
-LABEL = "app.kubernetes.io/name=nri-resmgr"
-PLUGIN = "90-resmgr"
-#: the default validator's refusal (NRI v0.10+), as `enable-nri --require` sets it up
-REFUSED = 'required plugin "resmgr" not present'
-
-
-# -- fixtures ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def node(
-    e2e_host: str, release: ctdmod.Release, crictl_bin: Path, image_archives: list[Path]
-) -> Iterator[Node]:
-    """The node, once per containerd release (ids ctd1.7 and ctd2, like tests/e2e)."""
-    require_two_cpus()
-    require(
-        Path("/usr/lib/cni/bridge").exists(),
-        "Debian's containernetworking-plugins is not installed (/usr/lib/cni/bridge)",
-    )
-    go = require_go()
-    k8s = build_node_components()
-    helm = Path(build_helm())
-    bins = ctdmod.build(release, go)
-    with kube_node(
-        release=release, ctd_bins=bins, crictl=crictl_bin, images=image_archives, k8s=k8s, helm=helm
-    ) as n:
-        yield n
-
-
-def values(node: Node, image: Image, **extra: Any) -> dict[str, Any]:
-    """The chart values for this node: the test image, the private NRI socket and state
-    dir, the static policy with CPU 0 reserved, node reporting on."""
-    doc: dict[str, Any] = {
-        "image": {"repository": image.repository, "tag": image.tag, "pullPolicy": "Never"},
-        "hostPaths": {"nriSocketDir": str(node.ctd.layout.base)},
-        "stateDir": str(node.base / "nri-resmgr-state"),
-        "policy": "static",
-        # null removes the chart's topology-aware defaults
-        "policyConfig": {
-            "reservedSystemCPUs": "0",
-            "reservedResources": None,
-            "pinCPU": None,
-            "pinMemory": True,
-        },
-        "nodeResourceTopology": {"enable": True, "interval": 5},
-        # the kubelet's PodResources socket under its private root dir
-        "podResources": {"enable": True, "dir": str(node.base / "kubelet" / "pod-resources")},
-        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-        "log": {"level": "info", "format": "json"},
-    }
-    for key, value in extra.items():
-        doc[key] = value
-    return doc
-
-
-def readme_deploy_block() -> str:
-    """The shell block of the README's "Deploy on a cluster" section that the test runs."""
-    text = README.read_text()
-    section = text.split("## Deploy on a cluster", 1)[1].split("\n## ", 1)[0]
-    m = re.search(r"<!-- tested: tests/e2e_kube -->\s*```sh\n(.*?)```", section, re.S)
-    assert m, 'README: no tested ```sh block in "Deploy on a cluster"'
-    return m.group(1)
-
-
-BUILD_LINE = "tools/build-image.sh -t nri-resmgr:$TAG -o nri-resmgr.oci.tar"
-
-#: what the README's deploy section says happens to running containers on an upgrade and
-#: a restart; the test named beside it checks it on the node (uninstall: test_uninstall.py)
-README_KEEP = (  # test_upgrade_and_daemon_restart_leave_running_containers_where_they_are
-    "A `helm upgrade` and a daemon restart leave running containers where they are: the next "
-    "daemon takes them over."
+from tests.e2e_kube.chart import (
+    BUILD_LINE,
+    IN_NAMESPACE,
+    LABEL,
+    LEAST_PRIVILEGE,
+    NAMESPACE,
+    PLUGIN,
+    README_KEEP,
+    REFUSED,
+    RELEASE,
+    STARTUP_PODS,
+    can_i,
+    config_events,
+    container_pid,
+    cpuset,
+    daemon_log,
+    daemon_page,
+    daemon_pods,
+    delete_pods,
+    events_for,
+    helm_install,
+    helm_upgrade,
+    kubectl_proxy,
+    percentile,
+    pod_manifest,
+    pod_startup_seconds,
+    readme_deploy_block,
+    readme_says,
+    reconfigure,
+    run_pod,
+    runtime_requires,
+    topology_aware,
+    upgrade_and_roll_out,
+    values,
+    wait_cpus,
+    wait_running,
 )
-
-
-def readme_says(sentence: str) -> None:
-    section = README.read_text().split("## Deploy on a cluster", 1)[1].split("\n## ", 1)[0]
-    assert sentence in " ".join(section.split()), f"README's deploy section lost: {sentence!r}"
+from tests.e2e_kube.image import Image
+from tests.e2e_kube.node import Node
+from tests.integration.browser import browser, no_alert, shown_containers
+from tests.support.requirements import REPO, online_cpus
 
 
 @pytest.fixture(scope="module")
@@ -168,125 +122,6 @@ def installed(node: Node, nri_image: Image) -> Iterator[subprocess.CompletedProc
         )
 
 
-# -- helpers -----------------------------------------------------------------------------
-
-
-def pod_manifest(
-    name: str,
-    *,
-    cpu: str | None = None,
-    memory: str | None = None,
-    limits: bool = True,
-    annotations: dict[str, str] | None = None,
-    resize: bool = False,
-) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    if cpu or memory:
-        req = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
-        resources = {"requests": req, **({"limits": req} if limits else {})}
-    container: dict[str, Any] = {
-        "name": "c",
-        "image": TEST_IMAGE,
-        "imagePullPolicy": "Never",
-        "command": ["/bin/sleep", "2147483647"],
-        "resources": resources,
-    }
-    if resize:
-        container["resizePolicy"] = [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
-        "spec": {
-            "containers": [container],
-            "terminationGracePeriodSeconds": 0,
-            "restartPolicy": "Never",
-        },
-    }
-
-
-def run_pod(node: Node, name: str, **kw: Any) -> dict[str, Any]:
-    node.apply(pod_manifest(name, **kw))
-    return wait_running(node, name)
-
-
-def wait_running(node: Node, name: str, namespace: str = "default") -> dict[str, Any]:
-    def running() -> dict[str, Any] | None:
-        pod = node.get("pod", "-n", namespace, name)
-        return pod if pod["status"].get("phase") == "Running" else None
-
-    try:
-        pod: dict[str, Any] = node.wait_for(running, timeout=120, what=f"pod {name} Running")
-    except AssertionError:
-        described = node.kubectl("describe", "pod", "-n", namespace, name, check=False)
-        raise AssertionError(f"pod {name} not Running:\n{described.stdout}") from None
-    return pod
-
-
-def delete_pods(node: Node, *names: str) -> None:
-    if names:
-        node.kubectl(
-            "delete",
-            "pod",
-            "-n",
-            "default",
-            "--wait=true",
-            "--timeout=60s",
-            "--ignore-not-found",
-            *names,
-        )
-
-
-def container_pid(node: Node, pod: dict[str, Any], index: int = 0) -> int:
-    cid = pod["status"]["containerStatuses"][index]["containerID"].split("://", 1)[1]
-    info = json.loads(node.ctd.crictl("inspect", "-o", "json", cid).stdout)
-    return int(info["info"]["pid"])
-
-
-def cpuset(node: Node, name: str, namespace: str = "default") -> tuple[str, str]:
-    """(cpuset.cpus, cpuset.mems) of the pod's first container, from the kernel."""
-    pod = node.get("pod", "-n", namespace, name)
-    pid = container_pid(node, pod)
-    cpus = cri.read_cgroup(pid, "cpuset", "cpuset.cpus")
-    mems = cri.read_cgroup(pid, "cpuset", "cpuset.mems")
-    status = Path(f"/proc/{pid}/status").read_text()
-    allowed = re.search(r"Cpus_allowed_list:\s*(\S+)", status)
-    assert allowed and allowed.group(1) == cpus, (
-        f"pod {name}: cgroup cpuset.cpus {cpus!r} but its process may run on "
-        f"{allowed.group(1) if allowed else '?'!r}"
-    )
-    return cpus, mems
-
-
-def wait_cpus(node: Node, name: str, want: str, *, timeout: float = 60) -> None:
-    node.wait_for(
-        lambda: cpuset(node, name)[0] == want,
-        timeout=timeout,
-        what=f"pod {name} cpuset.cpus == {want!r} (now {cpuset(node, name)[0]!r})",
-    )
-
-
-def daemon_pods(node: Node) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = node.get("pods", "-n", NAMESPACE, "-l", LABEL)["items"]
-    return items
-
-
-def daemon_log(node: Node) -> str:
-    r = node.kubectl("logs", "-n", NAMESPACE, "-l", LABEL, "--tail=60", check=False)
-    return r.stdout + r.stderr
-
-
-def events_for(node: Node, kind: str, name: str, namespace: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = node.get(
-        "events",
-        "-n",
-        namespace,
-        "--field-selector",
-        f"involvedObject.kind={kind},involvedObject.name={name}",
-    )["items"]
-    return items
-
-
 @pytest.fixture(autouse=True)
 def _no_pods_left(request: pytest.FixtureRequest) -> Iterator[None]:
     """Each scenario starts on a node with no workload pods, whatever the last one did."""
@@ -296,9 +131,6 @@ def _no_pods_left(request: pytest.FixtureRequest) -> Iterator[None]:
         node.kubectl(
             "delete", "pods", "-n", "default", "--all", "--wait=true", "--timeout=120s", check=False
         )
-
-
-# -- scenarios ---------------------------------------------------------------------------
 
 
 def test_readme_deploy_commands(installed: subprocess.CompletedProcess[str], node: Node) -> None:
@@ -399,7 +231,7 @@ def test_upgrade_and_daemon_restart_leave_running_containers_where_they_are(
     pids = {n: container_pid(node, node.get("pod", n)) for n in ("keeper", "sharer")}
     # helm upgrade with a changed pod template: a rolling update to a new daemon pod
     (first,) = daemon_pods(node)
-    _upgrade_and_roll_out(node, values(node, nri_image, podAnnotations={"rev": "2"}))
+    upgrade_and_roll_out(node, values(node, nri_image, podAnnotations={"rev": "2"}))
     (upgraded,) = daemon_pods(node)
     assert upgraded["metadata"]["uid"] != first["metadata"]["uid"], "no new daemon pod"
     assert cpuset(node, "keeper")[0] == "1" and cpuset(node, "sharer")[0] == "0", (
@@ -429,71 +261,19 @@ def test_upgrade_and_daemon_restart_leave_running_containers_where_they_are(
     assert cpuset(node, "next")[0] == "1", daemon_log(node)
     wait_cpus(node, "sharer", "0")
     delete_pods(node, "next", "sharer")
-    # the release back to the fixture's values: a later `_helm_upgrade` without the
+    # the release back to the fixture's values: a later `helm_upgrade` without the
     # annotation would change the pod template and roll the daemon out again
-    _upgrade_and_roll_out(node, values(node, nri_image))
-
-
-def _helm_upgrade(node: Node, image: Image, policy_config: dict[str, Any]) -> None:
-    doc = values(node, image)
-    doc["policyConfig"] = {**doc["policyConfig"], **policy_config}
-    _helm_upgrade_values(node, doc)
-
-
-def _helm_upgrade_values(node: Node, doc: dict[str, Any]) -> None:
-    """`helm upgrade` with the values `doc` (only the configuration changes: applied live)."""
-    path = node.base / "upgrade-values.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    node.run(
-        "helm",
-        "upgrade",
-        RELEASE,
-        str(REPO / "charts" / "nri-resmgr"),
-        "--namespace",
-        NAMESPACE,
-        "-f",
-        str(path),
-        timeout=180,
-    )
-
-
-def _upgrade_and_roll_out(node: Node, doc: dict[str, Any]) -> None:
-    """`helm upgrade --wait` with the values `doc`, then the DaemonSet's rollout."""
-    path = node.base / "rollout-values.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    node.run(
-        "helm",
-        "upgrade",
-        RELEASE,
-        str(REPO / "charts" / "nri-resmgr"),
-        "--namespace",
-        NAMESPACE,
-        "-f",
-        str(path),
-        "--wait",
-        "--timeout",
-        "180s",
-        timeout=240,
-    )
-    node.kubectl("-n", NAMESPACE, "rollout", "status", "daemonset/nri-resmgr", "--timeout=180s")
-
-
-def _config_events(node: Node, reason: str) -> list[dict[str, Any]]:
-    return [
-        e
-        for e in events_for(node, "ConfigMap", "nri-resmgr-config.default", NAMESPACE)
-        if e.get("reason") == reason
-    ]
+    upgrade_and_roll_out(node, values(node, nri_image))
 
 
 def test_helm_upgrade_applies_config_live_and_refuses_a_broken_one(
     installed: Any, node: Node, nri_image: Image
 ) -> None:
-    applied_before = len(_config_events(node, "ConfigApplied"))
+    applied_before = len(config_events(node, "ConfigApplied"))
     (ds_pod,) = daemon_pods(node)
-    _helm_upgrade(node, nri_image, {"reservedSystemCPUs": "1"})
+    helm_upgrade(node, nri_image, {"reservedSystemCPUs": "1"})
     node.wait_for(
-        lambda: len(_config_events(node, "ConfigApplied")) > applied_before,
+        lambda: len(config_events(node, "ConfigApplied")) > applied_before,
         timeout=120,
         what="a ConfigApplied Event after helm upgrade",
     )
@@ -503,9 +283,9 @@ def test_helm_upgrade_applies_config_live_and_refuses_a_broken_one(
     )
     delete_pods(node, "after-upgrade")
 
-    _helm_upgrade(node, nri_image, {"reservedSystemCPUs": "7"})
+    helm_upgrade(node, nri_image, {"reservedSystemCPUs": "7"})
     rejected = node.wait_for(
-        lambda: _config_events(node, "ConfigRejected"),
+        lambda: config_events(node, "ConfigRejected"),
         timeout=120,
         what="a ConfigRejected Event for CPU 7",
     )
@@ -515,7 +295,7 @@ def test_helm_upgrade_applies_config_live_and_refuses_a_broken_one(
     delete_pods(node, "after-broken")
     (same,) = daemon_pods(node)
     assert same["metadata"]["uid"] == ds_pod["metadata"]["uid"], "applied live, no restart"
-    _helm_upgrade(node, nri_image, {})
+    helm_upgrade(node, nri_image, {})
 
 
 def test_enable_nri_init_container_on_the_node(
@@ -532,23 +312,14 @@ def test_enable_nri_init_container_on_the_node(
         nri_image,
         nri={"enableInit": True, "configPath": str(toml), "registrationTimeout": "15s"},
     )
-    _upgrade_and_roll_out(node, doc)
+    upgrade_and_roll_out(node, doc)
     (pod,) = [p for p in daemon_pods(node) if p["status"].get("initContainerStatuses")]
     (init,) = pod["status"]["initContainerStatuses"]
     assert init["state"]["terminated"]["exitCode"] == 0, init
     text = toml.read_text()
     assert "disable = false" in text and 'plugin_registration_timeout = "15s"' in text, text
     # back to the values the other scenarios use
-    _upgrade_and_roll_out(node, values(node, nri_image))
-
-
-def _runtime_requires(node: Node, flag: str) -> None:
-    """`enable-nri --require` / `--no-require` on the node's containerd, then restart it
-    (running containers survive; the daemon reconnects by itself)."""
-    node.ctd.stop()
-    config = str(node.ctd.layout.config)
-    assert cli_main(["enable-nri", "--runtime", "containerd", "--config", config, flag]) == 0
-    node.ctd.start()
+    upgrade_and_roll_out(node, values(node, nri_image))
 
 
 def test_a_pod_created_while_the_daemon_is_away(
@@ -558,10 +329,10 @@ def test_a_pod_created_while_the_daemon_is_away(
     reason until the daemon is back, then the kubelet's retry runs placed; containerd 1.7
     (no validator) runs it on every CPU until the daemon's Synchronize moves it."""
     validator = node.ctd.release.name != "containerd-1.7"
-    _runtime_requires(node, "--require")
+    runtime_requires(node, "--require")
     try:
         # the daemon away: its DaemonSet selects no node
-        _upgrade_and_roll_out(node, values(node, nri_image, nodeSelector={"nri-resmgr": "none"}))
+        upgrade_and_roll_out(node, values(node, nri_image, nodeSelector={"nri-resmgr": "none"}))
         node.wait_for(lambda: not daemon_pods(node), timeout=120, what="the daemon pod gone")
         node.apply(pod_manifest("waiter", cpu="1", memory="64Mi"))
         if validator:
@@ -575,13 +346,13 @@ def test_a_pod_created_while_the_daemon_is_away(
         else:
             wait_running(node, "waiter")
             assert cri.parse_cpus(cpuset(node, "waiter")[0]) == online_cpus()
-        _upgrade_and_roll_out(node, values(node, nri_image))
+        upgrade_and_roll_out(node, values(node, nri_image))
         node.wait_for(lambda: node.get("pod", "waiter")["status"].get("phase") == "Running",
                       timeout=360, what="the kubelet's retry Running")  # fmt: skip
         wait_cpus(node, "waiter", "1", timeout=120)
     finally:
         delete_pods(node, "waiter")
-        _runtime_requires(node, "--no-require")
+        runtime_requires(node, "--no-require")
 
 
 def test_node_resource_topology_object(installed: Any, node: Node) -> None:
@@ -606,58 +377,6 @@ def test_node_resource_topology_object(installed: Any, node: Node) -> None:
     assert any(z.get("type") for z in zones), zones
     cpu = [r for z in zones for r in z.get("resources") or [] if r["name"] == "cpu"]
     assert cpu, f"no cpu resource in any zone: {names}"
-
-
-# -- issue 27: see what it did --------------------------------------------------------------
-
-
-def _daemon_page(node: Node, page: str) -> str:
-    """A daemon page through the API server's pod proxy, as README's metrics check reads."""
-    (ds_pod,) = daemon_pods(node)
-    name = ds_pod["metadata"]["name"]
-    path = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}:8891/proxy{page}"
-    return node.kubectl("get", "--raw", path).stdout
-
-
-@contextlib.contextmanager
-def _kubectl_proxy(node: Node) -> Iterator[str]:
-    """``kubectl proxy`` on a free local port: the API server's base URL for a browser."""
-    proc = subprocess.Popen(
-        ["kubectl", "proxy", "--port=0"], env=node.env, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # "Starting to serve on 127.0.0.1:PORT"
-        m = re.search(r"(127\.0\.0\.1:\d+)", line)
-        assert m, f"kubectl proxy said {line!r}"
-        yield f"http://{m.group(1)}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def _topology_aware(node: Node, image: Image, reserved: str) -> dict[str, Any]:
-    """The chart values with the topology-aware policy reserving the CPUs `reserved`."""
-    doc = values(node, image)
-    doc["policy"] = "topology-aware"
-    # the chart's pinCPU and pinMemory defaults stay; reservedSystemCPUs is static's
-    doc["policyConfig"] = {"reservedResources": {"cpu": f"cpuset:{reserved}"}}
-    return doc
-
-
-def _reconfigure(node: Node, doc: dict[str, Any]) -> None:
-    """Apply the values `doc` live and wait for the daemon's ConfigApplied event."""
-    applied_before = len(_config_events(node, "ConfigApplied"))
-    _helm_upgrade_values(node, doc)
-    try:
-        node.wait_for(
-            lambda: len(_config_events(node, "ConfigApplied")) > applied_before,
-            timeout=120,
-            what="a ConfigApplied Event after helm upgrade",
-        )
-    except AssertionError as exc:
-        rejected = [e["message"] for e in _config_events(node, "ConfigRejected")]
-        raise AssertionError(f"{exc}\nrejected: {rejected}\n{daemon_log(node)}") from None
 
 
 def test_kubelet_pod_resources_socket_without_device_plugins(installed: Any, node: Node) -> None:
@@ -701,7 +420,7 @@ def test_page_explain_events_dump_and_whatif_on_the_node(
     holds the daemon's own pod (kube-system), a Guaranteed pod gets CPU 1 alone.  On
     this 2-CPU machine no shared container fits next to it.  The what-if's change (the
     reserved CPUs) is then applied live."""
-    _upgrade_and_roll_out(node, _topology_aware(node, nri_image, "0"))
+    upgrade_and_roll_out(node, topology_aware(node, nri_image, "0"))
     try:
         (ds_pod,) = [p for p in daemon_pods(node) if "deletionTimestamp" not in p["metadata"]]
         ds = ds_pod["metadata"]["name"]
@@ -716,7 +435,7 @@ def test_page_explain_events_dump_and_whatif_on_the_node(
 
         # the page, in a real browser, shows each container's cpuset as the kernel has it
         time.sleep(1.1)  # the page is drawn at most once a second
-        with _kubectl_proxy(node) as base, browser() as session:
+        with kubectl_proxy(node) as base, browser() as session:
             session.get(f"{base}{proxy}/")
             rows = shown_containers(session)
             alert_free = no_alert(session)
@@ -759,7 +478,7 @@ def test_page_explain_events_dump_and_whatif_on_the_node(
         assert re.search(r"Normal\s+Placed\s+.*nri-resmgr", described), described
 
         # the dump, replayed, gives every container the cpuset it has on the node
-        dump = json.loads(_daemon_page(node, "/scenario.json"))
+        dump = json.loads(daemon_page(node, "/scenario.json"))
         (replayed,) = run_scenario(load_scenario(dump), log=quiet_log()).steps
 
         def cpus_of(step: Any) -> dict[str, str]:
@@ -773,7 +492,7 @@ def test_page_explain_events_dump_and_whatif_on_the_node(
         (whatif,) = run_scenario(load_scenario(dump), log=quiet_log()).steps
         movers = {k.split("/")[0] for k in whatif.moved}
         assert movers == set(kernel), whatif.moved
-        _reconfigure(node, _topology_aware(node, nri_image, "1"))
+        reconfigure(node, topology_aware(node, nri_image, "1"))
         want = cpus_of(whatif)
         node.wait_for(
             lambda: {n: cpuset(node, n, ns)[0] for n, ns in where.items()} == want,
@@ -784,113 +503,17 @@ def test_page_explain_events_dump_and_whatif_on_the_node(
         assert moved == movers, (whatif.moved, daemon_log(node))
     finally:
         delete_pods(node, "guaranteed")
-        _upgrade_and_roll_out(node, values(node, nri_image))
-
-
-#: the chart's documented least-privilege set (templates/rbac.yaml, with node reporting on)
-LEAST_PRIVILEGE = {
-    ("nodes", frozenset({"get", "list", "watch"})),
-    # Events on the pods and the configuration ConfigMaps: created, nothing else
-    ("events", frozenset({"create"})),
-    (
-        "noderesourcetopologies.topology.node.k8s.io",
-        frozenset({"create", "get", "list", "update", "patch"}),
-    ),
-}
-IN_NAMESPACE = {
-    ("configmaps", frozenset({"get", "list", "watch"})),
-    ("configmaps/status", frozenset({"update", "patch"})),
-    # nri-plugins' configuration custom resources and their per-node status
-    ("topologyawarepolicies.config.nri", frozenset({"get", "list", "watch"})),
-    ("topologyawarepolicies.config.nri/status", frozenset({"get", "update", "patch"})),
-    ("balloonspolicies.config.nri", frozenset({"get", "list", "watch"})),
-    ("balloonspolicies.config.nri/status", frozenset({"get", "update", "patch"})),
-    # the reset-on-uninstall container reads its own DaemonSet, and only that one
-    # (templates/reset-on-uninstall.yaml)
-    (f"daemonsets.apps/{RELEASE}", frozenset({"get"})),
-}
-#: what every authenticated identity may do (system:basic-user and friends)
-EVERYONE = {
-    "selfsubjectreviews.authentication.k8s.io",
-    "selfsubjectaccessreviews.authorization.k8s.io",
-    "selfsubjectrulesreviews.authorization.k8s.io",
-}
-
-
-def _can_i(node: Node, token: str, namespace: str) -> set[tuple[str, frozenset[str]]]:
-    out = node.kubectl("--token", token, "auth", "can-i", "--list", "-n", namespace).stdout
-    rules = set()
-    for line in out.splitlines()[1:]:
-        # Resources  Non-Resource URLs  Resource Names  Verbs, e.g. "nodes  []  []  [get list]";
-        # a rule limited to named objects is kept as "resource/name"
-        m = re.match(r"(\S+)\s+\[[^\]]*\]\s+\[([^\]]*)\]\s+\[([^\]]*)\]\s*$", line)
-        if m is None or m.group(1).startswith("["):  # non-resource URLs
-            continue
-        resource, names, verbs = m.group(1), m.group(2).split(), frozenset(m.group(3).split())
-        if resource in EVERYONE:
-            continue
-        for key in [f"{resource}/{n}" for n in names] or [resource]:
-            rules.add((key, verbs))
-    return rules
+        upgrade_and_roll_out(node, values(node, nri_image))
 
 
 def test_service_account_has_exactly_the_documented_rights(installed: Any, node: Node) -> None:
     token = node.kubectl("create", "token", RELEASE, "-n", NAMESPACE).stdout.strip()
-    assert _can_i(node, token, NAMESPACE) == LEAST_PRIVILEGE | IN_NAMESPACE
-    assert _can_i(node, token, "default") == LEAST_PRIVILEGE
+    assert can_i(node, token, NAMESPACE) == LEAST_PRIVILEGE | IN_NAMESPACE
+    assert can_i(node, token, "default") == LEAST_PRIVILEGE
     denied = node.kubectl(
         "--token", token, "auth", "can-i", "delete", "pods", "-n", NAMESPACE, check=False
     )
     assert denied.stdout.strip() == "no"
-
-
-def _helm_install(node: Node, doc: dict[str, Any]) -> None:
-    path = node.base / "install-values.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    node.run(
-        "helm", "install", RELEASE, str(REPO / "charts" / "nri-resmgr"),
-        "--namespace", NAMESPACE, "-f", str(path), "--wait", "--timeout", "180s",
-        timeout=240,
-    )  # fmt: skip
-
-
-def _uninstall(node: Node) -> None:
-    node.run("helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", timeout=180)
-    node.wait_for(lambda: not daemon_pods(node), timeout=120, what="the daemon pod gone")
-
-
-# -- measurement -------------------------------------------------------------------------
-
-STARTUP_PODS = 30
-
-
-def _pod_startup_seconds(node: Node, prefix: str) -> list[float]:
-    """Create STARTUP_PODS Burstable pods one after another through the API; for each,
-    seconds from the create request to the first read that shows phase Running."""
-    client = node.cluster.client
-    base = "/api/v1/namespaces/default/pods"
-    out = []
-    for i in range(STARTUP_PODS):
-        name = f"{prefix}-{i}"
-        started = time.monotonic()
-        client.request(
-            "POST", base, body=pod_manifest(name, cpu="50m", memory="16Mi", limits=False)
-        )
-        while True:
-            phase = (client.request("GET", f"{base}/{name}").get("status") or {}).get("phase")
-            if phase == "Running":
-                break
-            assert phase in (None, "Pending"), f"pod {name}: phase {phase}"
-            assert time.monotonic() - started < 120, f"pod {name} not Running in 120 s"
-            time.sleep(0.02)
-        out.append(time.monotonic() - started)
-    node.kubectl("delete", "pods", "-n", "default", "--all", "--wait=true", "--timeout=180s")
-    return out
-
-
-def _percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def test_pod_startup_latency_without_and_with_the_plugin(node: Node, nri_image: Image) -> None:
@@ -900,10 +523,10 @@ def test_pod_startup_latency_without_and_with_the_plugin(node: Node, nri_image: 
         "helm", "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", check=False, timeout=180
     )
     node.wait_for(lambda: not daemon_pods(node), timeout=120, what="no plugin at first")
-    without = _pod_startup_seconds(node, "bare")
-    _helm_install(node, values(node, nri_image))
+    without = pod_startup_seconds(node, "bare")
+    helm_install(node, values(node, nri_image))
     try:
-        with_plugin = _pod_startup_seconds(node, "managed")
+        with_plugin = pod_startup_seconds(node, "managed")
         assert f"managed-{STARTUP_PODS - 1}" in daemon_log(node), (
             f"the plugin did not see the last pod:\n{daemon_log(node)}"
         )
@@ -922,12 +545,12 @@ def test_pod_startup_latency_without_and_with_the_plugin(node: Node, nri_image: 
         "what": f"pod create to Running, {STARTUP_PODS} Burstable pods one at a time, "
         f"real kubelet v1.34.4 + containerd {node.ctd.release.version}",
         "without_plugin": {
-            "p50": round(_percentile(without, 50), 3),
-            "p99": round(_percentile(without, 99), 3),
+            "p50": round(percentile(without, 50), 3),
+            "p99": round(percentile(without, 99), 3),
         },
         "with_nri_resmgr": {
-            "p50": round(_percentile(with_plugin, 50), 3),
-            "p99": round(_percentile(with_plugin, 99), 3),
+            "p50": round(percentile(with_plugin, 50), 3),
+            "p99": round(percentile(with_plugin, 99), 3),
         },
         "load1": round(float(Path("/proc/loadavg").read_text().split()[0]), 2),
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -18,7 +18,6 @@ import pytest
 from tests.e2e_kube import soak
 from tests.e2e_kube.image import Image
 from tests.e2e_kube.node import Node
-from tests.e2e_kube.test_kube import node  # noqa: F401 - the node fixture, shared
 from tests.e2e_kube.test_upgrades import release, required  # noqa: F401 - same setup
 
 MINUTES = float(os.environ.get("NRI_RESMGR_SOAK_MINUTES", "5"))
@@ -27,7 +26,7 @@ SEED = int(os.environ.get("NRI_RESMGR_SOAK_SEED", "29"))
 
 @pytest.mark.timeout(int(1800 + 90 * MINUTES))
 def test_soak_keeps_every_invariant(
-    node: Node,  # noqa: F811
+    node: Node,
     nri_image: Image,
     required: dict[str, object],  # noqa: F811
 ) -> None:

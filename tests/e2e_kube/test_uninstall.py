@@ -20,25 +20,24 @@ import pytest
 
 from nri_resmgr.cli import main as cli_main
 from tests.e2e import cri
-from tests.e2e_kube.image import Image
-from tests.e2e_kube.node import Node
-from tests.e2e_kube.soak import wait_daemon
-from tests.e2e_kube.test_kube import (  # noqa: F401 - the node fixture, shared
+from tests.e2e_kube.chart import (
     NAMESPACE,
     README_KEEP,
     RELEASE,
-    _helm_install,
-    _uninstall,
-    _upgrade_and_roll_out,
     container_pid,
     cpuset,
     daemon_pods,
     delete_pods,
-    node,
+    helm_install,
+    helm_uninstall,
     readme_says,
     run_pod,
+    upgrade_and_roll_out,
     values,
 )
+from tests.e2e_kube.image import Image
+from tests.e2e_kube.node import Node
+from tests.e2e_kube.soak import wait_daemon
 from tests.support.requirements import online_cpus
 
 README_UNINSTALL = (
@@ -50,7 +49,7 @@ README_UNINSTALL = (
 
 
 @pytest.fixture
-def pods(node: Node, nri_image: Image) -> Iterator[None]:  # noqa: F811
+def pods(node: Node, nri_image: Image) -> Iterator[None]:
     node.ctd.import_image(nri_image.archive)
     yield
     node.kubectl(
@@ -60,7 +59,7 @@ def pods(node: Node, nri_image: Image) -> Iterator[None]:  # noqa: F811
              check=False, timeout=180)  # fmt: skip
 
 
-def _placed(node: Node) -> dict[str, Any]:  # noqa: F811
+def _placed(node: Node) -> dict[str, Any]:
     run_pod(node, "keeper", cpu="1", memory="64Mi")
     run_pod(node, "sharer", cpu="100m", memory="32Mi", limits=False)
     assert cpuset(node, "keeper")[0] == "1"
@@ -68,7 +67,7 @@ def _placed(node: Node) -> dict[str, Any]:  # noqa: F811
     return {n: container_pid(node, node.get("pod", n)) for n in ("keeper", "sharer")}
 
 
-def _unmoved(node: Node, pids: dict[str, Any], after: str) -> None:  # noqa: F811
+def _unmoved(node: Node, pids: dict[str, Any], after: str) -> None:
     assert (cpuset(node, "keeper")[0], cpuset(node, "sharer")[0]) == ("1", "0"), (
         f"{after} moved a running container"
     )
@@ -78,18 +77,18 @@ def _unmoved(node: Node, pids: dict[str, Any], after: str) -> None:  # noqa: F81
 
 
 def test_upgrade_pod_deletion_and_kill9_keep_running_containers_then_uninstall_resets(
-    node: Node,  # noqa: F811
+    node: Node,
     nri_image: Image,
     pods: None,
 ) -> None:
     readme_says(README_KEEP)
     readme_says(README_UNINSTALL)
-    _helm_install(node, values(node, nri_image))
+    helm_install(node, values(node, nri_image))
     wait_daemon(node)
     pids = _placed(node)
     # every case below stops a daemon pod with its reset container: the preStop hook runs
     # and must leave everything, as the DaemonSet stays
-    _upgrade_and_roll_out(node, values(node, nri_image, podAnnotations={"rev": "2"}))
+    upgrade_and_roll_out(node, values(node, nri_image, podAnnotations={"rev": "2"}))
     _unmoved(node, pids, "a rolling update")
     (old,) = daemon_pods(node)
     node.kubectl("delete", "pod", "-n", NAMESPACE, old["metadata"]["name"], "--wait=true")
@@ -100,7 +99,7 @@ def test_upgrade_pod_deletion_and_kill9_keep_running_containers_then_uninstall_r
     wait_daemon(node, other_than=pid)
     _unmoved(node, pids, "kill -9 of the daemon")
 
-    _uninstall(node)
+    helm_uninstall(node)
     mine = f"app.kubernetes.io/instance={RELEASE}"
     for kind in ("daemonset", "configmap", "serviceaccount", "role", "rolebinding"):
         left = node.kubectl("get", kind, "-n", NAMESPACE, "-l", mine, "-o", "name").stdout
@@ -122,14 +121,14 @@ def test_upgrade_pod_deletion_and_kill9_keep_running_containers_then_uninstall_r
 
 
 def test_uninstall_without_the_reset_container_leaves_cpus_until_reset(
-    node: Node,  # noqa: F811
+    node: Node,
     nri_image: Image,
     pods: None,
 ) -> None:
-    _helm_install(node, values(node, nri_image, uninstall={"resetContainers": False}))
+    helm_install(node, values(node, nri_image, uninstall={"resetContainers": False}))
     wait_daemon(node)
     pids = _placed(node)
-    _uninstall(node)
+    helm_uninstall(node)
     _unmoved(node, pids, "helm uninstall with uninstall.resetContainers=false")
     # the documented way out: the reset command on the node
     assert cli_main(["reset", "--socket", str(node.ctd.layout.nri_socket),

@@ -23,14 +23,13 @@ import pytest
 
 from tests.e2e import containerd as ctdmod
 from tests.e2e_kube import soak
-from tests.e2e_kube.image import Image
-from tests.e2e_kube.node import Node
-from tests.e2e_kube.test_kube import (  # noqa: F401 - the node fixture, shared
-    _helm_install,
-    _runtime_requires,
-    node,
+from tests.e2e_kube.chart import (
+    helm_install,
+    runtime_requires,
     values,
 )
+from tests.e2e_kube.image import Image
+from tests.e2e_kube.node import Node
 
 UPGRADES = int(os.environ.get("NRI_RESMGR_UPGRADES", "2"))
 SEED = int(os.environ.get("NRI_RESMGR_SOAK_SEED", "29"))
@@ -43,24 +42,24 @@ def release() -> ctdmod.Release:
 
 
 @pytest.fixture(scope="module")
-def required(node: Node, nri_image: Image) -> Iterator[dict[str, Any]]:  # noqa: F811
+def required(node: Node, nri_image: Image) -> Iterator[dict[str, Any]]:
     """The runtime requires the plugin; the chart installed with the suite's values."""
     node.ctd.import_image(nri_image.archive)
-    _runtime_requires(node, "--require")
+    runtime_requires(node, "--require")
     doc = values(node, nri_image)
     try:
-        _helm_install(node, doc)
+        helm_install(node, doc)
         soak.wait_daemon(node)
         yield doc
     finally:
         node.run("helm", "uninstall", soak.RELEASE, "--namespace", soak.NAMESPACE, "--wait",
                  check=False, timeout=180)  # fmt: skip
         node.kubectl("delete", "pods", "--all", "--wait=true", "--timeout=120s", check=False)
-        _runtime_requires(node, "--no-require")
+        runtime_requires(node, "--no-require")
 
 
 def test_rolling_updates_under_churn_leave_no_container_unplaced(
-    node: Node,  # noqa: F811
+    node: Node,
     nri_image: Image,
     required: dict[str, Any],
 ) -> None:

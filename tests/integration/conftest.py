@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -26,3 +29,13 @@ def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def topology() -> Topology:
     """The daemon tests' machine (`MACHINE`), read back through discovery."""
     return discovered(MACHINE)
+
+
+@pytest.fixture
+def sock_path() -> Iterator[str]:
+    """A socket path in a fresh directory under /tmp (short: the AF_UNIX path limit)."""
+    directory = tempfile.mkdtemp(prefix="nri-", dir="/tmp")
+    try:
+        yield os.path.join(directory, "nri.sock")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

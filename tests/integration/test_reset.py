@@ -27,11 +27,8 @@ import pytest
 from nri_api import api
 from nri_api.errors import RPCError, StatusCode
 from nri_api.testing import FakeRuntime
-from nri_resmgr.commands.reset import (
-    read_allowed_sets,
-    remove_owned_rdt_groups,
-    sync_and_reset,
-)
+from nri_resmgr.commands.reset import sync_and_reset
+from nri_resmgr.control.host_reset import read_allowed_sets, remove_owned_rdt_groups
 from nri_resmgr.control.synthetic import INTEL_SKX, make_resctrl_tree
 from nri_resmgr.model import QoSClass
 from nri_resmgr.ops.reset import ResetError

@@ -19,12 +19,13 @@ not a check, and ``verify-cstates`` and the like are their own helpers, not coun
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.requirements import go_module_cache
 
 __all__ = [
     "COMMIT",
@@ -162,14 +163,9 @@ _BACKTICK_COMMENT = re.compile(r"`#[^`]*`")
 
 
 def suite_dir() -> Path:
-    """Their suite in the Go module cache (absent until ``go mod download``): under
-    ``$GOMODCACHE``, else ``$GOPATH/pkg/mod``, else ``~/go/pkg/mod``, as go puts it."""
-    cache = os.environ.get("GOMODCACHE") or str(
-        Path((os.environ.get("GOPATH") or "").split(os.pathsep)[0] or Path.home() / "go")
-        / "pkg"
-        / "mod"
-    )
-    base = Path(cache) / "github.com" / "containers" / f"nri-plugins@{TAG}"
+    """Their suite in Go's module cache (absent until ``go mod download``)."""
+    cache = go_module_cache()
+    base = cache / "github.com" / "containers" / f"nri-plugins@{TAG}"
     return base / "test" / "e2e" / "policies.test-suite"
 
 

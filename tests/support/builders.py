@@ -2,7 +2,8 @@
 
 `ctr(...)` makes a `ContainerInfo` from the few facts a policy test cares about;
 `topo(spec)` builds a synthetic machine; `snapshots()` lists the real machines in
-../shared/topologies (unpacked and discovered with the daemon's own code).
+../shared/topologies (unpacked and discovered with the daemon's own code).  `BE`, `BU`
+and `GU` are the QoS classes' short names the policy tables use.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from nri_resmgr.topology.discover import discover
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.topology.synthetic import build_topology
 from tests.support.requirements import TOPOLOGIES
+
+BE = QoSClass.BEST_EFFORT
+BU = QoSClass.BURSTABLE
+GU = QoSClass.GUARANTEED
 
 #: 2 packages x 2 nodes x 2 cores x 2 threads: CPU n and n+8 are siblings,
 #: node0 = 0-1,8-9  node1 = 2-3,10-11  node2 = 4-5,12-13  node3 = 6-7,14-15

@@ -3,6 +3,8 @@
 Everything here draws from a `random.Random` given by the caller, so a case is reproduced
 by its seed and index alone.  `hostile_*` give values a pod author or a broken runtime
 could send; `mutate` damages an encoded message the ways a wire does (and worse).
+`reader_work_bound` is how much work reading one such value may take, in calls
+(`tests.support.work`): linear in its size.
 """
 
 from __future__ import annotations
@@ -19,6 +21,19 @@ from nri_api import api
 ENV_CASES: Final = "NRI_RESMGR_FUZZ_CASES"
 ENV_SEED: Final = "NRI_RESMGR_FUZZ_SEED"
 DEFAULT_SEED: Final = 20261123
+
+
+#: the work bound of an annotation reader: calls per character of the value, over a fixed
+#: start; the worst of 1,500 `hostile_yaml` values made 28 a character (the test-hint
+#: reader) and 56,788 calls in all (a 2,043-character value)
+CALLS_PER_CHARACTER: Final = 200
+CALLS_AT_LEAST: Final = 10_000
+
+
+def reader_work_bound(value: str) -> int:
+    """The calls reading `value` may make: `CALLS_PER_CHARACTER` a character, at least
+    `CALLS_AT_LEAST`."""
+    return CALLS_PER_CHARACTER * len(value) + CALLS_AT_LEAST
 
 
 def fuzz_cases(default: int) -> int:

@@ -3,7 +3,8 @@
 `require(condition, reason)` skips a test whose prerequisite (Go, ../shared/, root, runc,
 ...) is missing. When NRI_RESMGR_STRICT=1 (set by .ci/run) the same call fails the test
 instead, because CI is expected to have every prerequisite.  `require_go` and
-`require_topologies` are the prerequisites several files share.
+`require_topologies` are the prerequisites several files share; `go_module_cache` is
+where Go keeps downloaded module sources (the peers' builds fill it), as `go` itself says.
 
 `require_two_cpus` is different: the end-to-end scenarios are sized for a machine whose
 online CPUs are exactly 0-1, and on another machine they would be different tests, not
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,25 @@ def go_binary() -> str | None:
         return found
     fallback = Path("/usr/local/go/bin/go")
     return str(fallback) if fallback.exists() else None
+
+
+def go_module_cache() -> Path:
+    """Go's module cache: what ``go env GOMODCACHE`` says (it knows ``$GOMODCACHE``,
+    ``$GOPATH``, its own env file and the default), or without Go the same default by
+    hand (``$GOMODCACHE``, else the first of ``$GOPATH``'s ``/pkg/mod``, else
+    ``~/go/pkg/mod``). A ``$HOME`` that is not the one the cache was filled under does
+    not hide it from a test that asks go."""
+    go = go_binary()
+    if go is not None:
+        out = subprocess.run(
+            [go, "env", "GOMODCACHE"], capture_output=True, text=True, timeout=60, check=False
+        )
+        if out.returncode == 0 and out.stdout.strip():
+            return Path(out.stdout.strip())
+    if os.environ.get("GOMODCACHE"):
+        return Path(os.environ["GOMODCACHE"])
+    gopath = (os.environ.get("GOPATH") or "").split(os.pathsep)[0]
+    return (Path(gopath) if gopath else Path.home() / "go") / "pkg" / "mod"
 
 
 def require_go() -> str:

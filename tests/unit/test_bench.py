@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 
+from bench.peers import compile_bytecode
 from bench.profile import layer_of, parse, summarize
 from bench.stats import percentile, summary_us
 
@@ -65,7 +68,7 @@ def test_containerd_log_time_keeps_microseconds() -> None:
 
 
 def test_log_cursor_reads_only_new_lines_and_fails_on_sync_errors(tmp_path: Path) -> None:
-    from bench.containerd_rt import LogCursor
+    from bench.rt_peers import LogCursor
 
     log = tmp_path / "containerd.log"
     log.write_text('time="2026-11-23T07:00:00.5Z" msg="plugin \\"10-a\\" registered"\n')
@@ -113,3 +116,25 @@ def test_containerd_rt_table_renders_without_a_skipped_peer(
     assert "nri-plugins |" not in text.replace("nri-resmgr / nri-plugins |", "")
     assert "| live | no plugin | go-noop | nri-resmgr |" in text
     assert "|    10 | 1.0 | 2.0 | n/a |" in text
+
+
+def test_compile_bytecode_writes_it_even_where_python_would_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the agents' shells set PYTHONDONTWRITEBYTECODE; the start-up rows must not pay for it
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    sources = [tmp_path / "nri_api" / "a.py", tmp_path / "nri_resmgr" / "sub" / "b.py"]
+    for src in sources:
+        src.parent.mkdir(parents=True)
+        src.write_text("X = 1\n")
+    compile_bytecode(tmp_path)
+    for src in sources:
+        assert Path(importlib.util.cache_from_source(str(src))).is_file(), src
+
+
+def test_compile_bytecode_names_the_package_that_does_not_compile(tmp_path: Path) -> None:
+    (tmp_path / "nri_api").mkdir()
+    (tmp_path / "nri_resmgr").mkdir()
+    (tmp_path / "nri_resmgr" / "broken.py").write_text("def (:\n")
+    with pytest.raises(RuntimeError, match=r"compiling .*nri_resmgr: expected every module"):
+        compile_bytecode(tmp_path)

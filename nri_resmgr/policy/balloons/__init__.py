@@ -12,16 +12,16 @@ type's tree options), `sizing` (balloon sizes, composites, the initial state),
 protocol, delegating to the others).
 """
 
-from nri_resmgr.policy.balloons.config import (
+from nri_resmgr.policy.balloons.config import resolve_config
+from nri_resmgr.policy.balloons.invariants import InvariantError, check_invariants
+from nri_resmgr.policy.balloons.matching import BALLOON_ANNOTATION, balloon_type_of
+from nri_resmgr.policy.balloons.policy import BalloonReport, BalloonsPolicy
+from nri_resmgr.policy.balloons.spec import (
     NOT_IMPLEMENTED,
     SPEC_MODEL,
     BalloonsConfig,
     BalloonType,
-    resolve_config,
 )
-from nri_resmgr.policy.balloons.invariants import InvariantError, check_invariants
-from nri_resmgr.policy.balloons.matching import BALLOON_ANNOTATION, balloon_type_of
-from nri_resmgr.policy.balloons.policy import BalloonReport, BalloonsPolicy
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.base import PolicyRecord, ResourceKind
 

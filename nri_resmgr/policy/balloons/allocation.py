@@ -58,7 +58,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from nri_resmgr.policy.balloons.config import TopologyLevel
+from nri_resmgr.policy.balloons.spec import TopologyLevel
 from nri_resmgr.policy.cpu_allocator import CPUAllocator
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology

@@ -1,7 +1,7 @@
 """Configuration of the balloons policy: nri-plugins' ``BalloonsPolicy`` spec, unchanged.
 
-Theory of operation: `BalloonsConfig` is the pydantic model of the spec (`spec`, whose
-names this module re-exports); `resolve_config` validates a
+Theory of operation: `BalloonsConfig` is the pydantic model of the spec (`spec`, where
+its names are imported from); `resolve_config` validates a
 mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource whose
 ``spec`` it takes) and applies it to the machine:
 
@@ -19,7 +19,7 @@ mapping against it (the bare spec, or a whole ``BalloonsPolicy`` custom resource
   `hints.tree_options`'s;
 - the CPU classes (``cpuClasses``, `nri_resmgr.policy.cpu_classes`): names given once,
   and every ``cpuClass`` and ``idleCPUClass`` one of them when any is defined;
-- the keys the policy accepts without effect are `NOT_IMPLEMENTED` (key -> why);
+- the keys the policy accepts without effect are `spec.NOT_IMPLEMENTED` (key -> why);
   `nri_resmgr.policy_documents` warns once per such key a configuration sets, as it does
   for every policy.
 
@@ -38,22 +38,17 @@ from nri_resmgr.model import MemoryKind
 from nri_resmgr.policy.balloons.spec import (
     DEFAULT,
     KIND,
-    NOT_IMPLEMENTED,
     POD_RESOURCE_PREFIX,
     RESERVED,
-    SPEC_MODEL,
     SUBJECT,
     BalloonsConfig,
     BalloonType,
     ComponentCreation,
     CPUPriority,
-    Expression,
     LoadClass,
-    TopologyLevel,
 )
 from nri_resmgr.policy.common import parse_cpu_amount
 from nri_resmgr.policy.cpu_classes import check_classes
-from nri_resmgr.policy.expressions import Operator
 from nri_resmgr.policy.irq_affinity import IrqMode, irq_pattern_problem
 from nri_resmgr.policy.kit.constraints import (
     RESERVED_CPU,
@@ -72,26 +67,7 @@ from nri_resmgr.topology.locality import device_cpus
 from nri_resmgr.topology.model import Topology
 from nri_resmgr.validation import invalid, validate
 
-__all__ = [
-    "DEFAULT",
-    "KIND",
-    "NOT_IMPLEMENTED",
-    "POD_RESOURCE_PREFIX",
-    "RESERVED",
-    "SPEC_MODEL",
-    "SUBJECT",
-    "BalloonType",
-    "BalloonsConfig",
-    "CPUPriority",
-    "ComponentCreation",
-    "Expression",
-    "LoadClass",
-    "Operator",
-    "ResolvedConfig",
-    "TopologyLevel",
-    "resolve_config",
-    "spec_of",
-]
+__all__ = ["ResolvedConfig", "resolve_config", "spec_of"]
 
 
 @dataclass(frozen=True, slots=True)

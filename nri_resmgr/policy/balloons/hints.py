@@ -15,7 +15,8 @@ under load at.
 from __future__ import annotations
 
 from nri_resmgr.policy.balloons.allocation import Hint, TreeOptions
-from nri_resmgr.policy.balloons.config import POD_RESOURCE_PREFIX, RESERVED, ResolvedConfig
+from nri_resmgr.policy.balloons.config import ResolvedConfig
+from nri_resmgr.policy.balloons.spec import POD_RESOURCE_PREFIX, RESERVED
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import CoreType, Topology
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from nri_resmgr.policy.balloons.config import ComponentCreation
 from nri_resmgr.policy.balloons.sizing import Sizing
+from nri_resmgr.policy.balloons.spec import ComponentCreation
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState
 from nri_resmgr.topology.cpuset import IDSet, union
 

@@ -16,16 +16,10 @@ from __future__ import annotations
 
 from nri_resmgr.model import ANNOTATION_DOMAIN, AnnotationError, ContainerInfo
 from nri_resmgr.policy import expressions
-from nri_resmgr.policy.balloons.config import (
-    DEFAULT,
-    RESERVED,
-    BalloonType,
-    Expression,
-    Operator,
-    ResolvedConfig,
-)
+from nri_resmgr.policy.balloons.config import ResolvedConfig
+from nri_resmgr.policy.balloons.spec import DEFAULT, RESERVED, BalloonType, Expression
 from nri_resmgr.policy.common import namespace_matches
-from nri_resmgr.policy.expressions import subject_of
+from nri_resmgr.policy.expressions import Operator, subject_of
 
 __all__ = ["BALLOON_ANNOTATION", "balloon_type_of", "evaluate", "expand", "key_value"]
 

@@ -33,10 +33,10 @@ from nri_resmgr.model import (
     CPUKind,
     Decision,
 )
-from nri_resmgr.policy.balloons.config import BalloonType
 from nri_resmgr.policy.balloons.devices import kubelet_devices, pod_resource_patterns
 from nri_resmgr.policy.balloons.matching import balloon_type_of, evaluate, expand
 from nri_resmgr.policy.balloons.sizing import NO_CPUS, Sizing
+from nri_resmgr.policy.balloons.spec import BalloonType
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.balloons.views import first_zone, follow_mems, render_changed
 from nri_resmgr.policy.common import parse_bool_annotation

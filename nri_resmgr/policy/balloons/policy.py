@@ -38,11 +38,12 @@ from nri_resmgr.model import (
     Decision,
 )
 from nri_resmgr.policy.balloons import outputs, placement, rebuild, views
-from nri_resmgr.policy.balloons.config import BalloonType, ResolvedConfig
+from nri_resmgr.policy.balloons.config import ResolvedConfig
 from nri_resmgr.policy.balloons.invariants import check_invariants
 from nri_resmgr.policy.balloons.matching import balloon_type_of
 from nri_resmgr.policy.balloons.outputs import BalloonReport
 from nri_resmgr.policy.balloons.sizing import Sizing
+from nri_resmgr.policy.balloons.spec import BalloonType
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.cpu_classes import CPUClassUse

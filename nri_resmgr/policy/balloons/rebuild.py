@@ -28,11 +28,11 @@ from dataclasses import replace
 
 from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, ContainerInfo, Decision
 from nri_resmgr.policy.balloons.allocation import level_cpus
-from nri_resmgr.policy.balloons.config import DEFAULT, RESERVED, BalloonType
 from nri_resmgr.policy.balloons.matching import balloon_type_of
 from nri_resmgr.policy.balloons.memzone import MemZone
 from nri_resmgr.policy.balloons.placement import add, member, plain_member, preserved
 from nri_resmgr.policy.balloons.sizing import NO_CPUS, Sizing
+from nri_resmgr.policy.balloons.spec import DEFAULT, RESERVED, BalloonType
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.balloons.views import first_zone, hides, render
 from nri_resmgr.policy.common import take_cpus

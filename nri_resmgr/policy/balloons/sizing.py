@@ -24,17 +24,16 @@ from dataclasses import replace
 from typing import Any
 
 from nri_resmgr.policy.balloons.allocation import CPUTree, TreeOptions, grow, level_cpus, shrink
-from nri_resmgr.policy.balloons.config import (
+from nri_resmgr.policy.balloons.config import ResolvedConfig, resolve_config
+from nri_resmgr.policy.balloons.devices import device_hints, pod_resource_patterns
+from nri_resmgr.policy.balloons.hints import tree_options
+from nri_resmgr.policy.balloons.spec import (
     RESERVED,
     BalloonType,
     ComponentCreation,
     CPUPriority,
-    ResolvedConfig,
     TopologyLevel,
-    resolve_config,
 )
-from nri_resmgr.policy.balloons.devices import device_hints, pod_resource_patterns
-from nri_resmgr.policy.balloons.hints import tree_options
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology

@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from nri_resmgr.model import Assignment, ContainerID, CPUKind, MemoryKind
-from nri_resmgr.policy.balloons.config import RESERVED, BalloonType
 from nri_resmgr.policy.balloons.memzone import MemZone, realloc
 from nri_resmgr.policy.balloons.sizing import Sizing
+from nri_resmgr.policy.balloons.spec import RESERVED, BalloonType
 from nri_resmgr.policy.balloons.state import BalloonsState, Member
 from nri_resmgr.policy.common import one_thread_per_core
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, NodeSet, union

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.conformance.harness import GoRuntime, Json, SyncResult, attach_plugin, read_jsonl
+from tests.conformance.harness import GoRuntime, Json, SyncResult, read_jsonl
+from tests.conformance.harness_attach import attach_plugin
 
 PLUGINS = Path(__file__).resolve().parent
 RECORDER = PLUGINS / "recorder.py"

@@ -12,6 +12,7 @@ import pytest
 
 from nri_api import loop
 from tests.support.requirements import require
+from tests.support.trunk import PLUGIN, RUNTIME, echo_handler, trunk_pair
 
 
 class MarkedLoop(asyncio.SelectorEventLoop):
@@ -63,7 +64,6 @@ def test_an_unknown_choice_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_trunks_talk_on_the_real_uvloop() -> None:
     """The transport (data_received feed, flow control, close) on uvloop's transports."""
     require(importlib.util.find_spec("uvloop"), "uvloop (the `fast` extra) is not installed")
-    from tests.integration.test_transport import PLUGIN, RUNTIME, echo_handler, trunk_pair
 
     async def main() -> str:
         plugin, runtime = await trunk_pair()

@@ -23,9 +23,12 @@ from nri_resmgr.ops.runtime_config import (
     Runtime,
     edit,
 )
+from tests.e2e.crio import CRIO
+from tests.support.requirements import go_module_cache, require
 
 REQUIRE = NRISettings(require=("resmgr",))
-CRIO_SOURCE = Path.home() / "go/pkg/mod/github.com/cri-o/cri-o@v1.36.3/internal/config/nri/nri.go"
+#: CRI-O's NRI configuration in the source the peers' build downloads (tests.build_peers)
+CRIO_NRI_GO = Path(f"{CRIO.module}@v{CRIO.version}") / "internal" / "config" / "nri" / "nri.go"
 
 
 def test_dry_run_shows_the_validator_table_and_says_what_it_means(
@@ -96,9 +99,12 @@ def test_crio_dropin_uses_crio_names() -> None:
 
 
 def test_crio_names_are_the_ones_crio_reads() -> None:
-    if not CRIO_SOURCE.is_file():
-        pytest.skip(f"CRI-O's source is not in Go's module cache ({CRIO_SOURCE})")
-    tags = set(re.findall(r'toml:"([a-z_]+)"', CRIO_SOURCE.read_text()))
+    source = go_module_cache() / CRIO_NRI_GO
+    require(
+        source.is_file(),
+        f"CRI-O's source is not in Go's module cache ({source}; python3 -m tests.build_peers)",
+    )
+    tags = set(re.findall(r'toml:"([a-z_]+)"', source.read_text()))
     out = edit(Runtime.CRIO, "", REQUIRE, path="d.conf")
     nri = tomllib.loads(out)["crio"]["nri"]
     assert "default_validator" in tags

@@ -164,16 +164,29 @@ def test_a_drop_in_importing_a_built_in_does_not_define_it_again(tmp_path: Path)
     assert found["mine"].origin.endswith("uses.py")
 
 
+#: every method of the contract, the optional hooks among them
+HOOKS = frozenset(
+    name for name, value in vars(Policy).items() if callable(value) and not name.startswith("_")
+)
+
+
 def _getattr_on_a_policy(tree: ast.AST) -> list[int]:
-    return [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in ("getattr", "hasattr")
-        and node.args
-        and "policy" in ast.unparse(node.args[0]).lower()
-    ]
+    """Lines of a ``getattr``/``hasattr`` on something named a policy, or of one that
+    looks up a contract method by its name on anything (``getattr(p, "render")``)."""
+    found = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and node.args
+        ):
+            continue
+        attr = node.args[1] if len(node.args) > 1 else None
+        by_name = isinstance(attr, ast.Constant) and attr.value in HOOKS
+        if by_name or "policy" in ast.unparse(node.args[0]).lower():
+            found.append(node.lineno)
+    return found
 
 
 def test_no_hook_is_looked_up_with_getattr() -> None:
@@ -184,3 +197,5 @@ def test_no_hook_is_looked_up_with_getattr() -> None:
     }
     assert found == {}
     assert _getattr_on_a_policy(ast.parse('getattr(self.policy, "render", None)')) == [1]
+    assert _getattr_on_a_policy(ast.parse('hasattr(p, "irq_use")\ngetattr(p, "x")')) == [1]
+    assert {"render", "cpu_class_use", "irq_use", "balloons", "record", "restore"} <= HOOKS

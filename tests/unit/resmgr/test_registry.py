@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from importlib.metadata import EntryPoints, entry_points
 from pathlib import Path
 
 import pytest
 
+from nri_resmgr import policy_registry
 from nri_resmgr.model import ConfigError, CPUKind
 from nri_resmgr.policy.none import NonePolicy
 from nri_resmgr.policy.static import StaticPolicy
-from nri_resmgr.policy_registry import available_policies, load_policy
+from nri_resmgr.policy_registry import ENTRY_POINT_GROUP, available_policies, load_policy
 from tests.support.builders import ctr, small
 from tests.support.requirements import REPO
 
@@ -21,6 +24,31 @@ PLUGINS = REPO / "plugins.d"
 )
 def test_builtins_load_by_name(name: str, cls: type) -> None:
     assert isinstance(load_policy(name, topology=small(), config={}), cls)
+
+
+@pytest.fixture
+def fresh_group() -> Iterator[None]:
+    """The group read anew by the test, and again by whoever comes after it."""
+    policy_registry._entry_points.cache_clear()
+    yield
+    policy_registry._entry_points.cache_clear()
+
+
+def test_the_entry_point_group_is_read_once_per_process(
+    fresh_group: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[str] = []
+
+    def counted(*, group: str) -> EntryPoints:
+        reads.append(group)
+        return entry_points(group=group)
+
+    monkeypatch.setattr(policy_registry, "entry_points", counted)
+    first = available_policies()
+    load_policy("none", topology=small(), config={})
+    assert list(available_policies()) == list(first)
+    assert {"none", "static", "topology-aware", "balloons"} <= set(first)
+    assert reads == [ENTRY_POINT_GROUP]
 
 
 def test_topology_aware_is_listed_and_loads() -> None:

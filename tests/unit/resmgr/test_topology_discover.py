@@ -357,6 +357,26 @@ def test_offline_cpu_from_online_file(small_root: Path) -> None:
     assert t.siblings(7) == IDSet([7])  # cpu 3's sibling now runs alone
 
 
+def test_an_attribute_that_cannot_be_read_counts_as_missing(small_root: Path) -> None:
+    cpu3 = small_root / "sys" / "devices" / "system" / "cpu" / "cpu3"
+    (cpu3 / "online").unlink(missing_ok=True)
+    (cpu3 / "online").mkdir()  # read() fails with EISDIR: the online list decides
+    (small_root / "sys" / "devices" / "system" / "cpu" / "online").write_text("0-2,4-7\n")
+    assert discover(small_root).offline_cpus() == IDSet([3])
+
+
+def test_a_bad_cache_list_names_its_file_every_time(small_root: Path) -> None:
+    shared = small_root / "sys/devices/system/cpu/cpu5/cache/index3/shared_cpu_list"
+    good = shared.read_text()
+    discover(small_root)  # the good list is parsed (and remembered) first
+    shared.write_text("0-x\n")
+    for _ in range(2):  # a failed parse is not remembered as a value
+        with pytest.raises(DiscoveryError, match=r"cpu5/cache/index3/shared_cpu_list: expected"):
+            discover(small_root)
+    shared.write_text(good)
+    assert discover(small_root).online_cpus() == IDSet(range(8))
+
+
 def test_not_a_sysfs_root(tmp_path: Path) -> None:
     with pytest.raises(DiscoveryError, match=r"expected a sysfs tree with devices/system/cpu"):
         discover(tmp_path)

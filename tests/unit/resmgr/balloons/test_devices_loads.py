@@ -12,7 +12,7 @@ import pytest
 
 from nri_resmgr.model import ConfigError
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION
-from nri_resmgr.policy.balloons.config import NOT_IMPLEMENTED
+from nri_resmgr.policy.balloons.spec import NOT_IMPLEMENTED
 from nri_resmgr.topology.cpuset import IDSet
 from tests.support.balloons import bctr, machine, policy, run
 from tests.support.builders import topo

@@ -15,8 +15,9 @@ from nri_resmgr.model import (
     QoSClass,
 )
 from nri_resmgr.policy.balloons import BALLOON_ANNOTATION
-from nri_resmgr.policy.balloons.config import Expression, Operator
 from nri_resmgr.policy.balloons.matching import evaluate, expand, key_value
+from nri_resmgr.policy.balloons.spec import Expression
+from nri_resmgr.policy.expressions import Operator
 from nri_resmgr.policy.sched_classes import SCHEDULING_CLASS_ANNOTATION
 from nri_resmgr.topology.cpuset import IDSet
 from tests.support.balloons import bctr, policy, run

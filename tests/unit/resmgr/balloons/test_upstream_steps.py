@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from nri_resmgr.model import ContainerID, QoSClass
-from nri_resmgr.policy.balloons.config import CPUPriority
+from nri_resmgr.policy.balloons.spec import CPUPriority
 from nri_resmgr.topology.cpuset import IDSet
 from tests.support.balloons import bctr, policy, run
 from tests.support.builders import topo

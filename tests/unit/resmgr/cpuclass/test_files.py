@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nri_resmgr.commands.reset import restore_cpu_class_files
 from nri_resmgr.control.cpuclass.files import RECORD_NAME, CPUClassFiles
 from nri_resmgr.control.cpuclass.synthetic import CPUFreqLayout, write_cpu_class_tree
+from nri_resmgr.control.host_reset import restore_cpu_class_files
 from nri_resmgr.policy.cpu_classes import CPUClassSettings, CPUClassUse
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.synthetic import build_topology, write_sysfs

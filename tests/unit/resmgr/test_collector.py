@@ -1,0 +1,122 @@
+"""The collector around the daemon's start-up (`nri_resmgr.ops.collector`).
+
+Freezing is process-wide and cannot be undone for the objects it moved, so the tests
+that reach `settle` run a fresh interpreter; the others restore the collector's state.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nri_resmgr.cli import main
+from nri_resmgr.ops import collector
+from tests.support.requirements import REPO
+
+
+@pytest.fixture
+def collector_on() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        yield
+    finally:
+        collector.resume()
+        if not was:
+            gc.disable()
+
+
+def _python(code: str, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRI_", "NODE_NAME"))}
+    env.update(NRI_PLUGIN_NAME="resmgr", NRI_PLUGIN_IDX="90")
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()[-1]
+
+
+def test_pause_then_resume_turns_it_back_on_without_freezing(collector_on: None) -> None:
+    frozen = gc.get_freeze_count()
+    collector.pause()
+    assert not gc.isenabled()
+    collector.resume()
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen
+
+
+def test_a_collector_that_was_off_stays_off(collector_on: None) -> None:
+    gc.disable()
+    collector.pause()
+    collector.resume()
+    collector.settle()  # nothing of ours to settle: no freeze either
+    assert not gc.isenabled()
+
+
+def test_a_command_that_fails_at_start_up_leaves_the_collector_on(
+    collector_on: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.yaml"
+    assert main(["run", "--config", str(missing), "--state-dir", str(tmp_path)]) == 2
+    assert str(missing) in capsys.readouterr().err
+    assert gc.isenabled()
+
+
+def test_settle_freezes_what_is_alive_and_turns_the_collector_on() -> None:
+    code = (
+        "import gc, json\n"
+        "from nri_resmgr.ops import collector\n"
+        "collector.pause()\n"
+        "kept = [[i] for i in range(1000)]\n"
+        "paused = not gc.isenabled()\n"
+        "collector.settle()\n"
+        "print(json.dumps([paused, gc.isenabled(), gc.get_freeze_count()]))\n"
+    )
+    paused, enabled, frozen = json.loads(_python(code))
+    assert paused and enabled
+    assert frozen >= 1000
+
+
+#: the launcher's path up to connecting, with serve() probed (as test_startup_imports)
+_AT_CONNECT = """
+import gc, json, sys
+import nri_api.stub
+
+async def probe(self):
+    print(json.dumps([gc.isenabled(), gc.get_freeze_count(), gc.get_stats()[0]["collections"]]))
+    return 0
+
+nri_api.stub.Plugin.serve = probe
+from nri_resmgr.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_the_daemon_connects_with_its_start_up_frozen_and_the_collector_on(
+    tmp_path: Path,
+) -> None:
+    if not Path("/sys/devices/system/cpu").is_dir():
+        pytest.skip("no sysfs: the launcher's path discovers the topology from /sys")
+    enabled, frozen, young = json.loads(
+        _python(
+            _AT_CONNECT, "run", "--log-file", str(tmp_path / "log"), "--state-dir", str(tmp_path)
+        )
+    )
+    assert enabled
+    # the daemon's modules, models, policy and pipeline: tens of thousands of objects
+    assert frozen > 20_000
+    # what ran before `cli.main` paused it (interpreter start, the probe's nri_api.stub)
+    # only: an unpaused start-up runs over 100 young collections
+    assert young < 60
