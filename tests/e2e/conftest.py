@@ -310,6 +310,14 @@ def python() -> str:
     return sys.executable
 
 
+def synchronized_line(line: str, plugin: str) -> bool:
+    """Whether a line of the runtime's log says `plugin` (NN-name) was synchronized (NRI's
+    "connected and synchronized", or a pre-installed plugin's "synchronization success")."""
+    return plugin in line and (
+        "connected and synchronized" in line or "synchronization success" in line
+    )
+
+
 def wait_plugin_synchronized(
     ctd: ctdmod.Containerd, plugin: str, *, count: int = 1, timeout: float = 30.0,
     proc: Process | None = None,
@@ -319,12 +327,7 @@ def wait_plugin_synchronized(
     def synced() -> bool:
         if proc is not None and not proc.alive():
             raise AssertionError(f"plugin {plugin} exited:\n{proc.output()[-3000:]}")
-        n = 0
-        for line in ctd.log_text().splitlines():
-            if plugin in line and (
-                "connected and synchronized" in line or "synchronization success" in line
-            ):
-                n += 1
+        n = sum(1 for line in ctd.log_text().splitlines() if synchronized_line(line, plugin))
         return n >= count
 
     deadline = time.monotonic() + timeout

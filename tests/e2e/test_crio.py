@@ -1,7 +1,7 @@
 """What only CRI-O shows: its cgroup layout under cgroupfs, and enable-nri's drop-in read back.
 
-The scenarios of test_daemon.py, test_reset.py and test_example_plugin.py run on CRI-O
-through the `release` parametrisation (id `crio`); these two check the CRI-O specifics
+The scenarios of test_daemon.py, test_kill9.py, test_reset.py and test_example_plugin.py
+run on CRI-O through the `release` parametrisation (id `crio`); these two check the CRI-O specifics
 the product relies on, from the kernel and from CRI-O's own `config` dump.
 """
 

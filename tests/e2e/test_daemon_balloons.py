@@ -14,8 +14,8 @@ from typing import Any
 from tests.e2e import cri
 from tests.e2e.conftest import plugin_failures
 from tests.e2e.containerd import Containerd
-from tests.e2e.test_daemon import Daemon, _running_daemon
-from tests.e2e.test_daemon import daemon as daemon  # the fixture
+from tests.e2e.resmgr import Daemon, running_daemon
+from tests.e2e.resmgr import daemon as daemon  # the fixture
 
 BALLOONS: dict[str, Any] = {
     "policy": "balloons",
@@ -33,7 +33,7 @@ BALLOONS: dict[str, Any] = {
 def test_balloons_two_types_in_cgroups(
     containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
 ) -> None:
-    _running_daemon(daemon, BALLOONS)
+    running_daemon(daemon, BALLOONS)
     ctd = containerd
     web = cri.run_pod(ctd, "web", qos=cri.QoS.BURSTABLE)
     a = cri.run_container(ctd, web, "a", resources=cri.BURSTABLE_SMALL)

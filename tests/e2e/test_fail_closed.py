@@ -26,8 +26,8 @@ from nri_resmgr.ops.runtime_config import TOLERATE_ANNOTATION
 from tests.e2e import cri
 from tests.e2e import crio as criomod
 from tests.e2e.containerd import CONTAINERD_2, Containerd
-from tests.e2e.test_daemon import STATIC, Daemon, _await_cpus, _cpus, assert_no_double_exclusive
-from tests.e2e.test_daemon import daemon as daemon  # the fixture
+from tests.e2e.resmgr import STATIC, Daemon, assert_no_double_exclusive, await_cpus
+from tests.e2e.resmgr import daemon as daemon  # the fixture
 
 REFUSED = 'validation error: required plugin "resmgr" not present'
 
@@ -66,19 +66,19 @@ def test_required_plugin_refuses_creation_until_the_daemon_is_back(
     b = cri.run_container(ctd, web, "app", resources=cri.BURSTABLE_SMALL)
     db = cri.run_pod(ctd, "db", qos=cri.QoS.GUARANTEED)
     g = cri.run_container(ctd, db, "pg", resources=cri.GUARANTEED_1CPU)
-    assert (_cpus(ctd, g), _cpus(ctd, b)) == ("1", "0")
+    assert (cri.cpus_of(ctd, g), cri.cpus_of(ctd, b)) == ("1", "0")
 
     d.kill9()
     cri.remove_pod(ctd, db)  # an event after the death: NRI drops the dead plugin
     db2 = cri.run_pod(ctd, "db2", qos=cri.QoS.GUARANTEED)
     assert REFUSED in _refused(ctd, db2, "pg", cri.GUARANTEED_1CPU)
     assert REFUSED in _refused(ctd, web, "app-2", cri.BURSTABLE_SMALL)
-    assert _cpus(ctd, b) == "0", "nobody touched the running container"
+    assert cri.cpus_of(ctd, b) == "0", "nobody touched the running container"
 
     d.start()
     d.wait_synced(2)
     g2 = cri.run_container(ctd, db2, "pg", resources=cri.GUARANTEED_1CPU)
     b2 = cri.run_container(ctd, web, "app-2", resources=cri.BURSTABLE_SMALL)
-    assert (_cpus(ctd, g2), _cpus(ctd, b2)) == ("1", "0")
-    _await_cpus(ctd, b, "0", "the shared container stays off the exclusive CPU")
+    assert (cri.cpus_of(ctd, g2), cri.cpus_of(ctd, b2)) == ("1", "0")
+    await_cpus(ctd, b, "0", "the shared container stays off the exclusive CPU")
     assert_no_double_exclusive(ctd, {"db2/pg": g2}, [b, b2])

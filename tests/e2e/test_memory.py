@@ -24,8 +24,8 @@ import pytest
 from tests.e2e import cri
 from tests.e2e.conftest import plugin_failures
 from tests.e2e.containerd import CONTAINERD_2, CONTAINERD_17, Containerd, Release
-from tests.e2e.test_daemon import TOPOLOGY_AWARE, Daemon, _running_daemon
-from tests.e2e.test_daemon import daemon as daemon  # the fixture
+from tests.e2e.resmgr import TOPOLOGY_AWARE, Daemon, running_daemon
+from tests.e2e.resmgr import daemon as daemon  # the fixture
 from tests.support.waiting import wait_for
 
 MEMORY_POLICY: dict[str, Any] = {
@@ -61,7 +61,7 @@ def _policies(pid: int) -> set[str]:
 def test_memory_policy_shown_by_numa_maps(
     release: Release, containerd: Containerd, daemon: Callable[[dict[str, Any]], Daemon]
 ) -> None:
-    _running_daemon(daemon, MEMORY_POLICY)
+    running_daemon(daemon, MEMORY_POLICY)
     ctd = containerd
     web = cri.run_pod(
         ctd,
@@ -106,7 +106,7 @@ def test_memory_qos_refused_by_runc_on_cgroup_v1(
 ) -> None:
     if Path("/sys/fs/cgroup/cgroup.controllers").exists():
         pytest.fail("this test shows runc's cgroup v1 refusal; the host runs cgroup v2")
-    d = _running_daemon(daemon, MEMORY_QOS)
+    d = running_daemon(daemon, MEMORY_QOS)
     ctd = containerd
     assert "memory QoS or SGX EPC limits configured on a cgroup v1 host" in d.output()
     web = cri.run_pod(ctd, "web", annotations={"class.memory-qos.nri.io": "bronze"})

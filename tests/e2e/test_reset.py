@@ -25,15 +25,14 @@ import pytest
 from tests.e2e import cri
 from tests.e2e.conftest import plugin_failures, python, python_env, wait_plugin_synchronized
 from tests.e2e.containerd import Containerd
-from tests.e2e.test_daemon import (
+from tests.e2e.resmgr import (
     PLUGIN,
     PREREG_REGISTRATION_TIMEOUT,
     STATIC,
     Daemon,
-    _await_cpus,
-    _cpus,
+    await_cpus,
 )
-from tests.e2e.test_daemon import daemon as daemon
+from tests.e2e.resmgr import daemon as daemon
 from tests.support.requirements import REPO
 
 FULL_CPUS = "0-1"
@@ -55,9 +54,9 @@ def _pin(ctd: Containerd) -> list[cri.Container]:
     e = cri.run_container(ctd, be, "job", resources=cri.BESTEFFORT)
     db = cri.run_pod(ctd, "db", qos=cri.QoS.GUARANTEED)
     g = cri.run_container(ctd, db, "pg", resources=cri.GUARANTEED_1CPU)
-    assert _cpus(ctd, g) == "1"
-    _await_cpus(ctd, b, "0", "shared pool shrank")
-    _await_cpus(ctd, e, "0", "shared pool shrank")
+    assert cri.cpus_of(ctd, g) == "1"
+    await_cpus(ctd, b, "0", "shared pool shrank")
+    await_cpus(ctd, e, "0", "shared pool shrank")
     return [b, e, g]
 
 
@@ -171,6 +170,6 @@ def test_a_guaranteed_container_of_a_foreign_pod_gets_an_exclusive_cpu(
     shared = cri.run_container(containerd, shared_pod, "app", resources=cri.BURSTABLE_SMALL)
     foreign = _run_foreign_pod(containerd, "nerdctl-db")
     g = cri.run_container(containerd, foreign, "pg", resources=cri.GUARANTEED_1CPU)
-    assert _cpus(containerd, g) == "1"
-    _await_cpus(containerd, shared, "0", "the exclusive CPU left the shared pool")
+    assert cri.cpus_of(containerd, g) == "1"
+    await_cpus(containerd, shared, "0", "the exclusive CPU left the shared pool")
     assert plugin_failures(containerd) == []
