@@ -17,7 +17,7 @@ import pytest
 
 from nri_resmgr.model import MemoryKind
 from nri_resmgr.topology.cpuset import IDSet
-from tests.conformance.harness import make_container, make_pod
+from tests.conformance.harness_pods import make_container, make_pod
 from tests.differential.classes import Context, _reserved_cpus, classify
 from tests.differential.gen import CreatePod, Ctr, DeletePod, Pod
 from tests.differential.machines import TA_CONFIG, Machine, random_machine, shipped
