@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{100 * tally.agreement(policy):.1f}% (shipped "
             f"{100 * tally.total(policy, shipped=True).agreement:.1f}%, random "
             f"{100 * tally.total(policy, 'random/').agreement:.1f}%), strict "
-            f"{100 * row.strict:.1f}% ({row.knock_on} knock-on), identical "
+            f"{100 * row.strict:.1f}% ({row.knock_on} knock-on), in scope "
+            f"{100 * row.in_scope:.1f}%, identical "
             f"{100 * row.identical / max(1, row.observations):.1f}%, classes "
             f"{dict(row.classes) or '-'}, {row.ends_identical}/{row.cases} sequences end "
             f"identical, {len(row.errors)} errors"
@@ -196,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{m}|{p}": {"observations": row.observations, "identical": row.identical,
                          "undocumented": row.undocumented, "knock_on": row.knock_on,
                          "agreement": row.agreement, "strict": row.strict,
+                         "in_scope": row.in_scope,
                          "classes": dict(row.classes),
                          "errors": row.errors}
             for (m, p), row in tally.rows.items()

@@ -32,7 +32,7 @@ def test_strict_agreement_counts_knock_on_as_divergence() -> None:
     assert row.strict == 0.6
     table = tally.table()
     assert "| strict |" in table.splitlines()[0]
-    assert "| 80.0% | 60.0% |" in table
+    assert "| 80.0% | 60.0% | 60.0% |" in table
 
 
 def test_strict_equals_agreement_without_knock_on() -> None:
@@ -41,3 +41,23 @@ def test_strict_equals_agreement_without_knock_on() -> None:
     row = tally.total("topology-aware")
     assert row.knock_on == 0
     assert row.strict == row.agreement == 1.0
+
+
+def test_in_scope_counts_every_knock_on_but_a_restarts() -> None:
+    """Issue 22 keeps the restart rule out of the comparison's scope: the knock-on of a
+    restart does not count against the in-scope figure, every other knock-on does."""
+    tally = Tally()
+    tally.add(
+        _result(
+            None,
+            "restart-keeps-placements",
+            f"{KNOCK_ON}restart-keeps-placements",
+            "shared-refused",
+            f"{KNOCK_ON}shared-refused",
+        )
+    )
+    row = tally.total("topology-aware")
+    assert (row.knock_on, row.undocumented) == (2, 0)
+    assert row.strict == 0.6
+    assert row.in_scope == 0.8
+    assert "| 100.0% | 60.0% | 80.0% |" in tally.table()
