@@ -50,7 +50,12 @@ from tests.support.balloons import bctr, machine, policy, run
 from tests.support.builders import topo
 from tests.support.logs import QUIET
 from tests.support.pipeline import container, sandbox
-from tests.support.restart_rule import assert_restart_exact, reports_of, through_the_file
+from tests.support.restart_rule import (
+    assert_restart_exact,
+    reports_of,
+    through_the_file,
+    unexplained_moves,
+)
 from tests.unit.resmgr.balloons.test_props import CONFIGS, HIDDEN
 
 #: configurations that fit any machine of 8 CPUs or more (quantities, no device paths)
@@ -201,8 +206,9 @@ def check_restarts(
     docstring), and what the rebuild guesses is counted."""
     assert_restart_exact(p, state, list(live.values()))
     lost = p.rebuild(reports_of(p, state, list(live.values())))
+    assert unexplained_moves(lost) == [], lost.reason
     if lost.updates:
-        event("rebuild without records: moves a container")
+        event("rebuild without records: moves a container, with its cause")
     else:
         same = "the same state" if lost.state == state else "another state, nobody moved"
         event(f"rebuild without records: {same}")
