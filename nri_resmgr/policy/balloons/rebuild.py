@@ -4,23 +4,25 @@ Theory of operation: `rebuild` first replays nri-plugins' restart: the initial s
 with every container allocated again in the order given; when that puts each where it
 reports it runs, that is the state (`replayed`: the balloons own the CPUs they owned,
 not only show them).  Otherwise it keeps every group of containers that run on the same
-CPUs in one balloon of their type claiming those CPUs (`claim`), when they are free and
-enough for the balloon as it is (no inflating); the rest are placed as if new, in the
-order given (`placement.add`), a new balloon keeping what it can of the CPUs its
-container runs on.  The CPUs a container reports may include idle ones it shares: where
-other groups report CPUs of the same domain, those they do not are the balloon's own
-and it keeps them, and it keeps a CPU in each domain it reports.  A claim takes CPUs no
-other group reports first, and a ``hideHyperthreads`` balloon takes for the siblings it
-does not show those another group's shared idle CPUs show to be held (`held_cpus`).  A
-container whose annotations cannot be read is in the default type, as a plain member
-(`rebuild_member`).  The empty balloons of ``minBalloons`` then take CPUs no container
-reports (`top_up`), the idle CPUs shared are set again (`reshared`) and the memory zones
-(`rezoned`).  The reserved balloon is made before any claim, at its home.  A rebuild
-from the rendered result moves nothing, nor does a second one, with one known
-exception: a ``balance-balloons`` composite without CPUs of its own cannot show which
-component it had, and the rebuild may give it the other one.  A restart with placement
-records does not guess any of this (`records`, issue 24); the rebuild is what a restart
-without them, or with records the report contradicts, comes to.
+CPUs in one balloon of their type claiming those CPUs (`claim`; members hiding
+hyperthreads that report one thread of each core a group of their type reports are in
+that group: `joined`), when they are free and enough for the balloon as it is (no
+inflating); the rest are placed as if new, in the order given (`placement.add`), a new
+balloon keeping what it can of the CPUs its container runs on.  The CPUs a container
+reports may include idle ones it shares: where other groups report CPUs of the same
+domain, those they do not are the balloon's own and it keeps them, and it keeps a CPU in
+each domain it reports.  A claim takes CPUs no other group reports first, and a
+``hideHyperthreads`` balloon takes for the siblings it does not show those another
+group's shared idle CPUs show to be held (`held_cpus`).  A container whose annotations
+cannot be read is in the default type, as a plain member (`rebuild_member`).  The empty
+balloons of ``minBalloons`` then take CPUs no container reports (`top_up`), the idle
+CPUs shared are set again (`reshared`) and the memory zones (`rezoned`).  The reserved
+balloon is made before any claim, at its home.  A rebuild from the rendered result moves
+nothing, nor does a second one, with one known exception: a ``balance-balloons``
+composite without CPUs of its own cannot show which component it had, and the rebuild
+may give it the other one.  A restart with placement records does not guess any of this
+(`records`, issue 24); the rebuild is what a restart without them, or with records the
+report contradicts, comes to.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from nri_resmgr.policy.balloons.sizing import NO_CPUS, Sizing
 from nri_resmgr.policy.balloons.spec import DEFAULT, RESERVED, BalloonType
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.balloons.views import first_zone, hides, render
-from nri_resmgr.policy.common import take_cpus
+from nri_resmgr.policy.common import one_thread_per_core, take_cpus
 from nri_resmgr.policy.kit.rebuild import each_once, holders_per_cpu, moved
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 
@@ -71,6 +73,7 @@ def rebuild(
     for c in unique.values():
         if c.current_cpus:
             groups.setdefault((types[c.id].name, c.current_cpus), []).append(c)
+    groups = joined(ctx, groups, known)
     holders = holders_per_cpu(cpus for _, cpus in groups)
     seen_held = held_cpus(ctx, groups, known)
     placed: set[ContainerID] = set()
@@ -248,6 +251,29 @@ def claim(
     if keep is None:
         return None
     return ctx.fill(state, fresh, keep, milli, occupied=True)
+
+
+def joined(
+    ctx: Sizing,
+    groups: Mapping[tuple[str, CPUSet], Sequence[ContainerInfo]],
+    known: Mapping[ContainerID, tuple[BalloonType, Member]],
+) -> dict[tuple[str, CPUSet], list[ContainerInfo]]:
+    """`groups` with each group of members hiding hyperthreads that reports one thread
+    of each core a group of its type seeing every thread reports, in that group
+    (rebuild): they shared one balloon (`views.render_member`), and kept apart the
+    rebuild would move one of them to a balloon of its own."""
+    out = {key: list(members) for key, members in groups.items()}
+    seeing = {
+        (tname, one_thread_per_core(ctx.topology, cpus)): (tname, cpus)
+        for (tname, cpus), members in sorted(groups.items(), key=lambda kv: kv[0][1].sorted())
+        if not any(hides(*known[c.id]) for c in members)
+    }
+    for key, members in groups.items():
+        into = seeing.get(key)
+        if into is None or into == key or not all(hides(*known[c.id]) for c in members):
+            continue
+        out[into].extend(out.pop(key))
+    return out
 
 
 def held_cpus(
