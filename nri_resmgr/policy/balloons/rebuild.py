@@ -264,7 +264,7 @@ def joined(
     rebuild would move one of them to a balloon of its own."""
     out = {key: list(members) for key, members in groups.items()}
     seeing = {
-        (tname, one_thread_per_core(ctx.topology, cpus)): (tname, cpus)
+        (tname, one_thread_per_core(ctx.topology, cpus & ctx.topology.online_cpus())): (tname, cpus)
         for (tname, cpus), members in sorted(groups.items(), key=lambda kv: kv[0][1].sorted())
         if not any(hides(*known[c.id]) for c in members)
     }
