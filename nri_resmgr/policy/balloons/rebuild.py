@@ -17,12 +17,14 @@ group's shared idle CPUs show to be held (`held_cpus`).  A container whose annot
 cannot be read is in the default type, as a plain member (`rebuild_member`).  The empty
 balloons of ``minBalloons`` then take CPUs no container reports (`top_up`), the idle
 CPUs shared are set again (`reshared`) and the memory zones (`rezoned`).  The reserved
-balloon is made before any claim, at its home.  A rebuild from the rendered result moves
-nothing, nor does a second one, with one known exception: a ``balance-balloons``
-composite without CPUs of its own cannot show which component it had, and the rebuild
-may give it the other one.  A restart with placement records does not guess any of this
-(`records`, issue 24); the rebuild is what a restart without them, or with records the
-report contradicts, comes to.
+balloon is made before any claim, at its home.  Each container the rebuild moves has its
+cause in the decision's reason (`causes`: why no claim kept it, or what changed in the
+balloon it was kept in), as issue 24 asks of a restart without records.  A rebuild from
+the rendered result moves nothing, nor does a second one, with one known exception: a
+``balance-balloons`` composite without CPUs of its own cannot show which component it
+had, and the rebuild may give it the other one.  A restart with placement records does
+not guess any of this (`records`, issue 24); the rebuild is what a restart without them,
+or with records the report contradicts, comes to.
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, ContainerInfo, Decision
+from nri_resmgr.model import (
+    AllocationError,
+    AnnotationError,
+    Assignment,
+    ContainerID,
+    ContainerInfo,
+    Decision,
+)
 from nri_resmgr.policy.balloons.allocation import level_cpus
 from nri_resmgr.policy.balloons.matching import balloon_type_of
 from nri_resmgr.policy.balloons.memzone import MemZone
@@ -77,13 +86,16 @@ def rebuild(
     holders = holders_per_cpu(cpus for _, cpus in groups)
     seen_held = held_cpus(ctx, groups, known)
     placed: set[ContainerID] = set()
+    #: why each container the claims did not keep was placed as if new
+    unkept = {c.id: "it reports no CPUs" for c in unique.values() if not c.current_cpus}
     for (tname, cpus), members in sorted(
         groups.items(), key=lambda kv: (len(kv[0][1]), kv[0][0], kv[0][1].sorted())
     ):
         t = ctx.types[tname]
         ms = [known[c.id][1] for c in members]
         got = claim(ctx, st, t, cpus, ms, holders, seen_held)
-        if got is None:
+        if isinstance(got, str):
+            unkept.update((c.id, f"its CPUs {cpus} not kept: {got}") for c in members)
             continue
         st = st.with_balloon(got)
         for m in ms:
@@ -103,6 +115,7 @@ def rebuild(
     st = rezoned(ctx, st, unique)
     rendered = render(ctx, st)
     updates = moved(unique.values(), rendered)
+    notes += causes(updates, unique, st, unkept)
     reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
     return Decision(state=st, updates=updates, reason=reason)
 
@@ -203,12 +216,13 @@ def claim(
     members: Sequence[Member],
     holders: Mapping[int, int],
     held: CPUSet,
-) -> Balloon | None:
+) -> Balloon | str:
     """A balloon of `t` for `members`, now running on `cpus`, keeping them there:
-    their CPUs first, then hidden siblings of theirs that are `held` (`held_cpus`)."""
+    their CPUs first, then hidden siblings of theirs that are `held` (`held_cpus`);
+    or why it cannot (the cause `rebuild` states for moving them)."""
     milli = sum(m.milli for m in members)
     if t.group_by and len({m.group for m in members}) > 1:
-        return None
+        return f"they are of different {t.name!r} groups"
     empty = [b for b in state.of_type(t.name) if not state.members_of(b.name)]
     base = min(empty, key=lambda b: b.instance) if empty else None
     if base is not None:
@@ -216,10 +230,10 @@ def claim(
         state = state.without_balloon(base.name)
     fresh = ctx.unsized(state, t, cpus)
     if isinstance(fresh, str):
-        return None
+        return fresh
     want = ctx.needed_cpus(fresh, milli, occupied=True)
     if t.max_cpus and want > t.max_cpus:
-        return None
+        return f"a {t.name!r} balloon for them needs {want} CPUs; maxCPUs is {t.max_cpus}"
     mine = cpus
     if any(hides(t, m) for m in members):
         # the container sees the lowest thread of each core the balloon has: the
@@ -249,8 +263,31 @@ def claim(
         own, prefer = own | base.cpus, [base.cpus, *prefer]
     keep = take_cpus(ctx.topology, own, want, prefer=prefer)
     if keep is None:
-        return None
+        return f"a {t.name!r} balloon for them needs {want} CPUs; {len(own)} of them are free"
     return ctx.fill(state, fresh, keep, milli, occupied=True)
+
+
+def causes(
+    updates: Sequence[Assignment],
+    containers: Mapping[ContainerID, ContainerInfo],
+    state: BalloonsState,
+    unkept: Mapping[ContainerID, str],
+) -> list[str]:
+    """The cause of each of `updates` (rebuild), for the decision's reason: why the
+    claims did not keep it (`unkept`), else what changed in the balloon it was kept in
+    (its CPUs, or the idle CPUs it shares, or its memory zone)."""
+    out = []
+    for u in updates:
+        cid = u.container_id
+        c = containers[cid]
+        if cid in unkept:
+            why = unkept[cid]
+        elif u.cpus and u.cpus != c.current_cpus:
+            why = f"kept in {state.members[cid].balloon}, which now has CPUs {u.cpus}"
+        else:
+            why = f"kept in {state.members[cid].balloon}, memory now on nodes {u.mems}"
+        out.append(f"moved: {cid}: {why}")
+    return out
 
 
 def joined(

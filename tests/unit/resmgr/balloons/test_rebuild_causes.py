@@ -8,6 +8,8 @@ that show it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from nri_resmgr.policy.kit.annotations import HIDE_HYPERTHREADS
 from nri_resmgr.topology.load import load_topology
 from tests.support.balloons import bctr, policy, run
@@ -34,3 +36,21 @@ def test_a_member_hiding_hyperthreads_and_one_seeing_them_stay_in_one_balloon() 
     d = p.rebuild(reports)
     assert unexplained_moves(d) == [], d.reason
     assert (d.updates, d.state) == ((), st)
+
+
+def test_a_move_the_rebuild_cannot_avoid_names_the_container_and_its_cause() -> None:
+    """A live reconfiguration adds ``groupBy`` to a type whose balloon holds containers
+    of two groups: no claim keeps them together, and the one placed away is moved with
+    the cause in the reason."""
+    grp: dict[str, Any] = {"name": "grp", "namespaces": ["grp"], "minCPUs": 1}
+    config: dict[str, Any] = {"reservedResources": {"cpu": "1"}, "balloonTypes": [grp]}
+    p = policy(config)
+    cs = [bctr(f"c{i}", pod=f"p{i}", ns="grp", labels={"app": f"a{i}"}) for i in range(2)]
+    st = run(p, *cs)
+    assert st.members[cs[0].id].balloon == st.members[cs[1].id].balloon
+    q = policy({**config, "balloonTypes": [{**grp, "groupBy": "${pod/labels/app}"}]})
+    d = q.rebuild(reports_of(p, st, cs))
+    assert [u.container_id for u in d.updates] == [cs[1].id]
+    assert unexplained_moves(d) == [], d.reason
+    assert f"moved: {cs[1].id}: its CPUs " in d.reason, d.reason
+    assert "they are of different 'grp' groups" in d.reason, d.reason
