@@ -102,7 +102,7 @@ def rebuild(
             st = st.with_member(replace(m, balloon=got.name))
             placed.add(m.container_id)
     # 2. the balloons every type has from the start, then everyone else as if new
-    reported = union(c.current_cpus for c in unique.values() if c.current_cpus)
+    reported = union(seen_by(ctx, c, *known[c.id]) for c in unique.values())
     st = top_up(ctx, st, unseen=ctx.config.available - reported)
     for c in unique.values():
         if c.id in placed:
@@ -288,6 +288,17 @@ def causes(
             why = f"kept in {state.members[cid].balloon}, memory now on nodes {u.mems}"
         out.append(f"moved: {cid}: {why}")
     return out
+
+
+def seen_by(ctx: Sizing, c: ContainerInfo, t: BalloonType, m: Member) -> CPUSet:
+    """The CPUs `c`'s report shows to be in its view (rebuild): those it reports, and,
+    when it hides hyperthreads, the higher threads of their cores (it sees the lowest
+    thread of each core of its view: `views.render_member`)."""
+    cpus = c.current_cpus or NO_CPUS
+    if not hides(t, m):
+        return cpus
+    known = cpus & ctx.topology.online_cpus()
+    return cpus | IDSet(s for x in known for s in ctx.topology.siblings(x) if s > x)
 
 
 def joined(

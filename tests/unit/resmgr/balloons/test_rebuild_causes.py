@@ -54,3 +54,22 @@ def test_a_move_the_rebuild_cannot_avoid_names_the_container_and_its_cause() -> 
     assert unexplained_moves(d) == [], d.reason
     assert f"moved: {cs[1].id}: its CPUs " in d.reason, d.reason
     assert "they are of different 'grp' groups" in d.reason, d.reason
+
+
+def test_the_hidden_threads_a_member_shares_are_not_taken_for_free_ones() -> None:
+    """Two-socket, ``hidden``, ``composites`` then ``levels``: c0 in ``grp[0]`` (hiding
+    hyperthreads) reports 2,4-7,11, one thread of each core of 2 and the idle 4-7,
+    10-15 it shares; ``duo[0]`` has 3.  The rebuild took the hidden threads 10, 12-15
+    for CPUs nobody uses, made ``duo[0]`` on 10 instead of 3, and c0 then saw 2-7: a
+    move of a valid placement."""
+    t = load_topology("two-socket")
+    c0 = bctr("c0", pod="p0", ns="grp", labels={"app": "a0"})
+    p = policy(ANYWHERE["hidden"], t)
+    st = run(p, c0)
+    for name in ["composites", "levels"]:
+        q = policy(ANYWHERE[name], t)
+        st = q.rebuild(reports_of(p, st, [c0])).state
+        p = q
+    assert str(reports_of(p, st, [c0])[0].current_cpus) == "2,4-7,11", "pick another case"
+    d = p.rebuild(reports_of(p, st, [c0]))
+    assert (d.reason, d.updates, d.state) == ("rebuilt", (), st)
