@@ -12,9 +12,12 @@ records and the runtime's report restores exactly that state (the same balloons,
 same order, with the same CPUs, shared idle CPUs, components and members) and moves
 nothing, and so does a second one (`restart_rule.assert_restart_exact`).  With the
 records lost, the rebuild keeps the restart rule (no CPU of a balloon in the cpuset of a
-container outside it), and how often it guesses a state other than the daemon's, or
-moves a container, is counted (`event`; ``--hypothesis-show-statistics``): today's
-rebuild still moves some (docs/architecture.md, "State and restarts").
+container outside it) and moves no container without naming it and the cause in its
+reason (`restart_rule.unexplained_moves`; the examples it found are in
+test_rebuild_causes.py), and how often it guesses a state other than the daemon's, or
+moves a container (with its cause), is counted (`event`;
+``--hypothesis-show-statistics``): today's rebuild still moves some
+(docs/architecture.md, "State and restarts").
 
 The issue's named case, a ``balance-balloons`` composite that cannot show which
 component it had, is a test of its own: restored exactly with records, and shown to be
@@ -202,8 +205,8 @@ def history(
 def check_restarts(
     p: BalloonsPolicy, state: BalloonsState, live: dict[ContainerID, ContainerInfo]
 ) -> None:
-    """Exact with records, twice; without them the restart rule holds (module
-    docstring), and what the rebuild guesses is counted."""
+    """Exact with records, twice; without them the restart rule holds and every move
+    has its cause stated (module docstring), and what the rebuild guesses is counted."""
     assert_restart_exact(p, state, list(live.values()))
     lost = p.rebuild(reports_of(p, state, list(live.values())))
     assert unexplained_moves(lost) == [], lost.reason
