@@ -17,7 +17,10 @@ group's shared idle CPUs show to be held (`held_cpus`).  A container whose annot
 cannot be read is in the default type, as a plain member (`rebuild_member`).  The empty
 balloons of ``minBalloons`` then take CPUs no container reports (`top_up`), the idle
 CPUs shared are set again (`reshared`) and the memory zones (`rezoned`).  The reserved
-balloon is made before any claim, at its home.  Each container the rebuild moves has its
+balloon is made before any claim, at its home.  So are, without CPUs, the
+``minBalloons`` composites a component of which counts against a ``maxBalloons``
+(`slots`): the daemon may have made them before the balloons the claims make, and made
+after those a component would be one too many.  Each container the rebuild moves has its
 cause in the decision's reason (`causes`: why no claim kept it, or what changed in the
 balloon it was kept in), as issue 24 asks of a restart without records.  A rebuild from
 the rendered result moves nothing, nor does a second one, with one known exception: a
@@ -77,6 +80,10 @@ def rebuild(
     reserved = ctx.new_balloon(st, ctx.types[RESERVED], None)
     assert isinstance(reserved, Balloon)  # initial_state makes it so
     st = st.with_balloon(reserved)
+    # the composites of minBalloons whose components count against a maxBalloons are
+    # made first, without CPUs (`slots`): made after the claims, a component could be
+    # one too many
+    st, pending = slots(ctx, st)
     # 1. containers on the same CPUs, of the same type: one balloon claiming them
     groups: dict[tuple[str, CPUSet], list[ContainerInfo]] = {}
     for c in unique.values():
@@ -103,7 +110,9 @@ def rebuild(
             placed.add(m.container_id)
     # 2. the balloons every type has from the start, then everyone else as if new
     reported = union(seen_by(ctx, c, *known[c.id]) for c in unique.values())
-    st = top_up(ctx, st, unseen=ctx.config.available - reported)
+    kept = [b for b in pending if b.name in st.balloons and not st.members_of(b.name)]
+    st = st.with_balloons({n: b for n, b in st.balloons.items() if b not in kept})
+    st = top_up(ctx, st, unseen=ctx.config.available - reported, made=kept)
     for c in unique.values():
         if c.id in placed:
             continue
@@ -342,7 +351,28 @@ def held_cpus(
     return union(out) & ctx.config.available
 
 
-def top_up(ctx: Sizing, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
+def slots(ctx: Sizing, state: BalloonsState) -> tuple[BalloonsState, list[Balloon]]:
+    """`state` with the ``minBalloons`` instances, without CPUs, of each composite type a
+    component of which has a ``maxBalloons`` (rebuild), and those instances: a
+    component counts against its type's ``maxBalloons`` when it is made
+    (`sizing.Sizing.unsized`) and a top-level balloon does not count components, so
+    the daemon may have made the composite before the balloons the claims make."""
+    made: list[Balloon] = []
+    for t in sorted(ctx.config.types, key=ctx.creation_rank):
+        if not any(ctx.types[c.balloon_type].max_balloons for c in t.components):
+            continue
+        while len(state.of_type(t.name)) < t.min_balloons:
+            got = ctx.unsized(state, t)
+            if isinstance(got, str):
+                break
+            state = state.with_balloon(got)
+            made.append(got)
+    return state, made
+
+
+def top_up(
+    ctx: Sizing, state: BalloonsState, *, unseen: CPUSet, made: Sequence[Balloon] = ()
+) -> BalloonsState:
     """`state` with at least ``minBalloons`` balloons of every type (rebuild).
 
     The empty ones are made in the initial state's order (`sizing.Sizing.creation_rank`) and
@@ -361,7 +391,10 @@ def top_up(ctx: Sizing, state: BalloonsState, *, unseen: CPUSet) -> BalloonsStat
     )
     for t in sorted(ctx.config.types, key=ctx.creation_rank):
         while len(state.of_type(t.name)) < t.min_balloons:
-            got = ctx.new_balloon(state, t, None)
+            mine = [b for b in made if b.type == t.name and b.name not in state.balloons]
+            got = ctx.resize(state, mine[0], 0, occupied=False) if mine else None
+            if got is None:
+                got = ctx.new_balloon(state, t, None)
             if isinstance(got, str):
                 break
             free = unseen - state.used

@@ -428,20 +428,15 @@ def test_what_the_daemon_never_set_matches_any_report() -> None:
     assert "differ from the report" in d.reason, d.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebuild claims the new balloons before it makes the minBalloons ones, and a "
-    "composite's component counts against its type's maxBalloons (top-level instances): "
-    "duo[0] cannot be made again (found by the long run; the records restore it)",
-)
 def test_without_records_a_composite_whose_component_type_is_full_is_made_again() -> None:
     """Found by the long run, on the 16-CPU hybrid desktop: three containers in
     ``either`` balloons (``balance``), then the configuration becomes ``levels``, whose
     rebuild makes ``duo[0]`` (components ``full`` and ``new``, ``minBalloons: 1``) before
     it places the three as new in ``new`` balloons up to their ``maxBalloons: 3``.  A
     rebuild from that state without records claims the three ``new`` balloons first and
-    then cannot make ``duo[0]``: its ``new`` component would be a fourth.  With the
-    records the state comes back whole."""
+    then could not make ``duo[0]``: its ``new`` component would be a fourth.  It now
+    makes such composites first, without CPUs (`rebuild.slots`).  With the records the
+    state comes back whole."""
     t = load_topology("hybrid-desktop")
     p = policy(ANYWHERE["balance"], t)
     cs = [bctr(f"c{i}", pod=f"p{i}", ns="new") for i in range(3)]
