@@ -156,6 +156,13 @@ def moved(decision: Decision, containers: Sequence[ContainerInfo]) -> set[Contai
     return {c.id for c in containers if final[c.id] != (c.current_cpus or IDSet())}
 
 
+def unexplained_moves(decision: Decision) -> list[ContainerID]:
+    """The containers `decision` updates whose id its reason does not name: a move
+    without a stated cause (issue 24: a rebuild keeps a valid placement or says why it
+    moves it)."""
+    return [u.container_id for u in decision.updates if u.container_id not in decision.reason]
+
+
 def reported(containers: Sequence[ContainerInfo]) -> Mapping[ContainerID, CPUSet]:
     return {c.id: c.current_cpus or IDSet() for c in containers}
 

@@ -4,23 +4,30 @@ Theory of operation: `rebuild` first replays nri-plugins' restart: the initial s
 with every container allocated again in the order given; when that puts each where it
 reports it runs, that is the state (`replayed`: the balloons own the CPUs they owned,
 not only show them).  Otherwise it keeps every group of containers that run on the same
-CPUs in one balloon of their type claiming those CPUs (`claim`), when they are free and
-enough for the balloon as it is (no inflating); the rest are placed as if new, in the
-order given (`placement.add`), a new balloon keeping what it can of the CPUs its
-container runs on.  The CPUs a container reports may include idle ones it shares: where
-other groups report CPUs of the same domain, those they do not are the balloon's own
-and it keeps them, and it keeps a CPU in each domain it reports.  A claim takes CPUs no
-other group reports first, and a ``hideHyperthreads`` balloon takes for the siblings it
-does not show those another group's shared idle CPUs show to be held (`held_cpus`).  A
-container whose annotations cannot be read is in the default type, as a plain member
-(`rebuild_member`).  The empty balloons of ``minBalloons`` then take CPUs no container
-reports (`top_up`), the idle CPUs shared are set again (`reshared`) and the memory zones
-(`rezoned`).  The reserved balloon is made before any claim, at its home.  A rebuild
-from the rendered result moves nothing, nor does a second one, with one known
-exception: a ``balance-balloons`` composite without CPUs of its own cannot show which
-component it had, and the rebuild may give it the other one.  A restart with placement
-records does not guess any of this (`records`, issue 24); the rebuild is what a restart
-without them, or with records the report contradicts, comes to.
+CPUs in one balloon of their type claiming those CPUs (`claim`; members hiding
+hyperthreads that report one thread of each core a group of their type reports are in
+that group: `joined`), when they are free and enough for the balloon as it is (no
+inflating); the rest are placed as if new, in the order given (`placement.add`), a new
+balloon keeping what it can of the CPUs its container runs on.  The CPUs a container
+reports may include idle ones it shares: where other groups report CPUs of the same
+domain, those they do not are the balloon's own and it keeps them, and it keeps a CPU in
+each domain it reports.  A claim takes CPUs no other group reports first, and a
+``hideHyperthreads`` balloon takes for the siblings it does not show those another
+group's shared idle CPUs show to be held (`held_cpus`).  A container whose annotations
+cannot be read is in the default type, as a plain member (`rebuild_member`).  The empty
+balloons of ``minBalloons`` then take CPUs no container reports (`top_up`), the idle
+CPUs shared are set again (`reshared`) and the memory zones (`rezoned`).  The reserved
+balloon is made before any claim, at its home.  So are, without CPUs, the
+``minBalloons`` composites a component of which counts against a ``maxBalloons``
+(`slots`): the daemon may have made them before the balloons the claims make, and made
+after those a component would be one too many.  Each container the rebuild moves has its
+cause in the decision's reason (`causes`: why no claim kept it, or what changed in the
+balloon it was kept in), as issue 24 asks of a restart without records.  A rebuild from
+the rendered result moves nothing, nor does a second one, with one known exception: a
+``balance-balloons`` composite without CPUs of its own cannot show which component it
+had, and the rebuild may give it the other one.  A restart with placement records does
+not guess any of this (`records`, issue 24); the rebuild is what a restart without them,
+or with records the report contradicts, comes to.
 """
 
 from __future__ import annotations
@@ -28,7 +35,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from nri_resmgr.model import AllocationError, AnnotationError, ContainerID, ContainerInfo, Decision
+from nri_resmgr.model import (
+    AllocationError,
+    AnnotationError,
+    Assignment,
+    ContainerID,
+    ContainerInfo,
+    Decision,
+)
 from nri_resmgr.policy.balloons.allocation import level_cpus
 from nri_resmgr.policy.balloons.matching import balloon_type_of
 from nri_resmgr.policy.balloons.memzone import MemZone
@@ -37,7 +51,7 @@ from nri_resmgr.policy.balloons.sizing import NO_CPUS, Sizing
 from nri_resmgr.policy.balloons.spec import DEFAULT, RESERVED, BalloonType
 from nri_resmgr.policy.balloons.state import Balloon, BalloonsState, Member
 from nri_resmgr.policy.balloons.views import first_zone, hides, render
-from nri_resmgr.policy.common import take_cpus
+from nri_resmgr.policy.common import one_thread_per_core, take_cpus
 from nri_resmgr.policy.kit.rebuild import each_once, holders_per_cpu, moved
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 
@@ -66,29 +80,39 @@ def rebuild(
     reserved = ctx.new_balloon(st, ctx.types[RESERVED], None)
     assert isinstance(reserved, Balloon)  # initial_state makes it so
     st = st.with_balloon(reserved)
+    # the composites of minBalloons whose components count against a maxBalloons are
+    # made first, without CPUs (`slots`): made after the claims, a component could be
+    # one too many
+    st, pending = slots(ctx, st)
     # 1. containers on the same CPUs, of the same type: one balloon claiming them
     groups: dict[tuple[str, CPUSet], list[ContainerInfo]] = {}
     for c in unique.values():
         if c.current_cpus:
             groups.setdefault((types[c.id].name, c.current_cpus), []).append(c)
+    groups = joined(ctx, groups, known)
     holders = holders_per_cpu(cpus for _, cpus in groups)
     seen_held = held_cpus(ctx, groups, known)
     placed: set[ContainerID] = set()
+    #: why each container the claims did not keep was placed as if new
+    unkept = {c.id: "it reports no CPUs" for c in unique.values() if not c.current_cpus}
     for (tname, cpus), members in sorted(
         groups.items(), key=lambda kv: (len(kv[0][1]), kv[0][0], kv[0][1].sorted())
     ):
         t = ctx.types[tname]
         ms = [known[c.id][1] for c in members]
         got = claim(ctx, st, t, cpus, ms, holders, seen_held)
-        if got is None:
+        if isinstance(got, str):
+            unkept.update((c.id, f"its CPUs {cpus} not kept: {got}") for c in members)
             continue
         st = st.with_balloon(got)
         for m in ms:
             st = st.with_member(replace(m, balloon=got.name))
             placed.add(m.container_id)
     # 2. the balloons every type has from the start, then everyone else as if new
-    reported = union(c.current_cpus for c in unique.values() if c.current_cpus)
-    st = top_up(ctx, st, unseen=ctx.config.available - reported)
+    reported = union(seen_by(ctx, c, *known[c.id]) for c in unique.values())
+    kept = [b for b in pending if b.name in st.balloons and not st.members_of(b.name)]
+    st = st.with_balloons({n: b for n, b in st.balloons.items() if b not in kept})
+    st = top_up(ctx, st, unseen=ctx.config.available - reported, made=kept)
     for c in unique.values():
         if c.id in placed:
             continue
@@ -100,6 +124,7 @@ def rebuild(
     st = rezoned(ctx, st, unique)
     rendered = render(ctx, st)
     updates = moved(unique.values(), rendered)
+    notes += causes(updates, unique, st, unkept)
     reason = "rebuilt" + ("; " + "; ".join(notes) if notes else "")
     return Decision(state=st, updates=updates, reason=reason)
 
@@ -200,12 +225,13 @@ def claim(
     members: Sequence[Member],
     holders: Mapping[int, int],
     held: CPUSet,
-) -> Balloon | None:
+) -> Balloon | str:
     """A balloon of `t` for `members`, now running on `cpus`, keeping them there:
-    their CPUs first, then hidden siblings of theirs that are `held` (`held_cpus`)."""
+    their CPUs first, then hidden siblings of theirs that are `held` (`held_cpus`);
+    or why it cannot (the cause `rebuild` states for moving them)."""
     milli = sum(m.milli for m in members)
     if t.group_by and len({m.group for m in members}) > 1:
-        return None
+        return f"they are of different {t.name!r} groups"
     empty = [b for b in state.of_type(t.name) if not state.members_of(b.name)]
     base = min(empty, key=lambda b: b.instance) if empty else None
     if base is not None:
@@ -213,10 +239,10 @@ def claim(
         state = state.without_balloon(base.name)
     fresh = ctx.unsized(state, t, cpus)
     if isinstance(fresh, str):
-        return None
+        return fresh
     want = ctx.needed_cpus(fresh, milli, occupied=True)
     if t.max_cpus and want > t.max_cpus:
-        return None
+        return f"a {t.name!r} balloon for them needs {want} CPUs; maxCPUs is {t.max_cpus}"
     mine = cpus
     if any(hides(t, m) for m in members):
         # the container sees the lowest thread of each core the balloon has: the
@@ -246,8 +272,65 @@ def claim(
         own, prefer = own | base.cpus, [base.cpus, *prefer]
     keep = take_cpus(ctx.topology, own, want, prefer=prefer)
     if keep is None:
-        return None
+        return f"a {t.name!r} balloon for them needs {want} CPUs; {len(own)} of them are free"
     return ctx.fill(state, fresh, keep, milli, occupied=True)
+
+
+def causes(
+    updates: Sequence[Assignment],
+    containers: Mapping[ContainerID, ContainerInfo],
+    state: BalloonsState,
+    unkept: Mapping[ContainerID, str],
+) -> list[str]:
+    """The cause of each of `updates` (rebuild), for the decision's reason: why the
+    claims did not keep it (`unkept`), else what changed in the balloon it was kept in
+    (its CPUs, or the idle CPUs it shares, or its memory zone)."""
+    out = []
+    for u in updates:
+        cid = u.container_id
+        c = containers[cid]
+        if cid in unkept:
+            why = unkept[cid]
+        elif u.cpus and u.cpus != c.current_cpus:
+            why = f"kept in {state.members[cid].balloon}, which now has CPUs {u.cpus}"
+        else:
+            why = f"kept in {state.members[cid].balloon}, memory now on nodes {u.mems}"
+        out.append(f"moved: {cid}: {why}")
+    return out
+
+
+def seen_by(ctx: Sizing, c: ContainerInfo, t: BalloonType, m: Member) -> CPUSet:
+    """The CPUs `c`'s report shows to be in its view (rebuild): those it reports, and,
+    when it hides hyperthreads, the higher threads of their cores (it sees the lowest
+    thread of each core of its view: `views.render_member`)."""
+    cpus = c.current_cpus or NO_CPUS
+    if not hides(t, m):
+        return cpus
+    known = cpus & ctx.topology.online_cpus()
+    return cpus | IDSet(s for x in known for s in ctx.topology.siblings(x) if s > x)
+
+
+def joined(
+    ctx: Sizing,
+    groups: Mapping[tuple[str, CPUSet], Sequence[ContainerInfo]],
+    known: Mapping[ContainerID, tuple[BalloonType, Member]],
+) -> dict[tuple[str, CPUSet], list[ContainerInfo]]:
+    """`groups` with each group of members hiding hyperthreads that reports one thread
+    of each core a group of its type seeing every thread reports, in that group
+    (rebuild): they shared one balloon (`views.render_member`), and kept apart the
+    rebuild would move one of them to a balloon of its own."""
+    out = {key: list(members) for key, members in groups.items()}
+    seeing = {
+        (tname, one_thread_per_core(ctx.topology, cpus & ctx.topology.online_cpus())): (tname, cpus)
+        for (tname, cpus), members in sorted(groups.items(), key=lambda kv: kv[0][1].sorted())
+        if not any(hides(*known[c.id]) for c in members)
+    }
+    for key, members in groups.items():
+        into = seeing.get(key)
+        if into is None or into == key or not all(hides(*known[c.id]) for c in members):
+            continue
+        out[into].extend(out.pop(key))
+    return out
 
 
 def held_cpus(
@@ -268,7 +351,28 @@ def held_cpus(
     return union(out) & ctx.config.available
 
 
-def top_up(ctx: Sizing, state: BalloonsState, *, unseen: CPUSet) -> BalloonsState:
+def slots(ctx: Sizing, state: BalloonsState) -> tuple[BalloonsState, list[Balloon]]:
+    """`state` with the ``minBalloons`` instances, without CPUs, of each composite type a
+    component of which has a ``maxBalloons`` (rebuild), and those instances: a
+    component counts against its type's ``maxBalloons`` when it is made
+    (`sizing.Sizing.unsized`) and a top-level balloon does not count components, so
+    the daemon may have made the composite before the balloons the claims make."""
+    made: list[Balloon] = []
+    for t in sorted(ctx.config.types, key=ctx.creation_rank):
+        if not any(ctx.types[c.balloon_type].max_balloons for c in t.components):
+            continue
+        while len(state.of_type(t.name)) < t.min_balloons:
+            got = ctx.unsized(state, t)
+            if isinstance(got, str):
+                break
+            state = state.with_balloon(got)
+            made.append(got)
+    return state, made
+
+
+def top_up(
+    ctx: Sizing, state: BalloonsState, *, unseen: CPUSet, made: Sequence[Balloon] = ()
+) -> BalloonsState:
     """`state` with at least ``minBalloons`` balloons of every type (rebuild).
 
     The empty ones are made in the initial state's order (`sizing.Sizing.creation_rank`) and
@@ -287,7 +391,10 @@ def top_up(ctx: Sizing, state: BalloonsState, *, unseen: CPUSet) -> BalloonsStat
     )
     for t in sorted(ctx.config.types, key=ctx.creation_rank):
         while len(state.of_type(t.name)) < t.min_balloons:
-            got = ctx.new_balloon(state, t, None)
+            mine = [b for b in made if b.type == t.name and b.name not in state.balloons]
+            got = ctx.resize(state, mine[0], 0, occupied=False) if mine else None
+            if got is None:
+                got = ctx.new_balloon(state, t, None)
             if isinstance(got, str):
                 break
             free = unseen - state.used

@@ -12,9 +12,12 @@ records and the runtime's report restores exactly that state (the same balloons,
 same order, with the same CPUs, shared idle CPUs, components and members) and moves
 nothing, and so does a second one (`restart_rule.assert_restart_exact`).  With the
 records lost, the rebuild keeps the restart rule (no CPU of a balloon in the cpuset of a
-container outside it), and how often it guesses a state other than the daemon's, or
-moves a container, is counted (`event`; ``--hypothesis-show-statistics``): today's
-rebuild still moves some (docs/architecture.md, "State and restarts").
+container outside it) and moves no container without naming it and the cause in its
+reason (`restart_rule.unexplained_moves`; the examples it found are in
+test_rebuild_causes.py), and how often it guesses a state other than the daemon's, or
+moves a container (with its cause), is counted (`event`;
+``--hypothesis-show-statistics``): today's rebuild still moves some
+(docs/architecture.md, "State and restarts").
 
 The issue's named case, a ``balance-balloons`` composite that cannot show which
 component it had, is a test of its own: restored exactly with records, and shown to be
@@ -50,7 +53,12 @@ from tests.support.balloons import bctr, machine, policy, run
 from tests.support.builders import topo
 from tests.support.logs import QUIET
 from tests.support.pipeline import container, sandbox
-from tests.support.restart_rule import assert_restart_exact, reports_of, through_the_file
+from tests.support.restart_rule import (
+    assert_restart_exact,
+    reports_of,
+    through_the_file,
+    unexplained_moves,
+)
 from tests.unit.resmgr.balloons.test_props import CONFIGS, HIDDEN
 
 #: configurations that fit any machine of 8 CPUs or more (quantities, no device paths)
@@ -197,12 +205,13 @@ def history(
 def check_restarts(
     p: BalloonsPolicy, state: BalloonsState, live: dict[ContainerID, ContainerInfo]
 ) -> None:
-    """Exact with records, twice; without them the restart rule holds (module
-    docstring), and what the rebuild guesses is counted."""
+    """Exact with records, twice; without them the restart rule holds and every move
+    has its cause stated (module docstring), and what the rebuild guesses is counted."""
     assert_restart_exact(p, state, list(live.values()))
     lost = p.rebuild(reports_of(p, state, list(live.values())))
+    assert unexplained_moves(lost) == [], lost.reason
     if lost.updates:
-        event("rebuild without records: moves a container")
+        event("rebuild without records: moves a container, with its cause")
     else:
         same = "the same state" if lost.state == state else "another state, nobody moved"
         event(f"rebuild without records: {same}")
@@ -419,20 +428,15 @@ def test_what_the_daemon_never_set_matches_any_report() -> None:
     assert "differ from the report" in d.reason, d.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebuild claims the new balloons before it makes the minBalloons ones, and a "
-    "composite's component counts against its type's maxBalloons (top-level instances): "
-    "duo[0] cannot be made again (found by the long run; the records restore it)",
-)
 def test_without_records_a_composite_whose_component_type_is_full_is_made_again() -> None:
     """Found by the long run, on the 16-CPU hybrid desktop: three containers in
     ``either`` balloons (``balance``), then the configuration becomes ``levels``, whose
     rebuild makes ``duo[0]`` (components ``full`` and ``new``, ``minBalloons: 1``) before
     it places the three as new in ``new`` balloons up to their ``maxBalloons: 3``.  A
     rebuild from that state without records claims the three ``new`` balloons first and
-    then cannot make ``duo[0]``: its ``new`` component would be a fourth.  With the
-    records the state comes back whole."""
+    then could not make ``duo[0]``: its ``new`` component would be a fourth.  It now
+    makes such composites first, without CPUs (`rebuild.slots`).  With the records the
+    state comes back whole."""
     t = load_topology("hybrid-desktop")
     p = policy(ANYWHERE["balance"], t)
     cs = [bctr(f"c{i}", pod=f"p{i}", ns="new") for i in range(3)]
