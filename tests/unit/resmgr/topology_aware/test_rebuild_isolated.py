@@ -55,3 +55,13 @@ def test_a_new_mixed_container_still_takes_the_freed_isolated_cpu() -> None:
     n = _mixed_sliced_while_isolated_taken()
     n.create(guaranteed("new", 1500))
     assert n.cpus("new") & IDSet.parse("1,9")
+
+
+def test_a_mixed_container_on_an_isolated_cpu_stays_there_at_rebuild() -> None:
+    """Only a report with no isolated CPU reads as sliced off the shared set: one that
+    holds its isolated CPU keeps it."""
+    n = Node({}, build_topology(HYBRID_ISOLATED))
+    n.create(guaranteed("m", 1500))
+    assert n.a("m").kind is CPUKind.MIXED
+    assert n.cpus("m") & IDSet.parse("1,9")
+    n.rebuilt_moves_nobody()
