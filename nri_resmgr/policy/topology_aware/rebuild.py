@@ -29,7 +29,8 @@ runtime reports (their ``current_cpus``/``current_mems``), placing with the poli
    its report with a 0m stand-in, so that no pool it shares is sliced empty before), with
    the pool whose rendering matches their current cpuset/mems as a hint (first in the
    sort key) and their current CPUs preferred when slicing (under hide-hyperthreads,
-   the CPUs shown before their hidden siblings).  A reserved container that reports the
+   the CPUs shown before their hidden siblings; a mixed one reporting no isolated CPU
+   stays off them, `Rebuilder._sliced_off_shared`).  A reserved container that reports the
    root pool's shared set ran beyond the reserved capacity and stays there, even when
    that capacity is free now (as it would while the daemon runs).  One that fits
    nowhere by its request (or whose annotations are malformed) still runs: it is
@@ -351,10 +352,20 @@ class Rebuilder:
                 req = beyond_reserved(req)
             hint = hint_for(self.topology, st, c, req)
             prefer = self._preferred(c, req, reports)
+            # one whose whole CPU was sliced off the shared set stays off the isolated
+            # CPUs, which may be free now; its grant keeps the request it made
+            sliced = self._sliced_off_shared(c, req)
             try:
                 grant, _ = self.placer.place(
-                    st, c, req, hint=hint, prefer=prefer, root_only=root_only
+                    st,
+                    c,
+                    replace(req, prefer_isolated=False) if sliced else req,
+                    hint=hint,
+                    prefer=prefer,
+                    root_only=root_only,
                 )
+                if sliced:
+                    grant = replace(grant, request=req)
             except AllocationError as exc:
                 # it runs anyway: on shared CPUs, off everyone's exclusive ones
                 notes.append(f"overcommitted: {exc}")
@@ -385,6 +396,28 @@ class Rebuilder:
         # rendering shows the lowest thread held on each core, so a shown CPU that
         # is a higher thread is held while its lower sibling is not
         return [evidence, visible & own, visible, lonely & own, lonely]
+
+    def _sliced_off_shared(self, c: ContainerInfo, req: ContainerRequest) -> bool:
+        """Whether pinned mixed `c`, preferring (not requiring) isolated CPUs, reports
+        none: its whole CPU was sliced off the shared set.
+
+        The live policy takes isolated CPUs only while enough are free, else slices the
+        shared set (nri-plugins' ``supply.pickExclusiveCPUs``: ``cr.isolate &&
+        cs.isolated.Size() >= cnt``).  A report with no isolated CPU is that second way,
+        taken when the isolated CPUs were held; placed as new once they are free again,
+        it would move onto them without cause.
+        """
+        cur = c.current_cpus
+        return (
+            req.kind is CPUKind.MIXED
+            and req.prefer_isolated
+            and not req.require_isolated
+            and pins_cpus(req)
+            and cur is not None
+            and bool(cur)
+            and cur <= self.tree.root.cpus
+            and cur.isdisjoint(self.tree.root.isolated)
+        )
 
     def _runs_beyond_reserved(
         self, state: TopologyAwareState, c: ContainerInfo, req: ContainerRequest
