@@ -3,7 +3,9 @@
 Theory of operation: a balloon's *view* (`views`) is its own CPUs plus the idle CPUs it
 shares (``shareIdleCPUsInSame``, `sizing.Sizing.share_idle`); an empty balloon with no
 CPUs shows the reserved balloon's.  Its memory nodes are those near the view's CPUs of
-the type's ``memoryTypes`` (DRAM by default) when memory is pinned (`memory_nodes`).
+the type's ``memoryTypes`` (DRAM by default) when memory is pinned (`memory_nodes`);
+with no node of those kinds near, the nearest ones farther away (as libmem's first
+zone), else the CPUs' own nodes.
 A member is rendered from its balloon's view (`render_member`): one thread per core
 when it hides hyperthreads (`hides`: its annotation, else its type's), no CPUs without
 ``pinCPU``, its memory zone's nodes when it has one, none with ``memory.preserve``.
@@ -20,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from nri_resmgr.model import Assignment, ContainerID, CPUKind, MemoryKind
-from nri_resmgr.policy.balloons.memzone import MemZone, realloc
+from nri_resmgr.policy.balloons.memzone import MemZone, expand, realloc
 from nri_resmgr.policy.balloons.sizing import Sizing
 from nri_resmgr.policy.balloons.spec import RESERVED, BalloonType
 from nri_resmgr.policy.balloons.state import BalloonsState, Member
@@ -55,9 +57,14 @@ def memory_nodes(ctx: Sizing, t: BalloonType, cpus: CPUSet, kinds: Sequence[Memo
     if not pin or not cpus:
         return IDSet()
     wanted = tuple(kinds) or ctx.config.memory_kinds.get(t.name) or _DRAM
-    return union(
-        ctx.topology.memory_nodes_near(n, wanted) for n in ctx.topology.nodes_of(cpus)
-    ) or ctx.topology.nodes_of(cpus)
+    home = ctx.topology.nodes_of(cpus)
+    near = union(ctx.topology.memory_nodes_near(n, wanted) for n in home)
+    if near:
+        return near
+    # no node of the wanted kinds belongs to the CPUs' nodes: libmem's findInitialZone
+    # expands the zone by the nearest nodes of those kinds and keeps only them
+    farther = expand(ctx.topology, home, wanted)
+    return IDSet(n for n in farther if ctx.topology.node(n).kind in wanted) or home
 
 
 def views(ctx: Sizing, state: BalloonsState) -> dict[str, BalloonView]:
