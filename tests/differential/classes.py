@@ -43,9 +43,10 @@ class Context:
     """What a class may look at: the machine, the case's configuration (YAML), the
     container, both placements (or refusals) now and after the previous step, whether
     this step restarted the plugins, the other live containers' pods and placements
-    (ours, theirs), and where ours would hold the container with one rule of theirs, per
-    `shadow.VARIANTS` name (`shadow.Shadow`; absent where the variant changes nothing,
-    after a restart and for balloons)."""
+    (ours, theirs), their specs with our placements (`neighbours`), and where ours
+    would hold the container with one rule of theirs, per `shadow.VARIANTS` name
+    (`shadow.Shadow`; absent where the variant changes nothing, after a restart and for
+    balloons)."""
 
     machine: Topology
     policy: str
@@ -57,6 +58,7 @@ class Context:
     after_restart: bool
     config: str = ""
     others: tuple[tuple[Pod, Held, Held], ...] = ()
+    neighbours: tuple[tuple[Ctr, Held], ...] = ()
     shadows: Mapping[str, Held] = field(default_factory=dict)
 
 
@@ -297,6 +299,30 @@ def _memory_type_by_size(c: Context) -> bool:
     return ((ours - theirs) | (theirs - ours)) <= mismatched | cpu_nodes
 
 
+def _mems(held: Held) -> IDSet:
+    return IDSet.parse(held.mems) if isinstance(held, Placement) else IDSet()
+
+
+def _zone_limits_overcommit(c: Context) -> bool:
+    """Balloons: same CPUs; a container of a Burstable pod whose memory nodes theirs
+    widened beyond ours, where the memory limits of the containers ours holds on its
+    nodes (its own included) exceed those nodes' memory while their requests do not
+    (their libmem counts a container's limit as its amount and moves Burstable
+    containers' zones out of an overcommitted one, `defaultHandleOvercommit`)."""
+    if not (isinstance(c.ours, Placement) and isinstance(c.theirs, Placement)):
+        return False
+    if c.pod.qos != "burstable":
+        return False
+    ours, theirs = _mems(c.ours), _mems(c.theirs)
+    if c.ours.cpus != c.theirs.cpus or not ours or not ours < theirs:
+        return False
+    here = [c.ctr, *(ctr for ctr, held in c.neighbours if _mems(held) & ours)]
+    limits = sum(ctr.memory_limit or 0 for ctr in here)
+    requests = sum(ctr.memory_request or 0 for ctr in here)
+    capacity = sum(c.machine.node(n).memory_bytes for n in ours)
+    return requests <= capacity < limits
+
+
 CLASSES: tuple[DiffClass, ...] = (
     DiffClass(
         "shared-refused",
@@ -363,6 +389,12 @@ CLASSES: tuple[DiffClass, ...] = (
         "balloons",
         "same CPUs; a memory-type annotation's nodes differ by nodes theirs kinds by size",
         _memory_type_by_size,
+    ),
+    DiffClass(
+        "burstable-memory-by-limit",
+        "balloons",
+        "Burstable memory limits overcommit the nodes: the zone widened there, not here",
+        _zone_limits_overcommit,
     ),
     DiffClass(
         "groupby-apart",

@@ -208,6 +208,7 @@ class _Run:
         _name, pod, ctr = self.names[cid]
         mine, their = now[cid]
         others = tuple((self.names[o][1], *now[o]) for o in now if o != cid)
+        neighbours = tuple((self.names[o][2], now[o][0]) for o in now if o != cid)
         ctx = Context(
             machine=self.machine.topology,
             policy=self.case.policy,
@@ -219,6 +220,7 @@ class _Run:
             before=self.before.get(cid),
             after_restart=self.restarted,
             others=others,
+            neighbours=neighbours,
             shadows={
                 s.variant: held
                 for s in self.shadows

@@ -230,6 +230,25 @@ EXAMPLES: dict[tuple[str, str], tuple[Context, Context]] = {
         ctx(policy="balloons", machine=SMALL_PMEM, ours=Placement("1", "2"),
             theirs=Placement("1", "0")),
     ),
+    ("balloons", "burstable-memory-by-limit"): (
+        # as parity/s8c4k of the long run: 256Mi + 4Gi of limits (1.25Gi requested) on
+        # a 4G node; theirs widened the zone (by node 1 here)
+        ctx(
+            policy="balloons",
+            ctr=Ctr("c0", 1000, 1900, 1 << 28, 1 << 28),
+            ours=Placement("0-1", "0"),
+            theirs=Placement("0-1", "0-1"),
+            neighbours=((Ctr("c1", 800, 1400, 1 << 30, 4 << 30), Placement("0-1", "0")),),
+        ),
+        # the same with the sibling's memory elsewhere here: node 0 is not overcommitted
+        ctx(
+            policy="balloons",
+            ctr=Ctr("c0", 1000, 1900, 1 << 28, 1 << 28),
+            ours=Placement("0-1", "0"),
+            theirs=Placement("0-1", "0-1"),
+            neighbours=((Ctr("c1", 800, 1400, 1 << 30, 4 << 30), Placement("0-1", "1")),),
+        ),
+    ),
     ("balloons", "maxcpus-honoured"): (
         ctx(
             policy="balloons",
@@ -488,3 +507,16 @@ def test_burstable_memory_refused_needs_their_memory_refusal() -> None:
     assert classify(alone) is None
     beside = replace(alone, others=((POD, Placement("1-3", "0"), Placement("1-3", "0")),))
     assert classify(beside) == "burstable-memory-refused"
+
+
+def test_balloons_memory_by_limit_needs_the_limits_alone_to_overcommit() -> None:
+    """Near misses of the balloons class besides the one in `EXAMPLES`: a Guaranteed pod,
+    requests that overcommit the node too, other CPUs, memory nodes ours has that theirs
+    lacks."""
+    hit = EXAMPLES[("balloons", "burstable-memory-by-limit")][0]
+    assert classify(hit) == "burstable-memory-by-limit"
+    assert classify(replace(hit, pod=replace(POD, qos="guaranteed"))) is None
+    heavy = ((Ctr("c1", 800, 1400, 4 << 30, 4 << 30), Placement("0-1", "0")),)
+    assert classify(replace(hit, neighbours=heavy)) is None
+    assert classify(replace(hit, theirs=Placement("0-2", "0-1"))) is None
+    assert classify(replace(hit, theirs=Placement("0-1", "1"))) is None

@@ -3,7 +3,9 @@
 Theory of operation: a balloon's *view* (`views`) is its own CPUs plus the idle CPUs it
 shares (``shareIdleCPUsInSame``, `sizing.Sizing.share_idle`); an empty balloon with no
 CPUs shows the reserved balloon's.  Its memory nodes are those near the view's CPUs of
-the type's ``memoryTypes`` (DRAM by default) when memory is pinned (`memory_nodes`).
+the type's ``memoryTypes`` (DRAM by default) when memory is pinned (`memory_nodes`):
+for kinds asked, libmem's first zone (the CPUs' nodes widened by the nearest nodes of
+each kind they lack, then only the kinds asked).
 A member is rendered from its balloon's view (`render_member`): one thread per core
 when it hides hyperthreads (`hides`: its annotation, else its type's), no CPUs without
 ``pinCPU``, its memory zone's nodes when it has one, none with ``memory.preserve``.
@@ -20,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from nri_resmgr.model import Assignment, ContainerID, CPUKind, MemoryKind
-from nri_resmgr.policy.balloons.memzone import MemZone, realloc
+from nri_resmgr.policy.balloons.memzone import MemZone, expand, realloc
 from nri_resmgr.policy.balloons.sizing import Sizing
 from nri_resmgr.policy.balloons.spec import RESERVED, BalloonType
 from nri_resmgr.policy.balloons.state import BalloonsState, Member
@@ -54,10 +56,15 @@ def memory_nodes(ctx: Sizing, t: BalloonType, cpus: CPUSet, kinds: Sequence[Memo
     pin = t.pin_memory if t.pin_memory is not None else ctx.config.options.pin_memory
     if not pin or not cpus:
         return IDSet()
-    wanted = tuple(kinds) or ctx.config.memory_kinds.get(t.name) or _DRAM
-    return union(
-        ctx.topology.memory_nodes_near(n, wanted) for n in ctx.topology.nodes_of(cpus)
-    ) or ctx.topology.nodes_of(cpus)
+    asked = tuple(kinds) or ctx.config.memory_kinds.get(t.name) or ()
+    home = ctx.topology.nodes_of(cpus)
+    if not asked:
+        return union(ctx.topology.memory_nodes_near(n, _DRAM) for n in home) or home
+    # libmem's findInitialZone: the CPUs' nodes, expanded by the nearest nodes of each
+    # asked kind they lack (`memzone.expand`), keeping only the asked kinds if any
+    missing = set(asked) - {ctx.topology.node(n).kind for n in home}
+    zone = home | expand(ctx.topology, home, missing) if missing else home
+    return IDSet(n for n in zone if ctx.topology.node(n).kind in asked) or zone
 
 
 def views(ctx: Sizing, state: BalloonsState) -> dict[str, BalloonView]:

@@ -201,3 +201,55 @@ def test_a_rebuild_that_replays_to_the_same_placements_keeps_what_each_balloon_o
     d = p.rebuild([replace(c, current_cpus=r[c.id].cpus, current_mems=r[c.id].mems) for c in cs])
     assert d.updates == () and d.reason == "rebuilt: as created"
     assert d.state.balloons == st.balloons
+
+
+def test_a_memory_type_with_no_node_near_takes_the_nearest_ones_farther_away() -> None:
+    # the PMEM node 2 belongs to node 1 (distance 17) and is 19 from node 0: a container
+    # asking for PMEM in a balloon on node 0 gets node 2, as libmem's findInitialZone
+    # expands the balloon's nodes by the nearest nodes of the asked kind and keeps only
+    # them (not node 0, which has no PMEM near it); a DRAM container stays on node 0
+    m = topo(
+        packages=1,
+        nodes=2,
+        cores=4,
+        threads=2,
+        memory="2G",
+        extra_memory_nodes=[
+            {"kind": "pmem", "memory": "8G", "attach": 1, "distances": {0: 19, 1: 17}}
+        ],
+    )
+    p = policy(
+        {"reservedResources": {"cpu": "1"}, "balloonTypes": [{"name": "t", "namespaces": ["*"]}]},
+        m,
+    )
+    ann = {"memory-type.resource-policy.nri.io/container.a": "pmem"}
+    st = run(p, bctr("a", pod="p1", milli=1000, ann=ann), bctr("b", pod="p1", milli=1000))
+    assert m.nodes_of(st.balloons["t[0]"].cpus) == IDSet([0])
+    shown = p.render(st)
+    assert shown[ContainerID("p1-a")].mems == IDSet([2])
+    assert shown[ContainerID("p1-b")].mems == IDSet([0])
+
+
+def test_a_memory_type_takes_the_nearest_nodes_of_its_kind_from_every_node_of_the_balloon() -> None:
+    # HBM node 3 belongs to node 1, HBM node 4 to node 2, each 30 from node 0.  A balloon
+    # on nodes 0-1 asking HBM gets both: libmem's findInitialZone expands from node 0
+    # first (3 and 4 at 30), then from node 1 (3 at 15); the nodes' own HBM alone is 3
+    m = topo(
+        packages=3,
+        nodes=1,
+        cores=2,
+        threads=1,
+        memory="2G",
+        extra_memory_nodes=[
+            {"kind": "hbm", "memory": "1G", "attach": 1, "distances": {0: 30, 1: 15, 2: 30}},
+            {"kind": "hbm", "memory": "1G", "attach": 2, "distances": {0: 30, 1: 30, 2: 15}},
+        ],
+    )
+    p = policy(
+        {"reservedResources": {"cpu": "1"}, "balloonTypes": [{"name": "t", "namespaces": ["*"]}]},
+        m,
+    )
+    ann = {"memory-type.resource-policy.nri.io/container.a": "hbm"}
+    st = run(p, bctr("a", pod="p1", milli=3000, ann=ann))
+    assert m.nodes_of(st.balloons["t[0]"].cpus) == IDSet([0, 1])
+    assert p.render(st)[ContainerID("p1-a")].mems == IDSet([3, 4])
