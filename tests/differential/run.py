@@ -22,7 +22,12 @@ otherwise it gets a class by these rules, in order:
    a disturbed case with no class of its own is ``knock-on:CLASS`` (CLASS the direct class
    that disturbed it), the same step included, since one documented difference moves
    what the sides take next (a refused container leaves CPUs the other side used, a
-   restart's re-allocation leaves other CPUs free);
+   restart's re-allocation leaves other CPUs free); a plugin restart disturbs the case
+   as ``restart-keeps-placements`` even where every container is identical after it,
+   for as long as a container live at the restart is still live: theirs re-allocates
+   every balloon or grant at a restart and ours keeps what it held (a balloon's own
+   CPUs, idle CPUs, the reading of a grant), a difference no placement shows until a
+   later step takes CPUs by it;
 4. otherwise undocumented (class ``""``).
 
 So nothing stays hidden for good: once the sides converge (every container identical
@@ -57,6 +62,9 @@ from tests.peers import NriPlugins
 __all__ = ["KNOCK_ON", "CaseResult", "Observation", "ctr_json", "pod_json", "run_case"]
 
 T = TypeVar("T")
+
+#: the class of a plugin restart (`classes.py`): it disturbs its case (rule 3)
+RESTART_CLASS = "restart-keeps-placements"
 
 #: the prefix of a knock-on class's name: ``knock-on:CLASS``
 KNOCK_ON = "knock-on:"
@@ -160,6 +168,7 @@ class _Run:
         self.before: dict[str, tuple[Held, Held]] = {}
         self.carried: dict[str, str] = {}  # cid -> the class it keeps while it differs
         self.disturbed: str | None = None  # the direct class that disturbed the case
+        self.at_restart: set[str] = set()  # the containers live at the last restart
         self.step = 0
         self.op_index = 0
         # ours with one rule of theirs each, where it changes anything (shadow.py)
@@ -180,8 +189,12 @@ class _Run:
             now[cid] = (ours.placements.get(cid) or no_mine, theirs.placements.get(cid) or no_their)
         same = {cid: _same(*held) for cid, held in now.items()}
         direct = {cid: self.direct(cid, now) for cid in now if not same[cid]}
+        if self.restarted:
+            self.at_restart = set(now)
+        # the restart's hidden difference lasts while a container it re-read lives (rule 3)
+        restart_lives = RESTART_CLASS if self.at_restart & now.keys() else None
         if self.disturbed is None:
-            self.disturbed = next((c for c in direct.values() if c), None)
+            self.disturbed = next((c for c in direct.values() if c), None) or restart_lives
         classes: dict[str, str | None] = {}
         for cid in now:
             if same[cid]:
@@ -198,7 +211,8 @@ class _Run:
             )
         self.carried = {cid: cls for cid, cls in classes.items() if cls}
         if all(cls is None for cls in classes.values()):
-            self.disturbed = None  # converged: nothing carries past this step
+            # converged: nothing carries past this step, but a restart's hidden difference
+            self.disturbed = restart_lives
         self.before = now
         self.restarted = False
         self.step += 1

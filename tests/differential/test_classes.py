@@ -342,6 +342,31 @@ def test_a_container_keeps_its_own_class_while_it_differs() -> None:
     ]
 
 
+def test_a_restart_disturbs_its_case_while_a_container_live_at_it_lives() -> None:
+    """Every container identical after a restart still leaves the sides' hidden state
+    apart (theirs re-allocates, ours keeps): a later divergence is the restart's knock-on
+    while a container live at the restart lives, and undocumented once none does."""
+    ours, theirs = _FakeSide(), _FakeSide()
+    machine = Machine("n4", {"packages": 2, "nodes": 2, "cores": 2, "threads": 2})
+    run = _Run(Case(machine.name, "balloons", RESERVED_750M, ()), machine,
+               _Pair(ours, theirs, None))  # type: ignore[arg-type]
+    for cid in ("a", "b", "c"):
+        run.names[cid] = (f"default/p0/{cid}", POD, SHARED)
+    ours.placements["a"] = theirs.placements["a"] = Placement("1")
+    run.restarted = True
+    run.observe("restart")
+    ours.placements["b"], theirs.placements["b"] = Placement("2"), Placement("3")
+    run.observe("b created")
+    ours.placements.pop("a"), theirs.placements.pop("a")
+    ours.placements["b"] = theirs.placements["b"] = Placement("2")
+    run.observe("a removed")
+    ours.placements["c"], theirs.placements["c"] = Placement("4"), Placement("5")
+    run.observe("c created")
+    assert [o.cls for o in run.result.observations] == [
+        None, None, "knock-on:restart-keeps-placements", None, None, ""
+    ]
+
+
 def test_self_agreement_names_the_side_that_differs_from_itself() -> None:
     m = random_machine(1)
     case = Case(m.name, "balloons", "", (), 1)
