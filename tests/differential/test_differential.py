@@ -57,8 +57,16 @@ TARGET = 0.99
 #: the strict agreement (knock-on counted as divergence) that must not be lost: measured
 #: by wt-par (`python -m tests.differential --policy P --jobs 2`: topology-aware 96.8%,
 #: balloons 99.6%), less three points for topology-aware's restart variance (balloons
-#: gives the same counts on every run)
-STRICT_FLOORS = {"topology-aware": 0.93, "balloons": 0.99}
+#: gives the same counts on every run). Balloons' placement records (issue 24) keep every
+#: balloon's own CPUs at a restart where theirs re-allocates them, the restart's knock-on
+#: that took balloons to 98.5% (random/19: 58 observations after a restart at which every
+#: container was identical), so its floor is 0.98 and the in-scope floor below holds
+#: everything else to 99%
+STRICT_FLOORS = {"topology-aware": 0.93, "balloons": 0.98}
+#: the in-scope agreement (every knock-on a divergence but a restart's, which issue 22
+#: keeps out of scope by design): the issue's 99%; measured at 456532a (`python -m
+#: tests.differential --policy P --jobs 1`): topology-aware 99.3%, balloons 99.7%
+IN_SCOPE_FLOOR = 0.99
 
 
 MACHINES = machines()
@@ -124,6 +132,19 @@ def test_agreement_floor(policy: str, plugins: NriPlugins, roots: HostRoots) -> 
     assert rate >= FLOORS[policy], (
         f"{policy}: agreement {100 * rate:.1f}% fell below the floor "
         f"{100 * FLOORS[policy]:.1f}%\n{t.table()}"
+    )
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_in_scope_agreement_floor(policy: str, plugins: NriPlugins, roots: HostRoots) -> None:
+    """At least 99% of the CI profile's observations are identical or of a direct or
+    carried class, counting every knock-on but a restart's as a divergence."""
+    t = tally(policy, plugins, roots)
+    rate = t.total(policy).in_scope
+    assert rate >= IN_SCOPE_FLOOR, (
+        f"{policy}: in-scope agreement {100 * rate:.1f}% fell below "
+        f"{100 * IN_SCOPE_FLOOR:.1f}%\n{t.table()}"
     )
 
 
