@@ -37,6 +37,14 @@ def require(condition: object, reason: str) -> None:
     pytest.skip(reason)
 
 
+def require_sysfs() -> None:
+    """The machine's sysfs, which a daemon launched without --sysfs-root discovers."""
+    require(
+        Path("/sys/devices/system/cpu").is_dir(),
+        "no sysfs: the launcher's path discovers the topology from /sys",
+    )
+
+
 def go_binary() -> str | None:
     """Path of the `go` tool, or None."""
     found = shutil.which("go")

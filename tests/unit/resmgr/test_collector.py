@@ -18,7 +18,7 @@ import pytest
 
 from nri_resmgr.cli import main
 from nri_resmgr.ops import collector
-from tests.support.requirements import REPO
+from tests.support.requirements import REPO, require_sysfs
 
 
 @pytest.fixture
@@ -107,8 +107,7 @@ sys.exit(main(sys.argv[1:]))
 def test_the_daemon_connects_with_its_start_up_frozen_and_the_collector_on(
     tmp_path: Path,
 ) -> None:
-    if not Path("/sys/devices/system/cpu").is_dir():
-        pytest.skip("no sysfs: the launcher's path discovers the topology from /sys")
+    require_sysfs()
     enabled, frozen, young = json.loads(
         _python(
             _AT_CONNECT, "run", "--log-file", str(tmp_path / "log"), "--state-dir", str(tmp_path)

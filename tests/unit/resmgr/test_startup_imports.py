@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.requirements import REPO
+from tests.support.requirements import REPO, require_sysfs
 
 #: the launcher's path up to connecting: cli.main(["run", ...]) with serve() probed
 _PROBE = """
@@ -91,8 +91,7 @@ def _modules_at_connect(args: list[str]) -> set[str]:
 
 
 def test_run_imports_nothing_it_does_not_need_before_registering(tmp_path: Path) -> None:
-    if not Path("/sys/devices/system/cpu").is_dir():
-        pytest.skip("no sysfs: the launcher's path discovers the topology from /sys")
+    require_sysfs()
     modules = _modules_at_connect(
         ["run", "--log-file", str(tmp_path / "log"), "--state-dir", str(tmp_path)]
     )
