@@ -222,41 +222,25 @@ def helm_upgrade(node: Node, image: Image, policy_config: dict[str, Any]) -> Non
     helm_upgrade_values(node, doc)
 
 
-def helm_upgrade_values(node: Node, doc: dict[str, Any]) -> None:
-    """`helm upgrade` with the values `doc` (only the configuration changes: applied live)."""
-    path = node.base / "upgrade-values.yaml"
+def _helm_upgrade(node: Node, doc: dict[str, Any], name: str, *wait: str, timeout: float) -> None:
+    """`helm upgrade` of the release with the values `doc`, written to `name` first."""
+    path = node.base / name
     path.write_text(yaml.safe_dump(doc))
     node.run(
-        "helm",
-        "upgrade",
-        RELEASE,
-        str(REPO / "charts" / "nri-resmgr"),
-        "--namespace",
-        NAMESPACE,
-        "-f",
-        str(path),
-        timeout=180,
-    )
+        "helm", "upgrade", RELEASE, str(REPO / "charts" / "nri-resmgr"),
+        "--namespace", NAMESPACE, "-f", str(path), *wait,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def helm_upgrade_values(node: Node, doc: dict[str, Any]) -> None:
+    """`helm upgrade` with the values `doc` (only the configuration changes: applied live)."""
+    _helm_upgrade(node, doc, "upgrade-values.yaml", timeout=180)
 
 
 def upgrade_and_roll_out(node: Node, doc: dict[str, Any]) -> None:
     """`helm upgrade --wait` with the values `doc`, then the DaemonSet's rollout."""
-    path = node.base / "rollout-values.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    node.run(
-        "helm",
-        "upgrade",
-        RELEASE,
-        str(REPO / "charts" / "nri-resmgr"),
-        "--namespace",
-        NAMESPACE,
-        "-f",
-        str(path),
-        "--wait",
-        "--timeout",
-        "180s",
-        timeout=240,
-    )
+    _helm_upgrade(node, doc, "rollout-values.yaml", "--wait", "--timeout", "180s", timeout=240)
     node.kubectl("-n", NAMESPACE, "rollout", "status", "daemonset/nri-resmgr", "--timeout=180s")
 
 
