@@ -180,6 +180,14 @@ def running_daemon(make: Callable[[dict[str, Any]], Daemon], config: dict[str, A
     return d
 
 
+def web_and_db(ctd: Containerd) -> tuple[cri.Container, cri.Container]:
+    """The fault tests' opening: a Burstable `web/app` and a Guaranteed 1-CPU `db/pg`."""
+    web = cri.run_pod(ctd, "web")
+    b = cri.run_container(ctd, web, "app", resources=cri.BURSTABLE_SMALL)
+    db = cri.run_pod(ctd, "db", qos=cri.QoS.GUARANTEED)
+    return b, cri.run_container(ctd, db, "pg", resources=cri.GUARANTEED_1CPU)
+
+
 def await_cpus(ctd: Containerd, c: cri.Container, want: str, why: str) -> None:
     wait_for(
         lambda: cri.cpus_of(ctd, c) == want,

@@ -54,6 +54,7 @@ from tests.e2e.resmgr import (
     assert_no_double_exclusive,
     await_cpus,
     running_daemon,
+    web_and_db,
 )
 from tests.e2e.resmgr import daemon as daemon  # the fixture
 from tests.support.requirements import REPO, require
@@ -86,7 +87,7 @@ def _static_scenario(ctd: Containerd) -> None:
     assert "db2" in stderr and "pg" in stderr, stderr
     cri.remove_pod(ctd, db2)
 
-    cri.remove_pod(ctd, db)
+    cri.remove_pod(ctd, g.pod)
     await_cpus(ctd, b, "0-1", "shared pool grew back")
     await_cpus(ctd, e, "0-1", "shared pool grew back")
     assert plugin_failures(ctd) == []
@@ -272,10 +273,7 @@ def test_containerd_restart_daemon_resyncs(
 ) -> None:
     ctd = containerd
     d = running_daemon(daemon, STATIC)
-    web = cri.run_pod(ctd, "web")
-    b = cri.run_container(ctd, web, "app", resources=cri.BURSTABLE_SMALL)
-    db = cri.run_pod(ctd, "db", qos=cri.QoS.GUARANTEED)
-    g = cri.run_container(ctd, db, "pg", resources=cri.GUARANTEED_1CPU)
+    b, g = web_and_db(ctd)
 
     ctd.restart()  # shims and containers survive, the NRI connection does not
     d.wait_synced(2)  # the daemon reconnected and was synchronized again
@@ -290,7 +288,7 @@ def test_containerd_restart_daemon_resyncs(
         ctd, db2, "pg", resources=cri.GUARANTEED_1CPU, check=False
     )
     assert created is None and "only 0 free CPUs available" in stderr, stderr
-    cri.remove_pod(ctd, db)
+    cri.remove_pod(ctd, g.pod)
     await_cpus(ctd, b, "0-1", "pool grows after the resync")
     await_cpus(ctd, b2, "0-1", "pool grows after the resync")
 

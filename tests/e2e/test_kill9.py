@@ -35,6 +35,7 @@ from tests.e2e.resmgr import (
     restarted,
     running_daemon,
     settled_cpusets,
+    web_and_db,
 )
 from tests.e2e.resmgr import daemon as daemon  # the fixture
 from tests.support.requirements import online_cpus
@@ -46,15 +47,12 @@ def test_kill9_fail_open_and_correction(
     """kill -9 while pods come and go; pods start without it; back, it corrects them."""
     ctd = containerd
     d = running_daemon(daemon, STATIC)
-    web = cri.run_pod(ctd, "web")
-    b = cri.run_container(ctd, web, "app", resources=cri.BURSTABLE_SMALL)
-    db = cri.run_pod(ctd, "db", qos=cri.QoS.GUARANTEED)
-    g = cri.run_container(ctd, db, "pg", resources=cri.GUARANTEED_1CPU)
+    b, g = web_and_db(ctd)
     assert (cri.cpus_of(ctd, g), cri.cpus_of(ctd, b)) == ("1", "0")
 
     d.kill9()
     # pods come and go while the daemon is away: containerd fails open
-    cri.remove_pod(ctd, db)
+    cri.remove_pod(ctd, g.pod)
     web2 = cri.run_pod(ctd, "web2")
     b2 = cri.run_container(ctd, web2, "app", resources=cri.BURSTABLE_SMALL)
     db3 = cri.run_pod(ctd, "db3", qos=cri.QoS.GUARANTEED)
