@@ -195,17 +195,18 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
 
     def irq_use(self, state: TopologyAwareState) -> IrqUse:
         """Interrupt wishes: each grant with exclusive CPUs and an ``irq-affinity``
-        annotation (`irq_affinity.plan_affinities`; their ``applyIrqAffinity``)."""
+        annotation (`irq_affinity.plan_affinities`; their ``applyIrqAffinity``); the
+        annotated grants are the state's index (`state.Supply.irq`), not a walk of all."""
         return IrqUse(
             allowed=self.config.available,
             controllable=self.config.options.controllable_interrupts,
             annotated=True,
             containers=tuple(
                 IrqContainer(str(cid), g.exclusive, g.request.irq_affinity)
-                for cid, g in sorted(state.grants.items())
-                if g.request.irq_affinity is not None and g.exclusive
+                for cid in sorted(state.supply.irq)
+                if (g := state.grants[cid]).request.irq_affinity is not None and g.exclusive
             ),
-            configured=any(g.request.irq_affinity is not None for g in state.grants.values()),
+            configured=bool(state.supply.irq),
         )
 
     # ---- the protocol ------------------------------------------------------------------
