@@ -63,7 +63,7 @@ from nri_resmgr.policy.topology_aware.hints import (
 from nri_resmgr.policy.topology_aware.invariants import check_invariants
 from nri_resmgr.policy.topology_aware.placement import Placer
 from nri_resmgr.policy.topology_aware.pools import PoolTree, build_pool_tree
-from nri_resmgr.policy.topology_aware.preferences import CPU_CLASS, container_request
+from nri_resmgr.policy.topology_aware.preferences import CPU_CLASS, RequestMemo
 from nri_resmgr.policy.topology_aware.priority import PriorityCPUs
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
 from nri_resmgr.policy.topology_aware.records import MeaningMemo, grant_of
@@ -112,6 +112,7 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         self.rebuilder = Rebuilder(self.placer)
         self.meanings = MeaningMemo()
         self.renderings = RenderMemo()
+        self.requests = RequestMemo(self.config)
 
     # ---- hooks -------------------------------------------------------------------------
 
@@ -160,7 +161,7 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         grant = state.grants.get(container.id)
         if grant is None or grant.kind is not CPUKind.SHARED:
             return ""
-        asked = container_request(container, self.config)
+        asked = self.requests.of(container)
         if asked.kind is CPUKind.SHARED:
             return ""
         why = "fallbackToShared" if asked.kind is not CPUKind.RESERVED else "reserved capacity"
@@ -216,7 +217,7 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
     ) -> Decision[TopologyAwareState]:
         if container.id in state.grants:
             return self.update(state, container)
-        request = container_request(container, self.config)
+        request = self.requests.of(container)
         scheduling = self.scheduling.resolve(container)
         hints = container_hints(container, self.topology)
         grant, reason = self.placer.place(
@@ -247,7 +248,7 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         old = state.grants.get(container.id)
         if old is None:
             return self.allocate(state, container)
-        request = container_request(container, self.config)
+        request = self.requests.of(container)
         if request == old.request:
             return decide(self._render_changed, state, state, container.id, "unchanged")
         without = state.without(container.id)
