@@ -234,10 +234,12 @@ class ResmgrPlugin(Plugin):
             write()
 
     def _decided(self, event: str, info: ContainerInfo, decision: Decision) -> None:
-        """issue 27 hook: the decision record and the pod's event (both O(1))."""
+        """issue 27 hook: the decision record and the pod's event (both O(1)); the
+        event's note is made only for a queue that takes notes (events on)."""
         self.decisions.note(event, info, decision)
-        note = decision_note(self.pipeline.policy, info, decision)
-        self.pod_events.offer(note, time.monotonic())
+        if self.pod_events.config.enabled:
+            note = decision_note(self.pipeline.policy, info, decision)
+            self.pod_events.offer(note, time.monotonic())
 
     def _runtime_has_linux_rdt(self) -> bool:
         runtime = self.runtime
