@@ -108,17 +108,19 @@ def held(names: Sequence[str], *, timeout: float, poll: float = 1.0) -> Iterator
             os.close(fd)
 
 
-def keep_logs(base: Path, dest: Path) -> None:
-    """Copy the logs of the cluster in `base` to `dest` (emptied first): its processes'
-    (``*.log``, a node's ``NODE/*.log``, the control plane's) and the kube-system pods'."""
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    kept = [*base.glob("*.log"), *base.glob("*/*.log"), base / "cp" / "control-plane.log"]
-    for pod_logs in (*base.glob("pod-logs"), *base.glob("*/pod-logs")):
-        kept.extend(pod_logs.glob("kube-system_*/*/*.log"))
-    for log in kept:
-        with contextlib.suppress(OSError):
-            shutil.copy(log, dest / str(log.relative_to(base)).replace("/", "-"))
+#: a cluster's logs that `keep_logs` keeps: its processes' (a node's own in its directory
+#: when there are more nodes), and the kube-system pods' (the daemons')
+PROCESS_LOGS = ("*.log", "*/*.log", "cp/control-plane.log")
+POD_LOGS = ("pod-logs/kube-system_*/*/*.log", "*/pod-logs/kube-system_*/*/*.log")
+
+
+def keep_logs(base: Path, dest: Path, *patterns: str) -> None:
+    """Copy the files of `base` that `patterns` match to `dest`, named by their path."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for pattern in patterns:
+        for log in base.glob(pattern):
+            with contextlib.suppress(OSError):
+                shutil.copy(log, dest / str(log.relative_to(base)).replace("/", "-"))
 
 
 def sysctl_path(name: str) -> Path:

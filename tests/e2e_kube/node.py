@@ -31,11 +31,9 @@ logs) and node name; the second and later ones do not make the iptables utility 
 jump behind).  The kubelets' device plugin socket is fixed and shared (no device plugins
 here).  Both nodes report the whole machine as capacity.
 
-Two runs on one machine (two test sessions, a session and a soak) share no names only
-in different slots (`SLOT`); two that want the same names would break each other (the
-second replaces the first's bridge, and each kubelet kills the other's pods as orphans of
-its cgroup root), so `kube_cluster` first holds its nodes' names (`host.held`, a lock a
-bridge name that its kubelets hold too) and a second run waits for the first to end.
+Two runs on one machine with the same names would break each other (each kubelet kills
+the other's pods as orphans of its cgroup root): `kube_cluster` first holds its nodes'
+names (`host.held`; its kubelets hold them too), so the second waits for the first.
 
 The kubelet would otherwise leave host state behind: the kernel tunables it sets
 (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops) and net.ipv4.ip_forward (the
@@ -64,6 +62,8 @@ from tests.e2e.images import build_images
 from tests.e2e.layout import Layout, unmount_under
 from tests.e2e_kube.host import (
     HOLD_TIMEOUT,
+    POD_LOGS,
+    PROCESS_LOGS,
     bridge,
     cgroup_root,
     held,
@@ -257,22 +257,13 @@ def _kubelet_config(base: Path, ctd: ctdmod.Containerd, spec: NodeSpec) -> Path:
 
 
 def _start(
-    argv: Sequence[str],
-    log: Path,
-    procs: list[subprocess.Popen[bytes]],
-    *,
-    pass_fds: Sequence[int] = (),
+    argv: Sequence[str], log: Path, procs: list[subprocess.Popen[bytes]], *, fds: Sequence[int] = ()
 ) -> None:
     with open(log, "ab") as out:
-        procs.append(
-            subprocess.Popen(
-                list(argv),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=pass_fds,
-            )
+        proc = subprocess.Popen(
+            list(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=fds
         )
+    procs.append(proc)
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -374,14 +365,15 @@ def kube_cluster(
 ) -> Iterator[KubeCluster]:
     """Start the cluster (see the module docstring); stop and clean everything afterwards.
 
-    The processes' logs, and the nri-resmgr pods' own, are kept in ``.cache/e2e/logs/``
-    under `logs` (by default ``kube`` and the slot, or ``kube-cluster``), each run's
-    replacing the last of that name.
+    The processes' and the daemon pods' logs are kept in ``.cache/e2e/logs/`` under
+    `logs` (by default ``kube`` and the slot, or ``kube-cluster``), replacing the last.
 
     A node whose kubelet exits or that is not Ready in 240 s fails the start (with the
     logs' tails).  With one node its files are in the cluster's directory itself (as they
     always were); with more, each node's are in a directory named after it."""
     base = Path(tempfile.mkdtemp(prefix="k8s-", dir="/tmp"))
+    kept = ctdmod.CACHE / "logs" / (logs or ("kube-cluster" if specs[1:] else f"kube{_SUFFIX}"))
+    shutil.rmtree(kept, ignore_errors=True)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         with contextlib.ExitStack() as stack:
@@ -452,7 +444,7 @@ def kube_cluster(
                     _kubelet_argv(k8s, node_dir, ctd, spec, kubeconfig),
                     node_dir / "kubelet.log",
                     procs,
-                    pass_fds=locks,
+                    fds=locks,
                 )
                 kubelets.append(procs[-1])
 
@@ -496,6 +488,8 @@ def kube_cluster(
                             f"node {node.name} not Ready in 240 s:\n{_logs_tail(base)}"
                         )
                     time.sleep(1)
+            # the daemons' logs go with their containers: kept before containerd's cleanup
+            stack.callback(keep_logs, base, kept, *POD_LOGS)
             # the kubelets stop first, so that they do not restart what containerd's
             # cleanup removes
             stack.callback(_stop, kubelets)
@@ -503,8 +497,7 @@ def kube_cluster(
                 cluster=cluster, base=base, kubeconfig=kubeconfig, nodes=nodes, k8s=k8s, procs=procs
             )
     finally:
-        default = f"kube{_SUFFIX}" if len(specs) == 1 else "kube-cluster"
-        keep_logs(base, ctdmod.CACHE / "logs" / (logs or default))
+        keep_logs(base, kept, *PROCESS_LOGS)
         unmount_under(base)
         shutil.rmtree(base, ignore_errors=True)
 
