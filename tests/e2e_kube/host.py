@@ -109,9 +109,9 @@ def held(names: Sequence[str], *, timeout: float, poll: float = 1.0) -> Iterator
 
 
 #: a cluster's logs that `keep_logs` keeps: its processes' (a node's own in its directory
-#: when there are more nodes), and the kube-system pods' (the daemons')
+#: when there are more nodes), and the daemon pods' (NAMESPACE_nri-resmgr-..._UID)
 PROCESS_LOGS = ("*.log", "*/*.log", "cp/control-plane.log")
-POD_LOGS = ("pod-logs/kube-system_*/*/*.log", "*/pod-logs/kube-system_*/*/*.log")
+POD_LOGS = ("pod-logs/*_nri-resmgr*/*/*.log", "*/pod-logs/*_nri-resmgr*/*/*.log")
 
 
 def keep_logs(base: Path, dest: Path, *patterns: str) -> None:
