@@ -98,6 +98,7 @@ def held(names: Sequence[str], *, timeout: float, poll: float = 1.0) -> Iterator
     kubelets) holds the names as long as it lives: a kubelet that an interrupted run left
     behind keeps them held, and is named here, instead of killing the next run's pods."""
     fds: list[int] = []
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
     try:
         for name in sorted(set(names)):
             fds.append(os.open(lock_path(name), os.O_RDWR | os.O_CREAT, 0o644))
