@@ -166,6 +166,43 @@ def delete_pods(node: Node, *names: str) -> None:
         )
 
 
+def stop_pods(node: Node, *names: str) -> None:
+    """`delete_pods`, then wait until `node`'s runtime has stopped them (no ready sandbox).
+
+    The tests' pods have ``terminationGracePeriodSeconds: 0``: their API objects go at
+    once, while the kubelet is still stopping their containers (2 s at least, its minimum
+    grace period, for a ``sleep`` that ignores SIGTERM) and the daemon still decides on
+    them: the stop, and any resource update the kubelet sends meanwhile.  A test that
+    needs the node done with them (nothing left for the daemon to decide or report) waits
+    here; the kubelet stops a pod's sandbox after its containers.  A pod that another node
+    runs is an error naming it; one never scheduled has nothing to stop."""
+    uids: dict[str, str] = {}
+    for name in names:
+        r = node.kubectl("get", "pod", "-n", "default", name, "-o", "json", check=False)
+        if r.returncode != 0:
+            continue  # not in the API (any more): nothing to look its sandbox up by
+        pod = json.loads(r.stdout)
+        on = pod["spec"].get("nodeName")
+        if on is None:
+            continue
+        assert on == node.name, f"pod {name}: expected it on node {node.name}, found on {on}"
+        uids[name] = pod["metadata"]["uid"]
+    delete_pods(node, *names)
+
+    labels = [f"--label=io.kubernetes.pod.uid={uid}" for uid in uids.values()]
+    node.wait_for(
+        lambda: not any(ready_sandboxes(node, label) for label in labels),
+        timeout=120,
+        what=f"node {node.name} stopping pods {sorted(uids)}",
+    )
+
+
+def ready_sandboxes(node: Node, *filters: str) -> list[str]:
+    """The ids of `node`'s ready pod sandboxes that crictl's `filters` select (e.g.
+    ``--namespace=default``)."""
+    return node.ctd.crictl("pods", "-q", "--state", "ready", *filters).stdout.split()
+
+
 def container_pid(node: Node, pod: dict[str, Any], index: int = 0) -> int:
     cid = pod["status"]["containerStatuses"][index]["containerID"].split("://", 1)[1]
     info = json.loads(node.ctd.crictl("inspect", "-o", "json", cid).stdout)

@@ -63,13 +63,14 @@ def nri_image(e2e_host: str) -> Image:  # noqa: F811 - the fixture imported abov
 
 @pytest.fixture(scope="module")
 def node(
+    request: pytest.FixtureRequest,
     e2e_host: str,  # noqa: F811 - the fixtures imported above
     release: ctdmod.Release,
     crictl_bin: Path,  # noqa: F811
     image_archives: list[Path],  # noqa: F811
 ) -> Iterator[Node]:
     """A real single-node Kubernetes, once per module and containerd release (ids ctd1.7
-    and ctd2, like tests/e2e)."""
+    and ctd2, like tests/e2e); its logs are kept under the module's and release's name."""
     require_two_cpus()
     require(
         Path("/usr/lib/cni/bridge").exists(),
@@ -79,7 +80,14 @@ def node(
     k8s = build_node_components()
     helm = Path(build_helm())
     bins = ctdmod.build(release, go)
+    module = request.module.__name__.rsplit(".", 1)[-1]
     with kube_node(
-        release=release, ctd_bins=bins, crictl=crictl_bin, images=image_archives, k8s=k8s, helm=helm
+        release=release,
+        ctd_bins=bins,
+        crictl=crictl_bin,
+        images=image_archives,
+        k8s=k8s,
+        helm=helm,
+        run=f"{module}-{RELEASE_IDS[release.name]}",
     ) as n:
         yield n

@@ -31,6 +31,10 @@ logs) and node name; the second and later ones do not make the iptables utility 
 jump behind).  The kubelets' device plugin socket is fixed and shared (no device plugins
 here).  Both nodes report the whole machine as capacity.
 
+Two runs on one machine with the same names would break each other (each kubelet kills
+the other's pods as orphans of its cgroup root): `kube_cluster` first holds its nodes'
+names (`host.held`; its kubelets hold them too), so the second waits for the first.
+
 The kubelet would otherwise leave host state behind: the kernel tunables it sets
 (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops) and net.ipv4.ip_forward (the
 bridge plugin) are saved first and restored at the end; its cgroups, mounts, iptables
@@ -57,8 +61,13 @@ from tests.e2e import containerd as ctdmod
 from tests.e2e.images import build_images
 from tests.e2e.layout import Layout, unmount_under
 from tests.e2e_kube.host import (
+    HOLD_TIMEOUT,
+    POD_LOGS,
+    PROCESS_LOGS,
     bridge,
     cgroup_root,
+    held,
+    keep_logs,
     kubelet_chains_removed,
     make_cgroup_root,
     saved_sysctls,
@@ -247,13 +256,14 @@ def _kubelet_config(base: Path, ctd: ctdmod.Containerd, spec: NodeSpec) -> Path:
     return path
 
 
-def _start(argv: Sequence[str], log: Path, procs: list[subprocess.Popen[bytes]]) -> None:
+def _start(
+    argv: Sequence[str], log: Path, procs: list[subprocess.Popen[bytes]], *, fds: Sequence[int] = ()
+) -> None:
     with open(log, "ab") as out:
-        procs.append(
-            subprocess.Popen(
-                list(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        proc = subprocess.Popen(
+            list(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=fds
         )
+    procs.append(proc)
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -319,7 +329,8 @@ def _kubelet_argv(
         f"--cert-dir={base / 'kubelet-pki'}",
         f"--hostname-override={spec.name}",
         f"--node-ip={spec.gateway}",
-        "--v=1",
+        # 2: the kubelet says why it kills a container or starts a pod's sandbox anew
+        "--v=2",
     ]
 
 
@@ -350,16 +361,23 @@ def kube_cluster(
     images: Sequence[Path],
     k8s: dict[str, Path],
     helm: Path,
+    logs: str | None = None,
 ) -> Iterator[KubeCluster]:
     """Start the cluster (see the module docstring); stop and clean everything afterwards.
+
+    The processes' and the daemon pods' logs are kept in ``.cache/e2e/logs/`` under
+    `logs` (by default ``kube`` and the slot, or ``kube-cluster``), replacing the last.
 
     A node whose kubelet exits or that is not Ready in 240 s fails the start (with the
     logs' tails).  With one node its files are in the cluster's directory itself (as they
     always were); with more, each node's are in a directory named after it."""
     base = Path(tempfile.mkdtemp(prefix="k8s-", dir="/tmp"))
+    kept = ctdmod.CACHE / "logs" / (logs or ("kube-cluster" if specs[1:] else f"kube{_SUFFIX}"))
+    shutil.rmtree(kept, ignore_errors=True)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         with contextlib.ExitStack() as stack:
+            locks = stack.enter_context(held([s.bridge for s in specs], timeout=HOLD_TIMEOUT))
             stack.enter_context(saved_sysctls())
             stack.enter_context(kubelet_chains_removed())
             for spec in specs:
@@ -426,6 +444,7 @@ def kube_cluster(
                     _kubelet_argv(k8s, node_dir, ctd, spec, kubeconfig),
                     node_dir / "kubelet.log",
                     procs,
+                    fds=locks,
                 )
                 kubelets.append(procs[-1])
 
@@ -469,6 +488,8 @@ def kube_cluster(
                             f"node {node.name} not Ready in 240 s:\n{_logs_tail(base)}"
                         )
                     time.sleep(1)
+            # the daemons' logs go with their containers: kept before containerd's cleanup
+            stack.callback(keep_logs, base, kept, *POD_LOGS)
             # the kubelets stop first, so that they do not restart what containerd's
             # cleanup removes
             stack.callback(_stop, kubelets)
@@ -476,12 +497,7 @@ def kube_cluster(
                 cluster=cluster, base=base, kubeconfig=kubeconfig, nodes=nodes, k8s=k8s, procs=procs
             )
     finally:
-        dest = ctdmod.CACHE / "logs" / (f"kube{_SUFFIX}" if len(specs) == 1 else "kube-cluster")
-        dest.mkdir(parents=True, exist_ok=True)
-        logs = [*base.glob("*.log"), *base.glob("*/*.log")]
-        for log in [*logs, base / "cp" / "control-plane.log"]:
-            with contextlib.suppress(OSError):
-                shutil.copy(log, dest / str(log.relative_to(base)).replace("/", "-"))
+        keep_logs(base, kept, *PROCESS_LOGS)
         unmount_under(base)
         shutil.rmtree(base, ignore_errors=True)
 
@@ -495,8 +511,10 @@ def kube_node(
     images: Sequence[Path],
     k8s: dict[str, Path],
     helm: Path,
+    run: str = "",
 ) -> Iterator[Node]:
-    """The suite's single node (`SINGLE`), as `kube_cluster` starts it."""
+    """The suite's single node (`SINGLE`), as `kube_cluster` starts it; its logs are kept
+    under ``kube`` (and the slot) and `run`, e.g. the test module and release."""
     with kube_cluster(
         (SINGLE,),
         nat_chain=NAT_CHAIN,
@@ -506,6 +524,7 @@ def kube_node(
         images=images,
         k8s=k8s,
         helm=helm,
+        logs="-".join(p for p in (f"kube{_SUFFIX}", run) if p),
     ) as cluster:
         yield cluster.nodes[0]
 

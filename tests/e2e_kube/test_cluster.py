@@ -53,7 +53,13 @@ from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.load import load_topology
 from tests.e2e import containerd as ctdmod
 from tests.e2e import cri
-from tests.e2e_kube.chart import container_pid, delete_pods, pod_manifest, wait_running
+from tests.e2e_kube.chart import (
+    container_pid,
+    pod_manifest,
+    ready_sandboxes,
+    stop_pods,
+    wait_running,
+)
 from tests.e2e_kube.image import Image
 from tests.e2e_kube.node import (
     TWO_NODES,
@@ -220,6 +226,14 @@ def _no_pods_left(request: pytest.FixtureRequest) -> Iterator[None]:
         kc.nodes[0].kubectl(
             "delete", "pods", "-n", "default", "--all", "--wait=true", "--timeout=120s", check=False
         )
+        # the pods' API objects went at once (grace 0): the next test starts once the
+        # nodes stopped them, so that no decision of this test's reaches its reports
+        for node in kc.nodes:
+            node.wait_for(
+                lambda n=node: not ready_sandboxes(n, "--namespace=default"),
+                timeout=120,
+                what=f"node {node.name} stopping the test's pods",
+            )
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -240,6 +254,12 @@ def by_name(kc: KubeCluster, name: str) -> Node:
 
 def node_of(kc: KubeCluster, pod: str) -> Node:
     return by_name(kc, kc.nodes[0].get("pod", pod)["spec"]["nodeName"])
+
+
+def stop_on_their_nodes(kc: KubeCluster, *pods: str) -> None:
+    """`stop_pods` each of `pods` through the node it runs on."""
+    for pod in pods:
+        stop_pods(node_of(kc, pod), pod)
 
 
 def pod_cpus(kc: KubeCluster, pod: str) -> tuple[str, str]:
@@ -390,12 +410,12 @@ def test_guaranteed_pod_goes_where_a_zone_is_free_and_waits_when_none_is(
     assert unscheduled(kc, "waits")
     nrt_matches_kernel(kc)
     # deleting a holder gives its zone back, and the waiting pod goes there
-    delete_pods(kc.nodes[0], "hold-a")
+    stop_on_their_nodes(kc, "hold-a")
     nrt_matches_kernel(kc)
     wait_running(kc.nodes[0], "waits")
     assert pod_cpus(kc, "waits") == ("node-a", "1")
     nrt_matches_kernel(kc)
-    delete_pods(kc.nodes[0], "fits-b", "waits")
+    stop_on_their_nodes(kc, "fits-b", "waits")
     nrt_matches_kernel(kc)
 
 
@@ -486,7 +506,10 @@ def test_extender_passes_pods_it_cannot_judge(deployed: KubeCluster, numa: NumaS
             passed = filtered(numa, pod, "node not judged; passed")
             assert passed.get("node-b"), (case, numa.log_lines()[-5:])
             assert numa.healthy()
-            delete_pods(b, pod)
+            # its API object goes at once; the next case starts once node-b has stopped
+            # it, so that no decision on it (the stop; a resource update the kubelet
+            # sends while it kills) writes node-b's report after the case's object
+            stop_pods(b, pod)
     finally:
         b.kubectl("delete", NRT, "ghost-1", "ghost-2", "--ignore-not-found")
     b.wait_for(lambda: nrt(b), timeout=120, what="node-b's NRT object again")
