@@ -33,7 +33,7 @@ from nri_resmgr.model import ContainerInfo, TopologyHint
 from nri_resmgr.ops.logs import get_logger
 from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.runtime.pipeline import DecisionHook, HintResolver, Pipeline
-from nri_resmgr.runtime.record_store import RECORD_FILE, RecordStore
+from nri_resmgr.runtime.record_store import RECORD_FILE, Defer, RecordStore
 from nri_resmgr.topology.devices import topology_hints
 from nri_resmgr.topology.model import Topology
 
@@ -62,6 +62,7 @@ def build_pipeline(
     irq_files: IrqFiles | None = None,
     cpu_class_files: CPUClassFiles | None = None,
     on_decision: DecisionHook | None = None,
+    defer_records: Defer | None = None,
 ) -> Pipeline:
     """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
 
@@ -78,7 +79,8 @@ def build_pipeline(
     /sys/fs/cgroup).  CPU classes are written through `cpu_class_files` (the daemon's
     one instance, under its sysfs root), when given.  `on_decision` is told of each
     create and update decision committed (the daemon's record of the last decision per
-    container).
+    container).  `defer_records` puts the records' writes off until the reply is sent
+    (the daemon's event loop; `RecordStore`); without it they are written at each commit.
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
@@ -111,6 +113,7 @@ def build_pipeline(
             Path(state_dir) / RECORD_FILE,
             scope=record_scope(pol.name, config.policy_config, topology),
             log=get_logger("records"),
+            defer=defer_records,
         )
         if state_dir is not None
         else None

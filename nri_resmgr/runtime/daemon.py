@@ -222,13 +222,24 @@ class ResmgrPlugin(Plugin):
             irq_files=self.irq_files,
             cpu_class_files=self.cpu_class_files,
             on_decision=self._decided,  # issue 27 hook
+            defer_records=self._after_reply,
         )
 
+    def _after_reply(self, write: Callable[[], None]) -> None:
+        """The records' `write` after the step that sends the reply (`record_store`);
+        outside a running loop (a synchronous caller), now."""
+        try:
+            asyncio.get_running_loop().call_soon(write)
+        except RuntimeError:
+            write()
+
     def _decided(self, event: str, info: ContainerInfo, decision: Decision) -> None:
-        """issue 27 hook: the decision record and the pod's event (both O(1))."""
+        """issue 27 hook: the decision record and the pod's event (both O(1)); the
+        event's note is made only for a queue that takes notes (events on)."""
         self.decisions.note(event, info, decision)
-        note = decision_note(self.pipeline.policy, info, decision)
-        self.pod_events.offer(note, time.monotonic())
+        if self.pod_events.config.enabled:
+            note = decision_note(self.pipeline.policy, info, decision)
+            self.pod_events.offer(note, time.monotonic())
 
     def _runtime_has_linux_rdt(self) -> bool:
         runtime = self.runtime
@@ -443,6 +454,7 @@ class ResmgrPlugin(Plugin):
                 raise RPCError(StatusCode.INVALID_ARGUMENT, str(exc)) from exc
             if new.log != self.config.log:
                 self._route_logs(new)
+            self.pipeline.flush_records()
             self.config = new
             self.pipeline = pipeline
             log_config_warnings(new.warnings, source="the runtime's configuration")

@@ -43,7 +43,8 @@ what the runtime reports, read by `nri_resmgr.runtime.synchronize` (every runnin
 container accounted for): `policy.rebuild` keeps every valid placement where it is,
 fixes invalid ones, and the updates returned are only for containers that must move.
 With a `RecordStore` (the daemon's state directory), every commit keeps the placement
-records of the containers it changed, written before the daemon answers, and a
+records of the containers it changed (the daemon's store writes them once its reply is
+sent, one append per event-loop turn; `nri_resmgr.runtime.record_store`), and a
 Synchronize reads them back: `nri_resmgr.policy.kit.rebuild.restart` uses a record only
 where the runtime reports exactly the cpuset and memory nodes it holds, and rebuilds the
 rest (issue 24; docs/architecture.md, "State and restarts").
@@ -176,8 +177,8 @@ class Pipeline:
         A decision names every container it changes, so only those are recorded (O(changes),
         not O(live containers)). `full` re-renders every assignment from the policy's state:
         after a rebuild, where kept containers get their kind and pool that way.  `gone`
-        is the container a release took away.  The placement records follow, written
-        before the caller answers the runtime.
+        is the container a release took away.  The placement records follow (written
+        now, or after the reply when the store defers: `RecordStore.keep`).
         """
         self.state = decision.state
         self.machine_use.apply(self.policy, self.state)
@@ -204,8 +205,16 @@ class Pipeline:
         best_effort(self.controllers, hook, log=self.log)
 
     def close(self) -> None:
-        """The daemon stops: every controller's `stopped` (best effort)."""
+        """The daemon stops: the records queued are written; every controller's
+        `stopped` (best effort)."""
+        self.flush_records()
         self._best_effort(lambda ctl: ctl.stopped())
+
+    def flush_records(self) -> None:
+        """Write the records queued (before this pipeline is closed or replaced: no
+        write of its own may follow another pipeline's on the same file)."""
+        if self.record_store is not None:
+            self.record_store.flush()
 
     def _add(self, info: ContainerInfo) -> None:
         """Record `info` (new, or replacing the container's earlier info)."""
@@ -436,6 +445,7 @@ class Pipeline:
         the updates for the containers the new policy moves.  Raises like
         `Policy.rebuild`; on failure this pipeline is unchanged and `previous` untouched.
         """
+        previous.flush_records()
         infos, choices = as_placed(previous.containers, previous.assignments)
         return self._rebuild(
             dict(previous.pods),

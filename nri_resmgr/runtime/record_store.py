@@ -1,22 +1,33 @@
 """The placement records in the daemon's state directory (issue 24).
 
 Theory of operation: the pipeline keeps one `RecordStore`.  After every committed
-decision it hands the store the records of the containers the decision changed (and the
-ids of those released); the store keeps one encoded line per container and writes, on
-the event path, only what the decision changed: one journal block appended to the file
-(`nri_resmgr.policy.kit.records.encode_block`), so a decision costs O(what it changed),
-not O(live containers).  When the journal has grown past the live records (plus
-`SLACK`), the next write compacts: the whole file (header and one line per live
-record) is written to a temporary file in the same directory and renamed over the old
-one, so the file stays within about twice the live set and a compaction's O(live) cost
-is spread over at least as many changes.  The first write of a store (after a start or
+decision it hands the store what the decision changed (`keep`: the committed state, the
+assignments of the containers it changed, the id released); the store keeps one encoded
+line per container and writes only what changed since its last write: one journal block
+appended to the file (`nri_resmgr.policy.kit.records.encode_block`), so a decision costs
+O(what it changed), not O(live containers).
+
+When the write happens: without `defer`, `keep` writes at once, before the caller
+answers.  The daemon passes `defer` (its event loop's ``call_soon``): `keep` then only
+queues the commit (the states are immutable, so nothing is copied but the changed
+assignments), and the first commit of an event-loop turn asks `defer` for one `flush`,
+which runs after the handler's step, the one that writes the reply.  The records are
+made (`Policy.record`, encoded) and written there, so a reply does not wait for them,
+and a burst of events answered in one turn is one append.  A `load`, `close` or a
+pipeline's replacement flushes what is queued first.
+
+When the journal has grown past the live records (plus `SLACK`), the next write
+compacts: the whole file (header and one line per live record) is written to a
+temporary file in the same directory and renamed over the old one, so the file stays
+within about twice the live set and a compaction's O(live) cost is spread over at least
+as many changes.  The first write of a store (after a start or
 a rebuild's `replace`) and the write after a failed append compact too: appends go only
 to a file this store wrote whole, so a torn tail left by an earlier process is never
 followed by a block.
 
 What a kill leaves: a kill -9 during a compaction leaves the old file whole (a left-over
 temporary file is never read); during an append, a last line without its newline, which
-`decode` does not read (the records of the decision before).  The file is not fsync'ed:
+`decode` does not read (the records of the write before).  The file is not fsync'ed:
 a killed daemon's writes stay in the page cache, and a crash of the machine that could
 lose them also ends the containers the records are about; whatever such a crash leaves is
 refused by the checksums (the base's and each block's) and the restart rebuilds.  (The
@@ -24,12 +35,15 @@ writer thread of the first version fsync'ed a rewrite of every record after each
 decision: 4-15 ms of the 2-CPU machine per decision, which tripled the decision rows of
 `bench.goals`.)
 
-So the file may lag the runtime by the last decision, and a kill -9 after a reply and
-before its record leaves records of the decision before.  No order can make a record
-wrong: a record counts only where the runtime reports exactly its cpuset and memory nodes
+So the file may lag the runtime by the decisions of the last event-loop turn: a kill -9
+after a reply and before the turn's flush (or during its append) leaves the records of
+the turn before.  No order can make a record wrong: a record counts only where the
+runtime reports exactly its cpuset and memory nodes
 (`nri_resmgr.policy.kit.rebuild.restart`), so a lagging record of a container that moved
-since is unmatched and the restart rebuilds, with the cause in its reason
-(docs/architecture.md, "State and restarts").
+since is unmatched and the restart rebuilds, with the cause in its reason; a container
+created in the lost turn has no record and is placed on the restored state as a
+creation would place it, and a record of a container removed in it names no reported
+container and is dropped (docs/architecture.md, "State and restarts").
 
 Reading (`load`) never raises: a missing file is no records; an unreadable, oversized,
 corrupt or foreign one (`nri_resmgr.policy.kit.records.decode`: format, schema version,
@@ -43,8 +57,10 @@ unwritable directory costs a warning per compaction interval, not per decision.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nri_resmgr.model import Assignment, ContainerID, PolicyState
 from nri_resmgr.ops.logs import EventLog
@@ -63,7 +79,7 @@ from nri_resmgr.policy.kit.records import (
     encode_meaning,
 )
 
-__all__ = ["RECORD_FILE", "SLACK", "RecordStore"]
+__all__ = ["RECORD_FILE", "SLACK", "Defer", "RecordStore"]
 
 #: the records' file name in the state directory
 RECORD_FILE = "placements.jsonl"
@@ -73,12 +89,34 @@ RECORD_FILE = "placements.jsonl"
 #: next write compacts
 SLACK = 64
 
+#: how `keep` puts a write off (the daemon's ``loop.call_soon``): it is handed `flush`
+Defer = Callable[[Callable[[], None]], object]
+
+
+@dataclass(frozen=True, slots=True)
+class _Commit:
+    """One committed decision, queued until the next write makes its records."""
+
+    policy: Policy[Any]
+    state: PolicyState
+    #: the assignments of the containers it changed (every one when `full`)
+    assignments: Mapping[ContainerID, Assignment]
+    full: bool
+    gone: ContainerID | None
+
 
 class RecordStore:
     """The placement records of one pipeline, on disk at `path` (module docstring)."""
 
-    def __init__(self, path: Path, *, scope: str, log: EventLog) -> None:
+    def __init__(
+        self, path: Path, *, scope: str, log: EventLog, defer: Defer | None = None
+    ) -> None:
         self.path = path
+        #: puts a write off until the reply is sent (module docstring); None: write at once
+        self.defer = defer
+        #: commits kept since the last write, in order, and whether a flush is put off
+        self._pending: list[_Commit] = []
+        self._deferred = False
         #: whose records these are: the policy, its configuration and the machine
         self.scope = scope
         self.log = log
@@ -101,7 +139,9 @@ class RecordStore:
 
     def load(self) -> dict[ContainerID, PlacementRecord]:
         """The records on disk for this scope; {} when there are none or they cannot be
-        used (logged)."""
+        used (logged); what is queued is written first."""
+        if self._pending:
+            self.flush()
         try:
             with self.path.open("rb") as f:
                 data = f.read(MAX_BYTES + 1)
@@ -127,15 +167,29 @@ class RecordStore:
         gone: ContainerID | None,
     ) -> None:
         """After a commit: the records of `changed` (of every one of `assignments` when
-        `full`) as `policy` records them in `state`, `gone`'s forgotten, written."""
+        `full`) as `policy` records them in `state`, `gone`'s forgotten; written now,
+        or queued for the one write `defer` puts off (module docstring)."""
         if full:
-            self.replace(records_of(policy, state, assignments))
+            self._pending.clear()  # a rebuild's records replace every earlier one
+            some = dict(assignments)
         else:
             some = {cid: assignments[cid] for cid in changed if cid in assignments}
-            records = records_of(policy, state, some)
-            dropped = [cid for cid in some if cid not in records]
-            self.change(records, gone=[*dropped, *([gone] if gone is not None else [])])
-        self.flush()
+        self._pending.append(_Commit(policy, state, some, full, gone))
+        if self.defer is None:
+            self.flush()
+        elif not self._deferred:
+            self._deferred = True
+            self.defer(self.flush)
+
+    def _make(self, commit: _Commit) -> None:
+        """The records of one queued commit, taken into the lines to write."""
+        records = records_of(commit.policy, commit.state, commit.assignments)
+        if commit.full:
+            self.replace(records)
+            return
+        dropped = [cid for cid in commit.assignments if cid not in records]
+        gone = [commit.gone] if commit.gone is not None else []
+        self.change(records, gone=[*dropped, *gone])
 
     def replace(self, records: Mapping[ContainerID, PlacementRecord]) -> None:
         """Keep exactly `records` (after a rebuild); the next write compacts."""
@@ -169,7 +223,12 @@ class RecordStore:
                 self._gone.discard(cid)
 
     def flush(self) -> None:
-        """Write what changed since the last write (module docstring)."""
+        """Make the queued commits' records and write what changed since the last write
+        (module docstring)."""
+        self._deferred = False
+        pending, self._pending = self._pending, []
+        for commit in pending:
+            self._make(commit)
         entries = len(self._put) + len(self._gone)
         if not entries and not self._whole:
             return

@@ -63,7 +63,7 @@ from nri_resmgr.policy.topology_aware.hints import (
 from nri_resmgr.policy.topology_aware.invariants import check_invariants
 from nri_resmgr.policy.topology_aware.placement import Placer
 from nri_resmgr.policy.topology_aware.pools import PoolTree, build_pool_tree
-from nri_resmgr.policy.topology_aware.preferences import CPU_CLASS, container_request
+from nri_resmgr.policy.topology_aware.preferences import CPU_CLASS, RequestMemo
 from nri_resmgr.policy.topology_aware.priority import PriorityCPUs
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
 from nri_resmgr.policy.topology_aware.records import MeaningMemo, grant_of
@@ -112,6 +112,7 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         self.rebuilder = Rebuilder(self.placer)
         self.meanings = MeaningMemo()
         self.renderings = RenderMemo()
+        self.requests = RequestMemo(self.config)
 
     # ---- hooks -------------------------------------------------------------------------
 
@@ -160,7 +161,7 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         grant = state.grants.get(container.id)
         if grant is None or grant.kind is not CPUKind.SHARED:
             return ""
-        asked = container_request(container, self.config)
+        asked = self.requests.of(container)
         if asked.kind is CPUKind.SHARED:
             return ""
         why = "fallbackToShared" if asked.kind is not CPUKind.RESERVED else "reserved capacity"
@@ -195,17 +196,18 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
 
     def irq_use(self, state: TopologyAwareState) -> IrqUse:
         """Interrupt wishes: each grant with exclusive CPUs and an ``irq-affinity``
-        annotation (`irq_affinity.plan_affinities`; their ``applyIrqAffinity``)."""
+        annotation (`irq_affinity.plan_affinities`; their ``applyIrqAffinity``); the
+        annotated grants are the state's index (`state.Supply.irq`), not a walk of all."""
         return IrqUse(
             allowed=self.config.available,
             controllable=self.config.options.controllable_interrupts,
             annotated=True,
             containers=tuple(
                 IrqContainer(str(cid), g.exclusive, g.request.irq_affinity)
-                for cid, g in sorted(state.grants.items())
-                if g.request.irq_affinity is not None and g.exclusive
+                for cid in sorted(state.supply.irq)
+                if (g := state.grants[cid]).request.irq_affinity is not None and g.exclusive
             ),
-            configured=any(g.request.irq_affinity is not None for g in state.grants.values()),
+            configured=bool(state.supply.irq),
         )
 
     # ---- the protocol ------------------------------------------------------------------
@@ -215,7 +217,7 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
     ) -> Decision[TopologyAwareState]:
         if container.id in state.grants:
             return self.update(state, container)
-        request = container_request(container, self.config)
+        request = self.requests.of(container)
         scheduling = self.scheduling.resolve(container)
         hints = container_hints(container, self.topology)
         grant, reason = self.placer.place(
@@ -246,7 +248,7 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         old = state.grants.get(container.id)
         if old is None:
             return self.allocate(state, container)
-        request = container_request(container, self.config)
+        request = self.requests.of(container)
         if request == old.request:
             return decide(self._render_changed, state, state, container.id, "unchanged")
         without = state.without(container.id)

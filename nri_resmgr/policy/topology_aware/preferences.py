@@ -101,6 +101,7 @@ __all__ = [
     "REQUIRE_ISOLATED",
     "UNLIMITED_BURSTABLE",
     "ContainerRequest",
+    "RequestMemo",
     "container_request",
     "parse_memory_types",
 ]
@@ -342,3 +343,26 @@ def container_request(container: ContainerInfo, config: ResolvedConfig) -> Conta
     if shared_annotated is False:
         return make(CPUKind.MIXED, full=full, shared=fraction, isolated=isolated)
     return make(CPUKind.SHARED, shared=milli)
+
+
+class RequestMemo:
+    """`container_request` of the last container asked, kept for that very container.
+
+    A creation asks it twice for one frozen `ContainerInfo` (the placement, then the
+    decision's note asks the policy's ``fallback`` what the container asked for), and a
+    request depends only on the container and the policy's one configuration, so the
+    second ask takes the first's answer (about 70 µs on the bench machine).  One memo
+    per policy; it holds one container."""
+
+    def __init__(self, config: ResolvedConfig) -> None:
+        self.config = config
+        self._last: tuple[ContainerInfo, ContainerRequest] | None = None
+
+    def of(self, container: ContainerInfo) -> ContainerRequest:
+        """`container_request(container, config)`, asked anew for another container."""
+        last = self._last
+        if last is not None and last[0] is container:
+            return last[1]
+        request = container_request(container, self.config)
+        self._last = (container, request)
+        return request

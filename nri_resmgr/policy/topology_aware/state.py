@@ -32,7 +32,10 @@ pool, the SHARED and MIXED grants living in exactly it (`rendering.render_change
 re-renders those of the pools whose shared set changed); **subjects** keeps the grants by
 each (key, value) of their subject that groups containers (`expressions.Subject.grouping`),
 so an affinity rule on a name, namespace or label is weighed against the containers it
-can match, not against every container (`scoring.affinity_by_pool`).
+can match, not against every container (`scoring.affinity_by_pool`); **irq** keeps the
+grants whose request carries an ``irq-affinity`` annotation, so that the interrupt wishes
+handed to the controllers at every commit (`TopologyAwarePolicy.irq_use`) cost
+O(annotated containers), not O(live containers).
 
 The supply is a declared field of the state, built when the state is built and never
 written afterwards: `TopologyAwareState.empty(tree)` starts with the empty supply, and
@@ -123,6 +126,8 @@ class Supply:
     users: tuple[Map[ContainerID, None], ...] = ()
     #: (key, value) of a grant's subject -> the grants with it (module docstring)
     subjects: Map[tuple[str, str], Map[ContainerID, None]] = field(default_factory=Map)
+    #: the grants with an ``irq-affinity`` annotation (by container id)
+    irq: Map[ContainerID, None] = field(default_factory=Map)
 
     def need(self, index: int, *, extra: int = 0, sharer: bool = False) -> int:
         """Millicores pool `index` must keep on its shared set (module docstring).
@@ -182,7 +187,10 @@ def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
     reserved_demand = 0
     users: list[dict[ContainerID, None]] = [{} for _ in range(n)]
     subjects: dict[tuple[str, str], dict[ContainerID, None]] = {}
+    irq: dict[ContainerID, None] = {}
     for g in grants:
+        if g.request.irq_affinity is not None:
+            irq[g.container_id] = None
         for item in g.request.subject.grouping() if g.request.subject is not None else ():
             subjects.setdefault(item, {})[g.container_id] = None
         if g.kind in SHARED_USERS:
@@ -215,6 +223,7 @@ def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
         holders=holders_of(g.exclusive for g in grants),
         users=tuple(Map(u) for u in users),
         subjects=Map({k: Map(v) for k, v in subjects.items()}),
+        irq=Map(irq),
     )
 
 
@@ -261,7 +270,15 @@ def _adjust(tree: PoolTree, supply: Supply, grant: Grant, sign: int) -> Supply:
         holders=holders,
         users=users,
         subjects=_index_subject(supply.subjects, grant, sign),
+        irq=_index_irq(supply.irq, grant, sign),
     )
+
+
+def _index_irq(irq: Map[ContainerID, None], grant: Grant, sign: int) -> Map[ContainerID, None]:
+    """`irq` with `grant` added (sign 1) or dropped (-1) when it has an ``irq-affinity``."""
+    if grant.request.irq_affinity is None:
+        return irq
+    return irq.set(grant.container_id, None) if sign > 0 else irq.delete(grant.container_id)
 
 
 def _index_subject(

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from nri_resmgr.model import ConfigError
+from nri_resmgr.model import ConfigError, ContainerID, QoSClass
 from nri_resmgr.policy.irq_affinity import (
+    IRQ_AFFINITY,
     Interrupt,
     IrqAffinity,
     IrqAffinityMode,
@@ -16,9 +17,10 @@ from nri_resmgr.policy.irq_affinity import (
     parse_irq_affinity,
     plan_affinities,
 )
-from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
+from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
+from nri_resmgr.policy.topology_aware.state import supply_from_scratch
 from nri_resmgr.topology.cpuset import IDSet
-from tests.support.builders import small
+from tests.support.builders import ctr, small
 
 TTY, RTC, ACPI = (
     Interrupt(4, "IO-APIC 4-edge ttyS0"),
@@ -123,3 +125,39 @@ def test_topology_aware_refuses_a_malformed_controllable_pattern() -> None:
             topology=small(),
             config={"reservedResources": {"cpu": "750m"}, "controllableInterrupts": ["["]},
         )
+
+
+def _walked(state: TopologyAwareState) -> tuple[IrqContainer, ...]:
+    """The wishes by a walk of every grant (what the index must give)."""
+    return tuple(
+        IrqContainer(str(cid), g.exclusive, g.request.irq_affinity)
+        for cid, g in sorted(state.grants.items())
+        if g.request.irq_affinity is not None and g.exclusive
+    )
+
+
+def test_topology_aware_irq_use_follows_the_annotated_grants_only() -> None:
+    """`irq_use` reads the state's index of annotated grants (one commit costs
+    O(annotated), not O(live)); it gives what a walk of every grant gives, through
+    creations and releases, and `configured` only while an annotated grant lives."""
+    p = TopologyAwarePolicy(topology=small(), config={"reservedResources": {"cpu": "750m"}})
+    claim = {IRQ_AFFINITY: "claim: [ '*ttyS0*' ]"}
+    made = [
+        ctr("a", pod="a", milli=2000, ann=claim, cid="a"),
+        ctr("b", pod="b", qos=QoSClass.BURSTABLE, milli=100, cid="b"),
+        ctr("c", pod="c", milli=1000, ann={IRQ_AFFINITY: "mask: [ 8 ]"}, cid="c"),
+        ctr("d", pod="d", milli=1000, cid="d"),
+    ]
+    s = p.initial_state()
+    assert not p.irq_use(s).configured
+    for c in made:
+        s = p.allocate(s, c).state
+        assert p.irq_use(s).containers == _walked(s)
+    assert set(s.supply.irq) == {"a", "c"}
+    assert [w.name for w in p.irq_use(s).containers] == ["a", "c"]
+    assert p.irq_use(s).configured
+    for cid in ("a", "b", "c"):
+        s = p.release(s, ContainerID(cid)).state
+        assert s.supply == supply_from_scratch(p.tree, s.grants.values())
+        assert p.irq_use(s).containers == _walked(s)
+    assert not p.irq_use(s).configured

@@ -37,7 +37,7 @@ from nri_resmgr.policy.topology_aware.affinity import diluted_scores, pool_weigh
 from nri_resmgr.policy.topology_aware.invariants import check_addition, invariant_problems
 from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
 from nri_resmgr.policy.topology_aware.placement import Placer
-from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
+from nri_resmgr.policy.topology_aware.preferences import ContainerRequest, container_request
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
 from nri_resmgr.policy.topology_aware.rendering import render
 from nri_resmgr.policy.topology_aware.scoring import best_offer
@@ -292,6 +292,17 @@ def test_without_and_with_grant_keep_the_supply_exact_for_overlapping_grants() -
     back = broken.without(ContainerID("twin"))
     assert back.supply == supply_from_scratch(p.tree, back.grants.values())
     assert back.supply.used == grant.exclusive
+
+
+def test_the_request_memo_answers_for_the_very_container_asked() -> None:
+    """`RequestMemo` keeps the last answer for that container object only: one with the
+    same id and another request (a resize, a repeated creation) is asked anew."""
+    p = TopologyAwarePolicy(topology=topo(**SYNTHETIC["2s2n2c2t"]), config={})
+    shared = make(Op(True, 1, QoSClass.BURSTABLE, 250, False, False, 0, {}))
+    whole = make(Op(True, 1, QoSClass.GUARANTEED, 2000, False, False, 0, {}))
+    assert shared.id == whole.id
+    for c in (shared, shared, whole, shared, whole, whole):
+        assert p.requests.of(c) == container_request(c, p.config)
 
 
 # ---- the CPU pickers against their plain form -----------------------------------------

@@ -32,6 +32,8 @@ from nri_resmgr.view.events import (
     refusal_note,
 )
 from tests.support.builders import ctr, small
+from tests.support.daemon import MACHINE, STATIC, discovered, resmgr_plugin
+from tests.support.pipeline import container, sandbox
 
 POD = PodRef("default", "web", "uid-web")
 
@@ -276,3 +278,17 @@ def test_a_bad_events_section_is_refused_naming_the_key() -> None:
     with pytest.raises(ConfigError, match=r"events\.maxPending: expected greater than or equal"):
         config_from_mapping({"events": {"maxPending": 0}})
     assert config_from_mapping({"events": {"coalesceSeconds": 2}}).events.coalesce_seconds == 2
+
+
+def test_the_daemon_makes_a_note_only_while_events_are_on() -> None:
+    """The daemon's decision hook builds a pod's note only for a queue that takes it:
+    off (the default until the Kubernetes side posts events) nothing is queued, on the
+    creation's note is."""
+    plugin = resmgr_plugin(STATIC, discovered(MACHINE))
+    pod = sandbox("db")
+    plugin.pipeline.run_pod(pod)
+    plugin.pipeline.create(pod, container(pod, "a"))
+    assert len(plugin.pod_events) == 0 and len(plugin.decisions) == 1
+    plugin.pod_events.configure(config(enabled=True))
+    plugin.pipeline.create(pod, container(pod, "b"))
+    assert len(plugin.pod_events) == 1 and len(plugin.decisions) == 2
