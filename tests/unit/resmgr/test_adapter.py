@@ -357,9 +357,9 @@ def test_label_and_annotation_strings_are_held_once_across_pods_and_containers()
     assert a.labels == b.labels == {"io.kubernetes.pod.namespace": "prod-namespace"}
     (key_a, value_a), (key_b, value_b) = next(iter(a.labels.items())), next(iter(b.labels.items()))
     assert key_a is key_b and value_a is value_b
-    info = adapter.container_from_nri(
-        a, _container(_resources(shares=2), **{"io.kubernetes.cri.sandbox-uid": UID})
-    )
+    ctr = _container(_resources(shares=2))
+    ctr.annotations["io.kubernetes.cri.sandbox-uid"] = UID
+    info = adapter.container_from_nri(a, ctr)
     pod_uid = next(v for k, v in a.annotations.items() if k == "io.kubernetes.cri.sandbox-uid")
     ctr_key, ctr_uid = next(iter(info.annotations.items()))
     assert ctr_uid == pod_uid == UID and ctr_uid is pod_uid
