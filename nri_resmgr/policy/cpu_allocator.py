@@ -266,14 +266,10 @@ class _Pick:
     def idle_cores(self) -> None:
         """``takeIdleCores``: whole cores whose every thread is free."""
         topo, alloc = self.topology, self.alloc
-        # a core with more threads than are still wanted is never taken (the count only
-        # falls), so it is left out before the order is made, not skipped after it
         cores = [
             cpu
             for cpu in sorted(self.free)
-            if len(topo.siblings(cpu)) <= self.count
-            and topo.siblings(cpu).sorted()[0] == cpu
-            and topo.siblings(cpu).ids() <= self.free
+            if topo.siblings(cpu).sorted()[0] == cpu and topo.siblings(cpu).ids() <= self.free
         ]
 
         def cmp(a: int, b: int) -> int:

@@ -58,7 +58,7 @@ What the runtime tells us, and how we read it (kubelet computes, containerd pass
   container's CPUs are released at StopContainer, so an init container hands its CPUs back
   as soon as it exits whatever kind it was taken for.
 * **Current placement** (Synchronize, UpdateContainer): ``linux.resources.cpu.cpus/mems``.
-* **Labels and annotations are copied with their strings interned** (`_strings`): each
+* **Labels and annotations are copied with their strings interned** (`_as_dict`): each
   read of a protobuf map makes new `str` objects, and a node's pods repeat the same keys
   (``io.kubernetes.cri.sandbox-id``, ...) and many values (the namespace, the image, the
   sandbox's id and uid again on each of its containers), about 17 strings per container
@@ -221,6 +221,13 @@ def _pod_qos(sandbox: api.PodSandbox, fallback: api.LinuxResources | None) -> Qo
     return QoSClass.BEST_EFFORT
 
 
+def _as_dict(m: Mapping[str, str]) -> dict[str, str]:
+    """A protobuf string map as a dict of interned strings (module docstring); keys by
+    the map's own iterator and values by its own lookup, both in C (``dict(m)`` goes
+    through `collections.abc`'s keys view, a Python generator)."""
+    return {sys.intern(k): sys.intern(m[k]) for k in m}
+
+
 def pod_from_nri(
     sandbox: api.PodSandbox, *, fallback_resources: api.LinuxResources | None = None
 ) -> Pod:
@@ -239,8 +246,8 @@ def pod_from_nri(
         name=sandbox.name,
         namespace=sandbox.namespace,
         qos_class=_pod_qos(sandbox, fallback_resources),
-        labels=_strings(sandbox.labels),
-        annotations=_strings(sandbox.annotations),
+        labels=_as_dict(sandbox.labels),
+        annotations=_as_dict(sandbox.annotations),
         cgroup_parent=sandbox.linux.cgroup_parent if sandbox.HasField("linux") else "",
     )
 
@@ -417,18 +424,13 @@ def container_from_nri(
         pod=pod,
         request=request,
         kind=kind,
-        annotations=_strings(container.annotations),
+        annotations=_as_dict(container.annotations),
         cgroups_path=container.linux.cgroups_path,
         current_cpus=cur_cpus,
         current_mems=cur_mems,
         devices=devices,
         mounts=mounts,
     )
-
-
-def _strings(pairs: Mapping[str, str]) -> dict[str, str]:
-    """A protobuf string map as a dict of interned strings (module docstring)."""
-    return {sys.intern(k): sys.intern(v) for k, v in pairs.items()}
 
 
 def devices_and_mounts(
