@@ -227,7 +227,6 @@ def class_control_from_config(
     """
     from nri_resmgr.control.blockio import BlockIOController
     from nri_resmgr.control.classes import select_classes
-    from nri_resmgr.control.resctrl import RdtController
 
     rdt, blockio = control.rdt, control.blockio
     controllers: list[Controller] = []
@@ -238,6 +237,9 @@ def class_control_from_config(
     known_rdt: tuple[str, ...] = tuple(rdt.class_names())
     if resctrl_root is not None:
         import tempfile  # only when a record may need a home (about 3 ms of import)
+
+        # the controller's modules only when RDT is on (control/resctrl/__init__.py)
+        from nri_resmgr.control.resctrl import RdtController
 
         ctl = RdtController(
             resctrl_root,

@@ -34,6 +34,7 @@ is pure: `CPUAllocator.allocate` returns the CPUs it takes, or None when it cann
 from __future__ import annotations
 
 import functools
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -63,15 +64,25 @@ class CacheGroup:
 def _grouping_level(topology: Topology) -> Callable[[int], CPUSet] | None:
     """The cache level that groups CPUs usefully (``pickCacheLevelForGrouping``): for the
     first CPU that has one, the outermost of L3, L2 whose CPUs are neither one CPU, nor
-    its core, nor its die, nor its package; None when no level does."""
+    its core, nor its die, nor its package; None when no level does.
+
+    Whether a cache's CPUs group usefully depends on that set alone (a CPU of the set has
+    the same core, die and package sets as every other CPU the set would equal), so each
+    cache is looked at once, at its first CPU: on a machine where no level groups (most
+    servers) that is one set operation per cache instead of two per CPU, at every
+    pipeline build (twice before a pre-registered daemon synchronizes)."""
     online = topology.online_cpus()
     levels: tuple[Callable[[int], CPUSet], ...] = (
         lambda c: topology.l3_cpus(topology.cpu(c).l3_id),
         lambda c: topology.l2_cpus(topology.cpu(c).l2_id),
     )
+    seen: tuple[set[int], set[int]] = (set(), set())
     for cpu in online:
         rec = topology.cpu(cpu)
-        for level in levels:
+        for level, cache, looked in zip(levels, (rec.l3_id, rec.l2_id), seen, strict=True):
+            if cache in looked:
+                continue
+            looked.add(cache)
             cpus = level(cpu) & online
             if len(cpus) <= 1 or cpus in (
                 topology.siblings(cpu),
@@ -300,7 +311,9 @@ class _Pick:
                 return core_free[i] - core_free[j]
             return i - j
 
-        for cpu in sorted(free, key=functools.cmp_to_key(cmp))[: self.count]:
+        # the first `count` of that order (as sorted()[:count], without ordering the rest:
+        # reserving one CPU of 224 compared 1,226 pairs, now 223)
+        for cpu in heapq.nsmallest(self.count, free, key=functools.cmp_to_key(cmp)):
             self.take({cpu})
 
     def cache_groups(self) -> None:

@@ -21,7 +21,8 @@ one too, ``pkg/resmgr/expression.go``).
   operator takes (`check_values`).
 
 A container is evaluated as its `Subject` (`subject_of`): every key it has, normalized,
-to its value, built once per container and asked many times.
+to its value, built once per container and asked many times.  The label keys it makes
+(``pod/labels/app``) are interned: every container of a node holds the same few.
 
 **Indexes.**  A policy that weighs an expression against every live container (the
 topology-aware affinity rules) may keep its containers indexed by (key, value) for the
@@ -37,6 +38,7 @@ from __future__ import annotations
 import enum
 import fnmatch
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -107,7 +109,7 @@ class Subject:
             "pod/id": self.pod_id,
             "pod/uid": self.pod_uid,
         }
-        index.update((f"pod/labels/{k}", v) for k, v in self.pod_labels)
+        index.update((sys.intern(f"pod/labels/{k}"), v) for k, v in self.pod_labels)
         object.__setattr__(self, "_index", index)
 
     def lookup(self, key: str) -> str | None:

@@ -138,6 +138,8 @@ LAZY: Mapping[str, str] = {
     "nri_resmgr.commands.validate_config": _COMMAND,
     "nri_resmgr.runtime.process": "start-up before registration "
     "(tests/unit/resmgr/test_startup_imports.py pins them)",
+    "nri_resmgr.control.resctrl": "the package's re-exports past its configuration models, "
+    "on first use (start-up before registration: no RDT configured, none loaded)",
     "nri_resmgr.control.wiring": "a controller only when the configuration enables it "
     "(start-up before registration)",
     "nri_resmgr.simulator.run": "the controllers and the logger only when a scenario needs them",

@@ -15,6 +15,14 @@ works for every X below; the modules follow the steps of this docstring:
 An import-linter contract (pyproject.toml) keeps `config`, `plan` and `annotation` from
 importing the controller or any IO machinery.
 
+Imports: the package imports `config` (the configuration models, which every daemon
+validates) and nothing else until a name of the other modules is asked for: its
+module-level `__getattr__` imports that name's module then (PEP 562).  A daemon whose
+configuration enables no RDT never loads the controller, monitoring, discovery, planning
+or annotation modules (six modules, before registration too: `control.config` imports
+`config` through this package).  `from nri_resmgr.control.resctrl import X` works as
+before for every X of `__all__`.
+
 Theory of operation
 -------------------
 The kernel's resctrl file system (`Documentation/arch/x86/resctrl.rst`) exposes each
@@ -103,7 +111,9 @@ cannot be written (read-only, full) is kept in memory meanwhile, with one log li
 daemon runs on, and a restart then merely forgets those groups.
 """
 
-from nri_resmgr.control.resctrl.annotation import PodResctrl, parse_pod_resctrl
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
 from nri_resmgr.control.resctrl.config import (
     MAX_CBM_BITS,
     Allocation,
@@ -114,38 +124,110 @@ from nri_resmgr.control.resctrl.config import (
     RdtOptions,
     ResourceOption,
 )
-from nri_resmgr.control.resctrl.controller import RdtController
-from nri_resmgr.control.resctrl.groups import (
-    RECORD_MAX_BYTES,
-    RECORD_NAME,
-    GroupKind,
-    ReconcileReport,
-)
-from nri_resmgr.control.resctrl.info import (
-    DEFAULT_ROOT,
-    CacheInfo,
-    CacheLevel,
-    MBInfo,
-    MBUnit,
-    MonInfo,
-    ResctrlInfo,
-    mount_has_mba_mbps,
-    parse_schemata,
-    read_info,
-)
-from nri_resmgr.control.resctrl.monitor import (
-    MON_FEATURES,
-    ROOT_CLASS_LABEL,
-    MonCounters,
-    MonPlan,
-    MonSample,
-)
-from nri_resmgr.control.resctrl.plan import (
-    AMD_MBPS_PER_UNIT,
-    Schemata,
-    plan_classes,
-    plan_pod_group,
-)
+
+if TYPE_CHECKING:
+    from nri_resmgr.control.resctrl.annotation import PodResctrl, parse_pod_resctrl
+    from nri_resmgr.control.resctrl.controller import RdtController
+    from nri_resmgr.control.resctrl.groups import (
+        RECORD_MAX_BYTES,
+        RECORD_NAME,
+        GroupKind,
+        ReconcileReport,
+    )
+    from nri_resmgr.control.resctrl.info import (
+        DEFAULT_ROOT,
+        CacheInfo,
+        CacheLevel,
+        MBInfo,
+        MBUnit,
+        MonInfo,
+        ResctrlInfo,
+        mount_has_mba_mbps,
+        parse_schemata,
+        read_info,
+    )
+    from nri_resmgr.control.resctrl.monitor import (
+        MON_FEATURES,
+        ROOT_CLASS_LABEL,
+        MonCounters,
+        MonPlan,
+        MonSample,
+    )
+    from nri_resmgr.control.resctrl.plan import (
+        AMD_MBPS_PER_UNIT,
+        Schemata,
+        plan_classes,
+        plan_pod_group,
+    )
+
+#: the module of each name re-exported on first use (`__getattr__`)
+_HOMES = {
+    "PodResctrl": "annotation",
+    "parse_pod_resctrl": "annotation",
+    "RdtController": "controller",
+    "RECORD_MAX_BYTES": "groups",
+    "RECORD_NAME": "groups",
+    "GroupKind": "groups",
+    "ReconcileReport": "groups",
+    "DEFAULT_ROOT": "info",
+    "CacheInfo": "info",
+    "CacheLevel": "info",
+    "MBInfo": "info",
+    "MBUnit": "info",
+    "MonInfo": "info",
+    "ResctrlInfo": "info",
+    "mount_has_mba_mbps": "info",
+    "parse_schemata": "info",
+    "read_info": "info",
+    "MON_FEATURES": "monitor",
+    "ROOT_CLASS_LABEL": "monitor",
+    "MonCounters": "monitor",
+    "MonPlan": "monitor",
+    "MonSample": "monitor",
+    "AMD_MBPS_PER_UNIT": "plan",
+    "Schemata": "plan",
+    "plan_classes": "plan",
+    "plan_pod_group": "plan",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A re-exported name of the modules past `config`, imported on first use (module
+    docstring, "Imports")."""
+    home = _HOMES.get(name)
+    if home == "annotation":
+        from nri_resmgr.control.resctrl import annotation
+
+        return _keep(name, annotation)
+    if home == "controller":
+        from nri_resmgr.control.resctrl import controller
+
+        return _keep(name, controller)
+    if home == "groups":
+        from nri_resmgr.control.resctrl import groups
+
+        return _keep(name, groups)
+    if home == "info":
+        from nri_resmgr.control.resctrl import info
+
+        return _keep(name, info)
+    if home == "monitor":
+        from nri_resmgr.control.resctrl import monitor
+
+        return _keep(name, monitor)
+    if home == "plan":
+        from nri_resmgr.control.resctrl import plan
+
+        return _keep(name, plan)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _keep(name: str, module: ModuleType) -> Any:
+    """`name` of `module`, kept in this package's namespace (asked for once)."""
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AMD_MBPS_PER_UNIT",

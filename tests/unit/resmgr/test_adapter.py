@@ -345,3 +345,22 @@ def test_devices_and_mounts_reach_the_policy() -> None:
         MountRef("/etc/app", "/cfg", read_only=True),
     )
     assert info.topology_hints == ()  # the shell resolves them (pipeline.resolve_hints)
+
+
+def test_label_and_annotation_strings_are_held_once_across_pods_and_containers() -> None:
+    # each read of a protobuf map makes new str objects; the adapter interns them, so the
+    # keys and values a node's pods and containers repeat are one object each (rss-1000)
+    first, second = _sandbox(**{"io.kubernetes.cri.sandbox-uid": UID}), _sandbox()
+    for s in (first, second):
+        s.labels["io.kubernetes.pod.namespace"] = "prod-namespace"
+    a, b = adapter.pod_from_nri(first), adapter.pod_from_nri(second)
+    assert a.labels == b.labels == {"io.kubernetes.pod.namespace": "prod-namespace"}
+    (key_a, value_a), (key_b, value_b) = next(iter(a.labels.items())), next(iter(b.labels.items()))
+    assert key_a is key_b and value_a is value_b
+    ctr = _container(_resources(shares=2))
+    ctr.annotations["io.kubernetes.cri.sandbox-uid"] = UID
+    info = adapter.container_from_nri(a, ctr)
+    pod_uid = next(v for k, v in a.annotations.items() if k == "io.kubernetes.cri.sandbox-uid")
+    ctr_key, ctr_uid = next(iter(info.annotations.items()))
+    assert ctr_uid == pod_uid == UID and ctr_uid is pod_uid
+    assert ctr_key is next(k for k in a.annotations if k == ctr_key)

@@ -50,6 +50,13 @@ NOT_BEFORE_REGISTRATION = (
     "nri_resmgr.kube.client",
     "nri_resmgr.kube.report",
     "nri_resmgr.kube.config_source",
+    # RDT past its configuration models, with no RDT configured (control/resctrl/__init__.py)
+    "nri_resmgr.control.resctrl.annotation",
+    "nri_resmgr.control.resctrl.controller",
+    "nri_resmgr.control.resctrl.groups",
+    "nri_resmgr.control.resctrl.info",
+    "nri_resmgr.control.resctrl.monitor",
+    "nri_resmgr.control.resctrl.plan",
     # --topology only
     "nri_resmgr.topology.load",
     "nri_resmgr.topology.synthetic",

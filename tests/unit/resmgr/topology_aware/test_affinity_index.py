@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nri_resmgr.model import ContainerID
-from nri_resmgr.policy.expressions import Operator
+from nri_resmgr.policy.expressions import Operator, Subject
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.affinity import AFFINITY, diluted_scores, pool_weights
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest, container_request
@@ -124,3 +124,20 @@ def test_an_equals_rule_on_a_name_weighs_only_the_containers_with_it() -> None:
     )
     # the default scope (the pod's containers, by pod/name) answers through the index
     assert affinity_candidates(s, req) == set()
+
+
+def test_every_subject_holds_one_string_per_label_key() -> None:
+    # the index is kept per live container; its label keys are interned (rss-1000)
+    def subject(cid: str, value: str) -> Subject:
+        label = "".join(["ap", "p"])  # a new string object per subject, as protobuf gives
+        return Subject(
+            id=cid, name="c", namespace="ns", qos_class="Burstable", pod_id=f"p-{cid}",
+            pod_uid=f"u-{cid}", pod_name=f"p-{cid}", pod_labels=((label, value),),
+        )  # fmt: skip
+
+    keys = [
+        next(k for k, _ in subject(cid, value).grouping() if k.startswith("pod/labels/"))
+        for cid, value in (("a", "x"), ("b", "y"))
+    ]
+    assert keys == ["pod/labels/app", "pod/labels/app"]
+    assert keys[0] is keys[1]
