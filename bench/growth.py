@@ -25,13 +25,12 @@ import argparse
 import json
 import os
 import random
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.common import load_note, machine, state_dir
-from bench.decision import TOPOLOGY, pb_ctr, pb_pod
+from bench.decision import TOPOLOGY, pb_ctr, pb_pod, timed_create
 from bench.stats import summary_us
 from bench.workload import affine_probe, probe, scaled
 from nri_resmgr.config import Config, LogConfig
@@ -85,15 +84,13 @@ def measure(
                 pod, ctr = _probe(kind, i)
                 sp, sc = pb_pod(pod), pb_ctr(ctr)
                 pipe.run_pod(sp)
-                c0 = time.thread_time_ns()
-                _adjust, ups = pipe.create(sp, sc)
-                dc = time.thread_time_ns() - c0
+                sample = timed_create(pipe, sp, sc)
                 pipe.stop(sp, sc)
                 pipe.remove(sp, sc)
                 pipe.remove_pod(sp)
                 if i >= warmup:
-                    cpu[n, kind].append(dc)
-                    updates[n, kind] = max(updates[n, kind], len(ups))
+                    cpu[n, kind].append(sample.cpu_ns)
+                    updates[n, kind] = max(updates[n, kind], sample.updates)
     return {
         str(n): {k: {"cpu": summary_us(cpu[n, k]), "updates": updates[n, k]} for k in kinds}
         for n in levels
