@@ -17,6 +17,11 @@ every shared container of its pool, so the growth that counts is per update sent
 anti-affinity rules are weighed against every live container of its namespace).
 
 Growth = p50 at the largest level / at the smallest (per update sent for ``exclusive``).
+
+A sample is `bench.decision.timed_create`, the decision and the release of its own
+reply.  `bench.scale` measures the same rows on one pipeline grown level by level (one
+node's heap, as the daemon's; strict shared / exclusive alternation); its docstring says
+why the two differ and what each shows.
 """
 
 from __future__ import annotations
