@@ -17,6 +17,11 @@ every shared container of its pool, so the growth that counts is per update sent
 anti-affinity rules are weighed against every live container of its namespace).
 
 Growth = p50 at the largest level / at the smallest (per update sent for ``exclusive``).
+
+A sample is `bench.decision.timed_create`, the decision and the release of its own
+reply.  `bench.scale` measures the same rows on one pipeline grown level by level (one
+node's heap, as the daemon's; strict shared / exclusive alternation); its docstring says
+why the two differ and what each shows.
 """
 
 from __future__ import annotations
@@ -25,13 +30,12 @@ import argparse
 import json
 import os
 import random
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.common import load_note, machine, state_dir
-from bench.decision import TOPOLOGY, pb_ctr, pb_pod
+from bench.decision import TOPOLOGY, pb_ctr, pb_pod, timed_create
 from bench.stats import summary_us
 from bench.workload import affine_probe, probe, scaled
 from nri_resmgr.config import Config, LogConfig
@@ -85,15 +89,13 @@ def measure(
                 pod, ctr = _probe(kind, i)
                 sp, sc = pb_pod(pod), pb_ctr(ctr)
                 pipe.run_pod(sp)
-                c0 = time.thread_time_ns()
-                _adjust, ups = pipe.create(sp, sc)
-                dc = time.thread_time_ns() - c0
+                sample = timed_create(pipe, sp, sc)
                 pipe.stop(sp, sc)
                 pipe.remove(sp, sc)
                 pipe.remove_pod(sp)
                 if i >= warmup:
-                    cpu[n, kind].append(dc)
-                    updates[n, kind] = max(updates[n, kind], len(ups))
+                    cpu[n, kind].append(sample.cpu_ns)
+                    updates[n, kind] = max(updates[n, kind], sample.updates)
     return {
         str(n): {k: {"cpu": summary_us(cpu[n, k]), "updates": updates[n, k]} for k in kinds}
         for n in levels

@@ -265,19 +265,20 @@ class _Pick:
 
     def idle_cores(self) -> None:
         """``takeIdleCores``: whole cores whose every thread is free."""
-        topo, alloc = self.topology, self.alloc
-        cores = [
-            cpu
-            for cpu in sorted(self.free)
-            if topo.siblings(cpu).sorted()[0] == cpu and topo.siblings(cpu).ids() <= self.free
-        ]
+        topo, alloc, free = self.topology, self.alloc, self.free
+        # each free core once, under its first thread (looked up once per free CPU)
+        threads_of: dict[int, CPUSet] = {}
+        for cpu in sorted(free):
+            threads = topo.siblings(cpu)
+            if min(threads.ids()) == cpu and threads.ids() <= free:
+                threads_of[cpu] = threads
 
         def cmp(a: int, b: int) -> int:
-            res = alloc.compare(topo.siblings(a), topo.siblings(b), self.prefer, -1)
+            res = alloc.compare(threads_of[a], threads_of[b], self.prefer, -1)
             return -res if res else a - b
 
-        for cpu in sorted(cores, key=functools.cmp_to_key(cmp)):
-            threads = topo.siblings(cpu)
+        for cpu in sorted(threads_of, key=functools.cmp_to_key(cmp)):
+            threads = threads_of[cpu]
             if self.count >= len(threads):
                 self.take(threads)
                 if self.count == 0:
@@ -292,6 +293,7 @@ class _Pick:
         colo = {p: len(cpus & taken) for p, cpus in alloc.packages.items()}
         pkg_free = {p: cpus & free for p, cpus in alloc.packages.items()}
         core_free = {cpu: len(topo.siblings(cpu) & free) for cpu in free}
+        alone = {cpu: IDSet((cpu,)) for cpu in free}  # made once, compared many times
 
         def cmp(i: int, j: int) -> int:
             pi, pj = pkg_of[i], pkg_of[j]
@@ -302,7 +304,7 @@ class _Pick:
                 return -res
             if pi != pj:
                 return pi - pj
-            res = alloc.compare(IDSet([i]), IDSet([j]), self.prefer, 0)
+            res = alloc.compare(alone[i], alone[j], self.prefer, 0)
             if res:
                 return -res
             if len(pkg_free[pi]) != len(pkg_free[pj]):

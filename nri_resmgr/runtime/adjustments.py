@@ -19,7 +19,6 @@ domain values) is `nri_resmgr.runtime.adapter`.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Iterable
 from typing import TypeVar
@@ -152,12 +151,25 @@ def _update_template(
 
 def cpuset_updates_for(assignments: Iterable[Assignment]) -> list[api.ContainerUpdate]:
     """The updates of `assignments` without their classes (cpuset and memory nodes only:
-    a running container's classes cannot change); those with nothing to set are left out."""
+    a running container's classes cannot change); those with nothing to set are left out.
+
+    Consecutive assignments of one placement (the same cpuset and memory node objects, as
+    an exclusive grant's updates of its pool's shared containers are) share one template,
+    looked up once."""
     out = []
+    last: tuple[bool, CPUSet, CPUSet] | None = None
+    template: api.ContainerUpdate | None = None
     for a in assignments:
-        if a.rdt_class is not None or a.blockio_class is not None:
-            a = dataclasses.replace(a, rdt_class=None, blockio_class=None)
-        u = update_for(a)
-        if u is not None:
-            out.append(u)
+        if not a.container_id:
+            raise ValueError("container id: expected a non-empty string, found ''")
+        no_cpuset = a.kind is CPUKind.NONE
+        if last is None or a.cpus is not last[1] or a.mems is not last[2] or no_cpuset != last[0]:
+            last = (no_cpuset, a.cpus, a.mems)
+            template = _update_template(no_cpuset, a.cpus, a.mems, None, None)
+        if template is None:
+            continue
+        u = api.ContainerUpdate()
+        u.CopyFrom(template)
+        u.container_id = a.container_id
+        out.append(u)
     return out

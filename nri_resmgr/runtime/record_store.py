@@ -75,9 +75,11 @@ from nri_resmgr.policy.kit.records import (
     decode,
     encode,
     encode_block,
-    encode_line,
+    encode_head,
     encode_meaning,
+    encode_tail,
 )
+from nri_resmgr.topology.cpuset import CPUSet, NodeSet
 
 __all__ = ["RECORD_FILE", "SLACK", "Defer", "RecordStore"]
 
@@ -120,12 +122,13 @@ class RecordStore:
         #: whose records these are: the policy, its configuration and the machine
         self.scope = scope
         self.log = log
-        #: the encoded line of every live record, and its meaning with that encoded: a
-        #: meaning equal to the last (the same object, for a policy that keeps it) is
-        #: not encoded again (an exclusive decision changes the cpusets of a pool's
+        #: the encoded line of every live record, and its meaning and memory nodes with
+        #: the line's tail (`encode_tail`) they encode: a record whose meaning and nodes
+        #: equal the last (the same objects, for a policy that keeps them) gets the kept
+        #: tail after its CPUs (an exclusive decision changes the cpusets of a pool's
         #: shared containers, not what their placements mean)
         self._lines: dict[ContainerID, str] = {}
-        self._meanings: dict[ContainerID, tuple[Meaning, str]] = {}
+        self._tails: dict[ContainerID, tuple[Meaning, NodeSet, str]] = {}
         #: changed and forgotten since the last write: the next block
         self._put: dict[ContainerID, str] = {}
         self._gone: set[ContainerID] = set()
@@ -194,7 +197,7 @@ class RecordStore:
     def replace(self, records: Mapping[ContainerID, PlacementRecord]) -> None:
         """Keep exactly `records` (after a rebuild); the next write compacts."""
         self._lines.clear()
-        self._meanings.clear()
+        self._tails.clear()
         self._put.clear()
         self._gone.clear()
         self.change(records)
@@ -205,18 +208,26 @@ class RecordStore:
     ) -> None:
         """Keep `records` (new or changed) and forget the records of `gone`."""
         for cid in gone:
-            self._meanings.pop(cid, None)
+            self._tails.pop(cid, None)
             if self._lines.pop(cid, None) is not None:
                 self._put.pop(cid, None)
                 self._gone.add(cid)
+        cpus: CPUSet | None = None
+        head = ""
         for cid, r in records.items():
-            kept = self._meanings.get(cid)
-            if kept is not None and (kept[0] is r.meaning or kept[0] == r.meaning):
-                meaning = kept[1]
+            kept = self._tails.get(cid)
+            if (
+                kept is not None
+                and (kept[0] is r.meaning or kept[0] == r.meaning)
+                and (kept[1] is r.mems or kept[1] == r.mems)
+            ):
+                tail = kept[2]
             else:
-                meaning = encode_meaning(r.meaning)
-                self._meanings[cid] = (r.meaning, meaning)
-            line = encode_line(r, meaning)
+                tail = encode_tail(r, encode_meaning(r.meaning))
+                self._tails[cid] = (r.meaning, r.mems, tail)
+            if r.cpus is not cpus:  # one head for a run of records of one CPU set
+                cpus, head = r.cpus, encode_head(r.cpus)
+            line = head + tail
             if self._lines.get(cid) != line:
                 self._lines[cid] = line
                 self._put[cid] = line

@@ -59,8 +59,10 @@ __all__ = [
     "decode",
     "encode",
     "encode_block",
+    "encode_head",
     "encode_line",
     "encode_meaning",
+    "encode_tail",
 ]
 
 #: the format name in the header: a file without it is not ours
@@ -148,9 +150,20 @@ def encode_line(record: PlacementRecord, meaning: str | None = None) -> str:
     """One record's line (no newline): JSON with sorted keys and no spaces, built from
     its parts (`meaning`: `encode_meaning` of the record's, when the caller has it); the
     store keeps lines, so only changed records are encoded again."""
+    return encode_head(record.cpus) + encode_tail(record, meaning)
+
+
+def encode_head(cpus: CPUSet) -> str:
+    """The start of a record's line (`encode_line`): its CPUs, the first key."""
+    return '{"cpus":' + _string(str(cpus))
+
+
+def encode_tail(record: PlacementRecord, meaning: str | None = None) -> str:
+    """The rest of a record's line after `encode_head` (id, meaning, memory nodes): the
+    store keeps it per container, since an exclusive decision changes the CPUs of its
+    pool's shared containers and nothing else of their records."""
     return (
-        '{"cpus":' + _string(str(record.cpus))
-        + ',"id":' + _string(record.container_id)
+        ',"id":' + _string(record.container_id)
         + ',"meaning":' + (encode_meaning(record.meaning) if meaning is None else meaning)
         + ',"mems":' + _string(str(record.mems)) + "}"
     )  # fmt: skip

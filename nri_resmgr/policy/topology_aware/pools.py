@@ -87,7 +87,8 @@ class Pool:
         """The memory nodes a container of these kinds gets here: `mems_of` widened by
         the nearest nodes of each kind the pool lacks (`widen_zone`)."""
         key = kinds if isinstance(kinds, frozenset) else frozenset(kinds)
-        return self.offer_mems_by_kinds.get(key, self.mems_of(key))
+        found = self.offer_mems_by_kinds.get(key)
+        return found if found is not None else self.mems_of(key)
 
     def memory_of(self, kinds: Collection[MemoryKind]) -> int:
         """Bytes of memory of the given kinds."""

@@ -11,11 +11,17 @@ topology are the policy's), `RenderMemo` keeps each container's last rendering w
 two objects it was made of and renders again only for another grant or shared set: an
 exclusive decision renders its pool's shared containers in the old state, whose shared
 set is the one the decision before rendered them with (half of its renderings).
+
+The other half, the new state's, is the same placement for every shared container of
+the pool that asks alike: a SHARED grant renders from its pool, its pool's shared set
+and four request fields (`_shape`), never from the container.  `RenderMemo.render_many`
+renders one container of each shape and gives the others that placement under their
+own id (at 1,000 live, 226 renderings of one or two shapes per exclusive decision).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 from nri_resmgr.model import Assignment, ContainerID, CPUKind
 from nri_resmgr.policy.common import one_thread_per_core
@@ -107,6 +113,51 @@ class RenderMemo:
         self._kept[cid] = (grant, shared, out)
         return out
 
+    def render_many(
+        self,
+        *,
+        tree: PoolTree,
+        topology: Topology,
+        state: TopologyAwareState,
+        cids: Iterable[ContainerID],
+    ) -> dict[ContainerID, Assignment]:
+        """`render` of each of `cids` in `state` (in that order), one rendering per
+        `_shape` made (module docstring)."""
+        if len(self._kept) > 2 * len(state.grants) + self.SLACK:
+            self._kept.clear()
+        grants, supply, kept = state.grants, state.supply, self._kept
+        shapes: dict[tuple[object, ...], Assignment] = {}
+        out: dict[ContainerID, Assignment] = {}
+        for cid in cids:
+            grant = grants[cid]
+            shared = supply.shared[grant.pool]
+            mine = kept.get(cid)
+            if mine is not None and mine[0] is grant and mine[1] is shared:
+                out[cid] = mine[2]
+                continue
+            if grant.kind is CPUKind.SHARED:
+                shape = _shape(grant)
+                like = shapes.get(shape)
+                if like is None:
+                    like = shapes[shape] = render(
+                        tree=tree, topology=topology, supply=supply, grant=grant
+                    )
+                    a = like
+                else:
+                    a = Assignment(cid, like.cpus, like.mems, like.kind, like.pool)
+            else:
+                a = render(tree=tree, topology=topology, supply=supply, grant=grant)
+            kept[cid] = (grant, shared, a)
+            out[cid] = a
+        return out
+
+
+def _shape(grant: Grant) -> tuple[object, ...]:
+    """What a SHARED grant's rendering is made of besides its pool's shared set (`render`):
+    grants of one shape in one state render alike but for the container id."""
+    req = grant.request
+    return (grant.pool, req.hide_hyperthreads, req.pin_cpu, req.pin_memory, req.memory_kinds)
+
 
 def render_changed(
     topology: Topology,
@@ -135,22 +186,20 @@ def render_changed(
         and before_supply.shared[p.index] != after_supply.shared[p.index]
     }
     cids = {cid for cid in touched if cid in old.grants or cid in new.grants}
-    if changed:
-        cids.update(
-            cid for pool in changed for cid in after_supply.users[pool] if cid in old.grants
-        )
+    old_grants = old.grants
+    for pool in changed:
+        cids.update(cid for cid in after_supply.users[pool] if cid in old_grants)
+    order = sorted(cids)
 
     def rendered(state: TopologyAwareState) -> dict[ContainerID, Assignment]:
+        grants = state.grants
         if memo is not None:
-            return {
-                cid: memo.render(tree=tree, topology=topology, state=state, cid=cid)
-                for cid in sorted(cids)
-                if cid in state.grants
-            }
+            present = [cid for cid in order if cid in grants]
+            return memo.render_many(tree=tree, topology=topology, state=state, cids=present)
         return {
-            cid: render(tree=tree, topology=topology, supply=state.supply, grant=state.grants[cid])
-            for cid in sorted(cids)
-            if cid in state.grants
+            cid: render(tree=tree, topology=topology, supply=state.supply, grant=grants[cid])
+            for cid in order
+            if cid in grants
         }
 
     return rendered(old), rendered(new)

@@ -125,3 +125,41 @@ def test_cpuset_updates_for_leaves_out_the_classes_and_the_empty_ones() -> None:
     assert u.container_id == "a" and u.linux.resources.cpu.cpus == "0-3"
     assert not u.linux.resources.HasField("rdt_class")
     assert not u.linux.resources.HasField("blockio_class")
+
+
+def test_cpuset_updates_for_gives_each_its_own_placement_in_a_run_of_alike() -> None:
+    """Consecutive updates of one placement share a template; one whose memory nodes, CPU
+    set or kind differ (equal objects or not) gets its own, and an empty id is refused."""
+    cpus, mems, node1 = CPUSet.parse("1-27"), CPUSet.parse("0"), CPUSet.parse("1")
+
+    def a(cid: str, **kw: Any) -> Assignment:
+        return Assignment(
+            container_id=ContainerID(cid),
+            **{"cpus": cpus, "mems": mems, "kind": CPUKind.SHARED, **kw},
+        )
+
+    ups = adjustments.cpuset_updates_for(
+        [
+            a("a"),
+            a("b"),
+            a("c", mems=node1),
+            a("f", kind=CPUKind.NONE, mems=node1),
+            a("d", cpus=CPUSet.parse("1-27")),
+            a("e", cpus=CPUSet.parse("2-3")),
+            a("g", kind=CPUKind.NONE, mems=CPUSet()),
+            a("h"),
+        ]
+    )
+    got = [(u.container_id, u.linux.resources.cpu.cpus, u.linux.resources.cpu.mems) for u in ups]
+    assert got == [
+        ("a", "1-27", "0"),
+        ("b", "1-27", "0"),
+        ("c", "1-27", "1"),
+        ("f", "", "1"),
+        ("d", "1-27", "0"),
+        ("e", "2-3", "0"),
+        ("h", "1-27", "0"),
+    ]
+    assert ups[0] is not ups[1] and ups[0].linux == ups[1].linux
+    with pytest.raises(ValueError, match="container id: expected a non-empty string"):
+        adjustments.cpuset_updates_for([a("a"), a("")])
