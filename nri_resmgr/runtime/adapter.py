@@ -215,6 +215,13 @@ def _pod_qos(sandbox: api.PodSandbox, fallback: api.LinuxResources | None) -> Qo
     return QoSClass.BEST_EFFORT
 
 
+def _as_dict(m: Mapping[str, str]) -> dict[str, str]:
+    """A protobuf map as a dict: keys by the map's own iterator and values by its own
+    lookup, both in C (``dict(m)`` goes through `collections.abc`'s keys view, a
+    Python generator: twice the time, three maps per container at Synchronize)."""
+    return {k: m[k] for k in m}
+
+
 def pod_from_nri(
     sandbox: api.PodSandbox, *, fallback_resources: api.LinuxResources | None = None
 ) -> Pod:
@@ -233,8 +240,8 @@ def pod_from_nri(
         name=sandbox.name,
         namespace=sandbox.namespace,
         qos_class=_pod_qos(sandbox, fallback_resources),
-        labels=dict(sandbox.labels),
-        annotations=dict(sandbox.annotations),
+        labels=_as_dict(sandbox.labels),
+        annotations=_as_dict(sandbox.annotations),
         cgroup_parent=sandbox.linux.cgroup_parent if sandbox.HasField("linux") else "",
     )
 
@@ -416,7 +423,7 @@ def container_from_nri(
         pod=pod,
         request=request,
         kind=kind,
-        annotations=dict(container.annotations),
+        annotations=_as_dict(container.annotations),
         cgroups_path=container.linux.cgroups_path,
         current_cpus=cur_cpus,
         current_mems=cur_mems,
