@@ -468,8 +468,7 @@ class ResmgrPlugin(Plugin):
     def _synchronized(
         self, pods: Sequence[api.PodSandbox], containers: Sequence[api.Container]
     ) -> list[api.ContainerUpdate]:
-        # the state of every container, built at once: not walked by the collector as it
-        # is built, and frozen after (`ops.collector.building`)
+        """The pipeline's Synchronize, the collector off (`ops.collector.building`)."""
         with collector.building():
             return self.pipeline.synchronize(pods, containers)
 

@@ -378,9 +378,7 @@ class Rebuilder:
         """The CPUs `c` prefers when its grant is sliced, best first: of its current CPUs
         (and under hide-hyperthreads their siblings), those in nobody else's cpuset."""
         if not c.current_cpus:
-            # none to prefer (a container created while the daemon was down, every one
-            # of a cold start): the five sets below, all empty, without building them
-            return [IDSet()] * 5
+            return [IDSet()] * 5  # the five sets below, all empty (a cold start)
         mine = union(
             self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
             for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus

@@ -142,10 +142,9 @@ def test_building_freezes_what_it_built_and_turns_the_collector_back_on() -> Non
 
 def test_building_that_fails_freezes_nothing(collector_on: None) -> None:
     frozen = gc.get_freeze_count()
-    with pytest.raises(ValueError, match="the block's own"):
-        with collector.building():
-            assert not gc.isenabled()
-            raise ValueError("the block's own")
+    with pytest.raises(ValueError, match="the block's own"), collector.building():
+        assert not gc.isenabled()
+        raise ValueError("the block's own")
     assert gc.isenabled()
     assert gc.get_freeze_count() == frozen
 
