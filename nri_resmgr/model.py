@@ -236,10 +236,12 @@ class ContainerInfo:
         Looked up in the pod's annotations (where Kubernetes puts them) and then the
         container's own.
         """
+        keys = (f"{key}/container.{self.name}", f"{key}/pod", key)
         for source in (self.pod.annotations, self.annotations):
-            for k in (f"{key}/container.{self.name}", f"{key}/pod", key):
-                if k in source:
-                    return source[k]
+            if source:  # (a policy asks about 27 keys of each container it places)
+                for k in keys:
+                    if k in source:
+                        return source[k]
         return None
 
 

@@ -73,6 +73,7 @@ was expected and what was found.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import sys
@@ -345,6 +346,11 @@ def _annotator_init_names(subject: str, text: str, limits: Limits) -> set[str]:
     return names
 
 
+#: once per distinct text: a Synchronize reports each pool's shared set for every container
+#: in the pool (about 3,000 parses of some 110 texts at 1,000 containers)
+_parse_cpuset = functools.lru_cache(maxsize=4096)(CPUSet.parse)
+
+
 def _parse_set(text: str, *, what: str, subject: str, limits: Limits) -> CPUSet | None:
     if len(text) > limits.max_cpuset_length:
         raise AdapterError(
@@ -354,7 +360,7 @@ def _parse_set(text: str, *, what: str, subject: str, limits: Limits) -> CPUSet 
     if not text.strip():
         return None
     try:
-        return CPUSet.parse(text, max_id=limits.max_cpu_id)
+        return _parse_cpuset(text, max_id=limits.max_cpu_id)
     except IDSetError as exc:
         raise AdapterError(
             f"{subject}: {what} {text[:80]!r} is not a kernel id list within "

@@ -80,6 +80,7 @@ from nri_resmgr.model import (
     ResmgrError,
     TopologyHint,
 )
+from nri_resmgr.ops import collector
 from nri_resmgr.ops.logs import (
     configure_logging,
     get_logger,
@@ -470,11 +471,18 @@ class ResmgrPlugin(Plugin):
         if self.kubelet_devices is not None:
             await self.kubelet_devices.refresh()
         updates: list[api.ContainerUpdate] = await self._handle(
-            "Synchronize", lambda: self.pipeline.synchronize(pods, containers)
+            "Synchronize", lambda: self._synchronized(pods, containers)
         )
         self.health.synchronized = True
         self.health.reason = ""
         return updates
+
+    def _synchronized(
+        self, pods: Sequence[api.PodSandbox], containers: Sequence[api.Container]
+    ) -> list[api.ContainerUpdate]:
+        """The pipeline's Synchronize, the collector off (`ops.collector.building`)."""
+        with collector.building():
+            return self.pipeline.synchronize(pods, containers)
 
     def connect_failed(self, error: OSError, attempt: int) -> None:
         if attempt % HINT_EVERY != 1 or self.pre_registered:

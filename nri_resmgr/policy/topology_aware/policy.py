@@ -66,7 +66,7 @@ from nri_resmgr.policy.topology_aware.pools import PoolTree, build_pool_tree
 from nri_resmgr.policy.topology_aware.preferences import CPU_CLASS, RequestMemo
 from nri_resmgr.policy.topology_aware.priority import PriorityCPUs
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
-from nri_resmgr.policy.topology_aware.records import MeaningMemo, grant_of
+from nri_resmgr.policy.topology_aware.records import MeaningMemo, grants_of
 from nri_resmgr.policy.topology_aware.rendering import RenderMemo, render_all, render_changed
 from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState, supply_from_scratch
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
@@ -131,13 +131,11 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
     def restore(
         self, containers: Sequence[tuple[ContainerInfo, Meaning]], layout: Meaning | None
     ) -> TopologyAwareState:
-        """The grants the records hold (`records.grant_of`), the supply derived anew; it
+        """The grants the records hold (`records.grants_of`), the supply derived anew; it
         keeps no layout (the pool tree is the configuration's)."""
         if layout is not None:
             raise RecordError(f"policy {self.name} keeps no layout record; found one")
-        grants = Map(
-            {c.id: grant_of(c, m, config=self.config, tree=self.tree) for c, m in containers}
-        )
+        grants = Map(grants_of(containers, config=self.config, tree=self.tree))
         return TopologyAwareState(
             grants=grants, tree=self.tree, supply=supply_from_scratch(self.tree, grants.values())
         )

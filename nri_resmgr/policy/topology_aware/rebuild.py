@@ -377,6 +377,8 @@ class Rebuilder:
     def _preferred(self, c: ContainerInfo, req: ContainerRequest, reports: Reports) -> list[CPUSet]:
         """The CPUs `c` prefers when its grant is sliced, best first: of its current CPUs
         (and under hide-hyperthreads their siblings), those in nobody else's cpuset."""
+        if not c.current_cpus:
+            return [IDSet()] * 5  # the five sets below, all empty (a cold start)
         mine = union(
             self.topology.siblings(cpu) if req.hide_hyperthreads else IDSet([cpu])
             for cpu in (c.current_cpus or IDSet()) & self.tree.root.cpus

@@ -7,7 +7,8 @@ the exclusive CPUs, and the request figures a placement may have changed from wh
 container asks (a fallback to shared, an overcommit at rebuild, a reserved request
 beyond the reserved capacity).  The rest of the request (affinities,
 the CPU priority, the unlimited-burstable level) is read from the container again, as
-every decision reads it.  `grant_of` refuses a record whose pool, kind or CPUs cannot be
+every decision reads it (`grants_of` reads each distinct meaning once, and the request
+of each container).  `grant_of` refuses a record whose pool, kind or CPUs cannot be
 read, with a `RecordError`; whether the grants together are a valid state is the
 policy's invariants' question, asked by the kit (`kit.rebuild.restart`).
 
@@ -19,7 +20,8 @@ for another grant (it was a third of an exclusive decision at 1,000 live).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from nri_resmgr.model import AnnotationError, ContainerID, ContainerInfo, CPUKind, MemoryKind
@@ -31,7 +33,7 @@ from nri_resmgr.policy.topology_aware.reports import unreadable_request
 from nri_resmgr.policy.topology_aware.state import Grant
 from nri_resmgr.topology.cpuset import IDSet, IDSetError
 
-__all__ = ["MeaningMemo", "grant_of", "meaning_of"]
+__all__ = ["MeaningMemo", "grant_of", "grants_of", "meaning_of"]
 
 
 def meaning_of(grant: Grant) -> Meaning:
@@ -74,29 +76,43 @@ class MeaningMemo:
         return meaning
 
 
-def grant_of(
-    c: ContainerInfo, meaning: Meaning, *, config: ResolvedConfig, tree: PoolTree
-) -> Grant:
-    """The grant `meaning` records for `c` (as reported now); `RecordError` when it
-    cannot be read."""
-    field = MeaningFields(c.pretty, meaning)
+@dataclass(frozen=True, slots=True)
+class _Recorded:
+    """What one meaning holds, read: the grant's pool, kind and CPUs, and the request
+    figures the placement may have changed (`grant_of` puts them over the request the
+    container asks now)."""
+
+    pool: int
+    kind: CPUKind
+    exclusive: IDSet
+    request_kind: CPUKind
+    memory_kinds: frozenset[MemoryKind]
+    full: int
+    shared_milli: int
+    memory_bytes: int
+    zero_cpu_request: bool
+    prefer_isolated: bool
+    pin_memory: bool
+
+
+def _read(subject: str, meaning: Meaning, tree: PoolTree) -> _Recorded:
+    """`meaning` read (`RecordError` naming `subject` when it cannot be)."""
+    field = MeaningFields(subject, meaning)
     pool = field.integer("pool")
     if not 0 <= pool < len(tree.pools):
-        raise RecordError(f"{c.pretty}: pool {pool}; expected 0 to {len(tree.pools) - 1}")
+        raise RecordError(f"{subject}: pool {pool}; expected 0 to {len(tree.pools) - 1}")
     try:
         kind = CPUKind(field.text("kind"))
         request_kind = CPUKind(field.text("request_kind"))
         exclusive = IDSet.parse(field.text("exclusive"))
         kinds = frozenset(MemoryKind(k) for k in field.text("memory_kinds").split(",") if k)
     except (ValueError, IDSetError) as exc:
-        raise RecordError(f"{c.pretty}: a topology-aware record; {exc}") from exc
-    try:
-        asked = container_request(c, config)
-    except AnnotationError:
-        asked = unreadable_request(pin_cpu=config.options.pin_cpu)
-    request: ContainerRequest = replace(
-        asked,
-        kind=request_kind,
+        raise RecordError(f"{subject}: a topology-aware record; {exc}") from exc
+    return _Recorded(
+        pool=pool,
+        kind=kind,
+        exclusive=exclusive,
+        request_kind=request_kind,
         memory_kinds=kinds,
         full=field.integer("full"),
         shared_milli=field.integer("shared_milli"),
@@ -105,12 +121,57 @@ def grant_of(
         prefer_isolated=field.flag("prefer_isolated"),
         pin_memory=field.flag("pin_memory"),
     )
+
+
+def grant_of(
+    c: ContainerInfo, meaning: Meaning, *, config: ResolvedConfig, tree: PoolTree
+) -> Grant:
+    """The grant `meaning` records for `c` (as reported now); `RecordError` when it
+    cannot be read."""
+    return _granted(c, _read(c.pretty, meaning, tree), config)
+
+
+def grants_of(
+    records: Iterable[tuple[ContainerInfo, Meaning]], *, config: ResolvedConfig, tree: PoolTree
+) -> dict[ContainerID, Grant]:
+    """`grant_of` each container of `records`, each distinct meaning read once (the
+    shared containers of a pool with the same request record the same one: a restart
+    of 1,000 containers holds about 110)."""
+    read: dict[tuple[tuple[str, type, int | str | bool], ...], _Recorded] = {}
+    out: dict[ContainerID, Grant] = {}
+    for c, meaning in records:
+        # with each value's type: True == 1, and a flag is not a pool number
+        key = tuple((k, type(v), v) for k, v in meaning.items())
+        recorded = read.get(key)
+        if recorded is None:
+            recorded = read[key] = _read(c.pretty, meaning, tree)
+        out[c.id] = _granted(c, recorded, config)
+    return out
+
+
+def _granted(c: ContainerInfo, recorded: _Recorded, config: ResolvedConfig) -> Grant:
+    """The grant of `c` that `recorded` holds, over the request `c` asks now."""
+    try:
+        asked = container_request(c, config)
+    except AnnotationError:
+        asked = unreadable_request(pin_cpu=config.options.pin_cpu)
+    request: ContainerRequest = replace(
+        asked,
+        kind=recorded.request_kind,
+        memory_kinds=recorded.memory_kinds,
+        full=recorded.full,
+        shared_milli=recorded.shared_milli,
+        memory_bytes=recorded.memory_bytes,
+        zero_cpu_request=recorded.zero_cpu_request,
+        prefer_isolated=recorded.prefer_isolated,
+        pin_memory=recorded.pin_memory,
+    )
     return Grant(
         container_id=c.id,
         pod_id=c.pod.id,
         namespace=c.namespace,
-        pool=pool,
-        kind=kind,
-        exclusive=exclusive,
+        pool=recorded.pool,
+        kind=recorded.kind,
+        exclusive=recorded.exclusive,
         request=request,
     )

@@ -119,3 +119,65 @@ def test_the_daemon_connects_with_its_start_up_frozen_and_the_collector_on(
     # what ran before `cli.main` paused it (interpreter start, the probe's nri_api.stub)
     # only: an unpaused start-up runs over 100 young collections
     assert young < 60
+
+
+def test_building_freezes_what_it_built_and_turns_the_collector_back_on() -> None:
+    code = (
+        "import gc, json\n"
+        "from nri_resmgr.ops import collector\n"
+        "gc.enable()\n"
+        "young = gc.get_stats()[0]['collections']\n"
+        "with collector.building():\n"
+        "    off = not gc.isenabled()\n"
+        "    kept = [[i] for i in range(10_000)]\n"
+        "    ran = gc.get_stats()[0]['collections'] - young\n"
+        "print(json.dumps([off, ran, gc.isenabled(), gc.get_freeze_count()]))\n"
+    )
+    off, ran, enabled, frozen = json.loads(_python(code))
+    # 10,000 lists would have run over a dozen young collections with the collector on
+    assert off and ran == 0
+    assert enabled
+    assert frozen >= 10_000
+
+
+def test_building_that_fails_freezes_nothing(collector_on: None) -> None:
+    frozen = gc.get_freeze_count()
+    with pytest.raises(ValueError, match="the block's own"), collector.building():
+        assert not gc.isenabled()
+        raise ValueError("the block's own")
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen
+
+
+def test_building_leaves_a_collector_that_was_off_off(collector_on: None) -> None:
+    frozen = gc.get_freeze_count()
+    gc.disable()
+    with collector.building():
+        pass
+    assert not gc.isenabled()
+    assert gc.get_freeze_count() == frozen
+
+
+#: the daemon's Synchronize with the pipeline's probed: the collector's state inside it
+_SYNCHRONIZE = """
+import asyncio, gc, json
+from tests.support.daemon import MACHINE, STATIC, discovered, resmgr_plugin
+plugin = resmgr_plugin(STATIC, discovered(MACHINE))
+inside = []
+real = plugin.pipeline.synchronize
+def probe(pods, containers):
+    inside.append(gc.isenabled())
+    return real(pods, containers)
+plugin.pipeline.synchronize = probe
+gc.enable()
+frozen = gc.get_freeze_count()
+asyncio.run(plugin.synchronize([], []))
+print(json.dumps([inside, gc.isenabled(), gc.get_freeze_count() - frozen]))
+"""
+
+
+def test_the_daemon_synchronizes_building() -> None:
+    inside, enabled, frozen = json.loads(_python(_SYNCHRONIZE))
+    assert inside == [False]
+    assert enabled
+    assert frozen > 0

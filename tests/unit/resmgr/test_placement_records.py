@@ -349,6 +349,29 @@ def test_a_topology_aware_record_must_render_the_report_or_is_not_used() -> None
         assert "records not used" in d.reason and why in d.reason, d.reason
 
 
+def test_a_topology_aware_meaning_read_once_counts_for_its_equals_type_for_type() -> None:
+    """A restart reads each distinct meaning once (`records.grants_of`: the shared
+    containers of a pool record the same one).  Equal must mean of the same types too:
+    ``0 == False``, and a record whose flag is a number is not the daemon's."""
+    t = topo(packages=1, nodes=1, cores=4, threads=1, memory="2G")
+    p = TopologyAwarePolicy(topology=t, config={})
+    s = p.initial_state()
+    made = [ctr(name, pod=name, qos=QoSClass.BURSTABLE, milli=500, cid=name) for name in "ab"]
+    for c in made:
+        s = p.allocate(s, c).state
+    rendered = p.render(s)
+    reports = [with_current(c, rendered[c.id].cpus, rendered[c.id].mems) for c in made]
+    records = records_of(p, s, rendered)
+    a, b = ContainerID("a"), ContainerID("b")
+    assert records[a].meaning == records[b].meaning, "the same placement, the same meaning"
+    assert restart(p, reports, records).reason == RESTORED
+    assert records[b].meaning["zero_cpu_request"] is False
+    number = {**records[b].meaning, "zero_cpu_request": 0}
+    wrong = {**records, b: dataclasses.replace(records[b], meaning=number)}
+    d = restart(p, reports, wrong)
+    assert "records not used" in d.reason and "field zero_cpu_request" in d.reason, d.reason
+
+
 def test_a_topology_aware_meaning_is_made_again_only_for_another_grant() -> None:
     p = TopologyAwarePolicy(topology=topo(packages=1, nodes=1, cores=4, threads=1), config={})
     s = p.initial_state()

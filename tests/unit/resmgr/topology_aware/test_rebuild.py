@@ -115,3 +115,20 @@ def test_rebuild_moves_overlapping_stale_and_wrong_kind() -> None:
     assert grants["d"].kind is CPUKind.SHARED
     moved = {u.container_id for u in d.updates}
     assert {cs[2].id, cs[3].id} <= moved and len(moved & {cs[0].id, cs[1].id}) >= 1
+
+
+def test_a_container_reporting_no_cpus_is_rebuilt_where_a_creation_places_it() -> None:
+    """A container created while the daemon was down (every one at a cold start) reports
+    no cpuset: the rebuild prefers none of its CPUs (`Rebuilder._preferred`) and grants
+    what a creation in the same order would, exclusive CPUs included."""
+    p = TopologyAwarePolicy(topology=small(), config={})
+    cs = [ctr("x", pod="x", milli=2000), ctr("y", pod="y", milli=1000),
+          ctr("s", pod="s", qos=BU, milli=200)]  # fmt: skip
+    s = p.initial_state()
+    for c in cs:
+        s = p.allocate(s, c).state
+    d = p.rebuild(cs)
+    assert d.state == s
+    assert {cid: a.cpus for cid, a in p.render(d.state).items()} == {
+        cid: a.cpus for cid, a in p.render(s).items()
+    }
