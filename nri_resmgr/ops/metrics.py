@@ -36,7 +36,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from nri_resmgr.model import PolicyState
+from nri_resmgr.model import Assignment, CPUKind, PolicyState
 from nri_resmgr.policy.base import Policy
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
@@ -111,6 +111,43 @@ def balloon_snapshots(
             excess_milli=b.excess_milli,
         )
         for b in policy.balloons(state)
+    )
+
+
+def state_snapshot(
+    assignments: Iterable[Assignment | None], policy: Policy, state: PolicyState
+) -> StateSnapshot:
+    """Pools and containers as the metrics and the node report show them, from the live
+    containers' `assignments` (None: not placed), and `policy`'s balloons in `state`.
+
+    Derived from the assignments, so it holds for every policy: a pool's exclusive CPUs
+    are those granted exclusively (or isolated) in it, its shared CPUs the union of what
+    its shared containers run on.
+    """
+    kinds: dict[str, int] = {}
+    shared: dict[str, set[int]] = {}
+    exclusive: dict[str, set[int]] = {}
+    counts: dict[str, int] = {}
+    for a in assignments:
+        kind = str(a.kind) if a is not None else "unknown"
+        kinds[kind] = kinds.get(kind, 0) + 1
+        if a is None or not a.pool:
+            continue
+        counts[a.pool] = counts.get(a.pool, 0) + 1
+        target = exclusive if a.kind in (CPUKind.EXCLUSIVE, CPUKind.ISOLATED) else shared
+        target.setdefault(a.pool, set()).update(a.cpus)
+    pools = tuple(
+        PoolSnapshot(
+            name=name,
+            capacity=len(shared.get(name, set()) | exclusive.get(name, set())),
+            shared=len(shared.get(name, set())),
+            exclusive=len(exclusive.get(name, set())),
+            containers=n,
+        )
+        for name, n in sorted(counts.items())
+    )
+    return StateSnapshot(
+        pools=pools, containers_by_kind=kinds, balloons=balloon_snapshots(policy, state)
     )
 
 

@@ -75,7 +75,6 @@ from nri_resmgr.model import (
     ConfigError,
     ContainerID,
     ContainerInfo,  # issue 27 hook
-    CPUKind,
     Decision,
     ResmgrError,
     TopologyHint,
@@ -90,9 +89,8 @@ from nri_resmgr.ops.logs import (
 from nri_resmgr.ops.metrics import (
     HealthState,
     Metrics,
-    PoolSnapshot,
     StateSnapshot,
-    balloon_snapshots,
+    state_snapshot,
 )
 from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.runtime.fanout import best_effort
@@ -322,36 +320,11 @@ class ResmgrPlugin(Plugin):
                 self.metrics.observe_event(event, time.perf_counter() - start, error=error)
 
     def state_snapshot(self) -> StateSnapshot:
-        """Pools and containers as the metrics and the node report show them.
-
-        Derived from the live assignments, so it holds for every policy: a pool's
-        exclusive CPUs are those granted exclusively (or isolated) in it, its shared CPUs
-        the union of what its shared containers run on.
-        """
-        kinds: dict[str, int] = {}
-        shared: dict[str, set[int]] = {}
-        exclusive: dict[str, set[int]] = {}
-        counts: dict[str, int] = {}
-        for _info, a in self.pipeline.snapshot():
-            kind = str(a.kind) if a is not None else "unknown"
-            kinds[kind] = kinds.get(kind, 0) + 1
-            if a is None or not a.pool:
-                continue
-            counts[a.pool] = counts.get(a.pool, 0) + 1
-            target = exclusive if a.kind in (CPUKind.EXCLUSIVE, CPUKind.ISOLATED) else shared
-            target.setdefault(a.pool, set()).update(a.cpus)
-        pools = tuple(
-            PoolSnapshot(
-                name=name,
-                capacity=len(shared.get(name, set()) | exclusive.get(name, set())),
-                shared=len(shared.get(name, set())),
-                exclusive=len(exclusive.get(name, set())),
-                containers=n,
-            )
-            for name, n in sorted(counts.items())
-        )
-        balloons = balloon_snapshots(self.pipeline.policy, self.pipeline.state)
-        return StateSnapshot(pools=pools, containers_by_kind=kinds, balloons=balloons)
+        """Pools, containers and balloons as the metrics and the node report show them
+        (`nri_resmgr.ops.metrics.state_snapshot`)."""
+        pipeline = self.pipeline
+        assignments = (a for _info, a in pipeline.snapshot())
+        return state_snapshot(assignments, pipeline.policy, pipeline.state)
 
     def apply_config(self, config: Config) -> list[api.ContainerUpdate]:
         """Live reload: a pipeline for `config` takes over every live container.
