@@ -67,6 +67,7 @@ with _hidden_modules(_STRUCTLOG_EXTRAS):
     import structlog
 
 __all__ = [
+    "ComponentLogger",
     "EventLog",
     "LevelFilter",
     "configure_logging",
@@ -106,10 +107,50 @@ class EventLog(Protocol):
 def get_logger(component: str) -> Any:
     """A structlog logger bound to `component` (the key per-component levels match).
 
-    It is a lazy proxy: each call uses the configuration in force at that moment, so a
-    logger made before `configure_logging` (or before a reconfiguration) follows it.
+    It is lazy: each call uses the configuration in force at that moment, so a logger
+    made before `configure_logging` (or before a reconfiguration) follows it
+    (`ComponentLogger`).
     """
-    return structlog.get_logger(component=component)
+    return ComponentLogger(component)
+
+
+class ComponentLogger:
+    """A logger of one component that follows structlog's configuration.
+
+    structlog's lazy proxy binds a new logger at every call (a context, a logger from the
+    factory, the wrapper): a tenth of the decision line of every NRI event.  This keeps
+    the logger it bound, and binds again when the configuration changed: another
+    processor list, logger factory, wrapper or context class (`configure_logging`,
+    `structlog.configure`, `structlog.reset_defaults`; a capture that edits the processor
+    list in place is seen anyway, the bound logger sharing the list).
+    """
+
+    __slots__ = ("_bound", "_under", "component")
+
+    def __init__(self, component: str) -> None:
+        self.component = component
+        self._bound: Any = None
+        #: the configuration `_bound` was bound under (processors, factory, wrapper and
+        #: context class), compared by identity
+        self._under: tuple[object, ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger(), name)
+
+    def _logger(self) -> Any:
+        config = structlog.get_config()
+        under = (
+            config["processors"],
+            config["logger_factory"],
+            config["wrapper_class"],
+            config["context_class"],
+        )
+        if len(under) != len(self._under) or any(
+            a is not b for a, b in zip(under, self._under, strict=True)
+        ):
+            self._bound = structlog.get_logger(component=self.component).bind()
+            self._under = under
+        return self._bound
 
 
 def log_config_warnings(warnings: tuple[str, ...], *, source: str) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import structlog
+import structlog.testing
 
 from nri_resmgr.ops.log_config import LogConfig, LogFormat
 from nri_resmgr.ops.logs import _JSONDumps, configure_logging, get_logger
@@ -57,3 +58,40 @@ def test_the_encoder_follows_the_keywords_it_is_given() -> None:
     assert dumps(obj, default=str, sort_keys=True) == json.dumps(obj, default=str, sort_keys=True)
     with pytest.raises(TypeError):
         dumps(obj)  # no default: a Path is not JSON, as for json.dumps
+
+
+def _mark(_logger: object, _method: str, event: dict[str, object]) -> dict[str, object]:
+    event["marked"] = True
+    return event
+
+
+def test_a_logger_follows_a_new_processor_chain_on_the_same_output() -> None:
+    out = io.StringIO()
+    configure_logging(LogConfig(format=LogFormat.JSON), stream=out)
+    log = get_logger("pipeline")
+    log.info("before")
+    structlog.configure(processors=[_mark, structlog.processors.JSONRenderer()])
+    log.info("after")
+    before, after = (json.loads(line) for line in out.getvalue().splitlines())
+    assert "marked" not in before and before["level"] == "info"
+    assert after["marked"] is True and "level" not in after  # the new chain, no level
+
+
+def test_a_capture_sees_the_lines_of_a_logger_used_before() -> None:
+    configure_logging(LogConfig(format=LogFormat.JSON), stream=io.StringIO())
+    log = get_logger("pipeline")
+    log.info("before")
+    with structlog.testing.capture_logs() as captured:
+        log.info("during", cpus="0-3")
+    assert [(c["event"], c["cpus"]) for c in captured] == [("during", "0-3")]
+
+
+def test_a_logger_follows_a_new_output_under_the_same_chain() -> None:
+    one, two = io.StringIO(), io.StringIO()
+    configure_logging(LogConfig(format=LogFormat.JSON), stream=one)
+    log = get_logger("pipeline")
+    log.info("first")
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=two))
+    log.info("second")
+    assert [json.loads(line)["event"] for line in one.getvalue().splitlines()] == ["first"]
+    assert [json.loads(line)["event"] for line in two.getvalue().splitlines()] == ["second"]
