@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -60,7 +62,9 @@ def test_the_encoder_follows_the_keywords_it_is_given() -> None:
         dumps(obj)  # no default: a Path is not JSON, as for json.dumps
 
 
-def _mark(_logger: object, _method: str, event: dict[str, object]) -> dict[str, object]:
+def _mark(
+    _logger: object, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
     event["marked"] = True
     return event
 
