@@ -15,6 +15,10 @@ and reason.  `configure_logging(LogConfig)` installs one processor chain:
 * the output: stderr, or ``log.file`` (opened for append, line-buffered) because a
   pre-registered plugin's stdout and stderr go to /dev/null.
 
+Every NRI event writes at least its decision line, so the chain's own cost counts
+(issue 25): the JSON renderer's encoder is made once per configuration (`_JSONDumps`),
+and every line goes through one printer on the output (`_Printer`), not one per line.
+
 structlog's configuration is process-wide by structlog's own design; this module keeps no
 state of its own, and calling `configure_logging` again replaces the previous setup.
 
@@ -29,6 +33,7 @@ console renderer is given structlog's plain formatter explicitly.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sys
 from collections.abc import Iterator, MutableMapping
@@ -62,6 +67,7 @@ with _hidden_modules(_STRUCTLOG_EXTRAS):
     import structlog
 
 __all__ = [
+    "ComponentLogger",
     "EventLog",
     "LevelFilter",
     "configure_logging",
@@ -101,10 +107,50 @@ class EventLog(Protocol):
 def get_logger(component: str) -> Any:
     """A structlog logger bound to `component` (the key per-component levels match).
 
-    It is a lazy proxy: each call uses the configuration in force at that moment, so a
-    logger made before `configure_logging` (or before a reconfiguration) follows it.
+    It is lazy: each call uses the configuration in force at that moment, so a logger
+    made before `configure_logging` (or before a reconfiguration) follows it
+    (`ComponentLogger`).
     """
-    return structlog.get_logger(component=component)
+    return ComponentLogger(component)
+
+
+class ComponentLogger:
+    """A logger of one component that follows structlog's configuration.
+
+    structlog's lazy proxy binds a new logger at every call (a context, a logger from the
+    factory, the wrapper): a tenth of the decision line of every NRI event.  This keeps
+    the logger it bound, and binds again when the configuration changed: another
+    processor list, logger factory, wrapper or context class (`configure_logging`,
+    `structlog.configure`, `structlog.reset_defaults`; a capture that edits the processor
+    list in place is seen anyway, the bound logger sharing the list).
+    """
+
+    __slots__ = ("_bound", "_under", "component")
+
+    def __init__(self, component: str) -> None:
+        self.component = component
+        self._bound: Any = None
+        #: the configuration `_bound` was bound under (processors, factory, wrapper and
+        #: context class), compared by identity
+        self._under: tuple[object, ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger(), name)
+
+    def _logger(self) -> Any:
+        config = structlog.get_config()
+        under = (
+            config["processors"],
+            config["logger_factory"],
+            config["wrapper_class"],
+            config["context_class"],
+        )
+        if len(under) != len(self._under) or any(
+            a is not b for a, b in zip(under, self._under, strict=True)
+        ):
+            self._bound = structlog.get_logger(component=self.component).bind()
+            self._under = under
+        return self._bound
 
 
 def log_config_warnings(warnings: tuple[str, ...], *, source: str) -> None:
@@ -170,7 +216,7 @@ def configure_logging(config: LogConfig, *, stream: TextIO | None = None) -> IO[
     fmt = _resolve_format(config, out)
     renderer: Any
     if fmt is LogFormat.JSON:
-        renderer = structlog.processors.JSONRenderer(sort_keys=False)
+        renderer = structlog.processors.JSONRenderer(serializer=_JSONDumps(), sort_keys=False)
     else:
         renderer = structlog.dev.ConsoleRenderer(
             colors=False, exception_formatter=structlog.dev.plain_traceback
@@ -183,10 +229,42 @@ def configure_logging(config: LogConfig, *, stream: TextIO | None = None) -> IO[
             structlog.processors.format_exc_info,
             renderer,
         ],
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        logger_factory=_Printer(out),
         cache_logger_on_first_use=False,
     )
     return opened
+
+
+class _Printer:
+    """The logger factory `configure_logging` installs: one `structlog.PrintLogger` on its
+    output for every line (structlog's factory makes one per line, as its lazy loggers
+    bind per call: part of the decision line's cost on every NRI event, issue 25)."""
+
+    __slots__ = ("printer",)
+
+    def __init__(self, out: TextIO) -> None:
+        self.printer = structlog.PrintLogger(out)
+
+    def __call__(self, *_args: Any) -> structlog.PrintLogger:
+        return self.printer
+
+
+class _JSONDumps:
+    """`json.dumps` for the JSON renderer, with the encoder made once: given the
+    renderer's keywords (its ``default``), `json.dumps` makes a `json.JSONEncoder` per
+    call.  Renders exactly as `json.dumps(obj, **kw)`; new keywords make a new encoder."""
+
+    __slots__ = ("_encoder", "_kw")
+
+    def __init__(self) -> None:
+        self._kw: dict[str, Any] | None = None
+        self._encoder = json.JSONEncoder()
+
+    def __call__(self, obj: Any, **kw: Any) -> str:
+        if kw != self._kw:
+            self._encoder = json.JSONEncoder(**kw)
+            self._kw = kw
+        return self._encoder.encode(obj)
 
 
 #: marks the stdlib handler `route_stdlib_logging` installed, so a later call replaces it
@@ -236,5 +314,3 @@ def _resolve_format(config: LogConfig, out: object) -> LogFormat:
         return config.format
     isatty = getattr(out, "isatty", None)
     return LogFormat.CONSOLE if callable(isatty) and isatty() else LogFormat.JSON
-
-
