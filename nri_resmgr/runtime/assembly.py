@@ -63,6 +63,7 @@ def build_pipeline(
     cpu_class_files: CPUClassFiles | None = None,
     on_decision: DecisionHook | None = None,
     defer_records: Defer | None = None,
+    defer_lines: Defer | None = None,
 ) -> Pipeline:
     """A fresh pipeline for `config` (`policy` overrides ``config.policy``).
 
@@ -81,6 +82,7 @@ def build_pipeline(
     create and update decision committed (the daemon's record of the last decision per
     container).  `defer_records` puts the records' writes off until the reply is sent
     (the daemon's event loop; `RecordStore`); without it they are written at each commit.
+    `defer_lines` puts a rebuild's decision lines off so (`DecisionLog.rebuilt`).
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
@@ -126,6 +128,7 @@ def build_pipeline(
         resolve_hints=_hint_resolver(sysfs_root) if sysfs_root is not None else None,
         on_decision=on_decision,  # issue 27 hook
         record_store=records,
+        defer_lines=defer_lines,
     )
 
 

@@ -222,11 +222,13 @@ class ResmgrPlugin(Plugin):
             cpu_class_files=self.cpu_class_files,
             on_decision=self._decided,  # issue 27 hook
             defer_records=self._after_reply,
+            defer_lines=self._after_reply,
         )
 
     def _after_reply(self, write: Callable[[], None]) -> None:
-        """The records' `write` after the step that sends the reply (`record_store`);
-        outside a running loop (a synchronous caller), now."""
+        """The records' (or a rebuild's decision lines') `write` after the step that
+        sends the reply (`record_store`, `decision_log`); outside a running loop (a
+        synchronous caller), now."""
         try:
             asyncio.get_running_loop().call_soon(write)
         except RuntimeError:

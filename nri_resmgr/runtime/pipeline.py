@@ -82,7 +82,7 @@ from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.adjustments import adjustment_for, cpuset_updates_for
 from nri_resmgr.runtime.decision_log import DecisionLog
 from nri_resmgr.runtime.fanout import MachineUse, best_effort
-from nri_resmgr.runtime.record_store import RecordStore
+from nri_resmgr.runtime.record_store import Defer, RecordStore
 from nri_resmgr.runtime.synchronize import account_for, as_placed, read_runtime_view
 from nri_resmgr.topology.cpuset import IDSet
 
@@ -123,6 +123,7 @@ class Pipeline:
         resolve_hints: HintResolver | None = None,
         on_decision: DecisionHook | None = None,
         record_store: RecordStore | None = None,
+        defer_lines: Defer | None = None,
     ) -> None:
         self.policy: Policy = policy
         #: the placement records in the state directory (None: none kept)
@@ -137,8 +138,9 @@ class Pipeline:
         self._select: ClassSelector = select_classes or no_classes
         #: warnings (skipped input, failed controllers); decisions go to `decisions`
         self.log: EventLog = log if log is not None else get_logger(_COMPONENT)
-        #: one structured line per decision (`nri_resmgr.runtime.decision_log`)
-        self.decisions = DecisionLog(self.log, component=None if log is not None else _COMPONENT)
+        #: one line per decision (`runtime.decision_log`; a rebuild's put off by `defer_lines`)
+        component = None if log is not None else _COMPONENT
+        self.decisions = DecisionLog(self.log, component=component, defer=defer_lines)
         self.state: PolicyState = policy.initial_state()
         self.pods: dict[PodID, Pod] = {}
         self.containers: dict[ContainerID, ContainerInfo] = {}
@@ -211,8 +213,9 @@ class Pipeline:
         self._best_effort(lambda ctl: ctl.stopped())
 
     def flush_records(self) -> None:
-        """Write the records queued (before this pipeline is closed or replaced: no
-        write of its own may follow another pipeline's on the same file)."""
+        """Write the records and the decision lines queued (before this pipeline is
+        closed or replaced: no write of its own may follow another pipeline's)."""
+        self.decisions.flush()
         if self.record_store is not None:
             self.record_store.flush()
 
@@ -535,9 +538,8 @@ class Pipeline:
         moved = {u.container_id for u in movers}
         self.log.info("rebuilt", on=event, reason=decision.reason, moved=len(moved))
         why = "moved: " + decision.reason
-        for info in infos:
-            a = self.assignments[info.id]
-            self.decisions.decision(event, info, a, why if info.id in moved else "kept")
+        rows = [(i, self.assignments[i.id], why if i.id in moved else "kept") for i in infos]
+        self.decisions.rebuilt(event, rows)
         return updates
 
     def reassert(self, cids: Iterable[ContainerID]) -> list[api.ContainerUpdate]:

@@ -21,6 +21,8 @@ changes: rebuild asks it for every placement it keeps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from nri_resmgr.model import Assignment, ContainerID, CPUKind
 from nri_resmgr.policy.topology_aware.pools import PoolTree
 from nri_resmgr.policy.topology_aware.rendering import render_all, render_changed
@@ -35,8 +37,15 @@ class InvariantError(AssertionError):
     """A state that breaks one of the allocator's invariants."""
 
 
-def invariant_problems(topology: Topology, state: TopologyAwareState) -> tuple[str, ...]:
-    """Every broken invariant of `state` (module docstring), as messages; () if none."""
+def invariant_problems(
+    topology: Topology,
+    state: TopologyAwareState,
+    *,
+    rendered: Mapping[ContainerID, Assignment] | None = None,
+) -> tuple[str, ...]:
+    """Every broken invariant of `state` (module docstring), as messages; () if none.
+    `rendered`: every container's rendering in `state`, when the caller has it (the
+    policy's memo); else `render_all`."""
     tree = state.tree
     problems: list[str] = []
     seen: dict[int, ContainerID] = {}
@@ -48,14 +57,22 @@ def invariant_problems(topology: Topology, state: TopologyAwareState) -> tuple[s
         problems.extend(_grant_problems(tree, topology, cid, g))
     problems.extend(_pool_problems(tree, state.supply))
     online = topology.online_cpus()
-    for cid, a in sorted(render_all(topology, state).items()):
+    if rendered is None:
+        rendered = render_all(topology, state)
+    for cid, a in sorted(rendered.items()):
         problems.extend(_render_problems(online, cid, state.grants[cid], a))
     return tuple(problems)
 
 
-def check_invariants(topology: Topology, state: TopologyAwareState) -> None:
-    """Raise `InvariantError` listing every broken invariant of `state`."""
-    problems = invariant_problems(topology, state)
+def check_invariants(
+    topology: Topology,
+    state: TopologyAwareState,
+    *,
+    rendered: Mapping[ContainerID, Assignment] | None = None,
+) -> None:
+    """Raise `InvariantError` listing every broken invariant of `state` (`rendered` as
+    `invariant_problems` takes it)."""
+    problems = invariant_problems(topology, state, rendered=rendered)
     if problems:
         raise InvariantError("; ".join(problems))
 

@@ -67,7 +67,7 @@ from nri_resmgr.policy.topology_aware.preferences import CPU_CLASS, RequestMemo
 from nri_resmgr.policy.topology_aware.priority import PriorityCPUs
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
 from nri_resmgr.policy.topology_aware.records import MeaningMemo, grants_of
-from nri_resmgr.policy.topology_aware.rendering import RenderMemo, render_all, render_changed
+from nri_resmgr.policy.topology_aware.rendering import RenderMemo, render_changed
 from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState, supply_from_scratch
 from nri_resmgr.topology.cpuset import CPUSet, IDSet, union
 from nri_resmgr.topology.model import Topology
@@ -109,9 +109,9 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         self.placer = Placer.build(topology, self.tree, self.config)
         self.priorities: PriorityCPUs = self.placer.priorities
         self.allocator: CPUAllocator = self.placer.allocator
-        self.rebuilder = Rebuilder(self.placer)
         self.meanings = MeaningMemo()
         self.renderings = RenderMemo()
+        self.rebuilder = Rebuilder(self.placer, self.renderings)
         self.requests = RequestMemo(self.config)
 
     # ---- hooks -------------------------------------------------------------------------
@@ -120,8 +120,9 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         return TopologyAwareState.empty(self.tree)
 
     def check(self, state: TopologyAwareState) -> None:
-        """`invariants.check_invariants` of `state`."""
-        check_invariants(self.topology, state)
+        """`invariants.check_invariants` of `state`, over its rendering as `render` gives
+        it (a restart checks, then renders, the state it restored: one rendering)."""
+        check_invariants(self.topology, state, rendered=self.render(state))
 
     def record(self, state: TopologyAwareState, container_id: ContainerID) -> Meaning | None:
         """The container's grant (`records.meaning_of`, kept by `records.MeaningMemo`)."""
@@ -141,8 +142,12 @@ class TopologyAwarePolicy(Policy[TopologyAwareState]):
         )
 
     def render(self, state: TopologyAwareState) -> dict[ContainerID, Assignment]:
-        """Every container's assignment in `state`."""
-        return render_all(self.topology, state)
+        """Every container's assignment in `state` (`rendering.RenderMemo.render_many`: a
+        state rendered again, as a Synchronize's check, restart and commit each render
+        the one state, costs a lookup per container)."""
+        return self.renderings.render_many(
+            tree=self.tree, topology=self.topology, state=state, cids=state.grants
+        )
 
     def pool_cpus(self, state: TopologyAwareState, assignments: Iterable[Assignment]) -> PoolCPUs:
         """The pool tree's reserved CPUs and every pool's shared CPUs, innermost first."""

@@ -72,7 +72,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
     ContainerRequest,
     container_request,
 )
-from nri_resmgr.policy.topology_aware.rendering import pinned_mems, render_all
+from nri_resmgr.policy.topology_aware.rendering import RenderMemo, pinned_mems, render_all
 from nri_resmgr.policy.topology_aware.reports import (
     Reports,
     claim_of,
@@ -140,8 +140,11 @@ class _Rebuilt:
 class Rebuilder:
     """The rebuild of one policy's state (module docstring), placing with `placer`."""
 
-    def __init__(self, placer: Placer) -> None:
+    def __init__(self, placer: Placer, renderings: RenderMemo | None = None) -> None:
         self.placer = placer
+        #: the policy's rendering memo: the rebuilt state's rendering is the one the
+        #: pipeline's commit asks the policy for next (None: `render_all`)
+        self.renderings = renderings
 
     @property
     def topology(self) -> Topology:
@@ -207,7 +210,13 @@ class Rebuilder:
             )
         )
         st, notes, overcommitted = self._place_rest(st, pending, requests, reports)
-        rendered = render_all(self.topology, st)
+        rendered = (
+            render_all(self.topology, st)
+            if self.renderings is None
+            else self.renderings.render_many(
+                tree=self.tree, topology=self.topology, state=st, cids=st.grants
+            )
+        )
         return _Rebuilt(
             state=st,
             notes=tuple(notes),

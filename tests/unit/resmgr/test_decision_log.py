@@ -1,9 +1,12 @@
-"""The decision log: one line per decision with the documented keys; consequences once."""
+"""The decision log: one line per decision with the documented keys; consequences once;
+a rebuild's lines, put off until the reply (`defer`), are the same lines in the same
+order: any other line, and the pipeline's close or replacement, writes them first."""
 
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 
 import structlog
 
@@ -69,3 +72,47 @@ def test_per_update_lines_follow_the_pipeline_components_level() -> None:
     assert debug
     assert [e["event"] for e in loud] == ["create", "create", "updates", "update"]
     assert loud[-1]["container"] == "ns/p0/a" and loud[-1]["level"] == "debug"
+
+
+def _synchronized(later: list[Callable[[], None]] | None) -> tuple[Pipeline, CapturedLog]:
+    """A pipeline (its rebuild's lines put off into `later` when given) after a
+    Synchronize of three containers."""
+    captured = CapturedLog()
+    p = Pipeline(
+        CountingPolicy(), log=captured.log, defer_lines=later.append if later is not None else None
+    )
+    pods = [sandbox(f"p{i}") for i in range(3)]
+    p.synchronize(pods, [container(pod, "c") for pod in pods])
+    return p, captured
+
+
+def test_a_rebuilds_lines_put_off_are_written_once_at_the_turns_end_and_say_the_same() -> None:
+    _, now = _synchronized(None)
+    later: list[Callable[[], None]] = []
+    _, put_off = _synchronized(later)
+    assert [line["event"] for line in put_off.lines] == ["rebuilt"], "only the summary yet"
+    assert len(later) == 1
+    later.pop()()
+    assert put_off.lines == now.lines
+    assert [line["event"] for line in now.lines] == ["rebuilt", *["synchronize"] * 3]
+
+
+def test_another_decision_writes_the_queued_lines_first() -> None:
+    later: list[Callable[[], None]] = []
+    p, captured = _synchronized(later)
+    s = sandbox("p9")
+    p.create(s, container(s, "c"))
+    assert [line["event"] for line in captured.lines] == [
+        "rebuilt",
+        *["synchronize"] * 3,
+        "create",
+    ]
+    later.pop()()
+    assert len(captured.lines) == 5, "the put-off write finds nothing left"
+
+
+def test_a_pipeline_flushed_before_its_replacement_writes_the_queued_lines() -> None:
+    later: list[Callable[[], None]] = []
+    p, captured = _synchronized(later)
+    p.flush_records()
+    assert [line["event"] for line in captured.lines] == ["rebuilt", *["synchronize"] * 3]
