@@ -319,7 +319,7 @@ class Synchronized:
 
 def synchronized_in(lines: list[str], ids: list[str]) -> Synchronized | None:
     """The Synchronize in `lines` once its ``rebuilt`` line and a decision for each of
-    `ids` are there (the daemon writes them as it replies), else None."""
+    `ids` are there (the daemon writes them just after its reply; callers poll), else None."""
     rebuilt: str | None = None
     reasons: dict[str, str] = {}
     cpus: dict[str, frozenset[int]] = {}
