@@ -3,9 +3,10 @@
 Theory of operation: the pipeline keeps one `RecordStore`.  After every committed
 decision it hands the store what the decision changed (`keep`: the committed state, the
 assignments of the containers it changed, the id released); the store keeps one encoded
-line per container and writes only what changed since its last write: one journal block
-appended to the file (`nri_resmgr.policy.kit.records.encode_block`), so a decision costs
-O(what it changed), not O(live containers).
+line per container (in two parts, `_Kept`) and writes only what changed since its last
+write: one journal block appended to the file
+(`nri_resmgr.policy.kit.records.encode_block`), so a decision costs O(what it changed),
+not O(live containers).
 
 When the write happens: without `defer`, `keep` writes at once, before the caller
 answers.  The daemon passes `defer` (its event loop's ``call_soon``): `keep` then only
@@ -107,6 +108,17 @@ class _Commit:
     gone: ContainerID | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """One live record as the store keeps it: its line's parts and what the tail
+    encodes (`RecordStore._kept`)."""
+
+    meaning: Meaning
+    mems: NodeSet
+    head: str
+    tail: str
+
+
 class RecordStore:
     """The placement records of one pipeline, on disk at `path` (module docstring)."""
 
@@ -122,13 +134,14 @@ class RecordStore:
         #: whose records these are: the policy, its configuration and the machine
         self.scope = scope
         self.log = log
-        #: the encoded line of every live record, and its meaning and memory nodes with
-        #: the line's tail (`encode_tail`) they encode: a record whose meaning and nodes
-        #: equal the last (the same objects, for a policy that keeps them) gets the kept
-        #: tail after its CPUs (an exclusive decision changes the cpusets of a pool's
-        #: shared containers, not what their placements mean)
-        self._lines: dict[ContainerID, str] = {}
-        self._tails: dict[ContainerID, tuple[Meaning, NodeSet, str]] = {}
+        #: every live record's line in its two parts (`encode_head`, `encode_tail`),
+        #: with the meaning and memory nodes the tail encodes: a record whose meaning
+        #: and nodes equal the last (the same objects, for a policy that keeps them)
+        #: keeps its tail after its CPUs (an exclusive decision changes the cpusets of a
+        #: pool's shared containers, not what their placements mean).  The whole line
+        #: is joined only to be written (a kept line per container was about 0.3 MiB at
+        #: 1,000 live, docs/benchmarks.md, "RSS at 1,000 live")
+        self._kept: dict[ContainerID, _Kept] = {}
         #: changed and forgotten since the last write: the next block
         self._put: dict[ContainerID, str] = {}
         self._gone: set[ContainerID] = set()
@@ -139,6 +152,11 @@ class RecordStore:
         self._size = 0
         #: changes let pass since a failed write (None: the last write did not fail)
         self._waited: int | None = None
+
+    @property
+    def _lines(self) -> dict[ContainerID, str]:
+        """Every live record's line, joined from its parts (what a compaction writes)."""
+        return {cid: k.head + k.tail for cid, k in self._kept.items()}
 
     def load(self) -> dict[ContainerID, PlacementRecord]:
         """The records on disk for this scope; {} when there are none or they cannot be
@@ -196,8 +214,7 @@ class RecordStore:
 
     def replace(self, records: Mapping[ContainerID, PlacementRecord]) -> None:
         """Keep exactly `records` (after a rebuild); the next write compacts."""
-        self._lines.clear()
-        self._tails.clear()
+        self._kept.clear()
         self._put.clear()
         self._gone.clear()
         self.change(records)
@@ -208,29 +225,28 @@ class RecordStore:
     ) -> None:
         """Keep `records` (new or changed) and forget the records of `gone`."""
         for cid in gone:
-            self._tails.pop(cid, None)
-            if self._lines.pop(cid, None) is not None:
+            if self._kept.pop(cid, None) is not None:
                 self._put.pop(cid, None)
                 self._gone.add(cid)
         cpus: CPUSet | None = None
         head = ""
         for cid, r in records.items():
-            kept = self._tails.get(cid)
-            if (
-                kept is not None
-                and (kept[0] is r.meaning or kept[0] == r.meaning)
-                and (kept[1] is r.mems or kept[1] == r.mems)
-            ):
-                tail = kept[2]
-            else:
-                tail = encode_tail(r, encode_meaning(r.meaning))
-                self._tails[cid] = (r.meaning, r.mems, tail)
             if r.cpus is not cpus:  # one head for a run of records of one CPU set
                 cpus, head = r.cpus, encode_head(r.cpus)
-            line = head + tail
-            if self._lines.get(cid) != line:
-                self._lines[cid] = line
-                self._put[cid] = line
+            kept = self._kept.get(cid)
+            if (
+                kept is not None
+                and (kept.meaning is r.meaning or kept.meaning == r.meaning)
+                and (kept.mems is r.mems or kept.mems == r.mems)
+            ):
+                if kept.head == head:
+                    continue  # the same line
+                tail = kept.tail
+            else:
+                tail = encode_tail(r, encode_meaning(r.meaning))
+            self._kept[cid] = _Kept(r.meaning, r.mems, head, tail)
+            if kept is None or kept.head != head or kept.tail != tail:
+                self._put[cid] = head + tail
                 self._gone.discard(cid)
 
     def flush(self) -> None:
@@ -243,7 +259,7 @@ class RecordStore:
         entries = len(self._put) + len(self._gone)
         if not entries and not self._whole:
             return
-        limit = len(self._lines) + SLACK
+        limit = len(self._kept) + SLACK
         if self._waited is not None and self._waited + entries < limit:
             self._waited += entries  # after a failed write: wait for the compaction point
             self._put.clear()
