@@ -392,6 +392,22 @@ def test_a_topology_aware_meaning_is_made_again_only_for_another_grant() -> None
     assert len(p.meanings._shared) <= 2 * len(s.grants) + p.meanings.SLACK + 1
 
 
+def test_the_shared_meanings_stay_within_the_live_set() -> None:
+    """One container whose grant keeps changing to new meanings does not grow the
+    shared meanings without bound (`records.MeaningMemo`)."""
+    p = TopologyAwarePolicy(topology=topo(packages=1, nodes=1, cores=4, threads=1), config={})
+    s = p.initial_state()
+    s = p.allocate(s, ctr("a", qos=QoSClass.BURSTABLE, milli=500, cid="a")).state
+    a = ContainerID("a")
+    grant = s.grants[a]
+    for milli in range(1, 300):
+        request = dataclasses.replace(grant.request, shared_milli=milli)
+        moved = dataclasses.replace(grant, request=request)
+        meaning = p.record(dataclasses.replace(s, grants=s.grants.set(a, moved)), a)
+        assert meaning is not None and meaning["shared_milli"] == milli
+    assert len(p.meanings._shared) <= 2 * len(s.grants) + p.meanings.SLACK + 1
+
+
 def test_equal_topology_aware_meanings_are_one_object() -> None:
     """Two containers placed alike hold one meaning (`records.MeaningMemo`), another
     placement its own."""
