@@ -78,7 +78,7 @@ from nri_resmgr.policy.kit.records import (
     encode_block,
     encode_head,
     encode_meaning,
-    encode_tail,
+    encode_rest,
 )
 from nri_resmgr.topology.cpuset import CPUSet, NodeSet
 
@@ -110,13 +110,17 @@ class _Commit:
 
 @dataclass(frozen=True, slots=True)
 class _Kept:
-    """One live record as the store keeps it: its line's parts and what the tail
-    encodes (`RecordStore._kept`)."""
+    """One live record as the store keeps it: its line's parts, the meaning with its
+    JSON (`RecordStore._kept`)."""
 
     meaning: Meaning
     mems: NodeSet
     head: str
-    tail: str
+    #: `encode_meaning` of `meaning`, one string for the records of one meaning
+    text: str
+
+    def line(self, cid: ContainerID) -> str:
+        return self.head + encode_rest(cid, self.text, self.mems)
 
 
 class RecordStore:
@@ -134,14 +138,18 @@ class RecordStore:
         #: whose records these are: the policy, its configuration and the machine
         self.scope = scope
         self.log = log
-        #: every live record's line in its two parts (`encode_head`, `encode_tail`),
-        #: with the meaning and memory nodes the tail encodes: a record whose meaning
-        #: and nodes equal the last (the same objects, for a policy that keeps them)
-        #: keeps its tail after its CPUs (an exclusive decision changes the cpusets of a
-        #: pool's shared containers, not what their placements mean).  The whole line
-        #: is joined only to be written (a kept line per container was about 0.3 MiB at
-        #: 1,000 live, docs/benchmarks.md, "RSS at 1,000 live")
+        #: every live record's line in parts (`encode_head`, the meaning's JSON, the
+        #: memory nodes), joined only to be written: a record whose meaning and nodes
+        #: equal the last (the same objects, for a policy that keeps them) keeps its
+        #: meaning's JSON after its CPUs (an exclusive decision changes the cpusets of a
+        #: pool's shared containers, not what their placements mean), and the records
+        #: of one meaning object share its JSON (`_texts`).  A kept line per container
+        #: and a tail per container were about 0.6 MiB at 1,000 live
+        #: (docs/benchmarks.md, "RSS at 1,000 live").
         self._kept: dict[ContainerID, _Kept] = {}
+        #: id of a meaning -> the meaning and its JSON; forgotten when it holds more
+        #: than twice the live records (plus `SLACK`)
+        self._texts: dict[int, tuple[Meaning, str]] = {}
         #: changed and forgotten since the last write: the next block
         self._put: dict[ContainerID, str] = {}
         self._gone: set[ContainerID] = set()
@@ -156,7 +164,7 @@ class RecordStore:
     @property
     def _lines(self) -> dict[ContainerID, str]:
         """Every live record's line, joined from its parts (what a compaction writes)."""
-        return {cid: k.head + k.tail for cid, k in self._kept.items()}
+        return {cid: k.line(cid) for cid, k in self._kept.items()}
 
     def load(self) -> dict[ContainerID, PlacementRecord]:
         """The records on disk for this scope; {} when there are none or they cannot be
@@ -215,6 +223,7 @@ class RecordStore:
     def replace(self, records: Mapping[ContainerID, PlacementRecord]) -> None:
         """Keep exactly `records` (after a rebuild); the next write compacts."""
         self._kept.clear()
+        self._texts.clear()
         self._put.clear()
         self._gone.clear()
         self.change(records)
@@ -241,13 +250,23 @@ class RecordStore:
             ):
                 if kept.head == head:
                     continue  # the same line
-                tail = kept.tail
+                new = _Kept(kept.meaning, kept.mems, head, kept.text)
             else:
-                tail = encode_tail(r, encode_meaning(r.meaning))
-            self._kept[cid] = _Kept(r.meaning, r.mems, head, tail)
-            if kept is None or kept.head != head or kept.tail != tail:
-                self._put[cid] = head + tail
-                self._gone.discard(cid)
+                new = _Kept(r.meaning, r.mems, head, self._text(r.meaning))
+            self._kept[cid] = new
+            self._put[cid] = new.line(cid)
+            self._gone.discard(cid)
+
+    def _text(self, meaning: Meaning) -> str:
+        """`encode_meaning` of `meaning`, once per meaning object kept (`_texts`)."""
+        known = self._texts.get(id(meaning))
+        if known is not None and known[0] is meaning:
+            return known[1]
+        if len(self._texts) > 2 * len(self._kept) + SLACK:
+            self._texts.clear()
+        text = encode_meaning(meaning)
+        self._texts[id(meaning)] = (meaning, text)
+        return text
 
     def flush(self) -> None:
         """Make the queued commits' records and write what changed since the last write
