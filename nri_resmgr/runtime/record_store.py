@@ -3,10 +3,9 @@
 Theory of operation: the pipeline keeps one `RecordStore`.  After every committed
 decision it hands the store what the decision changed (`keep`: the committed state, the
 assignments of the containers it changed, the id released); the store keeps one encoded
-line per container (in two parts, `_Kept`) and writes only what changed since its last
-write: one journal block appended to the file
-(`nri_resmgr.policy.kit.records.encode_block`), so a decision costs O(what it changed),
-not O(live containers).
+line per container and writes only what changed since its last write: one journal block
+appended to the file (`nri_resmgr.policy.kit.records.encode_block`), so a decision costs
+O(what it changed), not O(live containers).
 
 When the write happens: without `defer`, `keep` writes at once, before the caller
 answers.  The daemon passes `defer` (its event loop's ``call_soon``): `keep` then only
@@ -78,7 +77,7 @@ from nri_resmgr.policy.kit.records import (
     encode_block,
     encode_head,
     encode_meaning,
-    encode_rest,
+    encode_tail,
 )
 from nri_resmgr.topology.cpuset import CPUSet, NodeSet
 
@@ -108,21 +107,6 @@ class _Commit:
     gone: ContainerID | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Kept:
-    """One live record as the store keeps it: its line's parts, the meaning with its
-    JSON (`RecordStore._kept`)."""
-
-    meaning: Meaning
-    mems: NodeSet
-    head: str
-    #: `encode_meaning` of `meaning`, one string for the records of one meaning
-    text: str
-
-    def line(self, cid: ContainerID) -> str:
-        return self.head + encode_rest(cid, self.text, self.mems)
-
-
 class RecordStore:
     """The placement records of one pipeline, on disk at `path` (module docstring)."""
 
@@ -138,18 +122,13 @@ class RecordStore:
         #: whose records these are: the policy, its configuration and the machine
         self.scope = scope
         self.log = log
-        #: every live record's line in parts (`encode_head`, the meaning's JSON, the
-        #: memory nodes), joined only to be written: a record whose meaning and nodes
-        #: equal the last (the same objects, for a policy that keeps them) keeps its
-        #: meaning's JSON after its CPUs (an exclusive decision changes the cpusets of a
-        #: pool's shared containers, not what their placements mean), and the records
-        #: of one meaning object share its JSON (`_texts`).  A kept line per container
-        #: and a tail per container were about 0.6 MiB at 1,000 live
-        #: (docs/benchmarks.md, "RSS at 1,000 live").
-        self._kept: dict[ContainerID, _Kept] = {}
-        #: id of a meaning -> the meaning and its JSON; forgotten when it holds more
-        #: than twice the live records (plus `SLACK`)
-        self._texts: dict[int, tuple[Meaning, str]] = {}
+        #: the encoded line of every live record, and its meaning and memory nodes with
+        #: the line's tail (`encode_tail`) they encode: a record whose meaning and nodes
+        #: equal the last (the same objects, for a policy that keeps them) gets the kept
+        #: tail after its CPUs (an exclusive decision changes the cpusets of a pool's
+        #: shared containers, not what their placements mean)
+        self._lines: dict[ContainerID, str] = {}
+        self._tails: dict[ContainerID, tuple[Meaning, NodeSet, str]] = {}
         #: changed and forgotten since the last write: the next block
         self._put: dict[ContainerID, str] = {}
         self._gone: set[ContainerID] = set()
@@ -160,11 +139,6 @@ class RecordStore:
         self._size = 0
         #: changes let pass since a failed write (None: the last write did not fail)
         self._waited: int | None = None
-
-    @property
-    def _lines(self) -> dict[ContainerID, str]:
-        """Every live record's line, joined from its parts (what a compaction writes)."""
-        return {cid: k.line(cid) for cid, k in self._kept.items()}
 
     def load(self) -> dict[ContainerID, PlacementRecord]:
         """The records on disk for this scope; {} when there are none or they cannot be
@@ -222,8 +196,8 @@ class RecordStore:
 
     def replace(self, records: Mapping[ContainerID, PlacementRecord]) -> None:
         """Keep exactly `records` (after a rebuild); the next write compacts."""
-        self._kept.clear()
-        self._texts.clear()
+        self._lines.clear()
+        self._tails.clear()
         self._put.clear()
         self._gone.clear()
         self.change(records)
@@ -234,39 +208,30 @@ class RecordStore:
     ) -> None:
         """Keep `records` (new or changed) and forget the records of `gone`."""
         for cid in gone:
-            if self._kept.pop(cid, None) is not None:
+            self._tails.pop(cid, None)
+            if self._lines.pop(cid, None) is not None:
                 self._put.pop(cid, None)
                 self._gone.add(cid)
         cpus: CPUSet | None = None
         head = ""
         for cid, r in records.items():
-            if r.cpus is not cpus:  # one head for a run of records of one CPU set
-                cpus, head = r.cpus, encode_head(r.cpus)
-            kept = self._kept.get(cid)
+            kept = self._tails.get(cid)
             if (
                 kept is not None
-                and (kept.meaning is r.meaning or kept.meaning == r.meaning)
-                and (kept.mems is r.mems or kept.mems == r.mems)
+                and (kept[0] is r.meaning or kept[0] == r.meaning)
+                and (kept[1] is r.mems or kept[1] == r.mems)
             ):
-                if kept.head == head:
-                    continue  # the same line
-                new = _Kept(kept.meaning, kept.mems, head, kept.text)
+                tail = kept[2]
             else:
-                new = _Kept(r.meaning, r.mems, head, self._text(r.meaning))
-            self._kept[cid] = new
-            self._put[cid] = new.line(cid)
-            self._gone.discard(cid)
-
-    def _text(self, meaning: Meaning) -> str:
-        """`encode_meaning` of `meaning`, once per meaning object kept (`_texts`)."""
-        known = self._texts.get(id(meaning))
-        if known is not None and known[0] is meaning:
-            return known[1]
-        if len(self._texts) > 2 * len(self._kept) + SLACK:
-            self._texts.clear()
-        text = encode_meaning(meaning)
-        self._texts[id(meaning)] = (meaning, text)
-        return text
+                tail = encode_tail(r, encode_meaning(r.meaning))
+                self._tails[cid] = (r.meaning, r.mems, tail)
+            if r.cpus is not cpus:  # one head for a run of records of one CPU set
+                cpus, head = r.cpus, encode_head(r.cpus)
+            line = head + tail
+            if self._lines.get(cid) != line:
+                self._lines[cid] = line
+                self._put[cid] = line
+                self._gone.discard(cid)
 
     def flush(self) -> None:
         """Make the queued commits' records and write what changed since the last write
@@ -278,7 +243,7 @@ class RecordStore:
         entries = len(self._put) + len(self._gone)
         if not entries and not self._whole:
             return
-        limit = len(self._kept) + SLACK
+        limit = len(self._lines) + SLACK
         if self._waited is not None and self._waited + entries < limit:
             self._waited += entries  # after a failed write: wait for the compaction point
             self._put.clear()

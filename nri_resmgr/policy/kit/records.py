@@ -62,7 +62,6 @@ __all__ = [
     "encode_head",
     "encode_line",
     "encode_meaning",
-    "encode_rest",
     "encode_tail",
 ]
 
@@ -160,20 +159,13 @@ def encode_head(cpus: CPUSet) -> str:
 
 
 def encode_tail(record: PlacementRecord, meaning: str | None = None) -> str:
-    """The rest of a record's line after `encode_head` (id, meaning, memory nodes):
-    `encode_rest` of its parts."""
-    text = encode_meaning(record.meaning) if meaning is None else meaning
-    return encode_rest(record.container_id, text, record.mems)
-
-
-def encode_rest(container_id: ContainerID, meaning: str, mems: NodeSet) -> str:
-    """`encode_tail` from its parts, the meaning's JSON (`encode_meaning`) given: the
-    store keeps the parts per container and the JSON once per meaning, since an
-    exclusive decision changes the CPUs of its pool's shared containers and nothing
-    else of their records, and the containers of a pool share meanings."""
+    """The rest of a record's line after `encode_head` (id, meaning, memory nodes): the
+    store keeps it per container, since an exclusive decision changes the CPUs of its
+    pool's shared containers and nothing else of their records."""
     return (
-        ',"id":' + _string(container_id) + ',"meaning":' + meaning
-        + ',"mems":' + _string(str(mems)) + "}"
+        ',"id":' + _string(record.container_id)
+        + ',"meaning":' + (encode_meaning(record.meaning) if meaning is None else meaning)
+        + ',"mems":' + _string(str(record.mems)) + "}"
     )  # fmt: skip
 
 

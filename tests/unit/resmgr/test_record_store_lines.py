@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nri_resmgr.model import ContainerID
 from nri_resmgr.policy.kit.records import PlacementRecord, encode_line
-from nri_resmgr.runtime.record_store import RECORD_FILE, SLACK, RecordStore
+from nri_resmgr.runtime.record_store import RECORD_FILE, RecordStore
 from nri_resmgr.topology.cpuset import IDSet
 from tests.support.logs import QUIET
 
@@ -40,23 +40,3 @@ def test_every_line_is_encode_lines_after_changes_of_cpus_nodes_and_meanings(
     want = {r.container_id: r for r in then}
     assert {cid: encode_line(r) for cid, r in want.items()} == store._lines
     assert RecordStore(store.path, scope=SCOPE, log=QUIET).load() == want
-
-
-def test_records_of_one_meaning_share_its_json_and_the_store_stays_bounded(
-    tmp_path: Path,
-) -> None:
-    """The records of one meaning object hold one JSON text (`RecordStore._text`); a
-    meaning per change does not grow the kept texts past the live records."""
-    store = RecordStore(tmp_path / RECORD_FILE, scope=SCOPE, log=QUIET)
-    cpus, node = IDSet.parse("1-3"), IDSet.parse("0")
-    shared = dict(MEANING)
-    store.change({r.container_id: r for r in (_rec(c, cpus, node, shared) for c in "ab")})
-    a, b = store._kept[ContainerID("a")], store._kept[ContainerID("b")]
-    assert a.text is b.text and a.text == '{"kind":"shared","pool":1}'
-    for n in range(300):
-        store.change({ContainerID("a"): _rec("a", cpus, node, {**MEANING, "pool": n})})
-    assert len(store._texts) <= 2 * len(store._kept) + SLACK + 1
-    store.flush()
-    want = {"a": {**MEANING, "pool": 299}, "b": MEANING}
-    got = RecordStore(store.path, scope=SCOPE, log=QUIET).load()
-    assert {cid: dict(r.meaning) for cid, r in got.items()} == want
