@@ -3,18 +3,21 @@
 Theory of operation: the pipeline calls `DecisionRecord.note` after it commits a
 CreateContainer or UpdateContainer decision (`Pipeline(on_decision=...)`).  The record
 keeps, per container id, one `DecisionNote`: which event, when, the assignment (kind,
-pool, CPUs, memory nodes), the policy's reason (at most `MAX_REASON` characters) and
-the containers the decision updated (their count, and at most `MAX_UPDATED` of their
-ids).  A note holds references to values the pipeline keeps anyway (the CPU and node
-sets' text) and small strings: a few hundred bytes per container (docs/benchmarks.md
-measures it).  At most `max_containers` notes are kept, the oldest dropped first, so
-containers the record never hears removed (it is not told of releases) cannot make it
-grow without bound; readers show the notes of live containers only.  Work per note is
-O(1) plus the `MAX_UPDATED` ids: nothing on the event path walks the record.
+pool, CPUs, memory nodes), the policy's reason (at most `MAX_REASON` characters) and the
+containers the decision updated (their count, and at most `MAX_UPDATED` of their ids).  A
+note holds small strings, the text ones interned (`sys.intern`): the shared containers
+of a pool have the same kind, pool, CPUs, memory nodes and reason, so their notes hold
+one copy of each; a note is then its own slots and clock reading, about 150 bytes per
+container (docs/benchmarks.md, "RSS at 1,000 live").  At most `max_containers` notes are
+kept, the oldest dropped first, so containers the record never hears removed (it is not
+told of releases) cannot make it grow without bound; readers show the notes of live
+containers only.  Work per note is O(1) plus the `MAX_UPDATED` ids: nothing on the event
+path walks the record.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -85,11 +88,11 @@ class DecisionRecord:
         note = DecisionNote(
             event=event,
             at=self._clock(),
-            kind=str(a.kind) if a is not None else "",
-            pool=a.pool if a is not None else "",
-            cpus=str(a.cpus) if a is not None else "",
-            mems=str(a.mems) if a is not None else "",
-            reason=reason,
+            kind=sys.intern(str(a.kind)) if a is not None else "",
+            pool=sys.intern(str(a.pool)) if a is not None else "",
+            cpus=sys.intern(str(a.cpus)) if a is not None else "",
+            mems=sys.intern(str(a.mems)) if a is not None else "",
+            reason=sys.intern(reason),
             updates=len(decision.updates),
             updated=tuple(str(u.container_id) for u in decision.updates[:MAX_UPDATED]),
         )

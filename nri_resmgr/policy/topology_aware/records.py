@@ -15,7 +15,11 @@ policy's invariants' question, asked by the kit (`kit.rebuild.restart`).
 A decision records every container it changes, and an exclusive one changes the cpusets
 of its pool's shared containers, whose grants stay the same objects: `MeaningMemo`
 keeps each container's meaning with the grant it was made of and makes it again only
-for another grant (it was a third of an exclusive decision at 1,000 live).
+for another grant (it was a third of an exclusive decision at 1,000 live).  Equal
+meanings are one object (the containers of a pool with the same request: most of a
+node), so the memo holds one meaning per distinct placement, not per container (a
+meaning per container was about 0.6 MiB at 1,000 live, docs/benchmarks.md, "RSS at
+1,000 live").
 """
 
 from __future__ import annotations
@@ -55,23 +59,31 @@ def meaning_of(grant: Grant) -> Meaning:
 
 
 class MeaningMemo:
-    """`meaning_of` per container, made again only when its grant is another object
-    (module docstring); forgets everything when it holds more than twice the live
-    grants (plus `SLACK`), so it stays within the live set."""
+    """`meaning_of` per container, made again only when its grant is another object,
+    equal meanings shared (module docstring); forgets everything when it holds more
+    than twice the live grants (plus `SLACK`), so it stays within the live set."""
 
     SLACK = 64
 
     def __init__(self) -> None:
         self._kept: dict[ContainerID, tuple[Grant, Meaning]] = {}
+        #: each distinct meaning kept, by its values (`meaning_of`'s keys, and the type
+        #: of each one's value, are fixed: a 1 is never a True of the same key)
+        self._shared: dict[tuple[int | str | bool, ...], Meaning] = {}
 
     def of(self, grant: Grant, *, live: int) -> Meaning:
         """The meaning of `grant`, one of `live` grants (read-only)."""
         kept = self._kept.get(grant.container_id)
         if kept is not None and kept[0] is grant:
             return kept[1]
-        if len(self._kept) > 2 * live + self.SLACK:
+        if max(len(self._kept), len(self._shared)) > 2 * live + self.SLACK:
             self._kept.clear()
-        meaning = MappingProxyType(meaning_of(grant))
+            self._shared.clear()
+        made = meaning_of(grant)
+        key = tuple(made.values())
+        meaning = self._shared.get(key)
+        if meaning is None:
+            meaning = self._shared[key] = MappingProxyType(made)
         self._kept[grant.container_id] = (grant, meaning)
         return meaning
 

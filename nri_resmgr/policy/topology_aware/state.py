@@ -32,7 +32,10 @@ pool, the SHARED and MIXED grants living in exactly it (`rendering.render_change
 re-renders those of the pools whose shared set changed); **subjects** keeps the grants by
 each (key, value) of their subject that groups containers (`expressions.Subject.grouping`),
 so an affinity rule on a name, namespace or label is weighed against the containers it
-can match, not against every container (`scoring.affinity_by_pool`); **irq** keeps the
+can match, not against every container (`scoring.affinity_by_pool`): an entry held by
+one grant (a pod's name, most of the items) is that grant's id in a 1-tuple, one held by
+more a map of their ids (`Holding`; a one-entry map cost about 0.7 MiB at 1,000 live
+containers, docs/benchmarks.md, "RSS at 1,000 live"); **irq** keeps the
 grants whose request carries an ``irq-affinity`` annotation, so that the interrupt wishes
 handed to the controllers at every commit (`TopologyAwarePolicy.irq_use`) cost
 O(annotated containers), not O(live containers).
@@ -57,7 +60,7 @@ states are equal when their grants are.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from immutables import Map
@@ -68,10 +71,21 @@ from nri_resmgr.policy.topology_aware.pools import PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
 from nri_resmgr.topology.cpuset import CPUSet, union
 
-__all__ = ["SHARED_USERS", "Grant", "Supply", "TopologyAwareState", "supply_from_scratch"]
+__all__ = [
+    "SHARED_USERS",
+    "Grant",
+    "Holding",
+    "Supply",
+    "TopologyAwareState",
+    "supply_from_scratch",
+]
 
 #: kinds whose grants consume shared capacity of their pool
 SHARED_USERS = (CPUKind.SHARED, CPUKind.MIXED)
+
+
+#: the grants under one entry of the subject index: one id, or a map of two or more
+Holding = tuple[ContainerID] | Map[ContainerID, None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +139,7 @@ class Supply:
     #: the SHARED and MIXED grants living in exactly each pool (by container id)
     users: tuple[Map[ContainerID, None], ...] = ()
     #: (key, value) of a grant's subject -> the grants with it (module docstring)
-    subjects: Map[tuple[str, str], Map[ContainerID, None]] = field(default_factory=Map)
+    subjects: Map[tuple[str, str], Holding] = field(default_factory=Map)
     #: the grants with an ``irq-affinity`` annotation (by container id)
     irq: Map[ContainerID, None] = field(default_factory=Map)
 
@@ -222,7 +236,7 @@ def supply_from_scratch(tree: PoolTree, grants: Iterable[Grant]) -> Supply:
         zero_req=tuple(zero),
         holders=holders_of(g.exclusive for g in grants),
         users=tuple(Map(u) for u in users),
-        subjects=Map({k: Map(v) for k, v in subjects.items()}),
+        subjects=Map({k: _holding(v) for k, v in subjects.items()}),
         irq=Map(irq),
     )
 
@@ -282,8 +296,8 @@ def _index_irq(irq: Map[ContainerID, None], grant: Grant, sign: int) -> Map[Cont
 
 
 def _index_subject(
-    subjects: Map[tuple[str, str], Map[ContainerID, None]], grant: Grant, sign: int
-) -> Map[tuple[str, str], Map[ContainerID, None]]:
+    subjects: Map[tuple[str, str], Holding], grant: Grant, sign: int
+) -> Map[tuple[str, str], Holding]:
     """`subjects` with `grant` added (sign 1) or dropped (-1) under each of its items."""
     subject = grant.request.subject
     if subject is None:
@@ -291,10 +305,25 @@ def _index_subject(
     cid = grant.container_id
     m = subjects.mutate()
     for item in subject.grouping():
-        holders = m.get(item, Map())
-        holders = holders.set(cid, None) if sign > 0 else holders.delete(cid)
-        if holders:
-            m[item] = holders
+        held = m.get(item)
+        if sign > 0:
+            if held is None:
+                m[item] = (cid,)
+            elif isinstance(held, tuple):
+                m[item] = held if held[0] == cid else Map({held[0]: None, cid: None})
+            else:
+                m[item] = held.set(cid, None)
+        elif held is None or (isinstance(held, tuple) and held[0] != cid):
+            raise KeyError(cid)  # as a map's delete would: the grant was not indexed
+        elif isinstance(held, tuple):
+            del m[item]
         else:
-            m.pop(item, None)
+            m[item] = _holding(held.delete(cid))
     return m.finish()
+
+
+def _holding(ids: Mapping[ContainerID, None]) -> Holding:
+    """The index entry of `ids` (one or more): a 1-tuple for one id (module docstring)."""
+    if len(ids) == 1:
+        return (next(iter(ids)),)
+    return ids if isinstance(ids, Map) else Map(ids)

@@ -389,6 +389,37 @@ def test_a_topology_aware_meaning_is_made_again_only_for_another_grant() -> None
         p.record(s, ContainerID(f"x{n}"))
         s = p.release(s, ContainerID(f"x{n}")).state
     assert len(p.meanings._kept) <= 2 * len(s.grants) + p.meanings.SLACK + 1
+    assert len(p.meanings._shared) <= 2 * len(s.grants) + p.meanings.SLACK + 1
+
+
+def test_the_shared_meanings_stay_within_the_live_set() -> None:
+    """One container whose grant keeps changing to new meanings does not grow the
+    shared meanings without bound (`records.MeaningMemo`)."""
+    p = TopologyAwarePolicy(topology=topo(packages=1, nodes=1, cores=4, threads=1), config={})
+    s = p.initial_state()
+    s = p.allocate(s, ctr("a", qos=QoSClass.BURSTABLE, milli=500, cid="a")).state
+    a = ContainerID("a")
+    grant = s.grants[a]
+    for milli in range(1, 300):
+        request = dataclasses.replace(grant.request, shared_milli=milli)
+        moved = dataclasses.replace(grant, request=request)
+        meaning = p.record(dataclasses.replace(s, grants=s.grants.set(a, moved)), a)
+        assert meaning is not None and meaning["shared_milli"] == milli
+    assert len(p.meanings._shared) <= 2 * len(s.grants) + p.meanings.SLACK + 1
+
+
+def test_equal_topology_aware_meanings_are_one_object() -> None:
+    """Two containers placed alike hold one meaning (`records.MeaningMemo`), another
+    placement its own."""
+    p = TopologyAwarePolicy(topology=topo(packages=1, nodes=1, cores=4, threads=1), config={})
+    s = p.initial_state()
+    for name in ("a", "b", "c"):
+        milli = 700 if name == "c" else 500
+        s = p.allocate(s, ctr(name, qos=QoSClass.BURSTABLE, milli=milli, cid=name)).state
+    a, b, c = (p.record(s, ContainerID(n)) for n in "abc")
+    assert a is not None and b is not None and c is not None
+    assert a is b, "one meaning for one placement"
+    assert c is not a and c["shared_milli"] == 700 and a["shared_milli"] == 500
 
 
 def test_an_overcommitted_grant_is_restored_as_it_was_granted() -> None:

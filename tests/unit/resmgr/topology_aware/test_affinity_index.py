@@ -15,6 +15,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from immutables import Map
 
 from nri_resmgr.model import ContainerID
 from nri_resmgr.policy.expressions import Operator, Subject
@@ -124,6 +125,23 @@ def test_an_equals_rule_on_a_name_weighs_only_the_containers_with_it() -> None:
     )
     # the default scope (the pod's containers, by pod/name) answers through the index
     assert affinity_candidates(s, req) == set()
+
+
+def test_an_index_entry_of_one_holder_is_its_id_alone() -> None:
+    """An item held by one grant is a 1-tuple of its id, by more a map of them, and back
+    to the 1-tuple when one is left (`state.Holding`: rss-1000), kept and derived alike."""
+    p = TopologyAwarePolicy(topology=small(), config={})
+    s = p.initial_state()
+    for i, pod in enumerate(["p0", "p1", "p1"]):
+        s = p.allocate(s, ctr("web", pod=pod, milli=100, cid=f"c{i}")).state
+    subjects = s.supply.subjects
+    assert subjects[("pod/name", "p0")] == (ContainerID("c0"),)
+    assert subjects[("pod/name", "p1")] == Map({ContainerID("c1"): None, ContainerID("c2"): None})
+    s = p.release(s, ContainerID("c1")).state
+    assert s.supply.subjects[("pod/name", "p1")] == (ContainerID("c2"),)
+    s = p.release(s, ContainerID("c0")).state
+    assert ("pod/name", "p0") not in s.supply.subjects
+    assert s.supply.subjects == supply_from_scratch(p.tree, s.grants.values()).subjects
 
 
 def test_every_subject_holds_one_string_per_label_key() -> None:

@@ -45,3 +45,15 @@ def test_only_live_containers_are_served() -> None:
     assert doc["containers"] == [
         {"id": "live", "namespace": "default", "pod": "web", "name": "app", "decision": None}
     ]
+
+
+def test_notes_of_equal_placements_share_their_text() -> None:
+    """The CPUs, memory nodes, kind and reason of two notes of the same placement are one
+    string each (`sys.intern`: a pool's shared containers hold one copy)."""
+    record = DecisionRecord()
+    for cid in ("a", "b"):
+        record.note("create", container_info(cid), decision(cid, reason="".join(["sh", "ared"])))
+    a, b = record.get(ContainerID("a")), record.get(ContainerID("b"))
+    assert a is not None and b is not None
+    assert (a.cpus, a.mems, a.kind, a.reason) == ("1", "0", "exclusive", "shared")
+    assert a.cpus is b.cpus and a.mems is b.mems and a.kind is b.kind and a.reason is b.reason
