@@ -226,7 +226,7 @@ class ResmgrPlugin(Plugin):
         )
 
     def _after_reply(self, write: Callable[[], None]) -> None:
-        """The records' (or the decision lines') `write` after the step that
+        """The records' (or a rebuild's decision lines') `write` after the step that
         sends the reply (`record_store`, `decision_log`); outside a running loop (a
         synchronous caller), now."""
         try:
