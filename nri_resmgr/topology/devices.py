@@ -183,9 +183,10 @@ def _mount_hints(
 ) -> list[TopologyHint]:
     if mount.read_only:
         return []
-    for prefix in IGNORED_MOUNT_PREFIXES:
-        if mount.source.startswith(prefix) or mount.destination.startswith(prefix):
-            return []
+    if mount.source.startswith(IGNORED_MOUNT_PREFIXES) or mount.destination.startswith(
+        IGNORED_MOUNT_PREFIXES
+    ):
+        return []
     if "\x00" in mount.source:
         return []
     if mount.source.startswith("/sys/"):
