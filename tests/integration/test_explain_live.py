@@ -43,6 +43,9 @@ def test_explain_reads_the_daemons_record(
                         {"policy": "static", "policyConfig": {"reservedSystemCPUs": "0"}}
                     )
                 )
+                # its decision lines are written in the loop's next turn (after the reply,
+                # as every event's): let them out before the explain output is read
+                await asyncio.sleep(0)
                 capsys.readouterr()
                 assert await asyncio.to_thread(main, ["explain", "db/pg", "--url", url]) == 0
                 pg = capsys.readouterr().out.splitlines()
