@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from nri_resmgr.control.blockio import BlockIOConfig
+from nri_resmgr.control.blockio_config import BlockIOConfig
 from nri_resmgr.control.classes import ClassConfig
 from nri_resmgr.control.memory_config import MemoryPolicyConfig, MemoryQoSConfig, SgxEpcConfig
 from nri_resmgr.control.resctrl.config import RdtConfig

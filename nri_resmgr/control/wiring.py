@@ -237,7 +237,6 @@ def class_control_from_config(
     classes (it reads nothing while no class is defined).  RDT and block I/O with nothing
     enabled and nothing defined: no selector and no controllers for them.
     """
-    from nri_resmgr.control.blockio import BlockIOController
     from nri_resmgr.control.classes import select_classes
 
     rdt, blockio = control.rdt, control.blockio
@@ -262,6 +261,9 @@ def class_control_from_config(
         known_rdt = tuple(ctl.planned())
     known_blockio: tuple[str, ...] = tuple(blockio.classes)
     if cgroup_root and not blockio.runtime_classes:
+        # the block I/O writer only when it has classes to write (module docstring)
+        from nri_resmgr.control.blockio import BlockIOController
+
         bctl = BlockIOController(cgroup_root, blockio)
         controllers.append(BlockIOFiles(bctl))
         known_blockio = tuple(bctl.class_names)
