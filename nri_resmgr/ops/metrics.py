@@ -4,8 +4,10 @@ Theory of operation: one `Metrics` object per daemon counts what the metrics rep
 process-global registry, so tests and several daemons in one process never collide).
 The pipeline shell calls `observe_event` around every NRI event: each labelled series is
 a plain number (`Series`, and `LatencySeries`'s buckets), kept per label set in insertion
-order, as prometheus_client keeps a metric's children.  The allocation gauges are
-replaced wholesale from a snapshot, so a gauge can never drift from the state it
+order, as prometheus_client keeps a metric's children; every count and every scrape runs
+on the daemon's event loop (the pipeline's events, its reconfiguration, the Kubernetes
+side's live reload, the HTTP shell), so the numbers need no lock.  The allocation gauges
+are replaced wholesale from a snapshot, so a gauge can never drift from the state it
 describes: `refresh`, when set, is called for a fresh snapshot at every scrape (a
 snapshot walks every live container, so it is kept off the event path), and
 `observe_state` sets one directly.  A policy with balloons (its ``balloons(state)`` hook,
