@@ -170,4 +170,3 @@ class MemoryQoSControl(Controller):
         for key, value in qos.unified.items():
             unified[key] = value
         return adjust
-
