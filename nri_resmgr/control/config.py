@@ -11,18 +11,20 @@ the base that a policy's own ``cpuClasses`` override.  ``control.memoryPolicy`` 
 ``control.memoryQos`` hold nri-plugins' memory-policy and memory-qos plugin
 configurations (`mempolicy`, `memqos`); a section left out is a component switched off.
 ``control.sgxEpc.enable`` switches on their sgx-epc plugin's annotation (`sgxepc`).
+
+Every model here comes from a configuration module (`blockio_config`, `memory_config`,
+`resctrl.config`, `policy.cpu_classes`), never from a controller's: validating a
+configuration loads no controller, and `wiring` loads one only when its section is on.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from nri_resmgr.control.blockio import BlockIOConfig
+from nri_resmgr.control.blockio_config import BlockIOConfig
 from nri_resmgr.control.classes import ClassConfig
-from nri_resmgr.control.mempolicy import MemoryPolicyConfig
-from nri_resmgr.control.memqos import MemoryQoSConfig
+from nri_resmgr.control.memory_config import MemoryPolicyConfig, MemoryQoSConfig, SgxEpcConfig
 from nri_resmgr.control.resctrl.config import RdtConfig
-from nri_resmgr.control.sgxepc import SgxEpcConfig
 from nri_resmgr.policy.cpu_classes import CPUControlConfig
 
 

@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 Two `Controller`s, built from the ``control.memoryPolicy`` and ``control.memoryQos``
-sections by `memory_control` (called where the pipeline is assembled,
-`nri_resmgr.runtime.assembly`), each add to a new container's creation adjustment:
+sections by `nri_resmgr.control.wiring.memory_control` (called where the pipeline is
+assembled, `nri_resmgr.runtime.assembly`; this module is loaded only when a section is
+given or ``control.sgxEpc`` is on), each add to a new container's creation adjustment:
 
 * `MemoryPolicyControl` decides the container's policy (`mempolicy.policy_for`) from
   the placement the policy just decided (its CPUs and memory nodes; the machine's when
@@ -33,13 +34,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nri_api import api
-from nri_resmgr.control.config import ControlConfig
 from nri_resmgr.control.hooks import Controller, RuntimeField
-from nri_resmgr.control.mempolicy import MemoryPolicyConfig, check_classes, policy_for
-from nri_resmgr.control.memqos import MemoryQoS, MemoryQoSConfig, qos_for
+from nri_resmgr.control.memory_config import MemoryPolicyConfig, MemoryQoSConfig
+from nri_resmgr.control.mempolicy import check_classes, policy_for
+from nri_resmgr.control.memqos import MemoryQoS, qos_for
 from nri_resmgr.control.sgxepc import epc_limit
 from nri_resmgr.model import Assignment, ContainerInfo
-from nri_resmgr.ops.logs import EventLog, get_logger
+from nri_resmgr.ops.logs import EventLog
 from nri_resmgr.topology.cpuset import IDSet
 from nri_resmgr.topology.model import Topology
 
@@ -48,7 +49,6 @@ __all__ = [
     "MemoryPolicyControl",
     "MemoryQoSControl",
     "cgroup_v2",
-    "memory_control",
 ]
 
 #: the first NRI release with the LinuxMemoryPolicy adjustment
@@ -170,25 +170,3 @@ class MemoryQoSControl(Controller):
         for key, value in qos.unified.items():
             unified[key] = value
         return adjust
-
-
-def memory_control(
-    control: ControlConfig, *, topology: Topology, cgroup_root: Path
-) -> list[Controller]:
-    """The memory controllers ``control`` configures (none for a section left out).
-
-    Raises `ConfigError` for a memory policy class naming nodes the machine lacks.
-    """
-    out: list[Controller] = []
-    if control.memory_policy is not None:
-        out.append(MemoryPolicyControl(control.memory_policy, topology, get_logger("memory")))
-    if control.memory_qos is not None or control.sgx_epc.enable:
-        out.append(
-            MemoryQoSControl(
-                control.memory_qos,
-                cgroup_root=cgroup_root,
-                log=get_logger("memory"),
-                sgx_epc=control.sgx_epc.enable,
-            )
-        )
-    return out

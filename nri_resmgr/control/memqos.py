@@ -42,7 +42,9 @@ Where this differs from nri-plugins, by design:
   it naming the class (theirs: the same when the runtime sends no limit; when it sends 0,
   theirs sets ``memory.high`` to 0, which starves the container).
 
-Pure: no IO.
+The configuration models are in `nri_resmgr.control.memory_config` (validated with every
+configuration); this module loads only when ``control.memoryQos`` or ``control.sgxEpc``
+switches the component on.  Pure: no IO.
 """
 
 from __future__ import annotations
@@ -51,27 +53,20 @@ import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from nri_resmgr.control.mempolicy import fold_keys, unique_names
+from nri_resmgr.control.memory_config import MemoryQoSConfig
 from nri_resmgr.limits import shown
 from nri_resmgr.model import AnnotationError, ContainerInfo
 
 __all__ = [
     "CLASS_ANNOTATION",
     "MemoryQoS",
-    "MemoryQoSClass",
-    "MemoryQoSConfig",
     "memory_high",
     "qos_for",
 ]
 
 ANNOTATION_SUFFIX = ".memory-qos.nri.io"
 CLASS_ANNOTATION = "class" + ANNOTATION_SUFFIX
-#: a cgroup v2 interface file name: controller, a dot, the rest
-_UNIFIED_KEY = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_.]+$")
 #: the kernel's page_counter_memparse: "max" or bytes with an optional memparse suffix
 _BYTES = re.compile(r"^(max|[0-9]{1,20}[KkMmGgTtPpEe]?)$")
 _BYTES_KEYS = frozenset(
@@ -91,53 +86,6 @@ def memory_high(limit: int, ratio: float) -> int:
     applyQosClass): each operation is rounded to float32, the product truncated."""
     factor = _float32(1.0 - _float32(ratio))
     return int(_float32(_float32(float(limit)) * factor))
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-
-class MemoryQoSClass(_Model):
-    """``{name, swaplimitratio}``: how a class's ``memory.high`` follows the limit."""
-
-    name: str = Field(min_length=1)
-    swap_limit_ratio: float = Field(default=0.0, alias="swaplimitratio", ge=0.0, le=1.0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fold(cls, data: Any) -> Any:
-        return fold_keys(data, ("name", "swaplimitratio"), subject="class")
-
-
-class MemoryQoSConfig(_Model):
-    """``control.memoryQos``: their plugin's configuration (module docstring)."""
-
-    classes: tuple[MemoryQoSClass, ...] = ()
-    unified_annotations: tuple[str, ...] = Field(default=(), alias="unifiedannotations")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fold(cls, data: Any) -> Any:
-        return fold_keys(data, ("classes", "unifiedannotations"), subject="memoryQos")
-
-    @field_validator("classes")
-    @classmethod
-    def _unique(cls, value: tuple[MemoryQoSClass, ...]) -> tuple[MemoryQoSClass, ...]:
-        unique_names(value)
-        return value
-
-    @field_validator("unified_annotations")
-    @classmethod
-    def _file_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for key in value:
-            if not _UNIFIED_KEY.match(key):
-                raise ValueError(
-                    f"expected cgroup v2 file names like memory.high, found {shown(key)}"
-                )
-        return value
-
-    def by_name(self) -> dict[str, MemoryQoSClass]:
-        return {c.name: c for c in self.classes}
 
 
 @dataclass(frozen=True, slots=True)

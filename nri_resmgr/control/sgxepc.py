@@ -13,28 +13,18 @@ host runc refuses it, which the controller says as memory QoS does.
 Differences from theirs, by design: a value that is not a decimal count of bytes below
 2**64 fails the container naming the annotation (theirs: the same, in Go's words).
 
-Pure: no IO.
+``control.sgxEpc`` is `nri_resmgr.control.memory_config.SgxEpcConfig`.  Pure: no IO.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from nri_resmgr.limits import shown
 from nri_resmgr.model import AnnotationError, ContainerInfo
 
-__all__ = ["EPC_LIMIT_ANNOTATION", "SgxEpcConfig", "epc_limit"]
+__all__ = ["EPC_LIMIT_ANNOTATION", "epc_limit"]
 
 EPC_LIMIT_ANNOTATION = "epc-limit.nri.io"
 _UINT64_MAX = (1 << 64) - 1
-
-
-class SgxEpcConfig(BaseModel):
-    """``control.sgxEpc``: ``enable`` reads the annotation."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    enable: bool = False
 
 
 def epc_limit(container: ContainerInfo) -> int | None:

@@ -12,6 +12,14 @@ hooks; `irq_control` makes it for a policy, refusing claims on denied interrupts
 `CPUClassControl` adapts `cpuclass.files.CPUClassFiles` (cpufreq, cpuidle and uncore files
 under the sysfs root; one instance for the daemon's life, so its originals survive a
 reconfiguration) to the hooks, with ``control.cpu.classes`` under the policy's classes.
+`memory_control` builds the memory policy and memory QoS controllers (`control.memory`)
+from ``control.memoryPolicy``, ``control.memoryQos`` and ``control.sgxEpc``.
+
+A controller's module, and what it imports past its configuration model, is imported
+where its section switches it on (RDT, block I/O files, the memory components): a daemon
+with them off never loads them, before registration or after
+(`tests/unit/resmgr/test_startup_imports.py`).  Nothing imported here imports this
+module, so none of these imports hides a cycle (`tests/unit/test_import_cycles.py`).
 """
 
 from __future__ import annotations
@@ -19,11 +27,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nri_api import api
 from nri_resmgr.control.hooks import ClassSelector, Controller
 from nri_resmgr.model import AnnotationError, Assignment, ContainerInfo, Pod, ResmgrError
+from nri_resmgr.ops.logs import get_logger
 from nri_resmgr.policy.irq_affinity import IRQ_AFFINITY, irq_affinity_of
 
 if TYPE_CHECKING:
@@ -35,6 +45,7 @@ if TYPE_CHECKING:
     from nri_resmgr.policy.base import Policy
     from nri_resmgr.policy.cpu_classes import CPUClassSettings, CPUClassUse
     from nri_resmgr.policy.irq_affinity import IrqUse
+    from nri_resmgr.topology.model import Topology
 
 __all__ = [
     "BlockIOFiles",
@@ -43,6 +54,7 @@ __all__ = [
     "RdtGroups",
     "class_control_from_config",
     "irq_control",
+    "memory_control",
 ]
 
 
@@ -225,7 +237,6 @@ def class_control_from_config(
     classes (it reads nothing while no class is defined).  RDT and block I/O with nothing
     enabled and nothing defined: no selector and no controllers for them.
     """
-    from nri_resmgr.control.blockio import BlockIOController
     from nri_resmgr.control.classes import select_classes
 
     rdt, blockio = control.rdt, control.blockio
@@ -250,6 +261,9 @@ def class_control_from_config(
         known_rdt = tuple(ctl.planned())
     known_blockio: tuple[str, ...] = tuple(blockio.classes)
     if cgroup_root and not blockio.runtime_classes:
+        # the block I/O writer only when it has classes to write (module docstring)
+        from nri_resmgr.control.blockio import BlockIOController
+
         bctl = BlockIOController(cgroup_root, blockio)
         controllers.append(BlockIOFiles(bctl))
         known_blockio = tuple(bctl.class_names)
@@ -257,3 +271,30 @@ def class_control_from_config(
         select_classes, config=control, known_rdt=known_rdt, known_blockio=known_blockio
     )
     return controllers, select
+
+
+def memory_control(
+    control: ControlConfig, *, topology: Topology, cgroup_root: Path
+) -> list[Controller]:
+    """The memory controllers ``control`` configures (none for a section left out).
+
+    Raises `ConfigError` for a memory policy class naming nodes the machine lacks.
+    """
+    out: list[Controller] = []
+    if control.memory_policy is not None:
+        # the memory components' modules only when one is on (module docstring)
+        from nri_resmgr.control.memory import MemoryPolicyControl
+
+        out.append(MemoryPolicyControl(control.memory_policy, topology, get_logger("memory")))
+    if control.memory_qos is not None or control.sgx_epc.enable:
+        from nri_resmgr.control.memory import MemoryQoSControl
+
+        out.append(
+            MemoryQoSControl(
+                control.memory_qos,
+                cgroup_root=cgroup_root,
+                log=get_logger("memory"),
+                sgx_epc=control.sgx_epc.enable,
+            )
+        )
+    return out

@@ -401,7 +401,7 @@ class KubeSide:
     def report(self, outcome: Outcome) -> None:
         self._outcomes.append(outcome)
         result = "ok" if outcome.applied else "error"
-        self.plugin.metrics.config_reloads.labels(outcome=result).inc()
+        self.plugin.metrics.count_config_reload(result)
         if outcome.applied:
             self.log.info(
                 "configuration reloaded", source=outcome.source.name, message=outcome.message

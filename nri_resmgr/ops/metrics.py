@@ -1,43 +1,49 @@
 """Prometheus metrics and the health endpoints.
 
-Theory of operation: one `Metrics` object per daemon owns its own
-`prometheus_client.CollectorRegistry` (no process-global registry, so tests and several
-daemons in one process never collide).  The pipeline shell calls `observe_event` around
-every NRI event.  The allocation gauges are replaced wholesale from a snapshot, so a gauge
-can never drift from the state it describes: `refresh`, when set, is called for a fresh
-snapshot at every scrape (a snapshot walks every live container, so it is kept off the
-event path), and `observe_state` sets one directly.  A policy with balloons (its
-``balloons(state)`` hook, read by `balloon_snapshots`) adds ``nri_resmgr_balloons``,
-``nri_resmgr_balloon_cpus`` and ``nri_resmgr_balloon_containers``, per balloon type.
-RDT monitoring counters are read at scrape time too: `rdt_refresh`, when set, returns
-`RdtReading` values that become the gauges nri-plugins exports (goresctrl's collector
-with the ``nri`` prefix):
-``nri_l3_llc_occupancy``, ``nri_l3_mbm_local_bytes`` and ``nri_l3_mbm_total_bytes``,
-labelled ``cache_id``, ``rdt_class`` and ``rdt_mon_group``.  The two bandwidth values are
-the kernel's running byte counts; they are gauges here, as the project exports them, so
-their names carry no ``_total`` suffix.  `HealthState` holds the two facts
-the probes report: the daemon is alive (`/healthz`) and it is registered with the runtime
-and synchronized (`/readyz`).
+Theory of operation: one `Metrics` object per daemon counts what the metrics report (no
+process-global registry, so tests and several daemons in one process never collide).
+The pipeline shell calls `observe_event` around every NRI event: each labelled series is
+a plain number (`Series`, and `LatencySeries`'s buckets), kept per label set in insertion
+order, as prometheus_client keeps a metric's children; every count and every scrape runs
+on the daemon's event loop (the pipeline's events, its reconfiguration, the Kubernetes
+side's live reload, the HTTP shell), so the numbers need no lock.  The allocation gauges
+are replaced wholesale from a snapshot, so a gauge can never drift from the state it
+describes: `refresh`, when set, is called for a fresh snapshot at every scrape (a
+snapshot walks every live container, so it is kept off the event path), and
+`observe_state` sets one directly.  A policy with balloons (its ``balloons(state)`` hook,
+read by `balloon_snapshots`) adds ``nri_resmgr_balloons``, ``nri_resmgr_balloon_cpus``
+and ``nri_resmgr_balloon_containers``, per balloon type.  RDT monitoring counters are
+read at scrape time too: `rdt_refresh`, when set, returns `RdtReading` values that become
+the gauges nri-plugins exports (`nri_resmgr.ops.exposition` names them).  `HealthState`
+holds the two facts the probes report: the daemon is alive (`/healthz`) and it is
+registered with the runtime and synchronized (`/readyz`).
 `serve_http` is the asyncio HTTP shell for `/metrics`, `/healthz` and `/readyz`, and for
 any read-only `pages` the daemon adds (the node picture, `nri_resmgr.view.pages`).
+
+Start-up cost: prometheus_client imports its whole HTTP exposition stack (http.server,
+http.client, urllib.request, email, wsgiref, ...; 36 modules, about 2 MiB of the
+daemon's RSS), which a daemon without an HTTP endpoint never uses.  So the counting here
+is plain Python, and `nri_resmgr.ops.exposition` (the one module that imports
+prometheus_client) turns it into metric families when the metrics are first read:
+`scrape` (a `/metrics` request) or `registry`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.registry import Collector
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nri_resmgr.model import Assignment, CPUKind, PolicyState
 from nri_resmgr.policy.base import Policy
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
 
@@ -168,46 +174,6 @@ class RdtReading(Protocol):
     def mbm_total_bytes(self) -> int | None: ...
 
 
-#: (metric name, RdtReading attribute, help), as goresctrl names and describes them
-RDT_GAUGES = (
-    ("nri_l3_llc_occupancy", "llc_occupancy", "L3 (LLC) occupancy"),
-    (
-        "nri_l3_mbm_local_bytes",
-        "mbm_local_bytes",
-        "bytes transferred to/from local memory through LLC",
-    ),
-    (
-        "nri_l3_mbm_total_bytes",
-        "mbm_total_bytes",
-        "total bytes transferred to/from memory through LLC",
-    ),
-)
-RDT_LABELS = ("cache_id", "rdt_class", "rdt_mon_group")
-
-
-class _RdtCollector(Collector):
-    """The RDT gauges, computed from `Metrics.rdt_refresh` at each scrape."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
-
-    def describe(self) -> Iterable[GaugeMetricFamily]:
-        return ()  # nothing to read at registration
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        source = self._metrics.rdt_refresh
-        readings = list(source()) if source is not None else []
-        if not readings:
-            return
-        for name, attr, doc in RDT_GAUGES:
-            family = GaugeMetricFamily(name, doc, labels=RDT_LABELS)
-            for r in readings:
-                value = getattr(r, attr)
-                if value is not None:
-                    family.add_metric([str(r.cache_id), r.rdt_class, r.rdt_mon_group], value)
-            yield family
-
-
 @dataclass(slots=True)
 class HealthState:
     registered: bool = False
@@ -219,121 +185,114 @@ class HealthState:
         return self.registered and self.synchronized
 
 
+class Series:
+    """One labelled series' value, and when it was first counted (its ``_created``)."""
+
+    __slots__ = ("created", "value")
+
+    def __init__(self) -> None:
+        self.value = 0.0
+        self.created = time.time()
+
+
+class LatencySeries:
+    """One labelled histogram: per-bucket counts (the last is ``+Inf``), their sum, and
+    when it was first observed."""
+
+    __slots__ = ("buckets", "created", "total")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.total = 0.0
+        self.created = time.time()
+
+    def observe(self, seconds: float) -> None:
+        # the first bucket whose bound is at least `seconds` (prometheus' "le")
+        self.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.total += seconds
+
+
+#: one (event, error kind) pair's event count, latency and error count (None when ok)
+_EventSeries = tuple[Series, LatencySeries, Series | None]
+
+
 class Metrics:
-    """The daemon's metrics, in a registry of its own."""
+    """The daemon's metrics: counted here, exposed by `nri_resmgr.ops.exposition`."""
+
+    #: the latency histogram's bucket bounds, in seconds
+    latency_bounds = LATENCY_BUCKETS
 
     def __init__(self) -> None:
         #: called for a fresh state snapshot before every exposition (see the docstring)
         self.refresh: Callable[[], StateSnapshot] | None = None
         #: called for the RDT monitoring counters at every scrape (see the docstring)
         self.rdt_refresh: Callable[[], Iterable[RdtReading]] | None = None
-        self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.events = Counter(
-            "nri_resmgr_events", "NRI events handled", ["event", "outcome"], registry=r
-        )
-        self.latency = Histogram(
-            "nri_resmgr_event_latency_seconds",
-            "Time to handle an NRI event",
-            ["event"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.errors = Counter(
-            "nri_resmgr_errors", "Events answered with an error", ["event", "kind"], registry=r
-        )
-        self.pool_capacity = Gauge(
-            "nri_resmgr_pool_cpu_capacity", "CPUs in a pool", ["pool"], registry=r
-        )
-        self.pool_shared = Gauge(
-            "nri_resmgr_pool_shared_cpus", "CPUs left in a pool's shared set", ["pool"], registry=r
-        )
-        self.pool_exclusive = Gauge(
-            "nri_resmgr_pool_exclusive_cpus", "CPUs granted exclusively", ["pool"], registry=r
-        )
-        self.pool_containers = Gauge(
-            "nri_resmgr_pool_containers", "Containers placed in a pool", ["pool"], registry=r
-        )
-        self.containers = Gauge(
-            "nri_resmgr_containers", "Live containers by CPU kind", ["kind"], registry=r
-        )
-        self.balloons = Gauge(
-            "nri_resmgr_balloons", "Balloons by balloon type", ["type"], registry=r
-        )
-        self.balloon_cpus = Gauge(
-            "nri_resmgr_balloon_cpus", "CPUs held by balloons of a type", ["type"], registry=r
-        )
-        self.balloon_containers = Gauge(
-            "nri_resmgr_balloon_containers",
-            "Containers in balloons of a type",
-            ["type"],
-            registry=r,
-        )
-        #: (event, error kind or None) -> its event counter, latency histogram and error
-        #: counter (None when ok): the children `observe_event` counts through
-        self._children: dict[tuple[str, str | None], tuple[Counter, Histogram, Counter | None]] = {}
-        r.register(_RdtCollector(self))
-        self.config_reloads = Counter(
-            "nri_resmgr_config_reloads", "Configuration updates", ["outcome"], registry=r
-        )
+        #: (event, outcome) -> NRI events handled
+        self.events: dict[tuple[str, str], Series] = {}
+        #: event -> time to handle it
+        self.latency: dict[str, LatencySeries] = {}
+        #: (event, error kind) -> events answered with an error
+        self.errors: dict[tuple[str, str], Series] = {}
+        #: outcome (ok, error) -> configuration updates
+        self.config_reloads: dict[str, Series] = {}
+        #: what the allocation gauges show (`observe_state`)
+        self.state = StateSnapshot()
+        #: (event, error kind or None) -> its event count, latency and error count (None
+        #: when ok): the series `observe_event` counts into, found with one lookup
+        self._children: dict[tuple[str, str | None], _EventSeries] = {}
+        self._registry: CollectorRegistry | None = None
 
     def observe_event(self, event: str, seconds: float, *, error: str | None = None) -> None:
         """Count `event` (ok, or failed with `error`, its kind) and time it.
 
-        The labelled children are kept per label set (`_children`): looking one up in
-        prometheus_client checks and joins the label values under the metric's lock on
-        every call, a few microseconds of every NRI event.  A child is the metric's own
-        for its labels, so counting through the kept one is counting through `labels`.
+        The series are kept per label set (`_children`), made at their first use in the
+        order prometheus_client would make its children, so a scrape lists them alike.
         """
         key = (event, error)
         children = self._children.get(key)
         if children is None:
+            outcome = "error" if error else "ok"
             children = (
-                self.events.labels(event=event, outcome="error" if error else "ok"),
-                self.latency.labels(event=event),
-                self.errors.labels(event=event, kind=error) if error else None,
+                self.events.setdefault((event, outcome), Series()),
+                self.latency.setdefault(event, LatencySeries()),
+                self.errors.setdefault((event, error), Series()) if error else None,
             )
             self._children[key] = children
         count, latency, failed = children
-        count.inc()
+        count.value += 1
         latency.observe(seconds)
         if failed is not None:
-            failed.inc()
+            failed.value += 1
+
+    def count_config_reload(self, outcome: str) -> None:
+        """Count one configuration update, ``ok`` or ``error``."""
+        self.config_reloads.setdefault(outcome, Series()).value += 1
 
     def observe_state(self, snapshot: StateSnapshot) -> None:
-        for gauge in (
-            self.pool_capacity,
-            self.pool_shared,
-            self.pool_exclusive,
-            self.pool_containers,
-            self.containers,
-            self.balloons,
-            self.balloon_cpus,
-            self.balloon_containers,
-        ):
-            gauge.clear()
-        for pool in snapshot.pools:
-            self.pool_capacity.labels(pool=pool.name).set(pool.capacity)
-            self.pool_shared.labels(pool=pool.name).set(pool.shared)
-            self.pool_exclusive.labels(pool=pool.name).set(pool.exclusive)
-            self.pool_containers.labels(pool=pool.name).set(pool.containers)
-        for kind, count in snapshot.containers_by_kind.items():
-            self.containers.labels(kind=kind).set(count)
-        per_type: dict[str, list[int]] = {}
-        for b in snapshot.balloons:
-            acc = per_type.setdefault(b.type, [0, 0, 0])
-            acc[0] += 1
-            acc[1] += b.cpu_count
-            acc[2] += len(b.containers)
-        for type_name, (count, cpus, containers) in sorted(per_type.items()):
-            self.balloons.labels(type=type_name).set(count)
-            self.balloon_cpus.labels(type=type_name).set(cpus)
-            self.balloon_containers.labels(type=type_name).set(containers)
+        """Show `snapshot` in the allocation gauges (replacing what they showed)."""
+        self.state = snapshot
 
-    def exposition(self) -> bytes:
+    @property
+    def registry(self) -> CollectorRegistry:
+        """A prometheus_client registry reading these metrics (made at first use)."""
+        if self._registry is None:
+            # prometheus_client only when the metrics are read (module docstring)
+            from nri_resmgr.ops.exposition import registry_of
+
+            self._registry = registry_of(self)
+        return self._registry
+
+    def scrape(self) -> tuple[str, bytes]:
+        """The content type and body of a ``/metrics`` reply (a fresh snapshot first)."""
         if self.refresh is not None:
             self.observe_state(self.refresh())
-        return generate_latest(self.registry)
+        from nri_resmgr.ops.exposition import CONTENT_TYPE, render
+
+        return CONTENT_TYPE, render(self.registry)
+
+    def exposition(self) -> bytes:
+        """The body of a ``/metrics`` reply (`scrape`)."""
+        return self.scrape()[1]
 
 
 async def _respond(writer: asyncio.StreamWriter, status: str, ctype: str, body: bytes) -> None:
@@ -382,7 +341,8 @@ async def serve_http(
             return
         path = parts[1].split("?", 1)[0]
         if path == "/metrics":
-            await _respond(writer, "200 OK", CONTENT_TYPE_LATEST, metrics.exposition())
+            ctype, body = metrics.scrape()
+            await _respond(writer, "200 OK", ctype, body)
         elif path == "/healthz":
             await _respond(writer, "200 OK", "text/plain", b"ok\n")
         elif path == "/readyz":

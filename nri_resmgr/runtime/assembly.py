@@ -6,9 +6,10 @@ Theory of operation
 named by the configuration (or the ``--policy`` override) is loaded through the policy
 registry, the controllers and the class selector are built from its ``control``
 section (`nri_resmgr.control.wiring`), the memory policy and memory QoS components
-from the same section (`nri_resmgr.control.memory`), an interrupt controller is added for
-a policy that wishes interrupt affinities, and a new container's devices and mounts are resolved
-to topology hints from the sysfs under `sysfs_root`.  The daemon builds its pipeline
+from the same section (`nri_resmgr.control.memory`, loaded only when configured), an
+interrupt controller is added for a policy that wishes interrupt affinities, and a new
+container's devices and mounts are resolved to topology hints from the sysfs under
+`sysfs_root`.  The daemon builds its pipeline
 here at start, at Configure and at every live reconfiguration; the benchmarks and the
 annotation fuzzer build theirs the same way, so they measure and test what runs.
 With a state directory, the pipeline keeps its placement records there
@@ -27,8 +28,7 @@ from typing import Any
 from nri_resmgr.config import Config
 from nri_resmgr.control.cpuclass.files import CPUClassFiles
 from nri_resmgr.control.irq import IrqFiles
-from nri_resmgr.control.memory import memory_control
-from nri_resmgr.control.wiring import class_control_from_config, irq_control
+from nri_resmgr.control.wiring import class_control_from_config, irq_control, memory_control
 from nri_resmgr.model import ContainerInfo, TopologyHint
 from nri_resmgr.ops.logs import get_logger
 from nri_resmgr.policy_registry import load_policy

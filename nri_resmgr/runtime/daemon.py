@@ -433,7 +433,7 @@ class ResmgrPlugin(Plugin):
                 pipeline = self._build(new)
                 self._check_runtime_fields(pipeline, runtime)
             except ResmgrError as exc:
-                self.metrics.config_reloads.labels(outcome="error").inc()
+                self.metrics.count_config_reload("error")
                 self.rlog.error("configuration from the runtime rejected", error=str(exc))
                 raise RPCError(StatusCode.INVALID_ARGUMENT, str(exc)) from exc
             if new.log != self.config.log:
@@ -442,7 +442,7 @@ class ResmgrPlugin(Plugin):
             self.config = new
             self.pipeline = pipeline
             log_config_warnings(new.warnings, source="the runtime's configuration")
-            self.metrics.config_reloads.labels(outcome="ok").inc()
+            self.metrics.count_config_reload("ok")
             self.rlog.info("configuration from the runtime applied", policy=new.policy)
         return None
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from nri_resmgr.control.blockio import BlockIOConfig, BlockIOController, CgroupVersion
+from nri_resmgr.control.blockio import BlockIOController, CgroupVersion
+from nri_resmgr.control.blockio_config import BlockIOConfig
 from nri_resmgr.model import ResmgrError
 from tests.support.requirements import require
 

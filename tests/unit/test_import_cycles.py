@@ -140,8 +140,10 @@ LAZY: Mapping[str, str] = {
     "(tests/unit/resmgr/test_startup_imports.py pins them)",
     "nri_resmgr.control.resctrl": "the package's re-exports past its configuration models, "
     "on first use (start-up before registration: no RDT configured, none loaded)",
-    "nri_resmgr.control.wiring": "a controller only when the configuration enables it "
-    "(start-up before registration)",
+    "nri_resmgr.control.wiring": "a controller (RDT, block I/O, the memory components) only "
+    "when the configuration enables it (start-up before registration)",
+    "nri_resmgr.ops.metrics": "prometheus_client (ops.exposition) only when the metrics are read "
+    "(start-up before registration: no HTTP endpoint, none loaded)",
     "nri_resmgr.simulator.run": "the controllers and the logger only when a scenario needs them",
     "nri_resmgr.simulator.kubelet": "block I/O files only when a scenario writes cgroups",
     "nri_resmgr.kube.uninstall": "the API client only in the --on-uninstall mode",

@@ -10,14 +10,13 @@ from typing import Any
 import pytest
 
 from nri_resmgr.control.blockio import (
-    BlockIOConfig,
     BlockIOController,
     CgroupVersion,
     Device,
     cgroup_relpath,
-    parse_size,
     resolve_host_device,
 )
+from nri_resmgr.control.blockio_config import BlockIOConfig, parse_size
 from nri_resmgr.control.names import PathEscapeError
 from nri_resmgr.model import ConfigError, ResmgrError
 

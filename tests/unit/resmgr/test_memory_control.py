@@ -11,8 +11,7 @@ from nri_api import api
 from nri_resmgr.config import config_from_mapping
 from nri_resmgr.control.hooks import RuntimeField
 from nri_resmgr.control.memory import MemoryPolicyControl, MemoryQoSControl
-from nri_resmgr.control.mempolicy import MemoryPolicyConfig
-from nri_resmgr.control.memqos import MemoryQoSConfig
+from nri_resmgr.control.memory_config import MemoryPolicyConfig, MemoryQoSConfig
 from nri_resmgr.model import Assignment, ConfigError, ContainerID, CPUKind, QoSClass
 from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.topology.cpuset import IDSet

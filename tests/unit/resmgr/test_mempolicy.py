@@ -14,16 +14,14 @@ from typing import Any
 import pytest
 
 from nri_resmgr.config import config_from_mapping
-from nri_resmgr.control.mempolicy import (
-    MemoryPolicy,
+from nri_resmgr.control.memory_config import (
     MemoryPolicyConfig,
     MpolFlag,
     MpolMode,
     NodesForm,
-    check_classes,
     parse_nodes,
-    policy_for,
 )
+from nri_resmgr.control.mempolicy import MemoryPolicy, check_classes, policy_for
 from nri_resmgr.model import AnnotationError, ConfigError, ContainerInfo, QoSClass, ResmgrError
 from nri_resmgr.topology.cpuset import IDSet
 from tests.support.builders import ctr, hbm_cxl

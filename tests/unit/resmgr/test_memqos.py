@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from nri_resmgr.config import config_from_mapping
-from nri_resmgr.control.memqos import MemoryQoSConfig, memory_high, qos_for
+from nri_resmgr.control.memory_config import MemoryQoSConfig
+from nri_resmgr.control.memqos import memory_high, qos_for
 from nri_resmgr.model import AnnotationError, ConfigError, ContainerInfo
 from tests.support.builders import ctr
 

@@ -57,6 +57,20 @@ NOT_BEFORE_REGISTRATION = (
     "nri_resmgr.control.resctrl.info",
     "nri_resmgr.control.resctrl.monitor",
     "nri_resmgr.control.resctrl.plan",
+    # block I/O past its configuration models, with no classes configured (control/wiring.py)
+    "nri_resmgr.control.blockio",
+    # the memory components past their configuration models, with none configured
+    # (control/wiring.py: memory_control)
+    "nri_resmgr.control.memory",
+    "nri_resmgr.control.mempolicy",
+    "nri_resmgr.control.memqos",
+    "nri_resmgr.control.sgxepc",
+    # the Prometheus exposition and the HTTP stack prometheus_client imports, until the
+    # metrics are read (ops/metrics.py); nobody reads them without an HTTP endpoint
+    "nri_resmgr.ops.exposition",
+    "prometheus_client",
+    "http.server",
+    "urllib.request",
     # --topology only
     "nri_resmgr.topology.load",
     "nri_resmgr.topology.synthetic",
@@ -105,6 +119,30 @@ def test_run_imports_nothing_it_does_not_need_before_registering(tmp_path: Path)
     # the probe ran where the daemon connects: the daemon and its policy were loaded
     assert {"nri_resmgr.runtime.daemon", "nri_resmgr.policy.topology_aware.policy"} <= modules
     assert sorted(modules.intersection(NOT_BEFORE_REGISTRATION)) == []
+
+
+def test_a_memory_section_loads_its_components_before_registering(tmp_path: Path) -> None:
+    """The other side of the lazy memory components: configured, they are built (and
+    their modules loaded) with the start-up pipeline, before the daemon connects."""
+    require_sysfs()
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "control:\n"
+        "  memoryPolicy:\n"
+        "    classes: [{name: local, policy: {mode: MPOL_LOCAL}}]\n"
+        "  sgxEpc: {enable: true}\n"
+    )
+    log, state = str(tmp_path / "log"), str(tmp_path)
+    modules = _modules_at_connect(
+        ["run", "--log-file", log, "--state-dir", state, "--config", str(config)]
+    )
+    memory = {
+        "nri_resmgr.control.memory",
+        "nri_resmgr.control.mempolicy",
+        "nri_resmgr.control.memqos",
+        "nri_resmgr.control.sgxepc",
+    }
+    assert sorted(memory - modules) == []
 
 
 def test_topology_option_still_loads_the_topology_loader(tmp_path: Path) -> None:
