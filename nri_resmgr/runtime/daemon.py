@@ -226,9 +226,10 @@ class ResmgrPlugin(Plugin):
         )
 
     def _after_reply(self, write: Callable[[], None]) -> None:
-        """The records' (or a rebuild's decision lines') `write` after the step that
-        sends the reply (`record_store`, `decision_log`); outside a running loop (a
-        synchronous caller), now."""
+        """The records' (or a rebuild's decision lines') `write`, and the collector's
+        return (`ops.collector.handling`), after the step that sends the reply
+        (`record_store`, `decision_log`); outside a running loop (a synchronous caller),
+        now."""
         try:
             asyncio.get_running_loop().call_soon(write)
         except RuntimeError:
@@ -300,7 +301,9 @@ class ResmgrPlugin(Plugin):
         error: str | None = None
         async with self.lock:
             try:
-                result = fn()
+                # the collector off until the reply is out (`ops.collector.handling`)
+                with collector.handling(self._after_reply):
+                    result = fn()
                 if self.reassert_pending and event != "Synchronize":
                     with contextlib.suppress(ConnectionClosed):
                         await self._reassert()
