@@ -29,6 +29,9 @@ Updates for other containers travel in the event's own reply whenever the reply 
 updates go through `update_containers`, which the stub defers until the hook has
 returned (calling it synchronously from a hook deadlocks runtimes up to NRI v0.12.1).
 
+Every event's pipeline call runs with the cyclic collector off; it comes back after the
+reply, with the records (`nri_resmgr.ops.collector.handling`).
+
 Failures: a `ResmgrError` (allocation, annotation, adapter) becomes an RPC error with the
 error's own message, which the runtime passes up (containerd fails the CRI request);
 the pipeline state is unchanged.  Any other exception is a bug: it is logged with its
@@ -301,7 +304,6 @@ class ResmgrPlugin(Plugin):
         error: str | None = None
         async with self.lock:
             try:
-                # the collector off until the reply is out (`ops.collector.handling`)
                 with collector.handling(self._after_reply):
                     result = fn()
                 if self.reassert_pending and event != "Synchronize":
