@@ -43,8 +43,9 @@ the reply and its updates, the records and the log line, and almost all of it di
 the reply has been sent.  With the collector on, the allocations inside a decision
 trigger collections that walk those young containers while they are alive: an exclusive
 decision at 10,000 live containers, whose reply updates 2,475 others, ran about six
-young, one middle and, every twentieth probe, one full collection (a full one walks the
-whole heap: 0.2-0.3 s at 10,000 live), most of the decision's growth with the node.  So
+young collections, a middle one every other probe and a full one every twentieth (a
+full one walks the whole heap: 0.2-0.3 s at 10,000 live, load 7): a third of the
+probes' CPU, and their p99 (docs/benchmarks.md, `shared-growth`).  So
 the daemon handles every event `handling`: the collector off while the pipeline decides
 and builds the reply, and back on after the reply has gone out (the same `defer` as the
 records, `ResmgrPlugin._after_reply`).  Turning it back on, `_between_events` makes one
@@ -52,7 +53,8 @@ tracked allocation: CPython (3.11) runs the collection its thresholds call for a
 first such allocation, so it runs there, between events, with CPython's own choice of
 generation (a full one only when the long-lived objects grew by a quarter).  By then the
 event's garbage has been freed by refcounting (the allocation count falls as objects
-die), so the collection walks only what the event kept, and usually none runs.  Nothing
+die), so the collection walks only what the event kept, and usually none runs (220
+probe events at 10,000 live ran none, against 2,200 collections before).  Nothing
 is frozen per event: a cycle made by an event is young when the collector comes back
 and is collected at the next collection, and a container's objects are freed by
 refcounting when it goes (`tests/unit/resmgr/test_collector.py`: churn through the
