@@ -13,7 +13,10 @@ topology-aware policy with its defaults (750m reserved). Workload: `bench.worklo
   (CPU: on a loaded machine the wall time mostly measures waiting for a CPU); logs go
   as JSON to /dev/null.  The placement records are written after each event, as the
   daemon writes them after its reply (`RecordStore`'s `defer`), and their CPU time is
-  reported apart (``records``).
+  reported apart (``records``).  The decision runs inside the daemon's per-event rule
+  for the cyclic collector (`nri_resmgr.ops.collector.handling`: off during the event,
+  back on after the reply), so the collection an event calls for is charged, as in the
+  daemon, after the reply: to ``records``, which is all the after-reply work.
 * **round trip**: CreateContainer through the real NRI adaptation (harness, NRI v0.12.2)
   to the real daemon (`nri-resmgr run --policy topology-aware --topology ...`, attached as
   an external plugin, logging JSON to a file), timed inside Go.
@@ -49,6 +52,7 @@ from bench.stats import summary_us
 from bench.workload import live, probe
 from nri_api import api
 from nri_resmgr.config import Config, LogConfig
+from nri_resmgr.ops import collector
 from nri_resmgr.ops.logs import configure_logging
 from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.runtime.pipeline import Pipeline
@@ -79,16 +83,34 @@ class Sample:
     updates: int
 
 
-def timed_create(pipe: Pipeline, sandbox: api.PodSandbox, container: api.Container) -> Sample:
+def timed_create(
+    pipe: Pipeline,
+    sandbox: api.PodSandbox,
+    container: api.Container,
+    *,
+    defer: collector.Defer,
+) -> Sample:
     """`pipe.create` timed with the release of its reply (module docstring: a reply kept
-    past its sample is freed inside the next one)."""
+    past its sample is freed inside the next one), inside the daemon's collector rule
+    for an event (`collector.handling`), whose after-reply step goes to `defer`: run it
+    (`after_reply`) once the sample is taken."""
     c0 = time.thread_time_ns()
     t0 = time.perf_counter_ns()
-    reply = pipe.create(sandbox, container)
-    updates = len(reply[1])
-    del reply
+    with collector.handling(defer):
+        reply = pipe.create(sandbox, container)
+        updates = len(reply[1])
+        del reply
     wall = time.perf_counter_ns() - t0
     return Sample(cpu_ns=time.thread_time_ns() - c0, wall_ns=wall, updates=updates)
+
+
+def after_reply(later: list[Callable[[], None]]) -> int:
+    """Run what the event put off until its reply (the records' writes, the collector's
+    return and the collection it calls for), in order; their CPU nanoseconds."""
+    c0 = time.thread_time_ns()
+    while later:
+        later.pop(0)()
+    return time.thread_time_ns() - c0
 
 
 def _growth(per_level: dict[str, dict[str, Any]], kind: str) -> float:
@@ -112,12 +134,7 @@ def decisions(
         later: list[Callable[[], None]] = []
 
         def replied() -> int:
-            """The records' writes put off until the reply (the daemon's next loop
-            step): run now; their CPU nanoseconds."""
-            c0 = time.thread_time_ns()
-            while later:
-                later.pop(0)()
-            return time.thread_time_ns() - c0
+            return after_reply(later)
 
         pipe = build_pipeline(
             Config(),
@@ -144,11 +161,12 @@ def decisions(
                     pod, ctr = probe(kind, i)
                     sp, sc = pb_pod(pod), pb_ctr(ctr)
                     pipe.run_pod(sp)
-                    sample = timed_create(pipe, sp, sc)
+                    sample = timed_create(pipe, sp, sc, defer=later.append)
                     dr = replied()
-                    pipe.stop(sp, sc)
-                    pipe.remove(sp, sc)
-                    pipe.remove_pod(sp)
+                    with collector.handling(later.append):  # as the daemon's events
+                        pipe.stop(sp, sc)
+                        pipe.remove(sp, sc)
+                        pipe.remove_pod(sp)
                     replied()
                     if i >= warmup:
                         times[kind].append(sample.wall_ns)

@@ -19,9 +19,11 @@ anti-affinity rules are weighed against every live container of its namespace).
 Growth = p50 at the largest level / at the smallest (per update sent for ``exclusive``).
 
 A sample is `bench.decision.timed_create`, the decision and the release of its own
-reply.  `bench.scale` measures the same rows on one pipeline grown level by level (one
-node's heap, as the daemon's; strict shared / exclusive alternation); its docstring says
-why the two differ and what each shows.
+reply, inside the daemon's per-event collector rule (`ops.collector.handling`); the
+after-reply step (the collector back on, and any collection) runs after the sample, and
+the probe's removal runs under the same rule.  `bench.scale` measures the same rows on
+one pipeline grown level by level (one node's heap, as the daemon's; strict shared /
+exclusive alternation); its docstring says why the two differ and what each shows.
 """
 
 from __future__ import annotations
@@ -30,15 +32,16 @@ import argparse
 import json
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.common import load_note, machine, state_dir
-from bench.decision import TOPOLOGY, pb_ctr, pb_pod, timed_create
+from bench.decision import TOPOLOGY, after_reply, pb_ctr, pb_pod, timed_create
 from bench.stats import summary_us
 from bench.workload import affine_probe, probe, scaled
 from nri_resmgr.config import Config, LogConfig
+from nri_resmgr.ops import collector
 from nri_resmgr.ops.logs import configure_logging
 from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.runtime.pipeline import Pipeline
@@ -81,6 +84,7 @@ def measure(
         cpu: dict[tuple[int, str], list[int]] = {(n, k): [] for n in levels for k in kinds}
         updates: dict[tuple[int, str], int] = {(n, k): 0 for n in levels for k in kinds}
         order = [(n, k) for n in levels for k in kinds]
+        later: list[Callable[[], None]] = []  # the collector's return after each reply
         rng = random.Random(seed)
         for i in range(warmup + samples):
             rng.shuffle(order)
@@ -89,10 +93,13 @@ def measure(
                 pod, ctr = _probe(kind, i)
                 sp, sc = pb_pod(pod), pb_ctr(ctr)
                 pipe.run_pod(sp)
-                sample = timed_create(pipe, sp, sc)
-                pipe.stop(sp, sc)
-                pipe.remove(sp, sc)
-                pipe.remove_pod(sp)
+                sample = timed_create(pipe, sp, sc, defer=later.append)
+                after_reply(later)
+                with collector.handling(later.append):
+                    pipe.stop(sp, sc)
+                    pipe.remove(sp, sc)
+                    pipe.remove_pod(sp)
+                after_reply(later)
                 if i >= warmup:
                     cpu[n, kind].append(sample.cpu_ns)
                     updates[n, kind] = max(updates[n, kind], sample.updates)

@@ -10,7 +10,11 @@ and BestEffort containers so that 10,000 still fit). Per level:
 * **decision**: CPU time (`thread_time_ns`) and wall time of `Pipeline.create` in this
   process (`bench.decision.decisions`), p50/p99, for a shared (Burstable 100m) and an
   exclusive (Guaranteed 1 CPU) probe; an exclusive reply updates every shared container of
-  its pool, the one part that must grow;
+  its pool, the one part that must grow.  Each probe runs under the daemon's rule for the
+  cyclic collector (`nri_resmgr.ops.collector.handling`, the code the daemon's event
+  handler runs): off during the decision, back on after the reply, so the collection a
+  decision's allocations call for is charged to the after-reply column (``records`` in
+  the JSON), as the daemon does it after its reply;
 * **Synchronize**: a fresh daemon (`nri-resmgr run`, external) on a fake runtime (NRI
   v0.12.2) reporting N running containers without cpusets (every one is placed), timed in
   Go; the Go no-op is run the same way, interleaved, as the floor;

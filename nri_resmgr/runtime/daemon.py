@@ -29,6 +29,9 @@ Updates for other containers travel in the event's own reply whenever the reply 
 updates go through `update_containers`, which the stub defers until the hook has
 returned (calling it synchronously from a hook deadlocks runtimes up to NRI v0.12.1).
 
+Every event's pipeline call runs with the cyclic collector off; it comes back after the
+reply, with the records (`nri_resmgr.ops.collector.handling`).
+
 Failures: a `ResmgrError` (allocation, annotation, adapter) becomes an RPC error with the
 error's own message, which the runtime passes up (containerd fails the CRI request);
 the pipeline state is unchanged.  Any other exception is a bug: it is logged with its
@@ -228,9 +231,10 @@ class ResmgrPlugin(Plugin):
         )
 
     def _after_reply(self, write: Callable[[], None]) -> None:
-        """The records' (or a rebuild's decision lines') `write` after the step that
-        sends the reply (`record_store`, `decision_log`); outside a running loop (a
-        synchronous caller), now."""
+        """The records' (or a rebuild's decision lines') `write`, and the collector's
+        return (`ops.collector.handling`), after the step that sends the reply
+        (`record_store`, `decision_log`); outside a running loop (a synchronous caller),
+        now."""
         try:
             asyncio.get_running_loop().call_soon(write)
         except RuntimeError:
@@ -308,7 +312,8 @@ class ResmgrPlugin(Plugin):
         error: str | None = None
         async with self.lock:
             try:
-                result = fn()
+                with collector.handling(self._after_reply):
+                    result = fn()
                 if self.reassert_pending and event != "Synchronize":
                     with contextlib.suppress(ConnectionClosed):
                         await self._reassert()
