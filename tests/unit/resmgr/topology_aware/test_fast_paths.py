@@ -35,12 +35,24 @@ from nri_resmgr.policy.common import take_cpus
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.affinity import diluted_scores, pool_weights
 from nri_resmgr.policy.topology_aware.invariants import check_addition, invariant_problems
-from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
+from nri_resmgr.policy.topology_aware.offers import (
+    Offer,
+    allocatable_by_pool,
+    burst_key,
+    make_offer,
+)
 from nri_resmgr.policy.topology_aware.placement import Placer
+from nri_resmgr.policy.topology_aware.pools import TOPOLOGY_LEVELS
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest, container_request
+from nri_resmgr.policy.topology_aware.priority import CPUPriority
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
 from nri_resmgr.policy.topology_aware.rendering import render
-from nri_resmgr.policy.topology_aware.scoring import best_offer
+from nri_resmgr.policy.topology_aware.scoring import (
+    affinity_by_pool,
+    best_offer,
+    key_bound,
+    key_bounds,
+)
 from nri_resmgr.policy.topology_aware.state import (
     Grant,
     TopologyAwareState,
@@ -267,6 +279,76 @@ def test_check_addition_equals_the_full_check(
     found = check_addition(p.topology, s, grant)
     assert bool(found) == bool(full)
     assert set(found) <= set(full)
+
+
+@pytest.mark.parametrize("name", list(SYNTHETIC))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, colocate=st.booleans(), data=st.data())
+def test_key_bounds_equal_key_bound_of_each_pool(
+    name: str, ops: list[Op], colocate: bool, data: st.DataObject
+) -> None:
+    """`scoring.key_bounds` (the request's terms worked out once for all pools) gives
+    each candidate the key `key_bound` gives it, smallest first, for the requests of
+    random sequences (with any CPU priority, isolated preference and Burstable terms),
+    in the states they lead to."""
+    config = {"colocatePods": colocate, "colocateNamespaces": colocate}
+    p = TopologyAwarePolicy(topology=topo(**SYNTHETIC[name]), config=config)
+    tree = p.tree
+    s = p.initial_state()
+    for op in ops:
+        c = make(op)
+        request = replace(
+            p.requests.of(c),
+            cpu_priority=data.draw(st.sampled_from(list(CPUPriority))),
+            prefer_isolated=data.draw(st.booleans()),
+            limit_milli=data.draw(st.sampled_from([0, 0, 500, 4000])),
+            unlimited_level=data.draw(st.sampled_from([None, *TOPOLOGY_LEVELS])),
+        )
+        hint = data.draw(st.sampled_from([None, *range(len(tree.pools))]))
+        affinities = affinity_by_pool(s, tree, container_id=c.id, request=request)
+        rooms = allocatable_by_pool(tree, s.supply)
+        for root_only in (False, True):
+            candidates = p.placer.candidates(request, root_only=root_only)
+            bursts = {
+                q.index: burst_key(tree, s.supply, q, request, room=rooms[q.index])
+                for q in candidates
+            }
+            want = sorted(
+                (
+                    (
+                        key_bound(
+                            q,
+                            tree=tree,
+                            supply=s.supply,
+                            request=request,
+                            hinted=q.index == hint,
+                            affinity_score=affinities.get(q.index, 0),
+                            room=rooms[q.index],
+                            priorities=p.priorities,
+                            burst=bursts[q.index],
+                        ),
+                        q,
+                    )
+                    for q in candidates
+                ),
+                key=lambda kq: kq[0],
+            )
+            got = key_bounds(
+                candidates,
+                tree=tree,
+                supply=s.supply,
+                request=request,
+                hint=hint,
+                affinities=affinities,
+                rooms=rooms,
+                priorities=p.priorities,
+                bursts=bursts,
+            )
+            assert got == want
+        try:
+            s = p.allocate(s, c).state
+        except AllocationError:
+            continue
 
 
 def test_without_and_with_grant_keep_the_supply_exact_for_overlapping_grants() -> None:
