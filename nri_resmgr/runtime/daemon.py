@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -92,6 +93,7 @@ from nri_resmgr.ops.metrics import (
     StateSnapshot,
     state_snapshot,
 )
+from nri_resmgr.policy.base import Policy
 from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.runtime.fanout import best_effort
 from nri_resmgr.runtime.pipeline import Pipeline
@@ -235,12 +237,18 @@ class ResmgrPlugin(Plugin):
             write()
 
     def _decided(self, event: str, info: ContainerInfo, decision: Decision) -> None:
-        """issue 27 hook: the decision record and the pod's event (both O(1)); the
-        event's note is made only for a queue that takes notes (events on)."""
+        """issue 27 hook: the decision record and the pod's event, made after the reply
+        as the decision's log line is (`_after_reply`; 6 us of a creation's before it)."""
+        self._after_reply(
+            functools.partial(self._note, self.pipeline.policy, event, info, decision)
+        )
+
+    def _note(self, policy: Policy, event: str, info: ContainerInfo, decision: Decision) -> None:
+        """The decision record and the pod's event (both O(1)); the event's note is made
+        only for a queue that takes notes (events on)."""
         self.decisions.note(event, info, decision)
         if self.pod_events.config.enabled:
-            note = decision_note(self.pipeline.policy, info, decision)
-            self.pod_events.offer(note, time.monotonic())
+            self.pod_events.offer(decision_note(policy, info, decision), time.monotonic())
 
     def _runtime_has_linux_rdt(self) -> bool:
         runtime = self.runtime

@@ -17,12 +17,19 @@ in without a component (a test's capture) filters for itself and gets every line
 
 A rebuild (Synchronize, a reconfiguration, a container taken in) tells every container
 in one line each, the same line as `decision` (`DecisionLog.rebuilt`): a thousand lines
-were a tenth of a restart's Synchronize.  Given `defer` (the daemon's event loop's
-``call_soon``, as for the placement records: `nri_resmgr.runtime.record_store`), those
-lines are queued and written after the step that sends the reply; any other line of
-this log writes what is queued first, and `flush` (the pipeline's close or
-replacement) writes the rest, so the lines keep their order.  The containers and
-assignments are immutable: a line written later says what it would have said then.
+were a tenth of a restart's Synchronize.
+
+Given `defer` (the daemon's event loop's ``call_soon``, as for the placement records:
+`nri_resmgr.runtime.record_store`), every line of this log is queued and written after
+the step that sends the reply, by one `flush`: a decision's line, its consequences' and
+a rebuild's.  The decision line was 6 % of the daemon's busy time in a creation (issue
+25, ``create-1000``), spent before the reply.  The queue keeps the lines in the order
+they were made, so each container's lines stay in order; `flush` (the pipeline's close
+or replacement) writes what is queued.  The containers and assignments are immutable
+and the moved containers are named when the line is queued: a line written later says
+what it would have said then.  Without `defer` (tests, the simulator) each line is
+written at once.  Lines of other logs (the daemon's, the pipeline's own warnings) are
+not queued: one written before the flush comes before the lines queued then.
 
 The log only reads what it is given (the assignments, and the live containers to name
 the moved ones); it changes nothing.
@@ -30,7 +37,8 @@ the moved ones); it changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 
 from nri_resmgr.model import Assignment, ContainerID, ContainerInfo
 from nri_resmgr.ops.logs import EventLog, enabled_for
@@ -56,38 +64,37 @@ class DecisionLog:
         #: the component `log` is bound to, whose level decides whether the debug detail
         #: is built (None: always built; `log` filters)
         self.component = component
-        #: puts a rebuild's lines off until the reply is sent, as the records' writes
+        #: puts every line off until the reply is sent, as the records' writes
         #: (`record_store.Defer`; None: written at once)
         self.defer = defer
-        #: the rebuilds' lines queued, in order (a flush is put off while any are)
-        self._pending: list[tuple[str, list[Row]]] = []
+        #: the writes queued, in order (one flush is put off while any are)
+        self._pending: list[Callable[[], None]] = []
+
+    def _write(self, write: Callable[[], None]) -> None:
+        """`write` now (no `defer`), or queued behind the writes queued before it."""
+        if self.defer is None:
+            write()
+            return
+        if not self._pending:
+            self.defer(self.flush)
+        self._pending.append(write)
 
     def decision(
         self, event: str, container: ContainerInfo, a: Assignment | None, reason: str
     ) -> None:
         """The one info line of a decision about `container` (`a`: where it is now)."""
-        if self._pending:
-            self.flush()
-        self._line(event, name=_name(container), cid=container.id, a=a, reason=reason)
+        self._write(functools.partial(self._rows, event, ((container, a, reason),)))
 
     def rebuilt(self, event: str, rows: Iterable[Row]) -> None:
-        """`decision`'s line for each container of a rebuild, in order; written now, or
-        queued for one write after the reply (module docstring)."""
-        batch = list(rows)
-        if self.defer is None:
-            self._pending.append((event, batch))
-            self.flush()
-            return
-        if not self._pending:
-            self.defer(self.flush)
-        self._pending.append((event, batch))
+        """`decision`'s line for each container of a rebuild, in order (module docstring:
+        written now, or queued)."""
+        self._write(functools.partial(self._rows, event, list(rows)))
 
     def flush(self) -> None:
-        """Write the rebuilds' lines queued (module docstring)."""
+        """Write the lines queued, in order (module docstring)."""
         pending, self._pending = self._pending, []
-        for event, batch in pending:
-            for container, a, reason in batch:
-                self._line(event, name=_name(container), cid=container.id, a=a, reason=reason)
+        for write in pending:
+            write()
 
     def consequences(
         self,
@@ -98,19 +105,27 @@ class DecisionLog:
         containers: Mapping[ContainerID, ContainerInfo],
     ) -> None:
         """One info "updates" line with the count; one debug "update" line per moved
-        container (named from `containers`, the live ones; by id if unknown)."""
+        container (named from `containers`, the live ones, now; by id if unknown)."""
         updates = list(updates)
         if not updates:
             return
-        if self._pending:
-            self.flush()
+        detail: list[tuple[str, Assignment]] = []
+        if self.component is None or enabled_for("debug", self.component):
+            for u in updates:
+                c = containers.get(u.container_id)
+                detail.append((_name(c) if c is not None else u.container_id, u))
+        self._write(functools.partial(self._moved, cause, len(updates), reason, detail))
+
+    def _rows(self, event: str, rows: Iterable[Row]) -> None:
+        for container, a, reason in rows:
+            self._line(event, name=_name(container), cid=container.id, a=a, reason=reason)
+
+    def _moved(
+        self, cause: ContainerInfo, count: int, reason: str, detail: list[tuple[str, Assignment]]
+    ) -> None:
+        self.log.info("updates", cause=cause.pretty, count=count, reason=reason)
         why = f"consequence of {cause.pretty}: {reason}"
-        self.log.info("updates", cause=cause.pretty, count=len(updates), reason=reason)
-        if self.component is not None and not enabled_for("debug", self.component):
-            return
-        for u in updates:
-            c = containers.get(u.container_id)
-            name = _name(c) if c is not None else u.container_id
+        for name, u in detail:
             self._line("update", name=name, cid=u.container_id, a=u, reason=why, debug=True)
 
     def _line(

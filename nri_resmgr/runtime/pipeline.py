@@ -138,7 +138,7 @@ class Pipeline:
         self._select: ClassSelector = select_classes or no_classes
         #: warnings (skipped input, failed controllers); decisions go to `decisions`
         self.log: EventLog = log if log is not None else get_logger(_COMPONENT)
-        #: one line per decision (`runtime.decision_log`; a rebuild's put off by `defer_lines`)
+        #: one line per decision (`runtime.decision_log`; put off by `defer_lines`)
         component = None if log is not None else _COMPONENT
         self.decisions = DecisionLog(self.log, component=component, defer=defer_lines)
         self.state: PolicyState = policy.initial_state()

@@ -183,9 +183,10 @@ def _mount_hints(
 ) -> list[TopologyHint]:
     if mount.read_only:
         return []
-    for prefix in IGNORED_MOUNT_PREFIXES:
-        if mount.source.startswith(prefix) or mount.destination.startswith(prefix):
-            return []
+    if mount.source.startswith(IGNORED_MOUNT_PREFIXES) or mount.destination.startswith(
+        IGNORED_MOUNT_PREFIXES
+    ):
+        return []
     if "\x00" in mount.source:
         return []
     if mount.source.startswith("/sys/"):
@@ -219,8 +220,9 @@ def topology_hints(
     stat: Callable[[str], StatResult] = os.stat,
 ) -> tuple[TopologyHint, ...]:
     """The hints of a container's `devices` and `mounts` (module docstring), one per
-    provider, first seen first."""
-    base = Path(root)
+    provider, first seen first.  (A `Path` root is taken as it is: making one from a
+    string was most of this call for a container with only ignored mounts.)"""
+    base = root if isinstance(root, Path) else Path(root)
     found: dict[str, TopologyHint] = {}
     for d in devices:
         for h in device_hints(

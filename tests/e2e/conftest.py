@@ -282,6 +282,20 @@ class Process:
         except FileNotFoundError:
             return ""
 
+    def stacks(self, timeout: float = 5.0) -> str:
+        """For a failure's message: where a live Python child is stuck.  SIGABRT makes
+        `faulthandler` (on through `python_env`'s PYTHONFAULTHANDLER) write every thread's
+        stack into the log, then the child dies; a dead one is left alone."""
+        if not self.alive():
+            return "(the process had exited)"
+        assert self.proc is not None
+        self.signal(signal.SIGABRT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout)
+        text = self.output()
+        start = text.rfind("Fatal Python error: Aborted")
+        return text[start:][-6000:] if start >= 0 else "(no stacks were written)"
+
 
 @pytest.fixture
 def processes() -> Iterator[Callable[..., Process]]:
@@ -303,6 +317,7 @@ def processes() -> Iterator[Callable[..., Process]]:
 def python_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = f"{REPO}:{env.get('PYTHONPATH', '')}".rstrip(":")
+    env["PYTHONFAULTHANDLER"] = "1"  # Process.stacks: where a hung child is
     return env
 
 
@@ -338,6 +353,7 @@ def wait_plugin_synchronized(
     raise AssertionError(
         f"containerd never synchronized plugin {plugin}:\n{ctd.log_tail(40)}"
         + (f"\n--- plugin output ---\n{proc.output()[-3000:]}" if proc else "")
+        + (f"\n--- plugin stacks ---\n{proc.stacks()}" if proc else "")
     )
 
 

@@ -215,8 +215,8 @@ def run_container(
     return c
 
 
-def stop_now(ctd: Containerd, pod_id: str | None = None) -> None:
-    """Stop the containers (of one pod, or all) without a grace period.
+def stop_now(ctd: Containerd, pod_id: str | None = None) -> list[str]:
+    """Stop the containers (of one pod, or all) without a grace period; their ids.
 
     The test image's `sleep` is PID 1 and ignores SIGTERM. StopPodSandbox on containerd
     does not wait; CRI-O waits the container's stop timeout (30 s) before it kills.
@@ -224,11 +224,24 @@ def stop_now(ctd: Containerd, pod_id: str | None = None) -> None:
     ids = ctd.crictl("ps", "-a", "-q", *(("--pod", pod_id) if pod_id else ())).stdout.split()
     if ids:
         ctd.crictl("stop", "--timeout", "0", *ids, check=False)
+    return ids
 
 
 def remove_pod(ctd: Containerd, pod: Pod) -> None:
-    stop_now(ctd, pod.id)
+    """Stop and remove a pod as the kubelet does: its containers removed before the sandbox.
+
+    The kubelet removes a sandbox only once it has no containers left (its garbage
+    collector keeps a sandbox that still has some).  RemovePodSandbox of a pod that still
+    has containers is also a deadlock in containerd 2.x when a plugin registers meanwhile:
+    it holds the NRI plugin-sync read lock (`BlockPluginSync`) and then calls its own
+    RemoveContainer, which takes it again; a registering plugin's sync (the write side)
+    queued between the two blocks the second read for good, and with it every later CRI
+    call (docs/operations.md, "containerd stops answering after a plugin restart").
+    """
+    ids = stop_now(ctd, pod.id)
     ctd.crictl("stopp", pod.id)
+    if ids:
+        ctd.crictl("rm", *ids)
     ctd.crictl("rmp", pod.id)
 
 

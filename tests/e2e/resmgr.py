@@ -136,7 +136,7 @@ class Daemon:
                 raise AssertionError(
                     f"containerd did not synchronize {PLUGIN} within {timeout} s of start "
                     f"{self.starts}:\n{self.ctd.log_tail(40)}\n--- plugin output ---\n"
-                    f"{self.output()[-3000:]}"
+                    f"{self.output()[-3000:]}\n--- plugin stacks ---\n{self.proc.stacks()}"
                 )
             time.sleep(0.05)
 

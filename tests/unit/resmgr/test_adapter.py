@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from nri_api import api
@@ -20,6 +18,7 @@ from nri_resmgr.model import (
 from nri_resmgr.runtime import adapter
 from nri_resmgr.runtime.adapter import AdapterError
 from nri_resmgr.topology.cpuset import CPUSet
+from tests.support.work import counting_calls
 
 UID = "0c3b2a4e-1f6d-4b8a-9a33-5d1b2e7c9f10"
 UID_ = UID.replace("-", "_")
@@ -297,10 +296,10 @@ def test_configured_json_depth_is_honoured() -> None:
 def test_huge_cpuset_range_is_refused_at_once() -> None:
     # was 2-3.7 s and 870 MiB of RSS for one CreateContainer
     res = _resources(shares=2, cpus="0-9999999")
-    start = time.perf_counter()
-    with pytest.raises(AdapterError) as info:
+    with counting_calls(limit=5_000, what="reading the container"), pytest.raises(
+        AdapterError
+    ) as info:
         adapter.container_from_nri(_sandbox(), _container(res))
-    assert time.perf_counter() - start < 0.1
     text = str(info.value)
     assert text.startswith("pod prod/web-0 container app: cpuset.cpus '0-9999999'")
     assert "limits.maxCPUID=8191" in text and "above 8191" in text
@@ -317,14 +316,12 @@ def test_configured_cpu_id_limit_is_honoured() -> None:
 
 def test_overlong_cpuset_string_is_refused_before_parsing() -> None:
     text = ",".join(["0-8191"] * 3000)  # 20,999 characters, 24.5 million ids to insert
-    start = time.perf_counter()
-    with pytest.raises(
+    with counting_calls(limit=5_000, what="reading the container"), pytest.raises(
         AdapterError,
         match=r"cpuset\.mems: expected at most 16384 characters \(limits\.maxCPUSetLength\), "
         r"found 20999",
     ):
         adapter.container_from_nri(_sandbox(), _container(_resources(shares=2, mems=text)))
-    assert time.perf_counter() - start < 0.1
 
 
 def test_devices_and_mounts_reach_the_policy() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nri_api.builders import Update
+from nri_api.builders import Adjustment, Update
 from nri_resmgr.model import Assignment, ContainerID, CPUKind
 from nri_resmgr.runtime import adjustments
 from nri_resmgr.topology.cpuset import CPUSet
@@ -111,6 +111,33 @@ def test_update_for_renders_one_placement_once(monkeypatch: pytest.MonkeyPatch) 
     assert [u.container_id for u in ups if u is not None] == [f"c{i}" for i in range(226)]
     with pytest.raises(ValueError, match="container id: expected a non-empty string"):
         adjustments.update_for(dataclasses.replace(shared, container_id=ContainerID("")))
+
+
+def test_adjustment_for_renders_one_placement_once_and_hands_out_copies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 25 (create-1000): every shared creation in a pool gets the same adjustment,
+    rendered once; each caller gets its own copy, so a controller's part merged into one
+    creation's (the pipeline's `MergeFrom`) never reaches the next."""
+    built: list[int] = []
+
+    class CountingAdjustment(Adjustment):
+        def __init__(self) -> None:
+            built.append(1)
+            super().__init__()
+
+    monkeypatch.setattr(adjustments, "Adjustment", CountingAdjustment)
+    adjustments._adjustment_template.cache_clear()  # earlier tests may have rendered this one
+    shared = _assignment(CPUKind.SHARED, cpus="1-27,113-139", mems="0", rdt_class="gold")
+    first = adjustments.adjustment_for(shared)
+    first.linux.resources.cpu.shares.value = 2  # as a controller's adjustment merged in
+    second = adjustments.adjustment_for(dataclasses.replace(shared, container_id=ContainerID("c1")))
+    assert len(built) == 1
+    assert not second.linux.resources.cpu.HasField("shares")
+    res = second.linux.resources
+    assert res.cpu.cpus == "1-27,113-139" and res.rdt_class.value == "gold"
+    other = adjustments.adjustment_for(dataclasses.replace(shared, rdt_class="silver"))
+    assert len(built) == 2 and other.linux.resources.rdt_class.value == "silver"
 
 
 def test_cpuset_updates_for_leaves_out_the_classes_and_the_empty_ones() -> None:

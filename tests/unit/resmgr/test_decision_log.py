@@ -97,18 +97,51 @@ def test_a_rebuilds_lines_put_off_are_written_once_at_the_turns_end_and_say_the_
     assert [line["event"] for line in now.lines] == ["rebuilt", *["synchronize"] * 3]
 
 
-def test_another_decision_writes_the_queued_lines_first() -> None:
+def test_a_decisions_line_put_off_is_queued_behind_the_rebuilds_and_says_the_same() -> None:
+    """issue 25 (create-1000): with `defer`, every line waits for the reply, in the
+    order made (the container's create after its Synchronize), written by one flush."""
     later: list[Callable[[], None]] = []
-    p, captured = _synchronized(later)
-    s = sandbox("p9")
-    p.create(s, container(s, "c"))
-    assert [line["event"] for line in captured.lines] == [
+    logs = []
+    for put_off in (later, None):
+        p, captured = _synchronized(put_off)
+        s = sandbox("p9")
+        p.create(s, container(s, "c"))
+        p.stop(s, container(s, "c"))
+        logs.append(captured)
+    assert [line["event"] for line in logs[0].lines] == ["rebuilt"], "nothing before the reply"
+    assert len(later) == 1, "one write put off for every line queued"
+    later.pop()()
+    assert [line["event"] for line in logs[0].lines] == [
         "rebuilt",
         *["synchronize"] * 3,
         "create",
+        "stop",
     ]
+    assert logs[0].lines == logs[1].lines, "the same lines, written later"
+
+
+def test_consequences_put_off_name_the_moved_containers_as_they_were() -> None:
+    """The "updates" line and the per-update detail wait with the decision's line; the
+    moved containers are named when queued (a container gone by the flush keeps its name)."""
+    captured = CapturedLog()
+    later: list[Callable[[], None]] = []
+    p = Pipeline(
+        EmptyClassPolicy(), select_classes=gold_slow, log=captured.log, defer_lines=later.append
+    )
+    s = sandbox()
+    p.create(s, container(s, "a"))
+    p.create(s, container(s, "b"))
+    p.remove(s, container(s, "a"))
+    assert captured.lines == [] and len(later) == 1
     later.pop()()
-    assert len(captured.lines) == 5, "the put-off write finds nothing left"
+    assert [line["event"] for line in captured.lines] == [
+        "create",
+        "create",
+        "updates",
+        "update",
+        "remove",
+    ]
+    assert captured.events("update")[0]["container"] == "ns/p0/a"
 
 
 def test_a_pipeline_flushed_before_its_replacement_writes_the_queued_lines() -> None:

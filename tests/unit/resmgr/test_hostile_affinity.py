@@ -7,7 +7,7 @@ never another exception, never a parse or a decision whose cost has no bound.
 
 from __future__ import annotations
 
-import time
+import fnmatch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,6 +25,8 @@ from nri_resmgr.policy.topology_aware.affinity import (
     container_affinities,
 )
 from tests.support.builders import ctr, small, topo
+from tests.support.hostile import reader_work_bound
+from tests.support.work import counting_calls
 
 
 def rules_of(text: str, key: str = AFFINITY) -> tuple[Affinity, ...]:
@@ -64,15 +66,17 @@ CASES = {
 @pytest.mark.parametrize("key", [AFFINITY, ANTI_AFFINITY, AFFINITY_ALIASES[AFFINITY]])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_hostile_values_fail_cleanly_and_quickly(case: str, key: str) -> None:
-    start = time.perf_counter()
-    with pytest.raises(AnnotationError) as err:
+    """Refused with a clear error, within a reader's work bound (calls linear in the
+    value's size: `tests.support.hostile.reader_work_bound`, counted, not timed)."""
+    with (
+        counting_calls(limit=reader_work_bound(CASES[case]), what=case),
+        pytest.raises(AnnotationError) as err,
+    ):
         rules_of(CASES[case], key)
-    took = time.perf_counter() - start
     text = str(err.value)
     assert text.startswith("pod default/p container c0: annotation"), text
     assert "expected" in text, text
     assert len(text) < 1000, f"{len(text)} characters: {text[:300]}"
-    assert took < 2.0, f"{took:.2f} s"
 
 
 def test_weights_out_of_range_are_clamped_not_refused() -> None:
@@ -130,14 +134,18 @@ def test_any_document_gives_rules_or_a_clean_error(doc: object, anti: bool) -> N
         assert (r.weight < 0) == anti
 
 
-def test_a_decision_among_1000_containers_with_rules_is_bounded() -> None:
+def test_a_decision_among_1000_containers_with_rules_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The cost of a decision is (live containers) x (terms of the new container's rules):
-    with the most terms allowed, 1,000 live containers with rules, it stays well under a
-    second (it took 3.8 s with 10,000 patterns before the bound)."""
+    with the most terms allowed among 1,000 live containers with rules, the decision
+    matches at most that many patterns (it took 3.8 s with 10,000 patterns before the
+    bound).  Counted, not timed: a wall-clock limit fails on a loaded machine."""
     p = TopologyAwarePolicy(topology=topo(packages=2, nodes=2, cores=16, threads=2), config={})
     s = p.initial_state()
     mine = {AFFINITY: "c: [{match: {key: pod/name, operator: In, values: [x1, x2]}, weight: 5}]"}
-    for i in range(1000):
+    live = 1000
+    for i in range(live):
         c = ctr("c", pod=f"p{i}", milli=10, qos=QoSClass.BURSTABLE, limit=100, ann=mine)
         s = p.allocate(s, c).state
     vals = "[" + ",".join(f"x{i}*" for i in range(MAX_TERMS - 1)) + "]"
@@ -146,9 +154,18 @@ def test_a_decision_among_1000_containers_with_rules_is_bounded() -> None:
         f"match: {{key: pod/name, operator: MatchesAny, values: {vals}}}}}]"
     )
     c = ctr("c", pod="big", milli=10, qos=QoSClass.BURSTABLE, limit=100, ann={AFFINITY: big})
-    start = time.perf_counter()
-    p.allocate(s, c)
-    assert time.perf_counter() - start < 1.0
+    matched = 0
+    real = fnmatch.fnmatchcase
+
+    def counting(name: str, pattern: str) -> bool:
+        nonlocal matched
+        matched += 1
+        return real(name, pattern)
+
+    monkeypatch.setattr(fnmatch, "fnmatchcase", counting)
+    d = p.allocate(s, c)
+    assert d.assignment is not None
+    assert 0 < matched <= (live + 1) * MAX_TERMS, matched
 
 
 def test_the_small_machine_still_places_a_pair_by_affinity() -> None:

@@ -292,3 +292,23 @@ def test_the_daemon_makes_a_note_only_while_events_are_on() -> None:
     plugin.pod_events.configure(config(enabled=True))
     plugin.pipeline.create(pod, container(pod, "b"))
     assert len(plugin.pod_events) == 1 and len(plugin.decisions) == 2
+
+
+def test_the_daemons_note_waits_for_the_reply_and_tells_the_decision() -> None:
+    """issue 25 (create-1000): in the running daemon the record and the pod's note are
+    made after the step that sends the reply (`ResmgrPlugin._after_reply`), with the
+    policy that decided, not before it."""
+    plugin = resmgr_plugin(STATIC, discovered(MACHINE))
+    plugin.pod_events.configure(config(enabled=True))
+    pod = sandbox("db")
+    plugin.pipeline.run_pod(pod)
+
+    async def create() -> tuple[int, int]:
+        await plugin.create_container(pod, container(pod, "a"))
+        before = len(plugin.decisions) + len(plugin.pod_events)
+        await asyncio.sleep(0)  # the turn that sent the reply ends
+        return before, len(plugin.pod_events)
+
+    assert asyncio.run(create()) == (0, 1)
+    note = plugin.decisions.get(ContainerID("db-a"))
+    assert note is not None and note.event == "create" and note.cpus
