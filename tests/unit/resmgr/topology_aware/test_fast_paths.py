@@ -37,6 +37,7 @@ from nri_resmgr.policy.topology_aware.affinity import diluted_scores, pool_weigh
 from nri_resmgr.policy.topology_aware.invariants import check_addition, invariant_problems
 from nri_resmgr.policy.topology_aware.offers import (
     Offer,
+    _shared_check,
     allocatable_by_pool,
     burst_key,
     make_offer,
@@ -349,6 +350,30 @@ def test_key_bounds_equal_key_bound_of_each_pool(
             s = p.allocate(s, c).state
         except AllocationError:
             continue
+
+
+@pytest.mark.parametrize(
+    ("full", "expected"),
+    [(("root",), "root has 0m free"), (("package0",), "package0 has 0m free"),
+     (("root", "package0"), "root has 0m free"), ((), "")],
+)  # fmt: skip
+def test_the_shared_check_of_nothing_taken_walks_the_pools_line_in_pool_order(
+    full: tuple[str, ...], expected: str
+) -> None:
+    """With no CPUs taken only the pool and its ancestors can be short (`_shared_check`
+    walks those alone), and the first short one in pool order is named, as the walk of
+    every pool names it: the root before the package before the node."""
+    p = TopologyAwarePolicy(topology=topo(**SYNTHETIC["2s2n2c2t"]), config={})
+    supply = p.initial_state().supply
+    demand = list(supply.demand)
+    for name in full:
+        i = p.tree.by_name(name).index
+        demand[i] = 1000 * len(supply.shared[i])
+    request = p.requests.of(make(Op(True, 1, QoSClass.BURSTABLE, 250, False, False, 0, {})))
+    found = _shared_check(
+        p.tree, replace(supply, demand=tuple(demand)), p.tree.by_name("node0"), IDSet(), request
+    )
+    assert found.startswith(expected) and bool(found) == bool(expected)
 
 
 def test_without_and_with_grant_keep_the_supply_exact_for_overlapping_grants() -> None:
