@@ -27,10 +27,12 @@ to its value, built once per container and asked many times.  The label keys it 
 **Indexes.**  A policy that weighs an expression against every live container (the
 topology-aware affinity rules) may keep its containers indexed by (key, value) for the
 keys that group containers (`Subject.grouping`: not the ids, which each container has
-its own).  `Expression.lookup_terms` gives the index entries whose union is exactly
-the containers an ``Equals`` or ``In`` test can be true for, or None when the index
-cannot answer (another operator, a joint key, the ``*`` value, an id key): then every
-container is tested.
+its own, nor ``pod/namespace`` and ``pod/qosclass``, whose values are always those of
+``namespace`` and ``qosclass``: a test of one is looked up under the other).
+`Expression.lookup_terms` gives the index entries whose union is exactly the containers
+an ``Equals`` or ``In`` test can be true for, or None when the index cannot answer
+(another operator, a joint key, the ``*`` value, an id key): then every container is
+tested.
 """
 
 from __future__ import annotations
@@ -79,6 +81,10 @@ NO_VALUE = frozenset({Operator.EXISTS, Operator.NOT_EXIST, Operator.ALWAYS_TRUE}
 _PLAIN_KEYS = {"name", "namespace", "qosclass", "id", "uid"}
 #: keys whose value is the container's or pod's own: not worth an index entry each
 _ID_KEYS = frozenset({"id", "pod/id", "pod/uid"})
+#: keys whose value is always another key's (a container's namespace and QoS class are
+#: its pod's): indexed under that key only
+_SAME_AS = {"pod/namespace": "namespace", "pod/qosclass": "qosclass"}
+_UNINDEXED = _ID_KEYS | _SAME_AS.keys()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +123,9 @@ class Subject:
         return self._index.get(key)
 
     def grouping(self) -> list[tuple[str, str]]:
-        """Every (key, value) of this subject but the ids (module docstring, "Indexes")."""
-        return [(k, v) for k, v in self._index.items() if k not in _ID_KEYS]
+        """Every (key, value) of this subject but the ids and the keys that repeat
+        another's value (module docstring, "Indexes")."""
+        return [(k, v) for k, v in self._index.items() if k not in _UNINDEXED]
 
 
 def subject_of(container: ContainerInfo) -> Subject:
@@ -190,6 +197,7 @@ class Expression:
         key = self._parts[0]
         if key in _ID_KEYS or "*" in self.values:
             return None
+        key = _SAME_AS.get(key, key)
         return tuple((key, v) for v in self.values)
 
     def evaluate(self, subject: Subject) -> bool:

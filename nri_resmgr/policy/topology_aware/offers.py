@@ -225,12 +225,16 @@ def _shared_check(
     its need (`Supply.need`) on what is left of its shared set; a pool nobody shares
     may be sliced empty.
     """
-    ancestors = set(tree.ancestors(pool.index))
+    line = tree.ancestors(pool.index)
+    ancestors = set(line)
     taken_ids = taken.ids()
     extra = request.shared_milli
     sharer = _is_sharer(request)
     demand, sharers = supply.demand, supply.sharers
-    for q in tree.pools:
+    # with nothing taken, only `pool` and its ancestors are touched: those, in pool
+    # order (a parent is numbered before its children), as the walk of all would meet them
+    touched = tree.pools if taken else [tree.pools[a] for a in reversed(line)]
+    for q in touched:
         mine = q.index in ancestors
         if not mine and q.cpus.isdisjoint(taken):
             continue

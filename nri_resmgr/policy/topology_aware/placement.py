@@ -6,7 +6,7 @@ the CPU priority classes).  `Placer.rank` asks the candidate pools of a request 
 offers against one immutable state (`offers.make_offer`) and returns the `Ranking`: every
 offer made with its sort key (`scoring.offer_key`), best first, and the reason of each
 pool that could make none.  Offers are built in the order of the best key each pool could
-reach (`scoring.key_bound`), and no more are built once none of the remaining pools can
+reach (`scoring.key_bounds`), and no more are built once none of the remaining pools can
 win: same winner, usually one offer instead of one per pool.  With ``every=True`` every
 candidate makes its offer (`explain.rank_pools` shows them all to a person).
 
@@ -43,7 +43,7 @@ from nri_resmgr.policy.topology_aware.priority import PriorityCPUs, priority_cpu
 from nri_resmgr.policy.topology_aware.scoring import (
     OfferKey,
     affinity_by_pool,
-    key_bound,
+    key_bounds,
     offer_key,
 )
 from nri_resmgr.policy.topology_aware.state import Grant, TopologyAwareState
@@ -157,25 +157,16 @@ class Placer:
                 )
         # offers in the order of the best key each pool could reach; once the best offer
         # so far beats the bound of the next pool it beats all the rest (scoring.key_bound)
-        bounded = sorted(
-            [
-                (
-                    key_bound(
-                        pool,
-                        tree=self.tree,
-                        supply=supply,
-                        room=rooms[pool.index],
-                        request=request,
-                        hinted=pool.index == hint,
-                        affinity_score=affinities.get(pool.index, 0),
-                        priorities=self.priorities,
-                        burst=bursts[pool.index],
-                    ),
-                    pool,
-                )
-                for pool in candidates
-            ],
-            key=lambda bp: bp[0],
+        bounded = key_bounds(
+            candidates,
+            tree=self.tree,
+            supply=supply,
+            request=request,
+            hint=hint,
+            affinities=affinities,
+            rooms=rooms,
+            priorities=self.priorities,
+            bursts=bursts,
         )
         scored: list[Scored] = []
         failed: list[tuple[Pool, str]] = []

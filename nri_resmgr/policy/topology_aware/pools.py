@@ -113,8 +113,20 @@ class PoolTree:
     memory_terms: Mapping[tuple[int, frozenset[MemoryKind]], tuple[int, int, int]] = field(
         init=False, compare=False, repr=False
     )
+    #: each pool's index and its ancestors' up to the root (`ancestors`), made with the
+    #: tree: a decision asks for several lines and every grant added or dropped for one
+    lines: tuple[tuple[int, ...], ...] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        lines = []
+        for pool in self.pools:
+            line = []
+            cur: int | None = pool.index
+            while cur is not None:
+                line.append(cur)
+                cur = self.pools[cur].parent
+            lines.append(tuple(line))
+        object.__setattr__(self, "lines", tuple(lines))
         terms = {}
         for n in range(len(MemoryKind) + 1):
             for combo in combinations(MemoryKind, n):
@@ -142,14 +154,9 @@ class PoolTree:
                 return p
         raise KeyError(name)
 
-    def ancestors(self, index: int) -> list[int]:
+    def ancestors(self, index: int) -> tuple[int, ...]:
         """`index` and its ancestors, up to the root."""
-        out = []
-        cur: int | None = index
-        while cur is not None:
-            out.append(cur)
-            cur = self.pools[cur].parent
-        return out
+        return self.lines[index]
 
     def subtree(self, index: int) -> list[int]:
         """`index` and all its descendants."""

@@ -68,6 +68,9 @@ supply alone (no CPUs are picked): `placement.Placer.rank` builds offers in the 
 these bounds and stops once the best offer found beats the bound of every pool left, which
 gives the same winner as building every offer (keys end with the pool index, so no two are
 equal) while an exclusive request usually picks CPUs in one pool instead of all of them.
+`key_bounds` is `key_bound` of every candidate at once, what depends on the request alone
+worked out once per decision instead of once per pool (a shared decision's bounds were
+its largest cost: tests/unit/resmgr/topology_aware/test_fast_paths.py holds them equal).
 
 Kept apart from ``compareScores`` on purpose (docs/policies.md, "Differences from
 nri-plugins"): the hinted pool goes first (component 1: the restart rule keeps a valid
@@ -79,7 +82,7 @@ steer the pool here, and reserved containers have one pool.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from immutables import Map
 
@@ -97,6 +100,7 @@ __all__ = [
     "affinity_by_pool",
     "best_offer",
     "key_bound",
+    "key_bounds",
     "memory_key",
     "offer_key",
 ]
@@ -328,6 +332,105 @@ def key_bound(
         population=supply.population[i],
         index=pool.their_id,
     )
+
+
+def key_bounds(
+    pools: Iterable[Pool],
+    *,
+    tree: PoolTree,
+    supply: Supply,
+    request: ContainerRequest,
+    hint: int | None,
+    affinities: Mapping[int, float],
+    rooms: Sequence[int],
+    priorities: PriorityCPUs | None,
+    bursts: Mapping[int, tuple[int, int]],
+) -> list[tuple[OfferKey, Pool]]:
+    """`key_bound` of each of `pools` (`rooms` and `bursts` by pool index, as
+    `key_bound`'s `room` and `burst`), paired with its pool, smallest key first.
+
+    The same keys as `key_bound` gives (module docstring), written out once for all
+    pools: every term that depends on the request alone is found before the loop.
+    """
+    kind, full, milli = request.kind, request.full, request.shared_milli
+    prefer = request.prefer_isolated
+    # key_bound's isolated preference (component 3)
+    unmet_possible = prefer and kind in (CPUKind.EXCLUSIVE, CPUKind.MIXED)
+    mixed = milli > 0
+    # priority_unmet (components 10, 13): the class's CPUs and the room asked
+    priority = request.cpu_priority
+    classes = None
+    if priorities is not None and priority is not CPUPriority.NONE:
+        classes = priorities.of(priority)
+    asked = max(1000 * full + milli, 1)
+    prio_unmet, normal_unmet = _priority_terms(priority, True)
+    # offers.capacity (components 2, 12, 14-16)
+    ranked = kind not in (CPUKind.RESERVED, CPUKind.NONE)
+    part = milli if full or milli else 1
+    # memory_key (components 5, 8, 9)
+    pin, kinds, burst_limit = request.pin_memory, request.memory_kinds, request.memory_burst
+    terms = tree.memory_terms
+    decided = is_unlimited_burst(request)
+    used, shared_sets, population = supply.used, supply.shared, supply.population
+    out: list[tuple[OfferKey, Pool]] = []
+    for pool in pools:
+        i = pool.index
+        unmet = 0
+        if unmet_possible:
+            free_iso = len(pool.isolated) - len(pool.isolated & used)
+            unmet = int(not (free_iso >= full and (shared_sets[i] or not mixed)))
+        if ranked:
+            isolated = len(pool.isolated - used) - full if prefer else 0
+            shared = rooms[i] - part
+            if not prefer or isolated < 0:
+                shared -= 1000 * full
+        else:
+            isolated = shared = 0
+        if pin:
+            size, span, lacks = terms[i, kinds]
+            memory_burst: int = 0
+            if burst_limit is not None:
+                memory_burst = (size < burst_limit) if burst_limit else -size
+        else:
+            memory_burst = span = lacks = 0
+        head = (
+            0 if i == hint else 1,
+            int(isolated < 0 or shared < 0),
+            unmet,
+            -affinities.get(i, 0),
+            memory_burst,
+        )
+        if decided:
+            out.append(((*head, *bursts[i], *_DECIDED_BY_ID, pool.their_id), pool))
+            continue
+        prio = normal = 0
+        if classes is not None and 1000 * len(classes & shared_sets[i]) < asked:
+            prio, normal = prio_unmet, normal_unmet
+        if prefer and isolated > 0:
+            key = (*head, *bursts[i], span, lacks, prio, -pool.depth, -isolated, 0, 0, 0, 0)
+        elif full > 0 and shared > 0:
+            key = (*head, *bursts[i], span, lacks, prio, -pool.depth, 0, normal, -shared, 0, 0)
+        else:
+            key = (
+                *head,
+                *bursts[i],
+                span,
+                lacks,
+                prio,
+                -pool.depth,
+                0,
+                normal,
+                0,
+                population[i],
+                -shared,
+            )
+        out.append(((*key, pool.their_id), pool))
+    out.sort(key=_first)
+    return out
+
+
+def _first(pair: tuple[OfferKey, Pool]) -> OfferKey:
+    return pair[0]
 
 
 def best_offer(

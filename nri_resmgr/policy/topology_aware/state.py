@@ -246,18 +246,13 @@ def _adjust(tree: PoolTree, supply: Supply, grant: Grant, sign: int) -> Supply:
     population and pool user; its exclusive CPUs' holders, and from those ``used`` and
     the shared sets of the pools its CPUs touch: the same figures `supply_from_scratch`
     would find, in O(pools + log containers)."""
-    demand = list(supply.demand)
-    memory = list(supply.memory)
-    population = list(supply.population)
-    sharers = list(supply.sharers)
-    zero = list(supply.zero_req)
+    line = tree.ancestors(grant.pool)
     sharer = grant.kind in SHARED_USERS
-    for a in tree.ancestors(grant.pool):
-        demand[a] += sign * grant.shared_milli
-        memory[a] += sign * grant.request.memory_bytes
-        sharers[a] += sign * sharer
-        zero[a] += sign * grant.zero_request
-    population[grant.pool] += sign * grant.colocated
+    demand = _added(supply.demand, line, sign * grant.shared_milli)
+    memory = _added(supply.memory, line, sign * grant.request.memory_bytes)
+    sharers = _added(supply.sharers, line, sign * sharer)
+    zero = _added(supply.zero_req, line, sign * grant.zero_request)
+    population = _added(supply.population, (grant.pool,), sign * grant.colocated)
     users = supply.users
     if sharer:
         mine = users[grant.pool]
@@ -275,17 +270,28 @@ def _adjust(tree: PoolTree, supply: Supply, grant: Grant, sign: int) -> Supply:
     return Supply(
         used=used,
         shared=shared,
-        demand=tuple(demand),
-        memory=tuple(memory),
-        population=tuple(population),
-        sharers=tuple(sharers),
+        demand=demand,
+        memory=memory,
+        population=population,
+        sharers=sharers,
         reserved_demand=supply.reserved_demand + sign * grant.reserved_milli,
-        zero_req=tuple(zero),
+        zero_req=zero,
         holders=holders,
         users=users,
         subjects=_index_subject(supply.subjects, grant, sign),
         irq=_index_irq(supply.irq, grant, sign),
     )
+
+
+def _added(figures: tuple[int, ...], where: Iterable[int], delta: int) -> tuple[int, ...]:
+    """`figures` with `delta` added at each index of `where` (the same tuple for 0: most
+    grants change few of the figures, e.g. a BestEffort one no demand)."""
+    if not delta:
+        return figures
+    out = list(figures)
+    for i in where:
+        out[i] += delta
+    return tuple(out)
 
 
 def _index_irq(irq: Map[ContainerID, None], grant: Grant, sign: int) -> Map[ContainerID, None]:

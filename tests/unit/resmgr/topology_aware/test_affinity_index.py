@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from immutables import Map
 
-from nri_resmgr.model import ContainerID
+from nri_resmgr.model import ContainerID, QoSClass
 from nri_resmgr.policy.expressions import Operator, Subject
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
 from nri_resmgr.policy.topology_aware.affinity import AFFINITY, diluted_scores, pool_weights
@@ -125,6 +125,36 @@ def test_an_equals_rule_on_a_name_weighs_only_the_containers_with_it() -> None:
     )
     # the default scope (the pod's containers, by pod/name) answers through the index
     assert affinity_candidates(s, req) == set()
+
+
+def test_the_pods_namespace_and_qos_class_are_looked_up_under_the_containers() -> None:
+    """``pod/namespace`` and ``pod/qosclass`` always have the values of ``namespace`` and
+    ``qosclass``: the index keeps the latter only, and a rule on either key finds the
+    same containers as the scan."""
+    p = TopologyAwarePolicy(topology=small(), config={})
+    s = p.initial_state()
+    for i, (ns, qos) in enumerate(
+        [
+            ("default", QoSClass.BURSTABLE),
+            ("data", QoSClass.BURSTABLE),
+            ("default", QoSClass.BEST_EFFORT),
+        ]
+    ):
+        s = p.allocate(s, ctr("a", pod="p0", ns=ns, qos=qos, milli=100, cid=f"c{i}")).state
+    assert not any(k in ("pod/namespace", "pod/qosclass") for k, _ in s.supply.subjects)
+    for key, value, holders in [
+        ("pod/namespace", "default", {"c0", "c2"}),
+        ("namespace", "default", {"c0", "c2"}),
+        ("pod/qosclass", "BestEffort", {"c2"}),
+        ("qosclass", "BestEffort", {"c2"}),
+    ]:
+        rule = [{"scope": {"key": "pod/name", "operator": "In", "values": ["p0", "p1"]},
+                 "match": {"key": key, "operator": "Equals", "values": [value]}}]  # fmt: skip
+        probe = ctr("probe", pod="p1", milli=100, ann={AFFINITY: json.dumps({"probe": rule})})
+        req = container_request(probe, p.config)
+        assert affinity_candidates(s, req) == {ContainerID(c) for c in holders}
+        got = affinity_by_pool(s, p.tree, container_id=probe.id, request=req)
+        assert got and got == scanned(s, p, probe.id, req)
 
 
 def test_an_index_entry_of_one_holder_is_its_id_alone() -> None:

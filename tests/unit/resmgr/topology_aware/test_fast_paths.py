@@ -35,12 +35,25 @@ from nri_resmgr.policy.common import take_cpus
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy
 from nri_resmgr.policy.topology_aware.affinity import diluted_scores, pool_weights
 from nri_resmgr.policy.topology_aware.invariants import check_addition, invariant_problems
-from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
+from nri_resmgr.policy.topology_aware.offers import (
+    Offer,
+    _shared_check,
+    allocatable_by_pool,
+    burst_key,
+    make_offer,
+)
 from nri_resmgr.policy.topology_aware.placement import Placer
+from nri_resmgr.policy.topology_aware.pools import TOPOLOGY_LEVELS
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest, container_request
+from nri_resmgr.policy.topology_aware.priority import CPUPriority
 from nri_resmgr.policy.topology_aware.rebuild import Rebuilder
 from nri_resmgr.policy.topology_aware.rendering import render
-from nri_resmgr.policy.topology_aware.scoring import best_offer
+from nri_resmgr.policy.topology_aware.scoring import (
+    affinity_by_pool,
+    best_offer,
+    key_bound,
+    key_bounds,
+)
 from nri_resmgr.policy.topology_aware.state import (
     Grant,
     TopologyAwareState,
@@ -267,6 +280,100 @@ def test_check_addition_equals_the_full_check(
     found = check_addition(p.topology, s, grant)
     assert bool(found) == bool(full)
     assert set(found) <= set(full)
+
+
+@pytest.mark.parametrize("name", list(SYNTHETIC))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, colocate=st.booleans(), data=st.data())
+def test_key_bounds_equal_key_bound_of_each_pool(
+    name: str, ops: list[Op], colocate: bool, data: st.DataObject
+) -> None:
+    """`scoring.key_bounds` (the request's terms worked out once for all pools) gives
+    each candidate the key `key_bound` gives it, smallest first, for the requests of
+    random sequences (with any CPU priority, isolated preference and Burstable terms),
+    in the states they lead to."""
+    config = {"colocatePods": colocate, "colocateNamespaces": colocate}
+    p = TopologyAwarePolicy(topology=topo(**SYNTHETIC[name]), config=config)
+    tree = p.tree
+    s = p.initial_state()
+    for op in ops:
+        c = make(op)
+        request = replace(
+            p.requests.of(c),
+            cpu_priority=data.draw(st.sampled_from(list(CPUPriority))),
+            prefer_isolated=data.draw(st.booleans()),
+            limit_milli=data.draw(st.sampled_from([0, 0, 500, 4000])),
+            unlimited_level=data.draw(st.sampled_from([None, *TOPOLOGY_LEVELS])),
+        )
+        hint = data.draw(st.sampled_from([None, *range(len(tree.pools))]))
+        affinities = affinity_by_pool(s, tree, container_id=c.id, request=request)
+        rooms = allocatable_by_pool(tree, s.supply)
+        for root_only in (False, True):
+            candidates = p.placer.candidates(request, root_only=root_only)
+            bursts = {
+                q.index: burst_key(tree, s.supply, q, request, room=rooms[q.index])
+                for q in candidates
+            }
+            want = sorted(
+                (
+                    (
+                        key_bound(
+                            q,
+                            tree=tree,
+                            supply=s.supply,
+                            request=request,
+                            hinted=q.index == hint,
+                            affinity_score=affinities.get(q.index, 0),
+                            room=rooms[q.index],
+                            priorities=p.priorities,
+                            burst=bursts[q.index],
+                        ),
+                        q,
+                    )
+                    for q in candidates
+                ),
+                key=lambda kq: kq[0],
+            )
+            got = key_bounds(
+                candidates,
+                tree=tree,
+                supply=s.supply,
+                request=request,
+                hint=hint,
+                affinities=affinities,
+                rooms=rooms,
+                priorities=p.priorities,
+                bursts=bursts,
+            )
+            assert got == want
+        try:
+            s = p.allocate(s, c).state
+        except AllocationError:
+            continue
+
+
+@pytest.mark.parametrize(
+    ("full", "expected"),
+    [(("root",), "root has 0m free"), (("package0",), "package0 has 0m free"),
+     (("root", "package0"), "root has 0m free"), ((), "")],
+)  # fmt: skip
+def test_the_shared_check_of_nothing_taken_walks_the_pools_line_in_pool_order(
+    full: tuple[str, ...], expected: str
+) -> None:
+    """With no CPUs taken only the pool and its ancestors can be short (`_shared_check`
+    walks those alone), and the first short one in pool order is named, as the walk of
+    every pool names it: the root before the package before the node."""
+    p = TopologyAwarePolicy(topology=topo(**SYNTHETIC["2s2n2c2t"]), config={})
+    supply = p.initial_state().supply
+    demand = list(supply.demand)
+    for name in full:
+        i = p.tree.by_name(name).index
+        demand[i] = 1000 * len(supply.shared[i])
+    request = p.requests.of(make(Op(True, 1, QoSClass.BURSTABLE, 250, False, False, 0, {})))
+    found = _shared_check(
+        p.tree, replace(supply, demand=tuple(demand)), p.tree.by_name("node0"), IDSet(), request
+    )
+    assert found.startswith(expected) and bool(found) == bool(expected)
 
 
 def test_without_and_with_grant_keep_the_supply_exact_for_overlapping_grants() -> None:
