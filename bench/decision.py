@@ -11,12 +11,13 @@ topology-aware policy with its defaults (750m reserved). Workload: `bench.worklo
   adjustment and of the other containers' updates, commit, the decision's log lines),
   in this process, timed with `time.perf_counter_ns` (wall) and `time.thread_time_ns`
   (CPU: on a loaded machine the wall time mostly measures waiting for a CPU); logs go
-  as JSON to /dev/null.  The placement records are written after each event, as the
-  daemon writes them after its reply (`RecordStore`'s `defer`), and their CPU time is
-  reported apart (``records``).  The decision runs inside the daemon's per-event rule
-  for the cyclic collector (`nri_resmgr.ops.collector.handling`: off during the event,
-  back on after the reply), so the collection an event calls for is charged, as in the
-  daemon, after the reply: to ``records``, which is all the after-reply work.
+  as JSON to /dev/null.  The placement records and the decision lines are written after
+  each event, as the daemon writes them after its reply (`RecordStore`'s and
+  `DecisionLog`'s `defer`), and their CPU time is reported apart (``records``).  The
+  decision runs inside the daemon's per-event rule for the cyclic collector
+  (`nri_resmgr.ops.collector.handling`: off during the event, back on after the reply),
+  so the collection an event calls for is charged, as in the daemon, after the reply:
+  to ``records``, which is all the after-reply work.
 * **round trip**: CreateContainer through the real NRI adaptation (harness, NRI v0.12.2)
   to the real daemon (`nri-resmgr run --policy topology-aware --topology ...`, attached as
   an external plugin, logging JSON to a file), timed inside Go.
@@ -142,6 +143,7 @@ def decisions(
             policy="topology-aware",
             state_dir=state_dir(),
             defer_records=later.append,
+            defer_lines=later.append,
         )
         out: dict[str, Any] = {}
         count = 0
