@@ -75,9 +75,12 @@ class DecisionLog:
         if self.defer is None:
             write()
             return
-        if not self._pending:
-            self.defer(self.flush)
         self._pending.append(write)
+        if len(self._pending) == 1:
+            # queued before the flush is put off: a `defer` that runs it at once (the
+            # daemon's outside a running loop, e.g. a configuration adopted at start-up)
+            # must find it, or the queue stays non-empty and no flush is put off again
+            self.defer(self.flush)
 
     def decision(
         self, event: str, container: ContainerInfo, a: Assignment | None, reason: str

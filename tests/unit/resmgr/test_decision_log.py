@@ -149,3 +149,29 @@ def test_a_pipeline_flushed_before_its_replacement_writes_the_queued_lines() -> 
     p, captured = _synchronized(later)
     p.flush_records()
     assert [line["event"] for line in captured.lines] == ["rebuilt", *["synchronize"] * 3]
+
+
+def test_a_defer_that_runs_at_once_writes_every_line_at_once() -> None:
+    """The daemon's `defer` runs the flush at once outside a running loop (a configuration
+    adopted at start-up, before the loop serves): the line queued with it is written then,
+    and every later line is still put off and written, not stranded until the close (the
+    Kubernetes side adopts the cluster's configuration that way: found on the real node)."""
+    captured = CapturedLog()
+    later: list[Callable[[], None]] = []
+    on_loop = False
+
+    def defer(flush: Callable[[], None]) -> None:
+        if on_loop:
+            later.append(flush)
+        else:
+            flush()
+
+    p = Pipeline(EmptyClassPolicy(), select_classes=gold_slow, log=captured.log, defer_lines=defer)
+    s = sandbox()
+    p.create(s, container(s, "a"))
+    assert [line["event"] for line in captured.lines] == ["create"]
+    on_loop = True
+    p.create(s, container(s, "b"))
+    assert len(later) == 1, "the next line's flush is put off"
+    later.pop()()
+    assert [line["event"] for line in captured.lines] == ["create", "create", "updates", "update"]
