@@ -97,17 +97,16 @@ def adjustment_for(assignment: Assignment) -> api.ContainerAdjustment:
     copied, as `update_for` does (a shared creation: 5.8 -> 1.5 us).
     """
     out = api.ContainerAdjustment()
-    out.CopyFrom(
-        _adjustment_template(
-            assignment.kind is CPUKind.NONE,
-            assignment.cpus,
-            assignment.mems,
-            assignment.rdt_class,
-            assignment.blockio_class,
-            assignment.scheduling,
-        )
-    )
+    out.CopyFrom(_adjustment_template(*_placement(assignment), assignment.scheduling))
     return out
+
+
+def _placement(
+    a: Assignment,
+) -> tuple[bool, CPUSet, CPUSet, str | None, str | None]:
+    """What of `a` the templates render (everything but the container's id): the key of
+    `_adjustment_template` (with the scheduling class) and of `_update_template`."""
+    return a.kind is CPUKind.NONE, a.cpus, a.mems, a.rdt_class, a.blockio_class
 
 
 @functools.lru_cache(maxsize=256)
@@ -148,13 +147,7 @@ def update_for(assignment: Assignment) -> api.ContainerUpdate | None:
     """
     if not assignment.container_id:
         raise ValueError("container id: expected a non-empty string, found ''")
-    template = _update_template(
-        assignment.kind is CPUKind.NONE,
-        assignment.cpus,
-        assignment.mems,
-        assignment.rdt_class,
-        assignment.blockio_class,
-    )
+    template = _update_template(*_placement(assignment))
     if template is None:
         return None
     out = api.ContainerUpdate()
