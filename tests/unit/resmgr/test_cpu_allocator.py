@@ -58,3 +58,21 @@ def test_a_thread_goes_to_the_package_holding_the_result_and_a_broken_core() -> 
     free = {0, 1, 2, 6, 18, 9, 10, 22, 11, 23}
     got, left = _single_threads(topo, free, {7}, 1, ranked=False)
     assert (got, left) == ({7, 9}, 0)
+
+
+@settings(max_examples=200)
+@given(data=st.data())
+def test_whole_packages_and_cores_without_a_priority_go_by_id(data: st.DataObject) -> None:
+    """With no priority preferred, the order of idle packages and cores (their
+    comparison, then the id) is the ids' alone, which `by_preference` takes unsorted."""
+    topo = MACHINES[data.draw(st.sampled_from(sorted(MACHINES)), label="machine")]
+    online = sorted(topo.online_cpus())
+    sets = data.draw(
+        st.dictionaries(
+            st.sampled_from(online), st.sets(st.sampled_from(online), min_size=1), max_size=12
+        ),
+        label="sets",
+    )
+    pick = _Pick(CPUAllocator.of(topo), IDSet(online), 1, "none")
+    cpusets = {k: IDSet(v) for k, v in sets.items()}
+    assert pick.by_preference(cpusets) == pick.ranked(cpusets)
