@@ -24,11 +24,11 @@ Each level's Synchronize is the median of `--reps` cold ones (3; it was one unti
 sixth session).  One cold Synchronize is a poor sample: on a quiet machine the same
 1,000 took 179-321 ms and 10,000 2,327-4,094 ms in three runs of one each (growth 12.7x,
 16.5x, 12.9x), while the daemon's own CPU in them grows about linearly (wt-syn, timed in
-the daemon: 214-378 ms at 1,000, 1,880-2,845 ms at 10,000); most of what moves is the
+the daemon: 214-378 ms at 1,000, 1,863-2,845 ms at 10,000); most of what moves is the
 wall clock of two processes on a shared machine.  The Go no-op's own growth is printed
 beside ours: the fake runtime's share of each Synchronize (building, marshalling and, at
-10,000, first trying one oversized message and then six chunks) grows 13-16x by itself
-and is inside our figure too (docs/benchmarks.md, `sync-growth`).
+10,000, first trying one oversized message and then six chunks) grows 8-30x by itself
+and is inside our figure too (docs/benchmarks.md, wt-syn, sixth session).
 
 Growth factor = the value at the largest level / at the smallest.
 
