@@ -24,7 +24,7 @@ from tests.support.stub import CTR, POD, Creator, serving
 from tests.support.stub import run as run_stub
 
 RUNNING = api.ContainerState.CONTAINER_RUNNING
-#: the runtime the e2e failure was seen on
+#: the runtime the e2e failure was seen on (`FakeRuntime`'s arguments)
 CRIO = {"nri_version": "v0.11.0", "runtime_name": "cri-o", "runtime_version": "1.36.3"}
 
 
@@ -91,7 +91,14 @@ def test_the_fake_runtime_drops_a_plugin_as_crio_does(
             return [Update(CTR.id).set_cpuset("5").ignore_failure(marked).build()]
 
     async def body() -> None:
-        rt = FakeRuntime(containers=[CTR], pods=[POD], failing_sync_updates=failing, **CRIO)
+        rt = FakeRuntime(
+            nri_version="v0.11.0",
+            runtime_name="cri-o",
+            runtime_version="1.36.3",
+            containers=[CTR],
+            pods=[POD],
+            failing_sync_updates=failing,
+        )
         async with rt:
             await rt.listen(sock_path)
             plugin = Restorer(name="r", idx="10", socket_path=sock_path, environ={})
