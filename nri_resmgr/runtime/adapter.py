@@ -423,7 +423,6 @@ def container_from_nri(
     if kind is None:
         init_names = init_container_names(pod, limits=limits, subject=subject)
         kind = ContainerKind.INIT if name in init_names else ContainerKind.APP
-    devices, mounts = devices_and_mounts(container)
     return ContainerInfo(
         id=ContainerID(container.id),
         name=name,
@@ -434,8 +433,6 @@ def container_from_nri(
         cgroups_path=container.linux.cgroups_path,
         current_cpus=cur_cpus,
         current_mems=cur_mems,
-        devices=devices,
-        mounts=mounts,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from nri_api import api
@@ -324,7 +326,7 @@ def test_overlong_cpuset_string_is_refused_before_parsing() -> None:
         adapter.container_from_nri(_sandbox(), _container(_resources(shares=2, mems=text)))
 
 
-def test_devices_and_mounts_reach_the_policy() -> None:
+def test_devices_and_mounts_are_read_for_the_hints_and_not_kept() -> None:
     c = _container(_resources(shares=1024))
     c.linux.devices.add(path="/dev/dri/card0", type="c", major=226, minor=0)
     c.linux.devices.add(path="/dev/nvme0n1", type="b", major=259, minor=0)
@@ -332,16 +334,19 @@ def test_devices_and_mounts_reach_the_policy() -> None:
     c.mounts.add(destination="/data", source="/mnt/fast", options=["rbind", "rw"])
     c.mounts.add(destination="/cfg", source="/etc/app", options=["rbind", "ro"])
     c.mounts.add(destination="/proc", type="proc")  # no source: no locality
-    info = adapter.container_from_nri(_sandbox(), c)
-    assert info.devices == (
+    devices, mounts = adapter.devices_and_mounts(c)
+    assert devices == (
         DeviceRef("/dev/dri/card0", "c", 226, 0),
         DeviceRef("/dev/nvme0n1", "b", 259, 0),
     )
-    assert info.mounts == (
+    assert mounts == (
         MountRef("/mnt/fast", "/data", read_only=False),
         MountRef("/etc/app", "/cfg", read_only=True),
     )
+    info = adapter.container_from_nri(_sandbox(), c)
     assert info.topology_hints == ()  # the shell resolves them (pipeline.resolve_hints)
+    # what the pipeline keeps of the container holds neither (rss-1000)
+    assert {"devices", "mounts"}.isdisjoint(f.name for f in dataclasses.fields(info))
 
 
 def test_label_and_annotation_strings_are_held_once_across_pods_and_containers() -> None:
