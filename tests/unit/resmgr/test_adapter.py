@@ -366,3 +366,25 @@ def test_label_and_annotation_strings_are_held_once_across_pods_and_containers()
     ctr_key, ctr_uid = next(iter(info.annotations.items()))
     assert ctr_uid == pod_uid == UID and ctr_uid is pod_uid
     assert ctr_key is next(k for k in a.annotations if k == ctr_key)
+
+
+def test_the_pods_ids_and_names_are_the_strings_its_labels_hold() -> None:
+    # the kubelet repeats the pod's uid, name and namespace and the sandbox id in labels
+    # and annotations, and the container's name in its annotations: one object each
+    s = _sandbox(**{"io.kubernetes.cri.sandbox-id": "sb0"})
+    s.labels.update(
+        {
+            "io.kubernetes.pod.uid": UID,
+            "io.kubernetes.pod.name": "web-0",
+            "io.kubernetes.pod.namespace": "prod",
+        }
+    )
+    pod = adapter.pod_from_nri(s)
+    assert pod.uid is pod.labels["io.kubernetes.pod.uid"]
+    assert pod.name is pod.labels["io.kubernetes.pod.name"]
+    assert pod.namespace is pod.labels["io.kubernetes.pod.namespace"]
+    assert pod.id is pod.annotations["io.kubernetes.cri.sandbox-id"]
+    info = adapter.container_from_nri(
+        pod, _container(_resources(shares=2), **{"io.kubernetes.cri.container-name": "app"})
+    )
+    assert info.name is info.annotations["io.kubernetes.cri.container-name"]
