@@ -384,7 +384,7 @@ def test_the_pods_ids_and_names_are_the_strings_its_labels_hold() -> None:
     assert pod.name is pod.labels["io.kubernetes.pod.name"]
     assert pod.namespace is pod.labels["io.kubernetes.pod.namespace"]
     assert pod.id is pod.annotations["io.kubernetes.cri.sandbox-id"]
-    info = adapter.container_from_nri(
-        pod, _container(_resources(shares=2), **{"io.kubernetes.cri.container-name": "app"})
-    )
+    ctr = _container(_resources(shares=2))
+    ctr.annotations["io.kubernetes.cri.container-name"] = "app"
+    info = adapter.container_from_nri(pod, ctr)
     assert info.name is info.annotations["io.kubernetes.cri.container-name"]
