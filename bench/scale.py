@@ -48,13 +48,14 @@ instructions per shared probe (+1.2%, callgrind, 20 probes each after an exclusi
 what differs is where its data is when it starts.  Callgrind's cache simulation (48 KiB
 L1, 4 MiB last level) counts 530 last-level misses per shared probe after an exclusive
 one at 1,000 live and 5,350 at 10,000 (76 and 160 after a shared one): the exclusive
-event before it (2,475 containers re-rendered, their updates, records and removal: 8
-MiB allocated at 10,000 live, 0.36 MiB at 1,000) pushes the shared decision's own code
-and data (interpreter frames, type and module dictionaries, the state's trie nodes)
-out of the caches at 10,000 and not at 1,000.  With every cache evicted before each
-probe both levels cost the same (613 and 606 µs, loaded machine), which is the cold
-column: it shows the decision's own growth, and the first column the decision as it
-follows an exclusive event on this node, a cost the daemon has too (both reported).
+event before it (2,475 containers re-rendered, their updates, records and removal; its
+creation peaks at 8.2 MiB allocated at 10,000 live, 0.36 MiB at 1,000) pushes the
+shared decision's own code and data (interpreter frames, type and module dictionaries,
+the state's trie nodes) out of the caches at 10,000 and not at 1,000.  With every cache
+evicted before each probe, 10,000 live costs no more than 1,000 (0.79x-0.96x in three
+loaded runs): the cold column shows the decision's own growth; the first column, the
+growth row, the decision as it follows an exclusive event on this node, a cost the
+daemon has too.
 """
 
 from __future__ import annotations
