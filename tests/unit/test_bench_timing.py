@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
+import structlog
 
 from bench import decision
 from nri_api import api
@@ -106,9 +107,13 @@ def test_cold_shared_probes_are_timed_right_after_an_eviction(
 
     monkeypatch.setattr(decision, "timed_create", watched)
     monkeypatch.setattr(Pipeline, "run_pod", pod_run)
-    result = decision.decisions(
-        [1], samples=2, warmup=1, log_level="info", cold=Counted(decision.LINE)
-    )
+    logging = structlog.get_config()  # `decisions` logs to a /dev/null it closes
+    try:
+        result = decision.decisions(
+            [1], samples=2, warmup=1, log_level="info", cold=Counted(decision.LINE)
+        )
+    finally:
+        structlog.configure(**logging)
     cold = result["1"][decision.COLD]
     assert cold["cpu"]["n"] == 2 and cold["evicted_mib"] == 0.0
     creates = [i for i, e in enumerate(events) if e.startswith("create probe")]
