@@ -52,7 +52,7 @@ event before it (2,475 containers re-rendered, their updates, records and remova
 creation peaks at 8.2 MiB allocated at 10,000 live, 0.36 MiB at 1,000) pushes the
 shared decision's own code and data (interpreter frames, type and module dictionaries,
 the state's trie nodes) out of the caches at 10,000 and not at 1,000.  With every cache
-evicted before each probe, 10,000 live costs no more than 1,000 (0.79x-0.96x in three
+evicted before each probe, 10,000 live costs about what 1,000 does (0.79x-1.11x in four
 loaded runs): the cold column shows the decision's own growth; the first column, the
 growth row, the decision as it follows an exclusive event on this node, a cost the
 daemon has too.
