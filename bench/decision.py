@@ -105,6 +105,44 @@ def timed_create(
     return Sample(cpu_ns=time.thread_time_ns() - c0, wall_ns=wall, updates=updates)
 
 
+#: the kind under which `decisions` reports its shared probes timed on evicted caches
+COLD = "shared_cold"
+#: bytes of a cache line (x86-64, arm64)
+LINE = 64
+
+
+def last_level_cache(default: int = 64 << 20) -> int:
+    """Bytes of the largest cache sysfs reports for CPU 0; `default` where it reports none."""
+    sizes = [default]
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        try:
+            text = f.read_text().strip()
+        except OSError:
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * unit)
+    return max(sizes)
+
+
+class Eviction:
+    """A buffer at least as large as the last-level cache, one byte of each of its lines
+    written per call, so that afterwards no cache holds anything a decision uses: every
+    level's probe then starts from the same, cold, caches (`bench.scale`'s docstring)."""
+
+    def __init__(self, size: int) -> None:
+        lines = -(-size // LINE)
+        self._buf = bytearray(lines * LINE)
+        self._fills = (bytes(lines), b"\x01" * lines)
+        self._turn = 0
+        self.mib = round(lines * LINE / (1 << 20), 1)
+
+    def __call__(self) -> None:
+        self._turn ^= 1
+        self._buf[::LINE] = self._fills[self._turn]
+
+
 def after_reply(later: list[Callable[[], None]]) -> int:
     """Run what the event put off until its reply (the records' writes, the collector's
     return and the collection it calls for), in order; their CPU nanoseconds."""
@@ -127,16 +165,15 @@ def decisions(
     warmup: int,
     log_level: str,
     workload: Callable[..., list[tuple[Json, Json]]] = live,
+    cold: Eviction | None = None,
 ) -> dict[str, Any]:
     """In-process `Pipeline.create` latency per level and probe kind; the live containers
-    come from `workload(n, start=...)` (`bench.workload.live` or `scaled`)."""
+    come from `workload(n, start=...)` (`bench.workload.live` or `scaled`).  With `cold`,
+    each level also times as many shared probes with every cache evicted right before
+    each (``shared_cold``: `Eviction`)."""
     with open(os.devnull, "w") as devnull:
         configure_logging(LogConfig(level=log_level, format="json"), stream=devnull)  # type: ignore[arg-type]
         later: list[Callable[[], None]] = []
-
-        def replied() -> int:
-            return after_reply(later)
-
         pipe = build_pipeline(
             Config(),
             topology=load_topology(str(TOPOLOGY)),
@@ -152,7 +189,7 @@ def decisions(
                 sp = pb_pod(pod)
                 pipe.run_pod(sp)
                 pipe.create(sp, pb_ctr(ctr))
-                replied()
+                after_reply(later)
             count = n
             times: dict[str, list[int]] = {k: [] for k in KINDS}
             cpu: dict[str, list[int]] = {k: [] for k in KINDS}
@@ -160,16 +197,7 @@ def decisions(
             updates: dict[str, list[int]] = {k: [] for k in KINDS}
             for i in range(warmup + samples):
                 for kind in KINDS:
-                    pod, ctr = probe(kind, i)
-                    sp, sc = pb_pod(pod), pb_ctr(ctr)
-                    pipe.run_pod(sp)
-                    sample = timed_create(pipe, sp, sc, defer=later.append)
-                    dr = replied()
-                    with collector.handling(later.append):  # as the daemon's events
-                        pipe.stop(sp, sc)
-                        pipe.remove(sp, sc)
-                        pipe.remove_pod(sp)
-                    replied()
+                    sample, dr = _probed(pipe, kind, i, later)
                     if i >= warmup:
                         times[kind].append(sample.wall_ns)
                         cpu[kind].append(sample.cpu_ns)
@@ -184,8 +212,40 @@ def decisions(
                 }
                 for k in KINDS
             }
+            if cold is not None:
+                cold_cpu = [
+                    _probed(pipe, "shared", i, later, before=cold)[0].cpu_ns
+                    for i in range(warmup + samples)
+                ][warmup:]
+                out[str(n)][COLD] = {"cpu": summary_us(cold_cpu), "evicted_mib": cold.mib}
             out[str(n)]["load"] = load_note()
     return out
+
+
+def _probed(
+    pipe: Pipeline,
+    kind: str,
+    i: int,
+    later: list[Callable[[], None]],
+    *,
+    before: Callable[[], None] | None = None,
+) -> tuple[Sample, int]:
+    """The i-th probe of `kind` created (timed, after `before`), its after-reply step
+    run, and removed again as the daemon's events are handled; the sample and the
+    after-reply CPU nanoseconds."""
+    pod, ctr = probe(kind, i)
+    sp, sc = pb_pod(pod), pb_ctr(ctr)
+    pipe.run_pod(sp)
+    if before is not None:
+        before()
+    sample = timed_create(pipe, sp, sc, defer=later.append)
+    dr = after_reply(later)
+    with collector.handling(later.append):  # as the daemon's events
+        pipe.stop(sp, sc)
+        pipe.remove(sp, sc)
+        pipe.remove_pod(sp)
+    after_reply(later)
+    return sample, dr
 
 
 def roundtrips(

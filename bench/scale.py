@@ -1,7 +1,7 @@
 """Cost as the node grows: 1,000, 5,000 and 10,000 live containers on the 224-thread machine.
 
 Usage: python -m bench.scale [--levels 1000,5000,10000] [--samples 100] [--reps 3]
-                             [--out bench/out/scale.json]
+                             [--cold-mib N] [--out bench/out/scale.json]
 
 No containerd: the machine is `examples/topologies/server-2s-224t.yaml`, the containers
 come from `bench.workload.scaled` (the pattern of `live` up to 1,000, then small Burstable
@@ -15,6 +15,11 @@ and BestEffort containers so that 10,000 still fit). Per level:
   handler runs): off during the decision, back on after the reply, so the collection a
   decision's allocations call for is charged to the after-reply column (``records`` in
   the JSON), as the daemon does it after its reply;
+* **shared, cold caches**: as many shared probes again, each right after a buffer at
+  least as large as the last-level cache (sysfs; ``--cold-mib``, 0 for none) has been
+  written one byte per line (`bench.decision.Eviction`), so that every level's probe
+  starts from the same caches: nothing of its own in any of them (below, "What the
+  shared growth is");
 * **Synchronize**: a fresh daemon (`nri-resmgr run`, external) on a fake runtime (NRI
   v0.12.2) reporting N running containers without cpusets (every one is placed), timed in
   Go; the Go no-op is run the same way, interleaved, as the floor;
@@ -46,6 +51,21 @@ shared probe at 10,000 live with the 2,475 updates of the exclusive probe before
 of why the two disagreed (3.69x against 1.03x, quiet).  What is left between them is
 the exclusive decision right before each shared probe here: at 10,000 live it touches
 ten times the memory, and the shared decision after it runs on colder caches.
+
+What the shared growth is (sixth session, measured three ways on 1,000 and 10,000 live,
+one level per process as here): the work is the same, 924,000 against 935,000
+instructions per shared probe (+1.2%, callgrind, 20 probes each after an exclusive one);
+what differs is where its data is when it starts.  Callgrind's cache simulation (48 KiB
+L1, 4 MiB last level) counts 530 last-level misses per shared probe after an exclusive
+one at 1,000 live and 5,350 at 10,000 (76 and 160 after a shared one): the exclusive
+event before it (2,475 containers re-rendered, their updates, records and removal; its
+creation peaks at 8.2 MiB allocated at 10,000 live, 0.36 MiB at 1,000) pushes the
+shared decision's own code and data (interpreter frames, type and module dictionaries,
+the state's trie nodes) out of the caches at 10,000 and not at 1,000.  With every cache
+evicted before each probe, 10,000 live costs about what 1,000 does (0.79x-1.11x in four
+loaded runs): the cold column shows the decision's own growth; the first column, the
+growth row, the decision as it follows an exclusive event on this node, a cost the
+daemon has too.
 """
 
 from __future__ import annotations
@@ -108,15 +128,18 @@ def table(result: dict[str, Any]) -> str:
     dec, syn = result["decision"], result["synchronize"]
     rows = [
         "| live containers | shared decision CPU p50 / p99 µs | exclusive decision CPU p50 / "
-        "p99 µs | updates in an exclusive reply | Synchronize ms (Go no-op) | RSS MiB | load |",
-        "|---|---|---|---|---|---|---|",
+        "p99 µs | updates in an exclusive reply | shared, cold caches, CPU p50 / p99 µs "
+        "| Synchronize ms (Go no-op) | RSS MiB | load |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for n in levels:
         s, e = dec[n]["shared"]["cpu"], dec[n]["exclusive"]["cpu"]
+        c = dec[n][decision.COLD]["cpu"] if decision.COLD in dec[n] else None
+        cold = f"{c['p50_us']} / {c['p99_us']}" if c is not None else "-"
         y = syn[n]
         rows.append(
             f"| {int(n):,} | {s['p50_us']} / {s['p99_us']} | {e['p50_us']} / {e['p99_us']} "
-            f"| {dec[n]['exclusive']['updates']} | {y['median_ms'][OURS]} "
+            f"| {dec[n]['exclusive']['updates']} | {cold} | {y['median_ms'][OURS]} "
             f"({y['median_ms'][GO]}) | {y['rss_mib']} | {y['load']} |"
         )
     g = result["growth"]
@@ -126,8 +149,21 @@ def table(result: dict[str, Any]) -> str:
         f"shared decision CPU p50 {g['shared_cpu_p50']}x, exclusive {g['exclusive_cpu_p50']}x "
         f"(its updates {g['exclusive_updates']}x), Synchronize {g['sync']}x (the Go no-op's "
         f"{g['sync_go']}x), RSS {g['rss']}x"
+        + (
+            f"; shared on cold caches {g['shared_cold_cpu_p50']}x"
+            if "shared_cold_cpu_p50" in g
+            else ""
+        )
     )
     return "\n".join(rows)
+
+
+def _eviction(mib: int | None) -> decision.Eviction | None:
+    """The cold probes' eviction: `mib` MiB, the last-level cache's size by default; none
+    for 0."""
+    if mib == 0:
+        return None
+    return decision.Eviction(decision.last_level_cache() if mib is None else mib << 20)
 
 
 def main() -> int:
@@ -139,12 +175,23 @@ def main() -> int:
         "--reps", type=int, default=3, help="Synchronize runs per peer and level (the median)"
     )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--cold-mib",
+        type=int,
+        default=None,
+        help="MiB written before each cold shared probe (default: the last-level cache; 0: none)",
+    )
     ap.add_argument("--out", default="bench/out/scale.json")
     ns = ap.parse_args()
     levels = [int(x) for x in ns.levels.split(",")]
     result: dict[str, Any] = {"machine": machine(), "levels": levels, "samples": ns.samples}
     result["decision"] = decision.decisions(
-        levels, samples=ns.samples, warmup=ns.warmup, log_level="info", workload=scaled
+        levels,
+        samples=ns.samples,
+        warmup=ns.warmup,
+        log_level="info",
+        workload=scaled,
+        cold=_eviction(ns.cold_mib),
     )
     with short_tempdir("nri-scale-") as work:
         p = peers.Peers(work)
@@ -162,6 +209,16 @@ def main() -> int:
         ),
         "exclusive_updates": growth(
             dec[first]["exclusive"]["updates"], dec[last]["exclusive"]["updates"]
+        ),
+        **(
+            {
+                "shared_cold_cpu_p50": growth(
+                    dec[first][decision.COLD]["cpu"]["p50_us"],
+                    dec[last][decision.COLD]["cpu"]["p50_us"],
+                )
+            }
+            if decision.COLD in dec[first]
+            else {}
         ),
         "sync": growth(syn[first]["median_ms"][OURS], syn[last]["median_ms"][OURS]),
         "sync_go": growth(syn[first]["median_ms"][GO], syn[last]["median_ms"][GO]),

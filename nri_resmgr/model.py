@@ -211,10 +211,10 @@ class ContainerInfo:
     #: cpuset the runtime reports for it now (Synchronize, UpdateContainer), if any
     current_cpus: CPUSet | None = None
     current_mems: NodeSet | None = None
-    #: devices and mounts the runtime gives it (CreateContainer), for topology hints
-    devices: tuple[DeviceRef, ...] = ()
-    mounts: tuple[MountRef, ...] = ()
-    #: the locality of those devices and mounts, resolved by the shell from sysfs
+    #: the locality of the devices and mounts the runtime gives it (CreateContainer),
+    #: resolved by the shell from sysfs; the devices and mounts themselves are read from
+    #: the message only for that and not kept (nothing reads them afterwards, and a
+    #: live node's containers hold several mounts each: rss-1000)
     topology_hints: tuple[TopologyHint, ...] = ()
 
     @property

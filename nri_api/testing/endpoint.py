@@ -25,7 +25,10 @@ UpdateContainers inside a hook deadlocks here as it would there, until the reque
 timeout, after which the runtime drops it.  UpdateContainers requests are recorded
 (`update_requests`, `await rt.next_update()`); `update_result` decides which updates
 "failed"; the next `unanswered_updates` requests get no answer at all (the plugin's call
-times out).
+times out).  `failing_sync_updates` names containers whose update in a Synchronize reply
+fails when applied; one not marked ``ignore_failure`` fails the handshake as CRI-O 1.36
+does (`syncPlugin` returns the error, the adaptation never adds the plugin to those that
+get events and leaves its connection open): `wait_ready` raises `SyncUpdateFailed`.
 
 The events themselves (pods and containers) are `nri_api.testing.runtime.FakeRuntime`'s.
 """
@@ -54,7 +57,7 @@ from nri_api.events import (
 from nri_api.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN
 from nri_api.transport import Trunk
 
-__all__ = ["Handshake", "PluginRejected", "RuntimeEndpoint"]
+__all__ = ["Handshake", "PluginRejected", "RuntimeEndpoint", "SyncUpdateFailed"]
 
 _M = TypeVar("_M", bound=Message)
 
@@ -83,6 +86,11 @@ _NAME: Final = re.compile(r"^[a-zA-Z0-9_.+-]+$")
 
 class PluginRejected(Exception):
     """The fake runtime refused the plugin, as the real one would (and closed it)."""
+
+
+class SyncUpdateFailed(PluginRejected):
+    """An update of the Synchronize reply failed and was not marked ``ignore_failure``:
+    the plugin is never sent an event, its connection is left open (CRI-O 1.36)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +135,7 @@ class RuntimeEndpoint:
         update_result: Callable[[api.UpdateContainersRequest], Iterable[api.ContainerUpdate]]
         | None = None,
         unanswered_updates: int = 0,
+        failing_sync_updates: Iterable[str] = (),
     ) -> None:
         self.nri_version = NRIVersion.parse(nri_version) if nri_version else None
         default_name, default_version = "fake-runtime", "0.0.0"
@@ -148,6 +157,8 @@ class RuntimeEndpoint:
         self.update_result = update_result
         #: how many of the next UpdateContainers requests are recorded but never answered
         self.unanswered_updates = unanswered_updates
+        #: containers whose update in a Synchronize reply fails (CRI-O's rule, module doc)
+        self.failing_sync_updates = frozenset(failing_sync_updates)
         self.valid_events = valid_events_mask(self.nri_version)
         #: Every UpdateContainers request received, in order.
         self.update_requests: list[api.UpdateContainersRequest] = []
@@ -326,6 +337,11 @@ class RuntimeEndpoint:
             finally:
                 peer.configured.set()
             updates = await self._synchronize(peer, self.pods, self.containers)
+            self._apply_sync_updates(updates)
+        except SyncUpdateFailed as exc:
+            self.failures.append(str(exc))
+            self._ready.put_nowait(exc)  # the connection stays open, as in CRI-O
+            return
         except (RPCError, TimeoutError, ConnectionClosed, PluginRejected) as exc:
             self.failures.append(f"plugin handshake failed: {exc}")
             await peer.trunk.close()
@@ -334,6 +350,20 @@ class RuntimeEndpoint:
         self._ready.put_nowait(
             Handshake(registration=peer.registration, events=events, sync_updates=tuple(updates))
         )
+
+    def _apply_sync_updates(self, updates: Sequence[api.ContainerUpdate]) -> None:
+        """Fail the handshake if an update of `failing_sync_updates` is not marked
+        ``ignore_failure`` (CRI-O's `domainTable.updateContainers` inside `syncPlugin`)."""
+        failed = [
+            u.container_id
+            for u in updates
+            if u.container_id in self.failing_sync_updates and not u.ignore_failure
+        ]
+        if failed:
+            raise SyncUpdateFailed(
+                "failed to synchronize plugin: NRI update of containers failed: "
+                + ", ".join(failed)
+            )
 
     # -- waiting ---------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from nri_resmgr.config import Config
 from nri_resmgr.control.cpuclass.files import CPUClassFiles
 from nri_resmgr.control.irq import IrqFiles
 from nri_resmgr.control.wiring import class_control_from_config, irq_control, memory_control
-from nri_resmgr.model import ContainerInfo, TopologyHint
+from nri_resmgr.model import DeviceRef, MountRef, TopologyHint
 from nri_resmgr.ops.logs import get_logger
 from nri_resmgr.policy_registry import load_policy
 from nri_resmgr.runtime.pipeline import DecisionHook, HintResolver, Pipeline
@@ -148,7 +148,9 @@ def record_scope(policy: str, policy_config: Mapping[str, Any], topology: Topolo
 def _hint_resolver(root: str) -> HintResolver:
     base = Path(root)  # once, not at every creation
 
-    def resolve(info: ContainerInfo) -> tuple[TopologyHint, ...]:
-        return topology_hints(base, devices=info.devices, mounts=info.mounts)
+    def resolve(
+        devices: tuple[DeviceRef, ...], mounts: tuple[MountRef, ...]
+    ) -> tuple[TopologyHint, ...]:
+        return topology_hints(base, devices=devices, mounts=mounts)
 
     return resolve

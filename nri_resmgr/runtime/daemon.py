@@ -21,7 +21,8 @@ UpdateContainer             reassert our cpuset on a no-op reconcile, reallocate
 StopContainer               release; reply ``update`` (the shared pool grows back)
 RemoveContainer             release if no stop was seen; updates go out unsolicited
 RemovePodSandbox            release leftovers, controllers drop pod-level state
-Synchronize                 rebuild from the runtime's view; updates only for movers
+Synchronize                 rebuild from the runtime's view; updates only for movers,
+                            each marked ``ignore_failure`` (restarts, below)
 ==========================  ===============================================================
 
 Updates for other containers travel in the event's own reply whenever the reply has an
@@ -51,7 +52,10 @@ next event, at most `MAX_REASSERTS` times.
 
 Restarts: the runtime's Synchronize (on first connection and after every reconnect)
 rebuilds the pipeline state from the containers the runtime reports, so a restarted daemon
-keeps correctly placed containers where they are.
+keeps correctly placed containers where they are.  The reply's updates are best effort:
+CRI-O 1.36 (`syncPlugin`, NRI v0.11) fails the whole sync if one that is not marked
+``ignore_failure`` fails (a container being stopped), and then never sends the plugin an
+event (docs/operations.md, "CRI-O: a restart ..."); containerd ignores such failures.
 
 The process around the plugin (options, logging, topology, signals, the HTTP endpoint, the
 Kubernetes side) is `nri_resmgr.runtime.process`.
@@ -463,6 +467,8 @@ class ResmgrPlugin(Plugin):
         )
         self.health.synchronized = True
         self.health.reason = ""
+        for update in updates:  # fresh messages; best effort (module docstring, Restarts)
+            update.ignore_failure = True
         return updates
 
     def _synchronized(

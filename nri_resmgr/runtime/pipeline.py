@@ -69,6 +69,8 @@ from nri_resmgr.model import (
     ContainerInfo,
     CPUKind,
     Decision,
+    DeviceRef,
+    MountRef,
     Pod,
     PodID,
     PolicyState,
@@ -98,8 +100,9 @@ __all__ = [
 
 #: the component of the pipeline's own log lines (``log.debug`` names it)
 _COMPONENT = "pipeline"
-#: ``resolve_hints(container)``: the locality of its devices and mounts (sysfs, IO)
-HintResolver = Callable[[ContainerInfo], tuple[TopologyHint, ...]]
+#: ``resolve_hints(devices, mounts)``: the locality of a new container's devices and
+#: mounts (sysfs, IO)
+HintResolver = Callable[[tuple[DeviceRef, ...], tuple[MountRef, ...]], tuple[TopologyHint, ...]]
 #: issue 27 hook: ``on_decision(event, container, decision)`` after a create or update
 #: commits (the daemon's `nri_resmgr.view.record.DecisionRecord.note`)
 DecisionHook = Callable[[str, ContainerInfo, Decision], None]
@@ -286,8 +289,10 @@ class Pipeline:
         pod = self._pod_of(sandbox, container)
         info = adapter.container_from_nri(pod, container, limits=self.limits)
         hints = extra_hints
-        if self.resolve_hints is not None and (info.devices or info.mounts):
-            hints = self.resolve_hints(info) + hints
+        if self.resolve_hints is not None:
+            devices, mounts = adapter.devices_and_mounts(container)
+            if devices or mounts:
+                hints = self.resolve_hints(devices, mounts) + hints
         if hints:
             info = dataclasses.replace(info, topology_hints=hints)
         base = self.state

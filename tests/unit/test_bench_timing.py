@@ -7,9 +7,10 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 import pytest
+import structlog
 
 from bench import decision
 from nri_api import api
@@ -65,3 +66,57 @@ def test_the_decision_runs_under_the_daemons_collector_rule() -> None:
     finally:
         if not was:
             gc.disable()
+
+
+def test_an_eviction_writes_every_line_of_its_buffer_and_alternates() -> None:
+    """`Eviction` writes one byte in every cache line of a buffer of at least the size
+    asked (a line left alone could keep a decision's data cached)."""
+    evict = decision.Eviction(10 * decision.LINE + 1)  # rounded up to whole lines
+    buf = evict._buf
+    assert len(buf) == 11 * decision.LINE
+    evict()
+    assert buf[:: decision.LINE] == b"\x01" * 11
+    evict()
+    assert buf[:: decision.LINE] == bytes(11)
+
+
+def test_cold_shared_probes_are_timed_right_after_an_eviction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`decisions(cold=...)` times as many extra shared probes per level, each created
+    right after the eviction (nothing in between that could warm the caches again)."""
+    events: list[str] = []
+    timed = decision.timed_create
+
+    def watched(
+        pipe: Pipeline, sandbox: api.PodSandbox, container: api.Container, **kw: Any
+    ) -> decision.Sample:
+        events.append(f"create {container.name}")
+        return timed(pipe, sandbox, container, **kw)
+
+    class Counted(decision.Eviction):
+        def __call__(self) -> None:
+            events.append("evict")
+            super().__call__()
+
+    run_pod = Pipeline.run_pod
+
+    def pod_run(pipe: Pipeline, sandbox: api.PodSandbox) -> None:
+        events.append("run pod")
+        run_pod(pipe, sandbox)
+
+    monkeypatch.setattr(decision, "timed_create", watched)
+    monkeypatch.setattr(Pipeline, "run_pod", pod_run)
+    logging = structlog.get_config()  # `decisions` logs to a /dev/null it closes
+    try:
+        result = decision.decisions(
+            [1], samples=2, warmup=1, log_level="info", cold=Counted(decision.LINE)
+        )
+    finally:
+        structlog.configure(**logging)
+    cold = result["1"][decision.COLD]
+    assert cold["cpu"]["n"] == 2 and cold["evicted_mib"] == 0.0
+    creates = [i for i, e in enumerate(events) if e.startswith("create probe")]
+    assert len(creates) == 3 * 2 + 3  # warm-up and samples: both kinds, then the cold ones
+    evictions = [i for i, e in enumerate(events) if e == "evict"]
+    assert evictions == [i - 1 for i in creates[-3:]]

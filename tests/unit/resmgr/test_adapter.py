@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from nri_api import api
@@ -324,7 +326,7 @@ def test_overlong_cpuset_string_is_refused_before_parsing() -> None:
         adapter.container_from_nri(_sandbox(), _container(_resources(shares=2, mems=text)))
 
 
-def test_devices_and_mounts_reach_the_policy() -> None:
+def test_devices_and_mounts_are_read_for_the_hints_and_not_kept() -> None:
     c = _container(_resources(shares=1024))
     c.linux.devices.add(path="/dev/dri/card0", type="c", major=226, minor=0)
     c.linux.devices.add(path="/dev/nvme0n1", type="b", major=259, minor=0)
@@ -332,16 +334,19 @@ def test_devices_and_mounts_reach_the_policy() -> None:
     c.mounts.add(destination="/data", source="/mnt/fast", options=["rbind", "rw"])
     c.mounts.add(destination="/cfg", source="/etc/app", options=["rbind", "ro"])
     c.mounts.add(destination="/proc", type="proc")  # no source: no locality
-    info = adapter.container_from_nri(_sandbox(), c)
-    assert info.devices == (
+    devices, mounts = adapter.devices_and_mounts(c)
+    assert devices == (
         DeviceRef("/dev/dri/card0", "c", 226, 0),
         DeviceRef("/dev/nvme0n1", "b", 259, 0),
     )
-    assert info.mounts == (
+    assert mounts == (
         MountRef("/mnt/fast", "/data", read_only=False),
         MountRef("/etc/app", "/cfg", read_only=True),
     )
+    info = adapter.container_from_nri(_sandbox(), c)
     assert info.topology_hints == ()  # the shell resolves them (pipeline.resolve_hints)
+    # what the pipeline keeps of the container holds neither (rss-1000)
+    assert {"devices", "mounts"}.isdisjoint(f.name for f in dataclasses.fields(info))
 
 
 def test_label_and_annotation_strings_are_held_once_across_pods_and_containers() -> None:
@@ -361,3 +366,25 @@ def test_label_and_annotation_strings_are_held_once_across_pods_and_containers()
     ctr_key, ctr_uid = next(iter(info.annotations.items()))
     assert ctr_uid == pod_uid == UID and ctr_uid is pod_uid
     assert ctr_key is next(k for k in a.annotations if k == ctr_key)
+
+
+def test_the_pods_ids_and_names_are_the_strings_its_labels_hold() -> None:
+    # the kubelet repeats the pod's uid, name and namespace and the sandbox id in labels
+    # and annotations, and the container's name in its annotations: one object each
+    s = _sandbox(**{"io.kubernetes.cri.sandbox-id": "sb0"})
+    s.labels.update(
+        {
+            "io.kubernetes.pod.uid": UID,
+            "io.kubernetes.pod.name": "web-0",
+            "io.kubernetes.pod.namespace": "prod",
+        }
+    )
+    pod = adapter.pod_from_nri(s)
+    assert pod.uid is pod.labels["io.kubernetes.pod.uid"]
+    assert pod.name is pod.labels["io.kubernetes.pod.name"]
+    assert pod.namespace is pod.labels["io.kubernetes.pod.namespace"]
+    assert pod.id is pod.annotations["io.kubernetes.cri.sandbox-id"]
+    ctr = _container(_resources(shares=2))
+    ctr.annotations["io.kubernetes.cri.container-name"] = "app"
+    info = adapter.container_from_nri(pod, ctr)
+    assert info.name is info.annotations["io.kubernetes.cri.container-name"]

@@ -17,8 +17,12 @@ from nri_resmgr.model import (
     ContainerInfo,
     ContainerKind,
     CPUKind,
+    DeviceRef,
+    HintSource,
+    MountRef,
     Pod,
     ResmgrError,
+    TopologyHint,
 )
 from nri_resmgr.policy.static import StaticPolicy
 from nri_resmgr.runtime.pipeline import ClassChoice, Controller, Pipeline
@@ -47,6 +51,36 @@ def test_create_renders_the_assignment_and_commits() -> None:
     assert list(p.containers) == ["p0-a"]
     assert p.assignments[ContainerID("p0-a")].cpus == CPUSet([0])
     assert isinstance(p.state, CountState) and dict(p.state.held) == {"p0-a": 0}
+
+
+def test_a_new_containers_devices_and_mounts_go_to_the_hint_resolver_not_the_record() -> None:
+    asked: list[tuple[tuple[DeviceRef, ...], tuple[MountRef, ...]]] = []
+    found = TopologyHint("/dev/nvme0n1", HintSource.DEVICES, cpus=CPUSet([2, 3]))
+
+    def resolve(
+        devices: tuple[DeviceRef, ...], mounts: tuple[MountRef, ...]
+    ) -> tuple[TopologyHint, ...]:
+        asked.append((devices, mounts))
+        return (found,)
+
+    p = Pipeline(CountingPolicy(), resolve_hints=resolve, log=QUIET)
+    s = sandbox()
+    c = container(s, "a")
+    c.linux.devices.add(path="/dev/nvme0n1", type="b", major=259, minor=0)
+    c.mounts.add(destination="/data", source="/mnt/fast", options=["rbind", "ro"])
+    p.create(s, c)
+    assert asked == [
+        ((DeviceRef("/dev/nvme0n1", "b", 259, 0),), (MountRef("/mnt/fast", "/data", True),))
+    ]
+    assert p.containers[ContainerID("p0-a")].topology_hints == (found,)
+    bare = container(s, "b")  # neither devices nor mounts: nothing to resolve
+    p.create(s, bare)
+    assert len(asked) == 1
+    assert p.containers[ContainerID("p0-b")].topology_hints == ()
+    gpu = container(s, "c")  # a device alone is asked about too
+    gpu.linux.devices.add(path="/dev/dri/card0", type="c", major=226, minor=0)
+    p.create(s, gpu)
+    assert asked[1:] == [((DeviceRef("/dev/dri/card0", "c", 226, 0),), ())]
 
 
 @pytest.mark.parametrize(

@@ -377,6 +377,39 @@ def test_a_bad_cache_list_names_its_file_every_time(small_root: Path) -> None:
     assert discover(small_root).online_cpus() == IDSet(range(8))
 
 
+def test_a_file_longer_than_one_read_is_read_whole(small_root: Path) -> None:
+    """Files are read a chunk at a time until a short read: a meminfo whose MemTotal line
+    comes after more than a chunk of other lines is still found."""
+    meminfo = small_root / "sys" / "devices" / "system" / "node" / "node0" / "meminfo"
+    padding = "".join(f"Node 0 Other{i}:  {i} kB\n" for i in range(1000))
+    assert len(padding) > 2 * 8192
+    meminfo.write_text(padding + "Node 0 MemTotal:       2048 kB\n")
+    assert discover(small_root).node(0).memory_bytes == 2048 * 1024
+
+
+def test_an_l1_cache_is_read_no_further_than_its_level(small_root: Path) -> None:
+    """No domain is made of an L1, so past its ``level`` nothing of it is read: its
+    ``type`` and ``shared_cpu_list`` could hold anything (here, what would be refused in
+    an L2 or L3) and the machine is the same."""
+    before = discover(small_root)
+    cpu_dir = small_root / "sys" / "devices" / "system" / "cpu"
+    for cpu in range(8):
+        for index in ("index0", "index1"):  # L1 data and instruction (write_sysfs)
+            assert (cpu_dir / f"cpu{cpu}" / "cache" / index / "level").read_text() == "1\n"
+            (cpu_dir / f"cpu{cpu}" / "cache" / index / "shared_cpu_list").write_text("x\n")
+    after = discover(small_root)
+    assert [after.l2_cpus(i) for i in after.l2_ids()] == [
+        before.l2_cpus(i) for i in before.l2_ids()
+    ]
+    assert [after.l3_cpus(i) for i in after.l3_ids()] == [
+        before.l3_cpus(i) for i in before.l3_ids()
+    ]
+    # an L2's list is still read and checked
+    (cpu_dir / "cpu0" / "cache" / "index2" / "shared_cpu_list").write_text("x\n")
+    with pytest.raises(DiscoveryError, match=r"cpu0/cache/index2/shared_cpu_list: expected"):
+        discover(small_root)
+
+
 def test_not_a_sysfs_root(tmp_path: Path) -> None:
     with pytest.raises(DiscoveryError, match=r"expected a sysfs tree with devices/system/cpu"):
         discover(tmp_path)
