@@ -1,6 +1,6 @@
 """Cost as the node grows: 1,000, 5,000 and 10,000 live containers on the 224-thread machine.
 
-Usage: python -m bench.scale [--levels 1000,5000,10000] [--samples 100] [--reps 1]
+Usage: python -m bench.scale [--levels 1000,5000,10000] [--samples 100] [--reps 3]
                              [--cold-mib N] [--out bench/out/scale.json]
 
 No containerd: the machine is `examples/topologies/server-2s-224t.yaml`, the containers
@@ -24,6 +24,16 @@ and BestEffort containers so that 10,000 still fit). Per level:
   v0.12.2) reporting N running containers without cpusets (every one is placed), timed in
   Go; the Go no-op is run the same way, interleaved, as the floor;
 * **RSS**: VmRSS of that daemon after its Synchronize of N containers.
+
+Each level's Synchronize is the median of `--reps` cold ones (3; it was one until the
+sixth session).  One cold Synchronize is a poor sample: on a quiet machine the same
+1,000 took 179-321 ms and 10,000 2,327-4,094 ms in three runs of one each (growth 12.7x,
+16.5x, 12.9x), while the daemon's own CPU in them grows about linearly (wt-syn, timed in
+the daemon: 214-378 ms at 1,000, 1,863-2,845 ms at 10,000); most of what moves is the
+wall clock of two processes on a shared machine.  The Go no-op's own growth is printed
+beside ours: the fake runtime's share of each Synchronize (building, marshalling and, at
+10,000, first trying one oversized message and then six chunks) grows 8-30x by itself
+and is inside our figure too (docs/benchmarks.md, wt-syn, sixth session).
 
 Growth factor = the value at the largest level / at the smallest.
 
@@ -137,7 +147,8 @@ def table(result: dict[str, Any]) -> str:
     rows.append(
         f"growth {levels[0]} -> {levels[-1]} (x{int(levels[-1]) // int(levels[0])} containers): "
         f"shared decision CPU p50 {g['shared_cpu_p50']}x, exclusive {g['exclusive_cpu_p50']}x "
-        f"(its updates {g['exclusive_updates']}x), Synchronize {g['sync']}x, RSS {g['rss']}x"
+        f"(its updates {g['exclusive_updates']}x), Synchronize {g['sync']}x (the Go no-op's "
+        f"{g['sync_go']}x), RSS {g['rss']}x"
         + (
             f"; shared on cold caches {g['shared_cold_cpu_p50']}x"
             if "shared_cold_cpu_p50" in g
@@ -160,7 +171,9 @@ def main() -> int:
     ap.add_argument("--levels", default="1000,5000,10000")
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--reps", type=int, default=1, help="Synchronize runs per peer and level")
+    ap.add_argument(
+        "--reps", type=int, default=3, help="Synchronize runs per peer and level (the median)"
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
         "--cold-mib",
@@ -208,6 +221,7 @@ def main() -> int:
             else {}
         ),
         "sync": growth(syn[first]["median_ms"][OURS], syn[last]["median_ms"][OURS]),
+        "sync_go": growth(syn[first]["median_ms"][GO], syn[last]["median_ms"][GO]),
         "rss": growth(syn[first]["rss_mib"], syn[last]["rss_mib"]),
     }
     result["load_after"] = load_note()

@@ -127,8 +127,14 @@ def restart(
     kept = records.get(LAYOUT)
     layout = kept.meaning if kept is not None else None
     records = {cid: r for cid, r in records.items() if cid != LAYOUT}
-    matched = [c for c in containers if c.id in records and _matches(c, records[c.id])]
-    stale = [c.id for c in containers if c.id in records and not _matches(c, records[c.id])]
+    matched: list[ContainerInfo] = []
+    stale: list[ContainerID] = []
+    for c in containers:
+        r = records.get(c.id)
+        if r is not None and _matches(c, r):
+            matched.append(c)
+        elif r is not None:
+            stale.append(c.id)
     if not containers and layout is None:
         return policy.rebuild(containers)
     if stale:

@@ -78,6 +78,9 @@ MAX_BYTES = 64 * 1024 * 1024
 
 #: a placement's meaning: the policy's own fields, flat JSON scalars
 Meaning = Mapping[str, int | str | bool]
+#: a meaning's value types, as a tuple: ``isinstance`` with the union made it anew for
+#: each of a record's dozen values (2.6 µs a record, at every restart's decode)
+_FLAT = (int, str, bool)
 
 
 class RecordError(ResmgrError):
@@ -305,7 +308,7 @@ def _record(doc: object, *, where: str, parsed: dict[str, IDSet]) -> PlacementRe
     if not isinstance(cid, str) or not cid:
         raise RecordError(f"{where}: expected a container id; found {cid!r}")
     if not isinstance(meaning, dict) or not all(
-        isinstance(k, str) and isinstance(v, int | str | bool) for k, v in meaning.items()
+        isinstance(k, str) and isinstance(v, _FLAT) for k, v in meaning.items()
     ):
         raise RecordError(f"{where}: expected a meaning of flat fields; found {meaning!r}")
     try:
