@@ -10,6 +10,7 @@ import pytest
 
 from bench.peers import compile_bytecode
 from bench.profile import layer_of, parse, summarize
+from bench.scale import GO, OURS, added_ms, growth
 from bench.stats import percentile, summary_us
 
 
@@ -138,3 +139,15 @@ def test_compile_bytecode_names_the_package_that_does_not_compile(tmp_path: Path
     (tmp_path / "nri_resmgr" / "broken.py").write_text("def (:\n")
     with pytest.raises(RuntimeError, match=r"compiling .*nri_resmgr: expected every module"):
         compile_bytecode(tmp_path)
+
+
+def test_synchronize_growth_beyond_the_go_noop_is_the_difference_of_medians() -> None:
+    """bench.scale's 'ours beyond it': what the daemon adds over the Go no-op at each level
+    (the runtime's own share, in both, cancels out), then its growth."""
+    first = {"median_ms": {OURS: 150.0, GO: 50.0}}
+    last = {"median_ms": {OURS: 1_600.0, GO: 700.0}}
+    assert added_ms(first) == 100.0
+    assert added_ms(last) == 900.0
+    assert growth(added_ms(first), added_ms(last)) == 9.0
+    # a daemon no slower than the no-op adds nothing: its growth is not a number
+    assert growth(added_ms({"median_ms": {OURS: 50.0, GO: 50.0}}), 900.0) == float("inf")
