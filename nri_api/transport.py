@@ -102,6 +102,32 @@ class _Feed(asyncio.Protocol):
         self._inner.resume_writing()
 
 
+class _Cutoff:
+    """Cancels a request's handler task at `when` (loop time) unless disarmed first: what
+    `asyncio.timeout_at` does for `Trunk._handle`, without the context manager and the
+    re-scheduling, which a request's fixed deadline never uses (4.1 against 1.9 us of CPU
+    a request under uvloop)."""
+
+    __slots__ = ("_fired", "_handle", "_task")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], when: float
+    ) -> None:
+        self._task = task
+        self._fired = False
+        self._handle = loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self._fired = True
+        self._task.cancel()
+
+    def disarm(self) -> bool:
+        """Stop the timer; True if it had fired and its cancellation was the only one
+        (which is then taken back, as `asyncio.Timeout` does on leaving)."""
+        self._handle.cancel()
+        return self._fired and self._task.uncancel() == 0
+
+
 def _take_buffered(reader: asyncio.StreamReader) -> tuple[bytes, bool]:
     """What `reader` received before its socket's protocol was replaced (usually nothing),
     and whether EOF came with it. asyncio offers no way to take a reader's buffer without
@@ -299,9 +325,15 @@ class Trunk:
     # -- internals -------------------------------------------------------------------------
 
     async def _write_locked(self, conn_id: int, message: bytes) -> None:
+        writer = self._writer
         try:
-            self._writer.write(_frame_message(conn_id, message))
-            await self._writer.drain()
+            writer.write(_frame_message(conn_id, message))
+            # What the socket took at once leaves nothing to wait for: `drain` would
+            # return without suspending (its own checks: a closing transport, paused
+            # writing, which a buffer left over implies), so it is skipped, coroutine
+            # and all, for the usual small reply the kernel takes whole.
+            if writer.transport.get_write_buffer_size() or writer.transport.is_closing():
+                await writer.drain()
         except (OSError, RuntimeError) as exc:  # RuntimeError: transport already closing
             self._shutdown(exc)
             raise ConnectionClosed(f"the NRI trunk closed while writing: {exc}") from exc
@@ -399,26 +431,32 @@ class Trunk:
         # the peer's own timer must win, as it does against a Go server (whose handlers
         # run past their context). Answering DEADLINE_EXCEEDED first would turn the NRI
         # runtime's fail-open timeout into an error that fails the CRI request, at random.
-        scope = asyncio.timeout_at(None if deadline is None else deadline + self._deadline_grace)
+        task = asyncio.current_task()
+        assert task is not None
+        cutoff = (
+            None if deadline is None else _Cutoff(self._loop, task, deadline + self._deadline_grace)
+        )
+        expired = False  # the cut-off fired, and no other cancellation is pending
         try:
-            async with scope:
-                await self._handler_set.wait()
-                assert self._handler is not None
+            try:
+                if self._handler is None:
+                    await self._handler_set.wait()
+                    assert self._handler is not None
                 reply = await self._handler(
                     request.service, request.method, request.payload, deadline
                 )
+            finally:
+                if cutoff is not None:
+                    expired = cutoff.disarm()
         except RPCError as exc:
             code, text = exc.code, exc.message
-        except TimeoutError as exc:
-            if scope.expired():
-                code, text = StatusCode.DEADLINE_EXCEEDED, "context deadline exceeded"
-            else:
-                code, text = StatusCode.UNKNOWN, str(exc) or type(exc).__name__
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if self._closed or (task is not None and task.cancelling()):
+            if expired and not self._closed:
+                code, text = StatusCode.DEADLINE_EXCEEDED, "context deadline exceeded"
+            elif self._closed or task.cancelling():
                 raise  # the trunk is closing: nothing to answer on
-            code, text = StatusCode.CANCELLED, "context canceled"  # the handler's own doing
+            else:
+                code, text = StatusCode.CANCELLED, "context canceled"  # the handler's own doing
         except Exception as exc:
             code, text = StatusCode.UNKNOWN, str(exc) or type(exc).__name__
         try:
