@@ -259,12 +259,8 @@ class ResmgrPlugin(Plugin):
             try:
                 write()
             except Exception as exc:
-                loop.call_exception_handler(
-                    {
-                        "message": f"nri-resmgr: a write after the reply failed: {write!r}",
-                        "exception": exc,
-                    }
-                )
+                failed = f"nri-resmgr: a write after the reply failed: {write!r}"
+                loop.call_exception_handler({"message": failed, "exception": exc})
 
     def _decided(self, event: str, info: ContainerInfo, decision: Decision) -> None:
         """issue 27 hook: the decision record and the pod's event, made after the reply
