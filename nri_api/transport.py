@@ -9,7 +9,8 @@ plugin's CPU, docs/benchmarks.md); each frame's payload goes to the `TtrpcConnec
 that ConnID, and the trunk acts on the ttrpc events:
 
 * on the *server* conn (1 for a plugin), a `RequestReceived` starts a task that awaits the
-  handler given to `serve` under the request's deadline and writes the Response; a
+  handler given to `serve` under the request's deadline (cut off by the trunk's one
+  timer for all requests, `_Cutoffs`) and writes the Response; a
   `StreamRejected` is written back as is;
 * on the *client* conn (2 for a plugin), a `ResponseReceived` or `StreamFailed` completes
   the future of the `call` waiting on that stream.
