@@ -121,6 +121,8 @@ def frame_message(conn_id: int, message: bytes) -> bytes:
             f"mux message for conn {conn_id}: expected a whole ttrpc message "
             f"(at least a {_TTRPC_HEADER_LEN}-byte header), found {len(message)} bytes"
         )
+    if len(message) <= BOUNDARY_FRAME_MAX:  # one frame: every reply but a large one
+        return HEADER.pack(conn_id, len(message)) + message
     view = memoryview(message)
     parts: list[bytes | memoryview] = [
         HEADER.pack(conn_id, min(len(view), BOUNDARY_FRAME_MAX)),

@@ -100,6 +100,7 @@ from nri_resmgr.model import (
 )
 from nri_resmgr.policy.common import parse_memory_quantity
 from nri_resmgr.topology.cpuset import CPUSet, IDSetError
+from nri_resmgr.topology.devices import mount_may_hint
 
 __all__ = [
     "INIT_CONTAINERS_ANNOTATION",
@@ -443,7 +444,9 @@ def devices_and_mounts(
     container: api.Container,
 ) -> tuple[tuple[DeviceRef, ...], tuple[MountRef, ...]]:
     """The container's Linux devices (``c``/``b`` with numbers) and its mounts (host
-    source, destination, read-only when mounted ``ro``), for topology hints.
+    source, destination, read-only when mounted ``ro``), for topology hints: only the
+    mounts that may give one (`mount_may_hint`; a kubelet's ``/etc/hosts`` and
+    ``/dev/termination-log`` never do).
 
     At every creation: ``"ro" in m.options[:]`` looks in a list, where ``in`` on the
     protobuf repeated field itself iterates it through Python (1.1 against 0.4 us a mount).
@@ -456,6 +459,6 @@ def devices_and_mounts(
     mounts = tuple(
         MountRef(source=m.source, destination=m.destination, read_only="ro" in m.options[:])
         for m in container.mounts
-        if m.source
+        if m.source and mount_may_hint(m.source, m.destination)
     )
     return devices, mounts

@@ -214,6 +214,8 @@ class ResmgrPlugin(Plugin):
         self.decisions = DecisionRecord()
         #: issue 27: the pods' events, off until the Kubernetes side posts them
         self.pod_events = EventQueue(EventsConfig(enabled=False))
+        #: what waits for the reply to be sent (`_after_reply`), in order
+        self._waiting: list[Callable[[], None]] = []
         self.pipeline = self._build(config)
         self.lock = asyncio.Lock()
 
@@ -238,11 +240,27 @@ class ResmgrPlugin(Plugin):
         """The records' (or a rebuild's decision lines') `write`, and the collector's
         return (`ops.collector.handling`), after the step that sends the reply
         (`record_store`, `decision_log`); outside a running loop (a synchronous caller),
-        now."""
+        now.  An event's writes (a creation has four) share one ``call_soon``, run in the
+        order given (`_replied`)."""
         try:
-            asyncio.get_running_loop().call_soon(write)
+            loop = asyncio.get_running_loop()
         except RuntimeError:
             write()
+            return
+        if not self._waiting:
+            loop.call_soon(self._replied, loop)
+        self._waiting.append(write)
+
+    def _replied(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The writes `_after_reply` queued, in order; one that fails goes to the loop's
+        exception handler, as its own ``call_soon`` would have, and the rest still run."""
+        waiting, self._waiting = self._waiting, []
+        for write in waiting:
+            try:
+                write()
+            except Exception as exc:
+                failed = f"nri-resmgr: a write after the reply failed: {write!r}"
+                loop.call_exception_handler({"message": failed, "exception": exc})
 
     def _decided(self, event: str, info: ContainerInfo, decision: Decision) -> None:
         """issue 27 hook: the decision record and the pod's event, made after the reply

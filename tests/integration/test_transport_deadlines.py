@@ -70,6 +70,44 @@ def test_a_late_handler_is_cut_off_only_after_the_grace(grace: float, expected: 
     run(main)
 
 
+def test_requests_in_flight_are_cut_off_each_at_its_own_deadline() -> None:
+    """The trunk's cut-offs share one timer (`_Cutoffs`): a request due sooner than the one
+    the timer waits for moves it earlier, and after going off it is armed again for the
+    next one due.  Three stuck handlers, due in 60 s, 50 ms and 100 ms: the last two are
+    answered DEADLINE_EXCEEDED, in that order, while the first still runs; it answers once
+    released."""
+    release = asyncio.Event()
+
+    async def stuck(service: str, method: str, payload: bytes, deadline: float | None) -> bytes:
+        if method == "Long":
+            await release.wait()
+            return b"done"
+        await asyncio.Event().wait()
+        return b""
+
+    async def main() -> None:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        plugin = await Trunk.from_socket(a, deadline_grace=0.0)
+        plugin.serve(stuck)
+        peer = await RawPeer.open(b)
+        long_id = await peer.request(1, method="Long", timeout_nano=60_000_000_000)
+        soon = await peer.request(1, method="Soon", timeout_nano=50_000_000)
+        later = await peer.request(1, method="Later", timeout_nano=100_000_000)
+        cut = await peer.replies(1, count=2)
+        assert [(r.stream_id, r.status) for r in cut if isinstance(r, ResponseReceived)] == [
+            (soon, StatusCode.DEADLINE_EXCEEDED),
+            (later, StatusCode.DEADLINE_EXCEEDED),
+        ]
+        release.set()
+        last = (await peer.replies(1, count=3))[2]
+        assert isinstance(last, ResponseReceived) and last.stream_id == long_id
+        assert (last.status, last.payload) == (StatusCode.OK, b"done")
+        await peer.close()
+        await plugin.wait_closed()
+
+    run(main)
+
+
 def test_call_timeout_travels_as_timeout_nano() -> None:
     left: list[float | None] = []
 

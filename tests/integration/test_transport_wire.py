@@ -108,3 +108,31 @@ def test_bytes_received_before_the_trunk_took_the_stream_are_served() -> None:
         assert "EOF" in str(late.close_reason)
 
     run(main)
+
+
+def test_replies_to_a_peer_that_does_not_read_wait_in_drain_not_in_memory() -> None:
+    """A reply the socket did not take whole is drained before the next one is written
+    (`Trunk._write_locked` skips `drain` only when nothing is left buffered): sixteen
+    1 MiB replies to a peer that reads none of them leave at most about one buffered,
+    and all sixteen arrive once it reads."""
+    count, size = 16, 1 << 20
+
+    async def main() -> None:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        plugin = await Trunk.from_socket(a)
+        plugin.serve(echo_handler(b""))
+        peer = await RawPeer.open(b)
+        for i in range(count):
+            await peer.request(1, method="Echo", payload=bytes([i]) * size)
+        for _ in range(20):  # every handler has run and tried to write
+            await asyncio.sleep(0.01)
+        buffered = plugin._writer.transport.get_write_buffer_size()
+        assert buffered < 3 * size, f"expected about one reply buffered, found {buffered} bytes"
+        replies = await peer.replies(1, count=count)
+        assert [r.payload for r in replies if isinstance(r, ResponseReceived)] == [
+            bytes([i]) * size for i in range(count)
+        ]
+        await peer.close()
+        await plugin.wait_closed()
+
+    run(main)

@@ -332,8 +332,13 @@ def test_devices_and_mounts_are_read_for_the_hints_and_not_kept() -> None:
     c.linux.devices.add(path="/dev/nvme0n1", type="b", major=259, minor=0)
     c.linux.devices.add(path="/dev/fifo", type="p", major=0, minor=0)  # no locality
     c.mounts.add(destination="/data", source="/mnt/fast", options=["rbind", "rw"])
-    c.mounts.add(destination="/cfg", source="/etc/app", options=["rbind", "ro"])
+    c.mounts.add(destination="/models", source="/mnt/models", options=["rbind", "ro"])
     c.mounts.add(destination="/proc", type="proc")  # no source: no locality
+    # never a hint (`mount_may_hint`), so never a MountRef: a source or a destination
+    # under an ignored prefix, as the kubelet's two mounts of every container are
+    c.mounts.add(destination="/cfg", source="/etc/app", options=["rbind", "rw"])
+    c.mounts.add(destination="/etc/hosts", source="/var/lib/kubelet/pods/u/etc-hosts")
+    c.mounts.add(destination="/dev/termination-log", source="/var/lib/kubelet/pods/u/tl")
     devices, mounts = adapter.devices_and_mounts(c)
     assert devices == (
         DeviceRef("/dev/dri/card0", "c", 226, 0),
@@ -341,7 +346,7 @@ def test_devices_and_mounts_are_read_for_the_hints_and_not_kept() -> None:
     )
     assert mounts == (
         MountRef("/mnt/fast", "/data", read_only=False),
-        MountRef("/etc/app", "/cfg", read_only=True),
+        MountRef("/mnt/models", "/models", read_only=True),
     )
     info = adapter.container_from_nri(_sandbox(), c)
     assert info.topology_hints == ()  # the shell resolves them (pipeline.resolve_hints)

@@ -25,7 +25,7 @@ from nri_resmgr.cli import main
 from nri_resmgr.model import QoSClass
 from nri_resmgr.ops import collector
 from nri_resmgr.runtime.daemon import ResmgrPlugin
-from tests.support.daemon import MACHINE, daemon_session, discovered, run
+from tests.support.daemon import MACHINE, daemon_session, discovered, resmgr_plugin, run
 from tests.support.messages import ctr, pod
 from tests.support.requirements import REPO, require_sysfs
 
@@ -387,3 +387,43 @@ def test_create_remove_churn_keeps_memory_flat_and_collects_every_events_cycles(
         run(scenario)
     finally:
         tracemalloc.stop()
+
+
+def test_an_events_writes_after_the_reply_share_one_turn_in_order_and_survive_a_failure(
+    collector_on: None,
+) -> None:
+    """issue 25 (create-1000): what a creation puts after its reply (records, decision
+    lines, the issue-27 note, the collector's return) is run by one ``call_soon``, in the
+    order queued; one write that fails goes to the loop's exception handler and the writes
+    after it still run; a write queued by a write runs in a later turn."""
+    plugin = resmgr_plugin({"policy": "none"}, discovered(MACHINE))
+    ran: list[str] = []
+    failures: list[BaseException | None] = []
+
+    def fail() -> None:
+        ran.append("fail")
+        raise RuntimeError("disk full")
+
+    def chained() -> None:
+        ran.append("chained")
+        plugin._after_reply(lambda: ran.append("later"))
+
+    async def scenario() -> tuple[int, list[str], list[str]]:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, ctx: failures.append(ctx.get("exception")))
+        scheduled_before = len(loop._ready)  # type: ignore[attr-defined]
+        plugin._after_reply(lambda: ran.append("a"))
+        plugin._after_reply(fail)
+        plugin._after_reply(chained)
+        plugin._after_reply(lambda: ran.append("b"))
+        scheduled = len(loop._ready) - scheduled_before  # type: ignore[attr-defined]
+        await asyncio.sleep(0)
+        first_turn = list(ran)
+        await asyncio.sleep(0)
+        return scheduled, first_turn, list(ran)
+
+    scheduled, first_turn, after = asyncio.run(scenario())
+    assert scheduled == 1
+    assert first_turn == ["a", "fail", "chained", "b"]
+    assert after == ["a", "fail", "chained", "b", "later"]
+    assert len(failures) == 1 and isinstance(failures[0], RuntimeError)
