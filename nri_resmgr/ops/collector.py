@@ -48,7 +48,7 @@ full one walks the whole heap: 0.2-0.3 s at 10,000 live, load 7): a third of the
 probes' CPU, and their p99 (docs/benchmarks.md, `shared-growth`).  So
 the daemon handles every event `handling`: the collector off while the pipeline decides
 and builds the reply, and back on after the reply has gone out (the same `defer` as the
-records, `ResmgrPlugin._after_reply`).  Turning it back on, `_between_events` makes one
+records, `runtime.after_reply`).  Turning it back on, `_between_events` makes one
 tracked allocation: CPython (3.11) runs the collection its thresholds call for at the
 first such allocation, so it runs there, between events, with CPython's own choice of
 generation (a full one only when the long-lived objects grew by a quarter).  By then the
@@ -75,7 +75,7 @@ from contextlib import AbstractContextManager
 
 __all__ = ["Defer", "building", "handling", "pause", "resume", "settle"]
 
-#: puts a call off until the event's reply has been sent (`ResmgrPlugin._after_reply`;
+#: puts a call off until the event's reply has been sent (`runtime.after_reply`;
 #: the benches' queue drained after each sample); the shape of `record_store.Defer`
 Defer = Callable[[Callable[[], None]], object]
 

@@ -101,6 +101,7 @@ from nri_resmgr.ops.metrics import (
     state_snapshot,
 )
 from nri_resmgr.policy.base import Policy
+from nri_resmgr.runtime.after_reply import AfterReply
 from nri_resmgr.runtime.assembly import build_pipeline
 from nri_resmgr.runtime.fanout import best_effort
 from nri_resmgr.runtime.pipeline import Pipeline
@@ -214,8 +215,9 @@ class ResmgrPlugin(Plugin):
         self.decisions = DecisionRecord()
         #: issue 27: the pods' events, off until the Kubernetes side posts them
         self.pod_events = EventQueue(EventsConfig(enabled=False))
-        #: what waits for the reply to be sent (`_after_reply`), in order
-        self._waiting: list[Callable[[], None]] = []
+        #: the records, decision lines, issue-27 note and the collector's return, run
+        #: after the reply has been sent (`runtime.after_reply`)
+        self._after_reply = AfterReply()
         self.pipeline = self._build(config)
         self.lock = asyncio.Lock()
 
@@ -235,32 +237,6 @@ class ResmgrPlugin(Plugin):
             defer_records=self._after_reply,
             defer_lines=self._after_reply,
         )
-
-    def _after_reply(self, write: Callable[[], None]) -> None:
-        """The records' (or a rebuild's decision lines') `write`, and the collector's
-        return (`ops.collector.handling`), after the step that sends the reply
-        (`record_store`, `decision_log`); outside a running loop (a synchronous caller),
-        now.  An event's writes (a creation has four) share one ``call_soon``, run in the
-        order given (`_replied`)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            write()
-            return
-        if not self._waiting:
-            loop.call_soon(self._replied, loop)
-        self._waiting.append(write)
-
-    def _replied(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The writes `_after_reply` queued, in order; one that fails goes to the loop's
-        exception handler, as its own ``call_soon`` would have, and the rest still run."""
-        waiting, self._waiting = self._waiting, []
-        for write in waiting:
-            try:
-                write()
-            except Exception as exc:
-                failed = f"nri-resmgr: a write after the reply failed: {write!r}"
-                loop.call_exception_handler({"message": failed, "exception": exc})
 
     def _decided(self, event: str, info: ContainerInfo, decision: Decision) -> None:
         """issue 27 hook: the decision record and the pod's event, made after the reply
