@@ -143,3 +143,18 @@ def cpu_ns(pid: int) -> int:
         except (OSError, ValueError, IndexError):
             continue
     return total
+
+
+def settled_cpu_ns(pid: int, *, quiet_s: float = 0.1, limit_s: float = 30.0) -> int:
+    """`cpu_ns` of a process once it has gone idle: read again every `quiet_s` until two
+    reads agree (a daemon's writes after its reply run after the peer has its answer), at
+    most `limit_s`; then the last read."""
+    last = cpu_ns(pid)
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = cpu_ns(pid)
+        if now == last:
+            break
+        last = now
+    return last

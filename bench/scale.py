@@ -35,8 +35,10 @@ beside ours: the fake runtime's share of each Synchronize (building, marshalling
 10,000, first trying one oversized message and then six chunks) grows 8-30x by itself
 and is inside our figure too (docs/benchmarks.md, wt-syn, sixth session).  So the
 growth line also gives what the daemon adds over the Go no-op at each level (`added_ms`:
-the difference of the two medians), the part of a Synchronize that is the plugin's; the
-raw growth stays beside it.
+the difference of the two medians), the part of a Synchronize that is the plugin's, and
+the daemon's own CPU for it (`own_cpu_ms`: its CPU from exec until idle after the
+Synchronize, less the same on an empty node, run as one more level), which no other
+process's work or preemption enters; the raw growth stays beside both.
 
 Growth factor = the value at the largest level / at the smallest.
 
@@ -80,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import decision, peers
-from bench.common import load_note, machine, rss_kib
+from bench.common import load_note, machine, rss_kib, settled_cpu_ns
 from bench.workload import running, scaled
 from tests.conformance.harness import go_runtime, short_tempdir
 
@@ -95,6 +97,7 @@ def synchronize(p: peers.Peers, n: int, *, reps: int, seed: int) -> dict[str, An
     ctrs = [running(ctr) for _, ctr in state]
     ms: dict[str, list[float]] = {GO: [], OURS: []}
     rss: list[int] = []
+    cpu: list[int] = []
     updates = 0
     rng = random.Random(seed)
     order = [GO, OURS]
@@ -112,11 +115,14 @@ def synchronize(p: peers.Peers, n: int, *, reps: int, seed: int) -> dict[str, An
                 ms[name].append(sync.elapsed_ns / 1e6)
                 if name == OURS:
                     rss.append(rss_kib(proc.pid))
+                    cpu.append(settled_cpu_ns(proc.pid))
                     updates = len(sync.updates)
     return {
         "ms": {k: sorted(round(v, 1) for v in vs) for k, vs in ms.items()},
         "median_ms": {k: round(sorted(vs)[len(vs) // 2], 1) for k, vs in ms.items()},
         "rss_mib": round(sorted(rss)[len(rss) // 2] / 1024, 1),
+        # the daemon's own CPU from exec until idle after its Synchronize (`own_cpu_ms`)
+        "cpu_ms": round(sorted(cpu)[len(cpu) // 2] / 1e6, 1),
         "updates": updates,
         "load": load_note(),
     }
@@ -133,6 +139,14 @@ def added_ms(level: dict[str, Any]) -> float:
     faster than the containers by itself; the difference is the plugin's reading,
     placing and replying."""
     return float(level["median_ms"][OURS]) - float(level["median_ms"][GO])
+
+
+def own_cpu_ms(level: dict[str, Any], empty: dict[str, Any]) -> float:
+    """The daemon's own CPU for a Synchronize: its CPU from exec until idle after the
+    Synchronize of a level, less the same for an empty node (start-up, registration and
+    Configure, which do not depend on the containers).  CPU time, so neither the fake
+    runtime's share nor the two processes' preemption on a small machine is in it."""
+    return float(level["cpu_ms"]) - float(empty["cpu_ms"])
 
 
 def table(result: dict[str, Any]) -> str:
@@ -160,7 +174,8 @@ def table(result: dict[str, Any]) -> str:
         f"growth {levels[0]} -> {levels[-1]} (x{int(levels[-1]) // int(levels[0])} containers): "
         f"shared decision CPU p50 {g['shared_cpu_p50']}x, exclusive {g['exclusive_cpu_p50']}x "
         f"(its updates {g['exclusive_updates']}x), Synchronize {g['sync']}x (the Go no-op's "
-        f"{g['sync_go']}x; ours beyond it {g['sync_added']}x), RSS {g['rss']}x"
+        f"{g['sync_go']}x; ours beyond it {g['sync_added']}x; the daemon's CPU "
+        f"{g['sync_cpu']}x), RSS {g['rss']}x"
         + (
             f"; shared on cold caches {g['shared_cold_cpu_p50']}x"
             if "shared_cold_cpu_p50" in g
@@ -210,6 +225,7 @@ def main() -> int:
         result["synchronize"] = {
             str(n): synchronize(p, n, reps=ns.reps, seed=ns.seed) for n in levels
         }
+        result["synchronize_empty"] = synchronize(p, 0, reps=ns.reps, seed=ns.seed)
     first, last = str(levels[0]), str(levels[-1])
     dec, syn = result["decision"], result["synchronize"]
     result["growth"] = {
@@ -235,6 +251,10 @@ def main() -> int:
         "sync": growth(syn[first]["median_ms"][OURS], syn[last]["median_ms"][OURS]),
         "sync_go": growth(syn[first]["median_ms"][GO], syn[last]["median_ms"][GO]),
         "sync_added": growth(added_ms(syn[first]), added_ms(syn[last])),
+        "sync_cpu": growth(
+            own_cpu_ms(syn[first], result["synchronize_empty"]),
+            own_cpu_ms(syn[last], result["synchronize_empty"]),
+        ),
         "rss": growth(syn[first]["rss_mib"], syn[last]["rss_mib"]),
     }
     result["load_after"] = load_note()

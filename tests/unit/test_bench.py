@@ -10,7 +10,7 @@ import pytest
 
 from bench.peers import compile_bytecode
 from bench.profile import layer_of, parse, summarize
-from bench.scale import GO, OURS, added_ms, growth
+from bench.scale import GO, OURS, added_ms, growth, own_cpu_ms
 from bench.stats import percentile, summary_us
 
 
@@ -151,3 +151,13 @@ def test_synchronize_growth_beyond_the_go_noop_is_the_difference_of_medians() ->
     assert growth(added_ms(first), added_ms(last)) == 9.0
     # a daemon no slower than the no-op adds nothing: its growth is not a number
     assert growth(added_ms({"median_ms": {OURS: 50.0, GO: 50.0}}), 900.0) == float("inf")
+
+
+def test_the_daemons_own_synchronize_cpu_leaves_out_its_start_up() -> None:
+    """bench.scale's 'the daemon's CPU': a level's CPU from exec until idle, less an empty
+    node's (start-up, registration, Configure)."""
+    empty = {"cpu_ms": 500.0}
+    assert own_cpu_ms({"cpu_ms": 700.0}, empty) == 200.0
+    assert (
+        growth(own_cpu_ms({"cpu_ms": 700.0}, empty), own_cpu_ms({"cpu_ms": 2_300.0}, empty)) == 9.0
+    )
