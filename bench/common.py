@@ -145,10 +145,11 @@ def cpu_ns(pid: int) -> int:
     return total
 
 
-def settled_cpu_ns(pid: int, *, quiet_s: float = 0.1, limit_s: float = 30.0) -> int:
+def settled_cpu_ns(pid: int, *, quiet_s: float = 0.5, limit_s: float = 30.0) -> int:
     """`cpu_ns` of a process once it has gone idle: read again every `quiet_s` until two
     reads agree (a daemon's writes after its reply run after the peer has its answer), at
-    most `limit_s`; then the last read."""
+    most `limit_s`; then the last read.  A tenth of a second was too short: a daemon at
+    1,000 containers once read below one on an empty node (bench.scale, 2026-11-28)."""
     last = cpu_ns(pid)
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from bench.common import settled_cpu_ns
 from bench.peers import compile_bytecode
 from bench.profile import layer_of, parse, summarize
 from bench.scale import GO, OURS, added_ms, growth, own_cpu_ms
@@ -161,3 +163,18 @@ def test_the_daemons_own_synchronize_cpu_leaves_out_its_start_up() -> None:
     assert (
         growth(own_cpu_ms({"cpu_ms": 700.0}, empty), own_cpu_ms({"cpu_ms": 2_300.0}, empty)) == 9.0
     )
+
+
+def test_settled_cpu_waits_for_a_process_that_pauses_then_works_again() -> None:
+    """bench.scale's own-CPU reading waits out a pause shorter than its quiet window: a
+    child that sleeps 0.2 s, then burns 0.3 s of CPU, is read with that CPU in it."""
+    code = (
+        "import time\ntime.sleep(0.2)\nend = time.thread_time() + 0.3\n"
+        "while time.thread_time() < end: pass\ntime.sleep(30)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        assert settled_cpu_ns(child.pid) >= 300_000_000
+    finally:
+        child.kill()
+        child.wait()
