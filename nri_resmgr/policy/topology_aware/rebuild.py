@@ -70,7 +70,7 @@ from nri_resmgr.policy.topology_aware.pools import PoolTree
 from nri_resmgr.policy.topology_aware.preferences import (
     ALL_MEMORY,
     ContainerRequest,
-    container_request,
+    RequestShapes,
 )
 from nri_resmgr.policy.topology_aware.rendering import RenderMemo, pinned_mems, render_all
 from nri_resmgr.policy.topology_aware.reports import (
@@ -164,9 +164,10 @@ class Rebuilder:
         notes: list[str] = []
         containers = each_once(containers)
         requests: dict[ContainerID, ContainerRequest] = {}
+        shapes = RequestShapes(self.config)
         for c in containers:
             try:
-                requests[c.id] = container_request(c, self.config)
+                requests[c.id] = shapes.of(c)
             except AnnotationError as exc:
                 notes.append(f"overcommitted: {exc}")
                 requests[c.id] = unreadable_request(pin_cpu=self.config.options.pin_cpu)
