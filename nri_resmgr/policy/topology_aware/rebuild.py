@@ -449,8 +449,10 @@ class Rebuilder:
         """A 0m shared grant of `c` in the deepest pool holding its report, if `c` is a
         pinned shared or mixed container reporting CPUs of a pool that still has shared
         CPUs."""
-        view = (c.current_cpus or IDSet()) & self.tree.root.cpus
-        if req.kind not in (CPUKind.SHARED, CPUKind.MIXED) or not pins_cpus(req) or not view:
+        if not c.current_cpus or req.kind not in (CPUKind.SHARED, CPUKind.MIXED):
+            return None  # (a cold start's containers report no CPUs)
+        view = c.current_cpus & self.tree.root.cpus
+        if not pins_cpus(req) or not view:
             return None
         pool = self.tree.deepest_containing(view)[0]
         if not state.supply.shared[pool]:
