@@ -379,7 +379,7 @@ class RequestMemo:
 
 
 #: a `ContainerRequest`'s fields in the order its constructor takes them
-_FIELDS = tuple(f.name for f in fields(ContainerRequest))
+_FIELDS = tuple(f.name for f in fields(ContainerRequest) if f.init)
 _SUBJECT, _AFFINITIES = _FIELDS.index("subject"), _FIELDS.index("affinities")
 _values_of = attrgetter(*_FIELDS)
 
