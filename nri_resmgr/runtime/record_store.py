@@ -12,7 +12,8 @@ shared container of its pool, and nothing else of their records, so those are st
 one dictionary entry each and written as moves (the block names their ids under the new
 CPUs), not as new lines.  At 10,000 live (2,475 such records per exclusive decision,
 lines of about 370 bytes) this cut the after-reply work's peak allocation from 3.2 to
-0.7 MiB (tracemalloc) and its CPU by about a fifth (docs/benchmarks.md, wt-exf).
+0.7 MiB (tracemalloc) and, with no compaction after every other exclusive decision, its
+CPU by a third (docs/benchmarks.md, wt-exf).
 
 When the write happens: without `defer`, `keep` writes at once, before the caller
 answers.  The daemon passes `defer` (its event loop's ``call_soon``): `keep` then only
