@@ -193,9 +193,9 @@ def cpuset_updates_for(assignments: Iterable[Assignment]) -> list[api.ContainerU
     Consecutive assignments of one placement (the same cpuset and memory node objects, as
     an exclusive grant's updates of its pool's shared containers are) share one template,
     looked up once.  The updates are made in one message's list (`_ARENA`), so they share
-    its memory: about 300 bytes of the process's memory each, against 1.1 KiB for a
+    its memory: about 390 bytes of the process's memory each, against 1.1 KiB for a
     message of its own, and a quarter less CPU (2,475 updates of an exclusive decision at
-    10,000 live: 2.7 -> 0.75 MiB touched, docs/benchmarks.md, wt-exf)."""
+    10,000 live: 2.6 -> 0.9 MiB, glibc's count; docs/benchmarks.md, wt-exf)."""
     out = []
     add = _ARENA().update.add
     last: tuple[bool, CPUSet, CPUSet] | None = None
