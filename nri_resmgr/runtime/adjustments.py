@@ -21,7 +21,7 @@ domain values) is `nri_resmgr.runtime.adapter`.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from nri_api import api
@@ -196,8 +196,8 @@ def cpuset_updates_for(assignments: Iterable[Assignment]) -> list[api.ContainerU
     its memory: about 390 bytes of the process's memory each, against 1.1 KiB for a
     message of its own, and a quarter less CPU (2,475 updates of an exclusive decision at
     10,000 live: 2.6 -> 0.9 MiB, glibc's count; docs/benchmarks.md, wt-exf)."""
-    out = []
-    add = _ARENA().update.add
+    out: list[api.ContainerUpdate] = []
+    add: Callable[[], api.ContainerUpdate] | None = None  # made with the first update
     last: tuple[bool, CPUSet, CPUSet] | None = None
     template: api.ContainerUpdate | None = None
     for a in assignments:
@@ -209,6 +209,8 @@ def cpuset_updates_for(assignments: Iterable[Assignment]) -> list[api.ContainerU
             template = _update_template(no_cpuset, a.cpus, a.mems, None, None)
         if template is None:
             continue
+        if add is None:
+            add = _ARENA().update.add
         u = add()
         u.CopyFrom(template)
         u.container_id = a.container_id
