@@ -1,7 +1,7 @@
 """Cost as the node grows: 1,000, 5,000 and 10,000 live containers on the 224-thread machine.
 
 Usage: python -m bench.scale [--levels 1000,5000,10000] [--samples 100] [--reps 3]
-                             [--cold-mib N] [--out bench/out/scale.json]
+                             [--cold-mib N] [--no-sync] [--out bench/out/scale.json]
 
 No containerd: the machine is `examples/topologies/server-2s-224t.yaml`, the containers
 come from `bench.workload.scaled` (the pattern of `live` up to 1,000, then small Burstable
@@ -24,6 +24,9 @@ and BestEffort containers so that 10,000 still fit). Per level:
   v0.12.2) reporting N running containers without cpusets (every one is placed), timed in
   Go; the Go no-op is run the same way, interleaved, as the floor;
 * **RSS**: VmRSS of that daemon after its Synchronize of N containers.
+
+``--no-sync`` leaves the last two out (the decision rows only, in a third of the time:
+for comparing two trees' decisions in turns).
 
 Each level's Synchronize is the median of `--reps` cold ones (3; it was one until the
 sixth session).  One cold Synchronize is a poor sample: on a quiet machine the same
@@ -151,7 +154,10 @@ def own_cpu_ms(level: dict[str, Any], empty: dict[str, Any]) -> float:
 
 def table(result: dict[str, Any]) -> str:
     levels = [str(n) for n in result["levels"]]
-    dec, syn = result["decision"], result["synchronize"]
+    dec = result["decision"]
+    #: without Synchronize (``--no-sync``) its columns are "-"
+    none = {"median_ms": {OURS: "-", GO: "-"}, "rss_mib": "-", "load": dec[levels[0]]["load"]}
+    syn = result.get("synchronize", {n: none for n in levels})
     rows = [
         "| live containers | shared decision CPU p50 / p99 µs | exclusive decision CPU p50 / "
         "p99 µs | updates in an exclusive reply | shared, cold caches, CPU p50 / p99 µs "
@@ -173,9 +179,13 @@ def table(result: dict[str, Any]) -> str:
     rows.append(
         f"growth {levels[0]} -> {levels[-1]} (x{int(levels[-1]) // int(levels[0])} containers): "
         f"shared decision CPU p50 {g['shared_cpu_p50']}x, exclusive {g['exclusive_cpu_p50']}x "
-        f"(its updates {g['exclusive_updates']}x), Synchronize {g['sync']}x (the Go no-op's "
-        f"{g['sync_go']}x; ours beyond it {g['sync_added']}x; the daemon's CPU "
-        f"{g['sync_cpu']}x), RSS {g['rss']}x"
+        f"(its updates {g['exclusive_updates']}x)"
+        + (
+            f", Synchronize {g['sync']}x (the Go no-op's {g['sync_go']}x; ours beyond it "
+            f"{g['sync_added']}x; the daemon's CPU {g['sync_cpu']}x), RSS {g['rss']}x"
+            if "sync" in g
+            else ""
+        )
         + (
             f"; shared on cold caches {g['shared_cold_cpu_p50']}x"
             if "shared_cold_cpu_p50" in g
@@ -183,6 +193,21 @@ def table(result: dict[str, Any]) -> str:
         )
     )
     return "\n".join(rows)
+
+
+def sync_growth(result: dict[str, Any], first: str, last: str) -> dict[str, float]:
+    """The Synchronize's and the RSS's growth from level `first` to `last`."""
+    syn = result["synchronize"]
+    return {
+        "sync": growth(syn[first]["median_ms"][OURS], syn[last]["median_ms"][OURS]),
+        "sync_go": growth(syn[first]["median_ms"][GO], syn[last]["median_ms"][GO]),
+        "sync_added": growth(added_ms(syn[first]), added_ms(syn[last])),
+        "sync_cpu": growth(
+            own_cpu_ms(syn[first], result["synchronize_empty"]),
+            own_cpu_ms(syn[last], result["synchronize_empty"]),
+        ),
+        "rss": growth(syn[first]["rss_mib"], syn[last]["rss_mib"]),
+    }
 
 
 def _eviction(mib: int | None) -> decision.Eviction | None:
@@ -208,6 +233,9 @@ def main() -> int:
         default=None,
         help="MiB written before each cold shared probe (default: the last-level cache; 0: none)",
     )
+    ap.add_argument(
+        "--no-sync", action="store_true", help="the decision rows only (no Synchronize, no RSS)"
+    )
     ap.add_argument("--out", default="bench/out/scale.json")
     ns = ap.parse_args()
     levels = [int(x) for x in ns.levels.split(",")]
@@ -220,14 +248,15 @@ def main() -> int:
         workload=scaled,
         cold=_eviction(ns.cold_mib),
     )
-    with short_tempdir("nri-scale-") as work:
-        p = peers.Peers(work)
-        result["synchronize"] = {
-            str(n): synchronize(p, n, reps=ns.reps, seed=ns.seed) for n in levels
-        }
-        result["synchronize_empty"] = synchronize(p, 0, reps=ns.reps, seed=ns.seed)
+    if not ns.no_sync:
+        with short_tempdir("nri-scale-") as work:
+            p = peers.Peers(work)
+            result["synchronize"] = {
+                str(n): synchronize(p, n, reps=ns.reps, seed=ns.seed) for n in levels
+            }
+            result["synchronize_empty"] = synchronize(p, 0, reps=ns.reps, seed=ns.seed)
     first, last = str(levels[0]), str(levels[-1])
-    dec, syn = result["decision"], result["synchronize"]
+    dec = result["decision"]
     result["growth"] = {
         "shared_cpu_p50": growth(
             dec[first]["shared"]["cpu"]["p50_us"], dec[last]["shared"]["cpu"]["p50_us"]
@@ -248,14 +277,7 @@ def main() -> int:
             if decision.COLD in dec[first]
             else {}
         ),
-        "sync": growth(syn[first]["median_ms"][OURS], syn[last]["median_ms"][OURS]),
-        "sync_go": growth(syn[first]["median_ms"][GO], syn[last]["median_ms"][GO]),
-        "sync_added": growth(added_ms(syn[first]), added_ms(syn[last])),
-        "sync_cpu": growth(
-            own_cpu_ms(syn[first], result["synchronize_empty"]),
-            own_cpu_ms(syn[last], result["synchronize_empty"]),
-        ),
-        "rss": growth(syn[first]["rss_mib"], syn[last]["rss_mib"]),
+        **(sync_growth(result, first, last) if "synchronize" in result else {}),
     }
     result["load_after"] = load_note()
     out = Path(ns.out)

@@ -293,6 +293,20 @@ class Plugin(Hooks):
         return session is not None and session.synchronized and not session.trunk.closed
 
     @property
+    def writing(self) -> bool:
+        """True while a message to the runtime is still being written on the current
+        connection (a reply larger than the socket's buffer: `Trunk.writing`)."""
+        session = self._link.session
+        return session is not None and session.trunk.writing
+
+    async def written(self) -> None:
+        """Return once what was written to the runtime before this call has left whole
+        (`Trunk.written`); at once without a connection."""
+        session = self._link.session
+        if session is not None:
+            await session.trunk.written()
+
+    @property
     def events(self) -> int:
         """The subscription mask sent on the current connection (0 before Configure)."""
         session = self._link.session

@@ -17,7 +17,13 @@ that ConnID, and the trunk acts on the ttrpc events:
 
 Writes are whole ttrpc messages framed by `frame_message`, serialized by one lock and
 drained. A call allocates its stream id and writes its Request under that same lock, so ids
-reach the peer in increasing order, as the Go server demands.
+reach the peer in increasing order, as the Go server demands. The lock is held until the
+kernel has taken every byte of the message (the transport's write buffer limits are 0): a
+message the socket took at once releases it in the same step, a larger one (a Synchronize
+reply with 10,000 updates, about 1.5 MB against the socket's 208 KiB) only when its last
+byte has left. So `writing` and `written` tell a plugin when what it wrote is on its way:
+work that must not hold a reply back waits for them (`nri_resmgr.runtime.after_reply`;
+with asyncio's default limits a reply's last 16 KiB could wait in the buffer for it).
 
 Memory and work stay bounded against a misbehaving peer: the mux skips frames for other
 ConnIDs unbuffered and caps frame length, ttrpc discards oversized bodies unbuffered, more
@@ -221,6 +227,9 @@ class Trunk:
         # before (nothing, unless the peer spoke first) is handled first.
         transport = writer.transport
         transport.set_protocol(_Feed(self, transport.get_protocol()))
+        # any byte left in the buffer pauses writing until the buffer is empty, so a
+        # drained write has left whole (`writing`, module docstring)
+        transport.set_write_buffer_limits(high=0)
         early, eof = _take_buffered(reader)
         if early:
             self._received(early)
@@ -302,6 +311,18 @@ class Trunk:
     def close_reason(self) -> BaseException | None:
         """Why the trunk closed: ConnectionClosed (EOF, local close) or the error seen."""
         return self._close_reason
+
+    @property
+    def writing(self) -> bool:
+        """True while a message is being written: queued behind another, or not yet
+        taken whole by the kernel (a reply larger than the socket's buffer)."""
+        return self._write_lock.locked()
+
+    async def written(self) -> None:
+        """Return once every message whose write began before this call has left whole
+        for the kernel, or failed (the trunk closed)."""
+        async with self._write_lock:
+            pass
 
     def serve(self, handler: Handler) -> None:
         """Answer requests on the server conn with `handler` (once; requests wait for it)."""

@@ -45,13 +45,33 @@ RenderChanged = Callable[[S, S, ContainerID], tuple[Renderings, Renderings]]
 def diff_updates(
     old: Renderings, new: Renderings, *, skip: Collection[ContainerID] = ()
 ) -> tuple[Assignment, ...]:
-    """New assignments of containers present in both maps whose CPUs or mems changed."""
+    """New assignments of containers present in both maps whose CPUs or mems changed.
+
+    The sets of a pool's shared containers are the same objects in each map (one
+    rendering per placement), so the comparison of the last pair of objects is kept:
+    an exclusive grant at 10,000 live compares two sets once, not 2,475 times."""
     out = []
+    last: tuple[object, object, object, object] | None = None
+    moved = False
     for cid in sorted(new):
-        if cid in skip or cid not in old:
+        if cid in skip:
             continue
-        a, b = old[cid], new[cid]
-        if (a.cpus, a.mems) != (b.cpus, b.mems):
+        a = old.get(cid)
+        if a is None:
+            continue
+        b = new[cid]
+        if a.cpus is b.cpus and a.mems is b.mems:
+            continue
+        if (
+            last is None
+            or a.cpus is not last[0]
+            or b.cpus is not last[1]
+            or a.mems is not last[2]
+            or b.mems is not last[3]
+        ):
+            last = (a.cpus, b.cpus, a.mems, b.mems)
+            moved = a.cpus != b.cpus or a.mems != b.mems
+        if moved:
             out.append(b)
     return tuple(out)
 

@@ -21,7 +21,7 @@ domain values) is `nri_resmgr.runtime.adapter`.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from nri_api import api
@@ -178,14 +178,26 @@ def _update_template(
     return builder.build() if touched else None
 
 
+#: the message whose list of updates holds those `cpuset_updates_for` makes: an update
+#: made in a message's list lives in that message's memory (its upb arena), freed when
+#: the last of them is, where a message of its own takes an arena of its own; which
+#: message does not matter (none is sent), this one has a list of updates and nothing else
+#: is set on it
+_ARENA = api.UpdateContainersRequest
+
+
 def cpuset_updates_for(assignments: Iterable[Assignment]) -> list[api.ContainerUpdate]:
     """The updates of `assignments` without their classes (cpuset and memory nodes only:
     a running container's classes cannot change); those with nothing to set are left out.
 
     Consecutive assignments of one placement (the same cpuset and memory node objects, as
     an exclusive grant's updates of its pool's shared containers are) share one template,
-    looked up once."""
-    out = []
+    looked up once.  The updates are made in one message's list (`_ARENA`), so they share
+    its memory: about 390 bytes of the process's memory each, against 1.1 KiB for a
+    message of its own, and a quarter less CPU (2,475 updates of an exclusive decision at
+    10,000 live: 2.6 -> 0.9 MiB, glibc's count; docs/benchmarks.md, wt-exf)."""
+    out: list[api.ContainerUpdate] = []
+    add: Callable[[], api.ContainerUpdate] | None = None  # made with the first update
     last: tuple[bool, CPUSet, CPUSet] | None = None
     template: api.ContainerUpdate | None = None
     for a in assignments:
@@ -197,7 +209,9 @@ def cpuset_updates_for(assignments: Iterable[Assignment]) -> list[api.ContainerU
             template = _update_template(no_cpuset, a.cpus, a.mems, None, None)
         if template is None:
             continue
-        u = api.ContainerUpdate()
+        if add is None:
+            add = _ARENA().update.add
+        u = add()
         u.CopyFrom(template)
         u.container_id = a.container_id
         out.append(u)

@@ -216,8 +216,8 @@ class ResmgrPlugin(Plugin):
         #: issue 27: the pods' events, off until the Kubernetes side posts them
         self.pod_events = EventQueue(EventsConfig(enabled=False))
         #: the records, decision lines, issue-27 note and the collector's return, run
-        #: after the reply has been sent (`runtime.after_reply`)
-        self._after_reply = AfterReply()
+        #: after the reply has been sent, a large one whole (`runtime.after_reply`)
+        self._after_reply = AfterReply(self)
         self.pipeline = self._build(config)
         self.lock = asyncio.Lock()
 

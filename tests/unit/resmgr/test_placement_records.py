@@ -31,6 +31,7 @@ from nri_resmgr.policy.kit.records import (
     decode,
     encode,
     encode_block,
+    encode_head,
     encode_line,
     encode_meaning,
 )
@@ -163,6 +164,25 @@ def test_journal_blocks_apply_in_order_over_the_base() -> None:
     data = _file(a, b) + (encode_block([encode_line(c)], []) + "\n").encode()
     data += (encode_block([encode_line(moved)], [a.container_id]) + "\n").encode()
     assert decode(data, scope=SCOPE, source="f") == {"b": moved, "c": c}
+
+
+def test_a_blocks_moves_apply_after_its_lines_and_only_to_records_it_has() -> None:
+    a, b, c = _rec("a", "1", "1"), _rec("b", "0"), _rec("c", "2")
+    block = encode_block([encode_line(c)], [a.container_id], [(encode_head(IDSet.parse("3")),
+                         [b.container_id, c.container_id])])  # fmt: skip
+    data = _file(a, b) + (block + "\n").encode()
+    assert decode(data, scope=SCOPE, source="f") == {
+        "b": dataclasses.replace(b, cpus=IDSet.parse("3")),
+        "c": dataclasses.replace(c, cpus=IDSet.parse("3")),
+    }
+    unknown = encode_block([], [], [(encode_head(IDSet.parse("3")), [a.container_id])])
+    with pytest.raises(RecordError, match="f:3: moved 'a', which has no record"):
+        decode(_file(b) + (unknown + "\n").encode(), scope=SCOPE, source="f")
+    # schema version 2 (no moves) is still read, and a move in it is refused
+    old = _file(a, b).replace(_VERSION, b'"version": 2')
+    assert decode(old, scope=SCOPE, source="f") == {"a": a, "b": b}
+    with pytest.raises(RecordError, match="f:4: moves in a block of schema version 2"):
+        decode(old + (block + "\n").encode(), scope=SCOPE, source="f")
 
 
 def test_a_torn_last_block_is_not_read_and_an_edited_one_refuses_the_file() -> None:

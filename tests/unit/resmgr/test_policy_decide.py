@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from nri_resmgr.model import Assignment, ContainerID, CPUKind, PolicyState
 from nri_resmgr.policy.base import Policy
 from nri_resmgr.policy.decide import (
@@ -65,6 +68,41 @@ def test_diff_updates_ignores_unchanged_new_and_skipped_containers() -> None:
     after = _renderings(Cpus(((A, "0"), (B, "2"), (C, "3"))))
     assert diff_updates(before, after) == (after[B],)
     assert diff_updates(before, after, skip={B}) == ()
+
+
+#: set objects a rendering may hold: some equal but not the same object, as renderings of
+#: one state share theirs and renderings of two states may hold equal copies
+_SETS = [IDSet.parse(t) for t in ("0-3", "0-3", "0-1", "0-1")]
+
+
+@given(
+    pairs=st.lists(
+        st.tuples(
+            st.sampled_from(range(4)),
+            st.sampled_from(range(4)),
+            st.sampled_from(range(4)),
+            st.sampled_from(range(4)),
+        ),
+        max_size=24,
+    )
+)
+def test_diff_updates_compares_every_container_whatever_sets_it_shares(
+    pairs: list[tuple[int, int, int, int]],
+) -> None:
+    """The kept comparison of the last pair of set objects (`diff_updates`) answers for
+    that pair only: any run of shared, equal and different sets gives the updates of a
+    plain comparison of each container's."""
+    before, after = {}, {}
+    for n, (c0, c1, m0, m1) in enumerate(pairs):
+        cid = ContainerID(f"c{n:02}")
+        before[cid] = Assignment(cid, _SETS[c0], _SETS[m0], CPUKind.SHARED)
+        after[cid] = Assignment(cid, _SETS[c1], _SETS[m1], CPUKind.SHARED)
+    want = tuple(
+        after[cid]
+        for cid in sorted(after)
+        if (before[cid].cpus, before[cid].mems) != (after[cid].cpus, after[cid].mems)
+    )
+    assert diff_updates(before, after) == want
 
 
 def test_each_built_in_is_a_policy_over_its_own_state() -> None:
