@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RuntimeView", "account_for", "as_placed", "read_runtime_view"]
 
+
 @dataclass(frozen=True, slots=True)
 class RuntimeView:
     """The runtime's report as a rebuild takes it (module docstring)."""
@@ -128,9 +129,9 @@ def read_runtime_view(
             log.exception("synchronize: classes not chosen: internal error", id=c.id)
             choices[info.id] = ClassChoice()
         infos.append(info)
-    created = frozenset(
-        ContainerID(c.id) for c in containers if c.state == api.ContainerState.CONTAINER_CREATED
-    )
+    # (the enum's value looked up once: through protobuf's wrapper it is a Python call)
+    created_state = api.ContainerState.CONTAINER_CREATED
+    created = frozenset(ContainerID(c.id) for c in containers if c.state == created_state)
     return RuntimeView(pods=pods, containers=infos, choices=choices, unstarted=created)
 
 

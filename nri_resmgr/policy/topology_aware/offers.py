@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nri_resmgr.model import ContainerID, CPUKind, PodID
+from nri_resmgr.model import ContainerID, CPUKind, MemoryKind, PodID
 from nri_resmgr.policy.cpu_allocator import CPUAllocator
 from nri_resmgr.policy.topology_aware.pools import TOPOLOGY_LEVELS, Pool, PoolTree
 from nri_resmgr.policy.topology_aware.preferences import ContainerRequest
@@ -202,18 +202,32 @@ def burst_key(
     return (1 if mine > target else 2, 0)
 
 
+#: no CPUs: the exclusive CPUs of an offer that takes none (an `IDSet` is immutable)
+_NO_CPUS = IDSet()
+#: every memory kind: `PoolTree.memory_terms`' key of a pool's whole memory
+_EVERY_KIND = frozenset(MemoryKind)
+
+
 def _fits_memory(tree: PoolTree, supply: Supply, pool: Pool, req: ContainerRequest) -> str:
-    kinds = ",".join(sorted(k.value for k in req.memory_kinds))
+    """Whether `pool` and its ancestors hold `req`'s memory: "" if so, else why not
+    (the pools' sizes from `PoolTree.memory_terms`: every placement asks)."""
     if req.pin_memory and not pool.mems_of(req.memory_kinds):
-        return f"no {kinds} memory"
-    if req.memory_bytes:
-        if req.memory_bytes > pool.memory_of(req.memory_kinds):
-            return f"only {pool.memory_of(req.memory_kinds)} bytes of {kinds} memory"
+        return f"no {_kinds_text(req)} memory"
+    need = req.memory_bytes
+    if need:
+        terms = tree.memory_terms
+        have = terms[pool.index, frozenset(req.memory_kinds)][0]
+        if need > have:
+            return f"only {have} bytes of {_kinds_text(req)} memory"
         for a in tree.ancestors(pool.index):
-            cap = sum(tree.pools[a].memory_bytes.values())
-            if supply.memory[a] + req.memory_bytes > cap:
+            cap = terms[a, _EVERY_KIND][0]
+            if supply.memory[a] + need > cap:
                 return f"{tree.pools[a].name} has {cap - supply.memory[a]} bytes of memory free"
     return ""
+
+
+def _kinds_text(req: ContainerRequest) -> str:
+    return ",".join(sorted(k.value for k in req.memory_kinds))
 
 
 def _shared_check(
@@ -380,18 +394,18 @@ def make_offer(
         free = tree.reserved_milli - supply.reserved_demand
         if request.shared_milli > free:
             return f"{free}m free of {tree.reserved_milli}m reserved on {tree.reserved}"
-        return offer(request.kind, IDSet(), True)
+        return offer(request.kind, _NO_CPUS, True)
     if request.kind is CPUKind.NONE:
-        return offer(request.kind, IDSet(), True)
+        return offer(request.kind, _NO_CPUS, True)
     if request.kind is CPUKind.SHARED:
         if not shared_now:
             return "no shared CPUs"
         if request.shared_milli and room < request.shared_milli:
             return f"{room}m of shared capacity allocatable, {request.shared_milli}m requested"
-        problem = _shared_check(tree, supply, pool, IDSet(), request)
+        problem = _shared_check(tree, supply, pool, _NO_CPUS, request)
         if problem:
             return problem
-        return offer(CPUKind.SHARED, IDSet(), True)
+        return offer(CPUKind.SHARED, _NO_CPUS, True)
 
     # whole CPUs: isolated first when preferred, else sliced off the shared set;
     # (hide-hyperthreads changes only what is shown: `rendering`, as nri-plugins does)
@@ -404,7 +418,7 @@ def make_offer(
     if request.prefer_isolated and (shared_now or not mixed) and len(free_iso) >= request.full:
         iso = take(free_iso)
         if iso is not None:
-            problem = _shared_check(tree, supply, pool, IDSet(), request)
+            problem = _shared_check(tree, supply, pool, _NO_CPUS, request)
             if mixed and room < request.shared_milli:
                 problem = f"{room}m of shared capacity allocatable, {request.shared_milli}m needed"
             if not problem:

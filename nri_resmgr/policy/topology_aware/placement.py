@@ -7,8 +7,10 @@ offers against one immutable state (`offers.make_offer`) and returns the `Rankin
 offer made with its sort key (`scoring.offer_key`), best first, and the reason of each
 pool that could make none.  Offers are built in the order of the best key each pool could
 reach (`scoring.key_bounds`), and no more are built once none of the remaining pools can
-win: same winner, usually one offer instead of one per pool.  With ``every=True`` every
-candidate makes its offer (`explain.rank_pools` shows them all to a person).
+win: same winner, usually one offer instead of one per pool.  The key of an offer that
+takes no CPUs (shared, reserved, unpinned) is its bound, which is exact for those; only
+whole-CPU offers are keyed again.  With ``every=True`` every candidate makes its offer
+(`explain.rank_pools` shows them all to a person).
 
 `Placer.place` takes the ranking's winner.  When no pool fits, `Placer.fall_back`
 decides where the request goes instead: an exclusive one with ``fallbackToShared`` is
@@ -51,6 +53,9 @@ from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
 
 __all__ = ["Placer", "Ranking", "Scored", "as_shared", "beyond_reserved"]
+
+#: the kinds of request whose offer takes no CPUs: its key is its pool's key bound
+_TAKES_NO_CPUS = frozenset({CPUKind.SHARED, CPUKind.RESERVED, CPUKind.NONE})
 
 
 def as_shared(request: ContainerRequest) -> ContainerRequest:
@@ -190,11 +195,18 @@ class Placer:
                 rooms=rooms,
             )
             if isinstance(got, Offer):
-                key = offer_key(
-                    got,
-                    hinted=pool.index == hint,
-                    affinity_score=affinities.get(pool.index, 0),
-                    tree=self.tree,
+                # an offer that takes no CPUs has the key its bound is (every component of
+                # `scoring.key_bound` is exact but the isolated preference, which only a
+                # whole-CPU request has): most of a Synchronize's placements
+                key = (
+                    bound
+                    if request.kind in _TAKES_NO_CPUS
+                    else offer_key(
+                        got,
+                        hinted=pool.index == hint,
+                        affinity_score=affinities.get(pool.index, 0),
+                        tree=self.tree,
+                    )
                 )
                 scored.append(Scored(key, got))
                 best_key = key if best_key is None else min(best_key, key)

@@ -48,13 +48,22 @@ three); without it a container may use every kind its pool has (nri-plugins' def
 Unlike nri-plugins, which logs malformed annotations and carries on with defaults, a
 malformed value is an `AnnotationError` naming the annotation and the accepted values,
 so the mistake surfaces when the pod starts.
+
+Every annotation read here is in the policy's domain (`model.ANNOTATION_DOMAIN`).  So a
+container with no key of that domain on it or its pod asks what any other such container
+of the same QoS class, resources and namespace asks, but for who it is (its `Subject`
+and its implicit affinity rules): `RequestShapes` works the request out for the first
+container of each such shape in a Synchronize or a restart, and makes the others' from
+it (most of a node's containers are a few shapes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 
 from nri_resmgr.model import (
+    ANNOTATION_DOMAIN,
     AnnotationError,
     ContainerInfo,
     CPUKind,
@@ -102,6 +111,7 @@ __all__ = [
     "UNLIMITED_BURSTABLE",
     "ContainerRequest",
     "RequestMemo",
+    "RequestShapes",
     "container_request",
     "parse_memory_types",
 ]
@@ -366,3 +376,52 @@ class RequestMemo:
         request = container_request(container, self.config)
         self._last = (container, request)
         return request
+
+
+#: a `ContainerRequest`'s fields in the order its constructor takes them
+_FIELDS = tuple(f.name for f in fields(ContainerRequest) if f.init)
+_SUBJECT, _AFFINITIES = _FIELDS.index("subject"), _FIELDS.index("affinities")
+_values_of = attrgetter(*_FIELDS)
+
+
+def request_shape(container: ContainerInfo) -> tuple[object, ...] | None:
+    """What `container_request` reads of `container` but who it is: its QoS class,
+    resources and namespace, when no annotation key of the policy's domain is set on it or
+    on its pod; None when one is (module docstring)."""
+    pod = container.pod
+    for source in (pod.annotations, container.annotations):
+        for key in source:
+            if ANNOTATION_DOMAIN in key:
+                return None
+    return (pod.qos_class, container.request, pod.namespace)
+
+
+class RequestShapes:
+    """`container_request` of the many containers of one Synchronize or restart, each
+    shape's worked out once (module docstring): a container of a shape seen before gets
+    that request with its own subject and affinity rules.  One per rebuild: it keeps a
+    request per shape for the policy's one configuration."""
+
+    def __init__(self, config: ResolvedConfig) -> None:
+        self.config = config
+        self._by_shape: dict[tuple[object, ...], ContainerRequest] = {}
+
+    def of(self, container: ContainerInfo) -> ContainerRequest:
+        """`container_request(container, config)` (module docstring)."""
+        shape = request_shape(container)
+        if shape is None:
+            return container_request(container, self.config)
+        known = self._by_shape.get(shape)
+        if known is None:
+            known = self._by_shape[shape] = container_request(container, self.config)
+            return known
+        opts = self.config.options
+        values = list(_values_of(known))
+        values[_SUBJECT] = subject_of(container)
+        values[_AFFINITIES] = container_affinities(
+            container,
+            colocate_pods=opts.colocate_pods,
+            colocate_namespaces=opts.colocate_namespaces,
+        )
+        # (positionally: `dataclasses.replace` cost three times as much)
+        return ContainerRequest(*values)

@@ -70,7 +70,7 @@ from nri_resmgr.policy.topology_aware.pools import PoolTree
 from nri_resmgr.policy.topology_aware.preferences import (
     ALL_MEMORY,
     ContainerRequest,
-    container_request,
+    RequestShapes,
 )
 from nri_resmgr.policy.topology_aware.rendering import RenderMemo, pinned_mems, render_all
 from nri_resmgr.policy.topology_aware.reports import (
@@ -164,9 +164,10 @@ class Rebuilder:
         notes: list[str] = []
         containers = each_once(containers)
         requests: dict[ContainerID, ContainerRequest] = {}
+        shapes = RequestShapes(self.config)
         for c in containers:
             try:
-                requests[c.id] = container_request(c, self.config)
+                requests[c.id] = shapes.of(c)
             except AnnotationError as exc:
                 notes.append(f"overcommitted: {exc}")
                 requests[c.id] = unreadable_request(pin_cpu=self.config.options.pin_cpu)
@@ -448,8 +449,10 @@ class Rebuilder:
         """A 0m shared grant of `c` in the deepest pool holding its report, if `c` is a
         pinned shared or mixed container reporting CPUs of a pool that still has shared
         CPUs."""
-        view = (c.current_cpus or IDSet()) & self.tree.root.cpus
-        if req.kind not in (CPUKind.SHARED, CPUKind.MIXED) or not pins_cpus(req) or not view:
+        if not c.current_cpus or req.kind not in (CPUKind.SHARED, CPUKind.MIXED):
+            return None  # (a cold start's containers report no CPUs)
+        view = c.current_cpus & self.tree.root.cpus
+        if not pins_cpus(req) or not view:
             return None
         pool = self.tree.deepest_containing(view)[0]
         if not state.supply.shared[pool]:

@@ -24,7 +24,7 @@ meaning per container was about 0.6 MiB at 1,000 live, docs/benchmarks.md, "RSS 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import NamedTuple
@@ -33,7 +33,11 @@ from nri_resmgr.model import AnnotationError, ContainerID, ContainerInfo, CPUKin
 from nri_resmgr.policy.kit.records import Meaning, MeaningFields, RecordError
 from nri_resmgr.policy.topology_aware.config import ResolvedConfig
 from nri_resmgr.policy.topology_aware.pools import PoolTree
-from nri_resmgr.policy.topology_aware.preferences import ContainerRequest, container_request
+from nri_resmgr.policy.topology_aware.preferences import (
+    ContainerRequest,
+    RequestShapes,
+    container_request,
+)
 from nri_resmgr.policy.topology_aware.reports import unreadable_request
 from nri_resmgr.policy.topology_aware.state import Grant
 from nri_resmgr.topology.cpuset import IDSet, IDSetError
@@ -156,6 +160,7 @@ def grants_of(
     shared containers of a pool with the same request record the same one: a restart
     of 1,000 containers holds about 110)."""
     read: dict[tuple[tuple[str, type, int | str | bool], ...], _Recorded] = {}
+    shapes = RequestShapes(config)
     out: dict[ContainerID, Grant] = {}
     for c, meaning in records:
         # with each value's type: True == 1, and a flag is not a pool number
@@ -163,14 +168,20 @@ def grants_of(
         recorded = read.get(key)
         if recorded is None:
             recorded = read[key] = _read(c.pretty, meaning, tree)
-        out[c.id] = _granted(c, recorded, config)
+        out[c.id] = _granted(c, recorded, config, shapes.of)
     return out
 
 
-def _granted(c: ContainerInfo, recorded: _Recorded, config: ResolvedConfig) -> Grant:
-    """The grant of `c` that `recorded` holds, over the request `c` asks now."""
+def _granted(
+    c: ContainerInfo,
+    recorded: _Recorded,
+    config: ResolvedConfig,
+    ask: Callable[[ContainerInfo], ContainerRequest] | None = None,
+) -> Grant:
+    """The grant of `c` that `recorded` holds, over the request `c` asks now (`ask`:
+    `container_request` in `config` by default)."""
     try:
-        asked = container_request(c, config)
+        asked = container_request(c, config) if ask is None else ask(c)
     except AnnotationError:
         asked = unreadable_request(pin_cpu=config.options.pin_cpu)
     # most records hold what the container asks (no fallback, no overcommit): its

@@ -393,38 +393,39 @@ def key_bounds(
                 memory_burst = (size < burst_limit) if burst_limit else -size
         else:
             memory_burst = span = lacks = 0
-        head = (
-            0 if i == hint else 1,
-            int(isolated < 0 or shared < 0),
-            unmet,
-            -affinities.get(i, 0),
-            memory_burst,
-        )
+        # (each key one flat tuple: building it from a head and parts cost a third more)
+        hinted = 0 if i == hint else 1
+        short = int(isolated < 0 or shared < 0)
+        affinity = -affinities.get(i, 0)
+        b0, b1 = bursts[i]
         if decided:
-            out.append(((*head, *bursts[i], *_DECIDED_BY_ID, pool.their_id), pool))
+            z = 0  # _DECIDED_BY_ID
+            key = (
+                hinted, short, unmet, affinity, memory_burst, b0, b1,
+                z, z, z, z, z, z, z, z, z, pool.their_id,
+            )  # fmt: skip
+            out.append((key, pool))
             continue
         prio = normal = 0
         if classes is not None and 1000 * len(classes & shared_sets[i]) < asked:
             prio, normal = prio_unmet, normal_unmet
+        depth, index = -pool.depth, pool.their_id
         if prefer and isolated > 0:
-            key = (*head, *bursts[i], span, lacks, prio, -pool.depth, -isolated, 0, 0, 0, 0)
+            key = (
+                hinted, short, unmet, affinity, memory_burst, b0, b1,
+                span, lacks, prio, depth, -isolated, 0, 0, 0, 0, index,
+            )  # fmt: skip
         elif full > 0 and shared > 0:
-            key = (*head, *bursts[i], span, lacks, prio, -pool.depth, 0, normal, -shared, 0, 0)
+            key = (
+                hinted, short, unmet, affinity, memory_burst, b0, b1,
+                span, lacks, prio, depth, 0, normal, -shared, 0, 0, index,
+            )  # fmt: skip
         else:
             key = (
-                *head,
-                *bursts[i],
-                span,
-                lacks,
-                prio,
-                -pool.depth,
-                0,
-                normal,
-                0,
-                population[i],
-                -shared,
-            )
-        out.append(((*key, pool.their_id), pool))
+                hinted, short, unmet, affinity, memory_burst, b0, b1,
+                span, lacks, prio, depth, 0, normal, 0, population[i], -shared, index,
+            )  # fmt: skip
+        out.append((key, pool))
     out.sort(key=_first)
     return out
 

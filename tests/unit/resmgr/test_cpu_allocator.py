@@ -76,3 +76,12 @@ def test_whole_packages_and_cores_without_a_priority_go_by_id(data: st.DataObjec
     pick = _Pick(CPUAllocator.of(topo), IDSet(online), 1, "none")
     cpusets = {k: IDSet(v) for k, v in sets.items()}
     assert pick.by_preference(cpusets) == pick.ranked(cpusets)
+
+
+def test_the_allocators_core_table_is_the_topologys() -> None:
+    # the allocator looks a CPU's core up in its own table (built once per machine)
+    for topo in MACHINES.values():
+        alloc = CPUAllocator.of(topo)
+        for cpu in topo.online_cpus():
+            assert alloc.siblings(cpu) == topo.siblings(cpu)
+        assert set(alloc.cores) == set(topo.online_cpus())

@@ -53,6 +53,7 @@ from nri_resmgr.policy.topology_aware.scoring import (
     best_offer,
     key_bound,
     key_bounds,
+    offer_key,
 )
 from nri_resmgr.policy.topology_aware.state import (
     Grant,
@@ -291,7 +292,8 @@ def test_key_bounds_equal_key_bound_of_each_pool(
     """`scoring.key_bounds` (the request's terms worked out once for all pools) gives
     each candidate the key `key_bound` gives it, smallest first, for the requests of
     random sequences (with any CPU priority, isolated preference and Burstable terms),
-    in the states they lead to."""
+    in the states they lead to; for a request whose offer takes no CPUs (shared,
+    reserved, unpinned), each offer's key is that bound (`Placer.rank` takes it so)."""
     config = {"colocatePods": colocate, "colocateNamespaces": colocate}
     p = TopologyAwarePolicy(topology=topo(**SYNTHETIC[name]), config=config)
     tree = p.tree
@@ -346,6 +348,29 @@ def test_key_bounds_equal_key_bound_of_each_pool(
                 bursts=bursts,
             )
             assert got == want
+            if request.kind in (CPUKind.SHARED, CPUKind.RESERVED, CPUKind.NONE):
+                # `Placer.rank` keys an offer that takes no CPUs by its bound
+                for bound, q in got:
+                    offer = make_offer(
+                        tree=tree,
+                        topology=p.topology,
+                        allocator=p.allocator,
+                        supply=s.supply,
+                        pool=q,
+                        container_id=c.id,
+                        pod_id=c.pod.id,
+                        namespace=c.namespace,
+                        request=request,
+                        prefer=(),
+                        priorities=p.priorities,
+                    )
+                    if isinstance(offer, Offer):
+                        hinted = q.index == hint
+                        score = affinities.get(q.index, 0)
+                        assert (
+                            offer_key(offer, hinted=hinted, affinity_score=score, tree=tree)
+                            == bound
+                        )
         try:
             s = p.allocate(s, c).state
         except AllocationError:
