@@ -371,7 +371,7 @@ def measure_growth(*, samples: int, warmup: int, big: int) -> tuple[list[Measure
 
 
 def measure_sync_growth(p: peers.Peers, *, reps: int, big: int) -> tuple[Measured, Json]:
-    r = {str(n): scale.synchronize(p, n, reps=reps, seed=1) for n in (LEVEL, big)}
+    r = scale.synchronize_levels(p, [LEVEL, big], reps=reps, seed=1)  # levels in turns
     m = Measured(
         BY_KEY["sync-growth"], r[str(big)]["median_ms"][OURS], r[str(LEVEL)]["median_ms"][OURS]
     )
@@ -445,7 +445,7 @@ def run(ns: argparse.Namespace, *, report: Callable[[Measured], None]) -> dict[s
         if only & {"shared-growth", "exclusive-growth", "affinity-1000"}:
             keep("growth", *measure_growth(samples=ns.samples // 2, warmup=5, big=ns.big))
         if "sync-growth" in only:
-            # an odd count: the median of two is the larger one (`scale.synchronize`)
+            # an odd count: the median of two is the larger one (`scale.synchronize_levels`)
             keep("sync-growth", *measure_sync_growth(p, reps=ns.reps // 2 | 1, big=ns.big))
         if "balloons-4k" in only:
             keep("balloons-4k", *measure_balloons_cpus(samples=ns.samples // 4, warmup=5))

@@ -1,7 +1,8 @@
 """Cost as the node grows: 1,000, 5,000 and 10,000 live containers on the 224-thread machine.
 
 Usage: python -m bench.scale [--levels 1000,5000,10000] [--samples 100] [--reps 3]
-                             [--cold-mib N] [--no-sync] [--out bench/out/scale.json]
+                             [--rounds 3] [--cold-mib N] [--no-sync]
+                             [--out bench/out/scale.json]
 
 No containerd: the machine is `examples/topologies/server-2s-224t.yaml`, the containers
 come from `bench.workload.scaled` (the pattern of `live` up to 1,000, then small Burstable
@@ -27,6 +28,16 @@ and BestEffort containers so that 10,000 still fit). Per level:
 
 ``--no-sync`` leaves the last two out (the decision rows only, in a third of the time:
 for comparing two trees' decisions in turns).
+
+Rounds and turns (seventh session): the levels are measured one after another, and on
+this VM the machine's speed drifts within a run: in one quiet run every figure of the
+10,000 level was 1.5-2x the run before's (shared p50 593 against 370 µs, the exclusive
+one 25.3 against 12.7 ms, the Synchronize 2,460 against 1,783 ms), which made the growth
+rows the drift's.  So the decision part runs `--rounds` times (3), each a fresh pipeline
+grown through the levels, and the growth rows use each level's median p50 over the
+rounds; the tables show the first round, and the growth of the first round alone (what
+the bench gave before) is printed and kept (``growth_first_round``).  The Synchronizes
+run the levels in turns (`synchronize_levels`: each rep runs every level once, shuffled).
 
 Each level's Synchronize is the median of `--reps` cold ones (3; it was one until the
 sixth session).  One cold Synchronize is a poor sample: on a quiet machine the same
@@ -94,41 +105,69 @@ GO, OURS = "go-noop", "nri-resmgr"
 
 def synchronize(p: peers.Peers, n: int, *, reps: int, seed: int) -> dict[str, Any]:
     """Cold Synchronize of `n` containers for the Go no-op and the daemon, and the daemon's
-    RSS after it; the median of `reps`."""
-    state = scaled(n, prefix="s")
-    pods = [pod for pod, _ in state]
-    ctrs = [running(ctr) for _, ctr in state]
-    ms: dict[str, list[float]] = {GO: [], OURS: []}
-    rss: list[int] = []
-    cpu: list[int] = []
-    updates = 0
+    RSS after it; the median of `reps` (`synchronize_levels` of one level)."""
+    return synchronize_levels(p, [n], reps=reps, seed=seed)[str(n)]
+
+
+def synchronize_levels(
+    p: peers.Peers, levels: list[int], *, reps: int, seed: int
+) -> dict[str, dict[str, Any]]:
+    """`synchronize` of every level, the levels in turns: each of the `reps` rounds runs
+    every level once, in a shuffled order, both peers in a shuffled order each time, so
+    that a drift of the machine's speed during the run (seen on this VM: every figure of
+    one level 1.5x another run's) falls on every level alike rather than on the level
+    that happened to run then."""
+    work = {n: _SyncLevel(n) for n in levels}
     rng = random.Random(seed)
-    order = [GO, OURS]
+    order, names = list(levels), [GO, OURS]
     for _ in range(reps):
         rng.shuffle(order)
-        for name in order:
-            with go_runtime(peers.VERSION) as rt:
-                rt.start(pods=pods, containers=ctrs, request_timeout_ms=peers.SYNC_TIMEOUT_MS)
-                proc = p.start(name, rt)
-                try:
-                    sync = rt.wait_synced(timeout=peers.SYNC_TIMEOUT_MS / 1000)
-                except Exception as exc:
-                    tail = peers._log_tail(rt, name)
-                    raise RuntimeError(f"{name}: Synchronize of {n}: {exc}\n{tail}") from exc
-                ms[name].append(sync.elapsed_ns / 1e6)
-                if name == OURS:
-                    rss.append(rss_kib(proc.pid))
-                    cpu.append(settled_cpu_ns(proc.pid))
-                    updates = len(sync.updates)
-    return {
-        "ms": {k: sorted(round(v, 1) for v in vs) for k, vs in ms.items()},
-        "median_ms": {k: round(sorted(vs)[len(vs) // 2], 1) for k, vs in ms.items()},
-        "rss_mib": round(sorted(rss)[len(rss) // 2] / 1024, 1),
-        # the daemon's own CPU from exec until idle after its Synchronize (`own_cpu_ms`)
-        "cpu_ms": round(sorted(cpu)[len(cpu) // 2] / 1e6, 1),
-        "updates": updates,
-        "load": load_note(),
-    }
+        for n in order:
+            rng.shuffle(names)
+            for name in names:
+                work[n].run(p, name)
+    return {str(n): w.summary() for n, w in work.items()}
+
+
+class _SyncLevel:
+    """The runs of one level of `synchronize_levels`, and their medians."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        state = scaled(n, prefix="s")
+        self.pods = [pod for pod, _ in state]
+        self.ctrs = [running(ctr) for _, ctr in state]
+        self.ms: dict[str, list[float]] = {GO: [], OURS: []}
+        self.rss: list[int] = []
+        self.cpu: list[int] = []
+        self.updates = 0
+
+    def run(self, p: peers.Peers, name: str) -> None:
+        with go_runtime(peers.VERSION) as rt:
+            rt.start(pods=self.pods, containers=self.ctrs, request_timeout_ms=peers.SYNC_TIMEOUT_MS)
+            proc = p.start(name, rt)
+            try:
+                sync = rt.wait_synced(timeout=peers.SYNC_TIMEOUT_MS / 1000)
+            except Exception as exc:
+                tail = peers._log_tail(rt, name)
+                raise RuntimeError(f"{name}: Synchronize of {self.n}: {exc}\n{tail}") from exc
+            self.ms[name].append(sync.elapsed_ns / 1e6)
+            if name == OURS:
+                self.rss.append(rss_kib(proc.pid))
+                self.cpu.append(settled_cpu_ns(proc.pid))
+                self.updates = len(sync.updates)
+
+    def summary(self) -> dict[str, Any]:
+        ms = self.ms
+        return {
+            "ms": {k: sorted(round(v, 1) for v in vs) for k, vs in ms.items()},
+            "median_ms": {k: round(sorted(vs)[len(vs) // 2], 1) for k, vs in ms.items()},
+            "rss_mib": round(sorted(self.rss)[len(self.rss) // 2] / 1024, 1),
+            # the daemon's own CPU from exec until idle after its Synchronize (`own_cpu_ms`)
+            "cpu_ms": round(sorted(self.cpu)[len(self.cpu) // 2] / 1e6, 1),
+            "updates": self.updates,
+            "load": load_note(),
+        }
 
 
 def growth(first: float, last: float) -> float:
@@ -192,7 +231,49 @@ def table(result: dict[str, Any]) -> str:
             else ""
         )
     )
+    if "decision_p50s" in result:
+        p50s, f = result["decision_p50s"], result["growth_first_round"]
+        per = "; ".join(
+            f"{k} "
+            + " -> ".join(
+                f"{int(n):,}: " + ", ".join(str(v) for v in p50s[n][k])
+                for n in (levels[0], levels[-1])
+            )
+            for k in p50s[levels[0]]
+        )
+        rows.append(
+            f"decision CPU p50 µs per round ({len(p50s[levels[0]]['shared'])} rounds, growth "
+            f"from their medians): {per}; the first round alone: shared "
+            f"{f['shared_cpu_p50']}x, exclusive {f['exclusive_cpu_p50']}x"
+        )
     return "\n".join(rows)
+
+
+#: the decision rows' probe kinds, as `bench.decision.decisions` names them
+KINDS = ("shared", "exclusive", decision.COLD)
+
+
+def round_p50s(rounds: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """Each level's CPU p50 per probe kind, one per decision round (a fresh pipeline grown
+    through the levels each round)."""
+    return {
+        n: {k: [r[n][k]["cpu"]["p50_us"] for r in rounds] for k in KINDS if k in level}
+        for n, level in rounds[0].items()
+    }
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def decision_growth(
+    p50s: dict[str, dict[str, list[float]]], first: str, last: str
+) -> dict[str, float]:
+    """The decision rows' growth from level `first` to `last`: the median over the rounds
+    of each level's p50 (an odd count of rounds: the middle one)."""
+    names = {"shared": "shared_cpu_p50", "exclusive": "exclusive_cpu_p50",
+             decision.COLD: "shared_cold_cpu_p50"}  # fmt: skip
+    return {names[k]: growth(median(p50s[first][k]), median(p50s[last][k])) for k in p50s[first]}
 
 
 def sync_growth(result: dict[str, Any], first: str, last: str) -> dict[str, float]:
@@ -226,6 +307,13 @@ def main() -> int:
     ap.add_argument(
         "--reps", type=int, default=3, help="Synchronize runs per peer and level (the median)"
     )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="decision rounds, each a fresh pipeline grown through the levels (the growth "
+        "rows use the median of the rounds' p50s)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
         "--cold-mib",
@@ -240,45 +328,37 @@ def main() -> int:
     ns = ap.parse_args()
     levels = [int(x) for x in ns.levels.split(",")]
     result: dict[str, Any] = {"machine": machine(), "levels": levels, "samples": ns.samples}
-    result["decision"] = decision.decisions(
-        levels,
-        samples=ns.samples,
-        warmup=ns.warmup,
-        log_level="info",
-        workload=scaled,
-        cold=_eviction(ns.cold_mib),
-    )
+    rounds = [
+        decision.decisions(
+            levels,
+            samples=ns.samples,
+            warmup=ns.warmup,
+            log_level="info",
+            workload=scaled,
+            cold=_eviction(ns.cold_mib),
+        )
+        for _ in range(ns.rounds)
+    ]
+    # the tables show the first round; the growth rows use every round (`round_p50s`)
+    result["decision"] = rounds[0]
+    result["decision_p50s"] = round_p50s(rounds)
     if not ns.no_sync:
         with short_tempdir("nri-scale-") as work:
             p = peers.Peers(work)
-            result["synchronize"] = {
-                str(n): synchronize(p, n, reps=ns.reps, seed=ns.seed) for n in levels
-            }
-            result["synchronize_empty"] = synchronize(p, 0, reps=ns.reps, seed=ns.seed)
+            by_level = synchronize_levels(p, [0, *levels], reps=ns.reps, seed=ns.seed)
+            result["synchronize_empty"] = by_level.pop("0")
+            result["synchronize"] = by_level
     first, last = str(levels[0]), str(levels[-1])
     dec = result["decision"]
     result["growth"] = {
-        "shared_cpu_p50": growth(
-            dec[first]["shared"]["cpu"]["p50_us"], dec[last]["shared"]["cpu"]["p50_us"]
-        ),
-        "exclusive_cpu_p50": growth(
-            dec[first]["exclusive"]["cpu"]["p50_us"], dec[last]["exclusive"]["cpu"]["p50_us"]
-        ),
+        **decision_growth(result["decision_p50s"], first, last),
         "exclusive_updates": growth(
             dec[first]["exclusive"]["updates"], dec[last]["exclusive"]["updates"]
         ),
-        **(
-            {
-                "shared_cold_cpu_p50": growth(
-                    dec[first][decision.COLD]["cpu"]["p50_us"],
-                    dec[last][decision.COLD]["cpu"]["p50_us"],
-                )
-            }
-            if decision.COLD in dec[first]
-            else {}
-        ),
         **(sync_growth(result, first, last) if "synchronize" in result else {}),
     }
+    # the growth of the first round alone: what this bench gave before it had rounds
+    result["growth_first_round"] = decision_growth(round_p50s(rounds[:1]), first, last)
     result["load_after"] = load_note()
     out = Path(ns.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from bench import scale
 from bench.common import settled_cpu_ns
 from bench.peers import compile_bytecode
 from bench.profile import layer_of, parse, summarize
-from bench.scale import GO, OURS, added_ms, growth, own_cpu_ms
+from bench.scale import GO, OURS, added_ms, decision_growth, growth, own_cpu_ms, round_p50s
 from bench.stats import percentile, summary_us
 
 
@@ -178,3 +179,43 @@ def test_settled_cpu_waits_for_a_process_that_pauses_then_works_again() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def _round(shared: float, exclusive: float) -> dict[str, object]:
+    return {"shared": {"cpu": {"p50_us": shared}}, "exclusive": {"cpu": {"p50_us": exclusive}}}
+
+
+def test_decision_growth_is_of_the_rounds_medians_not_the_first_round() -> None:
+    # a first round whose last level ran while the machine was slow (bench.scale's
+    # rounds, seventh session): its growth alone is over, the medians' is not
+    rounds = [
+        {"1000": _round(300, 2000), "10000": _round(600, 40000)},
+        {"1000": _round(320, 2100), "10000": _round(330, 20000)},
+        {"1000": _round(310, 1900), "10000": _round(340, 21000)},
+    ]
+    p50s = round_p50s(rounds)
+    assert p50s["10000"] == {"shared": [600, 330, 340], "exclusive": [40000, 20000, 21000]}
+    assert decision_growth(p50s, "1000", "10000") == {
+        "shared_cpu_p50": growth(310, 340),
+        "exclusive_cpu_p50": growth(2000, 21000),
+    }
+    assert decision_growth(round_p50s(rounds[:1]), "1000", "10000")["shared_cpu_p50"] == 2.0
+
+
+def test_synchronize_levels_runs_the_levels_in_turns(monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: list[tuple[int, str]] = []
+
+    def run(self: scale._SyncLevel, p: object, name: str) -> None:
+        runs.append((self.n, name))
+        self.ms[name].append(float(self.n))
+        if name == OURS:
+            self.rss.append(1024)
+            self.cpu.append(1_000_000)
+
+    monkeypatch.setattr(scale._SyncLevel, "run", run)
+    got = scale.synchronize_levels(None, [0, 10, 20], reps=3, seed=1)  # type: ignore[arg-type]
+    # every round runs every level once, both peers each, before the next round starts
+    for r in range(3):
+        block = runs[6 * r : 6 * r + 6]
+        assert sorted(block) == sorted((n, name) for n in (0, 10, 20) for name in (GO, OURS))
+    assert got["20"]["median_ms"] == {GO: 20.0, OURS: 20.0} and got["0"]["cpu_ms"] == 1.0
