@@ -519,8 +519,9 @@ class Containerd:
     def remove_all_pods(self) -> None:
         """Stop and remove every pod; stop trying at the first call that runs out of time.
 
-        containerd 1.7.35 (NRI v0.8.0) can deadlock: `RemovePodSandbox` holds the NRI
-        plugin-sync read lock and takes it again in `RemoveContainer`; a plugin that
+        containerd (seen on 1.7.35 with NRI v0.8.0; 2.3.7 has the same code) can
+        deadlock: `RemovePodSandbox` holds the NRI plugin-sync read lock and takes it
+        again in `RemoveContainer`; a plugin that
         registers in between (the chart's reset plugin at uninstall, while the kubelet
         removes pods) waits for the write lock, the second read waits for the writer, and
         every later pod call for the writer too (seen in a fresh-clone run, seventh session:
