@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nri_resmgr.model import ContainerID
 from nri_resmgr.policy.kit.records import PlacementRecord, encode_line
-from nri_resmgr.runtime.record_store import RECORD_FILE, RecordStore
+from nri_resmgr.runtime.record_store import RECORD_FILE, SLACK, RecordStore
 from nri_resmgr.topology.cpuset import IDSet
 from tests.support.logs import QUIET
 
@@ -72,8 +72,6 @@ def test_moves_compact_by_the_bytes_they_append_not_their_count(tmp_path: Path) 
     """The journal may hold as many bytes as the base (plus `SLACK` mean lines): a
     decision that moves every record appends a short block, and the file compacts once
     its blocks outweigh the base, not once their entries outnumber the records."""
-    from nri_resmgr.runtime.record_store import SLACK
-
     store = RecordStore(tmp_path / RECORD_FILE, scope=SCOPE, log=QUIET)
     node0 = IDSet.parse("0")
     meaning = {**MEANING, "request": "x" * 200}  # lines much longer than a move
