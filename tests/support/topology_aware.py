@@ -28,6 +28,8 @@ from nri_resmgr.model import (
     QoSClass,
 )
 from nri_resmgr.policy.topology_aware import TopologyAwarePolicy, TopologyAwareState
+from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
+from nri_resmgr.policy.topology_aware.pools import Pool
 from nri_resmgr.policy.topology_aware.preferences import (
     CPU_PRESERVE,
     HIDE_HYPERTHREADS,
@@ -35,6 +37,7 @@ from nri_resmgr.policy.topology_aware.preferences import (
     MEMORY_TYPE,
     PREFER_ISOLATED,
     PREFER_SHARED,
+    ContainerRequest,
 )
 from nri_resmgr.topology.cpuset import CPUSet
 from nri_resmgr.topology.model import Topology
@@ -238,3 +241,27 @@ def guaranteed(name: str, milli: int, pod: str | None = None) -> ContainerInfo:
 def besteffort(name: str, pod: str | None = None, ns: str = "default") -> ContainerInfo:
     """A BestEffort container (its pod `pod`, by default its own name, in namespace `ns`)."""
     return ctr(name, pod=pod or name, qos=QoSClass.BEST_EFFORT, ns=ns, cid=name)
+
+
+def plain_offer(
+    p: TopologyAwarePolicy,
+    s: TopologyAwareState,
+    pool: Pool,
+    c: ContainerInfo,
+    request: ContainerRequest,
+) -> Offer | str:
+    """`make_offer` of `pool` for `c`'s `request` on `s`, as a creation asks it (no CPUs
+    preferred, the policy's priorities): an `Offer`, or why the pool refuses."""
+    return make_offer(
+        tree=p.tree,
+        topology=p.topology,
+        allocator=p.allocator,
+        supply=s.supply,
+        pool=pool,
+        container_id=c.id,
+        pod_id=c.pod.id,
+        namespace=c.namespace,
+        request=request,
+        prefer=(),
+        priorities=p.priorities,
+    )

@@ -65,7 +65,7 @@ from nri_resmgr.topology.load import load_topology
 from nri_resmgr.topology.model import Topology
 from tests.support.builders import topo, with_current
 from tests.support.requirements import REPO
-from tests.support.topology_aware import OPS, SYNTHETIC, Op, make
+from tests.support.topology_aware import OPS, SYNTHETIC, Op, make, plain_offer
 
 SERVER = REPO / "examples" / "topologies" / "server-2s-224t.yaml"
 
@@ -351,19 +351,7 @@ def test_key_bounds_equal_key_bound_of_each_pool(
             if request.kind in (CPUKind.SHARED, CPUKind.RESERVED, CPUKind.NONE):
                 # `Placer.rank` keys an offer that takes no CPUs by its bound
                 for bound, q in got:
-                    offer = make_offer(
-                        tree=tree,
-                        topology=p.topology,
-                        allocator=p.allocator,
-                        supply=s.supply,
-                        pool=q,
-                        container_id=c.id,
-                        pod_id=c.pod.id,
-                        namespace=c.namespace,
-                        request=request,
-                        prefer=(),
-                        priorities=p.priorities,
-                    )
+                    offer = plain_offer(p, s, q, c, request)
                     if isinstance(offer, Offer):
                         hinted = q.index == hint
                         score = affinities.get(q.index, 0)

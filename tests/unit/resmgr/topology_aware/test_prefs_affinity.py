@@ -22,10 +22,11 @@ from nri_resmgr.policy.topology_aware.affinity import (
     container_affinities,
     subject_of,
 )
-from nri_resmgr.policy.topology_aware.offers import Offer, make_offer
+from nri_resmgr.policy.topology_aware.offers import Offer
 from nri_resmgr.policy.topology_aware.preferences import container_request
 from nri_resmgr.topology.synthetic import build_topology
 from tests.support.builders import ctr, small, with_current
+from tests.support.topology_aware import plain_offer
 
 
 def node_of(p: TopologyAwarePolicy, s: TopologyAwareState, name: str, pod: str) -> str:
@@ -286,26 +287,7 @@ def test_anti_affinity_is_never_violated_when_a_placement_honours_it(
     bad = [p.tree.pools[s.grants[c.id].pool].cpus for c in live if c.name in names]
     clear = [pool for pool in p.tree.pools if all(pool.cpus.isdisjoint(b) for b in bad)]
     req = container_request(x, p.config)
-    fits = [
-        pool
-        for pool in clear
-        if isinstance(
-            make_offer(
-                tree=p.tree,
-                topology=p.topology,
-                allocator=p.allocator,
-                supply=s.supply,
-                pool=pool,
-                container_id=x.id,
-                pod_id=x.pod.id,
-                namespace=x.namespace,
-                request=req,
-                prefer=(),
-                priorities=p.priorities,
-            ),
-            Offer,
-        )
-    ]
+    fits = [pool for pool in clear if isinstance(plain_offer(p, s, pool, x, req), Offer)]
     if not fits:
         return
     d = p.allocate(s, x)
